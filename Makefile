@@ -1,0 +1,32 @@
+# Everyday commands; the build itself is CMake's.
+JOBS ?= $(shell nproc)
+BUILD ?= build
+CMAKE ?= cmake
+
+.PHONY: all test sanitize asan install clean format format-check
+
+all:
+	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
+
+test: all
+	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# AddressSanitizer + UndefinedBehaviorSanitizer build and test run.
+sanitize:
+	$(CMAKE) -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DEMBER_SANITIZE=ON >/dev/null
+	$(CMAKE) --build build-asan -j $(JOBS)
+	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
+asan: sanitize
+
+install: all
+	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
+
+format:
+	clang-format -i $$(git ls-files '*.c' '*.h')
+
+format-check:
+	clang-format --dry-run --Werror $$(git ls-files '*.c' '*.h')
+
+clean:
+	rm -rf $(BUILD) build-asan

@@ -1,0 +1,8 @@
+/* Ember: the umbrella header. Include this one. */
+#ifndef EMBER_H
+#define EMBER_H
+
+#include "core.h"
+#include "tensor.h"
+
+#endif

@@ -1,0 +1,552 @@
+/* Ember tensors: the handle, devices, scopes, views, data in and out, and every op.
+ * Ownership: each function returning em_tensor * returns a new reference (or NULL with an error
+ * recorded). Inside em_scope_begin/end new references are released at the end unless kept. */
+#ifndef EMBER_TENSOR_H
+#define EMBER_TENSOR_H
+
+#include "core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define EM_MAX_RANK 8
+
+typedef struct em_tensor em_tensor;
+
+/* ---- shapes and axis lists --------------------------------------------------------------- */
+
+typedef struct em_shape {
+    int rank;
+    int64_t dims[EM_MAX_RANK];
+} em_shape;
+
+/* A list of dimensions (negative counts from the end). n == 0 means "all dimensions" where an
+ * op reduces. */
+typedef struct em_axes {
+    int n;
+    int d[EM_MAX_RANK];
+} em_axes;
+
+#define EM__NARGS(...) EM__NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define EM__NARGS_(a, b, c, d, e, f, g, h, n, ...) n
+/* EM_SHAPE(2, 3) is the shape [2, 3]; EM_SCALAR is the rank-0 shape. */
+#define EM_SHAPE(...) ((em_shape){.rank = EM__NARGS(__VA_ARGS__), .dims = {__VA_ARGS__}})
+#define EM_SCALAR ((em_shape){.rank = 0})
+/* EM_AXES(0, -1) lists dims 0 and -1; EM_ALL means every dimension. */
+#define EM_AXES(...) ((em_axes){.n = EM__NARGS(__VA_ARGS__), .d = {__VA_ARGS__}})
+#define EM_ALL ((em_axes){.n = 0})
+
+int64_t em_shape_numel(em_shape s);
+bool em_shape_equal(em_shape a, em_shape b);
+/* Writes "[2, 3]" into buf (always NUL-terminated); returns buf. */
+char *em_shape_str(em_shape s, char *buf, size_t cap);
+
+/* ---- devices ----------------------------------------------------------------------------- */
+
+typedef struct em_device {
+    int16_t backend; /* index in the backend registry; 0 is the CPU */
+    int16_t index;   /* device number within the backend */
+} em_device;
+
+#define EM_CPU ((em_device){0, 0})
+
+/* Parses "cpu", "cuda:0", "cuda" (= cuda:0). Unknown names give EM_ERR_DEVICE and EM_CPU. */
+em_device em_device_parse(const char *name);
+/* EMBER_DEVICE, then ember.toml's `device`, then "cpu". */
+em_device em_device_default(void);
+/* Writes "cpu" or "cuda:0" into buf; returns buf. */
+char *em_device_str(em_device d, char *buf, size_t cap);
+bool em_device_equal(em_device a, em_device b);
+/* Name of the device's backend ("cpu"). */
+const char *em_device_backend_name(em_device d);
+/* Waits until all work queued on the device is done. */
+em_status em_device_sync(em_device d);
+
+/* ---- handle, ownership and scopes -------------------------------------------------------- */
+
+/* Adds a reference (returns t) / drops one (frees the handle at zero; NULL is ignored). */
+em_tensor *em_retain(em_tensor *t);
+void em_release(em_tensor *t);
+/* Opens a scope: tensors created until the matching em_scope_end are released then. */
+void em_scope_begin(void);
+/* Closes the innermost scope; returns EM_ERR_STATE when there is none. */
+em_status em_scope_end(void);
+/* Takes t out of the innermost scope so it survives em_scope_end; it moves to the enclosing
+ * scope if there is one, else the caller owns it. Returns t. */
+em_tensor *em_keep(em_tensor *t);
+/* Number of open scopes on this thread. */
+int em_scope_depth(void);
+/* Live tensor handles in this process (for leak tests). */
+int64_t em_live_tensors(void);
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+em_dtype em_tensor_dtype(const em_tensor *t);
+em_shape em_tensor_shape(const em_tensor *t);
+int em_tensor_rank(const em_tensor *t);
+/* Size of dimension d (negative counts from the end); -1 with an error when out of range. */
+int64_t em_tensor_dim(const em_tensor *t, int d);
+int64_t em_tensor_numel(const em_tensor *t);
+em_device em_tensor_device(const em_tensor *t);
+/* Element strides (not bytes) and the element offset into the storage. */
+int64_t em_tensor_stride(const em_tensor *t, int d);
+int64_t em_tensor_offset(const em_tensor *t);
+bool em_tensor_is_contiguous(const em_tensor *t);
+/* True when a and b share storage. */
+bool em_tensor_shares_storage(const em_tensor *a, const em_tensor *b);
+/* Host pointer to element 0 for a CPU tensor (NULL otherwise). Do not write through it unless
+ * the tensor is the only view of its storage. */
+void *em_tensor_data(const em_tensor *t);
+
+/* ---- data in and out --------------------------------------------------------------------- */
+
+/* New tensor of `shape` and `dtype` on `dev`, filled from `data` holding numel values of
+ * `src_dtype` (converted). */
+em_tensor *em_from_data(const void *data, em_dtype src_dtype, em_shape shape, em_dtype dtype,
+                        em_device dev);
+/* Shorthands for f32/f64/i64 host arrays kept in their dtype on the CPU. */
+em_tensor *em_from_f32(const float *data, em_shape shape);
+em_tensor *em_from_f64(const double *data, em_shape shape);
+em_tensor *em_from_i64(const int64_t *data, em_shape shape);
+/* Wraps caller memory without a copy (CPU only); `deleter(data, user)` runs when the last view
+ * goes (may be NULL). */
+em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*deleter)(void *, void *),
+                        void *user);
+/* Copies t's values, in row-major order, into `out` as `dtype`; `count` is the capacity in
+ * elements and must be at least numel. */
+em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t count);
+/* The value of a one-element tensor. */
+double em_item_f64(const em_tensor *t);
+int64_t em_item_i64(const em_tensor *t);
+/* Element at a multi-index (rank entries; negative counts from the end). */
+double em_get_f64(const em_tensor *t, const int64_t *index);
+/* The same values on another device (a new reference to t when already there). */
+em_tensor *em_to_device(em_tensor *t, em_device dev);
+
+/* ---- printing ---------------------------------------------------------------------------- */
+
+typedef struct em_print_options {
+    int64_t threshold;  /* summarise above this many elements (0: 1000) */
+    int64_t edge_items; /* items kept at each edge when summarising (0: 3) */
+    int precision;      /* digits after the point; 0 or less: shortest round-trip form */
+} em_print_options;
+
+/* Formats t in Burn's layout into a new string (free with em_free). */
+char *em_tensor_format(const em_tensor *t, em_print_options opt);
+/* Prints t to stdout. */
+void em_print(const em_tensor *t);
+
+/* ---- creation ---------------------------------------------------------------------------- */
+
+em_tensor *em_empty(em_shape shape, em_dtype dtype, em_device dev);
+em_tensor *em_zeros(em_shape shape, em_dtype dtype, em_device dev);
+em_tensor *em_ones(em_shape shape, em_dtype dtype, em_device dev);
+em_tensor *em_full(em_shape shape, double value, em_dtype dtype, em_device dev);
+em_tensor *em_scalar(double value, em_dtype dtype, em_device dev);
+/* [start, end) with step (end exclusive; step may be negative, never zero). */
+em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_device dev);
+/* `steps` evenly spaced values from start to end inclusive. */
+em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, em_device dev);
+/* n x m matrix with ones on the diagonal (m < 0: square). */
+em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, em_device dev);
+/* Random tensors from the global generator (em_seed). */
+em_tensor *em_rand(em_shape shape, em_dtype dtype, em_device dev);  /* uniform [0, 1) */
+em_tensor *em_randn(em_shape shape, em_dtype dtype, em_device dev); /* standard normal */
+em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype,
+                           em_device dev);
+em_tensor *em_rand_normal(em_shape shape, double mean, double std, em_dtype dtype, em_device dev);
+/* Elementwise Bernoulli draws with probabilities p (result has p's dtype). */
+em_tensor *em_bernoulli(const em_tensor *p);
+/* Same shape, every element 1 with probability p. */
+em_tensor *em_bernoulli_p(em_shape shape, double p, em_dtype dtype, em_device dev);
+/* Integers uniform in [low, high). */
+em_tensor *em_randint(int64_t low, int64_t high, em_shape shape, em_dtype dtype, em_device dev);
+em_tensor *em_empty_like(const em_tensor *t);
+em_tensor *em_zeros_like(const em_tensor *t);
+em_tensor *em_ones_like(const em_tensor *t);
+em_tensor *em_full_like(const em_tensor *t, double value);
+em_tensor *em_rand_like(const em_tensor *t);
+em_tensor *em_randn_like(const em_tensor *t);
+/* Integer indices -> one-hot along a new last dim of size num_classes (-1: max + 1), as i64. */
+em_tensor *em_one_hot(const em_tensor *indices, int64_t num_classes);
+/* Lower / upper triangle of the last two dims; diagonal k as in PyTorch. */
+em_tensor *em_tril(const em_tensor *t, int64_t k);
+em_tensor *em_triu(const em_tensor *t, int64_t k);
+/* n 1-D tensors -> n tensors of shape [len0, len1, ...] ("ij" indexing), written to out[]. */
+em_status em_meshgrid(em_tensor *const *tensors, int n, em_tensor **out);
+
+/* ---- views (share storage) --------------------------------------------------------------- */
+
+/* A view when the strides allow, else a copy; one dim may be -1. */
+em_tensor *em_reshape(const em_tensor *t, em_shape shape);
+/* Always a view; fails when the strides do not allow it. */
+em_tensor *em_view(const em_tensor *t, em_shape shape);
+em_tensor *em_flatten(const em_tensor *t, int start_dim, int end_dim);
+em_tensor *em_permute(const em_tensor *t, em_axes order);
+em_tensor *em_transpose(const em_tensor *t, int d0, int d1);
+/* Elements start, start+step, ... before end along dim (Python slice rules, negatives wrap,
+ * out-of-range bounds clamp; step > 0). */
+em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step);
+em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length);
+/* Index `index` of dim, removing the dim. */
+em_tensor *em_select(const em_tensor *t, int dim, int64_t index);
+/* Broadcast view to `shape` (size-1 dims stretch; -1 keeps a dim; new leading dims allowed). */
+em_tensor *em_expand(const em_tensor *t, em_shape shape);
+/* Removes size-1 dims (all with EM_ALL). */
+em_tensor *em_squeeze(const em_tensor *t, em_axes dims);
+em_tensor *em_unsqueeze(const em_tensor *t, int dim);
+/* Reverses the listed dims (a view with negative strides). */
+em_tensor *em_flip(const em_tensor *t, em_axes dims);
+/* Windows of `size` every `step` along dim, as a new last dim (torch.Tensor.unfold). */
+em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step);
+/* Row-major copy (a new reference to t when already contiguous). */
+em_tensor *em_contiguous(const em_tensor *t);
+/* Always a fresh copy. */
+em_tensor *em_clone(const em_tensor *t);
+
+/* ---- casts ------------------------------------------------------------------------------- */
+
+/* Values converted to dtype (float -> int truncates toward zero; -> bool is != 0). */
+em_tensor *em_cast(const em_tensor *t, em_dtype dtype);
+
+/* ---- unary ------------------------------------------------------------------------------- */
+
+em_tensor *em_neg(const em_tensor *x);
+em_tensor *em_abs(const em_tensor *x);
+em_tensor *em_sign(const em_tensor *x);
+em_tensor *em_exp(const em_tensor *x);
+em_tensor *em_exp2(const em_tensor *x);
+em_tensor *em_log(const em_tensor *x);
+em_tensor *em_log2(const em_tensor *x);
+em_tensor *em_log1p(const em_tensor *x);
+em_tensor *em_expm1(const em_tensor *x);
+em_tensor *em_sqrt(const em_tensor *x);
+em_tensor *em_rsqrt(const em_tensor *x);
+em_tensor *em_square(const em_tensor *x);
+em_tensor *em_reciprocal(const em_tensor *x);
+em_tensor *em_sin(const em_tensor *x);
+em_tensor *em_cos(const em_tensor *x);
+em_tensor *em_tan(const em_tensor *x);
+em_tensor *em_asin(const em_tensor *x);
+em_tensor *em_acos(const em_tensor *x);
+em_tensor *em_atan(const em_tensor *x);
+em_tensor *em_sinh(const em_tensor *x);
+em_tensor *em_cosh(const em_tensor *x);
+em_tensor *em_tanh(const em_tensor *x);
+em_tensor *em_asinh(const em_tensor *x);
+em_tensor *em_acosh(const em_tensor *x);
+em_tensor *em_atanh(const em_tensor *x);
+em_tensor *em_erf(const em_tensor *x);
+em_tensor *em_floor(const em_tensor *x);
+em_tensor *em_ceil(const em_tensor *x);
+em_tensor *em_round(const em_tensor *x); /* half to even, like torch.round */
+em_tensor *em_trunc(const em_tensor *x);
+em_tensor *em_isnan(const em_tensor *x); /* -> bool */
+em_tensor *em_isinf(const em_tensor *x);
+em_tensor *em_isfinite(const em_tensor *x);
+em_tensor *em_logical_not(const em_tensor *x); /* -> bool */
+em_tensor *em_bitwise_not(const em_tensor *x); /* integers and bool */
+
+/* ---- activations ------------------------------------------------------------------------- */
+
+em_tensor *em_relu(const em_tensor *x);
+em_tensor *em_relu6(const em_tensor *x);
+em_tensor *em_leaky_relu(const em_tensor *x, double negative_slope);
+em_tensor *em_elu(const em_tensor *x, double alpha);
+em_tensor *em_selu(const em_tensor *x);
+em_tensor *em_celu(const em_tensor *x, double alpha);
+em_tensor *em_gelu(const em_tensor *x);      /* erf form */
+em_tensor *em_gelu_tanh(const em_tensor *x); /* tanh approximation */
+em_tensor *em_silu(const em_tensor *x);
+em_tensor *em_sigmoid(const em_tensor *x);
+em_tensor *em_log_sigmoid(const em_tensor *x);
+em_tensor *em_hard_sigmoid(const em_tensor *x);
+em_tensor *em_hard_swish(const em_tensor *x);
+em_tensor *em_mish(const em_tensor *x);
+em_tensor *em_softplus(const em_tensor *x, double beta, double threshold);
+em_tensor *em_softsign(const em_tensor *x);
+em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val);
+
+/* ---- binary (NumPy broadcasting; dtype promotion as PyTorch) ------------------------------ */
+
+em_tensor *em_add(const em_tensor *a, const em_tensor *b);
+em_tensor *em_sub(const em_tensor *a, const em_tensor *b);
+em_tensor *em_mul(const em_tensor *a, const em_tensor *b);
+em_tensor *em_div(const em_tensor *a, const em_tensor *b); /* true division (ints -> f32) */
+em_tensor *em_floor_divide(const em_tensor *a, const em_tensor *b);
+em_tensor *em_remainder(const em_tensor *a, const em_tensor *b); /* sign of the divisor */
+em_tensor *em_fmod(const em_tensor *a, const em_tensor *b);      /* sign of the dividend */
+em_tensor *em_pow(const em_tensor *a, const em_tensor *b);
+em_tensor *em_atan2(const em_tensor *a, const em_tensor *b);
+em_tensor *em_hypot(const em_tensor *a, const em_tensor *b);
+em_tensor *em_minimum(const em_tensor *a, const em_tensor *b); /* NaN propagates */
+em_tensor *em_maximum(const em_tensor *a, const em_tensor *b);
+em_tensor *em_eq(const em_tensor *a, const em_tensor *b); /* comparisons -> bool */
+em_tensor *em_ne(const em_tensor *a, const em_tensor *b);
+em_tensor *em_lt(const em_tensor *a, const em_tensor *b);
+em_tensor *em_le(const em_tensor *a, const em_tensor *b);
+em_tensor *em_gt(const em_tensor *a, const em_tensor *b);
+em_tensor *em_ge(const em_tensor *a, const em_tensor *b);
+em_tensor *em_logical_and(const em_tensor *a, const em_tensor *b);
+em_tensor *em_logical_or(const em_tensor *a, const em_tensor *b);
+em_tensor *em_logical_xor(const em_tensor *a, const em_tensor *b);
+em_tensor *em_bitwise_and(const em_tensor *a, const em_tensor *b); /* integers and bool */
+em_tensor *em_bitwise_or(const em_tensor *a, const em_tensor *b);
+em_tensor *em_bitwise_xor(const em_tensor *a, const em_tensor *b);
+em_tensor *em_shift_left(const em_tensor *a, const em_tensor *b);
+em_tensor *em_shift_right(const em_tensor *a, const em_tensor *b); /* arithmetic */
+
+/* Scalar forms: the scalar takes the tensor's dtype (a float scalar with an integer tensor
+ * promotes to f32 for add/sub/mul/div/pow like PyTorch). */
+em_tensor *em_add_scalar(const em_tensor *a, double s);
+em_tensor *em_sub_scalar(const em_tensor *a, double s);
+em_tensor *em_rsub_scalar(const em_tensor *a, double s); /* s - a */
+em_tensor *em_mul_scalar(const em_tensor *a, double s);
+em_tensor *em_div_scalar(const em_tensor *a, double s);
+em_tensor *em_rdiv_scalar(const em_tensor *a, double s); /* s / a */
+em_tensor *em_pow_scalar(const em_tensor *a, double s);
+em_tensor *em_rpow_scalar(const em_tensor *a, double s); /* s ** a */
+em_tensor *em_remainder_scalar(const em_tensor *a, double s);
+em_tensor *em_fmod_scalar(const em_tensor *a, double s);
+em_tensor *em_minimum_scalar(const em_tensor *a, double s);
+em_tensor *em_maximum_scalar(const em_tensor *a, double s);
+em_tensor *em_eq_scalar(const em_tensor *a, double s);
+em_tensor *em_ne_scalar(const em_tensor *a, double s);
+em_tensor *em_lt_scalar(const em_tensor *a, double s);
+em_tensor *em_le_scalar(const em_tensor *a, double s);
+em_tensor *em_gt_scalar(const em_tensor *a, double s);
+em_tensor *em_ge_scalar(const em_tensor *a, double s);
+
+/* cond ? a : b with three-way broadcasting; cond is bool. */
+em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *b);
+/* x with value where mask (bool, broadcast to x) is true. */
+em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value);
+/* Clamp into [lo, hi]; NaN bounds mean "no bound". Tensor bounds broadcast. */
+em_tensor *em_clamp(const em_tensor *x, double lo, double hi);
+em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_tensor *hi);
+/* a + w * (b - a); w a scalar or a tensor. */
+em_tensor *em_lerp(const em_tensor *a, const em_tensor *b, double w);
+em_tensor *em_lerp_tensor(const em_tensor *a, const em_tensor *b, const em_tensor *w);
+
+/* ---- reductions (dims: EM_ALL or a list; keepdim keeps size-1 dims) ----------------------- */
+
+/* sum/prod of integers and bool accumulate in i64 like PyTorch. */
+em_tensor *em_sum(const em_tensor *x, em_axes dims, bool keepdim);
+em_tensor *em_mean(const em_tensor *x, em_axes dims, bool keepdim);
+em_tensor *em_prod(const em_tensor *x, em_axes dims, bool keepdim);
+/* max/min over the dims (NaN propagates); argmax/argmin over one dim (dim < -rank: flattened). */
+em_tensor *em_max(const em_tensor *x, em_axes dims, bool keepdim);
+em_tensor *em_min(const em_tensor *x, em_axes dims, bool keepdim);
+/* max/min with indices along one dim: values to *values, i64 indices to *indices. */
+em_status em_max_dim(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
+                     em_tensor **indices);
+em_status em_min_dim(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
+                     em_tensor **indices);
+#define EM_FLAT (-1000) /* argmax/argmin over the flattened tensor */
+em_tensor *em_argmax(const em_tensor *x, int dim, bool keepdim);
+em_tensor *em_argmin(const em_tensor *x, int dim, bool keepdim);
+/* Variance / standard deviation with Bessel-style correction (1 = unbiased). */
+em_tensor *em_var(const em_tensor *x, em_axes dims, int64_t correction, bool keepdim);
+em_tensor *em_std(const em_tensor *x, em_axes dims, int64_t correction, bool keepdim);
+/* p-norm: p = 1, 2, any positive p, INFINITY (max |x|), -INFINITY (min |x|), 0 (count). */
+em_tensor *em_norm(const em_tensor *x, double p, em_axes dims, bool keepdim);
+em_tensor *em_logsumexp(const em_tensor *x, em_axes dims, bool keepdim);
+em_tensor *em_any(const em_tensor *x, em_axes dims, bool keepdim); /* -> bool */
+em_tensor *em_all(const em_tensor *x, em_axes dims, bool keepdim);
+em_tensor *em_count_nonzero(const em_tensor *x, em_axes dims, bool keepdim); /* -> i64 */
+
+/* Scans along one dim. */
+em_tensor *em_cumsum(const em_tensor *x, int dim);
+em_tensor *em_cumprod(const em_tensor *x, int dim);
+/* Running max/min; i64 positions to *indices when not NULL. */
+em_status em_cummax(const em_tensor *x, int dim, em_tensor **values, em_tensor **indices);
+em_status em_cummin(const em_tensor *x, int dim, em_tensor **values, em_tensor **indices);
+/* Numerically stable softmax / log-softmax along dim. */
+em_tensor *em_softmax(const em_tensor *x, int dim);
+em_tensor *em_log_softmax(const em_tensor *x, int dim);
+
+/* ---- linear algebra ---------------------------------------------------------------------- */
+
+/* torch.matmul semantics: 1-D operands promoted and squeezed, batch dims broadcast.
+ * f16/bf16 accumulate in f32; integers in i64. */
+em_tensor *em_matmul(const em_tensor *a, const em_tensor *b);
+em_tensor *em_dot(const em_tensor *a, const em_tensor *b);    /* 1-D . 1-D -> scalar */
+em_tensor *em_outer(const em_tensor *a, const em_tensor *b);  /* [n], [m] -> [n, m] */
+em_tensor *em_matvec(const em_tensor *a, const em_tensor *x); /* [n, m], [m] -> [n] */
+
+/* ---- indexing ---------------------------------------------------------------------------- */
+
+typedef enum em_reduce_mode {
+    EM_SCATTER_ASSIGN = 0,
+    EM_SCATTER_ADD = 1,
+    EM_SCATTER_MUL = 2,
+    EM_SCATTER_MIN = 3, /* include_self semantics: the old value takes part */
+    EM_SCATTER_MAX = 4,
+} em_reduce_mode;
+
+/* out[i][j] = x[index[i][j]][j] (dim 0), index i64, same rank as x. */
+em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index);
+/* Copy of x with src values placed (or combined) at index positions along dim. */
+em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                      em_reduce_mode mode);
+em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index);
+/* Copy of x with alpha * src rows added at index positions along dim. */
+em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                        double alpha);
+/* 1-D tensor of the elements where mask (broadcast to x) is true. */
+em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask);
+/* [n_nonzero, rank] i64 coordinates of non-zero elements, row-major order. */
+em_tensor *em_nonzero(const em_tensor *x);
+/* Copy of x with the region x[starts:ends:steps] (per dim, like em_slice) replaced by src. */
+em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int64_t *ends,
+                           const int64_t *steps, const em_tensor *src);
+/* weight [num, dim] rows picked by integer indices of any shape -> [..., dim]. */
+em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices);
+
+/* ---- combine and split ------------------------------------------------------------------- */
+
+em_tensor *em_cat(em_tensor *const *tensors, int n, int dim);
+em_tensor *em_stack(em_tensor *const *tensors, int n, int dim);
+/* Views of size `size` along dim (the last may be smaller); count to *n_out; out[] holds up
+ * to `cap` tensors. */
+em_status em_split(const em_tensor *t, int64_t size, int dim, em_tensor **out, int cap,
+                   int *n_out);
+em_status em_split_sizes(const em_tensor *t, const int64_t *sizes, int n, int dim,
+                         em_tensor **out);
+em_status em_chunk(const em_tensor *t, int chunks, int dim, em_tensor **out, int *n_out);
+/* torch.Tensor.repeat: tile the whole tensor `repeats` times per dim. */
+em_tensor *em_repeat(const em_tensor *t, em_shape repeats);
+em_tensor *em_tile(const em_tensor *t, em_shape reps); /* numpy.tile rules */
+/* Roll by shifts along dims (n pairs); n == 0 rolls the flattened tensor by shifts[0]. */
+em_tensor *em_roll(const em_tensor *t, const int64_t *shifts, const int *dims, int n);
+
+typedef enum em_pad_mode {
+    EM_PAD_CONSTANT = 0,
+    EM_PAD_REFLECT = 1,
+    EM_PAD_REPLICATE = 2,
+    EM_PAD_CIRCULAR = 3,
+} em_pad_mode;
+/* pads holds (before, after) pairs starting from the LAST dim, like torch.nn.functional.pad;
+ * n_pairs pairs. Negative pads crop. */
+em_tensor *em_pad(const em_tensor *t, const int64_t *pads, int n_pairs, em_pad_mode mode,
+                  double value);
+
+/* ---- ordering ---------------------------------------------------------------------------- */
+
+/* Stable sort along dim; values and/or i64 indices (either pointer may be NULL). NaN sorts
+ * as the largest value, like PyTorch. */
+em_status em_sort(const em_tensor *x, int dim, bool descending, em_tensor **values,
+                  em_tensor **indices);
+em_tensor *em_argsort(const em_tensor *x, int dim, bool descending);
+/* k largest (or smallest) along dim, sorted. */
+em_status em_topk(const em_tensor *x, int64_t k, int dim, bool largest, em_tensor **values,
+                  em_tensor **indices);
+/* Lower median along dim (index of the median to *indices when not NULL); dim EM_FLAT: of all. */
+em_status em_median(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
+                    em_tensor **indices);
+
+/* ---- nn functional ----------------------------------------------------------------------- */
+
+/* Convolution options; zero means default (stride 1, dilation 1, groups 1, no padding).
+ * pad_lo/pad_hi are per spatial dim (asymmetric allowed); out_pad only for transposed. */
+typedef struct em_conv_opts {
+    int64_t stride[3];
+    int64_t pad_lo[3];
+    int64_t pad_hi[3];
+    int64_t dilation[3];
+    int64_t out_pad[3];
+    int64_t groups;
+} em_conv_opts;
+
+/* x [N, C, L|H,W|D,H,W], w [Cout, C/groups, k...], bias [Cout] or NULL. */
+em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                     em_conv_opts o);
+em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                     em_conv_opts o);
+em_tensor *em_conv3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                     em_conv_opts o);
+/* Transposed: w [Cin, Cout/groups, k...]. */
+em_tensor *em_conv_transpose1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o);
+em_tensor *em_conv_transpose2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o);
+em_tensor *em_conv_transpose3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o);
+
+/* Pooling options; zero means default (stride = kernel, dilation 1, no padding). */
+typedef struct em_pool_opts {
+    int64_t kernel[3];
+    int64_t stride[3];
+    int64_t pad[3];
+    int64_t dilation[3];
+    bool ceil_mode;
+    bool count_include_pad; /* avg pool: PyTorch's default is true; set exclude_pad to flip */
+    bool exclude_pad;
+} em_pool_opts;
+
+/* Max pooling; i64 argmax positions (flattened within each spatial plane, as PyTorch) to
+ * *indices when indices is not NULL. Returns the values. */
+em_tensor *em_max_pool1d(const em_tensor *x, em_pool_opts o, em_tensor **indices);
+em_tensor *em_max_pool2d(const em_tensor *x, em_pool_opts o, em_tensor **indices);
+em_tensor *em_max_pool3d(const em_tensor *x, em_pool_opts o, em_tensor **indices);
+em_tensor *em_avg_pool1d(const em_tensor *x, em_pool_opts o);
+em_tensor *em_avg_pool2d(const em_tensor *x, em_pool_opts o);
+em_tensor *em_avg_pool3d(const em_tensor *x, em_pool_opts o);
+em_tensor *em_adaptive_avg_pool1d(const em_tensor *x, int64_t out_l);
+em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w);
+em_tensor *em_adaptive_max_pool1d(const em_tensor *x, int64_t out_l, em_tensor **indices);
+em_tensor *em_adaptive_max_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w,
+                                  em_tensor **indices);
+
+typedef enum em_interp_mode {
+    EM_INTERP_NEAREST = 0,
+    EM_INTERP_BILINEAR = 1, /* linear for 1-D input */
+    EM_INTERP_BICUBIC = 2,
+} em_interp_mode;
+/* x [N, C, L] or [N, C, H, W] resized to `size` (spatial dims only). */
+em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode,
+                          bool align_corners);
+
+/* im2col: x [N, C, H, W] -> [N, C*kh*kw, L]; fold is its adjoint back to [N, C, H, W]. */
+em_tensor *em_im2col(const em_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
+                     const int64_t padding[2], const int64_t stride[2]);
+em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int64_t kernel[2],
+                     const int64_t dilation[2], const int64_t padding[2],
+                     const int64_t stride[2]);
+em_tensor *em_pixel_shuffle(const em_tensor *x, int64_t r);
+em_tensor *em_pixel_unshuffle(const em_tensor *x, int64_t r);
+
+/* Normalisations. layer_norm/rms_norm normalise the last `n_norm` dims; weight/bias may be
+ * NULL. batch_norm uses the given statistics (inference form) over dim 1. */
+em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+em_tensor *em_rms_norm(const em_tensor *x, int n_norm, const em_tensor *weight, double eps);
+em_tensor *em_group_norm(const em_tensor *x, int64_t groups, const em_tensor *weight,
+                         const em_tensor *bias, double eps);
+em_tensor *em_batch_norm(const em_tensor *x, const em_tensor *mean, const em_tensor *var,
+                         const em_tensor *weight, const em_tensor *bias, double eps);
+
+/* Scaled dot-product attention. q [..., L, E], k [..., S, E], v [..., S, Ev]; mask NULL, bool
+ * (true = attend) or additive float, broadcast to [..., L, S]; scale <= 0 means 1/sqrt(E). */
+typedef struct em_sdpa_opts {
+    bool causal;
+    double scale;
+} em_sdpa_opts;
+em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                   const em_tensor *mask, em_sdpa_opts o);
+
+/* Inverted dropout with probability p when `train` (identity otherwise). */
+em_tensor *em_dropout(const em_tensor *x, double p, bool train);
+
+/* ---- signal ------------------------------------------------------------------------------ */
+
+/* Real FFT along dim of length n (n <= 0: the dim's size; pads or crops): the output's last
+ * dim is 2 (real, imaginary) and dim has n/2+1 bins. irfft is its inverse to length n. */
+em_tensor *em_rfft(const em_tensor *x, int dim, int64_t n);
+em_tensor *em_irfft(const em_tensor *x, int dim, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,59 @@
+/* The op IR: one em_op record per tensor operation. A front-end validates its inputs, infers
+ * the output, fills the record and hands it to tn_dispatch, which runs it on the inputs'
+ * backend and offers it to the recorder hooks (autodiff, capture). Kernels read only the record.
+ */
+#ifndef EMBER_OP_H
+#define EMBER_OP_H
+
+#include "op_kinds.h"
+#include "tensor_impl.h"
+
+typedef enum em_op_kind {
+#define EM_OP_ENUM(name, str, fam) EM_OP_##name,
+    EM_OP_LIST(EM_OP_ENUM)
+#undef EM_OP_ENUM
+        EM_OP_COUNT
+} em_op_kind;
+
+#define EM_OP_MAX_IN 6
+#define EM_OP_MAX_OUT 2
+#define EM_OP_MAX_I 40
+#define EM_OP_MAX_F 4
+
+/* One operation. Inputs are borrowed; outputs are allocated by the front-end before dispatch
+ * (their dtype and shape are the output descriptor). The meaning of i[] and f[] is fixed per
+ * kind and documented next to the kind's front-end. */
+typedef struct em_op {
+    em_op_kind kind;
+    int n_in;
+    int n_out;
+    em_tensor *in[EM_OP_MAX_IN];
+    em_tensor *out[EM_OP_MAX_OUT];
+    int64_t i[EM_OP_MAX_I];
+    double f[EM_OP_MAX_F];
+} em_op;
+
+/* Public name of a kind ("add"). */
+const char *em_op_name(em_op_kind kind);
+/* Family of a kind ("unary", "view" ...). */
+const char *em_op_family(em_op_kind kind);
+
+/* Runs op on the backend of its first input (or of out[0] for creation ops), then offers the
+ * record to the recorder. View kinds are not executed, only recorded. On failure the outputs
+ * are released and set to NULL, and the error is recorded. */
+em_status tn_dispatch(em_op *op);
+
+/* A recorder sees every op after it ran (autodiff tape, graph capture). At most one. */
+typedef void (*em_op_recorder)(const em_op *op, void *user);
+void tn_set_recorder(em_op_recorder fn, void *user);
+
+/* How many times each kind has been dispatched in this process (conformance coverage). */
+int64_t tn_op_count(em_op_kind kind);
+
+/* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
+ * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters
+ * are copied from `ip`/`fp` when non-NULL. */
+em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
+                   const int64_t *ip, int ni, const double *fp, int nf);
+
+#endif

@@ -1,0 +1,77 @@
+/* Internal layout of tensors and storage, and the helpers every op front-end shares.
+ * Only src/ includes this; users see the opaque em_tensor. */
+#ifndef EMBER_TENSOR_IMPL_H
+#define EMBER_TENSOR_IMPL_H
+
+#include <ember/tensor.h>
+
+#include "../core/core_impl.h"
+
+/* Reference-counted bytes on one device, shared by every view of them. */
+typedef struct em_storage {
+    int64_t refcount;
+    void *data;
+    size_t nbytes;
+    em_device device;
+    void (*deleter)(void *data, void *user); /* external memory (em_from_blob); NULL: ours */
+    void *deleter_user;
+} em_storage;
+
+struct em_tensor {
+    int64_t refcount;
+    em_dtype dtype;
+    int rank;
+    int64_t shape[EM_MAX_RANK];
+    int64_t strides[EM_MAX_RANK]; /* in elements; may be 0 (broadcast) or negative (flip) */
+    int64_t offset;               /* in elements from storage->data */
+    em_storage *storage;
+    int scope_slot; /* 1 + index in the owning scope's list; 0 when not scope-owned */
+    /* Autodiff (later layers) hangs its per-tensor data here; the tensor layer never reads it. */
+    void *grad_info;
+    bool requires_grad;
+};
+
+/* ---- construction ------------------------------------------------------------------------ */
+
+/* New contiguous tensor with fresh storage (uninitialised). NULL + error on failure. */
+em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev);
+/* New handle viewing t's storage with the given geometry (storage refcount + 1). */
+em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
+                      int64_t offset);
+/* Registers a freshly created handle with the current scope (called by tn_new/tn_view_of). */
+void tn_scope_track(em_tensor *t);
+
+/* Typed element pointer for a CPU tensor: storage data + offset (elements). */
+static inline char *tn_ptr(const em_tensor *t)
+{
+    return (char *)t->storage->data + t->offset * (int64_t)em_dtype_size(t->dtype);
+}
+
+int64_t tn_numel(const em_tensor *t);
+bool tn_is_contiguous(const em_tensor *t);
+em_shape tn_shape(const em_tensor *t);
+/* Fills `strides` with row-major strides for `shape`. */
+void tn_contiguous_strides(const int64_t *shape, int rank, int64_t *strides);
+
+/* ---- validation helpers used by op front-ends (they record the error, naming `op`) ------ */
+
+/* Non-NULL check; returns false and records "op: argument `what` is NULL" unless an error
+ * from an earlier op is already pending (NULL propagation keeps the first error). */
+bool tn_check_ptr(const char *op, const void *p, const char *what);
+/* Normalises dim into [0, rank); false + EM_ERR_INDEX when out of range. rank 0 accepts
+ * -1 and 0 as dim 0 only when allow_scalar. */
+bool tn_norm_dim(const char *op, int rank, int *dim);
+/* Both on one device, else EM_ERR_DEVICE. */
+bool tn_check_same_device(const char *op, const em_tensor *a, const em_tensor *b);
+/* Broadcast two shapes (NumPy rules); false + EM_ERR_SHAPE naming both. */
+bool tn_broadcast_shapes(const char *op, const int64_t *a, int ra, const int64_t *b, int rb,
+                         int64_t *out, int *rout);
+/* Strides of t viewed as broadcast to `shape` (rank r >= t->rank): 0 on stretched dims. */
+void tn_broadcast_strides(const em_tensor *t, const int64_t *shape, int r, int64_t *strides);
+/* Converts an em_axes list into a bitmask of dims (EM_ALL -> all dims); false + error on
+ * out-of-range or repeated dims. */
+bool tn_axes_mask(const char *op, em_axes axes, int rank, uint32_t *mask);
+/* "[2, 3]" of a dims array, in a thread-local ring of buffers (valid for a few calls). */
+const char *tn_dims_str(const int64_t *dims, int rank);
+
+#endif
