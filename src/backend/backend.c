@@ -1,0 +1,118 @@
+/* The backend registry and device names. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "backend.h"
+
+static const em_backend *registry[EM_MAX_BACKENDS];
+static int n_registered;
+static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+
+int em_backend_register(const em_backend *b)
+{
+    if (n_registered >= EM_MAX_BACKENDS) return -1;
+    registry[n_registered] = b;
+    return n_registered++;
+}
+
+const em_backend *em_backend_get(int index)
+{
+    if (index < 0 || index >= n_registered) return NULL;
+    return registry[index];
+}
+
+int em_backend_find(const char *name)
+{
+    for (int i = 0; i < n_registered; i++)
+        if (strcmp(registry[i]->name, name) == 0) return i;
+    return -1;
+}
+
+static void register_builtin(void)
+{
+    core_init();
+    em_backend_register(&cpu_backend);
+}
+
+void em_backends_init(void)
+{
+    pthread_once(&init_once, register_builtin);
+}
+
+em_device em_device_parse(const char *name)
+{
+    em_backends_init();
+    if (!name) {
+        em_error(EM_ERR_INVALID_ARG, "em_device_parse: argument `name` is NULL");
+        return EM_CPU;
+    }
+    char base[32];
+    const char *colon = strchr(name, ':');
+    size_t len = colon ? (size_t)(colon - name) : strlen(name);
+    if (len == 0 || len >= sizeof base) {
+        em_error(EM_ERR_DEVICE, "em_device_parse: unknown device \"%s\"", name);
+        return EM_CPU;
+    }
+    memcpy(base, name, len);
+    base[len] = '\0';
+    long index = 0;
+    if (colon) {
+        char *end;
+        index = strtol(colon + 1, &end, 10);
+        if (end == colon + 1 || *end != '\0' || index < 0 || index > 1024) {
+            em_error(EM_ERR_DEVICE, "em_device_parse: bad device index in \"%s\"", name);
+            return EM_CPU;
+        }
+    }
+    int b = em_backend_find(base);
+    if (b < 0) {
+        em_error(EM_ERR_DEVICE, "em_device_parse: unknown device \"%s\" (backends: cpu)", name);
+        return EM_CPU;
+    }
+    int count = registry[b]->device_count();
+    if (index >= count) {
+        em_error(EM_ERR_DEVICE, "em_device_parse: device \"%s\" does not exist (%d device%s)",
+                 name, count, count == 1 ? "" : "s");
+        return EM_CPU;
+    }
+    return (em_device){(int16_t)b, (int16_t)index};
+}
+
+em_device em_device_default(void)
+{
+    const char *name = em_config_get("device");
+    if (!name || !*name) return EM_CPU;
+    return em_device_parse(name);
+}
+
+char *em_device_str(em_device d, char *buf, size_t cap)
+{
+    if (!buf || cap == 0) return buf;
+    const em_backend *b = em_backend_get(d.backend);
+    if (!b) snprintf(buf, cap, "?");
+    else if (d.backend == 0) snprintf(buf, cap, "%s", b->name);
+    else snprintf(buf, cap, "%s:%d", b->name, d.index);
+    return buf;
+}
+
+bool em_device_equal(em_device a, em_device b)
+{
+    return a.backend == b.backend && a.index == b.index;
+}
+
+const char *em_device_backend_name(em_device d)
+{
+    em_backends_init();
+    const em_backend *b = em_backend_get(d.backend);
+    return b ? b->name : "?";
+}
+
+em_status em_device_sync(em_device d)
+{
+    em_backends_init();
+    const em_backend *b = em_backend_get(d.backend);
+    if (!b) return em_error(EM_ERR_DEVICE, "em_device_sync: no backend with index %d", d.backend);
+    return b->sync(d.index);
+}

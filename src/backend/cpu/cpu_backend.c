@@ -1,0 +1,225 @@
+/* The CPU backend: memory, copies, the op-family dispatch table and the strided loop shared by
+ * its kernels. */
+#include "cpu.h"
+
+static int cpu_device_count(void)
+{
+    return 1;
+}
+
+static void *cpu_alloc(int device, size_t nbytes)
+{
+    return em_alloc(nbytes);
+}
+
+static void cpu_free(int device, void *p)
+{
+    em_free(p);
+}
+
+static em_status cpu_copy(int device, void *dst, const void *src, size_t nbytes)
+{
+    if (nbytes) memmove(dst, src, nbytes);
+    return EM_OK;
+}
+
+typedef em_status (*exec_fn)(const em_op *op);
+
+static const exec_fn exec_table[] = {
+#define EM_OP_EXEC(name, str, fam) cpu_exec_##fam,
+    EM_OP_LIST(EM_OP_EXEC)
+#undef EM_OP_EXEC
+};
+
+static bool cpu_supports(const em_op *op)
+{
+    return op->kind >= 0 && op->kind < EM_OP_COUNT;
+}
+
+static em_status cpu_exec(const em_op *op)
+{
+    return exec_table[op->kind](op);
+}
+
+em_status cpu_exec_view(const em_op *op)
+{
+    return EM_OK; /* views carry no work */
+}
+
+static em_status cpu_sync(int device)
+{
+    return EM_OK;
+}
+
+const em_backend cpu_backend = {
+    .name = "cpu",
+    .device_count = cpu_device_count,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .copy_from_host = cpu_copy,
+    .copy_to_host = cpu_copy,
+    .copy_within = cpu_copy,
+    .supports = cpu_supports,
+    .exec = cpu_exec,
+    .sync = cpu_sync,
+};
+
+/* ---- strided loop ------------------------------------------------------------------------ */
+
+typedef struct loop_plan {
+    int rank;
+    int nops;
+    int64_t shape[EM_MAX_RANK];
+    int64_t strides[CPU_MAX_OPS][EM_MAX_RANK];
+    char *base[CPU_MAX_OPS];
+    cpu_row_fn fn;
+    void *ctx;
+    int64_t rows;  /* product of all dims but the last */
+    int64_t inner; /* last dim */
+    int64_t chunk; /* when rows == 1: elements per parallel chunk of the single row */
+} loop_plan;
+
+/* Runs rows [r0, r1) of the plan. */
+static void run_rows(const loop_plan *p, int64_t r0, int64_t r1)
+{
+    int outer = p->rank - 1;
+    int64_t idx[EM_MAX_RANK] = {0};
+    char *ptr[CPU_MAX_OPS];
+    int64_t inner_strides[CPU_MAX_OPS];
+    for (int k = 0; k < p->nops; k++) inner_strides[k] = p->strides[k][p->rank - 1];
+    /* decompose r0 into an outer index */
+    int64_t r = r0;
+    for (int d = outer - 1; d >= 0; d--) {
+        idx[d] = r % p->shape[d];
+        r /= p->shape[d];
+    }
+    for (int64_t row = r0; row < r1; row++) {
+        for (int k = 0; k < p->nops; k++) {
+            char *q = p->base[k];
+            for (int d = 0; d < outer; d++) q += idx[d] * p->strides[k][d];
+            ptr[k] = q;
+        }
+        p->fn(ptr, inner_strides, p->inner, p->ctx);
+        for (int d = outer - 1; d >= 0; d--) {
+            if (++idx[d] < p->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static void run_row_chunks(void *ctx, int64_t b, int64_t e)
+{
+    const loop_plan *p = ctx;
+    run_rows(p, b, e);
+}
+
+static void run_inner_chunks(void *ctx, int64_t b, int64_t e)
+{
+    const loop_plan *p = ctx;
+    char *ptr[CPU_MAX_OPS];
+    int64_t st[CPU_MAX_OPS];
+    int64_t start = b * p->chunk;
+    int64_t end = e * p->chunk < p->inner ? e * p->chunk : p->inner;
+    for (int k = 0; k < p->nops; k++) {
+        st[k] = p->strides[k][0];
+        ptr[k] = p->base[k] + start * st[k];
+    }
+    p->fn(ptr, st, end - start, p->ctx);
+}
+
+void cpu_loop(int rank, const int64_t *shape, int nops, char *const *base,
+              int64_t strides[][EM_MAX_RANK], cpu_row_fn fn, void *ctx, bool parallel)
+{
+    loop_plan p;
+    p.nops = nops;
+    p.fn = fn;
+    p.ctx = ctx;
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= shape[d];
+    if (numel == 0) return;
+    for (int k = 0; k < nops; k++) p.base[k] = base[k];
+    /* Drop size-1 dims, then merge dim d into d+1 when every operand is contiguous across. */
+    int r = 0;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] == 1) continue;
+        p.shape[r] = shape[d];
+        for (int k = 0; k < nops; k++) p.strides[k][r] = strides[k][d];
+        r++;
+    }
+    if (r == 0) {
+        p.shape[0] = 1;
+        for (int k = 0; k < nops; k++) p.strides[k][0] = 0;
+        r = 1;
+    }
+    int m = 0;
+    for (int d = 1; d < r; d++) {
+        bool merge = true;
+        for (int k = 0; k < nops; k++)
+            if (p.strides[k][m] != p.strides[k][d] * p.shape[d]) merge = false;
+        if (merge) {
+            p.shape[m] *= p.shape[d];
+            for (int k = 0; k < nops; k++) p.strides[k][m] = p.strides[k][d];
+        } else {
+            m++;
+            p.shape[m] = p.shape[d];
+            for (int k = 0; k < nops; k++) p.strides[k][m] = p.strides[k][d];
+        }
+    }
+    p.rank = m + 1;
+    p.inner = p.shape[p.rank - 1];
+    p.rows = numel / p.inner;
+    if (!parallel || numel < CPU_PAR_MIN || em_get_num_threads() == 1) {
+        run_rows(&p, 0, p.rows);
+        return;
+    }
+    if (p.rows == 1) {
+        p.chunk = 16384;
+        em_parallel_for((p.inner + p.chunk - 1) / p.chunk, 1, run_inner_chunks, &p);
+    } else {
+        int64_t grain = CPU_PAR_MIN / p.inner + 1;
+        em_parallel_for(p.rows, grain, run_row_chunks, &p);
+    }
+}
+
+void cpu_bstrides(const em_tensor *t, const int64_t *shape, int r, int64_t *out)
+{
+    tn_broadcast_strides(t, shape, r, out);
+    int64_t es = (int64_t)em_dtype_size(t->dtype);
+    for (int d = 0; d < r; d++) out[d] *= es;
+}
+
+typedef struct conv_ctx {
+    em_dtype dt_out, dt_in;
+} conv_ctx;
+
+static void copy_row(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    const conv_ctx *c = ctx;
+    char *o = p[0];
+    const char *in = p[1];
+    if (c->dt_out == c->dt_in) {
+        size_t es = em_dtype_size(c->dt_in);
+        if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
+            memcpy(o, in, (size_t)n * es);
+            return;
+        }
+        for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) memcpy(o, in, es);
+        return;
+    }
+    bool exact_int = !em_dtype_is_float(c->dt_in) && !em_dtype_is_float(c->dt_out);
+    for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) {
+        if (exact_int) cpu_set_i64(o, c->dt_out, cpu_get_i64(in, c->dt_in));
+        else if (c->dt_out == EM_BOOL) *(uint8_t *)o = cpu_get_f64(in, c->dt_in) != 0;
+        else cpu_set_f64(o, c->dt_out, cpu_get_f64(in, c->dt_in));
+    }
+}
+
+void cpu_copy_convert(em_tensor *dst, const em_tensor *src)
+{
+    int64_t st[2][EM_MAX_RANK];
+    cpu_bstrides(dst, dst->shape, dst->rank, st[0]);
+    cpu_bstrides(src, dst->shape, dst->rank, st[1]);
+    char *base[2] = {tn_ptr(dst), tn_ptr(src)};
+    conv_ctx c = {dst->dtype, src->dtype};
+    cpu_loop(dst->rank, dst->shape, 2, base, st, copy_row, &c, true);
+}

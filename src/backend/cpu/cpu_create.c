@@ -1,0 +1,170 @@
+/* CPU kernels for creation ops and copies: fills, ranges, random streams, one-hot, triangles,
+ * contiguous copies and casts. */
+#include "cpu.h"
+
+/* Writes v into element i of a contiguous output. */
+static inline void put(const em_tensor *o, int64_t i, double v)
+{
+    cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
+}
+
+typedef struct rng_ctx {
+    const em_op *op;
+    const em_tensor *out;
+    const em_tensor *p; /* bernoulli probabilities, or NULL */
+} rng_ctx;
+
+/* Uniform [0,1) with only as many bits as the dtype keeps, so rounding can never give 1. */
+static double uniform_for(em_dtype dt, uint64_t seed, uint64_t off, uint64_t i)
+{
+    double u = em_rng_uniform_at(seed, off, i);
+    double scale = dt == EM_F32 ? 16777216.0 : dt == EM_F16 ? 2048.0 : dt == EM_BF16 ? 256.0 : 0;
+    return scale ? floor(u * scale) / scale : u;
+}
+
+static void rng_range(void *vctx, int64_t b, int64_t e)
+{
+    const rng_ctx *c = vctx;
+    const em_op *op = c->op;
+    const em_tensor *o = c->out;
+    uint64_t seed = (uint64_t)op->i[0], off = (uint64_t)op->i[1];
+    size_t es = em_dtype_size(o->dtype);
+    char *base = tn_ptr(o);
+    for (int64_t i = b; i < e; i++) {
+        char *dst = base + i * (int64_t)es;
+        switch (op->kind) {
+        case EM_OP_RAND_UNIFORM: {
+            double u = uniform_for(o->dtype, seed, off, (uint64_t)i);
+            cpu_set_f64(dst, o->dtype, op->f[0] + u * (op->f[1] - op->f[0]));
+            break;
+        }
+        case EM_OP_RAND_NORMAL:
+            cpu_set_f64(dst, o->dtype, op->f[0] + op->f[1] * em_rng_normal_at(seed, off, (uint64_t)i));
+            break;
+        case EM_OP_BERNOULLI: {
+            double p = c->p ? cpu_get_f64(cpu_elem(c->p, i), c->p->dtype) : op->f[0];
+            cpu_set_f64(dst, o->dtype, em_rng_uniform_at(seed, off, (uint64_t)i) < p ? 1.0 : 0.0);
+            break;
+        }
+        case EM_OP_RANDINT: {
+            double u = em_rng_uniform_at(seed, off, (uint64_t)i);
+            int64_t range = op->i[3] - op->i[2];
+            int64_t k = (int64_t)(u * (double)range);
+            if (k >= range) k = range - 1;
+            cpu_set_i64(dst, o->dtype, op->i[2] + k);
+            break;
+        }
+        default: break;
+        }
+    }
+}
+
+typedef struct fill_ctx {
+    double v;
+    int64_t iv;
+    bool is_int;
+    em_dtype dt;
+} fill_ctx;
+
+static void fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const fill_ctx *c = vctx;
+    char *o = p[0];
+    size_t es = em_dtype_size(c->dt);
+    unsigned char pat[8];
+    if (c->is_int) cpu_set_i64(pat, c->dt, c->iv);
+    else cpu_set_f64(pat, c->dt, c->v);
+    if (c->dt == EM_F32 && s[0] == 4) {
+        float v = *(float *)pat;
+        float *f = (float *)o;
+        for (int64_t i = 0; i < n; i++) f[i] = v;
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, o += s[0]) memcpy(o, pat, es);
+}
+
+static void fill(const em_tensor *o, double v)
+{
+    fill_ctx c = {.v = v, .dt = o->dtype};
+    if (!em_dtype_is_float(o->dtype) && o->dtype != EM_BOOL) {
+        c.is_int = true;
+        c.iv = isnan(v) ? 0 : (v >= 9.2e18 ? INT64_MAX : (v <= -9.2e18 ? INT64_MIN : (int64_t)v));
+    }
+    int64_t st[1][EM_MAX_RANK];
+    cpu_bstrides(o, o->shape, o->rank, st[0]);
+    char *base[1] = {tn_ptr(o)};
+    cpu_loop(o->rank, o->shape, 1, base, st, fill_row, &c, true);
+}
+
+em_status cpu_exec_create(const em_op *op)
+{
+    const em_tensor *o = op->out[0];
+    int64_t n = tn_numel(o);
+    switch (op->kind) {
+    case EM_OP_FILL: fill(o, op->f[0]); return EM_OK;
+    case EM_OP_ARANGE:
+        for (int64_t i = 0; i < n; i++) put(o, i, op->f[0] + (double)i * op->f[1]);
+        return EM_OK;
+    case EM_OP_LINSPACE: {
+        double a = op->f[0], b = op->f[1];
+        double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
+        /* symmetric evaluation (as PyTorch): first half from the start, second from the end */
+        for (int64_t i = 0; i < n; i++)
+            put(o, i, i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
+        return EM_OK;
+    }
+    case EM_OP_EYE: {
+        int64_t r = o->shape[0], c = o->shape[1];
+        for (int64_t i = 0; i < r; i++)
+            for (int64_t j = 0; j < c; j++) put(o, i * c + j, i == j ? 1.0 : 0.0);
+        return EM_OK;
+    }
+    case EM_OP_RAND_UNIFORM:
+    case EM_OP_RAND_NORMAL:
+    case EM_OP_BERNOULLI:
+    case EM_OP_RANDINT: {
+        rng_ctx c = {.op = op, .out = o, .p = op->n_in == 1 ? op->in[0] : NULL};
+        em_parallel_for(n, 4096, rng_range, &c);
+        return EM_OK;
+    }
+    case EM_OP_ONE_HOT: {
+        const em_tensor *idx = op->in[0];
+        int64_t classes = op->i[0];
+        int64_t *out = (int64_t *)tn_ptr(o);
+        memset(out, 0, (size_t)n * sizeof *out);
+        int64_t m = tn_numel(idx);
+        int64_t pos[EM_MAX_RANK] = {0};
+        for (int64_t k = 0; k < m; k++) {
+            const char *p = (const char *)idx->storage->data;
+            int64_t off = idx->offset;
+            for (int d = 0; d < idx->rank; d++) off += pos[d] * idx->strides[d];
+            int64_t v = cpu_get_i64(p + off * (int64_t)em_dtype_size(idx->dtype), idx->dtype);
+            out[k * classes + v] = 1;
+            for (int d = idx->rank - 1; d >= 0; d--) {
+                if (++pos[d] < idx->shape[d]) break;
+                pos[d] = 0;
+            }
+        }
+        return EM_OK;
+    }
+    case EM_OP_TRIL:
+    case EM_OP_TRIU: {
+        cpu_copy_convert(op->out[0], op->in[0]);
+        int64_t r = o->shape[o->rank - 2], c = o->shape[o->rank - 1];
+        int64_t mats = r * c ? n / (r * c) : 0;
+        size_t es = em_dtype_size(o->dtype);
+        char *base = tn_ptr(o);
+        for (int64_t m = 0; m < mats; m++)
+            for (int64_t i = 0; i < r; i++)
+                for (int64_t j = 0; j < c; j++) {
+                    bool keep = op->kind == EM_OP_TRIL ? j - i <= op->i[0] : j - i >= op->i[0];
+                    if (!keep) memset(base + ((m * r + i) * c + j) * (int64_t)es, 0, es);
+                }
+        return EM_OK;
+    }
+    case EM_OP_COPY:
+    case EM_OP_CAST: cpu_copy_convert(op->out[0], op->in[0]); return EM_OK;
+    default: break;
+    }
+    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a creation op", em_op_name(op->kind));
+}

@@ -1,0 +1,208 @@
+/* Data in and out of tensors: host arrays in any dtype, scalar reads, device moves. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../backend/backend.h"
+#include "../backend/cpu/cpu.h"
+#include "op.h"
+
+static bool check_shape(const char *op, em_shape s)
+{
+    if (s.rank < 0 || s.rank > EM_MAX_RANK) {
+        em_error(EM_ERR_SHAPE, "%s: rank %d is outside [0, %d]", op, s.rank, EM_MAX_RANK);
+        return false;
+    }
+    for (int d = 0; d < s.rank; d++) {
+        if (s.dims[d] < 0) {
+            em_error(EM_ERR_SHAPE, "%s: negative dimension in %s", op, tn_dims_str(s.dims, s.rank));
+            return false;
+        }
+    }
+    return true;
+}
+
+em_tensor *em_from_data(const void *data, em_dtype src_dtype, em_shape shape, em_dtype dtype,
+                        em_device dev)
+{
+    em_backends_init();
+    if (!check_shape("em_from_data", shape)) return NULL;
+    if (!em_dtype_valid((int)src_dtype) || !em_dtype_valid((int)dtype)) {
+        em_error(EM_ERR_DTYPE, "em_from_data: invalid dtype (%d -> %d)", (int)src_dtype,
+                 (int)dtype);
+        return NULL;
+    }
+    if (!data && em_shape_numel(shape) > 0) {
+        em_error(EM_ERR_INVALID_ARG, "em_from_data: argument `data` is NULL");
+        return NULL;
+    }
+    if (!em_backend_get(dev.backend)) {
+        em_error(EM_ERR_DEVICE, "em_from_data: no backend with index %d", dev.backend);
+        return NULL;
+    }
+    em_tensor *host = tn_new(dtype, shape.dims, shape.rank, EM_CPU);
+    if (!host) return NULL;
+    int64_t n = tn_numel(host);
+    if (n > 0) {
+        if (src_dtype == dtype) {
+            memcpy(tn_ptr(host), data, (size_t)n * em_dtype_size(dtype));
+        } else {
+            em_tensor src = *host; /* a stack handle describing the caller's array */
+            em_storage st = {.refcount = 1, .data = (void *)data, .device = EM_CPU};
+            src.dtype = src_dtype;
+            src.storage = &st;
+            src.offset = 0;
+            cpu_copy_convert(host, &src);
+        }
+    }
+    if (dev.backend == 0) return host;
+    em_tensor *moved = em_to_device(host, dev);
+    em_release(host);
+    return moved;
+}
+
+em_tensor *em_from_f32(const float *data, em_shape shape)
+{
+    return em_from_data(data, EM_F32, shape, EM_F32, EM_CPU);
+}
+
+em_tensor *em_from_f64(const double *data, em_shape shape)
+{
+    return em_from_data(data, EM_F64, shape, EM_F64, EM_CPU);
+}
+
+em_tensor *em_from_i64(const int64_t *data, em_shape shape)
+{
+    return em_from_data(data, EM_I64, shape, EM_I64, EM_CPU);
+}
+
+em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t count)
+{
+    if (!tn_check_ptr("em_to_data", t, "t")) return em_last_status();
+    if (!tn_check_ptr("em_to_data", out, "out")) return em_last_status();
+    if (!em_dtype_valid((int)dtype))
+        return em_error(EM_ERR_DTYPE, "em_to_data: invalid dtype %d", (int)dtype);
+    int64_t n = tn_numel(t);
+    if (count < n)
+        return em_error(EM_ERR_INVALID_ARG,
+                        "em_to_data: buffer holds %lld elements, tensor %s has %lld",
+                        (long long)count, tn_dims_str(t->shape, t->rank), (long long)n);
+    if (n == 0) return EM_OK;
+    em_tensor *host = (em_tensor *)t;
+    if (t->storage->device.backend != 0) {
+        host = em_to_device((em_tensor *)t, EM_CPU);
+        if (!host) return em_last_status();
+    }
+    em_tensor dst = *host;
+    em_storage st = {.refcount = 1, .data = out, .device = EM_CPU};
+    dst.dtype = dtype;
+    dst.storage = &st;
+    dst.offset = 0;
+    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
+    cpu_copy_convert(&dst, host);
+    if (host != t) em_release(host);
+    return EM_OK;
+}
+
+double em_item_f64(const em_tensor *t)
+{
+    if (!tn_check_ptr("em_item_f64", t, "t")) return NAN;
+    if (tn_numel(t) != 1) {
+        em_error(EM_ERR_SHAPE, "em_item_f64: tensor of shape %s has %lld elements, not 1",
+                 tn_dims_str(t->shape, t->rank), (long long)tn_numel(t));
+        return NAN;
+    }
+    double v = NAN;
+    em_to_data(t, &v, EM_F64, 1);
+    return v;
+}
+
+int64_t em_item_i64(const em_tensor *t)
+{
+    if (!tn_check_ptr("em_item_i64", t, "t")) return 0;
+    if (tn_numel(t) != 1) {
+        em_error(EM_ERR_SHAPE, "em_item_i64: tensor of shape %s has %lld elements, not 1",
+                 tn_dims_str(t->shape, t->rank), (long long)tn_numel(t));
+        return 0;
+    }
+    int64_t v = 0;
+    em_to_data(t, &v, EM_I64, 1);
+    return v;
+}
+
+double em_get_f64(const em_tensor *t, const int64_t *index)
+{
+    if (!tn_check_ptr("em_get_f64", t, "t")) return NAN;
+    if (t->rank > 0 && !tn_check_ptr("em_get_f64", index, "index")) return NAN;
+    int64_t off = t->offset;
+    for (int d = 0; d < t->rank; d++) {
+        int64_t i = index[d];
+        if (i < -t->shape[d] || i >= t->shape[d]) {
+            em_error(EM_ERR_INDEX, "em_get_f64: index %lld is out of range for dim %d of size %lld",
+                     (long long)i, d, (long long)t->shape[d]);
+            return NAN;
+        }
+        if (i < 0) i += t->shape[d];
+        off += i * t->strides[d];
+    }
+    size_t es = em_dtype_size(t->dtype);
+    if (t->storage->device.backend == 0)
+        return cpu_get_f64((char *)t->storage->data + off * (int64_t)es, t->dtype);
+    unsigned char buf[8];
+    const em_backend *be = em_backend_get(t->storage->device.backend);
+    if (be->copy_to_host(t->storage->device.index, buf, (char *)t->storage->data + off * (int64_t)es,
+                         es) != EM_OK)
+        return NAN;
+    return cpu_get_f64(buf, t->dtype);
+}
+
+em_tensor *em_to_device(em_tensor *t, em_device dev)
+{
+    if (!tn_check_ptr("em_to_device", t, "t")) return NULL;
+    em_backends_init();
+    const em_backend *dst_be = em_backend_get(dev.backend);
+    if (!dst_be || dev.index < 0 || dev.index >= dst_be->device_count()) {
+        char b[32];
+        em_error(EM_ERR_DEVICE, "em_to_device: device %s does not exist",
+                 em_device_str(dev, b, sizeof b));
+        return NULL;
+    }
+    if (em_device_equal(t->storage->device, dev)) return em_retain(t);
+    em_tensor *src = em_contiguous(t);
+    if (!src) return NULL;
+    em_tensor *out = tn_new(src->dtype, src->shape, src->rank, dev);
+    if (!out) {
+        em_release(src);
+        return NULL;
+    }
+    size_t nbytes = (size_t)tn_numel(src) * em_dtype_size(src->dtype);
+    const em_backend *src_be = em_backend_get(src->storage->device.backend);
+    em_status st = EM_OK;
+    if (nbytes > 0) {
+        if (src->storage->device.backend == 0) {
+            st = dst_be->copy_from_host(dev.index, out->storage->data, tn_ptr(src), nbytes);
+        } else if (dev.backend == 0) {
+            st = src_be->copy_to_host(src->storage->device.index, out->storage->data,
+                                      (char *)src->storage->data +
+                                          src->offset * (int64_t)em_dtype_size(src->dtype),
+                                      nbytes);
+        } else {
+            void *stage = em_alloc(nbytes);
+            if (!stage) st = EM_ERR_OOM;
+            else {
+                st = src_be->copy_to_host(src->storage->device.index, stage,
+                                          (char *)src->storage->data +
+                                              src->offset * (int64_t)em_dtype_size(src->dtype),
+                                          nbytes);
+                if (st == EM_OK)
+                    st = dst_be->copy_from_host(dev.index, out->storage->data, stage, nbytes);
+                em_free(stage);
+            }
+        }
+    }
+    em_release(src);
+    if (st != EM_OK) {
+        em_release(out);
+        return NULL;
+    }
+    return out;
+}

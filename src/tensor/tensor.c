@@ -1,0 +1,400 @@
+/* Tensor handles and storage: creation, reference counting, scopes, metadata queries and the
+ * validation helpers shared by op front-ends. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../backend/backend.h"
+#include "op.h"
+
+static _Atomic int64_t live_handles;
+
+/* ---- storage ----------------------------------------------------------------------------- */
+
+static em_storage *storage_new(size_t nbytes, em_device dev)
+{
+    em_backends_init();
+    const em_backend *be = em_backend_get(dev.backend);
+    if (!be) {
+        em_error(EM_ERR_DEVICE, "tensor: no backend with index %d", dev.backend);
+        return NULL;
+    }
+    em_storage *s = em_alloc(sizeof *s);
+    if (!s) return NULL;
+    /* Size-0 tensors still get a valid (tiny) buffer so data pointers are never NULL. */
+    s->data = be->alloc(dev.index, nbytes ? nbytes : 1);
+    if (!s->data) {
+        em_free(s);
+        return NULL;
+    }
+    s->refcount = 1;
+    s->nbytes = nbytes;
+    s->device = dev;
+    s->deleter = NULL;
+    s->deleter_user = NULL;
+    return s;
+}
+
+static void storage_release(em_storage *s)
+{
+    if (!s || --s->refcount > 0) return;
+    if (s->deleter) {
+        s->deleter(s->data, s->deleter_user);
+    } else if (s->data) {
+        const em_backend *be = em_backend_get(s->device.backend);
+        if (be) be->free(s->device.index, s->data);
+    }
+    em_free(s);
+}
+
+/* ---- handles ----------------------------------------------------------------------------- */
+
+static em_tensor *handle_new(em_dtype dtype, const int64_t *shape, int rank)
+{
+    em_tensor *t = em_alloc(sizeof *t);
+    if (!t) return NULL;
+    memset(t, 0, sizeof *t);
+    t->refcount = 1;
+    t->dtype = dtype;
+    t->rank = rank;
+    for (int d = 0; d < rank; d++) t->shape[d] = shape[d];
+    atomic_fetch_add(&live_handles, 1);
+    return t;
+}
+
+void tn_contiguous_strides(const int64_t *shape, int rank, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
+{
+    if (rank < 0 || rank > EM_MAX_RANK) {
+        em_error(EM_ERR_SHAPE, "tensor: rank %d is outside [0, %d]", rank, EM_MAX_RANK);
+        return NULL;
+    }
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) {
+        if (shape[d] < 0) {
+            em_error(EM_ERR_SHAPE, "tensor: negative dimension %lld in %s", (long long)shape[d],
+                     tn_dims_str(shape, rank));
+            return NULL;
+        }
+        if (!core_mul_ok(numel, shape[d], &numel)) {
+            em_error(EM_ERR_SHAPE, "tensor: shape %s has too many elements",
+                     tn_dims_str(shape, rank));
+            return NULL;
+        }
+    }
+    int64_t nbytes;
+    if (!core_mul_ok(numel, (int64_t)em_dtype_size(dtype), &nbytes) || nbytes > (INT64_C(1) << 46)) {
+        em_error(EM_ERR_OOM, "tensor: shape %s of %s needs too many bytes",
+                 tn_dims_str(shape, rank), em_dtype_name(dtype));
+        return NULL;
+    }
+    em_tensor *t = handle_new(dtype, shape, rank);
+    if (!t) return NULL;
+    t->storage = storage_new((size_t)nbytes, dev);
+    if (!t->storage) {
+        em_free(t);
+        atomic_fetch_sub(&live_handles, 1);
+        return NULL;
+    }
+    tn_contiguous_strides(shape, rank, t->strides);
+    tn_scope_track(t);
+    return t;
+}
+
+em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
+                      int64_t offset)
+{
+    em_tensor *v = handle_new(t->dtype, shape, rank);
+    if (!v) return NULL;
+    for (int d = 0; d < rank; d++) v->strides[d] = strides[d];
+    v->offset = offset;
+    v->storage = t->storage;
+    v->storage->refcount++;
+    tn_scope_track(v);
+    return v;
+}
+
+em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape,
+                        void (*deleter)(void *, void *), void *user)
+{
+    if (!tn_check_ptr("em_from_blob", data, "data")) return NULL;
+    if (!em_dtype_valid((int)dtype)) {
+        em_error(EM_ERR_DTYPE, "em_from_blob: invalid dtype %d", (int)dtype);
+        return NULL;
+    }
+    if (shape.rank < 0 || shape.rank > EM_MAX_RANK) {
+        em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank,
+                 EM_MAX_RANK);
+        return NULL;
+    }
+    em_tensor *t = handle_new(dtype, shape.dims, shape.rank);
+    if (!t) return NULL;
+    em_storage *s = em_alloc(sizeof *s);
+    if (!s) {
+        em_free(t);
+        atomic_fetch_sub(&live_handles, 1);
+        return NULL;
+    }
+    s->refcount = 1;
+    s->data = data;
+    s->nbytes = (size_t)(em_shape_numel(shape) * (int64_t)em_dtype_size(dtype));
+    s->device = EM_CPU;
+    s->deleter = deleter;
+    s->deleter_user = user;
+    t->storage = s;
+    tn_contiguous_strides(shape.dims, shape.rank, t->strides);
+    tn_scope_track(t);
+    return t;
+}
+
+em_tensor *em_retain(em_tensor *t)
+{
+    if (t) t->refcount++;
+    return t;
+}
+
+/* Defined in scope.c: drops t from its scope's list without releasing it. */
+void tn_scope_forget(em_tensor *t);
+
+void em_release(em_tensor *t)
+{
+    if (!t) return;
+    if (t->scope_slot && t->refcount == 1) tn_scope_forget(t);
+    if (--t->refcount > 0) return;
+    if (t->scope_slot) tn_scope_forget(t);
+    storage_release(t->storage);
+    em_free(t);
+    atomic_fetch_sub(&live_handles, 1);
+}
+
+int64_t em_live_tensors(void)
+{
+    return atomic_load(&live_handles);
+}
+
+/* ---- metadata ---------------------------------------------------------------------------- */
+
+int64_t tn_numel(const em_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+    return n;
+}
+
+bool tn_is_contiguous(const em_tensor *t)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->shape[d] == 0) return true;
+        if (t->strides[d] != s) return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+
+em_shape tn_shape(const em_tensor *t)
+{
+    em_shape s = {.rank = t->rank};
+    for (int d = 0; d < t->rank; d++) s.dims[d] = t->shape[d];
+    return s;
+}
+
+em_dtype em_tensor_dtype(const em_tensor *t)
+{
+    return t ? t->dtype : EM_F32;
+}
+
+em_shape em_tensor_shape(const em_tensor *t)
+{
+    if (!t) return (em_shape){.rank = 0};
+    return tn_shape(t);
+}
+
+int em_tensor_rank(const em_tensor *t)
+{
+    return t ? t->rank : 0;
+}
+
+int64_t em_tensor_dim(const em_tensor *t, int d)
+{
+    if (!tn_check_ptr("em_tensor_dim", t, "t")) return -1;
+    if (!tn_norm_dim("em_tensor_dim", t->rank, &d)) return -1;
+    return t->shape[d];
+}
+
+int64_t em_tensor_numel(const em_tensor *t)
+{
+    return t ? tn_numel(t) : 0;
+}
+
+em_device em_tensor_device(const em_tensor *t)
+{
+    return t ? t->storage->device : EM_CPU;
+}
+
+int64_t em_tensor_stride(const em_tensor *t, int d)
+{
+    if (!tn_check_ptr("em_tensor_stride", t, "t")) return 0;
+    if (!tn_norm_dim("em_tensor_stride", t->rank, &d)) return 0;
+    return t->strides[d];
+}
+
+int64_t em_tensor_offset(const em_tensor *t)
+{
+    return t ? t->offset : 0;
+}
+
+bool em_tensor_is_contiguous(const em_tensor *t)
+{
+    return t && tn_is_contiguous(t);
+}
+
+bool em_tensor_shares_storage(const em_tensor *a, const em_tensor *b)
+{
+    return a && b && a->storage == b->storage;
+}
+
+void *em_tensor_data(const em_tensor *t)
+{
+    if (!t || t->storage->device.backend != 0) return NULL;
+    return tn_ptr(t);
+}
+
+int64_t em_shape_numel(em_shape s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s.rank; d++) n *= s.dims[d];
+    return n;
+}
+
+bool em_shape_equal(em_shape a, em_shape b)
+{
+    if (a.rank != b.rank) return false;
+    for (int d = 0; d < a.rank; d++)
+        if (a.dims[d] != b.dims[d]) return false;
+    return true;
+}
+
+static void dims_format(const int64_t *dims, int rank, char *buf, size_t cap)
+{
+    size_t n = 0;
+    n += (size_t)snprintf(buf + n, cap - n, "[");
+    for (int d = 0; d < rank && n < cap; d++)
+        n += (size_t)snprintf(buf + n, cap - n, d ? ", %lld" : "%lld", (long long)dims[d]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+char *em_shape_str(em_shape s, char *buf, size_t cap)
+{
+    if (!buf || cap == 0) return buf;
+    int rank = s.rank < 0 ? 0 : (s.rank > EM_MAX_RANK ? EM_MAX_RANK : s.rank);
+    dims_format(s.dims, rank, buf, cap);
+    return buf;
+}
+
+const char *tn_dims_str(const int64_t *dims, int rank)
+{
+    static EM_THREAD_LOCAL char ring[8][160];
+    static EM_THREAD_LOCAL int next;
+    char *buf = ring[next++ & 7];
+    if (rank < 0) rank = 0;
+    if (rank > EM_MAX_RANK) rank = EM_MAX_RANK;
+    dims_format(dims, rank, buf, sizeof ring[0]);
+    return buf;
+}
+
+/* ---- validation helpers ------------------------------------------------------------------ */
+
+bool tn_check_ptr(const char *op, const void *p, const char *what)
+{
+    if (p) return true;
+    em_error(EM_ERR_INVALID_ARG, "%s: argument `%s` is NULL", op, what);
+    return false;
+}
+
+bool tn_norm_dim(const char *op, int rank, int *dim)
+{
+    int r = rank == 0 ? 1 : rank;
+    int d = *dim;
+    if (d < -r || d >= r) {
+        em_error(EM_ERR_INDEX, "%s: dim %d is out of range for a tensor of rank %d", op, d, rank);
+        return false;
+    }
+    *dim = d < 0 ? d + r : d;
+    return true;
+}
+
+bool tn_check_same_device(const char *op, const em_tensor *a, const em_tensor *b)
+{
+    if (em_device_equal(a->storage->device, b->storage->device)) return true;
+    char da[32], db[32];
+    em_error(EM_ERR_DEVICE, "%s: tensors on different devices (%s and %s)", op,
+             em_device_str(a->storage->device, da, sizeof da),
+             em_device_str(b->storage->device, db, sizeof db));
+    return false;
+}
+
+bool tn_broadcast_shapes(const char *op, const int64_t *a, int ra, const int64_t *b, int rb,
+                         int64_t *out, int *rout)
+{
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
+        int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
+        if (da != db && da != 1 && db != 1) {
+            em_error(EM_ERR_SHAPE, "%s: shapes %s and %s cannot broadcast", op,
+                     tn_dims_str(a, ra), tn_dims_str(b, rb));
+            return false;
+        }
+        out[i] = da == 1 ? db : da;
+    }
+    *rout = r;
+    return true;
+}
+
+void tn_broadcast_strides(const em_tensor *t, const int64_t *shape, int r, int64_t *strides)
+{
+    int lead = r - t->rank;
+    for (int i = 0; i < r; i++) {
+        if (i < lead) {
+            strides[i] = 0;
+            continue;
+        }
+        int d = i - lead;
+        strides[i] = (t->shape[d] == 1 && shape[i] != 1) ? 0 : t->strides[d];
+    }
+}
+
+bool tn_axes_mask(const char *op, em_axes axes, int rank, uint32_t *mask)
+{
+    if (axes.n < 0 || axes.n > EM_MAX_RANK) {
+        em_error(EM_ERR_INVALID_ARG, "%s: %d dims given, at most %d allowed", op, axes.n,
+                 EM_MAX_RANK);
+        return false;
+    }
+    uint32_t m = 0;
+    if (axes.n == 0) {
+        m = rank ? (uint32_t)((1u << rank) - 1) : 0;
+    }
+    for (int i = 0; i < axes.n; i++) {
+        int d = axes.d[i];
+        if (!tn_norm_dim(op, rank, &d)) return false;
+        if (rank == 0) continue;
+        if (m & (1u << d)) {
+            em_error(EM_ERR_INVALID_ARG, "%s: dim %d appears more than once", op, d);
+            return false;
+        }
+        m |= 1u << d;
+    }
+    *mask = m;
+    return true;
+}

@@ -1,0 +1,363 @@
+/* The test harness behind tests/harness.h. */
+#include "harness.h"
+
+#include <stdarg.h>
+#include <stdint.h>
+#include <string.h>
+
+int h_passed, h_failed;
+static int64_t base_bytes, base_tensors;
+static uint64_t h_state = 0x9E3779B97F4A7C15ull;
+
+void h_init(void)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    em_mem_set_guards(true);
+    em_seed(1234);
+    /* Touch the library once so lazy initialisation is inside the baseline. */
+    em_tensor *t = em_zeros(EM_SHAPE(1), EM_F32, EM_CPU);
+    em_release(t);
+    em_clear_error();
+    base_bytes = em_mem_get_stats().current_bytes;
+    base_tensors = em_live_tensors();
+}
+
+int h_finish(void)
+{
+    int64_t bad = em_mem_check_guards();
+    CHECK(bad == 0, "%lld allocations have damaged guard bytes", (long long)bad);
+    int64_t live = em_live_tensors() - base_tensors;
+    CHECK(live == 0, "%lld tensor handles leaked", (long long)live);
+    int64_t bytes = em_mem_get_stats().current_bytes - base_bytes;
+    CHECK(bytes == 0, "%lld bytes leaked", (long long)bytes);
+    CHECK(em_scope_depth() == 0, "%d scopes left open", em_scope_depth());
+    printf("%d passed, %d failed\n", h_passed, h_failed);
+    return h_failed ? 1 : 0;
+}
+
+void h_check_(bool ok, const char *file, int line, const char *fmt, ...)
+{
+    if (ok) {
+        h_passed++;
+        return;
+    }
+    h_failed++;
+    if (h_failed > 200) return; /* keep the log readable */
+    printf("FAIL %s:%d: ", file, line);
+    va_list ap;
+    va_start(ap, fmt);
+    vprintf(fmt, ap);
+    va_end(ap);
+    printf("\n");
+}
+
+void h_check_ok_(const char *what, const char *file, int line)
+{
+    bool ok = !em_failed();
+    h_check_(ok, file, line, "%s: unexpected error: %s", what, em_last_error());
+    em_clear_error();
+}
+
+void h_check_err_(em_status code, const char *needle, const char *file, int line)
+{
+    em_status got = em_last_status();
+    const char *msg = em_last_error();
+    bool ok = got == code && (!needle || strstr(msg, needle));
+    h_check_(ok, file, line, "expected error %s containing \"%s\", got %s: \"%s\"",
+             em_status_name(code), needle ? needle : "", em_status_name(got), msg);
+    em_clear_error();
+}
+
+bool h_close(double a, double b, double atol, double rtol)
+{
+    if (isnan(a) || isnan(b)) return isnan(a) && isnan(b);
+    if (isinf(a) || isinf(b)) return a == b;
+    return fabs(a - b) <= atol + rtol * fabs(b);
+}
+
+double h_atol(em_dtype dt)
+{
+    switch (dt) {
+    case EM_F64: return 1e-10;
+    case EM_F32: return 1e-5;
+    case EM_F16: return 2e-3;
+    case EM_BF16: return 1.6e-2;
+    default: return 0;
+    }
+}
+
+double h_rtol(em_dtype dt)
+{
+    switch (dt) {
+    case EM_F64: return 1e-10;
+    case EM_F32: return 1e-5;
+    case EM_F16: return 2e-3;
+    case EM_BF16: return 1.6e-2;
+    default: return 0;
+    }
+}
+
+bool h_check_tensor(const char *what, const em_tensor *got, const double *expect, em_shape shape,
+                    double atol, double rtol)
+{
+    if (!got) {
+        h_check_(false, __FILE__, __LINE__, "%s: got NULL (%s)", what, em_last_error());
+        em_clear_error();
+        return false;
+    }
+    em_shape gs = em_tensor_shape(got);
+    if (!em_shape_equal(gs, shape)) {
+        char a[128], b[128];
+        h_check_(false, __FILE__, __LINE__, "%s: shape %s, expected %s", what,
+                 em_shape_str(gs, a, sizeof a), em_shape_str(shape, b, sizeof b));
+        return false;
+    }
+    double *v = h_values(got);
+    int64_t n = em_shape_numel(shape);
+    int bad = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!h_close(v[i], expect[i], atol, rtol)) {
+            if (bad < 5)
+                printf("  %s [%s]: element %lld is %.17g, expected %.17g\n", what,
+                       em_dtype_name(em_tensor_dtype(got)), (long long)i, v[i], expect[i]);
+            bad++;
+        }
+    }
+    free(v);
+    h_check_(bad == 0, __FILE__, __LINE__, "%s: %d of %lld elements differ", what, bad,
+             (long long)n);
+    return bad == 0;
+}
+
+double h_uniform(void)
+{
+    /* splitmix64: independent of the library's generator */
+    uint64_t z = (h_state += 0x9E3779B97F4A7C15ull);
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    z ^= z >> 31;
+    return (double)(z >> 11) / 9007199254740992.0;
+}
+
+double h_round_to(double v, em_dtype dt)
+{
+    switch (dt) {
+    case EM_F64: return v;
+    case EM_F32: return (float)v;
+    case EM_F16: return em_f16_to_f32(em_f32_to_f16((float)v));
+    case EM_BF16: return em_bf16_to_f32(em_f32_to_bf16((float)v));
+    case EM_BOOL: return v != 0;
+    default: return trunc(v);
+    }
+}
+
+int64_t h_offset(em_shape s, const int64_t *idx)
+{
+    int64_t off = 0;
+    for (int d = 0; d < s.rank; d++) off = off * s.dims[d] + idx[d];
+    return off;
+}
+
+bool h_next_index(em_shape s, int64_t *idx)
+{
+    for (int d = s.rank - 1; d >= 0; d--) {
+        if (++idx[d] < s.dims[d]) return true;
+        idx[d] = 0;
+    }
+    return false;
+}
+
+double *h_values(const em_tensor *t)
+{
+    int64_t n = em_tensor_numel(t);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    if (n && em_to_data(t, v, EM_F64, n) != EM_OK) {
+        printf("h_values: %s\n", em_last_error());
+        em_clear_error();
+        for (int64_t i = 0; i < n; i++) v[i] = NAN;
+    }
+    return v;
+}
+
+em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layout)
+{
+    int r = s.rank;
+    if (layout == H_TRANSPOSED && r < 2) layout = H_CONTIG;
+    if (layout == H_FLIPPED && r < 1) layout = H_CONTIG;
+    if (layout == H_CONTIG) return em_from_data(v, EM_F64, s, dt, EM_CPU);
+    if (layout == H_TRANSPOSED) {
+        /* store as [..., n, m] transposed: build the swapped tensor then transpose back */
+        em_shape sw = s;
+        sw.dims[r - 1] = s.dims[r - 2];
+        sw.dims[r - 2] = s.dims[r - 1];
+        int64_t n = em_shape_numel(s);
+        double *w = malloc((size_t)(n ? n : 1) * sizeof *w);
+        int64_t idx[EM_MAX_RANK] = {0};
+        if (n) do {
+                int64_t j[EM_MAX_RANK];
+                memcpy(j, idx, sizeof j);
+                j[r - 1] = idx[r - 2];
+                j[r - 2] = idx[r - 1];
+                w[h_offset(sw, j)] = v[h_offset(s, idx)];
+            } while (h_next_index(s, idx));
+        em_tensor *base = em_from_data(w, EM_F64, sw, dt, EM_CPU);
+        free(w);
+        em_tensor *t = em_transpose(base, -1, -2);
+        em_release(base);
+        return t;
+    }
+    if (layout == H_FLIPPED) {
+        em_tensor *c = em_from_data(v, EM_F64, s, dt, EM_CPU);
+        em_tensor *f1 = em_flip(c, EM_AXES(0));
+        em_release(c);
+        em_tensor *c2 = em_contiguous(f1);
+        em_release(f1);
+        em_tensor *f2 = em_flip(c2, EM_AXES(0));
+        em_release(c2);
+        return f2;
+    }
+    /* H_STRIDED: a tensor twice as large along each dim; ours is every other element */
+    em_shape big = s;
+    for (int d = 0; d < r; d++) big.dims[d] = s.dims[d] * 2 + 1;
+    int64_t nb = em_shape_numel(big);
+    double *w = malloc((size_t)(nb ? nb : 1) * sizeof *w);
+    for (int64_t i = 0; i < nb; i++) w[i] = -777.0; /* poison: must never be read */
+    int64_t n = em_shape_numel(s);
+    int64_t idx[EM_MAX_RANK] = {0};
+    if (n) do {
+            int64_t j[EM_MAX_RANK];
+            for (int d = 0; d < r; d++) j[d] = 1 + 2 * idx[d];
+            w[h_offset(big, j)] = v[h_offset(s, idx)];
+        } while (h_next_index(s, idx));
+    em_tensor *t = em_from_data(w, EM_F64, big, dt, EM_CPU);
+    free(w);
+    for (int d = 0; d < r && t; d++) {
+        em_tensor *u = em_slice(t, d, 1, 1 + 2 * s.dims[d], 2);
+        em_release(t);
+        t = u;
+    }
+    return t;
+}
+
+em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi,
+                  double **values)
+{
+    int64_t n = em_shape_numel(s);
+    double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
+    for (int64_t i = 0; i < n; i++) {
+        double x = lo + (hi - lo) * h_uniform();
+        if (!em_dtype_is_float(dt)) x = floor(x);
+        if (dt == EM_BOOL) x = x != 0;
+        if (dt == EM_U8 && x < 0) x = 0;
+        v[i] = h_round_to(x, dt);
+    }
+    em_tensor *t = h_from_values(v, s, dt, layout);
+    if (values) *values = v;
+    else free(v);
+    return t;
+}
+
+/* ---- fixtures ---------------------------------------------------------------------------- */
+
+typedef struct fx_entry {
+    char name[128];
+    em_shape shape;
+    int kind; /* 0 f64, 1 i64 */
+    double *values;
+} fx_entry;
+
+struct h_fixture {
+    int n;
+    fx_entry *e;
+};
+
+/* Format (little-endian): "EMFX" u32 count, then per tensor: u32 name_len, name bytes, u8 kind
+ * (0 = f64, 1 = i64), u8 rank, i64 dims[rank], then numel values of 8 bytes. */
+h_fixture *h_fixture_load(const char *name)
+{
+    const char *dir = getenv("EMBER_FIXTURES");
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        h_check_(false, __FILE__, __LINE__, "fixture %s cannot be opened", path);
+        return NULL;
+    }
+    char magic[4];
+    uint32_t count = 0;
+    if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "EMFX", 4) != 0 ||
+        fread(&count, 4, 1, f) != 1 || count > 100000) {
+        fclose(f);
+        h_check_(false, __FILE__, __LINE__, "fixture %s is malformed", path);
+        return NULL;
+    }
+    h_fixture *fx = calloc(1, sizeof *fx);
+    fx->e = calloc(count ? count : 1, sizeof *fx->e);
+    for (uint32_t i = 0; i < count; i++) {
+        fx_entry *e = &fx->e[i];
+        uint32_t len = 0;
+        uint8_t kind = 0, rank = 0;
+        bool ok = fread(&len, 4, 1, f) == 1 && len < sizeof e->name &&
+                  fread(e->name, 1, len, f) == len && fread(&kind, 1, 1, f) == 1 &&
+                  fread(&rank, 1, 1, f) == 1 && rank <= EM_MAX_RANK;
+        e->shape.rank = rank;
+        for (int d = 0; ok && d < rank; d++) ok = fread(&e->shape.dims[d], 8, 1, f) == 1;
+        int64_t n = ok ? em_shape_numel(e->shape) : 0;
+        e->values = malloc((size_t)(n ? n : 1) * sizeof(double));
+        e->kind = kind;
+        for (int64_t k = 0; ok && k < n; k++) {
+            if (kind == 1) {
+                int64_t iv;
+                ok = fread(&iv, 8, 1, f) == 1;
+                e->values[k] = (double)iv;
+            } else {
+                ok = fread(&e->values[k], 8, 1, f) == 1;
+            }
+        }
+        fx->n = (int)i + 1;
+        if (!ok) {
+            h_check_(false, __FILE__, __LINE__, "fixture %s is truncated", path);
+            break;
+        }
+    }
+    fclose(f);
+    return fx;
+}
+
+void h_fixture_free(h_fixture *fx)
+{
+    if (!fx) return;
+    for (int i = 0; i < fx->n; i++) free(fx->e[i].values);
+    free(fx->e);
+    free(fx);
+}
+
+static fx_entry *fx_find(h_fixture *fx, const char *name)
+{
+    if (!fx) return NULL;
+    for (int i = 0; i < fx->n; i++)
+        if (strcmp(fx->e[i].name, name) == 0) return &fx->e[i];
+    h_check_(false, __FILE__, __LINE__, "fixture has no tensor \"%s\"", name);
+    return NULL;
+}
+
+const double *h_fixture_values(h_fixture *fx, const char *name, em_shape *shape)
+{
+    fx_entry *e = fx_find(fx, name);
+    if (!e) return NULL;
+    if (shape) *shape = e->shape;
+    return e->values;
+}
+
+em_tensor *h_fixture_tensor(h_fixture *fx, const char *name)
+{
+    fx_entry *e = fx_find(fx, name);
+    if (!e) return NULL;
+    return em_from_data(e->values, EM_F64, e->shape, e->kind == 1 ? EM_I64 : EM_F64, EM_CPU);
+}
+
+double h_fixture_scalar(h_fixture *fx, const char *name)
+{
+    fx_entry *e = fx_find(fx, name);
+    return e ? e->values[0] : NAN;
+}

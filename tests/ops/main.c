@@ -1,0 +1,79 @@
+/* Runs every conformance family in one process, then checks that every op kind of the IR was
+ * exercised and that docs/ops.md lists exactly the IR's ops. */
+#include <string.h>
+
+#include "conf.h"
+#include "tensor/op.h"
+
+typedef struct family {
+    const char *name;
+    void (*run)(void);
+} family;
+
+static const family families[] = {
+    {"create", conf_create}, {"view", conf_view},   {"unary", conf_unary},
+    {"binary", conf_binary}, {"reduce", conf_reduce}, {"linalg", conf_linalg},
+    {"index", conf_index},   {"combine", conf_combine}, {"order", conf_order},
+    {"conv", conf_conv},     {"pool", conf_pool},     {"norm", conf_norm},         {"signal", conf_signal},
+};
+
+/* Every "| `name` |" cell at the start of a table row in docs/ops.md. */
+static int doc_has(const char *doc, const char *name)
+{
+    char pat[96];
+    snprintf(pat, sizeof pat, "| `%s` |", name);
+    return strstr(doc, pat) != NULL;
+}
+
+static char *read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = malloc((size_t)n + 1);
+    size_t got = fread(s, 1, (size_t)n, f);
+    s[got] = '\0';
+    fclose(f);
+    return s;
+}
+
+int main(int argc, char **argv)
+{
+    h_init();
+    const char *only = argc > 1 ? argv[1] : NULL;
+    for (size_t i = 0; i < sizeof families / sizeof families[0]; i++) {
+        if (only && strcmp(only, families[i].name) != 0) continue;
+        int before = h_failed;
+        families[i].run();
+        printf("family %-8s %s\n", families[i].name, h_failed == before ? "ok" : "FAILED");
+        em_clear_error();
+    }
+    if (!only) {
+        char *doc = read_file("docs/ops.md");
+        CHECK(doc != NULL, "docs/ops.md cannot be read (run from the source root)");
+        for (int k = 0; k < EM_OP_COUNT; k++) {
+            CHECK(tn_op_count((em_op_kind)k) > 0, "op %s was never exercised by the suite",
+                  em_op_name((em_op_kind)k));
+            if (doc)
+                CHECK(doc_has(doc, em_op_name((em_op_kind)k)), "docs/ops.md does not list `%s`",
+                      em_op_name((em_op_kind)k));
+        }
+        /* and the reverse: every op row in docs/ops.md names an IR op */
+        for (const char *p = doc; p && (p = strstr(p, "\n| `")) != NULL; p++) {
+            const char *s = p + 4;
+            const char *e = strchr(s, '`');
+            if (!e || e - s > 60) continue;
+            char name[64];
+            memcpy(name, s, (size_t)(e - s));
+            name[e - s] = '\0';
+            bool found = false;
+            for (int k = 0; k < EM_OP_COUNT; k++)
+                if (strcmp(name, em_op_name((em_op_kind)k)) == 0) found = true;
+            CHECK(found, "docs/ops.md lists `%s`, which is not an op of the IR", name);
+        }
+        free(doc);
+    }
+    return h_finish();
+}
