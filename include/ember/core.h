@@ -76,7 +76,7 @@ void em_log_to_stderr(bool on);
 em_status em_log_to_file(const char *path);
 void em_log_set_callback(em_log_fn fn, void *user);
 /* Emits one message to every sink when the component's level allows it. */
-void em_log(const char *component, em_log_level level, const char *fmt, ...) EM_PRINTF(3, 4);
+void em_log_msg(const char *component, em_log_level level, const char *fmt, ...) EM_PRINTF(3, 4);
 /* Parses "trace".."off" (case-insensitive); returns -1 when unknown. */
 int em_log_level_parse(const char *name);
 

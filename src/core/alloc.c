@@ -119,12 +119,12 @@ void em_free(void *p)
     if (!p) return;
     block_header *h = (block_header *)((unsigned char *)p - ALIGN);
     if (h->magic != HEADER_MAGIC) {
-        em_log("core", EM_LOG_ERROR, "em_free: %p was not allocated by em_alloc", p);
+        em_log_msg("core", EM_LOG_ERROR, "em_free: %p was not allocated by em_alloc", p);
         return;
     }
     if (h->guard) {
         if (!guard_intact(h)) {
-            em_log("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
+            em_log_msg("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
                    h->nbytes);
             em_error(EM_ERR_INTERNAL, "em_free: guard bytes around a %zu-byte block damaged",
                      h->nbytes);

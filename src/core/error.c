@@ -18,7 +18,7 @@ em_status em_error(em_status code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(err_msg, sizeof err_msg, fmt, ap);
     va_end(ap);
-    em_log("core", EM_LOG_DEBUG, "error: %s", err_msg);
+    em_log_msg("core", EM_LOG_DEBUG, "error: %s", err_msg);
     return code;
 }
 

@@ -161,13 +161,9 @@ em_tensor *em_retain(em_tensor *t)
     return t;
 }
 
-/* Defined in scope.c: drops t from its scope's list without releasing it. */
-void tn_scope_forget(em_tensor *t);
-
 void em_release(em_tensor *t)
 {
     if (!t) return;
-    if (t->scope_slot && t->refcount == 1) tn_scope_forget(t);
     if (--t->refcount > 0) return;
     if (t->scope_slot) tn_scope_forget(t);
     storage_release(t->storage);

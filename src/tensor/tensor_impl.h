@@ -40,6 +40,8 @@ em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *s
                       int64_t offset);
 /* Registers a freshly created handle with the current scope (called by tn_new/tn_view_of). */
 void tn_scope_track(em_tensor *t);
+/* Drops t from its scope's list without releasing it. */
+void tn_scope_forget(em_tensor *t);
 
 /* Typed element pointer for a CPU tensor: storage data + offset (elements). */
 static inline char *tn_ptr(const em_tensor *t)

@@ -151,7 +151,7 @@ em_status cpu_exec_create(const em_op *op)
     case EM_OP_TRIU: {
         cpu_copy_convert(op->out[0], op->in[0]);
         int64_t r = o->shape[o->rank - 2], c = o->shape[o->rank - 1];
-        int64_t mats = r * c ? n / (r * c) : 0;
+        int64_t mats = (r > 0 && c > 0) ? n / (r * c) : 0;
         size_t es = em_dtype_size(o->dtype);
         char *base = tn_ptr(o);
         for (int64_t m = 0; m < mats; m++)
