@@ -65,7 +65,8 @@ em_status em_device_sync(em_device d);
 
 /* ---- handle, ownership and scopes -------------------------------------------------------- */
 
-/* Adds a reference (returns t) / drops one (frees the handle at zero; NULL is ignored). */
+/* Adds a reference owned by the caller, never by a scope (returns t) / drops one reference,
+ * the scope-owned ones first (frees the handle at zero; NULL is ignored). */
 em_tensor *em_retain(em_tensor *t);
 void em_release(em_tensor *t);
 /* Opens a scope: tensors created until the matching em_scope_end are released then. */

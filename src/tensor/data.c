@@ -166,7 +166,7 @@ em_tensor *em_to_device(em_tensor *t, em_device dev)
                  em_device_str(dev, b, sizeof b));
         return NULL;
     }
-    if (em_device_equal(t->storage->device, dev)) return em_retain(t);
+    if (em_device_equal(t->storage->device, dev)) return tn_share(t);
     em_tensor *src = em_contiguous(t);
     if (!src) return NULL;
     em_tensor *out = tn_new(src->dtype, src->shape, src->rank, dev);

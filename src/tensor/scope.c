@@ -1,5 +1,6 @@
 /* Scopes: tensors created between em_scope_begin and em_scope_end are released at the end
- * unless kept. One thread-local list of tracked handles; each open scope owns a suffix of it. */
+ * unless kept. One thread-local list of scope-owned references; each open scope owns a suffix
+ * of it. A handle may appear more than once (one entry per reference the scope owns). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,27 +28,37 @@ int em_scope_depth(void)
     return depth;
 }
 
-/* Appends t to the innermost scope. Tracking uses plain malloc so the bookkeeping itself
- * never shows in tensor memory statistics and never fails through em_mem_fail_at. */
+/* The bookkeeping uses plain malloc so it never shows in tensor memory statistics and never
+ * fails through em_mem_fail_at. */
 void tn_scope_track(em_tensor *t)
 {
     if (depth == 0 || depth > MAX_SCOPES) return;
     if (n_tracked == cap_tracked) {
         int64_t cap = cap_tracked ? cap_tracked * 2 : 256;
         em_tensor **grown = realloc(tracked, (size_t)cap * sizeof *grown);
-        if (!grown) return; /* untracked: the caller still owns the reference */
+        if (!grown) return; /* untracked: the reference stays with the caller */
         tracked = grown;
         cap_tracked = cap;
     }
     tracked[n_tracked++] = t;
-    t->scope_slot = (int)(n_tracked); /* fits: scopes hold far fewer than 2^31 tensors */
+    t->scope_refs++;
+}
+
+/* Index of the newest entry for t at or above `from`, or -1. Released tensors are almost
+ * always recent, so the scan from the end is short. */
+static int64_t find_entry(const em_tensor *t, int64_t from)
+{
+    for (int64_t i = n_tracked - 1; i >= from; i--)
+        if (tracked[i] == t) return i;
+    return -1;
 }
 
 void tn_scope_forget(em_tensor *t)
 {
-    int64_t i = t->scope_slot - 1;
-    if (i >= 0 && i < n_tracked && tracked[i] == t) tracked[i] = NULL;
-    t->scope_slot = 0;
+    int64_t i = find_entry(t, 0);
+    if (i < 0) return;
+    tracked[i] = NULL;
+    t->scope_refs--;
 }
 
 em_status em_scope_end(void)
@@ -61,8 +72,8 @@ em_status em_scope_end(void)
         em_tensor *t = tracked[i];
         if (!t) continue;
         tracked[i] = NULL;
-        t->scope_slot = 0;
-        em_release(t);
+        t->scope_refs--;
+        tn_release_ref(t);
     }
     n_tracked = start;
     if (depth == 0) {
@@ -75,21 +86,19 @@ em_status em_scope_end(void)
 
 em_tensor *em_keep(em_tensor *t)
 {
-    if (!t || !t->scope_slot || depth == 0 || depth > MAX_SCOPES) return t;
-    int64_t i = t->scope_slot - 1;
+    if (!t || t->scope_refs == 0 || depth == 0 || depth > MAX_SCOPES) return t;
     int64_t fs = frame_start[depth - 1];
-    if (i < fs) return t; /* owned by an enclosing scope: it outlives this one anyway */
+    int64_t i = find_entry(t, fs);
+    if (i < 0) return t; /* owned by an enclosing scope: it outlives this one anyway */
     if (depth == 1) {
-        tn_scope_forget(t); /* the caller owns it now */
+        tracked[i] = NULL; /* the caller owns this reference now */
+        t->scope_refs--;
         return t;
     }
-    /* Hand it to the enclosing scope: swap it to the first slot of the current frame and
-     * move the frame boundary past it. */
-    em_tensor *first = tracked[fs];
+    /* Hand the reference to the enclosing scope: swap it to the first slot of the current
+     * frame and move the frame boundary past it. */
+    tracked[i] = tracked[fs];
     tracked[fs] = t;
-    t->scope_slot = (int)(fs + 1);
-    tracked[i] = first;
-    if (first) first->scope_slot = (int)(i + 1);
     frame_start[depth - 1] = fs + 1;
     return t;
 }

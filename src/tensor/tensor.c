@@ -30,6 +30,7 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     s->refcount = 1;
     s->nbytes = nbytes;
     s->device = dev;
+    s->external = false;
     s->deleter = NULL;
     s->deleter_user = NULL;
     return s;
@@ -38,8 +39,8 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
 static void storage_release(em_storage *s)
 {
     if (!s || --s->refcount > 0) return;
-    if (s->deleter) {
-        s->deleter(s->data, s->deleter_user);
+    if (s->external) {
+        if (s->deleter) s->deleter(s->data, s->deleter_user);
     } else if (s->data) {
         const em_backend *be = em_backend_get(s->device.backend);
         if (be) be->free(s->device.index, s->data);
@@ -147,6 +148,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape,
     s->data = data;
     s->nbytes = (size_t)(em_shape_numel(shape) * (int64_t)em_dtype_size(dtype));
     s->device = EM_CPU;
+    s->external = true;
     s->deleter = deleter;
     s->deleter_user = user;
     t->storage = s;
@@ -161,14 +163,28 @@ em_tensor *em_retain(em_tensor *t)
     return t;
 }
 
-void em_release(em_tensor *t)
+em_tensor *tn_share(em_tensor *t)
 {
-    if (!t) return;
+    t->refcount++;
+    tn_scope_track(t);
+    return t;
+}
+
+/* Drops one reference; frees the handle at zero. */
+void tn_release_ref(em_tensor *t)
+{
     if (--t->refcount > 0) return;
-    if (t->scope_slot) tn_scope_forget(t);
     storage_release(t->storage);
     em_free(t);
     atomic_fetch_sub(&live_handles, 1);
+}
+
+void em_release(em_tensor *t)
+{
+    if (!t) return;
+    /* A reference a scope owns is the one given back first: the scope forgets it. */
+    if (t->scope_refs > 0) tn_scope_forget(t);
+    tn_release_ref(t);
 }
 
 int64_t em_live_tensors(void)

@@ -13,7 +13,8 @@ typedef struct em_storage {
     void *data;
     size_t nbytes;
     em_device device;
-    void (*deleter)(void *data, void *user); /* external memory (em_from_blob); NULL: ours */
+    bool external;                           /* caller memory (em_from_blob): never freed by us */
+    void (*deleter)(void *data, void *user); /* run for external memory when the last view goes */
     void *deleter_user;
 } em_storage;
 
@@ -25,7 +26,7 @@ struct em_tensor {
     int64_t strides[EM_MAX_RANK]; /* in elements; may be 0 (broadcast) or negative (flip) */
     int64_t offset;               /* in elements from storage->data */
     em_storage *storage;
-    int scope_slot; /* 1 + index in the owning scope's list; 0 when not scope-owned */
+    int scope_refs; /* how many of the references are owned by open scopes */
     /* Autodiff (later layers) hangs its per-tensor data here; the tensor layer never reads it. */
     void *grad_info;
     bool requires_grad;
@@ -38,10 +39,15 @@ em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
 /* New handle viewing t's storage with the given geometry (storage refcount + 1). */
 em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
                       int64_t offset);
-/* Registers a freshly created handle with the current scope (called by tn_new/tn_view_of). */
+/* Registers one reference of t with the current scope (called by tn_new/tn_view_of). */
 void tn_scope_track(em_tensor *t);
-/* Drops t from its scope's list without releasing it. */
+/* Drops one scope-owned reference of t from the scope lists without releasing it. */
 void tn_scope_forget(em_tensor *t);
+/* Returns t as a new reference (retain) that belongs to the current scope, like a freshly
+ * created tensor: use it wherever an op returns an existing tensor. */
+em_tensor *tn_share(em_tensor *t);
+/* Drops one reference without touching scopes (scopes use it). */
+void tn_release_ref(em_tensor *t);
 
 /* Typed element pointer for a CPU tensor: storage data + offset (elements). */
 static inline char *tn_ptr(const em_tensor *t)

@@ -374,7 +374,7 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step)
 em_tensor *em_contiguous(const em_tensor *t)
 {
     if (!tn_check_ptr("em_contiguous", t, "t")) return NULL;
-    if (tn_is_contiguous(t)) return em_retain((em_tensor *)t);
+    if (tn_is_contiguous(t)) return tn_share((em_tensor *)t);
     return em_clone(t);
 }
 

@@ -14,12 +14,21 @@ typedef struct rng_ctx {
     const em_tensor *p; /* bernoulli probabilities, or NULL */
 } rng_ctx;
 
-/* Uniform [0,1) with only as many bits as the dtype keeps, so rounding can never give 1. */
-static double uniform_for(em_dtype dt, uint64_t seed, uint64_t off, uint64_t i)
+/* Largest value of dt strictly below `high` (for uniform draws that round up to it). */
+static double below(double high, em_dtype dt)
 {
-    double u = em_rng_uniform_at(seed, off, i);
-    double scale = dt == EM_F32 ? 16777216.0 : dt == EM_F16 ? 2048.0 : dt == EM_BF16 ? 256.0 : 0;
-    return scale ? floor(u * scale) / scale : u;
+    switch (dt) {
+    case EM_F32: return nextafterf((float)high, -INFINITY);
+    case EM_F16:
+    case EM_BF16: {
+        uint16_t h = dt == EM_F16 ? em_f32_to_f16((float)high) : em_f32_to_bf16((float)high);
+        if ((h & 0x7fff) == 0) h = 0x8001;   /* +-0 -> smallest negative subnormal */
+        else if (h & 0x8000) h = (uint16_t)(h + 1); /* negative: grow the magnitude */
+        else h = (uint16_t)(h - 1);
+        return dt == EM_F16 ? em_f16_to_f32(h) : em_bf16_to_f32(h);
+    }
+    default: return nextafter(high, -INFINITY);
+    }
 }
 
 static void rng_range(void *vctx, int64_t b, int64_t e)
@@ -34,8 +43,12 @@ static void rng_range(void *vctx, int64_t b, int64_t e)
         char *dst = base + i * (int64_t)es;
         switch (op->kind) {
         case EM_OP_RAND_UNIFORM: {
-            double u = uniform_for(o->dtype, seed, off, (uint64_t)i);
-            cpu_set_f64(dst, o->dtype, op->f[0] + u * (op->f[1] - op->f[0]));
+            double u = em_rng_uniform_at(seed, off, (uint64_t)i);
+            double v = op->f[0] + u * (op->f[1] - op->f[0]);
+            cpu_set_f64(dst, o->dtype, v);
+            /* rounding to the dtype may reach `high`, which the range excludes */
+            if (op->f[1] > op->f[0] && cpu_get_f64(dst, o->dtype) >= op->f[1])
+                cpu_set_f64(dst, o->dtype, below(op->f[1], o->dtype));
             break;
         }
         case EM_OP_RAND_NORMAL:
@@ -110,7 +123,7 @@ em_status cpu_exec_create(const em_op *op)
         double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
         /* symmetric evaluation (as PyTorch): first half from the start, second from the end */
         for (int64_t i = 0; i < n; i++)
-            put(o, i, i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
+            put(o, i, n == 1 ? a : i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
         return EM_OK;
     }
     case EM_OP_EYE: {
