@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE ?= cmake
 
-.PHONY: all test sanitize asan install clean format format-check
+.PHONY: all test check demo sanitize asan install clean format format-check
 
 all:
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -11,6 +11,14 @@ all:
 
 test: all
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+
+# The whole suite as CI runs it (installs packages, gcc + sanitizer builds, format check).
+check:
+	bash scripts/test.sh
+
+# The main job: builds and runs the example program.
+demo:
+	bash scripts/demo.sh
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build and test run.
 sanitize:

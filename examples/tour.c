@@ -1,0 +1,45 @@
+/* A short tour of Ember's tensors: creation, views, chained ops inside a scope, printing and
+ * error handling. Run: ./build/example_tour */
+#include <ember/ember.h>
+#include <stdio.h>
+
+int main(void)
+{
+    em_device dev = em_device_default(); /* "cpu" unless EMBER_DEVICE or ember.toml say so */
+    em_seed(42);
+
+    em_scope_begin(); /* every tensor created below is released at em_scope_end */
+    em_tensor *x = em_randn(EM_SHAPE(4, 8), EM_F32, dev);
+    em_tensor *w = em_rand_uniform(EM_SHAPE(8, 3), -0.5, 0.5, EM_F32, dev);
+    em_tensor *b = em_arange(0, 3, 1, EM_F32, dev);
+
+    /* a tiny dense layer: softmax(relu(x @ w + b)) */
+    em_tensor *probs = em_softmax(em_relu(em_add(em_matmul(x, w), b)), -1);
+    em_tensor *cls = em_argmax(probs, -1, false);
+    printf("probabilities:\n");
+    em_print(probs);
+    printf("predicted classes:\n");
+    em_print(cls);
+
+    /* views share memory: a transposed, flipped slice costs nothing until it is copied */
+    em_tensor *v = em_flip(em_slice(em_transpose(x, 0, 1), 0, 0, 8, 2), EM_AXES(1));
+    printf("every other row of x^T, columns reversed (a view: %s):\n",
+           em_tensor_shares_storage(v, x) ? "yes" : "no");
+    em_print(v);
+
+    /* statistics over dims */
+    em_print(em_std(x, EM_AXES(1), 1, true));
+
+    /* errors are values: an op given bad shapes returns NULL, later ops pass NULL through,
+     * and the first message is kept */
+    em_tensor *bad = em_softmax(em_add(x, em_ones(EM_SHAPE(5), EM_F32, dev)), -1);
+    if (!bad) printf("expected error: %s\n", em_last_error());
+    em_clear_error();
+    em_scope_end();
+
+    if (em_failed()) {
+        fprintf(stderr, "ember: %s\n", em_last_error());
+        return 1;
+    }
+    return 0;
+}

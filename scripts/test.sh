@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what it needs, checks formatting, builds with
+# gcc (Release, warnings as errors) and runs every test, then builds with clang under
+# AddressSanitizer + UndefinedBehaviorSanitizer (warnings as errors) and runs every test again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+scripts/install-deps.sh
+
+echo "== format check (clang-format)"
+files=$(git ls-files '*.c' '*.h' 2>/dev/null || find src include tests tools examples bench -name '*.[ch]')
+clang-format --dry-run --Werror $files
+
+echo "== gcc Release build and tests"
+cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DEMBER_WERROR=ON >/dev/null
+cmake --build build-ci-gcc -j "$jobs"
+(cd build-ci-gcc && ctest --output-on-failure -j "$jobs")
+
+echo "== clang AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
+cmake -S . -B build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON >/dev/null
+cmake --build build-ci-asan -j "$jobs"
+(cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
+  UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+echo "== all checks passed"
