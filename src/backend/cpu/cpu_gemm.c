@@ -1,27 +1,384 @@
-/* Portable reference GEMM (row-major, optional transposes). */
+/* Cache-blocked GEMM in the GotoBLAS/BLIS layout: panels of B (KC x NC) and A (MC x KC) are
+ * packed into aligned buffers, then a register-blocked micro-kernel (portable C here, AVX2 or
+ * AVX-512 in their own files, chosen once at run time) sweeps the tiles of C. */
+#include <ember/core.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
 #include "cpu_gemm.h"
 
-#define GEMM_BODY(T)                                                                           \
-    for (int64_t i = 0; i < M; i++) {                                                          \
-        for (int64_t j = 0; j < N; j++) {                                                      \
-            T acc = 0;                                                                         \
-            for (int64_t k = 0; k < K; k++) {                                                  \
-                T a = ta ? A[k * lda + i] : A[i * lda + k];                                    \
-                T b = tb ? B[j * ldb + k] : B[k * ldb + j];                                    \
-                acc += a * b;                                                                  \
-            }                                                                                  \
-            C[i * ldc + j] = beta == 0 ? alpha * acc : alpha * acc + beta * C[i * ldc + j];    \
-        }                                                                                      \
+/* ---- portable micro-kernels -------------------------------------------------------------- */
+
+#define PMR 4
+#define PNR 8
+
+#define PORTABLE_UKR(name, T)                                                                      \
+    static void name(int64_t kc, const T *a, const T *b, T *c, int64_t ldc, T alpha, T beta,       \
+                     int mr, int nr)                                                               \
+    {                                                                                              \
+        T acc[PMR][PNR];                                                                           \
+        memset(acc, 0, sizeof acc);                                                                \
+        for (int64_t k = 0; k < kc; k++, a += PMR, b += PNR)                                       \
+            for (int r = 0; r < PMR; r++)                                                          \
+                for (int j = 0; j < PNR; j++) acc[r][j] += a[r] * b[j];                            \
+        for (int r = 0; r < mr; r++) {                                                             \
+            T *cr = c + r * ldc;                                                                   \
+            for (int j = 0; j < nr; j++) {                                                         \
+                T t = alpha * acc[r][j];                                                           \
+                cr[j] = beta == 0 ? t : t + beta * cr[j];                                          \
+            }                                                                                      \
+        }                                                                                          \
     }
+
+PORTABLE_UKR(sgemm_ukr_portable, float)
+PORTABLE_UKR(dgemm_ukr_portable, double)
+
+static const cpu_gemm_kernels kernels_portable = {
+    .name = "portable",
+    .s_ukr = sgemm_ukr_portable,
+    .s_mr = PMR,
+    .s_nr = PNR,
+    .s_mc = 128,
+    .s_kc = 256,
+    .s_nc = 2048,
+    .d_ukr = dgemm_ukr_portable,
+    .d_mr = PMR,
+    .d_nr = PNR,
+    .d_mc = 64,
+    .d_kc = 256,
+    .d_nc = 2048,
+};
+
+/* ---- kernel selection -------------------------------------------------------------------- */
+
+static const cpu_gemm_kernels *auto_kernels = &kernels_portable;
+static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
+static bool has_avx2, has_avx512;
+static _Atomic(const cpu_gemm_kernels *) forced;
+
+static void choose_kernels(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
+                 __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
+                 __builtin_cpu_supports("avx512dq");
+    const char *want = getenv("EMBER_GEMM");
+    if (want && !strcmp(want, "portable")) return;
+    if (has_avx512 && !(want && !strcmp(want, "avx2")))
+        auto_kernels = &cpu_gemm_kernels_avx512;
+    else if (has_avx2)
+        auto_kernels = &cpu_gemm_kernels_avx2;
+#endif
+}
+
+static const cpu_gemm_kernels *kernels(void)
+{
+    pthread_once(&choose_once, choose_kernels);
+    const cpu_gemm_kernels *k = atomic_load(&forced);
+    return k ? k : auto_kernels;
+}
+
+bool cpu_gemm_use(const char *name)
+{
+    pthread_once(&choose_once, choose_kernels);
+    const cpu_gemm_kernels *k = NULL;
+    if (!name)
+        k = NULL;
+    else if (!strcmp(name, "portable"))
+        k = &kernels_portable;
+    else if (!strcmp(name, "avx2") && has_avx2)
+        k = &cpu_gemm_kernels_avx2;
+    else if (!strcmp(name, "avx512") && has_avx512)
+        k = &cpu_gemm_kernels_avx512;
+    else
+        return false;
+    atomic_store(&forced, k);
+    return true;
+}
+
+void cpu_gemm_force_portable(bool on)
+{
+    cpu_gemm_use(on ? "portable" : NULL);
+}
+
+const char *cpu_gemm_kernel_name(void)
+{
+    return kernels()->name;
+}
+
+/* ---- shared sizes ------------------------------------------------------------------------ */
+
+#define SMALL_MNK  32768  /* below this M*N*K: no packing */
+#define PAR_MNK    262144 /* from this M*N*K: use the pool */
+#define SUPER_M    4096   /* rows of A packed at once */
+#define SMALL_COLS 256    /* column block of the unpacked path */
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+static int64_t round_up(int64_t a, int64_t m)
+{
+    return (a + m - 1) / m * m;
+}
+
+static void *aligned_buf(int64_t elems, size_t es)
+{
+    size_t n = (size_t)round_up(elems * (int64_t)es + 64, 64);
+    return aligned_alloc(64, n);
+}
+
+/* ---- the driver, once per element type --------------------------------------------------- */
+
+/* Every C element is computed the same way whatever the thread split: for each KC block of K
+ * in order, C = alpha * (sum over the block, k ascending, from 0) + beta' * C, with beta' the
+ * caller's beta for the first block and 1 after. The unpacked path (small or vector-shaped
+ * products) instead sums all of K, k ascending, then applies alpha and beta once. */
+#define DEFINE_GEMM(T, P)                                                                          \
+    typedef struct P##ctx {                                                                        \
+        bool ta, tb;                                                                               \
+        int64_t M, N, K, lda, ldb, ldc;                                                            \
+        T alpha, beta;                                                                             \
+        const T *A, *B;                                                                            \
+        T *C;                                                                                      \
+        int mr, nr;                                                                                \
+        int64_t mc;                                                                                \
+        void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
+        /* current block */                                                                        \
+        int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk;                                              \
+        T beta_blk;                                                                                \
+        T *Ap, *Bp;                                                                                \
+    } P##ctx;                                                                                      \
+                                                                                                   \
+    static void P##pack_b(void *vc, int64_t b, int64_t e)                                          \
+    {                                                                                              \
+        const P##ctx *g = vc;                                                                      \
+        int nr = g->nr;                                                                            \
+        for (int64_t p = b; p < e; p++) {                                                          \
+            int64_t j0 = g->jc + p * nr;                                                           \
+            int n = (int)min64(nr, g->jc + g->nc - j0);                                            \
+            T *dst = g->Bp + p * nr * g->kc;                                                       \
+            if (!g->tb) {                                                                          \
+                for (int64_t k = 0; k < g->kc; k++, dst += nr) {                                   \
+                    const T *s = g->B + (g->pc + k) * g->ldb + j0;                                 \
+                    for (int c = 0; c < n; c++) dst[c] = s[c];                                     \
+                    for (int c = n; c < nr; c++) dst[c] = 0;                                       \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int c = 0; c < nr; c++) {                                                     \
+                    if (c >= n) {                                                                  \
+                        for (int64_t k = 0; k < g->kc; k++) dst[k * nr + c] = 0;                   \
+                        continue;                                                                  \
+                    }                                                                              \
+                    const T *s = g->B + (j0 + c) * g->ldb + g->pc;                                 \
+                    for (int64_t k = 0; k < g->kc; k++) dst[k * nr + c] = s[k];                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void P##pack_a(void *vc, int64_t b, int64_t e)                                          \
+    {                                                                                              \
+        const P##ctx *g = vc;                                                                      \
+        int mr = g->mr;                                                                            \
+        for (int64_t p = b; p < e; p++) {                                                          \
+            int64_t i0 = g->ms + p * mr;                                                           \
+            int m = (int)min64(mr, g->ms + g->mlen - i0);                                          \
+            T *dst = g->Ap + p * mr * g->kc;                                                       \
+            if (g->ta) {                                                                           \
+                for (int64_t k = 0; k < g->kc; k++, dst += mr) {                                   \
+                    const T *s = g->A + (g->pc + k) * g->lda + i0;                                 \
+                    for (int r = 0; r < m; r++) dst[r] = s[r];                                     \
+                    for (int r = m; r < mr; r++) dst[r] = 0;                                       \
+                }                                                                                  \
+            } else {                                                                               \
+                for (int r = 0; r < mr; r++) {                                                     \
+                    if (r >= m) {                                                                  \
+                        for (int64_t k = 0; k < g->kc; k++) dst[k * mr + r] = 0;                   \
+                        continue;                                                                  \
+                    }                                                                              \
+                    const T *s = g->A + (i0 + r) * g->lda + g->pc;                                 \
+                    for (int64_t k = 0; k < g->kc; k++) dst[k * mr + r] = s[k];                    \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* Task t: rows [ic*MC, +MC) of the packed super-block, columns [js*jchunk, +jchunk). */       \
+    static void P##macro(void *vc, int64_t b, int64_t e)                                           \
+    {                                                                                              \
+        const P##ctx *g = vc;                                                                      \
+        for (int64_t t = b; t < e; t++) {                                                          \
+            int64_t i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                     \
+            int64_t j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);               \
+            for (int64_t jr = j0; jr < j1; jr += g->nr) {                                          \
+                const T *bp = g->Bp + (jr / g->nr) * g->nr * g->kc;                                \
+                int nr = (int)min64(g->nr, g->nc - jr);                                            \
+                for (int64_t ir = i0; ir < i1; ir += g->mr) {                                      \
+                    const T *ap = g->Ap + (ir / g->mr) * g->mr * g->kc;                            \
+                    T *c = g->C + (g->ms + ir) * g->ldc + g->jc + jr;                              \
+                    g->ukr(g->kc, ap, bp, c, g->ldc, g->alpha, g->beta_blk,                        \
+                           (int)min64(g->mr, g->mlen - ir), nr);                                   \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* Unpacked path over rows [b, e) (or, for one-row products, column blocks [b, e)). */         \
+    static void P##small_rect(const P##ctx *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)     \
+    {                                                                                              \
+        T acc[SMALL_COLS];                                                                         \
+        for (int64_t i = i0; i < i1; i++) {                                                        \
+            for (int64_t jb = j0; jb < j1; jb += SMALL_COLS) {                                     \
+                int64_t n = min64(SMALL_COLS, j1 - jb);                                            \
+                if (g->tb) {                                                                       \
+                    for (int64_t j = 0; j < n; j++) {                                              \
+                        const T *brow = g->B + (jb + j) * g->ldb;                                  \
+                        T s = 0;                                                                   \
+                        if (g->ta)                                                                 \
+                            for (int64_t k = 0; k < g->K; k++)                                     \
+                                s += g->A[k * g->lda + i] * brow[k];                               \
+                        else                                                                       \
+                            for (int64_t k = 0; k < g->K; k++)                                     \
+                                s += g->A[i * g->lda + k] * brow[k];                               \
+                        acc[j] = s;                                                                \
+                    }                                                                              \
+                } else {                                                                           \
+                    for (int64_t j = 0; j < n; j++) acc[j] = 0;                                    \
+                    for (int64_t k = 0; k < g->K; k++) {                                           \
+                        T a = g->ta ? g->A[k * g->lda + i] : g->A[i * g->lda + k];                 \
+                        const T *brow = g->B + k * g->ldb + jb;                                    \
+                        for (int64_t j = 0; j < n; j++) acc[j] += a * brow[j];                     \
+                    }                                                                              \
+                }                                                                                  \
+                T *c = g->C + i * g->ldc + jb;                                                     \
+                for (int64_t j = 0; j < n; j++) {                                                  \
+                    T t = g->alpha * acc[j];                                                       \
+                    c[j] = g->beta == 0 ? t : t + g->beta * c[j];                                  \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    static void P##small_rows(void *vc, int64_t b, int64_t e)                                      \
+    {                                                                                              \
+        const P##ctx *g = vc;                                                                      \
+        P##small_rect(g, b, e, 0, g->N);                                                           \
+    }                                                                                              \
+                                                                                                   \
+    static void P##small_cols(void *vc, int64_t b, int64_t e)                                      \
+    {                                                                                              \
+        const P##ctx *g = vc;                                                                      \
+        P##small_rect(g, 0, g->M, b *SMALL_COLS, min64(e *SMALL_COLS, g->N));                      \
+    }                                                                                              \
+                                                                                                   \
+    static void P##run(em_range_fn fn, P##ctx *g, int64_t n, int64_t grain, bool par)              \
+    {                                                                                              \
+        if (par)                                                                                   \
+            em_parallel_for(n, grain, fn, g);                                                      \
+        else                                                                                       \
+            fn(g, 0, n);                                                                           \
+    }                                                                                              \
+                                                                                                   \
+    static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
+                        int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
+                        void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
+                        int mr, int nr, int64_t MC, int64_t KC, int64_t NC)                        \
+    {                                                                                              \
+        if (M <= 0 || N <= 0) return;                                                              \
+        if (K <= 0 || alpha == 0) {                                                                \
+            for (int64_t i = 0; i < M; i++)                                                        \
+                for (int64_t j = 0; j < N; j++)                                                    \
+                    C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j];                     \
+            return;                                                                                \
+        }                                                                                          \
+        P##ctx g = {.ta = ta,                                                                      \
+                    .tb = tb,                                                                      \
+                    .M = M,                                                                        \
+                    .N = N,                                                                        \
+                    .K = K,                                                                        \
+                    .lda = lda,                                                                    \
+                    .ldb = ldb,                                                                    \
+                    .ldc = ldc,                                                                    \
+                    .alpha = alpha,                                                                \
+                    .beta = beta,                                                                  \
+                    .A = A,                                                                        \
+                    .B = B,                                                                        \
+                    .C = C,                                                                        \
+                    .mr = mr,                                                                      \
+                    .nr = nr,                                                                      \
+                    .mc = MC,                                                                      \
+                    .ukr = ukr};                                                                   \
+        int64_t mnk = M * N * K;                                                                   \
+        bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
+        bool small = mnk <= SMALL_MNK || M < mr / 2 || N < nr / 2;                                 \
+        T *Bp = NULL, *Ap = NULL;                                                                  \
+        if (!small) {                                                                              \
+            int64_t kcap = min64(K, KC);                                                           \
+            Bp = aligned_buf(kcap * round_up(min64(N, NC), nr), sizeof(T));                        \
+            Ap = aligned_buf(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                   \
+            if (!Bp || !Ap) small = true; /* out of memory: the unpacked path needs none */        \
+        }                                                                                          \
+        if (small) {                                                                               \
+            free(Bp);                                                                              \
+            free(Ap);                                                                              \
+            if (M == 1)                                                                            \
+                P##run(P##small_cols, &g, (N + SMALL_COLS - 1) / SMALL_COLS, 1, par);              \
+            else                                                                                   \
+                P##run(P##small_rows, &g, M, 1, par);                                              \
+            return;                                                                                \
+        }                                                                                          \
+        g.Ap = Ap;                                                                                 \
+        g.Bp = Bp;                                                                                 \
+        int threads = par ? em_get_num_threads() : 1;                                              \
+        for (int64_t jc = 0; jc < N; jc += NC) {                                                   \
+            g.jc = jc;                                                                             \
+            g.nc = min64(NC, N - jc);                                                              \
+            for (int64_t pc = 0; pc < K; pc += KC) {                                               \
+                g.pc = pc;                                                                         \
+                g.kc = min64(KC, K - pc);                                                          \
+                g.beta_blk = pc == 0 ? beta : (T)1;                                                \
+                int64_t npan_b = (g.nc + nr - 1) / nr;                                             \
+                P##run(P##pack_b, &g, npan_b, 1 + 16384 / (nr * g.kc), par);                       \
+                for (int64_t ms = 0; ms < M; ms += SUPER_M) {                                      \
+                    g.ms = ms;                                                                     \
+                    g.mlen = min64(SUPER_M, M - ms);                                               \
+                    int64_t npan_a = (g.mlen + mr - 1) / mr;                                       \
+                    P##run(P##pack_a, &g, npan_a, 1 + 16384 / (mr * g.kc), par);                   \
+                    int64_t n_ic = (g.mlen + MC - 1) / MC;                                         \
+                    g.nj = 1;                                                                      \
+                    if (n_ic < 2 * threads && threads > 1)                                         \
+                        g.nj = min64(npan_b, (2 * threads + n_ic - 1) / n_ic);                     \
+                    g.jchunk = round_up((g.nc + g.nj - 1) / g.nj, nr);                             \
+                    g.nj = (g.nc + g.jchunk - 1) / g.jchunk;                                       \
+                    P##run(P##macro, &g, n_ic *g.nj, 1, par);                                      \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+        free(Ap);                                                                                  \
+        free(Bp);                                                                                  \
+    }
+
+DEFINE_GEMM(float, s_)
+DEFINE_GEMM(double, d_)
 
 void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
-    GEMM_BODY(float)
+    const cpu_gemm_kernels *k = kernels();
+    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_mr, k->s_nr,
+           k->s_mc, k->s_kc, k->s_nc);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
-    GEMM_BODY(double)
+    const cpu_gemm_kernels *k = kernels();
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, k->d_mr, k->d_nr,
+           k->d_mc, k->d_kc, k->d_nc);
 }

@@ -1,0 +1,115 @@
+/* AVX2 + FMA GEMM micro-kernels: 6x16 f32 and 6x8 f64 register tiles (12 accumulators each),
+ * reached through cpu_gemm_kernels_avx2 when the CPU has AVX2 and FMA. */
+#include <immintrin.h>
+
+#include "cpu_gemm.h"
+
+/* Writes acc (rows of two vectors) into C: alpha * acc + beta * C. Edge tiles go through a
+ * local tile so every element sees the same vector arithmetic as in a full tile. */
+#define STORE_TILE(T, V, LANES, MR, NR, load, store, mul, fmadd, set1)                             \
+    do {                                                                                           \
+        V va = set1(alpha), vb = set1(beta);                                                       \
+        if (mr == MR && nr == NR) {                                                                \
+            for (int r = 0; r < MR; r++)                                                           \
+                for (int h = 0; h < 2; h++) {                                                      \
+                    T *p = c + r * ldc + h * LANES;                                                \
+                    V t = mul(va, acc[r][h]);                                                      \
+                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
+                    store(p, t);                                                                   \
+                }                                                                                  \
+        } else {                                                                                   \
+            T tile[MR * NR];                                                                       \
+            for (int r = 0; r < MR; r++)                                                           \
+                for (int j = 0; j < NR; j++)                                                       \
+                    tile[r * NR + j] = beta != 0 && r < mr && j < nr ? c[r * ldc + j] : 0;         \
+            for (int r = 0; r < mr; r++)                                                           \
+                for (int h = 0; h < 2; h++) {                                                      \
+                    T *p = tile + r * NR + h * LANES;                                              \
+                    V t = mul(va, acc[r][h]);                                                      \
+                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
+                    store(p, t);                                                                   \
+                }                                                                                  \
+            for (int r = 0; r < mr; r++)                                                           \
+                for (int j = 0; j < nr; j++) c[r * ldc + j] = tile[r * NR + j];                    \
+        }                                                                                          \
+    } while (0)
+
+/* c: [6, 16] f32 tile; a: 6 values per k; b: 16 values per k. */
+static void sgemm_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                       float alpha, float beta, int mr, int nr)
+{
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
+        __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
+        __m256 x = _mm256_broadcast_ss(a);
+        c00 = _mm256_fmadd_ps(x, b0, c00);
+        c01 = _mm256_fmadd_ps(x, b1, c01);
+        x = _mm256_broadcast_ss(a + 1);
+        c10 = _mm256_fmadd_ps(x, b0, c10);
+        c11 = _mm256_fmadd_ps(x, b1, c11);
+        x = _mm256_broadcast_ss(a + 2);
+        c20 = _mm256_fmadd_ps(x, b0, c20);
+        c21 = _mm256_fmadd_ps(x, b1, c21);
+        x = _mm256_broadcast_ss(a + 3);
+        c30 = _mm256_fmadd_ps(x, b0, c30);
+        c31 = _mm256_fmadd_ps(x, b1, c31);
+        x = _mm256_broadcast_ss(a + 4);
+        c40 = _mm256_fmadd_ps(x, b0, c40);
+        c41 = _mm256_fmadd_ps(x, b1, c41);
+        x = _mm256_broadcast_ss(a + 5);
+        c50 = _mm256_fmadd_ps(x, b0, c50);
+        c51 = _mm256_fmadd_ps(x, b1, c51);
+    }
+    __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    STORE_TILE(float, __m256, 8, 6, 16, _mm256_loadu_ps, _mm256_storeu_ps, _mm256_mul_ps,
+               _mm256_fmadd_ps, _mm256_set1_ps);
+}
+
+/* c: [6, 8] f64 tile; a: 6 values per k; b: 8 values per k. */
+static void dgemm_6x8(int64_t kc, const double *a, const double *b, double *c, int64_t ldc,
+                      double alpha, double beta, int mr, int nr)
+{
+    __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256d c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < kc; k++, a += 6, b += 8) {
+        __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
+        __m256d x = _mm256_broadcast_sd(a);
+        c00 = _mm256_fmadd_pd(x, b0, c00);
+        c01 = _mm256_fmadd_pd(x, b1, c01);
+        x = _mm256_broadcast_sd(a + 1);
+        c10 = _mm256_fmadd_pd(x, b0, c10);
+        c11 = _mm256_fmadd_pd(x, b1, c11);
+        x = _mm256_broadcast_sd(a + 2);
+        c20 = _mm256_fmadd_pd(x, b0, c20);
+        c21 = _mm256_fmadd_pd(x, b1, c21);
+        x = _mm256_broadcast_sd(a + 3);
+        c30 = _mm256_fmadd_pd(x, b0, c30);
+        c31 = _mm256_fmadd_pd(x, b1, c31);
+        x = _mm256_broadcast_sd(a + 4);
+        c40 = _mm256_fmadd_pd(x, b0, c40);
+        c41 = _mm256_fmadd_pd(x, b1, c41);
+        x = _mm256_broadcast_sd(a + 5);
+        c50 = _mm256_fmadd_pd(x, b0, c50);
+        c51 = _mm256_fmadd_pd(x, b1, c51);
+    }
+    __m256d acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    STORE_TILE(double, __m256d, 4, 6, 8, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_mul_pd,
+               _mm256_fmadd_pd, _mm256_set1_pd);
+}
+
+const cpu_gemm_kernels cpu_gemm_kernels_avx2 = {
+    .name = "avx2",
+    .s_ukr = sgemm_6x16,
+    .s_mr = 6,
+    .s_nr = 16,
+    .s_mc = 240,
+    .s_kc = 256,
+    .s_nc = 3072,
+    .d_ukr = dgemm_6x8,
+    .d_mr = 6,
+    .d_nr = 8,
+    .d_mc = 120,
+    .d_kc = 256,
+    .d_nc = 3072,
+};

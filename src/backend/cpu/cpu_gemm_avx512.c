@@ -1,0 +1,97 @@
+/* AVX-512 GEMM micro-kernels: 12x32 f32 and 12x16 f64 register tiles (24 accumulators each),
+ * reached through cpu_gemm_kernels_avx512 when the CPU has AVX-512 F/VL/BW/DQ. */
+#include <immintrin.h>
+
+#include "cpu_gemm.h"
+
+#define MR 12
+
+#define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define DECL(r) V c##r##_0 = VZERO(), c##r##_1 = c##r##_0;
+#define STEP(r)                                                                                    \
+    x = VSET1(a[r]);                                                                               \
+    c##r##_0 = VFMADD(x, b0, c##r##_0);                                                            \
+    c##r##_1 = VFMADD(x, b1, c##r##_1);
+#define SAVE(r) {c##r##_0, c##r##_1},
+
+/* VZERO, VSET1 and VFMADD name the intrinsics of the element type (defined per kernel). */
+/* The accumulators are 24 named vectors (not an array) so they stay in registers. */
+#define UKR_BODY(T, LANES, NR, zero, load, store, mul, fmadd, set1)                                \
+    do {                                                                                           \
+        ROWS(DECL)                                                                                 \
+        for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {                                       \
+            V b0 = load(b), b1 = load(b + LANES), x;                                               \
+            ROWS(STEP)                                                                             \
+        }                                                                                          \
+        V acc[MR][2] = {ROWS(SAVE)};                                                               \
+        V va = set1(alpha), vb = set1(beta);                                                       \
+        if (mr == MR && nr == NR) {                                                                \
+            for (int r = 0; r < MR; r++)                                                           \
+                for (int h = 0; h < 2; h++) {                                                      \
+                    T *p = c + r * ldc + h * LANES;                                                \
+                    V t = mul(va, acc[r][h]);                                                      \
+                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
+                    store(p, t);                                                                   \
+                }                                                                                  \
+        } else {                                                                                   \
+            T tile[MR * NR];                                                                       \
+            for (int r = 0; r < MR; r++)                                                           \
+                for (int j = 0; j < NR; j++)                                                       \
+                    tile[r * NR + j] = beta != 0 && r < mr && j < nr ? c[r * ldc + j] : 0;         \
+            for (int r = 0; r < mr; r++)                                                           \
+                for (int h = 0; h < 2; h++) {                                                      \
+                    T *p = tile + r * NR + h * LANES;                                              \
+                    V t = mul(va, acc[r][h]);                                                      \
+                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
+                    store(p, t);                                                                   \
+                }                                                                                  \
+            for (int r = 0; r < mr; r++)                                                           \
+                for (int j = 0; j < nr; j++) c[r * ldc + j] = tile[r * NR + j];                    \
+        }                                                                                          \
+    } while (0)
+
+/* c: [12, 32] f32 tile; a: 12 values per k; b: 32 values per k. */
+static void sgemm_12x32(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
+                        float alpha, float beta, int mr, int nr)
+{
+    typedef __m512 V;
+#define VZERO  _mm512_setzero_ps
+#define VSET1  _mm512_set1_ps
+#define VFMADD _mm512_fmadd_ps
+    UKR_BODY(float, 16, 32, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps,
+             _mm512_fmadd_ps, _mm512_set1_ps);
+#undef VZERO
+#undef VSET1
+#undef VFMADD
+}
+
+/* c: [12, 16] f64 tile; a: 12 values per k; b: 16 values per k. */
+static void dgemm_12x16(int64_t kc, const double *a, const double *b, double *c, int64_t ldc,
+                        double alpha, double beta, int mr, int nr)
+{
+    typedef __m512d V;
+#define VZERO  _mm512_setzero_pd
+#define VSET1  _mm512_set1_pd
+#define VFMADD _mm512_fmadd_pd
+    UKR_BODY(double, 8, 16, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_mul_pd,
+             _mm512_fmadd_pd, _mm512_set1_pd);
+#undef VZERO
+#undef VSET1
+#undef VFMADD
+}
+
+const cpu_gemm_kernels cpu_gemm_kernels_avx512 = {
+    .name = "avx512",
+    .s_ukr = sgemm_12x32,
+    .s_mr = 12,
+    .s_nr = 32,
+    .s_mc = 240,
+    .s_kc = 256,
+    .s_nc = 3072,
+    .d_ukr = dgemm_12x16,
+    .d_mr = 12,
+    .d_nr = 16,
+    .d_mc = 120,
+    .d_kc = 256,
+    .d_nc = 3072,
+};
