@@ -1,7 +1,176 @@
-/* CPU kernels for the combine op family (placeholder until the family lands). */
+/* CPU kernels for combine ops: cat (strided block copies with dtype conversion) and repeat,
+ * roll and pad, which share one "index map" copy: every output coordinate along each dim maps
+ * to an input coordinate, or to -1 for the constant fill. */
+#include <stdlib.h>
+
 #include "cpu.h"
+
+/* ---- cat --------------------------------------------------------------------------------- */
+
+/* x_k: [..., n_k, ...] (k < n_in) -> y: [..., sum n_k, ...]; each input is copied into the
+ * matching slab of y through a view-shaped handle on y's storage. */
+static em_status exec_cat(const em_op *op)
+{
+    const em_tensor *y = op->out[0];
+    int dim = (int)op->i[0];
+    int64_t start = 0;
+    for (int k = 0; k < op->n_in; k++) {
+        const em_tensor *x = op->in[k];
+        em_tensor slab = *y;
+        slab.shape[dim] = x->shape[dim];
+        slab.offset = y->offset + start * y->strides[dim];
+        cpu_copy_convert(&slab, x);
+        start += x->shape[dim];
+    }
+    return EM_OK;
+}
+
+/* ---- index-map copy ---------------------------------------------------------------------- */
+
+typedef struct map_ctx {
+    const em_tensor *x, *y;
+    int rank;
+    int64_t *map[EM_MAX_RANK]; /* per output dim: input coordinate or -1 */
+    unsigned char fill[8];     /* the constant, in y's dtype */
+    size_t es;
+} map_ctx;
+
+static inline void put_elem(char *dst, const char *src, size_t es)
+{
+    switch (es) {
+    case 8: memcpy(dst, src, 8); break;
+    case 4: memcpy(dst, src, 4); break;
+    case 2: memcpy(dst, src, 2); break;
+    default: *dst = *src; break;
+    }
+}
+
+/* Output rows [b, e) (every dim but the last). */
+static void map_rows(void *vctx, int64_t b, int64_t e)
+{
+    const map_ctx *c = vctx;
+    int r = c->rank, last = r - 1;
+    const em_tensor *x = c->x, *y = c->y;
+    size_t es = c->es;
+    int64_t nlast = y->shape[last];
+    const int64_t *mlast = c->map[last];
+    int64_t xs = x->strides[last] * (int64_t)es;
+    int64_t idx[EM_MAX_RANK] = {0};
+    int64_t rem = b;
+    for (int d = last - 1; d >= 0; d--) {
+        idx[d] = rem % y->shape[d];
+        rem /= y->shape[d];
+    }
+    char *ybase = (char *)y->storage->data + y->offset * (int64_t)es;
+    const char *xbase = (const char *)x->storage->data + x->offset * (int64_t)es;
+    for (int64_t row = b; row < e; row++) {
+        char *yrow = ybase + row * nlast * (int64_t)es; /* y is contiguous */
+        int64_t xoff = 0;
+        bool fill = false;
+        for (int d = 0; d < last; d++) {
+            int64_t m = c->map[d][idx[d]];
+            if (m < 0) fill = true;
+            xoff += m * x->strides[d];
+        }
+        if (fill) {
+            for (int64_t j = 0; j < nlast; j++)
+                put_elem(yrow + j * (int64_t)es, (const char *)c->fill, es);
+        } else {
+            const char *xrow = xbase + xoff * (int64_t)es;
+            for (int64_t j = 0; j < nlast; j++) {
+                int64_t m = mlast[j];
+                put_elem(yrow + j * (int64_t)es, m < 0 ? (const char *)c->fill : xrow + m * xs, es);
+            }
+        }
+        for (int d = last - 1; d >= 0; d--) {
+            if (++idx[d] < y->shape[d]) break;
+            idx[d] = 0;
+        }
+    }
+}
+
+static int64_t pos_mod(int64_t a, int64_t n)
+{
+    int64_t m = a % n;
+    return m < 0 ? m + n : m;
+}
+
+/* Input coordinate that padded coordinate k (relative to the input's start) reads. */
+static int64_t pad_src(em_pad_mode mode, int64_t k, int64_t n)
+{
+    if (k >= 0 && k < n) return k;
+    switch (mode) {
+    case EM_PAD_REFLECT:
+        if (k < 0) k = -k;
+        if (k >= n) k = 2 * (n - 1) - k;
+        return k;
+    case EM_PAD_REPLICATE: return k < 0 ? 0 : n - 1;
+    case EM_PAD_CIRCULAR: return pos_mod(k, n);
+    default: return -1;
+    }
+}
+
+/* REPEAT, ROLL, PAD: y is a fresh contiguous tensor of x's dtype. */
+static em_status exec_map(const em_op *op)
+{
+    const em_tensor *y = op->out[0];
+    em_tensor xv = *op->in[0];
+    int r = y->rank;
+    if (tn_numel(y) == 0) return EM_OK;
+    if (r == 0) {
+        memcpy(tn_ptr(y), tn_ptr(&xv), em_dtype_size(y->dtype));
+        return EM_OK;
+    }
+    if (op->kind == EM_OP_REPEAT && xv.rank < r) { /* align x with the trailing dims */
+        int lead = r - xv.rank;
+        for (int d = r - 1; d >= 0; d--) {
+            xv.shape[d] = d >= lead ? xv.shape[d - lead] : 1;
+            xv.strides[d] = d >= lead ? xv.strides[d - lead] : 0;
+        }
+        xv.rank = r;
+    }
+    map_ctx c = {.x = &xv, .y = y, .rank = r, .es = em_dtype_size(y->dtype)};
+    int64_t total = 0;
+    for (int d = 0; d < r; d++) total += y->shape[d];
+    int64_t *buf = malloc((size_t)total * sizeof *buf);
+    if (!buf) return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
+    int64_t shift[EM_MAX_RANK] = {0}, lo[EM_MAX_RANK] = {0};
+    em_pad_mode mode = EM_PAD_CONSTANT;
+    if (op->kind == EM_OP_ROLL) {
+        for (int k = 0; k < op->i[0]; k++) shift[op->i[1 + 2 * k]] += op->i[2 + 2 * k];
+    } else if (op->kind == EM_OP_PAD) {
+        mode = (em_pad_mode)op->i[0];
+        for (int k = 0; k < op->i[1]; k++) lo[r - 1 - k] = op->i[2 + 2 * k];
+        cpu_set_f64(c.fill, y->dtype, op->f[0]);
+    }
+    int64_t *p = buf;
+    for (int d = 0; d < r; d++) {
+        int64_t n = xv.shape[d];
+        c.map[d] = p;
+        for (int64_t j = 0; j < y->shape[d]; j++) {
+            switch (op->kind) {
+            case EM_OP_REPEAT: p[j] = j % n; break;
+            case EM_OP_ROLL: p[j] = pos_mod(j - pos_mod(shift[d], n), n); break;
+            default: p[j] = pad_src(mode, j - lo[d], n); break;
+            }
+        }
+        p += y->shape[d];
+    }
+    int64_t rows = tn_numel(y) / y->shape[r - 1];
+    int64_t grain = CPU_PAR_MIN / y->shape[r - 1] + 1;
+    em_parallel_for(rows, grain, map_rows, &c);
+    free(buf);
+    return EM_OK;
+}
 
 em_status cpu_exec_combine(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_CAT: return exec_cat(op);
+    case EM_OP_REPEAT:
+    case EM_OP_ROLL:
+    case EM_OP_PAD: return exec_map(op);
+    default:
+        return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a combine op", em_op_name(op->kind));
+    }
 }
