@@ -1,6 +1,348 @@
-/* Conformance tests for the nn norm sub-family (placeholder until it lands). */
+/* Conformance of layer/RMS/group/batch norm, attention and dropout: f64 references written
+ * here, PyTorch golden fixtures (scripts/fixtures_norm.py), dtypes, layouts, bad input. */
+#include <string.h>
+
 #include "conf.h"
+
+static const em_dtype float_dtypes[4] = {EM_F64, EM_F32, EM_F16, EM_BF16};
+
+/* Reference: normalise rows of `inner` elements; rms skips the mean. */
+static void ref_norm_rows(const double *x, double *y, int64_t rows, int64_t inner,
+                          const double *w, const double *b, double eps, bool rms)
+{
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * inner;
+        double mean = 0, var = 0;
+        if (!rms) {
+            for (int64_t i = 0; i < inner; i++) mean += xr[i];
+            mean /= (double)inner;
+        }
+        for (int64_t i = 0; i < inner; i++) var += (xr[i] - mean) * (xr[i] - mean);
+        var /= (double)inner;
+        for (int64_t i = 0; i < inner; i++) {
+            double v = (xr[i] - mean) / sqrt(var + eps);
+            y[r * inner + i] = v * (w ? w[i] : 1) + (b ? b[i] : 0);
+        }
+    }
+}
+
+static double tol_for(em_dtype dt)
+{
+    return dt == EM_F64 ? 1e-10 : dt == EM_F32 ? 2e-5 : dt == EM_F16 ? 1e-2 : 6e-2;
+}
+
+static void check_layer_rms(void)
+{
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_dtype dt = float_dtypes[k];
+            em_scope_begin();
+            em_shape s = EM_SHAPE(3, 4, 6);
+            double *xv, *wv, *bv;
+            em_tensor *x = h_rand(s, dt, (h_layout)l, -2, 2, &xv);
+            em_tensor *w = h_rand(EM_SHAPE(4, 6), dt, (h_layout)l, -1, 1, &wv);
+            em_tensor *b = h_rand(EM_SHAPE(4, 6), dt, H_CONTIG, -1, 1, &bv);
+            double y[72];
+            double tol = tol_for(dt);
+            ref_norm_rows(xv, y, 3, 24, wv, bv, 1e-5, false);
+            h_check_tensor("layer_norm 2 dims", em_layer_norm(x, 2, w, b, 1e-5), y, s, tol, tol);
+            ref_norm_rows(xv, y, 12, 6, NULL, NULL, 1e-3, false);
+            h_check_tensor("layer_norm no affine", em_layer_norm(x, 1, NULL, NULL, 1e-3), y, s,
+                           tol, tol);
+            ref_norm_rows(xv, y, 3, 24, wv, NULL, 1e-6, true);
+            h_check_tensor("rms_norm", em_rms_norm(x, 2, w, 1e-6), y, s, tol, tol);
+            ref_norm_rows(xv, y, 12, 6, NULL, NULL, 1e-6, true);
+            h_check_tensor("rms_norm no weight", em_rms_norm(x, 1, NULL, 1e-6), y, s, tol, tol);
+            free(xv);
+            free(wv);
+            free(bv);
+            em_scope_end();
+        }
+    /* a large contiguous f32 case takes the parallel path */
+    em_scope_begin();
+    double *xv;
+    em_tensor *x = h_rand(EM_SHAPE(300, 200), EM_F32, H_CONTIG, -3, 3, &xv);
+    double *y = malloc(60000 * sizeof *y);
+    ref_norm_rows(xv, y, 300, 200, NULL, NULL, 1e-5, false);
+    h_check_tensor("layer_norm large", em_layer_norm(x, 1, NULL, NULL, 1e-5), y,
+                   EM_SHAPE(300, 200), 2e-5, 2e-5);
+    free(y);
+    free(xv);
+    /* constant rows: zero variance gives zeros, not NaN */
+    em_tensor *c = em_full(EM_SHAPE(2, 3), 5, EM_F32, EM_CPU);
+    double zeros[6] = {0};
+    h_check_tensor("layer_norm constant", em_layer_norm(c, 1, NULL, NULL, 1e-5), zeros,
+                   EM_SHAPE(2, 3), 0, 0);
+    em_tensor *e = em_layer_norm(em_zeros(EM_SHAPE(0, 3), EM_F32, EM_CPU), 1, NULL, NULL, 1e-5);
+    CHECK(e && em_tensor_numel(e) == 0, "layer_norm of empty batch");
+    em_scope_end();
+}
+
+static void check_group_batch(void)
+{
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_dtype dt = float_dtypes[k];
+            double tol = tol_for(dt);
+            em_scope_begin();
+            em_shape s = EM_SHAPE(2, 6, 3, 2);
+            double *xv, *wv, *bv, *mv, *vv;
+            em_tensor *x = h_rand(s, dt, (h_layout)l, -2, 2, &xv);
+            em_tensor *w = h_rand(EM_SHAPE(6), dt, (h_layout)l, -1, 1, &wv);
+            em_tensor *b = h_rand(EM_SHAPE(6), dt, H_CONTIG, -1, 1, &bv);
+            em_tensor *m = h_rand(EM_SHAPE(6), dt, H_STRIDED, -1, 1, &mv);
+            em_tensor *v = h_rand(EM_SHAPE(6), dt, H_CONTIG, 0.5, 2, &vv);
+            double y[72];
+            /* group norm with 3 groups: blocks of 2 channels x 6 spatial */
+            ref_norm_rows(xv, y, 6, 12, NULL, NULL, 1e-5, false);
+            for (int n = 0; n < 2; n++)
+                for (int ch = 0; ch < 6; ch++)
+                    for (int i = 0; i < 6; i++) {
+                        double *p = &y[(n * 6 + ch) * 6 + i];
+                        *p = *p * wv[ch] + bv[ch];
+                    }
+            h_check_tensor("group_norm", em_group_norm(x, 3, w, b, 1e-5), y, s, tol, tol);
+            for (int n = 0; n < 2; n++)
+                for (int ch = 0; ch < 6; ch++)
+                    for (int i = 0; i < 6; i++) {
+                        int o = (n * 6 + ch) * 6 + i;
+                        y[o] = (xv[o] - mv[ch]) / sqrt(vv[ch] + 1e-5) * wv[ch] + bv[ch];
+                    }
+            h_check_tensor("batch_norm", em_batch_norm(x, m, v, w, b, 1e-5), y, s, tol, tol);
+            for (int n = 0; n < 2; n++)
+                for (int ch = 0; ch < 6; ch++)
+                    for (int i = 0; i < 6; i++) {
+                        int o = (n * 6 + ch) * 6 + i;
+                        y[o] = (xv[o] - mv[ch]) / sqrt(vv[ch] + 1e-3);
+                    }
+            h_check_tensor("batch_norm no affine", em_batch_norm(x, m, v, NULL, NULL, 1e-3), y,
+                           s, tol, tol);
+            free(xv);
+            free(wv);
+            free(bv);
+            free(mv);
+            free(vv);
+            em_scope_end();
+        }
+}
+
+/* Reference attention on contiguous f64 arrays [B, L, E], [B, S, E], [B, S, Ev]; mask_kind 0/1/2
+ * with a [B, L, S] mask array (already broadcast). */
+static void ref_sdpa(const double *q, const double *k, const double *v, int64_t B, int64_t L,
+                     int64_t S, int64_t E, int64_t Ev, const double *mask, int mask_kind,
+                     bool causal, double scale, double *out)
+{
+    double *s = malloc((size_t)(S ? S : 1) * sizeof *s);
+    for (int64_t b = 0; b < B; b++)
+        for (int64_t i = 0; i < L; i++) {
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < S; j++) {
+                double dot = 0;
+                for (int64_t e = 0; e < E; e++) dot += q[(b * L + i) * E + e] * k[(b * S + j) * E + e];
+                double sc = dot * scale;
+                if (causal && j > i) sc = -INFINITY;
+                if (mask_kind == 1 && mask[(b * L + i) * S + j] == 0) sc = -INFINITY;
+                if (mask_kind == 2) sc += mask[(b * L + i) * S + j];
+                s[j] = sc;
+                if (sc > mx) mx = sc;
+            }
+            double sum = 0;
+            for (int64_t j = 0; j < S; j++) sum += s[j] = exp(s[j] - mx);
+            for (int64_t e = 0; e < Ev; e++) {
+                double acc = 0;
+                for (int64_t j = 0; j < S; j++) acc += s[j] / sum * v[(b * S + j) * Ev + e];
+                out[(b * L + i) * Ev + e] = mx == -INFINITY ? NAN : acc;
+            }
+        }
+    free(s);
+}
+
+static void check_sdpa(void)
+{
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_dtype dt = float_dtypes[k];
+            double tol = tol_for(dt) * 2;
+            em_scope_begin();
+            const int64_t B = 3, L = 4, S = 5, E = 6, Ev = 3;
+            double *qv, *kv, *vv, *mv;
+            em_tensor *q = h_rand(EM_SHAPE(B, L, E), dt, (h_layout)l, -1, 1, &qv);
+            em_tensor *kt = h_rand(EM_SHAPE(B, S, E), dt, (h_layout)l, -1, 1, &kv);
+            em_tensor *v = h_rand(EM_SHAPE(B, S, Ev), dt, H_CONTIG, -1, 1, &vv);
+            double out[36];
+            em_shape os = EM_SHAPE(B, L, Ev);
+            ref_sdpa(qv, kv, vv, B, L, S, E, Ev, NULL, 0, false, 1 / sqrt(6.0), out);
+            h_check_tensor("sdpa", em_sdpa(q, kt, v, NULL, (em_sdpa_opts){0}), out, os, tol, tol);
+            ref_sdpa(qv, kv, vv, B, L, S, E, Ev, NULL, 0, true, 0.5, out);
+            h_check_tensor("sdpa causal scale", em_sdpa(q, kt, v, NULL,
+                           (em_sdpa_opts){.causal = true, .scale = 0.5}), out, os, tol, tol);
+            /* bool mask [L, S] broadcast over the batch */
+            em_tensor *bm = h_rand(EM_SHAPE(L, S), EM_BOOL, (h_layout)l, 0, 2, &mv);
+            double full[60];
+            for (int64_t b = 0; b < B; b++) memcpy(full + b * L * S, mv, sizeof(double) * L * S);
+            ref_sdpa(qv, kv, vv, B, L, S, E, Ev, full, 1, false, 1 / sqrt(6.0), out);
+            h_check_tensor("sdpa bool mask", em_sdpa(q, kt, v, bm, (em_sdpa_opts){0}), out, os,
+                           tol, tol);
+            free(mv);
+            /* additive mask [B, 1, S] */
+            em_tensor *am = h_rand(EM_SHAPE(B, 1, S), dt, H_CONTIG, -2, 0, &mv);
+            for (int64_t b = 0; b < B; b++)
+                for (int64_t i = 0; i < L; i++)
+                    for (int64_t j = 0; j < S; j++) full[(b * L + i) * S + j] = mv[b * S + j];
+            ref_sdpa(qv, kv, vv, B, L, S, E, Ev, full, 2, false, 1 / sqrt(6.0), out);
+            h_check_tensor("sdpa additive mask", em_sdpa(q, kt, v, am, (em_sdpa_opts){0}), out,
+                           os, tol, tol);
+            free(mv);
+            free(qv);
+            free(kv);
+            free(vv);
+            em_scope_end();
+        }
+    em_scope_begin();
+    /* a fully masked row gives NaN, like PyTorch */
+    em_tensor *q = em_ones(EM_SHAPE(2, 2), EM_F32, EM_CPU);
+    em_tensor *none = em_zeros(EM_SHAPE(2, 2), EM_BOOL, EM_CPU);
+    em_tensor *y = em_sdpa(q, q, q, none, (em_sdpa_opts){0});
+    CHECK(y && isnan(em_get_f64(y, (int64_t[]){0, 0})), "fully masked row is NaN");
+    /* batch dims broadcast: q [2, 1, L, E] with k, v [3, S, E] */
+    em_tensor *qb = em_randn(EM_SHAPE(2, 1, 3, 4), EM_F32, EM_CPU);
+    em_tensor *kb = em_randn(EM_SHAPE(3, 5, 4), EM_F32, EM_CPU);
+    em_tensor *yb = em_sdpa(qb, kb, kb, NULL, (em_sdpa_opts){0});
+    CHECK(yb && em_shape_equal(em_tensor_shape(yb), EM_SHAPE(2, 3, 3, 4)), "broadcast batch");
+    em_scope_end();
+}
+
+static void check_fixtures(void)
+{
+    h_fixture *fx = h_fixture_load("norm.emfx");
+    if (!fx) return;
+    em_scope_begin();
+    em_shape s;
+    em_tensor *x = h_fixture_tensor(fx, "ln.x");
+    em_tensor *xf = em_cast(x, EM_F32);
+    const double *want = h_fixture_values(fx, "ln.y", &s);
+    em_tensor *w = h_fixture_tensor(fx, "ln.w"), *b = h_fixture_tensor(fx, "ln.b");
+    h_check_tensor("torch layer_norm f64", em_layer_norm(x, 2, w, b, 1e-5), want, s, 1e-10,
+                   1e-10);
+    h_check_tensor("torch layer_norm f32",
+                   em_layer_norm(xf, 2, em_cast(w, EM_F32), em_cast(b, EM_F32), 1e-5), want, s,
+                   1e-5, 1e-5);
+    want = h_fixture_values(fx, "ln.y_noaffine", &s);
+    h_check_tensor("torch layer_norm no affine", em_layer_norm(x, 1, NULL, NULL, 1e-3), want, s,
+                   1e-10, 1e-10);
+    want = h_fixture_values(fx, "rms.y", &s);
+    h_check_tensor("torch rms_norm", em_rms_norm(x, 1, h_fixture_tensor(fx, "rms.w"), 1e-6), want,
+                   s, 1e-10, 1e-10);
+    em_tensor *xg = h_fixture_tensor(fx, "gn.x");
+    em_tensor *wg = h_fixture_tensor(fx, "gn.w"), *bg = h_fixture_tensor(fx, "gn.b");
+    want = h_fixture_values(fx, "gn.y", &s);
+    h_check_tensor("torch group_norm", em_group_norm(xg, 3, wg, bg, 1e-5), want, s, 1e-10, 1e-10);
+    h_check_tensor("torch group_norm f32",
+                   em_group_norm(em_cast(xg, EM_F32), 3, em_cast(wg, EM_F32), em_cast(bg, EM_F32),
+                                 1e-5),
+                   want, s, 1e-5, 1e-5);
+    want = h_fixture_values(fx, "bn.y", &s);
+    h_check_tensor("torch batch_norm",
+                   em_batch_norm(xg, h_fixture_tensor(fx, "bn.mean"),
+                                 h_fixture_tensor(fx, "bn.var"), wg, bg, 1e-5),
+                   want, s, 1e-10, 1e-10);
+    em_tensor *q = h_fixture_tensor(fx, "sdpa.q"), *k = h_fixture_tensor(fx, "sdpa.k"),
+              *v = h_fixture_tensor(fx, "sdpa.v");
+    em_tensor *bm = em_cast(h_fixture_tensor(fx, "sdpa.bool_mask"), EM_BOOL);
+    em_tensor *am = h_fixture_tensor(fx, "sdpa.add_mask");
+    want = h_fixture_values(fx, "sdpa.y", &s);
+    h_check_tensor("torch sdpa", em_sdpa(q, k, v, NULL, (em_sdpa_opts){0}), want, s, 1e-10,
+                   1e-10);
+    h_check_tensor("torch sdpa f32",
+                   em_sdpa(em_cast(q, EM_F32), em_cast(k, EM_F32), em_cast(v, EM_F32), NULL,
+                           (em_sdpa_opts){0}),
+                   want, s, 1e-5, 1e-5);
+    want = h_fixture_values(fx, "sdpa.y_causal", &s);
+    h_check_tensor("torch sdpa causal", em_sdpa(q, k, v, NULL, (em_sdpa_opts){.causal = true}),
+                   want, s, 1e-10, 1e-10);
+    want = h_fixture_values(fx, "sdpa.y_bool", &s);
+    h_check_tensor("torch sdpa bool mask", em_sdpa(q, k, v, bm, (em_sdpa_opts){0}), want, s,
+                   1e-10, 1e-10);
+    want = h_fixture_values(fx, "sdpa.y_add", &s);
+    h_check_tensor("torch sdpa additive mask", em_sdpa(q, k, v, am, (em_sdpa_opts){.scale = 0.3}),
+                   want, s, 1e-10, 1e-10);
+    em_scope_end();
+    h_fixture_free(fx);
+}
+
+static void check_dropout(void)
+{
+    em_scope_begin();
+    em_tensor *x = em_ones(EM_SHAPE(100, 100), EM_F32, EM_CPU);
+    em_seed(5);
+    em_tensor *y = em_dropout(x, 0.3, true);
+    double *v = h_values(y);
+    int zeros = 0, scaled = 0;
+    for (int i = 0; i < 10000; i++) {
+        zeros += v[i] == 0;
+        scaled += fabs(v[i] - 1 / 0.7) < 1e-6;
+    }
+    CHECK(zeros + scaled == 10000, "dropout outputs 0 or x/(1-p)");
+    CHECK(abs(zeros - 3000) < 200, "dropout drops about 30%% (%d)", zeros);
+    free(v);
+    em_seed(5);
+    em_tensor *y2 = em_dropout(em_transpose(x, 0, 1), 0.3, true);
+    double *v1 = h_values(y), *v2 = h_values(y2);
+    CHECK(memcmp(v1, v2, 10000 * sizeof(double)) == 0, "dropout mask depends only on the seed");
+    free(v1);
+    free(v2);
+    em_tensor *id = em_dropout(x, 0.3, false);
+    CHECK(id && em_tensor_shares_storage(id, x), "eval-mode dropout is the identity");
+    em_tensor *all = em_dropout(em_cast(x, EM_BF16), 1, true);
+    double zero1[1] = {0};
+    h_check_tensor("dropout p=1", em_narrow(em_reshape(all, EM_SHAPE(-1)), 0, 77, 1), zero1,
+                   EM_SHAPE(1), 0, 0);
+    CHECK(em_dropout(x, 1.5, true) == NULL, "p > 1");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_dropout: probability 1.5");
+    CHECK(em_dropout(em_zeros(EM_SHAPE(2), EM_I32, EM_CPU), 0.5, true) == NULL, "int dropout");
+    CHECK_ERR(EM_ERR_DTYPE, "em_dropout");
+    em_scope_end();
+}
+
+static void check_errors(void)
+{
+    em_scope_begin();
+    em_tensor *x = em_ones(EM_SHAPE(2, 4, 3), EM_F32, EM_CPU);
+    em_tensor *w = em_ones(EM_SHAPE(4), EM_F32, EM_CPU);
+    CHECK(em_layer_norm(x, 1, w, NULL, 1e-5) == NULL, "layer_norm weight shape");
+    CHECK_ERR(EM_ERR_SHAPE, "em_layer_norm: weight has shape [4], expected [3]");
+    CHECK(em_layer_norm(x, 4, NULL, NULL, 1e-5) == NULL, "layer_norm too many dims");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_layer_norm");
+    CHECK(em_layer_norm(NULL, 1, NULL, NULL, 1e-5) == NULL, "layer_norm NULL");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_layer_norm: argument `x` is NULL");
+    CHECK(em_rms_norm(em_ones(EM_SHAPE(2), EM_I64, EM_CPU), 1, NULL, 1e-5) == NULL, "rms int");
+    CHECK_ERR(EM_ERR_DTYPE, "em_rms_norm: x must be a float tensor, got i64");
+    CHECK(em_group_norm(x, 3, NULL, NULL, 1e-5) == NULL, "groups do not divide");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_group_norm: 3 groups do not divide 4 channels");
+    CHECK(em_batch_norm(x, w, em_ones(EM_SHAPE(4), EM_F64, EM_CPU), NULL, NULL, 1e-5) == NULL,
+          "batch_norm var dtype");
+    CHECK_ERR(EM_ERR_DTYPE, "em_batch_norm: var has dtype f64");
+    CHECK(em_batch_norm(x, NULL, w, NULL, NULL, 1e-5) == NULL, "batch_norm NULL mean");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_batch_norm");
+    em_tensor *q = em_ones(EM_SHAPE(2, 3, 4), EM_F32, EM_CPU);
+    em_tensor *k = em_ones(EM_SHAPE(2, 5, 3), EM_F32, EM_CPU);
+    CHECK(em_sdpa(q, k, k, NULL, (em_sdpa_opts){0}) == NULL, "sdpa E mismatch");
+    CHECK_ERR(EM_ERR_SHAPE, "em_sdpa: shapes q [2, 3, 4], k [2, 5, 3]");
+    em_tensor *k2 = em_ones(EM_SHAPE(2, 5, 4), EM_F32, EM_CPU);
+    em_tensor *m = em_ones(EM_SHAPE(3, 4), EM_BOOL, EM_CPU);
+    CHECK(em_sdpa(q, k2, k2, m, (em_sdpa_opts){0}) == NULL, "sdpa mask shape");
+    CHECK_ERR(EM_ERR_SHAPE, "em_sdpa: mask of shape [3, 4]");
+    CHECK(em_sdpa(q, k2, em_cast(k2, EM_F64), NULL, (em_sdpa_opts){0}) == NULL, "sdpa dtypes");
+    CHECK_ERR(EM_ERR_DTYPE, "em_sdpa");
+    em_scope_end();
+}
 
 void conf_norm(void)
 {
+    check_layer_rms();
+    check_group_batch();
+    check_sdpa();
+    check_fixtures();
+    check_dropout();
+    check_errors();
 }

@@ -1,7 +1,372 @@
-/* CPU kernels for the nn norm sub-family (placeholder until it lands). */
+/* CPU kernels for normalisation (layer, RMS, group, batch), scaled dot-product attention and
+ * dropout. Inputs of any layout are read into contiguous f64 rows (f32 contiguous input takes a
+ * direct path); statistics accumulate in f64. */
+#include <stdatomic.h>
+
 #include "cpu.h"
+
+/* Contiguous f64 copy of t (em_alloc'd), or NULL with an error. */
+static double *load_f64(const em_tensor *t)
+{
+    int64_t n = tn_numel(t);
+    double *buf = em_alloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!buf) return NULL;
+    em_tensor dst = *t;
+    em_storage st = {.refcount = 1, .data = buf, .device = EM_CPU};
+    dst.dtype = EM_F64;
+    dst.storage = &st;
+    dst.offset = 0;
+    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
+    cpu_copy_convert(&dst, t);
+    return buf;
+}
+
+/* Writes contiguous doubles into the (contiguous, freshly allocated) output. */
+static void store_f64(em_tensor *out, const double *v)
+{
+    em_tensor src = *out;
+    em_storage st = {.refcount = 1, .data = (void *)v, .device = EM_CPU};
+    src.dtype = EM_F64;
+    src.storage = &st;
+    src.offset = 0;
+    cpu_copy_convert(out, &src);
+}
+
+typedef struct norm_ctx {
+    const double *x;
+    double *y;
+    const double *w, *b;
+    int64_t inner; /* elements normalised together */
+    int64_t param_period; /* weight index = element index % period (layer/rms) */
+    double eps;
+    bool rms;
+} norm_ctx;
+
+static void norm_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const norm_ctx *c = vctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const double *x = c->x + r * c->inner;
+        double *y = c->y + r * c->inner;
+        double mean = 0, var = 0;
+        if (!c->rms) {
+            for (int64_t i = 0; i < c->inner; i++) mean += x[i];
+            mean /= (double)c->inner;
+        }
+        for (int64_t i = 0; i < c->inner; i++) var += (x[i] - mean) * (x[i] - mean);
+        var /= (double)c->inner;
+        double rstd = 1.0 / sqrt(var + c->eps);
+        for (int64_t i = 0; i < c->inner; i++) {
+            double v = (x[i] - mean) * rstd;
+            if (c->w) v *= c->w[i % c->param_period];
+            if (c->b) v += c->b[i % c->param_period];
+            y[i] = v;
+        }
+    }
+}
+
+/* Layer norm over the last dims of a contiguous f32 tensor, in f32 with f64 statistics. */
+typedef struct ln32_ctx {
+    const float *x, *w, *b;
+    float *y;
+    int64_t inner;
+    double eps;
+    bool rms;
+} ln32_ctx;
+
+static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const ln32_ctx *c = vctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const float *x = c->x + r * c->inner;
+        float *y = c->y + r * c->inner;
+        double mean = 0, var = 0;
+        if (!c->rms) {
+            for (int64_t i = 0; i < c->inner; i++) mean += x[i];
+            mean /= (double)c->inner;
+        }
+        for (int64_t i = 0; i < c->inner; i++) {
+            double d = x[i] - mean;
+            var += d * d;
+        }
+        var /= (double)c->inner;
+        float m = (float)mean, rstd = (float)(1.0 / sqrt(var + c->eps));
+        for (int64_t i = 0; i < c->inner; i++) {
+            float v = (x[i] - m) * rstd;
+            if (c->w) v *= c->w[i];
+            if (c->b) v += c->b[i];
+            y[i] = v;
+        }
+    }
+}
+
+static em_status exec_layer_rms(const em_op *op, bool rms)
+{
+    const em_tensor *x = op->in[0];
+    em_tensor *out = op->out[0];
+    int n_norm = (int)op->i[0];
+    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
+    const em_tensor *w = has_w ? op->in[1] : NULL;
+    const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
+    int64_t inner = 1;
+    for (int d = x->rank - n_norm; d < x->rank; d++) inner *= x->shape[d];
+    int64_t n = tn_numel(x);
+    if (n == 0) return EM_OK;
+    int64_t rows = n / inner;
+    int64_t grain = inner >= 4096 ? 1 : 4096 / inner + 1;
+    if (x->dtype == EM_F32 && tn_is_contiguous(x) && (!w || tn_is_contiguous(w)) &&
+        (!b || tn_is_contiguous(b))) {
+        ln32_ctx c = {(const float *)tn_ptr(x), w ? (const float *)tn_ptr(w) : NULL,
+                      b ? (const float *)tn_ptr(b) : NULL, (float *)tn_ptr(out), inner,
+                      op->f[0], rms};
+        em_parallel_for(rows, grain, ln32_rows, &c);
+        return EM_OK;
+    }
+    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    em_status st = EM_OK;
+    if (!xv || !yv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
+    else {
+        norm_ctx c = {xv, yv, wv, bv, inner, inner, op->f[0], rms};
+        em_parallel_for(rows, grain, norm_rows, &c);
+        store_f64(out, yv);
+    }
+    em_free(xv);
+    em_free(yv);
+    em_free(wv);
+    em_free(bv);
+    return st;
+}
+
+/* Group norm: for each sample and group, normalise C/G channels x spatial; then per-channel
+ * affine. */
+static em_status exec_group_norm(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    int64_t G = op->i[0];
+    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    const em_tensor *w = has_w ? op->in[1] : NULL;
+    const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
+    int64_t N = x->shape[0], C = x->shape[1];
+    int64_t n = tn_numel(x);
+    if (n == 0) return EM_OK;
+    int64_t spatial = n / (N * C);
+    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    if (!xv || !yv || (w && !wv) || (b && !bv)) {
+        em_free(xv);
+        em_free(yv);
+        em_free(wv);
+        em_free(bv);
+        return EM_ERR_OOM;
+    }
+    /* normalise each (sample, group) block, no affine */
+    norm_ctx c = {xv, yv, NULL, NULL, (C / G) * spatial, 1, op->f[0], false};
+    em_parallel_for(N * G, 1, norm_rows, &c);
+    for (int64_t s = 0; s < N; s++)
+        for (int64_t ch = 0; ch < C; ch++) {
+            double *y = yv + (s * C + ch) * spatial;
+            double wk = wv ? wv[ch] : 1, bk = bv ? bv[ch] : 0;
+            for (int64_t i = 0; i < spatial; i++) y[i] = y[i] * wk + bk;
+        }
+    store_f64(op->out[0], yv);
+    em_free(xv);
+    em_free(yv);
+    em_free(wv);
+    em_free(bv);
+    return EM_OK;
+}
+
+static em_status exec_batch_norm(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    const em_tensor *w = has_w ? op->in[3] : NULL;
+    const em_tensor *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
+    int64_t N = x->shape[0], C = x->shape[1];
+    int64_t n = tn_numel(x);
+    if (n == 0) return EM_OK;
+    int64_t spatial = n / (N * C);
+    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *mv = load_f64(op->in[1]), *vv = load_f64(op->in[2]);
+    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    em_status st = EM_OK;
+    if (!xv || !yv || !mv || !vv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
+    else {
+        for (int64_t s = 0; s < N; s++)
+            for (int64_t ch = 0; ch < C; ch++) {
+                double scale = 1.0 / sqrt(vv[ch] + op->f[0]) * (wv ? wv[ch] : 1);
+                double shift = (bv ? bv[ch] : 0) - mv[ch] * scale;
+                const double *xr = xv + (s * C + ch) * spatial;
+                double *yr = yv + (s * C + ch) * spatial;
+                for (int64_t i = 0; i < spatial; i++) yr[i] = xr[i] * scale + shift;
+            }
+        store_f64(op->out[0], yv);
+    }
+    em_free(xv);
+    em_free(yv);
+    em_free(mv);
+    em_free(vv);
+    em_free(wv);
+    em_free(bv);
+    return st;
+}
+
+/* Attention: for each batch index and query row, scores over S, masked softmax, weighted sum. */
+typedef struct sdpa_ctx {
+    const em_op *op;
+    int64_t L, S, E, Ev;
+    int nb; /* batch rank */
+    const int64_t *bshape;
+    atomic_int oom; /* set when a worker could not get its scratch row */
+} sdpa_ctx;
+
+/* Element address of t at batch index bidx (broadcast against the output batch shape), row,
+ * col of its last two dims. */
+static const char *at(const em_tensor *t, int nb, const int64_t *bidx, int64_t row, int64_t col)
+{
+    int64_t off = t->offset;
+    int lead = nb - (t->rank - 2);
+    for (int d = 0; d < t->rank - 2; d++) {
+        int64_t i = bidx[d + lead];
+        if (t->shape[d] == 1) i = 0;
+        off += i * t->strides[d];
+    }
+    off += row * t->strides[t->rank - 2] + col * t->strides[t->rank - 1];
+    return (const char *)t->storage->data + off * (int64_t)em_dtype_size(t->dtype);
+}
+
+/* Mask value at [bidx, i, j] (mask broadcast to [batch..., L, S]). */
+static const char *mask_at(const em_tensor *m, int nb, const int64_t *bidx, int64_t i, int64_t j)
+{
+    int64_t full[EM_MAX_RANK];
+    for (int d = 0; d < nb; d++) full[d] = bidx[d];
+    full[nb] = i;
+    full[nb + 1] = j;
+    int lead = nb + 2 - m->rank;
+    int64_t off = m->offset;
+    for (int d = 0; d < m->rank; d++) {
+        int64_t idx = m->shape[d] == 1 ? 0 : full[d + lead];
+        off += idx * m->strides[d];
+    }
+    return (const char *)m->storage->data + off * (int64_t)em_dtype_size(m->dtype);
+}
+
+static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    sdpa_ctx *c = vctx;
+    const em_op *op = c->op;
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    em_tensor *out = op->out[0];
+    bool causal = op->i[0] != 0;
+    int mkind = (int)op->i[1];
+    double scale = op->f[0];
+    double *s = em_alloc((size_t)(c->S + c->E + c->Ev + 3) * sizeof(double));
+    if (!s) {
+        atomic_store(&c->oom, 1);
+        return;
+    }
+    double *qrow = s + c->S, *acc = qrow + c->E;
+    size_t es = em_dtype_size(out->dtype);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t b = r / c->L, i = r % c->L;
+        int64_t bidx[EM_MAX_RANK];
+        int64_t rem = b;
+        for (int d = c->nb - 1; d >= 0; d--) {
+            bidx[d] = rem % c->bshape[d];
+            rem /= c->bshape[d];
+        }
+        for (int64_t e = 0; e < c->E; e++) qrow[e] = cpu_get_f64(at(q, c->nb, bidx, i, e), q->dtype);
+        double mx = -INFINITY;
+        for (int64_t j = 0; j < c->S; j++) {
+            bool keep = !(causal && j > i);
+            double add = 0;
+            if (mask && mkind == 1) keep = keep && *(const uint8_t *)mask_at(mask, c->nb, bidx, i, j);
+            if (mask && mkind == 2) add = cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);
+            double sc = -INFINITY;
+            if (keep) {
+                double dot = 0;
+                for (int64_t e = 0; e < c->E; e++)
+                    dot += qrow[e] * cpu_get_f64(at(k, c->nb, bidx, j, e), k->dtype);
+                sc = dot * scale + add;
+            }
+            s[j] = sc;
+            if (sc > mx) mx = sc;
+        }
+        double sum = 0;
+        for (int64_t j = 0; j < c->S; j++) {
+            s[j] = mx == -INFINITY ? NAN : exp(s[j] - mx);
+            sum += s[j];
+        }
+        for (int64_t e = 0; e < c->Ev; e++) acc[e] = 0;
+        for (int64_t j = 0; j < c->S; j++) {
+            double p = s[j] / sum;
+            if (p == 0) continue;
+            for (int64_t e = 0; e < c->Ev; e++)
+                acc[e] += p * cpu_get_f64(at(v, c->nb, bidx, j, e), v->dtype);
+        }
+        char *dst = tn_ptr(out) + (r * c->Ev) * (int64_t)es;
+        for (int64_t e = 0; e < c->Ev; e++)
+            cpu_set_f64(dst + e * (int64_t)es, out->dtype, c->S == 0 ? 0.0 : acc[e]);
+    }
+    em_free(s);
+}
+
+static em_status exec_sdpa(const em_op *op)
+{
+    em_tensor *out = op->out[0];
+    int nb = out->rank - 2;
+    sdpa_ctx c = {
+        .op = op,
+        .L = out->shape[nb],
+        .Ev = out->shape[nb + 1],
+        .S = op->in[1]->shape[op->in[1]->rank - 2],
+        .E = op->in[0]->shape[op->in[0]->rank - 1],
+        .nb = nb,
+        .bshape = out->shape,
+    };
+    int64_t rows = tn_numel(out) / (c.Ev ? c.Ev : 1);
+    if (c.Ev == 0) return EM_OK;
+    int64_t grain = c.S * c.E > 4096 ? 1 : 16;
+    atomic_init(&c.oom, 0);
+    em_parallel_for(rows, grain, sdpa_rows, &c);
+    return atomic_load(&c.oom) ? EM_ERR_OOM : EM_OK;
+}
+
+typedef struct drop_ctx {
+    const em_op *op;
+    double keep_scale;
+} drop_ctx;
+
+static void drop_range(void *vctx, int64_t b, int64_t e)
+{
+    const drop_ctx *c = vctx;
+    const em_op *op = c->op;
+    const em_tensor *x = op->in[0];
+    em_tensor *out = op->out[0];
+    size_t es = em_dtype_size(out->dtype);
+    for (int64_t i = b; i < e; i++) {
+        double u = em_rng_uniform_at((uint64_t)op->i[0], (uint64_t)op->i[1], (uint64_t)i);
+        double v = u >= op->f[0] ? cpu_get_f64(cpu_elem(x, i), x->dtype) * c->keep_scale : 0.0;
+        cpu_set_f64(tn_ptr(out) + i * (int64_t)es, out->dtype, v);
+    }
+}
 
 em_status cpu_exec_norm(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_LAYER_NORM: return exec_layer_rms(op, false);
+    case EM_OP_RMS_NORM: return exec_layer_rms(op, true);
+    case EM_OP_GROUP_NORM: return exec_group_norm(op);
+    case EM_OP_BATCH_NORM: return exec_batch_norm(op);
+    case EM_OP_SDPA: return exec_sdpa(op);
+    case EM_OP_DROPOUT: {
+        drop_ctx c = {op, op->f[0] >= 1 ? 0.0 : 1.0 / (1.0 - op->f[0])};
+        em_parallel_for(tn_numel(op->out[0]), 4096, drop_range, &c);
+        return EM_OK;
+    }
+    default: break;
+    }
+    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a norm op", em_op_name(op->kind));
 }

@@ -1,0 +1,239 @@
+/* Normalisation, attention and dropout front-ends.
+ * IR parameters:
+ *   LAYER_NORM  in: x, [weight], [bias]; i0 = n_norm (trailing dims normalised), i1 = has weight,
+ *               i2 = has bias; f0 = eps
+ *   RMS_NORM    in: x, [weight]; i0 = n_norm, i1 = has weight; f0 = eps
+ *   GROUP_NORM  in: x [N, C, *], [weight C], [bias C]; i0 = groups, i1 = has weight,
+ *               i2 = has bias; f0 = eps
+ *   BATCH_NORM  in: x [N, C, *], mean C, var C, [weight C], [bias C]; i1 = has weight,
+ *               i2 = has bias; f0 = eps
+ *   SDPA        in: q [..., L, E], k [..., S, E], v [..., S, Ev], [mask]; i0 = causal,
+ *               i1 = mask kind (0 none, 1 bool keep-mask, 2 additive float); f0 = scale
+ *   DROPOUT     in: x; i0 = seed, i1 = offset (element k is kept when uniform k of the Philox
+ *               stream is >= p); f0 = p. */
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+static bool check_float(const char *fn, const em_tensor *t, const char *what)
+{
+    if (em_dtype_is_float(t->dtype)) return true;
+    em_error(EM_ERR_DTYPE, "%s: %s must be a float tensor, got %s", fn, what,
+             em_dtype_name(t->dtype));
+    return false;
+}
+
+/* An optional parameter tensor: same dtype as x and exactly `shape`. */
+static bool check_param(const char *fn, const em_tensor *x, const em_tensor *p, const char *what,
+                        const int64_t *shape, int rank)
+{
+    if (!p) return true;
+    if (p->dtype != x->dtype) {
+        em_error(EM_ERR_DTYPE, "%s: %s has dtype %s, input has %s", fn, what,
+                 em_dtype_name(p->dtype), em_dtype_name(x->dtype));
+        return false;
+    }
+    if (!tn_check_same_device(fn, x, p)) return false;
+    bool ok = p->rank == rank;
+    for (int d = 0; ok && d < rank; d++) ok = p->shape[d] == shape[d];
+    if (!ok) {
+        em_error(EM_ERR_SHAPE, "%s: %s has shape %s, expected %s", fn, what,
+                 tn_dims_str(p->shape, p->rank), tn_dims_str(shape, rank));
+        return false;
+    }
+    return true;
+}
+
+static em_tensor *run_norm(em_op_kind kind, const em_tensor *x, em_tensor *const *params,
+                           int n_params, const int64_t *ip, int ni, double eps)
+{
+    em_tensor *in[EM_OP_MAX_IN];
+    int n = 0;
+    in[n++] = (em_tensor *)x;
+    for (int k = 0; k < n_params; k++)
+        if (params[k]) in[n++] = params[k];
+    em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    double f[1] = {eps};
+    return tn_run1(kind, out, in, n, ip, ni, f, 1);
+}
+
+em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight,
+                         const em_tensor *bias, double eps)
+{
+    const char *fn = "em_layer_norm";
+    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return NULL;
+    if (n_norm < 1 || n_norm > x->rank) {
+        em_error(EM_ERR_INVALID_ARG, "%s: cannot normalise %d trailing dims of a rank-%d tensor",
+                 fn, n_norm, x->rank);
+        return NULL;
+    }
+    const int64_t *nshape = x->shape + (x->rank - n_norm);
+    if (!check_param(fn, x, weight, "weight", nshape, n_norm) ||
+        !check_param(fn, x, bias, "bias", nshape, n_norm))
+        return NULL;
+    if (!(eps >= 0)) {
+        em_error(EM_ERR_INVALID_ARG, "%s: eps %g is negative", fn, eps);
+        return NULL;
+    }
+    em_tensor *params[2] = {(em_tensor *)weight, (em_tensor *)bias};
+    int64_t ip[3] = {n_norm, weight != NULL, bias != NULL};
+    return run_norm(EM_OP_LAYER_NORM, x, params, 2, ip, 3, eps);
+}
+
+em_tensor *em_rms_norm(const em_tensor *x, int n_norm, const em_tensor *weight, double eps)
+{
+    const char *fn = "em_rms_norm";
+    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return NULL;
+    if (n_norm < 1 || n_norm > x->rank) {
+        em_error(EM_ERR_INVALID_ARG, "%s: cannot normalise %d trailing dims of a rank-%d tensor",
+                 fn, n_norm, x->rank);
+        return NULL;
+    }
+    const int64_t *nshape = x->shape + (x->rank - n_norm);
+    if (!check_param(fn, x, weight, "weight", nshape, n_norm)) return NULL;
+    if (!(eps >= 0)) {
+        em_error(EM_ERR_INVALID_ARG, "%s: eps %g is negative", fn, eps);
+        return NULL;
+    }
+    em_tensor *params[1] = {(em_tensor *)weight};
+    int64_t ip[2] = {n_norm, weight != NULL};
+    return run_norm(EM_OP_RMS_NORM, x, params, 1, ip, 2, eps);
+}
+
+static bool check_nc(const char *fn, const em_tensor *x)
+{
+    if (x->rank >= 2) return true;
+    em_error(EM_ERR_SHAPE, "%s: input must be [N, C, ...], got shape %s", fn,
+             tn_dims_str(x->shape, x->rank));
+    return false;
+}
+
+em_tensor *em_group_norm(const em_tensor *x, int64_t groups, const em_tensor *weight,
+                         const em_tensor *bias, double eps)
+{
+    const char *fn = "em_group_norm";
+    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x") || !check_nc(fn, x)) return NULL;
+    int64_t c = x->shape[1];
+    if (groups < 1 || c % groups != 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: %lld groups do not divide %lld channels", fn,
+                 (long long)groups, (long long)c);
+        return NULL;
+    }
+    if (!check_param(fn, x, weight, "weight", &c, 1) || !check_param(fn, x, bias, "bias", &c, 1))
+        return NULL;
+    em_tensor *params[2] = {(em_tensor *)weight, (em_tensor *)bias};
+    int64_t ip[3] = {groups, weight != NULL, bias != NULL};
+    return run_norm(EM_OP_GROUP_NORM, x, params, 2, ip, 3, eps);
+}
+
+em_tensor *em_batch_norm(const em_tensor *x, const em_tensor *mean, const em_tensor *var,
+                         const em_tensor *weight, const em_tensor *bias, double eps)
+{
+    const char *fn = "em_batch_norm";
+    if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, mean, "mean") ||
+        !tn_check_ptr(fn, var, "var") || !check_float(fn, x, "x") || !check_nc(fn, x))
+        return NULL;
+    int64_t c = x->shape[1];
+    if (!check_param(fn, x, mean, "mean", &c, 1) || !check_param(fn, x, var, "var", &c, 1) ||
+        !check_param(fn, x, weight, "weight", &c, 1) || !check_param(fn, x, bias, "bias", &c, 1))
+        return NULL;
+    em_tensor *params[4] = {(em_tensor *)mean, (em_tensor *)var, (em_tensor *)weight,
+                            (em_tensor *)bias};
+    int64_t ip[3] = {0, weight != NULL, bias != NULL};
+    return run_norm(EM_OP_BATCH_NORM, x, params, 4, ip, 3, eps);
+}
+
+em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                   const em_tensor *mask, em_sdpa_opts o)
+{
+    const char *fn = "em_sdpa";
+    if (!tn_check_ptr(fn, q, "q") || !tn_check_ptr(fn, k, "k") || !tn_check_ptr(fn, v, "v"))
+        return NULL;
+    if (!check_float(fn, q, "q")) return NULL;
+    if (k->dtype != q->dtype || v->dtype != q->dtype) {
+        em_error(EM_ERR_DTYPE, "%s: q, k, v dtypes differ (%s, %s, %s)", fn,
+                 em_dtype_name(q->dtype), em_dtype_name(k->dtype), em_dtype_name(v->dtype));
+        return NULL;
+    }
+    if (!tn_check_same_device(fn, q, k) || !tn_check_same_device(fn, q, v)) return NULL;
+    if (q->rank < 2 || k->rank < 2 || v->rank < 2) {
+        em_error(EM_ERR_SHAPE, "%s: q, k, v need at least 2 dims, got %s, %s, %s", fn,
+                 tn_dims_str(q->shape, q->rank), tn_dims_str(k->shape, k->rank),
+                 tn_dims_str(v->shape, v->rank));
+        return NULL;
+    }
+    int64_t L = q->shape[q->rank - 2], E = q->shape[q->rank - 1];
+    int64_t S = k->shape[k->rank - 2], Ev = v->shape[v->rank - 1];
+    if (k->shape[k->rank - 1] != E || v->shape[v->rank - 2] != S) {
+        em_error(EM_ERR_SHAPE, "%s: shapes q %s, k %s, v %s do not fit ([..., L, E], "
+                 "[..., S, E], [..., S, Ev])",
+                 fn, tn_dims_str(q->shape, q->rank), tn_dims_str(k->shape, k->rank),
+                 tn_dims_str(v->shape, v->rank));
+        return NULL;
+    }
+    /* batch dims of q, k, v broadcast together */
+    int64_t b1[EM_MAX_RANK], b2[EM_MAX_RANK];
+    int r1, r2;
+    if (!tn_broadcast_shapes(fn, q->shape, q->rank - 2, k->shape, k->rank - 2, b1, &r1) ||
+        !tn_broadcast_shapes(fn, b1, r1, v->shape, v->rank - 2, b2, &r2))
+        return NULL;
+    if (r2 + 2 > EM_MAX_RANK) {
+        em_error(EM_ERR_SHAPE, "%s: batch rank %d is too large", fn, r2);
+        return NULL;
+    }
+    int64_t oshape[EM_MAX_RANK];
+    memcpy(oshape, b2, sizeof(int64_t) * (size_t)r2);
+    oshape[r2] = L;
+    oshape[r2 + 1] = Ev;
+    int mask_kind = 0;
+    if (mask) {
+        if (!tn_check_same_device(fn, q, mask)) return NULL;
+        if (mask->dtype == EM_BOOL) mask_kind = 1;
+        else if (mask->dtype == q->dtype) mask_kind = 2;
+        else {
+            em_error(EM_ERR_DTYPE, "%s: mask must be bool or %s, got %s", fn,
+                     em_dtype_name(q->dtype), em_dtype_name(mask->dtype));
+            return NULL;
+        }
+        int64_t sshape[EM_MAX_RANK];
+        memcpy(sshape, b2, sizeof(int64_t) * (size_t)r2);
+        sshape[r2] = L;
+        sshape[r2 + 1] = S;
+        bool fits = mask->rank <= r2 + 2;
+        for (int d = 0; fits && d < mask->rank; d++) {
+            int64_t want = sshape[r2 + 2 - mask->rank + d];
+            fits = mask->shape[d] == want || mask->shape[d] == 1;
+        }
+        if (!fits) {
+            em_error(EM_ERR_SHAPE, "%s: mask of shape %s does not broadcast to the scores %s",
+                     fn, tn_dims_str(mask->shape, mask->rank), tn_dims_str(sshape, r2 + 2));
+            return NULL;
+        }
+    }
+    double scale = o.scale > 0 ? o.scale : 1.0 / sqrt((double)(E > 0 ? E : 1));
+    em_tensor *in[4] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v, (em_tensor *)mask};
+    int64_t ip[2] = {o.causal, mask_kind};
+    double f[1] = {scale};
+    em_tensor *out = tn_new(q->dtype, oshape, r2 + 2, q->storage->device);
+    return tn_run1(EM_OP_SDPA, out, in, mask ? 4 : 3, ip, 2, f, 1);
+}
+
+em_tensor *em_dropout(const em_tensor *x, double p, bool train)
+{
+    const char *fn = "em_dropout";
+    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return NULL;
+    if (!(p >= 0 && p <= 1)) {
+        em_error(EM_ERR_INVALID_ARG, "%s: probability %g is outside [0, 1]", fn, p);
+        return NULL;
+    }
+    if (!train || p == 0) return tn_share((em_tensor *)x);
+    em_rng_state st = em_rng_get_state();
+    em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    if (!out) return NULL;
+    uint64_t off = em_rng_reserve((uint64_t)tn_numel(out) * 2);
+    int64_t ip[2] = {(int64_t)st.seed, (int64_t)off};
+    double f[1] = {p};
+    em_tensor *in = (em_tensor *)x;
+    return tn_run1(EM_OP_DROPOUT, out, &in, 1, ip, 2, f, 1);
+}
