@@ -1,7 +1,437 @@
-/* CPU kernels for the nn conv sub-family (placeholder until it lands). */
+/* CPU kernels for convolution: conv as im2col + one GEMM per group, transposed conv as one GEMM
+ * per group + col2im (scatter-add), and the im2col/col2im ops themselves. 1-D and 2-D work as
+ * 3-D with size-1 dims; f16/bf16 and non-contiguous operands go through f32/f64 scratch.
+ */
 #include "cpu.h"
+#include "cpu_gemm.h"
+
+/* im2col scratch alive at once is kept under this many bytes (the batch goes in pieces). */
+#define COL_BUDGET ((int64_t)256 << 20)
+
+/* One sliding-window pass: an image [c, in[0], in[1], in[2]] and windows at out[0..2] positions,
+ * window element (k0, k1, k2) of position o reading image position o*s - p + k*d. */
+typedef struct geo {
+    int64_t c;
+    int64_t in[3], out[3], k[3], s[3], p[3], d[3];
+    int64_t in_n, out_n, k_n; /* products of in, out, k */
+} geo;
+
+static void geo_finish(geo *g)
+{
+    g->in_n = g->in[0] * g->in[1] * g->in[2];
+    g->out_n = g->out[0] * g->out[1] * g->out[2];
+    g->k_n = g->k[0] * g->k[1] * g->k[2];
+}
+
+/* Window positions o in [lo, hi) along a dim (of out_len positions) read inside [0, len) for
+ * kernel offset k: 0 <= o*s - p + k*d < len. */
+static void valid_range(int64_t len, int64_t out_len, int64_t s, int64_t p, int64_t kd, int64_t *lo,
+                        int64_t *hi)
+{
+    int64_t a = p - kd, b = len + p - kd;
+    int64_t l = a <= 0 ? 0 : (a + s - 1) / s;
+    int64_t h = b <= 0 ? 0 : (b + s - 1) / s;
+    if (h > out_len) h = out_len;
+    if (l > h) l = h;
+    *lo = l;
+    *hi = h;
+}
+
+/* Per row of im2col/col2im: the image position of window (o0, o1) is valid or not, then a run
+ * [lo, hi) along the last dim that reads img[o2*s2 + base]. */
+typedef struct fold_ctx {
+    const geo *g;
+    bool dbl;
+    const char *src;
+    char *dst;
+} fold_ctx;
+
+/* col [c*k_n, out_n] <- img [c, in_n] for channels [c0, c1). */
+static void im2col_range(void *vctx, int64_t c0, int64_t c1)
+{
+    const fold_ctx *x = vctx;
+    const geo *g = x->g;
+    size_t es = x->dbl ? 8 : 4;
+    for (int64_t c = c0; c < c1; c++) {
+        const char *img = x->src + (size_t)(c * g->in_n) * es;
+        for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+            for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                    int64_t row = c * g->k_n + (k0 * g->k[1] + k1) * g->k[2] + k2;
+                    char *col = x->dst + (size_t)(row * g->out_n) * es;
+                    int64_t lo, hi, off2 = k2 * g->d[2] - g->p[2];
+                    valid_range(g->in[2], g->out[2], g->s[2], g->p[2], k2 * g->d[2], &lo, &hi);
+                    for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                        int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
+                        for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+                            int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];
+                            char *dr = col + (size_t)((o0 * g->out[1] + o1) * g->out[2]) * es;
+                            if (i0 < 0 || i0 >= g->in[0] || i1 < 0 || i1 >= g->in[1]) {
+                                memset(dr, 0, (size_t)g->out[2] * es);
+                                continue;
+                            }
+                            memset(dr, 0, (size_t)lo * es);
+                            memset(dr + (size_t)hi * es, 0, (size_t)(g->out[2] - hi) * es);
+                            int64_t base = (i0 * g->in[1] + i1) * g->in[2] + off2, s2 = g->s[2];
+                            if (x->dbl) {
+                                const double *sp = (const double *)img + base;
+                                double *dp = (double *)dr;
+                                for (int64_t o = lo; o < hi; o++) dp[o] = sp[o * s2];
+                            } else {
+                                const float *sp = (const float *)img + base;
+                                float *dp = (float *)dr;
+                                for (int64_t o = lo; o < hi; o++) dp[o] = sp[o * s2];
+                            }
+                        }
+                    }
+                }
+    }
+}
+
+/* img [c, in_n] += col [c*k_n, out_n] (scatter-add) for channels [c0, c1). Each channel's plane
+ * is summed in one fixed order by one thread, so the result does not depend on the split. */
+static void col2im_range(void *vctx, int64_t c0, int64_t c1)
+{
+    const fold_ctx *x = vctx;
+    const geo *g = x->g;
+    size_t es = x->dbl ? 8 : 4;
+    for (int64_t c = c0; c < c1; c++) {
+        char *img = x->dst + (size_t)(c * g->in_n) * es;
+        for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+            for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                    int64_t row = c * g->k_n + (k0 * g->k[1] + k1) * g->k[2] + k2;
+                    const char *col = x->src + (size_t)(row * g->out_n) * es;
+                    int64_t lo, hi, off2 = k2 * g->d[2] - g->p[2];
+                    valid_range(g->in[2], g->out[2], g->s[2], g->p[2], k2 * g->d[2], &lo, &hi);
+                    for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                        int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
+                        if (i0 < 0 || i0 >= g->in[0]) continue;
+                        for (int64_t o1 = 0; o1 < g->out[1]; o1++) {
+                            int64_t i1 = o1 * g->s[1] - g->p[1] + k1 * g->d[1];
+                            if (i1 < 0 || i1 >= g->in[1]) continue;
+                            const char *sr = col + (size_t)((o0 * g->out[1] + o1) * g->out[2]) * es;
+                            int64_t base = (i0 * g->in[1] + i1) * g->in[2] + off2, s2 = g->s[2];
+                            if (x->dbl) {
+                                const double *sp = (const double *)sr;
+                                double *dp = (double *)img + base;
+                                for (int64_t o = lo; o < hi; o++) dp[o * s2] += sp[o];
+                            } else {
+                                const float *sp = (const float *)sr;
+                                float *dp = (float *)img + base;
+                                for (int64_t o = lo; o < hi; o++) dp[o * s2] += sp[o];
+                            }
+                        }
+                    }
+                }
+    }
+}
+
+/* Runs im2col (or col2im) over g->c channels, spread over the pool when large (inline when
+ * already inside a parallel region). */
+static void fold_run(const geo *g, bool dbl, const void *src, void *dst, bool to_cols)
+{
+    fold_ctx x = {g, dbl, src, dst};
+    int64_t per = g->k_n * g->out_n;
+    int64_t grain = per >= CPU_PAR_MIN ? 1 : CPU_PAR_MIN / (per ? per : 1);
+    em_parallel_for(g->c, grain, to_cols ? im2col_range : col2im_range, &x);
+}
+
+/* C[M,N] = op(A) . B + beta*C in the compute type. */
+static void gemm(bool dbl, bool ta, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
+                 const void *B, int64_t ldb, bool accumulate, void *C, int64_t ldc)
+{
+    if (dbl)
+        cpu_dgemm(ta, false, M, N, K, 1.0, A, lda, B, ldb, accumulate ? 1.0 : 0.0, C, ldc);
+    else
+        cpu_sgemm(ta, false, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
+}
+
+/* A stack-only tensor header over scratch memory, so cpu_copy_convert can fill or read it. */
+typedef struct wrapped {
+    em_storage st;
+    em_tensor t;
+} wrapped;
+
+static void wrap(wrapped *w, void *data, em_dtype dt, const em_tensor *like)
+{
+    memset(w, 0, sizeof *w);
+    w->st.data = data;
+    w->st.device = like->storage->device;
+    w->t.dtype = dt;
+    w->t.rank = like->rank;
+    memcpy(w->t.shape, like->shape, sizeof w->t.shape);
+    tn_contiguous_strides(like->shape, like->rank, w->t.strides);
+    w->t.storage = &w->st;
+}
+
+static void *scratch(int64_t elems, size_t es)
+{
+    return em_alloc((size_t)(elems > 0 ? elems : 1) * es);
+}
+
+/* t's values, contiguous in dtype ct: t's own memory when it already is, else a converted copy
+ * (*owned set; em_free it). NULL on allocation failure. */
+static void *as_contig(const em_tensor *t, em_dtype ct, void **owned)
+{
+    *owned = NULL;
+    if (t->dtype == ct && tn_is_contiguous(t)) return tn_ptr(t);
+    void *p = scratch(tn_numel(t), em_dtype_size(ct));
+    if (!p) return NULL;
+    if (tn_numel(t) > 0) {
+        wrapped w;
+        wrap(&w, p, ct, t);
+        cpu_copy_convert(&w.t, t);
+    }
+    *owned = p;
+    return p;
+}
+
+/* ---- conv and conv_transpose ------------------------------------------------------------- */
+
+typedef struct conv_job {
+    bool dbl, transposed, direct;
+    geo g; /* one group: image side has g.c channels */
+    int64_t groups;
+    int64_t cin, cout; /* channels of x and of the output */
+    int64_t x_n, y_n;  /* spatial sizes of x and of the output */
+    const char *x, *w, *bias;
+    char *y;
+    char *col;
+    int64_t col_elems; /* per slot */
+    int64_t first;     /* batch item of slot 0 */
+    bool per_slot;     /* each item its own slot (batch-parallel) */
+} conv_job;
+
+/* Output rows of item n start as the bias (or zero); the GEMMs then accumulate into them. */
+static void fill_bias(const conv_job *j, char *ys)
+{
+    for (int64_t co = 0; co < j->cout; co++) {
+        if (j->dbl) {
+            double v = j->bias ? ((const double *)j->bias)[co] : 0.0,
+                   *p = (double *)ys + co * j->y_n;
+            for (int64_t i = 0; i < j->y_n; i++) p[i] = v;
+        } else {
+            float v = j->bias ? ((const float *)j->bias)[co] : 0.0f, *p = (float *)ys + co * j->y_n;
+            for (int64_t i = 0; i < j->y_n; i++) p[i] = v;
+        }
+    }
+}
+
+/* x: [cin, x_n] -> y: [cout, y_n] for one batch item. */
+static void conv_item(const conv_job *j, int64_t n)
+{
+    size_t es = j->dbl ? 8 : 4;
+    const char *xs = j->x + (size_t)(n * j->cin * j->x_n) * es;
+    char *ys = j->y + (size_t)(n * j->cout * j->y_n) * es;
+    char *col =
+        j->col ? j->col + (size_t)((j->per_slot ? n - j->first : 0) * j->col_elems) * es : NULL;
+    fill_bias(j, ys);
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, kn = j->g.k_n;
+    for (int64_t gi = 0; gi < j->groups; gi++) {
+        if (cig == 0 || cog == 0) break;
+        const char *xg = xs + (size_t)(gi * cig * j->x_n) * es;
+        char *yg = ys + (size_t)(gi * cog * j->y_n) * es;
+        if (!j->transposed) {
+            /* w_g [cog, cig*kn] . cols [cig*kn, y_n] */
+            const char *wg = j->w + (size_t)(gi * cog * cig * kn) * es;
+            const void *b = xg;
+            if (!j->direct) {
+                fold_run(&j->g, j->dbl, xg, col, true);
+                b = col;
+            }
+            gemm(j->dbl, false, cog, j->y_n, cig * kn, wg, cig * kn, b, j->y_n, true, yg, j->y_n);
+        } else {
+            /* w_g^T [cog*kn, cig] . x_g [cig, x_n], then scattered into the image */
+            const char *wg = j->w + (size_t)(gi * cig * cog * kn) * es;
+            if (j->direct) {
+                gemm(j->dbl, true, cog, j->x_n, cig, wg, cog, xg, j->x_n, true, yg, j->y_n);
+            } else {
+                gemm(j->dbl, true, cog * kn, j->x_n, cig, wg, cog * kn, xg, j->x_n, false, col,
+                     j->x_n);
+                fold_run(&j->g, j->dbl, col, yg, false);
+            }
+        }
+    }
+}
+
+static void conv_items(void *ctx, int64_t b, int64_t e)
+{
+    const conv_job *j = ctx;
+    for (int64_t n = b; n < e; n++) conv_item(j, j->first + n);
+}
+
+static em_status exec_conv(const em_op *op)
+{
+    bool transposed = op->kind == EM_OP_CONV_TRANSPOSE;
+    const em_tensor *x = op->in[0], *w = op->in[1], *b = op->n_in > 2 ? op->in[2] : NULL;
+    em_tensor *out = op->out[0];
+    int nsp = (int)op->i[0];
+    bool batched = x->rank == nsp + 2;
+    int cd = batched ? 1 : 0;
+    int64_t nb = batched ? x->shape[0] : 1;
+    if (tn_numel(out) == 0) return EM_OK;
+
+    conv_job j;
+    memset(&j, 0, sizeof j);
+    j.transposed = transposed;
+    j.dbl = x->dtype == EM_F64;
+    j.groups = op->i[16];
+    j.cin = x->shape[cd];
+    j.cout = out->shape[cd];
+    geo *g = &j.g;
+    bool unit = true;
+    for (int d = 0; d < 3; d++) {
+        bool has = d < nsp;
+        int64_t xl = has ? x->shape[cd + 1 + d] : 1, yl = has ? out->shape[cd + 1 + d] : 1;
+        g->k[d] = has ? w->shape[2 + d] : 1;
+        g->s[d] = has ? op->i[1 + d] : 1;
+        g->p[d] = has ? op->i[4 + d] : 0;
+        g->d[d] = has ? op->i[10 + d] : 1;
+        g->in[d] = transposed ? yl : xl;
+        g->out[d] = transposed ? xl : yl;
+        if (g->k[d] != 1 || g->s[d] != 1 || g->p[d] != 0 || xl != yl) unit = false;
+    }
+    geo_finish(g);
+    g->c = transposed ? j.cout / j.groups : j.cin / j.groups;
+    j.x_n = transposed ? g->out_n : g->in_n;
+    j.y_n = transposed ? g->in_n : g->out_n;
+    j.direct = unit;
+
+    em_dtype ct = j.dbl ? EM_F64 : EM_F32;
+    size_t es = em_dtype_size(ct);
+    void *xo = NULL, *wo = NULL, *bo = NULL, *yo = NULL, *co = NULL;
+    em_status st = EM_ERR_OOM;
+    j.x = as_contig(x, ct, &xo);
+    j.w = as_contig(w, ct, &wo);
+    if (!j.x || !j.w) goto done;
+    if (b) {
+        bo = scratch(j.cout, es);
+        if (!bo) goto done;
+        size_t bes = em_dtype_size(b->dtype);
+        for (int64_t i = 0; i < j.cout; i++) {
+            double v = cpu_get_f64(tn_ptr(b) + i * b->strides[0] * (int64_t)bes, b->dtype);
+            if (j.dbl)
+                ((double *)bo)[i] = v;
+            else
+                ((float *)bo)[i] = (float)v;
+        }
+        j.bias = bo;
+    }
+    if (out->dtype == ct) {
+        j.y = tn_ptr(out);
+    } else {
+        j.y = yo = scratch(tn_numel(out), es);
+        if (!yo) goto done;
+    }
+
+    /* Work per item (multiply-adds) decides between batch-parallel items with inline GEMMs and
+     * one item at a time with the GEMM on the pool; either gives the same numbers. */
+    int64_t per_item = j.cout * (transposed ? j.x_n * (j.cin / j.groups) * g->k_n
+                                            : j.y_n * (j.cin / j.groups) * g->k_n);
+    bool batch_par =
+        nb > 1 && nb * per_item >= ((int64_t)1 << 20) && (nb >= 8 || per_item < ((int64_t)1 << 22));
+    j.col_elems = j.direct ? 0 : g->c * g->k_n * (transposed ? j.x_n : j.y_n);
+    if (j.direct && j.cin / j.groups == 0) j.col_elems = 0;
+    int64_t slots = 1;
+    if (batch_par && j.col_elems > 0) {
+        slots = COL_BUDGET / (j.col_elems * (int64_t)es);
+        if (slots < 1) slots = 1;
+        if (slots > nb) slots = nb;
+    } else if (batch_par) {
+        slots = nb;
+    }
+    if (j.col_elems > 0) {
+        co = scratch(slots * j.col_elems, es);
+        if (!co) goto done;
+        j.col = co;
+    }
+    if (batch_par) {
+        j.per_slot = true;
+        for (int64_t n0 = 0; n0 < nb; n0 += slots) {
+            j.first = n0;
+            em_parallel_for(nb - n0 < slots ? nb - n0 : slots, 1, conv_items, &j);
+        }
+    } else {
+        conv_items(&j, 0, nb);
+    }
+    if (yo) {
+        wrapped wy;
+        wrap(&wy, yo, ct, out);
+        cpu_copy_convert(out, &wy.t);
+    }
+    st = EM_OK;
+done:
+    em_free(xo);
+    em_free(wo);
+    em_free(bo);
+    em_free(yo);
+    em_free(co);
+    return st;
+}
+
+/* ---- im2col / col2im --------------------------------------------------------------------- */
+
+/* IM2COL: x [N, C, H, W] -> [N, C*kh*kw, L]; COL2IM: cols [N, C*kh*kw, L] -> [N, C, H, W].
+ * Batch and channels fold into one channel axis, as both layouts are channel-major per item. */
+static em_status exec_fold(const em_op *op)
+{
+    bool to_cols = op->kind == EM_OP_IM2COL;
+    const em_tensor *src = op->in[0];
+    em_tensor *out = op->out[0];
+    if (tn_numel(out) == 0) return EM_OK;
+    geo g;
+    memset(&g, 0, sizeof g);
+    g.k[0] = g.s[0] = g.d[0] = g.in[0] = g.out[0] = 1;
+    int64_t img[2] = {op->i[8], op->i[9]};
+    for (int d = 0; d < 2; d++) {
+        g.k[d + 1] = op->i[d];
+        g.d[d + 1] = op->i[2 + d];
+        g.p[d + 1] = op->i[4 + d];
+        g.s[d + 1] = op->i[6 + d];
+        g.in[d + 1] = img[d];
+        int64_t span = g.d[d + 1] * (g.k[d + 1] - 1) + 1;
+        g.out[d + 1] = (img[d] + 2 * g.p[d + 1] - span) / g.s[d + 1] + 1;
+    }
+    geo_finish(&g);
+    /* channels over the whole batch */
+    const em_tensor *image = to_cols ? src : out;
+    g.c = tn_numel(image) / (g.in_n ? g.in_n : 1);
+
+    bool dbl = src->dtype == EM_F64;
+    em_dtype ct = dbl ? EM_F64 : EM_F32;
+    size_t es = em_dtype_size(ct);
+    void *so = NULL, *yo = NULL;
+    em_status st = EM_ERR_OOM;
+    const void *s = as_contig(src, ct, &so);
+    void *y = tn_ptr(out);
+    if (!s) goto done;
+    if (out->dtype != ct) {
+        y = yo = scratch(tn_numel(out), es);
+        if (!yo) goto done;
+    }
+    if (!to_cols) memset(y, 0, (size_t)tn_numel(out) * es);
+    fold_run(&g, dbl, s, y, to_cols);
+    if (yo) {
+        wrapped wy;
+        wrap(&wy, yo, ct, out);
+        cpu_copy_convert(out, &wy.t);
+    }
+    st = EM_OK;
+done:
+    em_free(so);
+    em_free(yo);
+    return st;
+}
 
 em_status cpu_exec_conv(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_CONV:
+    case EM_OP_CONV_TRANSPOSE: return exec_conv(op);
+    case EM_OP_IM2COL:
+    case EM_OP_COL2IM: return exec_fold(op);
+    default: break;
+    }
+    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a convolution op", em_op_name(op->kind));
 }

@@ -1,0 +1,351 @@
+/* Convolution front-ends: conv1d/2d/3d, their transposes, im2col (unfold) and col2im (fold).
+ *
+ * IR records:
+ * CONV, CONV_TRANSPOSE: in[0] = x [N, C, spatial...] or unbatched [C, spatial...] (the output
+ *   is then unbatched too), in[1] = w ([Cout, C/groups, k...] for CONV, [Cin, Cout/groups, k...]
+ *   for CONV_TRANSPOSE), in[2] = bias [Cout] (n_in 3) or absent (n_in 2). All of one float
+ *   dtype. i[0] = number of spatial dims S (1..3); for spatial dim d < 3 (entries past S hold
+ *   the defaults): i[1+d] = stride, i[4+d] = pad_lo, i[7+d] = pad_hi, i[10+d] = dilation,
+ *   i[13+d] = out_pad (0 for CONV), i[16] = groups. Kernel sizes come from w's shape, output
+ *   sizes from out[0]'s shape.
+ * IM2COL: in[0] = x [N, C, H, W] or [C, H, W] -> [N, C*kh*kw, L] or [C*kh*kw, L], L the number
+ *   of blocks (torch.nn.functional.unfold). COL2IM: in[0] = cols [N, C*kh*kw, L] or
+ *   [C*kh*kw, L] -> [N, C, H, W] or [C, H, W], summing overlapping blocks (F.fold, the adjoint
+ *   of IM2COL). Both: i[0..1] = kernel (kh, kw), i[2..3] = dilation, i[4..5] = padding (both
+ *   sides), i[6..7] = stride, i[8..9] = image size (H, W): the input's for IM2COL, the output's
+ *   for COL2IM.
+ */
+#include "op.h"
+
+static bool conv_dtype_ok(const char *fn, const em_tensor *t, const char *what, const em_tensor *x)
+{
+    if (t->dtype != EM_F64 && t->dtype != EM_F32 && t->dtype != EM_F16 && t->dtype != EM_BF16) {
+        em_error(EM_ERR_DTYPE, "%s: %s dtype %s is not supported (float dtypes only)", fn, what,
+                 em_dtype_name(t->dtype));
+        return false;
+    }
+    if (x && t->dtype != x->dtype) {
+        em_error(EM_ERR_DTYPE, "%s: %s dtype %s differs from the input's dtype %s", fn, what,
+                 em_dtype_name(t->dtype), em_dtype_name(x->dtype));
+        return false;
+    }
+    return true;
+}
+
+/* Resolves one option array: 0 -> def, negative -> error. */
+static bool conv_opt(const char *fn, const char *name, const int64_t *src, int64_t *dst, int nsp,
+                     int64_t def, bool zero_is_default)
+{
+    for (int d = 0; d < 3; d++) {
+        int64_t v = d < nsp ? src[d] : 0;
+        if (v < 0) {
+            em_error(EM_ERR_INVALID_ARG, "%s: %s[%d] is %lld; it must not be negative", fn, name, d,
+                     (long long)v);
+            return false;
+        }
+        dst[d] = (v == 0 && zero_is_default) ? def : v;
+    }
+    return true;
+}
+
+static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_tensor *x,
+                          const em_tensor *w, const em_tensor *bias, em_conv_opts o)
+{
+    if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, w, "w")) return NULL;
+    if (!conv_dtype_ok(fn, x, "input", NULL) || !conv_dtype_ok(fn, w, "weight", x)) return NULL;
+    if (bias && !conv_dtype_ok(fn, bias, "bias", x)) return NULL;
+    if (x->rank != nsp + 2 && x->rank != nsp + 1) {
+        em_error(EM_ERR_SHAPE, "%s: input must have rank %d (batched) or %d (unbatched), got %s",
+                 fn, nsp + 2, nsp + 1, tn_dims_str(x->shape, x->rank));
+        return NULL;
+    }
+    if (w->rank != nsp + 2) {
+        em_error(EM_ERR_SHAPE, "%s: weight must have rank %d ([%s, %s, kernel...]), got %s", fn,
+                 nsp + 2, transposed ? "Cin" : "Cout", transposed ? "Cout/groups" : "C/groups",
+                 tn_dims_str(w->shape, w->rank));
+        return NULL;
+    }
+    int64_t stride[3], plo[3], phi[3], dil[3], opad[3];
+    if (!conv_opt(fn, "stride", o.stride, stride, nsp, 1, true) ||
+        !conv_opt(fn, "pad_lo", o.pad_lo, plo, nsp, 0, true) ||
+        !conv_opt(fn, "pad_hi", o.pad_hi, phi, nsp, 0, true) ||
+        !conv_opt(fn, "dilation", o.dilation, dil, nsp, 1, true) ||
+        !conv_opt(fn, "out_pad", o.out_pad, opad, nsp, 0, true))
+        return NULL;
+    if (o.groups < 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: groups is %lld; it must not be negative", fn,
+                 (long long)o.groups);
+        return NULL;
+    }
+    int64_t groups = o.groups ? o.groups : 1;
+    if (!transposed) {
+        for (int d = 0; d < nsp; d++) {
+            if (opad[d] != 0) {
+                em_error(EM_ERR_INVALID_ARG,
+                         "%s: out_pad[%d] is %lld; it applies only to "
+                         "transposed convolutions",
+                         fn, d, (long long)opad[d]);
+                return NULL;
+            }
+        }
+    }
+
+    bool batched = x->rank == nsp + 2;
+    int cdim = batched ? 1 : 0;
+    int64_t c_in = x->shape[cdim];
+    int64_t c_out;
+    if (c_in % groups != 0) {
+        em_error(EM_ERR_SHAPE, "%s: groups %lld does not divide the %lld input channels", fn,
+                 (long long)groups, (long long)c_in);
+        return NULL;
+    }
+    if (!transposed) {
+        c_out = w->shape[0];
+        if (c_out % groups != 0) {
+            em_error(EM_ERR_SHAPE,
+                     "%s: groups %lld does not divide the %lld output channels "
+                     "(weight %s)",
+                     fn, (long long)groups, (long long)c_out, tn_dims_str(w->shape, w->rank));
+            return NULL;
+        }
+        if (w->shape[1] * groups != c_in) {
+            em_error(EM_ERR_SHAPE, "%s: input has %lld channels, weight expects %lld (groups %lld)",
+                     fn, (long long)c_in, (long long)(w->shape[1] * groups), (long long)groups);
+            return NULL;
+        }
+    } else {
+        if (w->shape[0] != c_in) {
+            em_error(EM_ERR_SHAPE,
+                     "%s: input has %lld channels, weight expects %lld (weight %s, "
+                     "groups %lld)",
+                     fn, (long long)c_in, (long long)w->shape[0], tn_dims_str(w->shape, w->rank),
+                     (long long)groups);
+            return NULL;
+        }
+        c_out = w->shape[1] * groups;
+    }
+    if (bias && (bias->rank != 1 || bias->shape[0] != c_out)) {
+        em_error(EM_ERR_SHAPE, "%s: bias must have shape [%lld] (the output channels), got %s", fn,
+                 (long long)c_out, tn_dims_str(bias->shape, bias->rank));
+        return NULL;
+    }
+
+    int64_t shape[EM_MAX_RANK];
+    int r = 0;
+    if (batched) shape[r++] = x->shape[0];
+    shape[r++] = c_out;
+    for (int d = 0; d < nsp; d++) {
+        int64_t len = x->shape[cdim + 1 + d], k = w->shape[2 + d];
+        if (k <= 0) {
+            em_error(EM_ERR_SHAPE, "%s: weight %s has an empty kernel along spatial dim %d", fn,
+                     tn_dims_str(w->shape, w->rank), d);
+            return NULL;
+        }
+        int64_t span = dil[d] * (k - 1) + 1, n;
+        if (!transposed) {
+            int64_t padded = len + plo[d] + phi[d];
+            n = padded >= span ? (padded - span) / stride[d] + 1 : 0;
+            if (n <= 0) {
+                em_error(EM_ERR_SHAPE,
+                         "%s: output size %lld along spatial dim %d: input size "
+                         "%lld, kernel %lld (dilation %lld), padding %lld+%lld, stride %lld",
+                         fn, (long long)n, d, (long long)len, (long long)k, (long long)dil[d],
+                         (long long)plo[d], (long long)phi[d], (long long)stride[d]);
+                return NULL;
+            }
+        } else {
+            int64_t lim = stride[d] > dil[d] ? stride[d] : dil[d];
+            if (opad[d] >= lim) {
+                em_error(EM_ERR_INVALID_ARG,
+                         "%s: out_pad[%d] is %lld; it must be smaller than "
+                         "stride %lld or dilation %lld",
+                         fn, d, (long long)opad[d], (long long)stride[d], (long long)dil[d]);
+                return NULL;
+            }
+            n = (len - 1) * stride[d] - plo[d] - phi[d] + span + opad[d];
+            if (len <= 0 || n <= 0) {
+                em_error(EM_ERR_SHAPE,
+                         "%s: output size %lld along spatial dim %d: input size "
+                         "%lld, kernel %lld (dilation %lld), padding %lld+%lld, stride %lld, "
+                         "out_pad %lld",
+                         fn, (long long)(len <= 0 ? 0 : n), d, (long long)len, (long long)k,
+                         (long long)dil[d], (long long)plo[d], (long long)phi[d],
+                         (long long)stride[d], (long long)opad[d]);
+                return NULL;
+            }
+        }
+        shape[r++] = n;
+    }
+
+    int64_t ip[17];
+    ip[0] = nsp;
+    for (int d = 0; d < 3; d++) {
+        ip[1 + d] = stride[d];
+        ip[4 + d] = plo[d];
+        ip[7 + d] = phi[d];
+        ip[10 + d] = dil[d];
+        ip[13 + d] = opad[d];
+    }
+    ip[16] = groups;
+    em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)bias};
+    em_tensor *out = tn_new(x->dtype, shape, r, x->storage->device);
+    return tn_run1(transposed ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, out, in, bias ? 3 : 2, ip, 17,
+                   NULL, 0);
+}
+
+em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o)
+{
+    return conv_nd("em_conv1d", 1, false, x, w, bias, o);
+}
+
+em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o)
+{
+    return conv_nd("em_conv2d", 2, false, x, w, bias, o);
+}
+
+em_tensor *em_conv3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o)
+{
+    return conv_nd("em_conv3d", 3, false, x, w, bias, o);
+}
+
+em_tensor *em_conv_transpose1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o)
+{
+    return conv_nd("em_conv_transpose1d", 1, true, x, w, bias, o);
+}
+
+em_tensor *em_conv_transpose2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o)
+{
+    return conv_nd("em_conv_transpose2d", 2, true, x, w, bias, o);
+}
+
+em_tensor *em_conv_transpose3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
+                               em_conv_opts o)
+{
+    return conv_nd("em_conv_transpose3d", 3, true, x, w, bias, o);
+}
+
+/* Fills ip[0..8) from the fold/unfold arguments (NULL or 0 dilation/stride mean 1, NULL
+ * padding means 0) and computes the blocks per dim; false + error naming fn. */
+static bool fold_params(const char *fn, const int64_t kernel[2], const int64_t dilation[2],
+                        const int64_t padding[2], const int64_t stride[2], const int64_t img[2],
+                        int64_t *ip, int64_t blocks[2])
+{
+    if (!kernel) {
+        em_error(EM_ERR_INVALID_ARG, "%s: argument `kernel` is NULL", fn);
+        return false;
+    }
+    for (int d = 0; d < 2; d++) {
+        int64_t k = kernel[d], dl = dilation ? dilation[d] : 1, p = padding ? padding[d] : 0,
+                s = stride ? stride[d] : 1;
+        if (dl == 0) dl = 1;
+        if (s == 0) s = 1;
+        if (k <= 0 || dl < 0 || p < 0 || s < 0) {
+            em_error(EM_ERR_INVALID_ARG,
+                     "%s: bad parameters along dim %d: kernel %lld, dilation "
+                     "%lld, padding %lld, stride %lld (kernel must be positive, the others not "
+                     "negative)",
+                     fn, d, (long long)k, (long long)dl, (long long)p, (long long)s);
+            return false;
+        }
+        ip[d] = k;
+        ip[2 + d] = dl;
+        ip[4 + d] = p;
+        ip[6 + d] = s;
+        int64_t span = dl * (k - 1) + 1, padded = img[d] + 2 * p;
+        blocks[d] = padded >= span ? (padded - span) / s + 1 : 0;
+        if (blocks[d] <= 0) {
+            em_error(EM_ERR_SHAPE,
+                     "%s: no blocks along dim %d: image size %lld, kernel %lld "
+                     "(dilation %lld), padding %lld, stride %lld",
+                     fn, d, (long long)img[d], (long long)k, (long long)dl, (long long)p,
+                     (long long)s);
+            return false;
+        }
+    }
+    return true;
+}
+
+em_tensor *em_im2col(const em_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
+                     const int64_t padding[2], const int64_t stride[2])
+{
+    const char *fn = "em_im2col";
+    if (!tn_check_ptr(fn, x, "x") || !conv_dtype_ok(fn, x, "input", NULL)) return NULL;
+    if (x->rank != 4 && x->rank != 3) {
+        em_error(EM_ERR_SHAPE, "%s: input must be [N, C, H, W] or [C, H, W], got %s", fn,
+                 tn_dims_str(x->shape, x->rank));
+        return NULL;
+    }
+    int b = x->rank == 4;
+    int64_t ip[10], blocks[2], img[2] = {x->shape[b + 1], x->shape[b + 2]};
+    if (img[0] <= 0 || img[1] <= 0) {
+        em_error(EM_ERR_SHAPE, "%s: input %s has an empty image", fn,
+                 tn_dims_str(x->shape, x->rank));
+        return NULL;
+    }
+    if (!fold_params(fn, kernel, dilation, padding, stride, img, ip, blocks)) return NULL;
+    ip[8] = img[0];
+    ip[9] = img[1];
+    int64_t shape[3];
+    int r = 0;
+    if (b) shape[r++] = x->shape[0];
+    shape[r++] = x->shape[b] * ip[0] * ip[1];
+    shape[r++] = blocks[0] * blocks[1];
+    em_tensor *in[1] = {(em_tensor *)x};
+    return tn_run1(EM_OP_IM2COL, tn_new(x->dtype, shape, r, x->storage->device), in, 1, ip, 10,
+                   NULL, 0);
+}
+
+em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int64_t kernel[2],
+                     const int64_t dilation[2], const int64_t padding[2], const int64_t stride[2])
+{
+    const char *fn = "em_col2im";
+    if (!tn_check_ptr(fn, cols, "cols") || !conv_dtype_ok(fn, cols, "input", NULL)) return NULL;
+    if (!out_size) {
+        em_error(EM_ERR_INVALID_ARG, "%s: argument `out_size` is NULL", fn);
+        return NULL;
+    }
+    if (cols->rank != 3 && cols->rank != 2) {
+        em_error(EM_ERR_SHAPE, "%s: input must be [N, C*kh*kw, L] or [C*kh*kw, L], got %s", fn,
+                 tn_dims_str(cols->shape, cols->rank));
+        return NULL;
+    }
+    if (out_size[0] < 0 || out_size[1] < 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: negative out_size [%lld, %lld]", fn,
+                 (long long)out_size[0], (long long)out_size[1]);
+        return NULL;
+    }
+    int b = cols->rank == 3;
+    int64_t ip[10], blocks[2];
+    if (!fold_params(fn, kernel, dilation, padding, stride, out_size, ip, blocks)) return NULL;
+    ip[8] = out_size[0];
+    ip[9] = out_size[1];
+    int64_t kk = ip[0] * ip[1], rows = cols->shape[b], len = cols->shape[b + 1];
+    if (rows % kk != 0) {
+        em_error(EM_ERR_SHAPE,
+                 "%s: input %s: dim %d (%lld) is not a multiple of the kernel "
+                 "size %lld*%lld",
+                 fn, tn_dims_str(cols->shape, cols->rank), b, (long long)rows, (long long)ip[0],
+                 (long long)ip[1]);
+        return NULL;
+    }
+    if (len != blocks[0] * blocks[1]) {
+        em_error(EM_ERR_SHAPE,
+                 "%s: input %s has %lld blocks, but out_size [%lld, %lld] with "
+                 "kernel [%lld, %lld] gives %lld*%lld = %lld",
+                 fn, tn_dims_str(cols->shape, cols->rank), (long long)len, (long long)out_size[0],
+                 (long long)out_size[1], (long long)ip[0], (long long)ip[1], (long long)blocks[0],
+                 (long long)blocks[1], (long long)(blocks[0] * blocks[1]));
+        return NULL;
+    }
+    int64_t shape[4];
+    int r = 0;
+    if (b) shape[r++] = cols->shape[0];
+    shape[r++] = rows / kk;
+    shape[r++] = out_size[0];
+    shape[r++] = out_size[1];
+    em_tensor *in[1] = {(em_tensor *)cols};
+    return tn_run1(EM_OP_COL2IM, tn_new(cols->dtype, shape, r, cols->storage->device), in, 1, ip,
+                   10, NULL, 0);
+}
