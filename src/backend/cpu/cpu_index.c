@@ -1,7 +1,432 @@
-/* CPU kernels for the index op family (placeholder until the family lands). */
+/* CPU kernels for the index family: gather-style reads (gather, index_select, embedding),
+ * scatter-style writes (scatter, index_add), masked_select, nonzero and slice_assign.
+ * Index values are checked in one serial pass first, so errors name the first bad value in
+ * row-major order and the copy loops need no checks. */
 #include "cpu.h"
+
+/* ---- index range check ------------------------------------------------------------------- */
+
+typedef struct range_ctx {
+    em_dtype dt;
+    int64_t size;
+    bool bad;
+    int64_t value;
+} range_ctx;
+
+static void range_row(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    range_ctx *c = ctx;
+    if (c->bad) return;
+    const char *q = p[0];
+    for (int64_t i = 0; i < n; i++, q += s[0]) {
+        int64_t v = c->dt == EM_I64 ? *(const int64_t *)q : cpu_get_i64(q, c->dt);
+        if (v < 0 || v >= c->size) {
+            c->bad = true;
+            c->value = v;
+            return;
+        }
+    }
+}
+
+/* Every value of index must lie in [0, size) (dim `dim` of the indexed tensor). */
+static em_status check_range(const em_op *op, const em_tensor *index, int dim, int64_t size)
+{
+    int64_t st[1][EM_MAX_RANK];
+    cpu_bstrides(index, index->shape, index->rank, st[0]);
+    char *base[1] = {tn_ptr(index)};
+    range_ctx c = {index->dtype, size, false, 0};
+    cpu_loop(index->rank, index->shape, 1, base, st, range_row, &c, false);
+    if (!c.bad) return EM_OK;
+    return em_error(EM_ERR_INDEX, "em_%s: index %lld is out of range for dim %d of size %lld",
+                    em_op_name(op->kind), (long long)c.value, dim, (long long)size);
+}
+
+static int64_t size_of_dim(const em_tensor *t, int dim)
+{
+    return t->rank == 0 ? 1 : t->shape[dim];
+}
+
+/* ---- gather-style reads ------------------------------------------------------------------ */
+
+/* Operands: 0 = out, 1 = index, 2 = x with a zero stride along the indexed dim; the element
+ * read is x + index * sd (bytes). */
+typedef struct gather_ctx {
+    size_t es;
+    em_dtype idt;
+    int64_t sd;
+} gather_ctx;
+
+#define GATHER_LOOP(T, IDX)                                                                        \
+    for (int64_t i = 0; i < n; i++, o += s[0], ix += s[1], xb += s[2])                             \
+        *(T *)o = *(const T *)(xb + (IDX)*c->sd);
+
+#define GATHER_CASE(T)                                                                             \
+    if (c->idt == EM_I64) {                                                                        \
+        GATHER_LOOP(T, *(const int64_t *)ix)                                                       \
+    } else {                                                                                       \
+        GATHER_LOOP(T, cpu_get_i64(ix, c->idt))                                                    \
+    }                                                                                              \
+    break;
+
+static void gather_row(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    const gather_ctx *c = ctx;
+    char *o = p[0];
+    const char *ix = p[1];
+    const char *xb = p[2];
+    switch (c->es) {
+    case 1: GATHER_CASE(uint8_t)
+    case 2: GATHER_CASE(uint16_t)
+    case 4: GATHER_CASE(uint32_t)
+    default: GATHER_CASE(uint64_t)
+    }
+}
+
+static void run_gather(int rank, const int64_t *shape, const em_tensor *out, const em_tensor *index,
+                       int64_t ist[EM_MAX_RANK], const em_tensor *x, int64_t xst[EM_MAX_RANK],
+                       int64_t sd)
+{
+    int64_t st[3][EM_MAX_RANK];
+    cpu_bstrides(out, shape, rank, st[0]);
+    memcpy(st[1], ist, sizeof st[1]);
+    memcpy(st[2], xst, sizeof st[2]);
+    char *base[3] = {tn_ptr(out), tn_ptr(index), tn_ptr(x)};
+    gather_ctx c = {em_dtype_size(x->dtype), index->dtype, sd};
+    cpu_loop(rank, shape, 3, base, st, gather_row, &c, true);
+}
+
+// x: [..., n, ...], index: [..., m, ...] (same rank) -> out: index's shape
+static em_status exec_gather(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *index = op->in[1];
+    em_tensor *out = op->out[0];
+    int dim = (int)op->i[0];
+    em_status st = check_range(op, index, dim, size_of_dim(x, dim));
+    if (st != EM_OK) return st;
+    int64_t es = (int64_t)em_dtype_size(x->dtype), ies = (int64_t)em_dtype_size(index->dtype);
+    int64_t ist[EM_MAX_RANK] = {0}, xst[EM_MAX_RANK] = {0};
+    for (int d = 0; d < index->rank; d++) {
+        ist[d] = index->strides[d] * ies;
+        xst[d] = d == dim ? 0 : x->strides[d] * es;
+    }
+    int64_t sd = x->rank ? x->strides[dim] * es : 0;
+    run_gather(index->rank, index->shape, out, index, ist, x, xst, sd);
+    return EM_OK;
+}
+
+/* Index values as a fresh i64 array (em_free it); NULL on allocation failure. */
+static int64_t *read_indices(const em_tensor *index)
+{
+    int64_t n = tn_numel(index);
+    int64_t *v = em_alloc((size_t)(n ? n : 1) * sizeof *v);
+    if (!v) return NULL;
+    for (int64_t i = 0; i < n; i++) v[i] = cpu_get_i64(cpu_elem(index, i), index->dtype);
+    return v;
+}
+
+/* Row copies for a contiguous source: out row r = (o, i) takes x row (o, idx[i]). */
+typedef struct rows_ctx {
+    char *out;
+    const char *x;
+    const int64_t *idx;
+    int64_t n;      /* indices per outer block */
+    int64_t xrows;  /* rows of x per outer block */
+    size_t rowsize; /* bytes per row */
+} rows_ctx;
+
+static void copy_rows(void *ctx, int64_t b, int64_t e)
+{
+    const rows_ctx *c = ctx;
+    for (int64_t r = b; r < e; r++) {
+        int64_t o = r / c->n, i = r % c->n;
+        memcpy(c->out + (size_t)r * c->rowsize,
+               c->x + (size_t)(o * c->xrows + c->idx[i]) * c->rowsize, c->rowsize);
+    }
+}
+
+static em_status gather_rows(em_tensor *out, const em_tensor *x, const em_tensor *index,
+                             int64_t outer, int64_t xrows, int64_t inner)
+{
+    int64_t *idx = read_indices(index);
+    if (!idx) return em_last_status();
+    rows_ctx c = {tn_ptr(out),     tn_ptr(x), idx,
+                  tn_numel(index), xrows,     (size_t)inner * em_dtype_size(x->dtype)};
+    int64_t rows = outer * c.n;
+    int64_t grain = CPU_PAR_MIN / (inner ? inner : 1) + 1;
+    if (rows * inner < CPU_PAR_MIN)
+        copy_rows(&c, 0, rows);
+    else
+        em_parallel_for(rows, grain, copy_rows, &c);
+    em_free(idx);
+    return EM_OK;
+}
+
+// x: [..., n, ...], index: [m] -> out: x's shape with n replaced by m
+static em_status exec_index_select(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *index = op->in[1];
+    em_tensor *out = op->out[0];
+    int dim = (int)op->i[0];
+    em_status st = check_range(op, index, dim, size_of_dim(x, dim));
+    if (st != EM_OK) return st;
+    if (tn_numel(out) == 0) return EM_OK;
+    int64_t inner = 1, outer = 1;
+    for (int d = dim + 1; d < x->rank; d++) inner *= x->shape[d];
+    for (int d = 0; d < dim; d++) outer *= x->shape[d];
+    if (tn_is_contiguous(x) && inner >= 4)
+        return gather_rows(out, x, index, outer, size_of_dim(x, dim), inner);
+    int64_t es = (int64_t)em_dtype_size(x->dtype), ies = (int64_t)em_dtype_size(index->dtype);
+    int64_t ist[EM_MAX_RANK] = {0}, xst[EM_MAX_RANK] = {0};
+    for (int d = 0; d < x->rank; d++) xst[d] = d == dim ? 0 : x->strides[d] * es;
+    if (x->rank && index->rank) ist[dim] = index->strides[0] * ies;
+    int64_t sd = x->rank ? x->strides[dim] * es : 0;
+    run_gather(out->rank, out->shape, out, index, ist, x, xst, sd);
+    return EM_OK;
+}
+
+// weight: [num, D], indices: [...] -> out: [..., D]
+static em_status exec_embedding(const em_op *op)
+{
+    const em_tensor *w = op->in[0], *index = op->in[1];
+    em_tensor *out = op->out[0];
+    em_status st = check_range(op, index, 0, w->shape[0]);
+    if (st != EM_OK) return st;
+    if (tn_numel(out) == 0) return EM_OK;
+    if (tn_is_contiguous(w) && w->shape[1] >= 4)
+        return gather_rows(out, w, index, 1, w->shape[0], w->shape[1]);
+    int64_t es = (int64_t)em_dtype_size(w->dtype), ies = (int64_t)em_dtype_size(index->dtype);
+    int r = index->rank;
+    int64_t ist[EM_MAX_RANK] = {0}, xst[EM_MAX_RANK] = {0};
+    for (int d = 0; d < r; d++) ist[d] = index->strides[d] * ies;
+    xst[r] = w->strides[1] * es;
+    run_gather(out->rank, out->shape, out, index, ist, w, xst, w->strides[0] * es);
+    return EM_OK;
+}
+
+/* ---- scatter-style writes ---------------------------------------------------------------- */
+
+/* Operands: 0 = out with a zero stride along the indexed dim, 1 = index, 2 = src; element i
+ * combines src into out + index * sd. Runs serially so duplicates apply in row-major order. */
+typedef struct scatter_ctx {
+    em_dtype dt, idt;
+    size_t es;
+    int mode; /* em_reduce_mode */
+    int64_t sd;
+    double alpha; /* index_add: src is scaled by alpha (1 for scatter) */
+    int64_t ialpha;
+} scatter_ctx;
+
+static double combine_f(int mode, double a, double b)
+{
+    switch (mode) {
+    case EM_SCATTER_ADD: return a + b;
+    case EM_SCATTER_MUL: return a * b;
+    case EM_SCATTER_MIN: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
+    case EM_SCATTER_MAX: return (isnan(a) || isnan(b)) ? NAN : (b > a ? b : a);
+    default: return b;
+    }
+}
+
+static int64_t combine_i(int mode, int64_t a, int64_t b)
+{
+    switch (mode) {
+    case EM_SCATTER_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case EM_SCATTER_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case EM_SCATTER_MIN: return b < a ? b : a;
+    case EM_SCATTER_MAX: return b > a ? b : a;
+    default: return b;
+    }
+}
+
+static void scatter_row(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    const scatter_ctx *c = ctx;
+    char *ob = p[0];
+    const char *ix = p[1], *sp = p[2];
+    bool fl = em_dtype_is_float(c->dt);
+    for (int64_t i = 0; i < n; i++, ob += s[0], ix += s[1], sp += s[2]) {
+        int64_t v = c->idt == EM_I64 ? *(const int64_t *)ix : cpu_get_i64(ix, c->idt);
+        char *dst = ob + v * c->sd;
+        if (c->mode == EM_SCATTER_ASSIGN) {
+            memcpy(dst, sp, c->es);
+        } else if (fl) {
+            double b = cpu_get_f64(sp, c->dt);
+            cpu_set_f64(dst, c->dt, combine_f(c->mode, cpu_get_f64(dst, c->dt), c->alpha * b));
+        } else {
+            int64_t b = cpu_get_i64(sp, c->dt);
+            b = (int64_t)((uint64_t)b * (uint64_t)c->ialpha);
+            cpu_set_i64(dst, c->dt, combine_i(c->mode, cpu_get_i64(dst, c->dt), b));
+        }
+    }
+}
+
+static void run_scatter(int rank, const int64_t *shape, em_tensor *out, int dim,
+                        const em_tensor *index, int64_t ist[EM_MAX_RANK], const char *src,
+                        int64_t sst[EM_MAX_RANK], int mode, double alpha)
+{
+    int64_t es = (int64_t)em_dtype_size(out->dtype);
+    int64_t st[3][EM_MAX_RANK] = {{0}};
+    for (int d = 0; d < out->rank; d++) st[0][d] = d == dim ? 0 : out->strides[d] * es;
+    memcpy(st[1], ist, sizeof st[1]);
+    memcpy(st[2], sst, sizeof st[2]);
+    char *base[3] = {tn_ptr(out), tn_ptr(index), (char *)src};
+    scatter_ctx c = {
+        out->dtype, index->dtype,  (size_t)es, mode, out->rank ? out->strides[dim] * es : 0,
+        alpha,      (int64_t)alpha};
+    cpu_loop(rank, shape, 3, base, st, scatter_row, &c, false);
+}
+
+// x: [..., n, ...], index and src: [..., m, ...] (src at least index's size) -> out: x's shape
+static em_status exec_scatter(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    em_tensor *out = op->out[0];
+    int dim = (int)op->i[0];
+    int mode = (int)op->i[1];
+    em_status st = check_range(op, index, dim, size_of_dim(x, dim));
+    if (st != EM_OK) return st;
+    cpu_copy_convert(out, x);
+    int64_t ies = (int64_t)em_dtype_size(index->dtype);
+    int64_t ist[EM_MAX_RANK] = {0}, sst[EM_MAX_RANK] = {0};
+    for (int d = 0; d < index->rank; d++) ist[d] = index->strides[d] * ies;
+    /* a rank-0 src is one value, converted once to out's dtype and read with stride 0 */
+    uint64_t scalar = 0;
+    const char *sp = (const char *)&scalar;
+    if (src->rank == 0) {
+        const char *q = tn_ptr(src);
+        if (em_dtype_is_float(out->dtype) || em_dtype_is_float(src->dtype))
+            cpu_set_f64(&scalar, out->dtype, cpu_get_f64(q, src->dtype));
+        else
+            cpu_set_i64(&scalar, out->dtype, cpu_get_i64(q, src->dtype));
+    } else {
+        int64_t ses = (int64_t)em_dtype_size(src->dtype);
+        for (int d = 0; d < src->rank; d++) sst[d] = src->strides[d] * ses;
+        sp = tn_ptr(src);
+    }
+    run_scatter(index->rank, index->shape, out, dim, index, ist, sp, sst, mode, 1.0);
+    return EM_OK;
+}
+
+// x: [..., n, ...], index: [m], src: [..., m, ...] -> out: x's shape
+static em_status exec_index_add(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    em_tensor *out = op->out[0];
+    int dim = (int)op->i[0];
+    em_status st = check_range(op, index, dim, size_of_dim(x, dim));
+    if (st != EM_OK) return st;
+    cpu_copy_convert(out, x);
+    int64_t ies = (int64_t)em_dtype_size(index->dtype), es = (int64_t)em_dtype_size(src->dtype);
+    int64_t ist[EM_MAX_RANK] = {0}, sst[EM_MAX_RANK] = {0};
+    for (int d = 0; d < src->rank; d++) sst[d] = src->strides[d] * es;
+    if (src->rank && index->rank) ist[dim] = index->strides[0] * ies;
+    run_scatter(src->rank, src->shape, out, dim, index, ist, tn_ptr(src), sst, EM_SCATTER_ADD,
+                op->f[0]);
+    return EM_OK;
+}
+
+/* ---- data-dependent outputs -------------------------------------------------------------- */
+
+typedef struct masked_ctx {
+    char *out;
+    int64_t k, cap;
+    size_t es;
+} masked_ctx;
+
+static void masked_row(char **p, const int64_t *s, int64_t n, void *ctx)
+{
+    masked_ctx *c = ctx;
+    const char *xp = p[0], *mp = p[1];
+    for (int64_t i = 0; i < n; i++, xp += s[0], mp += s[1]) {
+        if (!*(const uint8_t *)mp) continue;
+        if (c->k < c->cap) memcpy(c->out + (size_t)c->k * c->es, xp, c->es);
+        c->k++;
+    }
+}
+
+// x and mask broadcast to shape b -> out: [count of true in the broadcast mask]
+static em_status exec_masked_select(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *mask = op->in[1];
+    em_tensor *out = op->out[0];
+    int br = (int)op->i[0];
+    int64_t shape[EM_MAX_RANK];
+    for (int d = 0; d < br; d++) shape[d] = op->i[1 + d];
+    int64_t st[2][EM_MAX_RANK];
+    cpu_bstrides(x, shape, br, st[0]);
+    cpu_bstrides(mask, shape, br, st[1]);
+    char *base[2] = {tn_ptr(x), tn_ptr(mask)};
+    masked_ctx c = {tn_ptr(out), 0, out->shape[0], em_dtype_size(x->dtype)};
+    cpu_loop(br, shape, 2, base, st, masked_row, &c, false);
+    if (c.k != c.cap)
+        return em_error(EM_ERR_INTERNAL, "em_masked_select: counted %lld elements, found %lld",
+                        (long long)c.cap, (long long)c.k);
+    return EM_OK;
+}
+
+// x: [...] of rank r -> out: [count, r] i64 coordinates
+static em_status exec_nonzero(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    em_tensor *out = op->out[0];
+    int r = x->rank;
+    int64_t numel = tn_numel(x), cap = out->shape[0], k = 0;
+    int64_t idx[EM_MAX_RANK] = {0}, bs[EM_MAX_RANK];
+    int64_t es = (int64_t)em_dtype_size(x->dtype);
+    for (int d = 0; d < r; d++) bs[d] = x->strides[d] * es;
+    const char *p = tn_ptr(x);
+    int64_t *o = (int64_t *)tn_ptr(out);
+    bool fl = em_dtype_is_float(x->dtype);
+    for (int64_t lin = 0; lin < numel; lin++) {
+        bool nz = fl ? cpu_get_f64(p, x->dtype) != 0 : cpu_get_i64(p, x->dtype) != 0;
+        if (nz) {
+            if (k < cap)
+                for (int d = 0; d < r; d++) o[k * r + d] = idx[d];
+            k++;
+        }
+        for (int d = r - 1; d >= 0; d--) {
+            p += bs[d];
+            if (++idx[d] < x->shape[d]) break;
+            p -= bs[d] * x->shape[d];
+            idx[d] = 0;
+        }
+    }
+    if (k != cap)
+        return em_error(EM_ERR_INTERNAL, "em_nonzero: counted %lld elements, found %lld",
+                        (long long)cap, (long long)k);
+    return EM_OK;
+}
+
+// x: [...], src broadcastable to the region x[start:end:step] -> out: x's shape
+static em_status exec_slice_assign(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *src = op->in[1];
+    em_tensor *out = op->out[0];
+    cpu_copy_convert(out, x);
+    em_tensor region = *out;
+    for (int d = 0; d < out->rank; d++) {
+        int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
+        region.shape[d] = (end - start + step - 1) / step;
+        region.strides[d] = out->strides[d] * step;
+        region.offset += start * out->strides[d];
+    }
+    cpu_copy_convert(&region, src);
+    return EM_OK;
+}
 
 em_status cpu_exec_index(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_GATHER: return exec_gather(op);
+    case EM_OP_SCATTER: return exec_scatter(op);
+    case EM_OP_INDEX_SELECT: return exec_index_select(op);
+    case EM_OP_INDEX_ADD: return exec_index_add(op);
+    case EM_OP_MASKED_SELECT: return exec_masked_select(op);
+    case EM_OP_NONZERO: return exec_nonzero(op);
+    case EM_OP_SLICE_ASSIGN: return exec_slice_assign(op);
+    case EM_OP_EMBEDDING: return exec_embedding(op);
+    default:
+        return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not in the index family",
+                        em_op_name(op->kind));
+    }
 }
