@@ -1,7 +1,194 @@
-/* CPU kernels for the order op family (placeholder until the family lands). */
+/* CPU kernels for ordering ops: a stable merge sort of row indices keyed by the row's values
+ * (doubles for floats with NaN as the largest, int64 for integers and bool), small-k top-k by
+ * insertion into a sorted buffer, and the lower median. Rows are spread over the thread pool;
+ * each row is independent, so results do not depend on the split. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
 #include "cpu.h"
+
+/* ---- comparators and the stable merge sort ----------------------------------------------- */
+
+#define LT_F64(a, b) (!isnan(a) && (isnan(b) || (a) < (b)))
+#define GT_F64(a, b) LT_F64(b, a)
+#define LT_I64(a, b) ((a) < (b))
+#define GT_I64(a, b) ((b) < (a))
+
+/* Sorts idx[0..n) (positions in key) so that BEFORE(key[x], key[y]) holds for x ahead of y,
+ * keeping equal keys in index order. tmp has room for n. */
+#define DEFINE_SORT(name, T, BEFORE)                                                               \
+    static void name(const T *key, int64_t *idx, int64_t *tmp, int64_t n)                          \
+    {                                                                                              \
+        const int64_t run = 16;                                                                    \
+        for (int64_t s = 0; s < n; s += run) { /* insertion sort of short runs */                  \
+            int64_t e = s + run < n ? s + run : n;                                                 \
+            for (int64_t i = s + 1; i < e; i++) {                                                  \
+                int64_t v = idx[i], j = i;                                                         \
+                while (j > s && BEFORE(key[v], key[idx[j - 1]])) {                                 \
+                    idx[j] = idx[j - 1];                                                           \
+                    j--;                                                                           \
+                }                                                                                  \
+                idx[j] = v;                                                                        \
+            }                                                                                      \
+        }                                                                                          \
+        int64_t *src = idx, *dst = tmp;                                                            \
+        for (int64_t w = run; w < n; w *= 2) {                                                     \
+            for (int64_t lo = 0; lo < n; lo += 2 * w) {                                            \
+                int64_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;       \
+                int64_t a = lo, b = mid, o = lo;                                                   \
+                while (a < mid && b < hi)                                                          \
+                    dst[o++] = BEFORE(key[src[b]], key[src[a]]) ? src[b++] : src[a++];             \
+                while (a < mid) dst[o++] = src[a++];                                               \
+                while (b < hi) dst[o++] = src[b++];                                                \
+            }                                                                                      \
+            int64_t *t = src;                                                                      \
+            src = dst;                                                                             \
+            dst = t;                                                                               \
+        }                                                                                          \
+        if (src != idx) memcpy(idx, src, (size_t)n * sizeof *idx);                                 \
+    }                                                                                              \
+    /* The first k of the same order, by insertion into a sorted buffer (k small). */              \
+    static void name##_topk(const T *key, int64_t *buf, int64_t n, int64_t k)                      \
+    {                                                                                              \
+        int64_t cnt = 0;                                                                           \
+        for (int64_t i = 0; i < n; i++) {                                                          \
+            if (cnt == k && !BEFORE(key[i], key[buf[k - 1]])) continue;                            \
+            int64_t j = cnt < k ? cnt++ : k - 1;                                                   \
+            while (j > 0 && BEFORE(key[i], key[buf[j - 1]])) {                                     \
+                buf[j] = buf[j - 1];                                                               \
+                j--;                                                                               \
+            }                                                                                      \
+            buf[j] = i;                                                                            \
+        }                                                                                          \
+    }
+
+DEFINE_SORT(sort_f64_asc, double, LT_F64)
+DEFINE_SORT(sort_f64_desc, double, GT_F64)
+DEFINE_SORT(sort_i64_asc, int64_t, LT_I64)
+DEFINE_SORT(sort_i64_desc, int64_t, GT_I64)
+
+/* ---- rows -------------------------------------------------------------------------------- */
+
+typedef struct order_ctx {
+    const em_op *op;
+    int rank, dim;
+    int64_t shape[EM_MAX_RANK]; /* x's shape (rank >= 1) */
+    int64_t st[3][EM_MAX_RANK]; /* element strides of x, values, indices */
+    char *base[3];
+    size_t es;
+    bool is_float;
+    int64_t n, k; /* row length; outputs per row (SORT n, TOPK k, MEDIAN 1) */
+    atomic_bool failed;
+} order_ctx;
+
+static void order_rows(void *vctx, int64_t b, int64_t e)
+{
+    order_ctx *c = vctx;
+    const em_op *op = c->op;
+    int64_t n = c->n;
+    em_dtype dt = c->op->in[0]->dtype;
+    bool desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    bool small_k = op->kind == EM_OP_TOPK && c->k <= 32 && c->k * 4 < n;
+    void *key = malloc((size_t)(n ? n : 1) * 8);
+    int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    int64_t *tmp = malloc((size_t)(n ? n : 1) * sizeof *tmp);
+    if (!key || !idx || !tmp) {
+        atomic_store(&c->failed, true);
+        free(key), free(idx), free(tmp);
+        return;
+    }
+    double *kd = key;
+    int64_t *ki = key;
+    for (int64_t row = b; row < e; row++) {
+        int64_t off[3] = {0, 0, 0}, r = row;
+        for (int d = c->rank - 1; d >= 0; d--) {
+            if (d == c->dim) continue;
+            int64_t i = r % c->shape[d];
+            r /= c->shape[d];
+            for (int t = 0; t < 3; t++) off[t] += i * c->st[t][d];
+        }
+        const char *xr = c->base[0] + off[0] * (int64_t)c->es;
+        int64_t xs = c->st[0][c->dim] * (int64_t)c->es;
+        bool has_nan = false;
+        int64_t first_nan = -1;
+        for (int64_t j = 0; j < n; j++) {
+            const char *p = xr + j * xs;
+            if (c->is_float) {
+                kd[j] = cpu_get_f64(p, dt);
+                if (isnan(kd[j]) && !has_nan) has_nan = true, first_nan = j;
+            } else {
+                ki[j] = cpu_get_i64(p, dt);
+            }
+            idx[j] = j;
+        }
+        if (op->kind == EM_OP_MEDIAN && has_nan) {
+            idx[0] = first_nan;
+        } else if (small_k) {
+            if (c->is_float)
+                desc ? sort_f64_desc_topk(kd, idx, n, c->k) : sort_f64_asc_topk(kd, idx, n, c->k);
+            else
+                desc ? sort_i64_desc_topk(ki, idx, n, c->k) : sort_i64_asc_topk(ki, idx, n, c->k);
+        } else {
+            if (c->is_float)
+                desc ? sort_f64_desc(kd, idx, tmp, n) : sort_f64_asc(kd, idx, tmp, n);
+            else
+                desc ? sort_i64_desc(ki, idx, tmp, n) : sort_i64_asc(ki, idx, tmp, n);
+            if (op->kind == EM_OP_MEDIAN) idx[0] = idx[(n - 1) / 2];
+        }
+        char *vr = c->base[1] + off[1] * (int64_t)c->es;
+        int64_t *ir = (int64_t *)c->base[2] + off[2];
+        int64_t vs = c->st[1][c->dim] * (int64_t)c->es, is = c->st[2][c->dim];
+        for (int64_t j = 0; j < c->k; j++) {
+            memcpy(vr + j * vs, xr + idx[j] * xs, c->es);
+            ir[j * is] = idx[j];
+        }
+    }
+    free(key);
+    free(idx);
+    free(tmp);
+}
 
 em_status cpu_exec_order(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    if (op->kind != EM_OP_SORT && op->kind != EM_OP_TOPK && op->kind != EM_OP_MEDIAN)
+        return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not an ordering op",
+                        em_op_name(op->kind));
+    const em_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
+    order_ctx c;
+    memset(&c, 0, sizeof c);
+    c.op = op;
+    c.es = em_dtype_size(x->dtype);
+    c.is_float = em_dtype_is_float(x->dtype);
+    c.dim = (int)op->i[0];
+    c.rank = x->rank ? x->rank : 1;
+    for (int d = 0; d < c.rank; d++) {
+        c.shape[d] = x->rank ? x->shape[d] : 1;
+        c.st[0][d] = x->rank ? x->strides[d] : 0;
+    }
+    /* outputs: same rank as x, except MEDIAN without keepdim, where dim is gone */
+    bool dropped = op->kind == EM_OP_MEDIAN && v->rank < x->rank;
+    for (int d = 0, j = 0; d < c.rank; d++) {
+        if ((dropped && d == c.dim) || v->rank == 0) {
+            c.st[1][d] = c.st[2][d] = 0;
+            if (!(dropped && d == c.dim)) j++;
+            continue;
+        }
+        c.st[1][d] = v->strides[j];
+        c.st[2][d] = ix->strides[j];
+        j++;
+    }
+    c.base[0] = tn_ptr(x);
+    c.base[1] = tn_ptr(v);
+    c.base[2] = tn_ptr(ix);
+    c.n = c.shape[c.dim];
+    c.k = op->kind == EM_OP_SORT ? c.n : op->kind == EM_OP_TOPK ? op->i[1] : 1;
+    int64_t rows = 1;
+    for (int d = 0; d < c.rank; d++)
+        if (d != c.dim) rows *= c.shape[d];
+    if (rows == 0 || c.k == 0) return EM_OK;
+    int64_t grain = CPU_PAR_MIN / (c.n ? c.n : 1) + 1;
+    em_parallel_for(rows, grain, order_rows, &c);
+    if (atomic_load(&c.failed))
+        return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
+    return EM_OK;
 }
