@@ -1,7 +1,197 @@
-/* CPU kernels for the linalg op family (placeholder until the family lands). */
+/* CPU kernel for MATMUL: a batched product over broadcast batch dims. f32/f64 call the GEMM
+ * per batch, directly on the operands when each matrix has a unit stride along one dim, else
+ * on a contiguous copy; f16/bf16 go through f32 copies (f32 accumulation, one rounding at the
+ * end); integers accumulate in i64 (wrapping) and store in their own dtype. */
+#include <stdatomic.h>
+#include <stdlib.h>
+
 #include "cpu.h"
+#include "cpu_gemm.h"
+
+/* Below this M*N*K a batch runs on one thread and batches are spread over the pool. */
+#define BATCH_PAR_MNK 65536
+
+typedef struct mm_plan {
+    const em_tensor *a, *b, *out;
+    em_dtype dt;
+    int64_t M, K, N;
+    int R;
+    int64_t batch[EM_MAX_RANK];
+    int64_t sa[EM_MAX_RANK], sb[EM_MAX_RANK]; /* batch strides (elements), 0 when broadcast */
+    int64_t ars, acs, brs, bcs;               /* a: [M, K] strides, b: [K, N] strides */
+    /* how f32/f64 operands reach the GEMM: directly (ta/lda) or through a copy */
+    bool a_direct, b_direct, ta, tb;
+    int64_t lda, ldb;
+    atomic_int oom;
+} mm_plan;
+
+/* Can a rows x cols matrix with strides (rs, cs) go to the GEMM as is? */
+static bool direct_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
+                          int64_t *ld)
+{
+    if (cs == 1 || cols == 1) {
+        *trans = false;
+        *ld = rs;
+        return true;
+    }
+    if (rs == 1 || rows == 1) {
+        *trans = true;
+        *ld = cs;
+        return true;
+    }
+    return false;
+}
+
+/* Element offsets of batch t in a and b. */
+static void batch_offsets(const mm_plan *p, int64_t t, int64_t *oa, int64_t *ob)
+{
+    int64_t a = p->a->offset, b = p->b->offset;
+    for (int d = p->R - 1; d >= 0; d--) {
+        int64_t i = t % p->batch[d];
+        t /= p->batch[d];
+        a += i * p->sa[d];
+        b += i * p->sb[d];
+    }
+    *oa = a;
+    *ob = b;
+}
+
+/* Copies the rows x cols matrix at element offset off of t (strides rs, cs) into a contiguous
+ * buffer of type `to` (EM_F32, EM_F64 or EM_I64). */
+static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off, int64_t rows,
+                        int64_t cols, int64_t rs, int64_t cs)
+{
+    size_t es = em_dtype_size(t->dtype);
+    const char *base = (const char *)t->storage->data;
+    for (int64_t i = 0; i < rows; i++) {
+        for (int64_t j = 0; j < cols; j++) {
+            const char *src = base + (off + i * rs + j * cs) * (int64_t)es;
+            int64_t k = i * cols + j;
+            if (to == EM_F32)
+                ((float *)dst)[k] = (float)cpu_get_f64(src, t->dtype);
+            else if (to == EM_F64)
+                ((double *)dst)[k] = cpu_get_f64(src, t->dtype);
+            else
+                ((int64_t *)dst)[k] = cpu_get_i64(src, t->dtype);
+        }
+    }
+}
+
+/* c[M, N] = a[M, K] . b[K, N] over contiguous i64 buffers, wrapping on overflow. */
+static void igemm(const int64_t *a, const int64_t *b, uint64_t *c, int64_t M, int64_t K, int64_t N)
+{
+    for (int64_t i = 0; i < M; i++) {
+        uint64_t *cr = c + i * N;
+        for (int64_t j = 0; j < N; j++) cr[j] = 0;
+        for (int64_t k = 0; k < K; k++) {
+            uint64_t x = (uint64_t)a[i * K + k];
+            const int64_t *br = b + k * N;
+            for (int64_t j = 0; j < N; j++) cr[j] += x * (uint64_t)br[j];
+        }
+    }
+}
+
+/* Batches [b0, b1): out[t] = a[t] . b[t]. */
+static void run_batches(void *ctx, int64_t b0, int64_t b1)
+{
+    mm_plan *p = ctx;
+    int64_t M = p->M, K = p->K, N = p->N;
+    em_dtype dt = p->dt;
+    bool native = dt == EM_F32 || dt == EM_F64;
+    em_dtype work = dt == EM_F64 ? EM_F64 : em_dtype_is_float(dt) ? EM_F32 : EM_I64;
+    size_t ws = em_dtype_size(work);
+    /* scratch for copied operands and, when the dtype is not native, the result */
+    bool copy_a = !native || !p->a_direct, copy_b = !native || !p->b_direct;
+    size_t na = copy_a ? (size_t)(M * K) : 0, nb = copy_b ? (size_t)(K * N) : 0;
+    size_t nc = native ? 0 : (size_t)(M * N);
+    char *scratch = NULL;
+    if (na + nb + nc) {
+        scratch = malloc((na + nb + nc) * ws);
+        if (!scratch) {
+            atomic_store(&p->oom, 1);
+            return;
+        }
+    }
+    void *ta_buf = scratch, *tb_buf = scratch + na * ws, *tc_buf = scratch + (na + nb) * ws;
+    size_t es = em_dtype_size(dt);
+    const char *adata = (const char *)p->a->storage->data;
+    const char *bdata = (const char *)p->b->storage->data;
+    char *cbase = tn_ptr(p->out);
+    for (int64_t t = b0; t < b1; t++) {
+        int64_t oa, ob;
+        batch_offsets(p, t, &oa, &ob);
+        char *c = cbase + t * M * N * (int64_t)es;
+        const void *A = adata + oa * (int64_t)es, *B = bdata + ob * (int64_t)es;
+        bool ta = p->ta, tb = p->tb;
+        int64_t lda = p->lda, ldb = p->ldb;
+        if (copy_a) {
+            load_matrix(ta_buf, work, p->a, oa, M, K, p->ars, p->acs);
+            A = ta_buf, ta = false, lda = K;
+        }
+        if (copy_b) {
+            load_matrix(tb_buf, work, p->b, ob, K, N, p->brs, p->bcs);
+            B = tb_buf, tb = false, ldb = N;
+        }
+        if (work == EM_F64) {
+            cpu_dgemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, (double *)c, N);
+        } else if (work == EM_F32) {
+            float *C = native ? (float *)c : tc_buf;
+            cpu_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
+            if (!native)
+                for (int64_t i = 0; i < M * N; i++) cpu_set_f64(c + i * (int64_t)es, dt, C[i]);
+        } else {
+            igemm(A, B, tc_buf, M, K, N);
+            const uint64_t *C = tc_buf;
+            for (int64_t i = 0; i < M * N; i++) cpu_set_i64(c + i * (int64_t)es, dt, (int64_t)C[i]);
+        }
+    }
+    free(scratch);
+}
+
+/* a: [..., M, K] (or [K]), b: [..., K, N] (or [K]) -> out: [batch..., M, N] contiguous. */
+static em_status matmul(const em_op *op)
+{
+    mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0]};
+    const em_tensor *a = p.a, *b = p.b;
+    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    p.dt = a->dtype;
+    p.M = op->i[2], p.K = op->i[3], p.N = op->i[4];
+    p.R = (int)op->i[5];
+    int64_t nbatch = 1;
+    for (int d = 0; d < p.R; d++) nbatch *= (p.batch[d] = op->i[6 + d]);
+    if (nbatch == 0 || p.M == 0 || p.N == 0) return EM_OK;
+    /* batch strides, right-aligned; broadcast dims step 0 */
+    int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
+    for (int d = 0; d < p.R; d++) {
+        int da = d - (p.R - ra), db = d - (p.R - rb);
+        p.sa[d] = da >= 0 && a->shape[da] != 1 ? a->strides[da] : 0;
+        p.sb[d] = db >= 0 && b->shape[db] != 1 ? b->strides[db] : 0;
+    }
+    p.ars = a1 ? 0 : a->strides[a->rank - 2];
+    p.acs = a->strides[a->rank - 1];
+    p.brs = b1 ? b->strides[0] : b->strides[b->rank - 2];
+    p.bcs = b1 ? 0 : b->strides[b->rank - 1];
+    p.a_direct = direct_layout(p.M, p.K, p.ars, p.acs, &p.ta, &p.lda);
+    p.b_direct = direct_layout(p.K, p.N, p.brs, p.bcs, &p.tb, &p.ldb);
+    atomic_init(&p.oom, 0);
+    int64_t mnk = p.M * p.N * (p.K > 0 ? p.K : 1);
+    if (nbatch > 1 && mnk < BATCH_PAR_MNK && em_get_num_threads() > 1)
+        em_parallel_for(nbatch, 1 + BATCH_PAR_MNK / mnk, run_batches, &p);
+    else
+        run_batches(&p, 0, nbatch);
+    if (atomic_load(&p.oom))
+        return em_error(EM_ERR_OOM,
+                        "em_matmul: out of memory for the copies of a [%lld, %lld] "
+                        "by [%lld, %lld] product",
+                        (long long)p.M, (long long)p.K, (long long)p.K, (long long)p.N);
+    return EM_OK;
+}
 
 em_status cpu_exec_linalg(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_MATMUL: return matmul(op);
+    default:
+        return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a linalg op", em_op_name(op->kind));
+    }
 }
