@@ -473,7 +473,7 @@ static void test_fixture_conv(h_fixture *fx, const char *name, bool transposed)
         em_scope_begin();
         em_tensor *t[3];
         const char *sfx[3] = {"x", "w", "b"};
-        em_shape shp[3];
+        em_shape shp[3] = {{.rank = 1}, {.rank = 1}, {.rank = 1}};
         for (int i = 0; i < 3; i++) {
             snprintf(key, sizeof key, "%s_%s", name, sfx[i]);
             const double *v = h_fixture_values(fx, key, &shp[i]);
