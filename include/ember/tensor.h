@@ -475,15 +475,15 @@ em_tensor *em_conv_transpose2d(const em_tensor *x, const em_tensor *w, const em_
 em_tensor *em_conv_transpose3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
                                em_conv_opts o);
 
-/* Pooling options; zero means default (stride = kernel, dilation 1, no padding). */
+/* Pooling options; zero means default (stride = kernel, dilation 1, no padding, floor mode,
+ * padding counted in averages as PyTorch's count_include_pad=True). Per spatial dim. */
 typedef struct em_pool_opts {
     int64_t kernel[3];
     int64_t stride[3];
-    int64_t pad[3];
+    int64_t pad[3]; /* at most half the kernel, as PyTorch */
     int64_t dilation[3];
     bool ceil_mode;
-    bool count_include_pad; /* avg pool: PyTorch's default is true; set exclude_pad to flip */
-    bool exclude_pad;
+    bool exclude_pad; /* avg pool: divide by the valid elements only (count_include_pad=False) */
 } em_pool_opts;
 
 /* Max pooling; i64 argmax positions (flattened within each spatial plane, as PyTorch) to

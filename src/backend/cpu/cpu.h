@@ -112,6 +112,11 @@ void cpu_bstrides(const em_tensor *t, const int64_t *shape, int r, int64_t *out)
 /* Copies src (any layout) into dst (same shape, any layout), converting dtypes. */
 void cpu_copy_convert(em_tensor *dst, const em_tensor *src);
 
+/* Contiguous f64 copy of t's values (em_alloc'd; free with em_free), or NULL on OOM. */
+double *cpu_load_f64(const em_tensor *t);
+/* Writes contiguous doubles into `out` (any layout), converting to its dtype. */
+void cpu_store_f64(em_tensor *out, const double *v);
+
 /* Elements below this count run on one thread. */
 #define CPU_PAR_MIN 32768
 

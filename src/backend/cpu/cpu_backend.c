@@ -223,3 +223,29 @@ void cpu_copy_convert(em_tensor *dst, const em_tensor *src)
     conv_ctx c = {dst->dtype, src->dtype};
     cpu_loop(dst->rank, dst->shape, 2, base, st, copy_row, &c, true);
 }
+
+double *cpu_load_f64(const em_tensor *t)
+{
+    int64_t n = tn_numel(t);
+    double *buf = em_alloc((size_t)(n ? n : 1) * sizeof(double));
+    if (!buf) return NULL;
+    em_tensor dst = *t;
+    em_storage st = {.refcount = 1, .data = buf, .device = EM_CPU};
+    dst.dtype = EM_F64;
+    dst.storage = &st;
+    dst.offset = 0;
+    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
+    cpu_copy_convert(&dst, t);
+    return buf;
+}
+
+void cpu_store_f64(em_tensor *out, const double *v)
+{
+    em_tensor src = *out;
+    em_storage st = {.refcount = 1, .data = (void *)v, .device = EM_CPU};
+    src.dtype = EM_F64;
+    src.storage = &st;
+    src.offset = 0;
+    tn_contiguous_strides(src.shape, src.rank, src.strides);
+    cpu_copy_convert(out, &src);
+}

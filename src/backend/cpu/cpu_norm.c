@@ -5,33 +5,6 @@
 
 #include "cpu.h"
 
-/* Contiguous f64 copy of t (em_alloc'd), or NULL with an error. */
-static double *load_f64(const em_tensor *t)
-{
-    int64_t n = tn_numel(t);
-    double *buf = em_alloc((size_t)(n ? n : 1) * sizeof(double));
-    if (!buf) return NULL;
-    em_tensor dst = *t;
-    em_storage st = {.refcount = 1, .data = buf, .device = EM_CPU};
-    dst.dtype = EM_F64;
-    dst.storage = &st;
-    dst.offset = 0;
-    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
-    cpu_copy_convert(&dst, t);
-    return buf;
-}
-
-/* Writes contiguous doubles into the (contiguous, freshly allocated) output. */
-static void store_f64(em_tensor *out, const double *v)
-{
-    em_tensor src = *out;
-    em_storage st = {.refcount = 1, .data = (void *)v, .device = EM_CPU};
-    src.dtype = EM_F64;
-    src.storage = &st;
-    src.offset = 0;
-    cpu_copy_convert(out, &src);
-}
-
 typedef struct norm_ctx {
     const double *x;
     double *y;
@@ -122,14 +95,14 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
         em_parallel_for(rows, grain, ln32_rows, &c);
         return EM_OK;
     }
-    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
-    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *wv = w ? cpu_load_f64(w) : NULL, *bv = b ? cpu_load_f64(b) : NULL;
     em_status st = EM_OK;
     if (!xv || !yv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
     else {
         norm_ctx c = {xv, yv, wv, bv, inner, inner, op->f[0], rms};
         em_parallel_for(rows, grain, norm_rows, &c);
-        store_f64(out, yv);
+        cpu_store_f64(out, yv);
     }
     em_free(xv);
     em_free(yv);
@@ -151,8 +124,8 @@ static em_status exec_group_norm(const em_op *op)
     int64_t n = tn_numel(x);
     if (n == 0) return EM_OK;
     int64_t spatial = n / (N * C);
-    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
-    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *wv = w ? cpu_load_f64(w) : NULL, *bv = b ? cpu_load_f64(b) : NULL;
     if (!xv || !yv || (w && !wv) || (b && !bv)) {
         em_free(xv);
         em_free(yv);
@@ -169,7 +142,7 @@ static em_status exec_group_norm(const em_op *op)
             double wk = wv ? wv[ch] : 1, bk = bv ? bv[ch] : 0;
             for (int64_t i = 0; i < spatial; i++) y[i] = y[i] * wk + bk;
         }
-    store_f64(op->out[0], yv);
+    cpu_store_f64(op->out[0], yv);
     em_free(xv);
     em_free(yv);
     em_free(wv);
@@ -187,9 +160,9 @@ static em_status exec_batch_norm(const em_op *op)
     int64_t n = tn_numel(x);
     if (n == 0) return EM_OK;
     int64_t spatial = n / (N * C);
-    double *xv = load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
-    double *mv = load_f64(op->in[1]), *vv = load_f64(op->in[2]);
-    double *wv = w ? load_f64(w) : NULL, *bv = b ? load_f64(b) : NULL;
+    double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
+    double *mv = cpu_load_f64(op->in[1]), *vv = cpu_load_f64(op->in[2]);
+    double *wv = w ? cpu_load_f64(w) : NULL, *bv = b ? cpu_load_f64(b) : NULL;
     em_status st = EM_OK;
     if (!xv || !yv || !mv || !vv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
     else {
@@ -201,7 +174,7 @@ static em_status exec_batch_norm(const em_op *op)
                 double *yr = yv + (s * C + ch) * spatial;
                 for (int64_t i = 0; i < spatial; i++) yr[i] = xr[i] * scale + shift;
             }
-        store_f64(op->out[0], yv);
+        cpu_store_f64(op->out[0], yv);
     }
     em_free(xv);
     em_free(yv);
