@@ -16,6 +16,15 @@ cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DE
 cmake --build build-ci-gcc -j "$jobs"
 (cd build-ci-gcc && ctest --output-on-failure -j "$jobs")
 
+echo "== install, then build an outside program with pkg-config"
+prefix=$(mktemp -d)
+cmake --install build-ci-gcc --prefix "$prefix" >/dev/null
+export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib/aarch64-linux-gnu/pkgconfig"
+cc -std=c11 -Wall -Wextra -Werror examples/tour.c $(pkg-config --cflags --libs ember) -o "$prefix/tour"
+LD_LIBRARY_PATH="$(dirname "$(find "$prefix" -name 'libember.so' | head -1)")" "$prefix/tour" >/dev/null
+rm -rf "$prefix"
+echo "outside program built and ran"
+
 echo "== clang AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON >/dev/null
 cmake --build build-ci-asan -j "$jobs"
