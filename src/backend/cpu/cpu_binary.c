@@ -1,7 +1,444 @@
-/* CPU kernels for the binary op family (placeholder until the family lands). */
+/* CPU kernels for the binary family: elementwise arithmetic, comparisons, logical and bitwise
+ * ops over broadcast operands, plus where, masked_fill, clamp and lerp. Rows of contiguous (or
+ * scalar-broadcast) same-dtype f32/f64 take tight loops; everything else goes element by element
+ * through double (floats) or int64 (integers and bool). The compute rules are documented in
+ * src/tensor/ops_binary.c. */
+#include <stdatomic.h>
+
 #include "cpu.h"
+
+typedef struct bin_ctx {
+    em_op_kind kind;
+    em_dtype od;           /* output dtype */
+    em_dtype id[3];        /* input dtypes */
+    em_dtype cdt;          /* compute dtype */
+    bool int_mode;         /* compute in int64 */
+    bool round_in[3];      /* input needs rounding to cdt (a 16/32-bit float compute type) */
+    int bits;              /* width of the output dtype (shifts) */
+    int64_t flags;         /* clamp: bound flags; lerp: wrapped scalar */
+    double f0, f1;         /* clamp bounds, masked_fill value */
+    unsigned char fill[8]; /* masked_fill: the value in the output dtype */
+    atomic_int div0;       /* an integer division by zero happened */
+} bin_ctx;
+
+static inline double round_to(double v, em_dtype dt)
+{
+    switch (dt) {
+    case EM_F32: return (float)v;
+    case EM_F16: return em_f16_to_f32(em_f32_to_f16((float)v));
+    case EM_BF16: return em_bf16_to_f32(em_f32_to_bf16((float)v));
+    default: return v;
+    }
+}
+
+/* ---- scalar semantics -------------------------------------------------------------------- */
+
+/* PyTorch's floor division for floats: exact floor of the quotient, IEEE result on b == 0. */
+static inline double floor_div_f(double a, double b)
+{
+    if (b == 0) return a / b;
+    double mod = fmod(a, b);
+    double div = (a - mod) / b;
+    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
+    if (div == 0) return copysign(0.0, a / b);
+    double fl = floor(div);
+    if (div - fl > 0.5) fl += 1;
+    return fl;
+}
+
+static inline double remainder_f(double a, double b)
+{
+    double m = fmod(a, b);
+    if (m != 0 && (b < 0) != (m < 0)) m += b;
+    return m;
+}
+
+static double float_op(em_op_kind k, double a, double b)
+{
+    switch (k) {
+    case EM_OP_ADD: return a + b;
+    case EM_OP_SUB: return a - b;
+    case EM_OP_MUL: return a * b;
+    case EM_OP_DIV: return a / b;
+    case EM_OP_FLOOR_DIVIDE: return floor_div_f(a, b);
+    case EM_OP_REMAINDER: return remainder_f(a, b);
+    case EM_OP_FMOD: return fmod(a, b);
+    case EM_OP_POW: return pow(a, b);
+    case EM_OP_ATAN2: return atan2(a, b);
+    case EM_OP_HYPOT: return hypot(a, b);
+    case EM_OP_MINIMUM: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
+    case EM_OP_MAXIMUM: return (isnan(a) || isnan(b)) ? NAN : (a < b ? b : a);
+    case EM_OP_EQ: return a == b;
+    case EM_OP_NE: return a != b;
+    case EM_OP_LT: return a < b;
+    case EM_OP_LE: return a <= b;
+    case EM_OP_GT: return a > b;
+    case EM_OP_GE: return a >= b;
+    case EM_OP_LOGICAL_AND: return (a != 0) && (b != 0);
+    case EM_OP_LOGICAL_OR: return (a != 0) || (b != 0);
+    case EM_OP_LOGICAL_XOR: return (a != 0) != (b != 0);
+    default: return 0;
+    }
+}
+
+/* Integer power as PyTorch: negative exponents give 1, +-1 or 0; overflow wraps. */
+static inline int64_t pow_i(int64_t a, int64_t b)
+{
+    if (b < 0) {
+        if (a == 1) return 1;
+        if (a == -1) return (b % 2 == 0) ? 1 : -1;
+        return 0;
+    }
+    uint64_t r = 1, base = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= base;
+        b >>= 1;
+        base *= base;
+    }
+    return (int64_t)r;
+}
+
+/* int64 arithmetic wrapping like the dtype (the store truncates to the width). */
+static int64_t int_op(bin_ctx *c, int64_t a, int64_t b)
+{
+    switch (c->kind) {
+    case EM_OP_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
+    case EM_OP_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
+    case EM_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
+    case EM_OP_FLOOR_DIVIDE: {
+        if (b == 0) break;
+        if (b == -1) return (int64_t)(0 - (uint64_t)a);
+        int64_t q = a / b;
+        if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+        return q;
+    }
+    case EM_OP_REMAINDER: {
+        if (b == 0) break;
+        if (b == -1) return 0;
+        int64_t r = a % b;
+        if (r != 0 && ((r < 0) != (b < 0))) r += b;
+        return r;
+    }
+    case EM_OP_FMOD:
+        if (b == 0) break;
+        return b == -1 ? 0 : a % b;
+    case EM_OP_POW: return pow_i(a, b);
+    case EM_OP_MINIMUM: return b < a ? b : a;
+    case EM_OP_MAXIMUM: return a < b ? b : a;
+    case EM_OP_EQ: return a == b;
+    case EM_OP_NE: return a != b;
+    case EM_OP_LT: return a < b;
+    case EM_OP_LE: return a <= b;
+    case EM_OP_GT: return a > b;
+    case EM_OP_GE: return a >= b;
+    case EM_OP_BITWISE_AND: return a & b;
+    case EM_OP_BITWISE_OR: return a | b;
+    case EM_OP_BITWISE_XOR: return a ^ b;
+    case EM_OP_SHIFT_LEFT:
+        if (b < 0 || b >= c->bits) return 0;
+        return (int64_t)((uint64_t)a << b);
+    case EM_OP_SHIFT_RIGHT:
+        if (b < 0 || b >= c->bits) return a < 0 ? -1 : 0;
+        return a < 0 ? ~(~a >> b) : a >> b;
+    default: return 0;
+    }
+    atomic_store_explicit(&c->div0, 1, memory_order_relaxed);
+    return 0;
+}
+
+/* ---- fast rows: same-dtype f32/f64, unit stride or a broadcast scalar operand ------------- */
+
+#define FAST_BODY(T, EXPR)                                                                         \
+    do {                                                                                           \
+        T *restrict o = (T *)p[0];                                                                 \
+        const T *restrict x = (const T *)p[1];                                                     \
+        const T *restrict y = (const T *)p[2];                                                     \
+        if (s[1] && s[2]) {                                                                        \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T a = x[i], b = y[i];                                                              \
+                o[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else if (s[1]) {                                                                         \
+            const T b = y[0];                                                                      \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T a = x[i];                                                                        \
+                o[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        } else {                                                                                   \
+            const T a = x[0];                                                                      \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T b = y[i];                                                                        \
+                o[i] = (EXPR);                                                                     \
+            }                                                                                      \
+        }                                                                                          \
+    } while (0)
+
+#define FAST_OPS(T, NAN_V)                                                                         \
+    switch (k) {                                                                                   \
+    case EM_OP_ADD: FAST_BODY(T, a + b); return true;                                              \
+    case EM_OP_SUB: FAST_BODY(T, a - b); return true;                                              \
+    case EM_OP_MUL: FAST_BODY(T, a *b); return true;                                               \
+    case EM_OP_DIV: FAST_BODY(T, a / b); return true;                                              \
+    case EM_OP_MINIMUM: FAST_BODY(T, (a != a || b != b) ? NAN_V : (b < a ? b : a)); return true;   \
+    case EM_OP_MAXIMUM: FAST_BODY(T, (a != a || b != b) ? NAN_V : (a < b ? b : a)); return true;   \
+    default: return false;                                                                         \
+    }
+
+static bool fast_row(const bin_ctx *c, char **p, const int64_t *s, int64_t n)
+{
+    em_dtype dt = c->od;
+    if ((dt != EM_F32 && dt != EM_F64) || c->id[0] != dt || c->id[1] != dt) return false;
+    int64_t es = (int64_t)em_dtype_size(dt);
+    if (s[0] != es || (s[1] != es && s[1] != 0) || (s[2] != es && s[2] != 0) ||
+        (s[1] == 0 && s[2] == 0))
+        return false;
+    em_op_kind k = c->kind;
+    if (dt == EM_F32) {
+        FAST_OPS(float, NAN)
+    } else {
+        FAST_OPS(double, (double)NAN)
+    }
+}
+
+/* ---- generic rows ------------------------------------------------------------------------ */
+
+static void binary_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    bin_ctx *c = vctx;
+    if (fast_row(c, p, s, n)) return;
+    char *o = p[0];
+    const char *x = p[1], *y = p[2];
+    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], y += s[2]) {
+        if (c->int_mode) {
+            int64_t r = int_op(c, cpu_get_i64(x, c->id[0]), cpu_get_i64(y, c->id[1]));
+            cpu_set_i64(o, c->od, r);
+        } else {
+            double a = cpu_get_f64(x, c->id[0]), b = cpu_get_f64(y, c->id[1]);
+            if (c->round_in[0]) a = round_to(a, c->cdt);
+            if (c->round_in[1]) b = round_to(b, c->cdt);
+            cpu_set_f64(o, c->od, float_op(c->kind, a, b));
+        }
+    }
+}
+
+/* Copies one element of dtype `from` into `to` (exact between integers). */
+static inline void put_conv(char *o, em_dtype to, const char *x, em_dtype from)
+{
+    if (to == from)
+        memcpy(o, x, em_dtype_size(to));
+    else if (!em_dtype_is_float(to))
+        cpu_set_i64(o, to, cpu_get_i64(x, from));
+    else
+        cpu_set_f64(o, to, cpu_get_f64(x, from));
+}
+
+/* out, cond, a, b */
+static void where_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    char *o = p[0];
+    const char *m = p[1], *x = p[2], *y = p[3];
+    if (c->od == EM_F32 && c->id[1] == EM_F32 && c->id[2] == EM_F32 && s[0] == 4 && s[1] == 1 &&
+        s[2] == 4 && s[3] == 4) {
+        float *restrict of = (float *)o;
+        const float *restrict xf = (const float *)x, *restrict yf = (const float *)y;
+        const uint8_t *restrict mf = (const uint8_t *)m;
+        for (int64_t i = 0; i < n; i++) of[i] = mf[i] ? xf[i] : yf[i];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, o += s[0], m += s[1], x += s[2], y += s[3]) {
+        if (*(const uint8_t *)m)
+            put_conv(o, c->od, x, c->id[1]);
+        else
+            put_conv(o, c->od, y, c->id[2]);
+    }
+}
+
+/* out, x, mask */
+static void masked_fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    size_t es = em_dtype_size(c->od);
+    char *o = p[0];
+    const char *x = p[1], *m = p[2];
+    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], m += s[2])
+        memcpy(o, *(const uint8_t *)m ? (const char *)c->fill : x, es);
+}
+
+/* Integer bound from a double: none (NaN or beyond int64 on the unbounded side) or clamped. */
+static inline int64_t ibound(double v)
+{
+    if (v >= 9.2233720368547758e18) return INT64_MAX;
+    if (v <= -9.2233720368547758e18) return INT64_MIN;
+    return (int64_t)v;
+}
+
+/* out, x (scalar bounds in f0/f1, NaN = none) */
+static void clamp_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    char *o = p[0];
+    const char *x = p[1];
+    double lo = c->f0, hi = c->f1;
+    if (c->int_mode) {
+        int64_t l = isnan(lo) ? INT64_MIN : ibound(lo), h = isnan(hi) ? INT64_MAX : ibound(hi);
+        for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
+            int64_t v = cpu_get_i64(x, c->id[0]);
+            v = v < l ? l : v;
+            cpu_set_i64(o, c->od, v > h ? h : v);
+        }
+        return;
+    }
+    bool has_lo = !isnan(lo), has_hi = !isnan(hi);
+    if (c->od == EM_F32 && c->id[0] == EM_F32 && s[0] == 4 && s[1] == 4) {
+        float *restrict of = (float *)o;
+        const float *restrict xf = (const float *)x;
+        float l = has_lo ? (float)lo : -INFINITY, h = has_hi ? (float)hi : INFINITY;
+        if ((double)l != lo && has_lo) goto generic; /* bound not exact in f32 */
+        if ((double)h != hi && has_hi) goto generic;
+        for (int64_t i = 0; i < n; i++) {
+            float v = xf[i];
+            v = v < l ? l : v;
+            of[i] = v > h ? h : v;
+        }
+        return;
+    }
+generic:
+    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
+        double v = cpu_get_f64(x, c->id[0]);
+        if (c->round_in[0]) v = round_to(v, c->cdt);
+        if (has_lo && v < lo) v = lo;
+        if (has_hi && v > hi) v = hi;
+        cpu_set_f64(o, c->od, v);
+    }
+}
+
+/* out, x, [lo], [hi] tensors */
+static void clamp_tensor_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    bool has_lo = c->flags & 1, has_hi = c->flags & 2;
+    int ilo = 2, ihi = has_lo ? 3 : 2;
+    for (int64_t i = 0; i < n; i++) {
+        char *o = p[0] + i * s[0];
+        const char *x = p[1] + i * s[1];
+        if (c->int_mode) {
+            int64_t v = cpu_get_i64(x, c->id[0]);
+            if (has_lo) {
+                int64_t l = cpu_get_i64(p[ilo] + i * s[ilo], c->id[ilo - 1]);
+                v = v < l ? l : v;
+            }
+            if (has_hi) {
+                int64_t h = cpu_get_i64(p[ihi] + i * s[ihi], c->id[ihi - 1]);
+                v = v > h ? h : v;
+            }
+            cpu_set_i64(o, c->od, v);
+            continue;
+        }
+        double v = round_to(cpu_get_f64(x, c->id[0]), c->cdt);
+        double l = has_lo ? round_to(cpu_get_f64(p[ilo] + i * s[ilo], c->id[ilo - 1]), c->cdt) : 0;
+        double h = has_hi ? round_to(cpu_get_f64(p[ihi] + i * s[ihi], c->id[ihi - 1]), c->cdt) : 0;
+        if ((has_lo && isnan(l)) || (has_hi && isnan(h)))
+            v = NAN;
+        else {
+            if (has_lo && v < l) v = l;
+            if (has_hi && v > h) v = h;
+        }
+        cpu_set_f64(o, c->od, v);
+    }
+}
+
+static inline double lerp1(double a, double b, double w)
+{
+    return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1 - w);
+}
+
+/* out, a, b, w */
+static void lerp_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    if (c->od == EM_F32 && c->id[0] == EM_F32 && c->id[1] == EM_F32 && s[0] == 4 && s[1] == 4 &&
+        s[2] == 4 && s[3] == 0) {
+        float *restrict o = (float *)p[0];
+        const float *restrict a = (const float *)p[1], *restrict b = (const float *)p[2];
+        float w = (float)cpu_get_f64(p[3], c->id[2]);
+        if (fabsf(w) < 0.5f)
+            for (int64_t i = 0; i < n; i++) o[i] = a[i] + w * (b[i] - a[i]);
+        else
+            for (int64_t i = 0; i < n; i++) o[i] = b[i] - (b[i] - a[i]) * (1 - w);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++) {
+        double a = cpu_get_f64(p[1] + i * s[1], c->id[0]);
+        double b = cpu_get_f64(p[2] + i * s[2], c->id[1]);
+        double w = round_to(cpu_get_f64(p[3] + i * s[3], c->id[2]), c->cdt);
+        cpu_set_f64(p[0] + i * s[0], c->od, lerp1(a, b, w));
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+static bool is_cmp(em_op_kind k)
+{
+    return k == EM_OP_EQ || k == EM_OP_NE || k == EM_OP_LT || k == EM_OP_LE || k == EM_OP_GT ||
+           k == EM_OP_GE;
+}
+
+static bool low_float(em_dtype dt)
+{
+    return dt == EM_F32 || dt == EM_F16 || dt == EM_BF16;
+}
 
 em_status cpu_exec_binary(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    const em_tensor *out = op->out[0];
+    bin_ctx c;
+    memset(&c, 0, sizeof c);
+    atomic_init(&c.div0, 0);
+    c.kind = op->kind;
+    c.od = out->dtype;
+    c.bits = 8 * (int)em_dtype_size(out->dtype);
+    c.flags = op->i[0];
+    for (int k = 0; k < op->n_in && k < 3; k++) c.id[k] = op->in[k]->dtype;
+
+    cpu_row_fn fn = binary_row;
+    switch (op->kind) {
+    case EM_OP_WHERE: fn = where_row; break;
+    case EM_OP_MASKED_FILL:
+        fn = masked_fill_row;
+        cpu_set_f64(c.fill, c.od, op->f[0]);
+        break;
+    case EM_OP_CLAMP:
+        fn = op->i[0] ? clamp_tensor_row : clamp_row;
+        c.f0 = op->f[0];
+        c.f1 = op->f[1];
+        break;
+    case EM_OP_LERP: fn = lerp_row; break;
+    default: break;
+    }
+
+    /* compute dtype */
+    if (is_cmp(op->kind))
+        c.cdt = em_dtype_promote(c.id[0], c.id[1]);
+    else if (op->kind == EM_OP_LOGICAL_AND || op->kind == EM_OP_LOGICAL_OR ||
+             op->kind == EM_OP_LOGICAL_XOR)
+        c.cdt = EM_F64;
+    else
+        c.cdt = c.od;
+    c.int_mode = !em_dtype_is_float(c.cdt);
+    for (int k = 0; k < 3; k++) c.round_in[k] = low_float(c.cdt) && c.id[k] != c.cdt;
+
+    int64_t st[CPU_MAX_OPS][EM_MAX_RANK];
+    char *base[CPU_MAX_OPS];
+    cpu_bstrides(out, out->shape, out->rank, st[0]);
+    base[0] = tn_ptr(out);
+    for (int k = 0; k < op->n_in; k++) {
+        cpu_bstrides(op->in[k], out->shape, out->rank, st[k + 1]);
+        base[k + 1] = tn_ptr(op->in[k]);
+    }
+    cpu_loop(out->rank, out->shape, op->n_in + 1, base, st, fn, &c, true);
+    if (atomic_load(&c.div0))
+        return em_error(EM_ERR_INVALID_ARG, "em_%s: integer division by zero",
+                        em_op_name(op->kind));
+    return EM_OK;
 }
