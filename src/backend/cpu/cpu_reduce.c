@@ -1,7 +1,813 @@
-/* CPU kernels for the reduce op family (placeholder until the family lands). */
+/* CPU kernels for reductions, scans and softmax. Each output element is reduced by one thread,
+ * over fixed-size blocks of its inputs combined in order, so results never depend on the
+ * thread count. Floats accumulate in f64, integers and bool in i64 (wrapping). */
+#include <stdint.h>
+
 #include "cpu.h"
+
+#define CH  256   /* elements converted to f64 / i64 at a time */
+#define BLK 16384 /* elements per reduction block; partial results combine in block order */
+
+/* ---- chunk loads and stores (any dtype, any byte stride) --------------------------------- */
+
+static void load_f64(double *d, const char *p, int64_t s, int64_t n, em_dtype dt)
+{
+    if (dt == EM_F32) {
+        if (s == 4) {
+            const float *f = (const float *)p;
+            for (int64_t i = 0; i < n; i++) d[i] = f[i];
+        } else {
+            for (int64_t i = 0; i < n; i++) d[i] = *(const float *)(p + i * s);
+        }
+    } else if (dt == EM_F64) {
+        if (s == 8)
+            memcpy(d, p, (size_t)n * sizeof *d);
+        else
+            for (int64_t i = 0; i < n; i++) d[i] = *(const double *)(p + i * s);
+    } else {
+        for (int64_t i = 0; i < n; i++) d[i] = cpu_get_f64(p + i * s, dt);
+    }
+}
+
+static void load_i64(int64_t *d, const char *p, int64_t s, int64_t n, em_dtype dt)
+{
+    if (dt == EM_I64)
+        for (int64_t i = 0; i < n; i++) d[i] = *(const int64_t *)(p + i * s);
+    else
+        for (int64_t i = 0; i < n; i++) d[i] = cpu_get_i64(p + i * s, dt);
+}
+
+static void store_f64(char *p, int64_t s, const double *v, int64_t n, em_dtype dt)
+{
+    if (dt == EM_F32 && s == 4) {
+        float *f = (float *)p;
+        for (int64_t i = 0; i < n; i++) f[i] = (float)v[i];
+    } else if (dt == EM_F64) {
+        for (int64_t i = 0; i < n; i++) *(double *)(p + i * s) = v[i];
+    } else {
+        for (int64_t i = 0; i < n; i++) cpu_set_f64(p + i * s, dt, v[i]);
+    }
+}
+
+static void store_i64(char *p, int64_t s, const int64_t *v, int64_t n, em_dtype dt)
+{
+    if (dt == EM_I64)
+        for (int64_t i = 0; i < n; i++) *(int64_t *)(p + i * s) = v[i];
+    else
+        for (int64_t i = 0; i < n; i++) cpu_set_i64(p + i * s, dt, v[i]);
+}
+
+/* Sum in eight interleaved lanes (vectorisable, and more accurate than one running sum). */
+static double lanesum(const double *x, int64_t n)
+{
+    double l[8] = {0};
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        for (int k = 0; k < 8; k++) l[k] += x[i + k];
+    for (int k = 0; i < n; i++, k++) l[k] += x[i];
+    return ((l[0] + l[1]) + (l[2] + l[3])) + ((l[4] + l[5]) + (l[6] + l[7]));
+}
+
+/* ---- mask reductions --------------------------------------------------------------------- */
+
+/* What one element contributes, whatever the op kind that asked. */
+typedef enum red {
+    R_SUM,    /* s += x (ints: u += x) */
+    R_PROD,   /* s *= x (ints: u *= x) */
+    R_MAX,    /* NaN-propagating max (ints: v) */
+    R_MIN,    /* NaN-propagating min (ints: v) */
+    R_ARGMAX, /* max with its first position; the first NaN wins */
+    R_ARGMIN,
+    R_COUNT,  /* u += x != 0 */
+    R_SQDEV,  /* s += (x - c)^2 */
+    R_EXPSUM, /* s += exp(x - c) */
+    R_ABS1,   /* s += |x| */
+    R_SQ,     /* s += x^2 */
+    R_ABSMAX, /* NaN-propagating max |x| */
+    R_ABSMIN,
+    R_ABSPOW, /* s += |x|^p */
+} red;
+
+typedef struct acc {
+    double s;
+    uint64_t u;  /* integer sum / product (wrapping), nonzero count */
+    int64_t v;   /* integer max / min */
+    int64_t idx; /* position of the max / min in the reduced elements; -1 while empty */
+} acc;
+
+typedef struct rplan {
+    const em_op *op;
+    red r;
+    bool ints; /* integer domain (exact i64) instead of f64 */
+    em_dtype xdt;
+    int nk, nr;
+    int64_t kshape[EM_MAX_RANK], kx[EM_MAX_RANK], ko[2][EM_MAX_RANK]; /* kept dims, bytes */
+    int64_t rshape[EM_MAX_RANK], rx[EM_MAX_RANK];                     /* reduced dims, bytes */
+    int64_t M, N, nblk;
+    const char *xb;
+    char *ob[2];
+    em_dtype odt[2];
+    double p;             /* norm order */
+    const double *center; /* per-output mean or shift for R_SQDEV / R_EXPSUM */
+    double *first;        /* when set, the pass writes its per-output result here */
+    acc *part;            /* M * nblk block partials */
+} rplan;
+
+static inline bool nan_(double x)
+{
+    return x != x;
+}
+
+static void acc_init(const rplan *p, acc *a)
+{
+    a->s = 0;
+    a->u = p->r == R_PROD ? 1 : 0;
+    a->v = p->r == R_MIN || p->r == R_ARGMIN ? INT64_MAX : INT64_MIN;
+    a->idx = -1;
+    switch (p->r) {
+    case R_PROD: a->s = 1; break;
+    case R_MAX: a->s = -INFINITY; break;
+    case R_MIN:
+    case R_ABSMIN: a->s = INFINITY; break;
+    default: break;
+    }
+}
+
+static void chunk_f(const rplan *p, acc *a, const double *x, int64_t n, int64_t j0, double c)
+{
+    switch (p->r) {
+    case R_SUM: a->s += lanesum(x, n); break;
+    case R_PROD:
+        for (int64_t i = 0; i < n; i++) a->s *= x[i];
+        break;
+    case R_MAX:
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] > a->s || nan_(x[i])) a->s = x[i];
+        break;
+    case R_MIN:
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] < a->s || nan_(x[i])) a->s = x[i];
+        break;
+    case R_ARGMAX:
+        for (int64_t i = 0; i < n; i++)
+            if (a->idx < 0 || (!nan_(a->s) && (x[i] > a->s || nan_(x[i])))) {
+                a->s = x[i];
+                a->idx = j0 + i;
+            }
+        break;
+    case R_ARGMIN:
+        for (int64_t i = 0; i < n; i++)
+            if (a->idx < 0 || (!nan_(a->s) && (x[i] < a->s || nan_(x[i])))) {
+                a->s = x[i];
+                a->idx = j0 + i;
+            }
+        break;
+    case R_COUNT:
+        for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
+        break;
+    case R_SQDEV: {
+        double t[CH];
+        for (int64_t i = 0; i < n; i++) t[i] = (x[i] - c) * (x[i] - c);
+        a->s += lanesum(t, n);
+        break;
+    }
+    case R_EXPSUM: {
+        double t[CH];
+        for (int64_t i = 0; i < n; i++) t[i] = exp(x[i] - c);
+        a->s += lanesum(t, n);
+        break;
+    }
+    case R_ABS1: {
+        double t[CH];
+        for (int64_t i = 0; i < n; i++) t[i] = fabs(x[i]);
+        a->s += lanesum(t, n);
+        break;
+    }
+    case R_SQ: {
+        double t[CH];
+        for (int64_t i = 0; i < n; i++) t[i] = x[i] * x[i];
+        a->s += lanesum(t, n);
+        break;
+    }
+    case R_ABSMAX:
+        for (int64_t i = 0; i < n; i++)
+            if (fabs(x[i]) > a->s || nan_(x[i])) a->s = fabs(x[i]);
+        break;
+    case R_ABSMIN:
+        for (int64_t i = 0; i < n; i++)
+            if (fabs(x[i]) < a->s || nan_(x[i])) a->s = fabs(x[i]);
+        break;
+    case R_ABSPOW: {
+        double t[CH];
+        for (int64_t i = 0; i < n; i++) t[i] = pow(fabs(x[i]), p->p);
+        a->s += lanesum(t, n);
+        break;
+    }
+    }
+}
+
+static void chunk_i(const rplan *p, acc *a, const int64_t *x, int64_t n, int64_t j0)
+{
+    switch (p->r) {
+    case R_SUM:
+        for (int64_t i = 0; i < n; i++) a->u += (uint64_t)x[i];
+        break;
+    case R_PROD:
+        for (int64_t i = 0; i < n; i++) a->u *= (uint64_t)x[i];
+        break;
+    case R_MAX:
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] > a->v) a->v = x[i];
+        break;
+    case R_MIN:
+        for (int64_t i = 0; i < n; i++)
+            if (x[i] < a->v) a->v = x[i];
+        break;
+    case R_ARGMAX:
+        for (int64_t i = 0; i < n; i++)
+            if (a->idx < 0 || x[i] > a->v) {
+                a->v = x[i];
+                a->idx = j0 + i;
+            }
+        break;
+    case R_ARGMIN:
+        for (int64_t i = 0; i < n; i++)
+            if (a->idx < 0 || x[i] < a->v) {
+                a->v = x[i];
+                a->idx = j0 + i;
+            }
+        break;
+    case R_COUNT:
+        for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
+        break;
+    default: break;
+    }
+}
+
+/* a = a then b, where b covers later elements than a. */
+static void combine(const rplan *p, acc *a, const acc *b)
+{
+    switch (p->r) {
+    case R_PROD:
+        a->s *= b->s;
+        a->u *= b->u;
+        break;
+    case R_MAX:
+    case R_ABSMAX:
+        if (!nan_(a->s) && (b->s > a->s || nan_(b->s))) a->s = b->s;
+        if (b->v > a->v) a->v = b->v;
+        break;
+    case R_MIN:
+    case R_ABSMIN:
+        if (!nan_(a->s) && (b->s < a->s || nan_(b->s))) a->s = b->s;
+        if (b->v < a->v) a->v = b->v;
+        break;
+    case R_ARGMAX:
+    case R_ARGMIN: {
+        if (b->idx < 0) break;
+        bool take;
+        if (a->idx < 0)
+            take = true;
+        else if (p->ints)
+            take = p->r == R_ARGMAX ? b->v > a->v : b->v < a->v;
+        else
+            take = !nan_(a->s) && ((p->r == R_ARGMAX ? b->s > a->s : b->s < a->s) || nan_(b->s));
+        if (take) *a = *b;
+        break;
+    }
+    default:
+        a->s += b->s;
+        a->u += b->u;
+        break;
+    }
+}
+
+/* Where output o reads (x) and writes (out[0], out[1]). */
+static const char *locate(const rplan *p, int64_t o, char **o0, char **o1)
+{
+    const char *x = p->xb;
+    char *a = p->ob[0], *b = p->ob[1];
+    for (int d = p->nk - 1; d >= 0; d--) {
+        int64_t i = o % p->kshape[d];
+        o /= p->kshape[d];
+        x += i * p->kx[d];
+        a += i * p->ko[0][d];
+        if (b) b += i * p->ko[1][d];
+    }
+    *o0 = a;
+    *o1 = b;
+    return x;
+}
+
+/* Reduces elements [j0, j1) (row-major over the reduced dims) of the output at x into a. */
+static void reduce_block(const rplan *p, const char *x, int64_t j0, int64_t j1, double c, acc *a)
+{
+    acc_init(p, a);
+    if (j0 >= j1) return;
+    int nr = p->nr;
+    int64_t idx[EM_MAX_RANK];
+    int64_t j = j0;
+    for (int d = nr - 1; d >= 0; d--) {
+        idx[d] = j % p->rshape[d];
+        j /= p->rshape[d];
+    }
+    int64_t len = p->rshape[nr - 1], s = p->rx[nr - 1];
+    double fb[CH];
+    int64_t ib[CH];
+    for (j = j0; j < j1;) {
+        const char *q = x + idx[nr - 1] * s;
+        for (int d = 0; d < nr - 1; d++) q += idx[d] * p->rx[d];
+        int64_t seg = len - idx[nr - 1];
+        if (seg > j1 - j) seg = j1 - j;
+        for (int64_t k = 0; k < seg; k += CH) {
+            int64_t n = seg - k < CH ? seg - k : CH;
+            if (p->ints) {
+                load_i64(ib, q + k * s, s, n, p->xdt);
+                chunk_i(p, a, ib, n, j + k);
+            } else {
+                load_f64(fb, q + k * s, s, n, p->xdt);
+                chunk_f(p, a, fb, n, j + k, c);
+            }
+        }
+        j += seg;
+        idx[nr - 1] += seg;
+        for (int d = nr - 1; d > 0 && idx[d] == p->rshape[d]; d--) {
+            idx[d] = 0;
+            idx[d - 1]++;
+        }
+    }
+}
+
+/* Writes the result of output o. */
+static void finish(const rplan *p, int64_t o, char *o0, char *o1, const acc *a)
+{
+    const em_op *op = p->op;
+    double n = (double)p->N;
+    if (p->first) { /* first pass of var/std (mean) or logsumexp (shift) */
+        p->first[o] = op->kind == EM_OP_LOGSUMEXP ? (isinf(a->s) ? 0 : a->s) : a->s / n;
+        return;
+    }
+    em_dtype dt = p->odt[0];
+    switch (op->kind) {
+    case EM_OP_SUM:
+    case EM_OP_PROD:
+        if (p->ints)
+            cpu_set_i64(o0, dt, (int64_t)a->u);
+        else
+            cpu_set_f64(o0, dt, a->s);
+        return;
+    case EM_OP_MEAN: cpu_set_f64(o0, dt, a->s / n); return;
+    case EM_OP_MAX:
+    case EM_OP_MIN:
+        if (p->ints)
+            cpu_set_i64(o0, dt, a->v);
+        else
+            cpu_set_f64(o0, dt, a->s);
+        return;
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN: *(int64_t *)o0 = a->idx; return;
+    case EM_OP_MAX_DIM:
+    case EM_OP_MIN_DIM:
+        if (p->ints)
+            cpu_set_i64(o0, dt, a->v);
+        else
+            cpu_set_f64(o0, dt, a->s);
+        *(int64_t *)o1 = a->idx;
+        return;
+    case EM_OP_VAR:
+    case EM_OP_STD: {
+        double div = n - (double)op->i[2];
+        double var = a->s / (div > 0 ? div : 0);
+        cpu_set_f64(o0, dt, op->kind == EM_OP_STD ? sqrt(var) : var);
+        return;
+    }
+    case EM_OP_NORM: {
+        double q = p->p, v;
+        if (isinf(q))
+            v = a->s;
+        else if (q == 0)
+            v = (double)a->u;
+        else if (q == 1)
+            v = a->s;
+        else if (q == 2)
+            v = sqrt(a->s);
+        else
+            v = pow(a->s, 1.0 / q);
+        cpu_set_f64(o0, dt, v);
+        return;
+    }
+    case EM_OP_LOGSUMEXP: cpu_set_f64(o0, dt, log(a->s) + p->center[o]); return;
+    case EM_OP_ANY: *(uint8_t *)o0 = a->u > 0; return;
+    case EM_OP_ALL: *(uint8_t *)o0 = a->u == (uint64_t)p->N; return;
+    case EM_OP_COUNT_NONZERO: *(int64_t *)o0 = (int64_t)a->u; return;
+    default: return;
+    }
+}
+
+static void reduce_output(const rplan *p, int64_t o)
+{
+    char *o0, *o1;
+    const char *x = locate(p, o, &o0, &o1);
+    double c = p->center ? p->center[o] : 0;
+    acc tot, a;
+    for (int64_t b = 0; b < p->nblk; b++) {
+        int64_t j0 = b * BLK, j1 = j0 + BLK < p->N ? j0 + BLK : p->N;
+        reduce_block(p, x, j0, j1, c, b ? &a : &tot);
+        if (b) combine(p, &tot, &a);
+    }
+    finish(p, o, o0, o1, &tot);
+}
+
+static void outputs_range(void *ctx, int64_t b, int64_t e)
+{
+    for (int64_t o = b; o < e; o++) reduce_output(ctx, o);
+}
+
+static void blocks_range(void *ctx, int64_t b, int64_t e)
+{
+    const rplan *p = ctx;
+    for (int64_t t = b; t < e; t++) {
+        int64_t o = t / p->nblk, blk = t % p->nblk;
+        char *o0, *o1;
+        const char *x = locate(p, o, &o0, &o1);
+        int64_t j0 = blk * BLK, j1 = j0 + BLK < p->N ? j0 + BLK : p->N;
+        reduce_block(p, x, j0, j1, p->center ? p->center[o] : 0, &p->part[t]);
+    }
+}
+
+/* Runs every output of the plan. Few outputs with many blocks each spread the blocks over the
+ * threads; otherwise the outputs are spread. Both compute the same block partials and combine
+ * them in the same order, so the bits are identical. */
+static em_status run_plan(rplan *p)
+{
+    if (p->M == 0) return EM_OK;
+    if (p->nblk > 1 && p->M < 16) {
+        p->part = em_alloc((size_t)(p->M * p->nblk) * sizeof *p->part);
+        if (!p->part) return em_last_status();
+        em_parallel_for(p->M * p->nblk, 1, blocks_range, p);
+        for (int64_t o = 0; o < p->M; o++) {
+            acc *a = &p->part[o * p->nblk];
+            for (int64_t b = 1; b < p->nblk; b++) combine(p, a, &a[b]);
+            char *o0, *o1;
+            locate(p, o, &o0, &o1);
+            finish(p, o, o0, o1, a);
+        }
+        em_free(p->part);
+        p->part = NULL;
+        return EM_OK;
+    }
+    int64_t per = p->N > 0 ? p->N : 1;
+    em_parallel_for(p->M, CPU_PAR_MIN / per + 1, outputs_range, p);
+    return EM_OK;
+}
+
+/* Splits x's dims into kept and reduced ones; merges reduced dims that are contiguous across
+ * each other (same row-major order, longer inner runs). */
+static void plan_dims(rplan *p, const em_op *op, uint32_t mask, bool keepdim)
+{
+    const em_tensor *x = op->in[0];
+    int64_t es = (int64_t)em_dtype_size(x->dtype);
+    p->op = op;
+    p->xdt = x->dtype;
+    p->xb = tn_ptr(x);
+    p->nk = p->nr = 0;
+    p->M = p->N = 1;
+    for (int k = 0; k < 2; k++) {
+        p->ob[k] = k < op->n_out ? tn_ptr(op->out[k]) : NULL;
+        p->odt[k] = k < op->n_out ? op->out[k]->dtype : EM_F64;
+    }
+    int od = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if ((mask >> d) & 1u) {
+            p->N *= x->shape[d];
+            if (x->shape[d] != 1) {
+                int n = p->nr;
+                if (n > 0 && p->rx[n - 1] == x->strides[d] * es * x->shape[d]) {
+                    p->rshape[n - 1] *= x->shape[d];
+                    p->rx[n - 1] = x->strides[d] * es;
+                } else {
+                    p->rshape[n] = x->shape[d];
+                    p->rx[n] = x->strides[d] * es;
+                    p->nr++;
+                }
+            }
+            if (keepdim) od++;
+            continue;
+        }
+        p->M *= x->shape[d];
+        p->kshape[p->nk] = x->shape[d];
+        p->kx[p->nk] = x->strides[d] * es;
+        for (int k = 0; k < op->n_out; k++)
+            p->ko[k][p->nk] = op->out[k]->strides[od] * (int64_t)em_dtype_size(op->out[k]->dtype);
+        p->nk++;
+        od++;
+    }
+    if (p->nr == 0) {
+        p->rshape[0] = 1;
+        p->rx[0] = 0;
+        p->nr = 1;
+    }
+    p->nblk = p->N > BLK ? (p->N + BLK - 1) / BLK : 1;
+}
+
+/* ---- column sums: reducing the leading dims of a contiguous f32/f64 tensor --------------- */
+
+#define COLS 64
+
+typedef struct col_ctx {
+    const char *x;
+    char *out;
+    em_dtype dt;
+    int64_t rows, cols;
+    bool mean;
+} col_ctx;
+
+static void col_range(void *vctx, int64_t b, int64_t e)
+{
+    const col_ctx *c = vctx;
+    for (int64_t blk = b; blk < e; blk++) {
+        int64_t c0 = blk * COLS, w = c->cols - c0 < COLS ? c->cols - c0 : COLS;
+        double acc_[COLS] = {0};
+        for (int64_t r = 0; r < c->rows; r++) {
+            if (c->dt == EM_F32) {
+                const float *row = (const float *)c->x + r * c->cols + c0;
+                for (int64_t k = 0; k < w; k++) acc_[k] += row[k];
+            } else {
+                const double *row = (const double *)c->x + r * c->cols + c0;
+                for (int64_t k = 0; k < w; k++) acc_[k] += row[k];
+            }
+        }
+        if (c->mean)
+            for (int64_t k = 0; k < w; k++) acc_[k] /= (double)c->rows;
+        store_f64(c->out + c0 * (int64_t)em_dtype_size(c->dt), (int64_t)em_dtype_size(c->dt), acc_,
+                  w, c->dt);
+    }
+}
+
+static bool try_columns(const em_op *op, uint32_t mask)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    if (op->kind != EM_OP_SUM && op->kind != EM_OP_MEAN) return false;
+    if ((x->dtype != EM_F32 && x->dtype != EM_F64) || !tn_is_contiguous(x) || !tn_is_contiguous(o))
+        return false;
+    int k = 0;
+    while (k < x->rank && ((mask >> k) & 1u)) k++;
+    if (k == 0 || k == x->rank || mask != (1u << k) - 1) return false;
+    int64_t rows = 1, cols = 1;
+    for (int d = 0; d < x->rank; d++) *(d < k ? &rows : &cols) *= x->shape[d];
+    if (cols < 16 || rows < 2) return false;
+    col_ctx c = {tn_ptr(x), tn_ptr(o), x->dtype, rows, cols, op->kind == EM_OP_MEAN};
+    int64_t nblk = (cols + COLS - 1) / COLS;
+    em_parallel_for(nblk, CPU_PAR_MIN / (rows * COLS) + 1, col_range, &c);
+    return true;
+}
+
+static red red_of(const em_op *op, bool *ints)
+{
+    bool int_in = !em_dtype_is_float(op->in[0]->dtype);
+    *ints = false;
+    switch (op->kind) {
+    case EM_OP_SUM: *ints = int_in; return R_SUM;
+    case EM_OP_MEAN: return R_SUM;
+    case EM_OP_PROD: *ints = int_in; return R_PROD;
+    case EM_OP_MAX: *ints = int_in; return R_MAX;
+    case EM_OP_MIN: *ints = int_in; return R_MIN;
+    case EM_OP_ARGMAX:
+    case EM_OP_MAX_DIM: *ints = int_in; return R_ARGMAX;
+    case EM_OP_ARGMIN:
+    case EM_OP_MIN_DIM: *ints = int_in; return R_ARGMIN;
+    case EM_OP_ANY:
+    case EM_OP_ALL:
+    case EM_OP_COUNT_NONZERO: *ints = int_in; return R_COUNT;
+    case EM_OP_VAR:
+    case EM_OP_STD: return R_SQDEV;
+    case EM_OP_LOGSUMEXP: return R_EXPSUM;
+    case EM_OP_NORM: {
+        double q = op->f[0];
+        if (q == INFINITY) return R_ABSMAX;
+        if (q == -INFINITY) return R_ABSMIN;
+        if (q == 0) return R_COUNT;
+        if (q == 1) return R_ABS1;
+        if (q == 2) return R_SQ;
+        return R_ABSPOW;
+    }
+    default: return R_SUM;
+    }
+}
+
+static em_status exec_mask_reduce(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
+    uint32_t mask;
+    bool keepdim = op->i[1] != 0;
+    switch (op->kind) {
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN:
+    case EM_OP_MAX_DIM:
+    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
+    default: mask = (uint32_t)op->i[0] & all;
+    }
+    if (try_columns(op, mask)) return EM_OK;
+    rplan p;
+    memset(&p, 0, sizeof p);
+    plan_dims(&p, op, mask, keepdim && op->out[0]->rank == x->rank);
+    p.r = red_of(op, &p.ints);
+    p.p = op->f[0];
+    if (op->kind == EM_OP_VAR || op->kind == EM_OP_STD || op->kind == EM_OP_LOGSUMEXP) {
+        double *first = em_alloc((size_t)(p.M ? p.M : 1) * sizeof *first);
+        if (!first) return em_last_status();
+        red second = p.r;
+        p.r = op->kind == EM_OP_LOGSUMEXP ? R_MAX : R_SUM;
+        p.first = first;
+        em_status st = run_plan(&p);
+        p.first = NULL;
+        p.center = first;
+        p.r = second;
+        if (st == EM_OK) st = run_plan(&p);
+        em_free(first);
+        return st;
+    }
+    return run_plan(&p);
+}
+
+/* ---- scans and softmax along one dim ----------------------------------------------------- */
+
+typedef struct lplan {
+    const em_op *op;
+    em_dtype xdt, odt;
+    bool ints;
+    int n;                                                           /* other dims */
+    int64_t shape[EM_MAX_RANK], xs[EM_MAX_RANK], os[2][EM_MAX_RANK]; /* bytes */
+    int64_t len, sx, so[2];                                          /* the scanned dim, bytes */
+    const char *xb;
+    char *ob[2];
+} lplan;
+
+static void softmax_line(const lplan *p, const char *x, char *y)
+{
+    double b[CH];
+    double m = -INFINITY;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        for (int64_t i = 0; i < n; i++)
+            if (b[i] > m || nan_(b[i])) m = nan_(m) ? m : b[i];
+    }
+    double sum = 0;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        for (int64_t i = 0; i < n; i++) b[i] = exp(b[i] - m);
+        sum += lanesum(b, n);
+    }
+    bool lg = p->op->kind == EM_OP_LOG_SOFTMAX;
+    double ls = log(sum), inv = 1.0 / sum;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        if (lg)
+            for (int64_t i = 0; i < n; i++) b[i] = (b[i] - m) - ls;
+        else
+            for (int64_t i = 0; i < n; i++) b[i] = exp(b[i] - m) * inv;
+        store_f64(y + k * p->so[0], p->so[0], b, n, p->odt);
+    }
+}
+
+static void scan_line(const lplan *p, const char *x, char *y, char *yi)
+{
+    em_op_kind kind = p->op->kind;
+    double fb[CH];
+    int64_t ib[CH], pos[CH];
+    double fc = kind == EM_OP_CUMPROD ? 1 : 0;
+    uint64_t uc = kind == EM_OP_CUMPROD ? 1 : 0;
+    int64_t best_i = 0, best_v = 0;
+    double best_f = 0;
+    bool is_max = kind == EM_OP_CUMMAX;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        if (p->ints) {
+            load_i64(ib, x + k * p->sx, p->sx, n, p->xdt);
+            for (int64_t i = 0; i < n; i++) {
+                switch (kind) {
+                case EM_OP_CUMSUM: ib[i] = (int64_t)(uc += (uint64_t)ib[i]); break;
+                case EM_OP_CUMPROD: ib[i] = (int64_t)(uc *= (uint64_t)ib[i]); break;
+                default:
+                    if (k + i == 0 || (is_max ? ib[i] >= best_v : ib[i] <= best_v)) {
+                        best_v = ib[i];
+                        best_i = k + i;
+                    }
+                    ib[i] = best_v;
+                    pos[i] = best_i;
+                }
+            }
+            store_i64(y + k * p->so[0], p->so[0], ib, n, p->odt);
+        } else {
+            load_f64(fb, x + k * p->sx, p->sx, n, p->xdt);
+            for (int64_t i = 0; i < n; i++) {
+                switch (kind) {
+                case EM_OP_CUMSUM: fb[i] = fc += fb[i]; break;
+                case EM_OP_CUMPROD: fb[i] = fc *= fb[i]; break;
+                default:
+                    /* PyTorch's rule: a NaN always takes over, nothing replaces a NaN */
+                    if (k + i == 0 || nan_(fb[i]) ||
+                        (!nan_(best_f) && (is_max ? fb[i] >= best_f : fb[i] <= best_f))) {
+                        best_f = fb[i];
+                        best_i = k + i;
+                    }
+                    fb[i] = best_f;
+                    pos[i] = best_i;
+                }
+            }
+            store_f64(y + k * p->so[0], p->so[0], fb, n, p->odt);
+        }
+        if (yi) store_i64(yi + k * p->so[1], p->so[1], pos, n, EM_I64);
+    }
+}
+
+static void lines_range(void *ctx, int64_t b, int64_t e)
+{
+    const lplan *p = ctx;
+    for (int64_t r = b; r < e; r++) {
+        const char *x = p->xb;
+        char *y = p->ob[0], *yi = p->ob[1];
+        int64_t q = r;
+        for (int d = p->n - 1; d >= 0; d--) {
+            int64_t i = q % p->shape[d];
+            q /= p->shape[d];
+            x += i * p->xs[d];
+            y += i * p->os[0][d];
+            if (yi) yi += i * p->os[1][d];
+        }
+        if (p->op->kind == EM_OP_SOFTMAX || p->op->kind == EM_OP_LOG_SOFTMAX)
+            softmax_line(p, x, y);
+        else
+            scan_line(p, x, y, yi);
+    }
+}
+
+static em_status exec_along(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    lplan p;
+    memset(&p, 0, sizeof p);
+    p.op = op;
+    p.xdt = x->dtype;
+    p.odt = op->out[0]->dtype;
+    p.ints = !em_dtype_is_float(x->dtype);
+    p.xb = tn_ptr(x);
+    for (int k = 0; k < op->n_out; k++) p.ob[k] = tn_ptr(op->out[k]);
+    int dim = (int)op->i[0];
+    int64_t es = (int64_t)em_dtype_size(x->dtype);
+    p.len = 1;
+    int64_t rows = 1;
+    for (int d = 0; d < x->rank; d++) {
+        int64_t st[2];
+        for (int k = 0; k < op->n_out; k++)
+            st[k] = op->out[k]->strides[d] * (int64_t)em_dtype_size(op->out[k]->dtype);
+        if (d == dim) {
+            p.len = x->shape[d];
+            p.sx = x->strides[d] * es;
+            for (int k = 0; k < op->n_out; k++) p.so[k] = st[k];
+            continue;
+        }
+        rows *= x->shape[d];
+        p.shape[p.n] = x->shape[d];
+        p.xs[p.n] = x->strides[d] * es;
+        for (int k = 0; k < op->n_out; k++) p.os[k][p.n] = st[k];
+        p.n++;
+    }
+    if (rows == 0 || p.len == 0) return EM_OK;
+    em_parallel_for(rows, CPU_PAR_MIN / p.len + 1, lines_range, &p);
+    return EM_OK;
+}
 
 em_status cpu_exec_reduce(const em_op *op)
 {
-    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not implemented yet", em_op_name(op->kind));
+    switch (op->kind) {
+    case EM_OP_CUMSUM:
+    case EM_OP_CUMPROD:
+    case EM_OP_CUMMAX:
+    case EM_OP_CUMMIN:
+    case EM_OP_SOFTMAX:
+    case EM_OP_LOG_SOFTMAX: return exec_along(op);
+    case EM_OP_SUM:
+    case EM_OP_MEAN:
+    case EM_OP_PROD:
+    case EM_OP_MAX:
+    case EM_OP_MIN:
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN:
+    case EM_OP_VAR:
+    case EM_OP_STD:
+    case EM_OP_NORM:
+    case EM_OP_LOGSUMEXP:
+    case EM_OP_ANY:
+    case EM_OP_ALL:
+    case EM_OP_COUNT_NONZERO:
+    case EM_OP_MAX_DIM:
+    case EM_OP_MIN_DIM: return exec_mask_reduce(op);
+    default: break;
+    }
+    return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a reduction", em_op_name(op->kind));
 }

@@ -1,0 +1,320 @@
+/* Reductions, scans and softmax: front-ends that validate once, infer the output and dispatch.
+ * IR parameters (N is the number of elements reduced into one output):
+ *  SUM MEAN PROD MAX MIN LOGSUMEXP ANY ALL COUNT_NONZERO: i0 = bitmask of the reduced dims of
+ *    the input (bit d = dim d; EM_ALL sets every bit; 0 for a rank-0 input), i1 = keepdim.
+ *  VAR STD: i0, i1 as above; i2 = correction (divisor max(0, N - i2)).
+ *  NORM: i0, i1 as above; f0 = p (INFINITY, -INFINITY, 0 or any other order).
+ *  ARGMAX ARGMIN: i0 = the dim in [0, rank), or -1 for the flattened tensor (EM_FLAT); i1 =
+ *    keepdim. A rank-0 input has i0 = 0 and nothing is reduced.
+ *  MAX_DIM MIN_DIM: i0 = the dim, i1 = keepdim; out[0] values (input dtype), out[1] i64
+ *    indices (first occurrence; the first NaN when there is one).
+ *  CUMSUM CUMPROD SOFTMAX LOG_SOFTMAX: i0 = the dim (0 for a rank-0 input).
+ *  CUMMAX CUMMIN: i0 = the dim; out[0] values, out[1] i64 indices (ties move to the latest).
+ * Output dtypes: sum/prod/cumsum/cumprod of integers or bool give i64, of floats the input
+ * dtype; argmax/argmin/count_nonzero give i64; any/all give bool; the rest keep the dtype. */
+#include <math.h>
+#include <string.h>
+
+#include "op.h"
+
+/* Output shape of reducing `mask` dims of x. */
+static em_tensor *reduced_out(const em_tensor *x, uint32_t mask, bool keepdim, em_dtype dt)
+{
+    int64_t shape[EM_MAX_RANK];
+    int r = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if (mask & (1u << d)) {
+            if (keepdim) shape[r++] = 1;
+        } else {
+            shape[r++] = x->shape[d];
+        }
+    }
+    return tn_new(dt, shape, r, x->storage->device);
+}
+
+static bool need_float(const char *fn, const em_tensor *x)
+{
+    if (em_dtype_is_float(x->dtype)) return true;
+    em_error(EM_ERR_DTYPE, "%s: dtype %s is not supported (a float tensor is required)", fn,
+             em_dtype_name(x->dtype));
+    return false;
+}
+
+/* Ops without an identity (max, min, argmax, inf-norms) cannot reduce a size-0 dim. */
+static bool need_nonempty(const char *fn, const em_tensor *x, uint32_t mask)
+{
+    for (int d = 0; d < x->rank; d++) {
+        if ((mask & (1u << d)) && x->shape[d] == 0) {
+            em_error(EM_ERR_SHAPE,
+                     "%s: cannot reduce an empty dim (dim %d of size 0 in shape %s): the "
+                     "operation has no identity",
+                     fn, d, tn_dims_str(x->shape, x->rank));
+            return false;
+        }
+    }
+    return true;
+}
+
+static em_dtype widened(em_dtype dt)
+{
+    return em_dtype_is_float(dt) ? dt : EM_I64;
+}
+
+/* Shared path of the mask reductions: checks, output, dispatch. */
+static em_tensor *reduce_op(const char *fn, em_op_kind kind, const em_tensor *x, em_axes dims,
+                            bool keepdim, em_dtype out_dt, int64_t i2, double f0)
+{
+    uint32_t mask;
+    if (!tn_axes_mask(fn, dims, x->rank, &mask)) return NULL;
+    if ((kind == EM_OP_MAX || kind == EM_OP_MIN || (kind == EM_OP_NORM && isinf(f0))) &&
+        !need_nonempty(fn, x, mask))
+        return NULL;
+    int64_t ip[3] = {(int64_t)mask, keepdim ? 1 : 0, i2};
+    double fp[1] = {f0};
+    em_tensor *in = (em_tensor *)x;
+    return tn_run1(kind, reduced_out(x, mask, keepdim, out_dt), &in, 1, ip, 3, fp, 1);
+}
+
+em_tensor *em_sum(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_sum", x, "x")) return NULL;
+    return reduce_op("em_sum", EM_OP_SUM, x, dims, keepdim, widened(x->dtype), 0, 0);
+}
+
+em_tensor *em_mean(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_mean", x, "x") || !need_float("em_mean", x)) return NULL;
+    return reduce_op("em_mean", EM_OP_MEAN, x, dims, keepdim, x->dtype, 0, 0);
+}
+
+em_tensor *em_prod(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_prod", x, "x")) return NULL;
+    return reduce_op("em_prod", EM_OP_PROD, x, dims, keepdim, widened(x->dtype), 0, 0);
+}
+
+em_tensor *em_max(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_max", x, "x")) return NULL;
+    return reduce_op("em_max", EM_OP_MAX, x, dims, keepdim, x->dtype, 0, 0);
+}
+
+em_tensor *em_min(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_min", x, "x")) return NULL;
+    return reduce_op("em_min", EM_OP_MIN, x, dims, keepdim, x->dtype, 0, 0);
+}
+
+static em_tensor *var_op(const char *fn, em_op_kind kind, const em_tensor *x, em_axes dims,
+                         int64_t correction, bool keepdim)
+{
+    if (!tn_check_ptr(fn, x, "x") || !need_float(fn, x)) return NULL;
+    if (correction < 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: correction %lld is negative", fn, (long long)correction);
+        return NULL;
+    }
+    return reduce_op(fn, kind, x, dims, keepdim, x->dtype, correction, 0);
+}
+
+em_tensor *em_var(const em_tensor *x, em_axes dims, int64_t correction, bool keepdim)
+{
+    return var_op("em_var", EM_OP_VAR, x, dims, correction, keepdim);
+}
+
+em_tensor *em_std(const em_tensor *x, em_axes dims, int64_t correction, bool keepdim)
+{
+    return var_op("em_std", EM_OP_STD, x, dims, correction, keepdim);
+}
+
+em_tensor *em_norm(const em_tensor *x, double p, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_norm", x, "x") || !need_float("em_norm", x)) return NULL;
+    if (isnan(p)) {
+        em_error(EM_ERR_INVALID_ARG, "em_norm: order p is NaN");
+        return NULL;
+    }
+    return reduce_op("em_norm", EM_OP_NORM, x, dims, keepdim, x->dtype, 0, p);
+}
+
+em_tensor *em_logsumexp(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_logsumexp", x, "x") || !need_float("em_logsumexp", x)) return NULL;
+    return reduce_op("em_logsumexp", EM_OP_LOGSUMEXP, x, dims, keepdim, x->dtype, 0, 0);
+}
+
+em_tensor *em_any(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_any", x, "x")) return NULL;
+    return reduce_op("em_any", EM_OP_ANY, x, dims, keepdim, EM_BOOL, 0, 0);
+}
+
+em_tensor *em_all(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_all", x, "x")) return NULL;
+    return reduce_op("em_all", EM_OP_ALL, x, dims, keepdim, EM_BOOL, 0, 0);
+}
+
+em_tensor *em_count_nonzero(const em_tensor *x, em_axes dims, bool keepdim)
+{
+    if (!tn_check_ptr("em_count_nonzero", x, "x")) return NULL;
+    return reduce_op("em_count_nonzero", EM_OP_COUNT_NONZERO, x, dims, keepdim, EM_I64, 0, 0);
+}
+
+/* ---- one-dim reductions with indices ----------------------------------------------------- */
+
+static em_tensor *arg_op(const char *fn, em_op_kind kind, const em_tensor *x, int dim, bool keepdim)
+{
+    if (!tn_check_ptr(fn, x, "x")) return NULL;
+    uint32_t mask;
+    int64_t i0;
+    if (dim == EM_FLAT) {
+        mask = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
+        i0 = -1;
+    } else {
+        if (!tn_norm_dim(fn, x->rank, &dim)) return NULL;
+        mask = x->rank ? 1u << dim : 0;
+        i0 = dim;
+    }
+    if (!need_nonempty(fn, x, mask)) return NULL;
+    em_tensor *out;
+    int64_t none[1] = {1};
+    if (dim == EM_FLAT && !keepdim)
+        out = tn_new(EM_I64, none, 0, x->storage->device);
+    else
+        out = reduced_out(x, mask, keepdim, EM_I64);
+    int64_t ip[2] = {i0, keepdim ? 1 : 0};
+    em_tensor *in = (em_tensor *)x;
+    return tn_run1(kind, out, &in, 1, ip, 2, NULL, 0);
+}
+
+em_tensor *em_argmax(const em_tensor *x, int dim, bool keepdim)
+{
+    return arg_op("em_argmax", EM_OP_ARGMAX, x, dim, keepdim);
+}
+
+em_tensor *em_argmin(const em_tensor *x, int dim, bool keepdim)
+{
+    return arg_op("em_argmin", EM_OP_ARGMIN, x, dim, keepdim);
+}
+
+/* Dispatches a two-output op (values in x's dtype, i64 indices) and hands the outputs to the
+ * caller's pointers (either may be NULL; the unwanted output is released). */
+static em_status run_pair(em_op *op, em_tensor **values, em_tensor **indices)
+{
+    em_status st = tn_dispatch(op);
+    if (st != EM_OK) return st;
+    if (values)
+        *values = op->out[0];
+    else
+        em_release(op->out[0]);
+    if (indices)
+        *indices = op->out[1];
+    else
+        em_release(op->out[1]);
+    return EM_OK;
+}
+
+static em_status pair_fail(em_tensor **values, em_tensor **indices)
+{
+    em_status st = em_last_status();
+    return st != EM_OK ? st : EM_ERR_INTERNAL;
+}
+
+static em_status dim_pair(const char *fn, em_op_kind kind, const em_tensor *x, int dim,
+                          bool keepdim, em_tensor **values, em_tensor **indices)
+{
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    if (!tn_check_ptr(fn, x, "x")) return pair_fail(values, indices);
+    if (!tn_norm_dim(fn, x->rank, &dim)) return pair_fail(values, indices);
+    uint32_t mask = x->rank ? 1u << dim : 0;
+    if (!need_nonempty(fn, x, mask)) return pair_fail(values, indices);
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_in = 1;
+    op.in[0] = (em_tensor *)x;
+    op.n_out = 2;
+    op.out[0] = reduced_out(x, mask, keepdim, x->dtype);
+    op.out[1] = op.out[0] ? reduced_out(x, mask, keepdim, EM_I64) : NULL;
+    op.i[0] = dim;
+    op.i[1] = keepdim ? 1 : 0;
+    return run_pair(&op, values, indices);
+}
+
+em_status em_max_dim(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
+                     em_tensor **indices)
+{
+    return dim_pair("em_max_dim", EM_OP_MAX_DIM, x, dim, keepdim, values, indices);
+}
+
+em_status em_min_dim(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
+                     em_tensor **indices)
+{
+    return dim_pair("em_min_dim", EM_OP_MIN_DIM, x, dim, keepdim, values, indices);
+}
+
+/* ---- scans and softmax ------------------------------------------------------------------- */
+
+static em_tensor *along_op(const char *fn, em_op_kind kind, const em_tensor *x, int dim,
+                           em_dtype out_dt)
+{
+    if (!tn_norm_dim(fn, x->rank, &dim)) return NULL;
+    int64_t ip[1] = {dim};
+    em_tensor *in = (em_tensor *)x;
+    return tn_run1(kind, tn_new(out_dt, x->shape, x->rank, x->storage->device), &in, 1, ip, 1, NULL,
+                   0);
+}
+
+em_tensor *em_cumsum(const em_tensor *x, int dim)
+{
+    if (!tn_check_ptr("em_cumsum", x, "x")) return NULL;
+    return along_op("em_cumsum", EM_OP_CUMSUM, x, dim, widened(x->dtype));
+}
+
+em_tensor *em_cumprod(const em_tensor *x, int dim)
+{
+    if (!tn_check_ptr("em_cumprod", x, "x")) return NULL;
+    return along_op("em_cumprod", EM_OP_CUMPROD, x, dim, widened(x->dtype));
+}
+
+static em_status cum_pair(const char *fn, em_op_kind kind, const em_tensor *x, int dim,
+                          em_tensor **values, em_tensor **indices)
+{
+    if (values) *values = NULL;
+    if (indices) *indices = NULL;
+    if (!tn_check_ptr(fn, x, "x")) return pair_fail(values, indices);
+    if (!tn_norm_dim(fn, x->rank, &dim)) return pair_fail(values, indices);
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_in = 1;
+    op.in[0] = (em_tensor *)x;
+    op.n_out = 2;
+    op.out[0] = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    op.out[1] = op.out[0] ? tn_new(EM_I64, x->shape, x->rank, x->storage->device) : NULL;
+    op.i[0] = dim;
+    return run_pair(&op, values, indices);
+}
+
+em_status em_cummax(const em_tensor *x, int dim, em_tensor **values, em_tensor **indices)
+{
+    return cum_pair("em_cummax", EM_OP_CUMMAX, x, dim, values, indices);
+}
+
+em_status em_cummin(const em_tensor *x, int dim, em_tensor **values, em_tensor **indices)
+{
+    return cum_pair("em_cummin", EM_OP_CUMMIN, x, dim, values, indices);
+}
+
+em_tensor *em_softmax(const em_tensor *x, int dim)
+{
+    if (!tn_check_ptr("em_softmax", x, "x") || !need_float("em_softmax", x)) return NULL;
+    return along_op("em_softmax", EM_OP_SOFTMAX, x, dim, x->dtype);
+}
+
+em_tensor *em_log_softmax(const em_tensor *x, int dim)
+{
+    if (!tn_check_ptr("em_log_softmax", x, "x") || !need_float("em_log_softmax", x)) return NULL;
+    return along_op("em_log_softmax", EM_OP_LOG_SOFTMAX, x, dim, x->dtype);
+}
