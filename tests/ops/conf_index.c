@@ -106,6 +106,22 @@ static void test_gather(void)
     gather_case(EM_I64, EM_I64, H_CONTIG, H_CONTIG, EM_SCALAR, EM_SCALAR, -1);
     gather_case(EM_F32, EM_I64, H_CONTIG, H_CONTIG, EM_SHAPE(64, 700), EM_SHAPE(64, 800), 1);
     gather_case(EM_F32, EM_I64, H_STRIDED, H_TRANSPOSED, EM_SHAPE(60, 70), EM_SHAPE(60, 800), 1);
+
+    /* NaN and Inf are copied as they are */
+    em_scope_begin();
+    double sv[4] = {NAN, INFINITY, -INFINITY, -0.0};
+    int64_t iv[5] = {3, 0, 1, 2, 0};
+    double want[5] = {-0.0, NAN, INFINITY, -INFINITY, NAN};
+    for (int k = 0; k < 4; k++) {
+        em_dtype dt = val_dtypes[k];
+        em_tensor *x = em_from_data(sv, EM_F64, EM_SHAPE(4), dt, EM_CPU);
+        em_tensor *i = em_from_i64(iv, EM_SHAPE(5));
+        h_check_tensor("gather NaN/Inf", em_gather(x, 0, i), want, EM_SHAPE(5), 0, 0);
+        h_check_tensor("index_select NaN/Inf", em_index_select(x, 0, i), want, EM_SHAPE(5), 0, 0);
+        em_tensor *w = em_reshape(x, EM_SHAPE(4, 1));
+        h_check_tensor("embedding NaN/Inf", em_embedding(w, i), want, EM_SHAPE(5, 1), 0, 0);
+    }
+    em_scope_end();
 }
 
 /* ---- scatter ----------------------------------------------------------------------------- */
