@@ -55,7 +55,7 @@ REF(log1p, log1p(x))
 REF(expm1, expm1(x))
 REF(sqrt, sqrt(x))
 REF(rsqrt, 1.0 / sqrt(x))
-REF(square, x *x)
+REF(square, pow(x, 2))
 REF(reciprocal, 1.0 / x)
 REF(sin, sin(x))
 REF(cos, cos(x))
@@ -91,9 +91,9 @@ REF(silu, x / (1.0 + exp(-x)))
 REF(sigmoid, 1.0 / (1.0 + exp(-x)))
 REF(log_sigmoid, x >= 0 ? -log1p(exp(-x)) : x - log1p(exp(x)))
 REF(hard_sigmoid, clampd(x + 3, 0, 6) / 6)
-REF(hard_swish, x *clampd(x + 3, 0, 6) / 6)
-REF(mish, x *tanh(x > 30 ? x : log1p(exp(x))))
-REF(softplus, x *p[0] > p[1] ? x : log1p(exp(p[0] * x)) / p[0])
+REF(hard_swish, clampd(x + 3, 0, 6) * x / 6)
+REF(mish, tanh(x > 30 ? x : log1p(exp(x))) * x)
+REF(softplus, p[0] * x > p[1] ? x : log1p(exp(p[0] * x)) / p[0])
 REF(softsign, x / (1.0 + fabs(x)))
 REF(hardtanh, clampd(x, p[0], p[1]))
 
@@ -386,6 +386,8 @@ static void test_values(void)
     CHECK(v == 0 && signbit(v), "em_neg(+0) is %g, expected -0", v);
     v = scalar_of(em_abs(mz));
     CHECK(v == 0 && !signbit(v), "em_abs(-0) is %g, expected +0", v);
+    v = scalar_of(em_sign(mz));
+    CHECK(v == 0 && !signbit(v), "em_sign(-0) is %g, expected +0 like torch", v);
     CHECK(isnan(scalar_of(em_relu(nan))), "em_relu(NaN) is not NaN");
     CHECK(isnan(scalar_of(em_sign(nan))), "em_sign(NaN) is not NaN");
     CHECK(isnan(scalar_of(em_hard_sigmoid(nan))), "em_hard_sigmoid(NaN) is not NaN");

@@ -75,7 +75,7 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     switch (c->kind) {
     case EM_OP_NEG: MAP(-v);
     case EM_OP_ABS: MAP(fabsf(v));
-    case EM_OP_SIGN: MAP(v > 0 ? 1.0f : (v < 0 ? -1.0f : v));
+    case EM_OP_SIGN: MAP(v > 0 ? 1.0f : (v < 0 ? -1.0f : (v == v ? 0.0f : v)));
     case EM_OP_EXP: MAP(expf(v));
     case EM_OP_EXP2: MAP(exp2f(v));
     case EM_OP_LOG: MAP(logf(v));
@@ -151,7 +151,7 @@ static void run_f64(const uctx *c, const double *restrict x, double *restrict y,
     switch (c->kind) {
     case EM_OP_NEG: MAP(-v);
     case EM_OP_ABS: MAP(fabs(v));
-    case EM_OP_SIGN: MAP(v > 0 ? 1.0 : (v < 0 ? -1.0 : v));
+    case EM_OP_SIGN: MAP(v > 0 ? 1.0 : (v < 0 ? -1.0 : (v == v ? 0.0 : v)));
     case EM_OP_EXP: MAP(exp(v));
     case EM_OP_EXP2: MAP(exp2(v));
     case EM_OP_LOG: MAP(log(v));
