@@ -2,7 +2,8 @@
  * processed in chunks: loaded into a small typed buffer (or read in place when it is a
  * contiguous f32/f64 row), transformed by one tight loop per op, and stored. f16, bf16 and
  * integer inputs of float math compute in f32; f64 computes in double; integer-preserving ops
- * compute in int64 and wrap to the output width. */
+ * compute in int64 and wrap to the output width. The output never overlaps the input (the
+ * inner loops take restrict pointers). */
 #include "cpu.h"
 
 #define CHUNK 256
