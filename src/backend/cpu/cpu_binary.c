@@ -146,7 +146,7 @@ static int64_t int_op(bin_ctx *c, int64_t a, int64_t b)
     return 0;
 }
 
-/* ---- fast rows: same-dtype f32/f64, unit stride or a broadcast scalar operand ------------- */
+/* ---- fast rows: same-dtype f32/f64, unit stride or one broadcast scalar operand ---------- */
 
 /* o[i] = EXPR(a, b) with a = x[i] or x[0], b = y[i] or y[0]. Blocks of 8 have a trip count the
  * compiler knows, so they vectorise even under -O2's very cheap cost model. */
@@ -170,8 +170,9 @@ static int64_t int_op(bin_ctx *c, int64_t a, int64_t b)
 #define SCA_Y(i) y0
 
 /* One fast row function per (op, dtype); mode 0: x and y vectors, 1: y a scalar, 2: x one. */
-#define DEF_FAST(NAME, T, EXPR)                                                                    \
-    static void NAME(T *restrict o, const T *restrict x, const T *restrict y, int64_t n, int mode) \
+#define DEF_FAST(NAME, T, TO, EXPR)                                                                \
+    static void NAME(TO *restrict o, const T *restrict x, const T *restrict y, int64_t n,          \
+                     int mode)                                                                     \
     {                                                                                              \
         const T x0 = x[0], y0 = y[0];                                                              \
         if (mode == 0)                                                                             \
@@ -185,33 +186,50 @@ static int64_t int_op(bin_ctx *c, int64_t a, int64_t b)
 #define MIN_EXPR(NAN_V) ((a != a || b != b) ? NAN_V : (b < a ? b : a))
 #define MAX_EXPR(NAN_V) ((a != a || b != b) ? NAN_V : (a < b ? b : a))
 
-DEF_FAST(add_f32, float, a + b)
-DEF_FAST(sub_f32, float, a - b)
-DEF_FAST(mul_f32, float, a *b)
-DEF_FAST(div_f32, float, a / b)
-DEF_FAST(min_f32, float, MIN_EXPR(NAN))
-DEF_FAST(max_f32, float, MAX_EXPR(NAN))
-DEF_FAST(add_f64, double, a + b)
-DEF_FAST(sub_f64, double, a - b)
-DEF_FAST(mul_f64, double, a *b)
-DEF_FAST(div_f64, double, a / b)
-DEF_FAST(min_f64, double, MIN_EXPR((double)NAN))
-DEF_FAST(max_f64, double, MAX_EXPR((double)NAN))
+DEF_FAST(add_f32, float, float, a + b)
+DEF_FAST(sub_f32, float, float, a - b)
+DEF_FAST(mul_f32, float, float, a *b)
+DEF_FAST(div_f32, float, float, a / b)
+DEF_FAST(min_f32, float, float, MIN_EXPR(NAN))
+DEF_FAST(max_f32, float, float, MAX_EXPR(NAN))
+DEF_FAST(add_f64, double, double, a + b)
+DEF_FAST(sub_f64, double, double, a - b)
+DEF_FAST(mul_f64, double, double, a *b)
+DEF_FAST(div_f64, double, double, a / b)
+DEF_FAST(min_f64, double, double, MIN_EXPR((double)NAN))
+DEF_FAST(max_f64, double, double, MAX_EXPR((double)NAN))
+DEF_FAST(eq_f32, float, uint8_t, a == b)
+DEF_FAST(ne_f32, float, uint8_t, a != b)
+DEF_FAST(lt_f32, float, uint8_t, a < b)
+DEF_FAST(le_f32, float, uint8_t, a <= b)
+DEF_FAST(gt_f32, float, uint8_t, a > b)
+DEF_FAST(ge_f32, float, uint8_t, a >= b)
+DEF_FAST(eq_f64, double, uint8_t, a == b)
+DEF_FAST(ne_f64, double, uint8_t, a != b)
+DEF_FAST(lt_f64, double, uint8_t, a < b)
+DEF_FAST(le_f64, double, uint8_t, a <= b)
+DEF_FAST(gt_f64, double, uint8_t, a > b)
+DEF_FAST(ge_f64, double, uint8_t, a >= b)
 
 typedef void (*fast_f32_fn)(float *, const float *, const float *, int64_t, int);
 typedef void (*fast_f64_fn)(double *, const double *, const double *, int64_t, int);
+typedef void (*cmp_f32_fn)(uint8_t *, const float *, const float *, int64_t, int);
+typedef void (*cmp_f64_fn)(uint8_t *, const double *, const double *, int64_t, int);
 
 static bool fast_row(const bin_ctx *c, char **p, const int64_t *s, int64_t n)
 {
-    em_dtype dt = c->od;
-    if ((dt != EM_F32 && dt != EM_F64) || c->id[0] != dt || c->id[1] != dt) return false;
+    em_dtype dt = c->id[0];
+    bool cmp = c->od == EM_BOOL;
+    if ((dt != EM_F32 && dt != EM_F64) || c->id[1] != dt || (!cmp && c->od != dt)) return false;
     int64_t es = (int64_t)em_dtype_size(dt);
-    if (s[0] != es || (s[1] != es && s[1] != 0) || (s[2] != es && s[2] != 0) ||
+    if (s[0] != (cmp ? 1 : es) || (s[1] != es && s[1] != 0) || (s[2] != es && s[2] != 0) ||
         (s[1] == 0 && s[2] == 0))
         return false;
     int mode = s[1] && s[2] ? 0 : s[1] ? 1 : 2;
     fast_f32_fn f32 = NULL;
     fast_f64_fn f64 = NULL;
+    cmp_f32_fn c32 = NULL;
+    cmp_f64_fn c64 = NULL;
     switch (c->kind) {
     case EM_OP_ADD: f32 = add_f32, f64 = add_f64; break;
     case EM_OP_SUB: f32 = sub_f32, f64 = sub_f64; break;
@@ -219,12 +237,24 @@ static bool fast_row(const bin_ctx *c, char **p, const int64_t *s, int64_t n)
     case EM_OP_DIV: f32 = div_f32, f64 = div_f64; break;
     case EM_OP_MINIMUM: f32 = min_f32, f64 = min_f64; break;
     case EM_OP_MAXIMUM: f32 = max_f32, f64 = max_f64; break;
+    case EM_OP_EQ: c32 = eq_f32, c64 = eq_f64; break;
+    case EM_OP_NE: c32 = ne_f32, c64 = ne_f64; break;
+    case EM_OP_LT: c32 = lt_f32, c64 = lt_f64; break;
+    case EM_OP_LE: c32 = le_f32, c64 = le_f64; break;
+    case EM_OP_GT: c32 = gt_f32, c64 = gt_f64; break;
+    case EM_OP_GE: c32 = ge_f32, c64 = ge_f64; break;
     default: return false;
     }
-    if (dt == EM_F32)
-        f32((float *)p[0], (const float *)p[1], (const float *)p[2], n, mode);
+    const void *x = p[1], *y = p[2];
+    if (cmp != (c32 != NULL)) return false;
+    if (cmp && dt == EM_F32)
+        c32((uint8_t *)p[0], x, y, n, mode);
+    else if (cmp)
+        c64((uint8_t *)p[0], x, y, n, mode);
+    else if (dt == EM_F32)
+        f32((float *)p[0], x, y, n, mode);
     else
-        f64((double *)p[0], (const double *)p[1], (const double *)p[2], n, mode);
+        f64((double *)p[0], x, y, n, mode);
     return true;
 }
 
