@@ -279,6 +279,9 @@ static void test_mask_reductions(void)
         {EM_SCALAR, {EM_ALL, EM_AXES(0), EM_AXES(-1)}, 3},
         {EM_SHAPE(7), {EM_ALL, EM_AXES(0)}, 2},
         {EM_SHAPE(2, 3, 2, 3), {EM_AXES(0, 2), EM_AXES(1, 3), EM_AXES(-1, -2)}, 3},
+        /* a kept dim of 16 or more: the outer-reduction path, contiguous and transposed */
+        {EM_SHAPE(17, 3), {EM_AXES(1), EM_AXES(0), EM_ALL}, 3},
+        {EM_SHAPE(2, 3, 20), {EM_AXES(0, 1), EM_AXES(1), EM_AXES(0)}, 3},
     };
     for (int mi = 0; mi < N_MOPS; mi++) {
         const mop *m = &mops[mi];
@@ -661,8 +664,9 @@ static void test_big(void)
         em_shape s = EM_SHAPE(320, 400); /* 128000 elements */
         double *v;
         em_tensor *x = h_rand(s, dts[di], H_CONTIG, 0.5, 1.5, &v);
-        em_tensor *xt = em_transpose(h_rand(EM_SHAPE(400, 320), dts[di], H_CONTIG, 0.5, 1.5, NULL),
-                                     0, 1); /* the generic strided path */
+        double *vt; /* xt's values, stored transposed: xt[i][j] = vt[j * 320 + i] */
+        em_tensor *xt =
+            em_transpose(h_rand(EM_SHAPE(400, 320), dts[di], H_CONTIG, 0.5, 1.5, &vt), 0, 1);
         int old = em_get_num_threads();
         big_out r[3], rt[3];
         for (int th = 1; th <= 3; th++) {
@@ -706,6 +710,23 @@ static void test_big(void)
         for (int64_t i = 0; i < 128000; i++) m2 += (v[i] - mean) * (v[i] - mean);
         e = h_round_to(m2 / 127999, dts[di]);
         h_check_tensor("big var", r[0].t[4], &e, EM_SCALAR, 0, tol);
+        /* transposed input: sums over dim 1 (unit-stride kept dim) and means over dim 0 */
+        double *rs = malloc(320 * sizeof *rs), *cm = malloc(400 * sizeof *cm);
+        for (int i = 0; i < 320; i++) {
+            double sc = 0;
+            for (int j = 0; j < 400; j++) sc += vt[j * 320 + i];
+            rs[i] = h_round_to(sc, dts[di]);
+        }
+        for (int j = 0; j < 400; j++) {
+            double sc = 0;
+            for (int i = 0; i < 320; i++) sc += vt[j * 320 + i];
+            cm[j] = h_round_to(sc / 320, dts[di]);
+        }
+        h_check_tensor("big transposed row sums", rt[0].t[2], rs, EM_SHAPE(320, 1), 0, tol);
+        h_check_tensor("big transposed column means", rt[0].t[3], cm, EM_SHAPE(400), 0, tol);
+        free(rs);
+        free(cm);
+        free(vt);
         free(col);
         free(lse);
         free(v);

@@ -173,7 +173,10 @@ static void chunk_f(const rplan *p, acc *a, const double *x, int64_t n, int64_t 
     }
     case R_EXPSUM: {
         double t[CH];
-        for (int64_t i = 0; i < n; i++) t[i] = exp(x[i] - c);
+        if (p->xdt == EM_F64)
+            for (int64_t i = 0; i < n; i++) t[i] = exp(x[i] - c);
+        else
+            for (int64_t i = 0; i < n; i++) t[i] = expf((float)(x[i] - c));
         a->s += lanesum(t, n);
         break;
     }
@@ -461,8 +464,8 @@ static em_status run_plan(rplan *p)
     return EM_OK;
 }
 
-/* Splits x's dims into kept and reduced ones; merges reduced dims that are contiguous across
- * each other (same row-major order, longer inner runs). */
+/* Splits x's dims into kept and reduced ones, dropping size-1 dims and merging neighbours that
+ * are contiguous across each other (the row-major order of both stays the same). */
 static void plan_dims(rplan *p, const em_op *op, uint32_t mask, bool keepdim)
 {
     const em_tensor *x = op->in[0];
@@ -495,12 +498,22 @@ static void plan_dims(rplan *p, const em_op *op, uint32_t mask, bool keepdim)
             continue;
         }
         p->M *= x->shape[d];
-        p->kshape[p->nk] = x->shape[d];
-        p->kx[p->nk] = x->strides[d] * es;
+        int64_t n = x->shape[d], kx = x->strides[d] * es, ko[2] = {0, 0};
         for (int k = 0; k < op->n_out; k++)
-            p->ko[k][p->nk] = op->out[k]->strides[od] * (int64_t)em_dtype_size(op->out[k]->dtype);
-        p->nk++;
+            ko[k] = op->out[k]->strides[od] * (int64_t)em_dtype_size(op->out[k]->dtype);
         od++;
+        if (n == 1) continue;
+        int m = p->nk;
+        bool merge = m > 0 && p->kx[m - 1] == kx * n;
+        for (int k = 0; k < op->n_out; k++) merge = merge && p->ko[k][m - 1] == ko[k] * n;
+        if (merge)
+            m--;
+        else
+            p->kshape[m] = 1;
+        p->kshape[m] *= n;
+        p->kx[m] = kx;
+        for (int k = 0; k < op->n_out; k++) p->ko[k][m] = ko[k];
+        p->nk = m + 1;
     }
     if (p->nr == 0) {
         p->rshape[0] = 1;
@@ -510,56 +523,71 @@ static void plan_dims(rplan *p, const em_op *op, uint32_t mask, bool keepdim)
     p->nblk = p->N > BLK ? (p->N + BLK - 1) / BLK : 1;
 }
 
-/* ---- column sums: reducing the leading dims of a contiguous f32/f64 tensor --------------- */
+/* ---- outer reductions: sum/mean where a kept dim is unit-stride in x and out ------------- */
 
+/* Sums COLS neighbouring outputs at once, walking the reduced elements in order: each step
+ * reads COLS contiguous inputs (column sums of a row-major matrix, or a transposed input). */
 #define COLS 64
 
 typedef struct col_ctx {
-    const char *x;
-    char *out;
-    em_dtype dt;
-    int64_t rows, cols;
-    bool mean;
+    const rplan *p;
+    int c;          /* the unit-stride kept dim */
+    int64_t nchunk; /* chunks of COLS along it */
 } col_ctx;
 
+// x: outputs [outer..., C] with C unit-stride, reduced dims anywhere -> out [outer..., C]
 static void col_range(void *vctx, int64_t b, int64_t e)
 {
-    const col_ctx *c = vctx;
-    for (int64_t blk = b; blk < e; blk++) {
-        int64_t c0 = blk * COLS, w = c->cols - c0 < COLS ? c->cols - c0 : COLS;
+    const col_ctx *cc = vctx;
+    const rplan *p = cc->p;
+    int64_t es = (int64_t)em_dtype_size(p->xdt), C = p->kshape[cc->c];
+    for (int64_t g = b; g < e; g++) {
+        int64_t q = g / cc->nchunk, c0 = (g % cc->nchunk) * COLS;
+        int64_t w = C - c0 < COLS ? C - c0 : COLS;
+        const char *x = p->xb + c0 * es;
+        char *o = p->ob[0] + c0 * es;
+        for (int d = p->nk - 1; d >= 0; d--) {
+            if (d == cc->c) continue;
+            int64_t i = q % p->kshape[d];
+            q /= p->kshape[d];
+            x += i * p->kx[d];
+            o += i * p->ko[0][d];
+        }
         double acc_[COLS] = {0};
-        for (int64_t r = 0; r < c->rows; r++) {
-            if (c->dt == EM_F32) {
-                const float *row = (const float *)c->x + r * c->cols + c0;
-                for (int64_t k = 0; k < w; k++) acc_[k] += row[k];
-            } else {
-                const double *row = (const double *)c->x + r * c->cols + c0;
-                for (int64_t k = 0; k < w; k++) acc_[k] += row[k];
+        int64_t idx[EM_MAX_RANK] = {0};
+        for (int64_t j = 0; j < p->N; j++) {
+            const char *r = x;
+            for (int d = 0; d < p->nr; d++) r += idx[d] * p->rx[d];
+            if (p->xdt == EM_F32)
+                for (int64_t k = 0; k < w; k++) acc_[k] += ((const float *)r)[k];
+            else
+                for (int64_t k = 0; k < w; k++) acc_[k] += ((const double *)r)[k];
+            for (int d = p->nr - 1; d >= 0; d--) {
+                if (++idx[d] < p->rshape[d]) break;
+                idx[d] = 0;
             }
         }
-        if (c->mean)
-            for (int64_t k = 0; k < w; k++) acc_[k] /= (double)c->rows;
-        store_f64(c->out + c0 * (int64_t)em_dtype_size(c->dt), (int64_t)em_dtype_size(c->dt), acc_,
-                  w, c->dt);
+        if (p->op->kind == EM_OP_MEAN)
+            for (int64_t k = 0; k < w; k++) acc_[k] /= (double)p->N;
+        store_f64(o, es, acc_, w, p->odt[0]);
     }
 }
 
-static bool try_columns(const em_op *op, uint32_t mask)
+static bool try_columns(const rplan *p)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    if (op->kind != EM_OP_SUM && op->kind != EM_OP_MEAN) return false;
-    if ((x->dtype != EM_F32 && x->dtype != EM_F64) || !tn_is_contiguous(x) || !tn_is_contiguous(o))
+    em_op_kind kind = p->op->kind;
+    if ((kind != EM_OP_SUM && kind != EM_OP_MEAN) || (p->xdt != EM_F32 && p->xdt != EM_F64))
         return false;
-    int k = 0;
-    while (k < x->rank && ((mask >> k) & 1u)) k++;
-    if (k == 0 || k == x->rank || mask != (1u << k) - 1) return false;
-    int64_t rows = 1, cols = 1;
-    for (int d = 0; d < x->rank; d++) *(d < k ? &rows : &cols) *= x->shape[d];
-    if (cols < 16 || rows < 2) return false;
-    col_ctx c = {tn_ptr(x), tn_ptr(o), x->dtype, rows, cols, op->kind == EM_OP_MEAN};
-    int64_t nblk = (cols + COLS - 1) / COLS;
-    em_parallel_for(nblk, CPU_PAR_MIN / (rows * COLS) + 1, col_range, &c);
-    return true;
+    int64_t es = (int64_t)em_dtype_size(p->xdt);
+    if (p->N < 2 || p->odt[0] != p->xdt) return false;
+    for (int c = 0; c < p->nk; c++) {
+        if (p->kx[c] != es || p->ko[0][c] != es || p->kshape[c] < 16) continue;
+        col_ctx cc = {p, c, (p->kshape[c] + COLS - 1) / COLS};
+        int64_t groups = p->M / p->kshape[c] * cc.nchunk;
+        em_parallel_for(groups, CPU_PAR_MIN / (p->N * COLS) + 1, col_range, &cc);
+        return true;
+    }
+    return false;
 }
 
 static red red_of(const em_op *op, bool *ints)
@@ -608,10 +636,11 @@ static em_status exec_mask_reduce(const em_op *op)
     case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
     default: mask = (uint32_t)op->i[0] & all;
     }
-    if (try_columns(op, mask)) return EM_OK;
     rplan p;
     memset(&p, 0, sizeof p);
     plan_dims(&p, op, mask, keepdim && op->out[0]->rank == x->rank);
+    if (p.M == 0) return EM_OK;
+    if (try_columns(&p)) return EM_OK;
     p.r = red_of(op, &p.ints);
     p.p = op->f[0];
     if (op->kind == EM_OP_VAR || op->kind == EM_OP_STD || op->kind == EM_OP_LOGSUMEXP) {
@@ -644,33 +673,53 @@ typedef struct lplan {
     char *ob[2];
 } lplan;
 
+/* exp(x - m) over a chunk: in f32 for f32/f16/bf16 inputs (as PyTorch), in f64 for f64. */
+static void exp_shift(double *b, int64_t n, double m, bool single)
+{
+    if (single)
+        for (int64_t i = 0; i < n; i++) b[i] = expf((float)(b[i] - m));
+    else
+        for (int64_t i = 0; i < n; i++) b[i] = exp(b[i] - m);
+}
+
+// x, y: one line of len elements -> y = softmax(x) or log_softmax(x)
 static void softmax_line(const lplan *p, const char *x, char *y)
 {
     double b[CH];
     double m = -INFINITY;
+    bool single = p->xdt != EM_F64;
+    int64_t sy = p->so[0];
     for (int64_t k = 0; k < p->len; k += CH) {
         int64_t n = p->len - k < CH ? p->len - k : CH;
         load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
         for (int64_t i = 0; i < n; i++)
             if (b[i] > m || nan_(b[i])) m = nan_(m) ? m : b[i];
     }
+    bool lg = p->op->kind == EM_OP_LOG_SOFTMAX;
+    /* f32 and f64 outputs hold the exponentials exactly: keep them for the last pass */
+    bool keep = !lg && (p->odt == EM_F32 || p->odt == EM_F64);
     double sum = 0;
     for (int64_t k = 0; k < p->len; k += CH) {
         int64_t n = p->len - k < CH ? p->len - k : CH;
         load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
-        for (int64_t i = 0; i < n; i++) b[i] = exp(b[i] - m);
+        exp_shift(b, n, m, single);
         sum += lanesum(b, n);
+        if (keep) store_f64(y + k * sy, sy, b, n, p->odt);
     }
-    bool lg = p->op->kind == EM_OP_LOG_SOFTMAX;
     double ls = log(sum), inv = 1.0 / sum;
     for (int64_t k = 0; k < p->len; k += CH) {
         int64_t n = p->len - k < CH ? p->len - k : CH;
-        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        if (keep) {
+            load_f64(b, y + k * sy, sy, n, p->odt);
+        } else {
+            load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+            if (!lg) exp_shift(b, n, m, single);
+        }
         if (lg)
             for (int64_t i = 0; i < n; i++) b[i] = (b[i] - m) - ls;
         else
-            for (int64_t i = 0; i < n; i++) b[i] = exp(b[i] - m) * inv;
-        store_f64(y + k * p->so[0], p->so[0], b, n, p->odt);
+            for (int64_t i = 0; i < n; i++) b[i] *= inv;
+        store_f64(y + k * sy, sy, b, n, p->odt);
     }
 }
 
