@@ -336,7 +336,7 @@ em_tensor *em_lerp_tensor(const em_tensor *a, const em_tensor *b, const em_tenso
 em_tensor *em_sum(const em_tensor *x, em_axes dims, bool keepdim);
 em_tensor *em_mean(const em_tensor *x, em_axes dims, bool keepdim);
 em_tensor *em_prod(const em_tensor *x, em_axes dims, bool keepdim);
-/* max/min over the dims (NaN propagates); argmax/argmin over one dim (dim < -rank: flattened). */
+/* max/min over the dims (NaN propagates); argmax/argmin over one dim (EM_FLAT: flattened). */
 em_tensor *em_max(const em_tensor *x, em_axes dims, bool keepdim);
 em_tensor *em_min(const em_tensor *x, em_axes dims, bool keepdim);
 /* max/min with indices along one dim: values to *values, i64 indices to *indices. */
