@@ -239,8 +239,7 @@ em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layo
     return t;
 }
 
-em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi,
-                  double **values)
+em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi, double **values)
 {
     int64_t n = em_shape_numel(s);
     double *v = malloc((size_t)(n ? n : 1) * sizeof *v);
@@ -252,8 +251,10 @@ em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi
         v[i] = h_round_to(x, dt);
     }
     em_tensor *t = h_from_values(v, s, dt, layout);
-    if (values) *values = v;
-    else free(v);
+    if (values)
+        *values = v;
+    else
+        free(v);
     return t;
 }
 

@@ -48,8 +48,7 @@ typedef enum h_layout {
 /* Tensor with values uniform in [lo, hi) (rounded for integer dtypes) in the given layout.
  * The values as doubles, row-major, go to *values (malloc'd; free with free) when not NULL;
  * values are exactly representable in dt. */
-em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi,
-                  double **values);
+em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi, double **values);
 /* Same, from given values. */
 em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layout);
 /* Row-major values of t as doubles (malloc'd). */

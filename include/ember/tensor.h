@@ -28,14 +28,14 @@ typedef struct em_axes {
     int d[EM_MAX_RANK];
 } em_axes;
 
-#define EM__NARGS(...) EM__NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define EM__NARGS(...)                             EM__NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #define EM__NARGS_(a, b, c, d, e, f, g, h, n, ...) n
 /* EM_SHAPE(2, 3) is the shape [2, 3]; EM_SCALAR is the rank-0 shape. */
 #define EM_SHAPE(...) ((em_shape){.rank = EM__NARGS(__VA_ARGS__), .dims = {__VA_ARGS__}})
-#define EM_SCALAR ((em_shape){.rank = 0})
+#define EM_SCALAR     ((em_shape){.rank = 0})
 /* EM_AXES(0, -1) lists dims 0 and -1; EM_ALL means every dimension. */
 #define EM_AXES(...) ((em_axes){.n = EM__NARGS(__VA_ARGS__), .d = {__VA_ARGS__}})
-#define EM_ALL ((em_axes){.n = 0})
+#define EM_ALL       ((em_axes){.n = 0})
 
 int64_t em_shape_numel(em_shape s);
 bool em_shape_equal(em_shape a, em_shape b);
@@ -154,8 +154,7 @@ em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, em_device dev);
 /* Random tensors from the global generator (em_seed). */
 em_tensor *em_rand(em_shape shape, em_dtype dtype, em_device dev);  /* uniform [0, 1) */
 em_tensor *em_randn(em_shape shape, em_dtype dtype, em_device dev); /* standard normal */
-em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype,
-                           em_device dev);
+em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype, em_device dev);
 em_tensor *em_rand_normal(em_shape shape, double mean, double std, em_dtype dtype, em_device dev);
 /* Elementwise Bernoulli draws with probabilities p (result has p's dtype). */
 em_tensor *em_bernoulli(const em_tensor *p);
@@ -411,10 +410,8 @@ em_tensor *em_cat(em_tensor *const *tensors, int n, int dim);
 em_tensor *em_stack(em_tensor *const *tensors, int n, int dim);
 /* Views of size `size` along dim (the last may be smaller); count to *n_out; out[] holds up
  * to `cap` tensors. */
-em_status em_split(const em_tensor *t, int64_t size, int dim, em_tensor **out, int cap,
-                   int *n_out);
-em_status em_split_sizes(const em_tensor *t, const int64_t *sizes, int n, int dim,
-                         em_tensor **out);
+em_status em_split(const em_tensor *t, int64_t size, int dim, em_tensor **out, int cap, int *n_out);
+em_status em_split_sizes(const em_tensor *t, const int64_t *sizes, int n, int dim, em_tensor **out);
 em_status em_chunk(const em_tensor *t, int chunks, int dim, em_tensor **out, int *n_out);
 /* torch.Tensor.repeat: tile the whole tensor `repeats` times per dim. */
 em_tensor *em_repeat(const em_tensor *t, em_shape repeats);
@@ -461,12 +458,9 @@ typedef struct em_conv_opts {
 } em_conv_opts;
 
 /* x [N, C, L|H,W|D,H,W], w [Cout, C/groups, k...], bias [Cout] or NULL. */
-em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
-                     em_conv_opts o);
-em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
-                     em_conv_opts o);
-em_tensor *em_conv3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
-                     em_conv_opts o);
+em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o);
+em_tensor *em_conv2d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o);
+em_tensor *em_conv3d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o);
 /* Transposed: w [Cin, Cout/groups, k...]. */
 em_tensor *em_conv_transpose1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias,
                                em_conv_opts o);
@@ -513,8 +507,7 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
 em_tensor *em_im2col(const em_tensor *x, const int64_t kernel[2], const int64_t dilation[2],
                      const int64_t padding[2], const int64_t stride[2]);
 em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int64_t kernel[2],
-                     const int64_t dilation[2], const int64_t padding[2],
-                     const int64_t stride[2]);
+                     const int64_t dilation[2], const int64_t padding[2], const int64_t stride[2]);
 em_tensor *em_pixel_shuffle(const em_tensor *x, int64_t r);
 em_tensor *em_pixel_unshuffle(const em_tensor *x, int64_t r);
 

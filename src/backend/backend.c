@@ -73,8 +73,8 @@ em_device em_device_parse(const char *name)
     }
     int count = registry[b]->device_count();
     if (index >= count) {
-        em_error(EM_ERR_DEVICE, "em_device_parse: device \"%s\" does not exist (%d device%s)",
-                 name, count, count == 1 ? "" : "s");
+        em_error(EM_ERR_DEVICE, "em_device_parse: device \"%s\" does not exist (%d device%s)", name,
+                 count, count == 1 ? "" : "s");
         return EM_CPU;
     }
     return (em_device){(int16_t)b, (int16_t)index};
@@ -91,9 +91,12 @@ char *em_device_str(em_device d, char *buf, size_t cap)
 {
     if (!buf || cap == 0) return buf;
     const em_backend *b = em_backend_get(d.backend);
-    if (!b) snprintf(buf, cap, "?");
-    else if (d.backend == 0) snprintf(buf, cap, "%s", b->name);
-    else snprintf(buf, cap, "%s:%d", b->name, d.index);
+    if (!b)
+        snprintf(buf, cap, "?");
+    else if (d.backend == 0)
+        snprintf(buf, cap, "%s", b->name);
+    else
+        snprintf(buf, cap, "%s:%d", b->name, d.index);
     return buf;
 }
 

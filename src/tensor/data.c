@@ -149,8 +149,8 @@ double em_get_f64(const em_tensor *t, const int64_t *index)
         return cpu_get_f64((char *)t->storage->data + off * (int64_t)es, t->dtype);
     unsigned char buf[8];
     const em_backend *be = em_backend_get(t->storage->device.backend);
-    if (be->copy_to_host(t->storage->device.index, buf, (char *)t->storage->data + off * (int64_t)es,
-                         es) != EM_OK)
+    if (be->copy_to_host(t->storage->device.index, buf,
+                         (char *)t->storage->data + off * (int64_t)es, es) != EM_OK)
         return NAN;
     return cpu_get_f64(buf, t->dtype);
 }
@@ -187,7 +187,8 @@ em_tensor *em_to_device(em_tensor *t, em_device dev)
                                       nbytes);
         } else {
             void *stage = em_alloc(nbytes);
-            if (!stage) st = EM_ERR_OOM;
+            if (!stage)
+                st = EM_ERR_OOM;
             else {
                 st = src_be->copy_to_host(src->storage->device.index, stage,
                                           (char *)src->storage->data +

@@ -60,9 +60,9 @@ em_status tn_dispatch(em_op *op)
     for (int i = 0; i < op->n_out; i++) {
         if (!op->out[i]) {
             drop_outputs(op);
-            return em_last_status() != EM_OK
-                       ? em_last_status()
-                       : em_error(EM_ERR_INTERNAL, "%s: output %d missing", em_op_name(op->kind), i);
+            return em_last_status() != EM_OK ? em_last_status()
+                                             : em_error(EM_ERR_INTERNAL, "%s: output %d missing",
+                                                        em_op_name(op->kind), i);
         }
     }
     atomic_fetch_add(&op_counts[op->kind], 1);

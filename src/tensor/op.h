@@ -15,10 +15,10 @@ typedef enum em_op_kind {
         EM_OP_COUNT
 } em_op_kind;
 
-#define EM_OP_MAX_IN 6
+#define EM_OP_MAX_IN  6
 #define EM_OP_MAX_OUT 2
-#define EM_OP_MAX_I 40
-#define EM_OP_MAX_F 4
+#define EM_OP_MAX_I   40
+#define EM_OP_MAX_F   4
 
 /* One operation. Inputs are borrowed; outputs are allocated by the front-end before dispatch
  * (their dtype and shape are the output descriptor). The meaning of i[] and f[] is fixed per

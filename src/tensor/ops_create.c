@@ -29,7 +29,8 @@ static bool check_create(const char *op, em_shape *s, em_dtype dt, em_device dev
     const em_backend *be = em_backend_get(dev.backend);
     if (!be || dev.index < 0 || dev.index >= be->device_count()) {
         char b[32];
-        em_error(EM_ERR_DEVICE, "%s: device %s does not exist", op, em_device_str(dev, b, sizeof b));
+        em_error(EM_ERR_DEVICE, "%s: device %s does not exist", op,
+                 em_device_str(dev, b, sizeof b));
         return false;
     }
     return true;
@@ -118,8 +119,7 @@ static em_tensor *random_op(const char *name, em_op_kind k, em_shape s, double a
     return run0(k, out, ip, 4, f, 2);
 }
 
-em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype,
-                           em_device dev)
+em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype, em_device dev)
 {
     if (!em_dtype_is_float(dtype)) {
         em_error(EM_ERR_DTYPE, "em_rand: dtype %s is not a float type", em_dtype_name(dtype));

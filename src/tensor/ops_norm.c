@@ -166,7 +166,8 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
     int64_t L = q->shape[q->rank - 2], E = q->shape[q->rank - 1];
     int64_t S = k->shape[k->rank - 2], Ev = v->shape[v->rank - 1];
     if (k->shape[k->rank - 1] != E || v->shape[v->rank - 2] != S) {
-        em_error(EM_ERR_SHAPE, "%s: shapes q %s, k %s, v %s do not fit ([..., L, E], "
+        em_error(EM_ERR_SHAPE,
+                 "%s: shapes q %s, k %s, v %s do not fit ([..., L, E], "
                  "[..., S, E], [..., S, Ev])",
                  fn, tn_dims_str(q->shape, q->rank), tn_dims_str(k->shape, k->rank),
                  tn_dims_str(v->shape, v->rank));
@@ -189,8 +190,10 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
     int mask_kind = 0;
     if (mask) {
         if (!tn_check_same_device(fn, q, mask)) return NULL;
-        if (mask->dtype == EM_BOOL) mask_kind = 1;
-        else if (mask->dtype == q->dtype) mask_kind = 2;
+        if (mask->dtype == EM_BOOL)
+            mask_kind = 1;
+        else if (mask->dtype == q->dtype)
+            mask_kind = 2;
         else {
             em_error(EM_ERR_DTYPE, "%s: mask must be bool or %s, got %s", fn,
                      em_dtype_name(q->dtype), em_dtype_name(mask->dtype));
@@ -206,8 +209,8 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
             fits = mask->shape[d] == want || mask->shape[d] == 1;
         }
         if (!fits) {
-            em_error(EM_ERR_SHAPE, "%s: mask of shape %s does not broadcast to the scores %s",
-                     fn, tn_dims_str(mask->shape, mask->rank), tn_dims_str(sshape, r2 + 2));
+            em_error(EM_ERR_SHAPE, "%s: mask of shape %s does not broadcast to the scores %s", fn,
+                     tn_dims_str(mask->shape, mask->rank), tn_dims_str(sshape, r2 + 2));
             return NULL;
         }
     }

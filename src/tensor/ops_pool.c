@@ -23,8 +23,8 @@ static bool check_input(const char *fn, const em_tensor *x, int nd, bool *unbatc
 {
     if (!tn_check_ptr(fn, x, "x")) return false;
     if (x->rank != nd + 2 && x->rank != nd + 1) {
-        em_error(EM_ERR_SHAPE, "%s: input must be [N, C, %d spatial dims] or unbatched, got %s",
-                 fn, nd, tn_dims_str(x->shape, x->rank));
+        em_error(EM_ERR_SHAPE, "%s: input must be [N, C, %d spatial dims] or unbatched, got %s", fn,
+                 nd, tn_dims_str(x->shape, x->rank));
         return false;
     }
     *unbatched = x->rank == nd + 1;
@@ -122,8 +122,10 @@ static em_tensor *run_with_indices(em_op_kind kind, const em_tensor *x, const in
     op.out[1] = tn_new(EM_I64, shape, rank, x->storage->device);
     memcpy(op.i, ip, sizeof(int64_t) * (size_t)ni);
     if (tn_dispatch(&op) != EM_OK) return NULL;
-    if (indices) *indices = op.out[1];
-    else em_release(op.out[1]);
+    if (indices)
+        *indices = op.out[1];
+    else
+        em_release(op.out[1]);
     return op.out[0];
 }
 
@@ -147,8 +149,8 @@ static em_tensor *avg_pool(const char *fn, const em_tensor *x, int nd, em_pool_o
     pool_params(&g, o, ip);
     int r = out_shape(x, nd, g.out, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip,
-                   15, NULL, 0);
+    return tn_run1(EM_OP_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip, 15,
+                   NULL, 0);
 }
 
 em_tensor *em_max_pool1d(const em_tensor *x, em_pool_opts o, em_tensor **indices)
@@ -216,8 +218,8 @@ em_tensor *em_adaptive_avg_pool1d(const em_tensor *x, int64_t out_l)
     int r;
     if (!adaptive_setup("em_adaptive_avg_pool1d", x, 1, out, ip, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in,
-                   1, ip, 4, NULL, 0);
+    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1,
+                   ip, 4, NULL, 0);
 }
 
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w)
@@ -226,8 +228,8 @@ em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out
     int r;
     if (!adaptive_setup("em_adaptive_avg_pool2d", x, 2, out, ip, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in,
-                   1, ip, 4, NULL, 0);
+    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1,
+                   ip, 4, NULL, 0);
 }
 
 em_tensor *em_adaptive_max_pool1d(const em_tensor *x, int64_t out_l, em_tensor **indices)
@@ -260,7 +262,9 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
                  "%s: input %s and size %s: expected [N, C, L] with one size or [N, C, H, W] "
                  "with two",
                  fn, tn_dims_str(x->shape, x->rank),
-                 tn_dims_str(size.dims, size.rank < 0 ? 0 : size.rank > 8 ? 8 : size.rank));
+                 tn_dims_str(size.dims, size.rank < 0   ? 0
+                                        : size.rank > 8 ? 8
+                                                        : size.rank));
         return NULL;
     }
     if (!em_dtype_is_float(x->dtype)) {
@@ -269,8 +273,8 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
         return NULL;
     }
     if ((int)mode < 0 || mode > EM_INTERP_BICUBIC || (mode == EM_INTERP_BICUBIC && nd != 2)) {
-        em_error(EM_ERR_INVALID_ARG, "%s: mode %d is not valid for %d spatial dims", fn,
-                 (int)mode, nd);
+        em_error(EM_ERR_INVALID_ARG, "%s: mode %d is not valid for %d spatial dims", fn, (int)mode,
+                 nd);
         return NULL;
     }
     if (mode == EM_INTERP_NEAREST && align_corners) {
@@ -281,8 +285,8 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
     int64_t ip[5] = {nd, 0, 0, mode, align_corners};
     for (int i = 0; i < nd; i++) {
         if (size.dims[i] <= 0 || x->shape[2 + i] <= 0) {
-            em_error(EM_ERR_SHAPE, "%s: cannot resize %s to %s", fn,
-                     tn_dims_str(x->shape, x->rank), tn_dims_str(size.dims, nd));
+            em_error(EM_ERR_SHAPE, "%s: cannot resize %s to %s", fn, tn_dims_str(x->shape, x->rank),
+                     tn_dims_str(size.dims, nd));
             return NULL;
         }
         ip[1 + i] = size.dims[i];
@@ -290,8 +294,8 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
     int64_t shape[EM_MAX_RANK];
     int r = out_shape(x, nd, size.dims, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_INTERPOLATE, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip,
-                   5, NULL, 0);
+    return tn_run1(EM_OP_INTERPOLATE, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip, 5,
+                   NULL, 0);
 }
 
 static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, int64_t r)
@@ -330,8 +334,8 @@ static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, i
     }
     int64_t ip[1] = {r};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, tn_new(x->dtype, shape, x->rank, x->storage->device), &in, 1, ip, 1,
-                   NULL, 0);
+    return tn_run1(kind, tn_new(x->dtype, shape, x->rank, x->storage->device), &in, 1, ip, 1, NULL,
+                   0);
 }
 
 em_tensor *em_pixel_shuffle(const em_tensor *x, int64_t r)

@@ -85,9 +85,12 @@ static void fmt_float(sbuf *b, double v, em_dtype dt, int precision)
 
 static void fmt_value(sbuf *b, const em_tensor *t, const char *p, int precision)
 {
-    if (em_dtype_is_float(t->dtype)) fmt_float(b, cpu_get_f64(p, t->dtype), t->dtype, precision);
-    else if (t->dtype == EM_BOOL) sb_str(b, *(const uint8_t *)p ? "true" : "false");
-    else sb_fmt(b, "%lld", (long long)cpu_get_i64(p, t->dtype));
+    if (em_dtype_is_float(t->dtype))
+        fmt_float(b, cpu_get_f64(p, t->dtype), t->dtype, precision);
+    else if (t->dtype == EM_BOOL)
+        sb_str(b, *(const uint8_t *)p ? "true" : "false");
+    else
+        sb_fmt(b, "%lld", (long long)cpu_get_i64(p, t->dtype));
 }
 
 typedef struct print_ctx {
@@ -106,7 +109,8 @@ static void fmt_block(sbuf *b, const print_ctx *c, int d, int64_t off)
     sb_str(b, "[");
     for (int64_t i = 0; i < n; i++) {
         if (cut && i == c->edge) {
-            if (d == t->rank - 1) sb_str(b, "...");
+            if (d == t->rank - 1)
+                sb_str(b, "...");
             else {
                 sb_str(b, "...\n");
                 for (int k = 0; k <= d; k++) sb_str(b, " ");
@@ -115,11 +119,14 @@ static void fmt_block(sbuf *b, const print_ctx *c, int d, int64_t off)
             if (d == t->rank - 1) sb_str(b, ", ");
         }
         int64_t o = off + i * t->strides[d];
-        if (d == t->rank - 1) fmt_value(b, t, (const char *)t->storage->data + o * (int64_t)es, c->precision);
-        else fmt_block(b, c, d + 1, o);
+        if (d == t->rank - 1)
+            fmt_value(b, t, (const char *)t->storage->data + o * (int64_t)es, c->precision);
+        else
+            fmt_block(b, c, d + 1, o);
         if (i + 1 < n) {
             sb_str(b, ",");
-            if (d == t->rank - 1) sb_str(b, " ");
+            if (d == t->rank - 1)
+                sb_str(b, " ");
             else {
                 sb_str(b, "\n");
                 for (int k = 0; k <= d; k++) sb_str(b, " ");
@@ -146,8 +153,10 @@ char *em_tensor_format(const em_tensor *t, em_print_options opt)
     c.summarise = tn_numel(h) > threshold;
     sbuf b = {0};
     sb_str(&b, "Tensor {\n  data:\n");
-    if (h->rank == 0) fmt_value(&b, h, tn_ptr(h), c.precision);
-    else fmt_block(&b, &c, 0, h->offset);
+    if (h->rank == 0)
+        fmt_value(&b, h, tn_ptr(h), c.precision);
+    else
+        fmt_block(&b, &c, 0, h->offset);
     char dev[32];
     sb_fmt(&b, ",\n  shape:  %s,\n", tn_dims_str(h->shape, h->rank));
     sb_fmt(&b, "  device:  %s,\n", em_device_str(t->storage->device, dev, sizeof dev));

@@ -92,7 +92,8 @@ em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
         }
     }
     int64_t nbytes;
-    if (!core_mul_ok(numel, (int64_t)em_dtype_size(dtype), &nbytes) || nbytes > (INT64_C(1) << 46)) {
+    if (!core_mul_ok(numel, (int64_t)em_dtype_size(dtype), &nbytes) ||
+        nbytes > (INT64_C(1) << 46)) {
         em_error(EM_ERR_OOM, "tensor: shape %s of %s needs too many bytes",
                  tn_dims_str(shape, rank), em_dtype_name(dtype));
         return NULL;
@@ -123,8 +124,8 @@ em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *s
     return v;
 }
 
-em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape,
-                        void (*deleter)(void *, void *), void *user)
+em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*deleter)(void *, void *),
+                        void *user)
 {
     if (!tn_check_ptr("em_from_blob", data, "data")) return NULL;
     if (!em_dtype_valid((int)dtype)) {
@@ -132,8 +133,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape,
         return NULL;
     }
     if (shape.rank < 0 || shape.rank > EM_MAX_RANK) {
-        em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank,
-                 EM_MAX_RANK);
+        em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank, EM_MAX_RANK);
         return NULL;
     }
     em_tensor *t = handle_new(dtype, shape.dims, shape.rank);
@@ -363,8 +363,8 @@ bool tn_broadcast_shapes(const char *op, const int64_t *a, int ra, const int64_t
         int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
         int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
         if (da != db && da != 1 && db != 1) {
-            em_error(EM_ERR_SHAPE, "%s: shapes %s and %s cannot broadcast", op,
-                     tn_dims_str(a, ra), tn_dims_str(b, rb));
+            em_error(EM_ERR_SHAPE, "%s: shapes %s and %s cannot broadcast", op, tn_dims_str(a, ra),
+                     tn_dims_str(b, rb));
             return false;
         }
         out[i] = da == 1 ? db : da;

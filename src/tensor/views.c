@@ -25,8 +25,8 @@ static bool view_strides(const em_tensor *t, const int64_t *shape, int rank, int
     int64_t tensor_numel = 1, view_numel = 1;
     for (int d = t->rank - 1; d >= 0; d--) {
         tensor_numel *= t->shape[d];
-        if (d == 0 || (t->shape[d - 1] != 1 &&
-                       t->strides[d - 1] != tensor_numel * chunk_base_stride)) {
+        if (d == 0 ||
+            (t->shape[d - 1] != 1 && t->strides[d - 1] != tensor_numel * chunk_base_stride)) {
             while (view_d >= 0 && (view_numel < tensor_numel || shape[view_d] == 1)) {
                 out[view_d] = view_numel * chunk_base_stride;
                 view_numel *= shape[view_d];
@@ -92,7 +92,8 @@ em_tensor *em_view(const em_tensor *t, em_shape shape)
     if (!tn_check_ptr("em_view", t, "t") || !infer_shape("em_view", t, &shape)) return NULL;
     int64_t st[EM_MAX_RANK];
     if (!view_strides(t, shape.dims, shape.rank, st)) {
-        em_error(EM_ERR_SHAPE, "em_view: a tensor of shape %s with these strides cannot be "
+        em_error(EM_ERR_SHAPE,
+                 "em_view: a tensor of shape %s with these strides cannot be "
                  "viewed as %s; use em_reshape",
                  tn_dims_str(t->shape, t->rank), tn_dims_str(shape.dims, shape.rank));
         return NULL;
@@ -270,8 +271,10 @@ em_tensor *em_expand(const em_tensor *t, em_shape shape)
             }
             shape.dims[i] = have;
         }
-        if (have == shape.dims[i]) st[i] = d >= 0 ? t->strides[d] : 0;
-        else if (have == 1 && shape.dims[i] >= 0) st[i] = 0;
+        if (have == shape.dims[i])
+            st[i] = d >= 0 ? t->strides[d] : 0;
+        else if (have == 1 && shape.dims[i] >= 0)
+            st[i] = 0;
         else {
             em_error(EM_ERR_SHAPE, "em_expand: cannot expand %s to %s",
                      tn_dims_str(t->shape, t->rank), tn_dims_str(shape.dims, shape.rank));

@@ -53,8 +53,8 @@ static void check_ranges(void)
     h_check_tensor("arange f32", em_arange(0, 10, 1, EM_F32, EM_CPU), ex, EM_SHAPE(10), 0, 0);
     h_check_tensor("arange i64", em_arange(0, 10, 1, EM_I64, EM_CPU), ex, EM_SHAPE(10), 0, 0);
     double ex2[4] = {5, 3.5, 2, 0.5};
-    h_check_tensor("arange negative step", em_arange(5, 0, -1.5, EM_F64, EM_CPU), ex2,
-                   EM_SHAPE(4), 0, 0);
+    h_check_tensor("arange negative step", em_arange(5, 0, -1.5, EM_F64, EM_CPU), ex2, EM_SHAPE(4),
+                   0, 0);
     em_tensor *empty = em_arange(3, 3, 1, EM_F32, EM_CPU);
     CHECK(empty && em_tensor_numel(empty) == 0, "arange empty");
     CHECK(em_arange(0, 1, 0, EM_F32, EM_CPU) == NULL, "arange step 0 fails");
@@ -135,11 +135,14 @@ static void check_random(void)
     int hist[7] = {0};
     ok = 1;
     for (int i = 0; i < 5000; i++) {
-        if (vr[i] < -3 || vr[i] > 3) ok = 0;
-        else hist[(int)vr[i] + 3]++;
+        if (vr[i] < -3 || vr[i] > 3)
+            ok = 0;
+        else
+            hist[(int)vr[i] + 3]++;
     }
     CHECK(ok, "randint within range");
-    for (int i = 0; i < 7; i++) CHECK(hist[i] > 550, "randint value %d drawn %d times", i - 3, hist[i]);
+    for (int i = 0; i < 7; i++)
+        CHECK(hist[i] > 550, "randint value %d drawn %d times", i - 3, hist[i]);
     free(vr);
 
     em_tensor *bp = em_bernoulli_p(EM_SHAPE(10000), 0.25, EM_F32, EM_CPU);
@@ -152,8 +155,7 @@ static void check_random(void)
     free(vb2);
     double probs[6] = {0, 1, 0, 1, 1, 0};
     em_tensor *p = h_from_values(probs, EM_SHAPE(2, 3), EM_F64, H_TRANSPOSED);
-    h_check_tensor("bernoulli of 0/1 probabilities", em_bernoulli(p), probs, EM_SHAPE(2, 3), 0,
-                   0);
+    h_check_tensor("bernoulli of 0/1 probabilities", em_bernoulli(p), probs, EM_SHAPE(2, 3), 0, 0);
     em_tensor *rl = em_rand_like(p);
     CHECK(rl && em_tensor_dtype(rl) == EM_F64, "rand_like");
     em_tensor *rn = em_randn_like(p);
@@ -258,8 +260,8 @@ static void check_casts(void)
     em_tensor *head = em_narrow(x, 0, 0, 4);
     double to_i[4] = {-2, 0, 0, 2};
     h_check_tensor("f64 -> i32 truncates", em_cast(head, EM_I32), to_i, EM_SHAPE(4), 0, 0);
-    double to_h[7] = {h_round_to(-2.7, EM_F16), -0.5, 0.5, h_round_to(2.7, EM_F16), NAN,
-                      INFINITY, INFINITY};
+    double to_h[7] = {
+        h_round_to(-2.7, EM_F16), -0.5, 0.5, h_round_to(2.7, EM_F16), NAN, INFINITY, INFINITY};
     h_check_tensor("f64 -> f16", em_cast(x, EM_F16), to_h, EM_SHAPE(7), 0, 0);
     int64_t big[2] = {INT64_MAX, -5};
     em_tensor *bi = em_from_i64(big, EM_SHAPE(2));

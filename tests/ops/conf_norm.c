@@ -7,8 +7,8 @@
 static const em_dtype float_dtypes[4] = {EM_F64, EM_F32, EM_F16, EM_BF16};
 
 /* Reference: normalise rows of `inner` elements; rms skips the mean. */
-static void ref_norm_rows(const double *x, double *y, int64_t rows, int64_t inner,
-                          const double *w, const double *b, double eps, bool rms)
+static void ref_norm_rows(const double *x, double *y, int64_t rows, int64_t inner, const double *w,
+                          const double *b, double eps, bool rms)
 {
     for (int64_t r = 0; r < rows; r++) {
         const double *xr = x + r * inner;
@@ -47,8 +47,8 @@ static void check_layer_rms(void)
             ref_norm_rows(xv, y, 3, 24, wv, bv, 1e-5, false);
             h_check_tensor("layer_norm 2 dims", em_layer_norm(x, 2, w, b, 1e-5), y, s, tol, tol);
             ref_norm_rows(xv, y, 12, 6, NULL, NULL, 1e-3, false);
-            h_check_tensor("layer_norm no affine", em_layer_norm(x, 1, NULL, NULL, 1e-3), y, s,
-                           tol, tol);
+            h_check_tensor("layer_norm no affine", em_layer_norm(x, 1, NULL, NULL, 1e-3), y, s, tol,
+                           tol);
             ref_norm_rows(xv, y, 3, 24, wv, NULL, 1e-6, true);
             h_check_tensor("rms_norm", em_rms_norm(x, 2, w, 1e-6), y, s, tol, tol);
             ref_norm_rows(xv, y, 12, 6, NULL, NULL, 1e-6, true);
@@ -64,8 +64,8 @@ static void check_layer_rms(void)
     em_tensor *x = h_rand(EM_SHAPE(300, 200), EM_F32, H_CONTIG, -3, 3, &xv);
     double *y = malloc(60000 * sizeof *y);
     ref_norm_rows(xv, y, 300, 200, NULL, NULL, 1e-5, false);
-    h_check_tensor("layer_norm large", em_layer_norm(x, 1, NULL, NULL, 1e-5), y,
-                   EM_SHAPE(300, 200), 2e-5, 2e-5);
+    h_check_tensor("layer_norm large", em_layer_norm(x, 1, NULL, NULL, 1e-5), y, EM_SHAPE(300, 200),
+                   2e-5, 2e-5);
     free(y);
     free(xv);
     /* constant rows: zero variance gives zeros, not NaN */
@@ -115,8 +115,8 @@ static void check_group_batch(void)
                         int o = (n * 6 + ch) * 6 + i;
                         y[o] = (xv[o] - mv[ch]) / sqrt(vv[ch] + 1e-3);
                     }
-            h_check_tensor("batch_norm no affine", em_batch_norm(x, m, v, NULL, NULL, 1e-3), y,
-                           s, tol, tol);
+            h_check_tensor("batch_norm no affine", em_batch_norm(x, m, v, NULL, NULL, 1e-3), y, s,
+                           tol, tol);
             free(xv);
             free(wv);
             free(bv);
@@ -138,7 +138,8 @@ static void ref_sdpa(const double *q, const double *k, const double *v, int64_t 
             double mx = -INFINITY;
             for (int64_t j = 0; j < S; j++) {
                 double dot = 0;
-                for (int64_t e = 0; e < E; e++) dot += q[(b * L + i) * E + e] * k[(b * S + j) * E + e];
+                for (int64_t e = 0; e < E; e++)
+                    dot += q[(b * L + i) * E + e] * k[(b * S + j) * E + e];
                 double sc = dot * scale;
                 if (causal && j > i) sc = -INFINITY;
                 if (mask_kind == 1 && mask[(b * L + i) * S + j] == 0) sc = -INFINITY;
@@ -174,15 +175,16 @@ static void check_sdpa(void)
             ref_sdpa(qv, kv, vv, B, L, S, E, Ev, NULL, 0, false, 1 / sqrt(6.0), out);
             h_check_tensor("sdpa", em_sdpa(q, kt, v, NULL, (em_sdpa_opts){0}), out, os, tol, tol);
             ref_sdpa(qv, kv, vv, B, L, S, E, Ev, NULL, 0, true, 0.5, out);
-            h_check_tensor("sdpa causal scale", em_sdpa(q, kt, v, NULL,
-                           (em_sdpa_opts){.causal = true, .scale = 0.5}), out, os, tol, tol);
+            h_check_tensor("sdpa causal scale",
+                           em_sdpa(q, kt, v, NULL, (em_sdpa_opts){.causal = true, .scale = 0.5}),
+                           out, os, tol, tol);
             /* bool mask [L, S] broadcast over the batch */
             em_tensor *bm = h_rand(EM_SHAPE(L, S), EM_BOOL, (h_layout)l, 0, 2, &mv);
             double full[60];
             for (int64_t b = 0; b < B; b++) memcpy(full + b * L * S, mv, sizeof(double) * L * S);
             ref_sdpa(qv, kv, vv, B, L, S, E, Ev, full, 1, false, 1 / sqrt(6.0), out);
-            h_check_tensor("sdpa bool mask", em_sdpa(q, kt, v, bm, (em_sdpa_opts){0}), out, os,
-                           tol, tol);
+            h_check_tensor("sdpa bool mask", em_sdpa(q, kt, v, bm, (em_sdpa_opts){0}), out, os, tol,
+                           tol);
             free(mv);
             /* additive mask [B, 1, S] */
             em_tensor *am = h_rand(EM_SHAPE(B, 1, S), dt, H_CONTIG, -2, 0, &mv);
@@ -190,8 +192,8 @@ static void check_sdpa(void)
                 for (int64_t i = 0; i < L; i++)
                     for (int64_t j = 0; j < S; j++) full[(b * L + i) * S + j] = mv[b * S + j];
             ref_sdpa(qv, kv, vv, B, L, S, E, Ev, full, 2, false, 1 / sqrt(6.0), out);
-            h_check_tensor("sdpa additive mask", em_sdpa(q, kt, v, am, (em_sdpa_opts){0}), out,
-                           os, tol, tol);
+            h_check_tensor("sdpa additive mask", em_sdpa(q, kt, v, am, (em_sdpa_opts){0}), out, os,
+                           tol, tol);
             free(mv);
             free(qv);
             free(kv);
@@ -222,8 +224,7 @@ static void check_fixtures(void)
     em_tensor *xf = em_cast(x, EM_F32);
     const double *want = h_fixture_values(fx, "ln.y", &s);
     em_tensor *w = h_fixture_tensor(fx, "ln.w"), *b = h_fixture_tensor(fx, "ln.b");
-    h_check_tensor("torch layer_norm f64", em_layer_norm(x, 2, w, b, 1e-5), want, s, 1e-10,
-                   1e-10);
+    h_check_tensor("torch layer_norm f64", em_layer_norm(x, 2, w, b, 1e-5), want, s, 1e-10, 1e-10);
     h_check_tensor("torch layer_norm f32",
                    em_layer_norm(xf, 2, em_cast(w, EM_F32), em_cast(b, EM_F32), 1e-5), want, s,
                    1e-5, 1e-5);
@@ -237,10 +238,10 @@ static void check_fixtures(void)
     em_tensor *wg = h_fixture_tensor(fx, "gn.w"), *bg = h_fixture_tensor(fx, "gn.b");
     want = h_fixture_values(fx, "gn.y", &s);
     h_check_tensor("torch group_norm", em_group_norm(xg, 3, wg, bg, 1e-5), want, s, 1e-10, 1e-10);
-    h_check_tensor("torch group_norm f32",
-                   em_group_norm(em_cast(xg, EM_F32), 3, em_cast(wg, EM_F32), em_cast(bg, EM_F32),
-                                 1e-5),
-                   want, s, 1e-5, 1e-5);
+    h_check_tensor(
+        "torch group_norm f32",
+        em_group_norm(em_cast(xg, EM_F32), 3, em_cast(wg, EM_F32), em_cast(bg, EM_F32), 1e-5), want,
+        s, 1e-5, 1e-5);
     want = h_fixture_values(fx, "bn.y", &s);
     h_check_tensor("torch batch_norm",
                    em_batch_norm(xg, h_fixture_tensor(fx, "bn.mean"),
@@ -251,8 +252,7 @@ static void check_fixtures(void)
     em_tensor *bm = em_cast(h_fixture_tensor(fx, "sdpa.bool_mask"), EM_BOOL);
     em_tensor *am = h_fixture_tensor(fx, "sdpa.add_mask");
     want = h_fixture_values(fx, "sdpa.y", &s);
-    h_check_tensor("torch sdpa", em_sdpa(q, k, v, NULL, (em_sdpa_opts){0}), want, s, 1e-10,
-                   1e-10);
+    h_check_tensor("torch sdpa", em_sdpa(q, k, v, NULL, (em_sdpa_opts){0}), want, s, 1e-10, 1e-10);
     h_check_tensor("torch sdpa f32",
                    em_sdpa(em_cast(q, EM_F32), em_cast(k, EM_F32), em_cast(v, EM_F32), NULL,
                            (em_sdpa_opts){0}),
@@ -261,8 +261,8 @@ static void check_fixtures(void)
     h_check_tensor("torch sdpa causal", em_sdpa(q, k, v, NULL, (em_sdpa_opts){.causal = true}),
                    want, s, 1e-10, 1e-10);
     want = h_fixture_values(fx, "sdpa.y_bool", &s);
-    h_check_tensor("torch sdpa bool mask", em_sdpa(q, k, v, bm, (em_sdpa_opts){0}), want, s,
-                   1e-10, 1e-10);
+    h_check_tensor("torch sdpa bool mask", em_sdpa(q, k, v, bm, (em_sdpa_opts){0}), want, s, 1e-10,
+                   1e-10);
     want = h_fixture_values(fx, "sdpa.y_add", &s);
     h_check_tensor("torch sdpa additive mask", em_sdpa(q, k, v, am, (em_sdpa_opts){.scale = 0.3}),
                    want, s, 1e-10, 1e-10);

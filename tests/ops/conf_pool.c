@@ -75,16 +75,17 @@ static void check_pool_ref(void)
                     o.dilation[i] = cases[ci].d[i];
                     int64_t L = i ? W : H;
                     int64_t num = L + 2 * o.pad[i] - o.dilation[i] * (o.kernel[i] - 1) - 1;
-                    out[i] = (o.ceil_mode ? (num + o.stride[i] - 1) / o.stride[i]
-                                          : num / o.stride[i]) + 1;
+                    out[i] =
+                        (o.ceil_mode ? (num + o.stride[i] - 1) / o.stride[i] : num / o.stride[i]) +
+                        1;
                     if (o.ceil_mode && (out[i] - 1) * o.stride[i] >= L + o.pad[i]) out[i]--;
                 }
                 int64_t n = 6 * out[0] * out[1];
                 double *y = malloc((size_t)n * sizeof *y), *yi = malloc((size_t)n * sizeof *yi);
                 em_shape os = EM_SHAPE(2, 3, out[0], out[1]);
                 double tol = h_atol(dt) * 10;
-                ref_pool2d(xv, 6, H, W, cases[ci].k, cases[ci].s, cases[ci].p, cases[ci].d,
-                           out[0], out[1], true, false, y, yi);
+                ref_pool2d(xv, 6, H, W, cases[ci].k, cases[ci].s, cases[ci].p, cases[ci].d, out[0],
+                           out[1], true, false, y, yi);
                 em_tensor *idx = NULL;
                 h_check_tensor("max_pool2d", em_max_pool2d(x, o, &idx), y, os, 0, 0);
                 h_check_tensor("max_pool2d indices", idx, yi, os, 0, 0);
@@ -138,11 +139,11 @@ static void check_adaptive_interp_ref(void)
                         mi[o] = (double)bi;
                     }
             em_shape os = EM_SHAPE(2, 2, OH, OW);
-            h_check_tensor("adaptive_avg_pool2d", em_adaptive_avg_pool2d(x, OH, OW), avg, os,
-                           tol, tol);
+            h_check_tensor("adaptive_avg_pool2d", em_adaptive_avg_pool2d(x, OH, OW), avg, os, tol,
+                           tol);
             em_tensor *idx = NULL;
-            h_check_tensor("adaptive_max_pool2d", em_adaptive_max_pool2d(x, OH, OW, &idx), mx,
-                           os, 0, 0);
+            h_check_tensor("adaptive_max_pool2d", em_adaptive_max_pool2d(x, OH, OW, &idx), mx, os,
+                           0, 0);
             h_check_tensor("adaptive_max_pool2d indices", idx, mi, os, 0, 0);
             em_release(idx);
             /* nearest and bilinear (align_corners both ways) */
@@ -164,8 +165,9 @@ static void check_adaptive_interp_ref(void)
                             int64_t h1 = h0 + 1 < H ? h0 + 1 : h0, w1 = w0 + 1 < W ? w0 + 1 : w0;
                             double lh = sh - h0, lw = sw - w0;
                             const double *p = xv + pl * H * W;
-                            double v = (1 - lh) * ((1 - lw) * p[h0 * W + w0] + lw * p[h0 * W + w1]) +
-                                       lh * ((1 - lw) * p[h1 * W + w0] + lw * p[h1 * W + w1]);
+                            double v =
+                                (1 - lh) * ((1 - lw) * p[h0 * W + w0] + lw * p[h0 * W + w1]) +
+                                lh * ((1 - lw) * p[h1 * W + w0] + lw * p[h1 * W + w1]);
                             (ac ? bil_ac : bil)[o] = v;
                         }
                     }
@@ -184,7 +186,8 @@ static void check_adaptive_interp_ref(void)
             CHECK(ps && em_shape_equal(em_tensor_shape(ps), EM_SHAPE(1, 1, 2 * H, 2 * W)),
                   "pixel_shuffle shape");
             /* out[0, 0, 2h+i, 2w+j] = in[0, 2i+j, h, w] */
-            CHECK(ps && em_get_f64(ps, (int64_t[]){0, 0, 3, 4}) == xv[((2 * 1 + 0) * H + 1) * W + 2],
+            CHECK(ps &&
+                      em_get_f64(ps, (int64_t[]){0, 0, 3, 4}) == xv[((2 * 1 + 0) * H + 1) * W + 2],
                   "pixel_shuffle element");
             double *back = xv;
             h_check_tensor("pixel_unshuffle inverts", em_pixel_unshuffle(ps, 2), back,
@@ -222,15 +225,20 @@ static void check_fixtures(void)
         em_tensor *xi = em_cast(h_fixture_tensor(fx, "xi"), dt);
         em_tensor *xs = em_cast(h_fixture_tensor(fx, "xs"), dt);
         em_tensor *idx;
-        compare_fixture(fx, "max2d_a",
-                        em_max_pool2d(x2, (em_pool_opts){.kernel = {3, 3}, .stride = {2, 2},
-                                                         .pad = {1, 1}, .ceil_mode = true},
-                                      &idx),
-                        tol);
+        compare_fixture(
+            fx, "max2d_a",
+            em_max_pool2d(x2,
+                          (em_pool_opts){
+                              .kernel = {3, 3}, .stride = {2, 2}, .pad = {1, 1}, .ceil_mode = true},
+                          &idx),
+            tol);
         compare_fixture(fx, "max2d_a.idx", idx, 0);
         compare_fixture(fx, "max2d_b",
-                        em_max_pool2d(x2, (em_pool_opts){.kernel = {2, 3}, .stride = {1, 2},
-                                                         .pad = {1, 0}, .dilation = {2, 2}},
+                        em_max_pool2d(x2,
+                                      (em_pool_opts){.kernel = {2, 3},
+                                                     .stride = {1, 2},
+                                                     .pad = {1, 0},
+                                                     .dilation = {2, 2}},
                                       &idx),
                         tol);
         compare_fixture(fx, "max2d_b.idx", idx, 0);
@@ -242,15 +250,18 @@ static void check_fixtures(void)
         compare_fixture(fx, "max1d", em_max_pool1d(x1, o1, &idx), tol);
         compare_fixture(fx, "max1d.idx", idx, 0);
         compare_fixture(fx, "avg1d", em_avg_pool1d(x1, o1), tol);
-        compare_fixture(fx, "max3d",
-                        em_max_pool3d(x3, (em_pool_opts){.kernel = {2, 2, 2}, .stride = {1, 2, 2},
-                                                         .pad = {1, 1, 1}},
-                                      &idx),
-                        tol);
+        compare_fixture(
+            fx, "max3d",
+            em_max_pool3d(
+                x3, (em_pool_opts){.kernel = {2, 2, 2}, .stride = {1, 2, 2}, .pad = {1, 1, 1}},
+                &idx),
+            tol);
         compare_fixture(fx, "max3d.idx", idx, 0);
         compare_fixture(fx, "avg3d",
-                        em_avg_pool3d(x3, (em_pool_opts){.kernel = {2, 3, 2}, .stride = {2, 2, 2},
-                                                         .pad = {1, 1, 0}, .ceil_mode = true}),
+                        em_avg_pool3d(x3, (em_pool_opts){.kernel = {2, 3, 2},
+                                                         .stride = {2, 2, 2},
+                                                         .pad = {1, 1, 0},
+                                                         .ceil_mode = true}),
                         tol);
         compare_fixture(fx, "aavg2d", em_adaptive_avg_pool2d(x2, 4, 3), tol);
         compare_fixture(fx, "amax2d", em_adaptive_max_pool2d(x2, 5, 3, &idx), tol);
@@ -264,8 +275,8 @@ static void check_fixtures(void)
                         em_interpolate(xi, EM_SHAPE(8, 7), EM_INTERP_BILINEAR, false), tol);
         compare_fixture(fx, "bilinear_ac",
                         em_interpolate(xi, EM_SHAPE(8, 7), EM_INTERP_BILINEAR, true), tol);
-        compare_fixture(fx, "bicubic",
-                        em_interpolate(xi, EM_SHAPE(9, 6), EM_INTERP_BICUBIC, false), tol);
+        compare_fixture(fx, "bicubic", em_interpolate(xi, EM_SHAPE(9, 6), EM_INTERP_BICUBIC, false),
+                        tol);
         compare_fixture(fx, "bicubic_ac",
                         em_interpolate(xi, EM_SHAPE(3, 6), EM_INTERP_BICUBIC, true), tol);
         compare_fixture(fx, "linear1d", em_interpolate(x1, EM_SHAPE(17), EM_INTERP_BILINEAR, 0),

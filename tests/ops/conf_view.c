@@ -106,8 +106,10 @@ static void check_layouts(em_dtype dt, h_layout layout)
         CHECK(rv && em_tensor_shares_storage(rv, x), "reshape of contiguous is a view");
     em_tensor *vw = em_view(x, EM_SHAPE(3, 20));
     /* contiguous or flipped rows: the last two dims merge; strided or transposed: they cannot */
-    if (layout == H_CONTIG || layout == H_FLIPPED) h_check_tensor("view", vw, v, EM_SHAPE(3, 20), 0, 0);
-    else CHECK(vw == NULL && em_last_status() == EM_ERR_SHAPE, "view of unmergeable dims fails");
+    if (layout == H_CONTIG || layout == H_FLIPPED)
+        h_check_tensor("view", vw, v, EM_SHAPE(3, 20), 0, 0);
+    else
+        CHECK(vw == NULL && em_last_status() == EM_ERR_SHAPE, "view of unmergeable dims fails");
     em_clear_error();
 
     /* permute / transpose */
@@ -121,8 +123,8 @@ static void check_layouts(em_dtype dt, h_layout layout)
     em_shape ts = EM_SHAPE(3, 5, 4);
     ref_view(v, ts, perm_map, &tc, ref);
     h_check_tensor("transpose", em_transpose(x, -1, 1), ref, ts, 0, 0);
-    h_check_tensor("reshape of transposed copies", em_reshape(em_transpose(x, -1, 1),
-                   EM_SHAPE(60)), ref, EM_SHAPE(60), 0, 0);
+    h_check_tensor("reshape of transposed copies", em_reshape(em_transpose(x, -1, 1), EM_SHAPE(60)),
+                   ref, EM_SHAPE(60), 0, 0);
 
     /* slice with steps and negative indices, narrow, select */
     slice_ctx sc = {.in = s, .dim = 1, .start = 1, .step = 2};

@@ -11,10 +11,11 @@ typedef struct family {
 } family;
 
 static const family families[] = {
-    {"create", conf_create}, {"view", conf_view},   {"unary", conf_unary},
-    {"binary", conf_binary}, {"reduce", conf_reduce}, {"linalg", conf_linalg},
+    {"create", conf_create}, {"view", conf_view},       {"unary", conf_unary},
+    {"binary", conf_binary}, {"reduce", conf_reduce},   {"linalg", conf_linalg},
     {"index", conf_index},   {"combine", conf_combine}, {"order", conf_order},
-    {"conv", conf_conv},     {"pool", conf_pool},     {"norm", conf_norm},         {"signal", conf_signal},
+    {"conv", conf_conv},     {"pool", conf_pool},       {"norm", conf_norm},
+    {"signal", conf_signal},
 };
 
 /* Every "| `name` |" cell at the start of a table row in docs/ops.md. */

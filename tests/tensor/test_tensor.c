@@ -216,7 +216,8 @@ static void test_alloc_failure_walk(void)
         bool ok = program();
         bool injected = em_last_status() == EM_ERR_OOM;
         em_mem_fail_at(0);
-        if (ok && !em_failed()) completed = true; /* the n-th allocation is past the program */
+        if (ok && !em_failed())
+            completed = true; /* the n-th allocation is past the program */
         else {
             failures_seen++;
             if (!injected || ok)

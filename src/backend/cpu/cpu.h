@@ -73,8 +73,10 @@ static inline void cpu_set_f64(void *p, em_dtype dt, double v)
     case EM_BOOL: *(uint8_t *)p = v != 0; break;
     default: {
         int64_t i;
-        if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18)) i = INT64_MIN;
-        else i = (int64_t)v;
+        if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18))
+            i = INT64_MIN;
+        else
+            i = (int64_t)v;
         cpu_set_i64(p, dt, i);
     }
     }

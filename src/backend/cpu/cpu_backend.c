@@ -208,9 +208,12 @@ static void copy_row(char **p, const int64_t *s, int64_t n, void *ctx)
     }
     bool exact_int = !em_dtype_is_float(c->dt_in) && !em_dtype_is_float(c->dt_out);
     for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) {
-        if (exact_int) cpu_set_i64(o, c->dt_out, cpu_get_i64(in, c->dt_in));
-        else if (c->dt_out == EM_BOOL) *(uint8_t *)o = cpu_get_f64(in, c->dt_in) != 0;
-        else cpu_set_f64(o, c->dt_out, cpu_get_f64(in, c->dt_in));
+        if (exact_int)
+            cpu_set_i64(o, c->dt_out, cpu_get_i64(in, c->dt_in));
+        else if (c->dt_out == EM_BOOL)
+            *(uint8_t *)o = cpu_get_f64(in, c->dt_in) != 0;
+        else
+            cpu_set_f64(o, c->dt_out, cpu_get_f64(in, c->dt_in));
     }
 }
 

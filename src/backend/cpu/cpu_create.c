@@ -22,9 +22,12 @@ static double below(double high, em_dtype dt)
     case EM_F16:
     case EM_BF16: {
         uint16_t h = dt == EM_F16 ? em_f32_to_f16((float)high) : em_f32_to_bf16((float)high);
-        if ((h & 0x7fff) == 0) h = 0x8001;   /* +-0 -> smallest negative subnormal */
-        else if (h & 0x8000) h = (uint16_t)(h + 1); /* negative: grow the magnitude */
-        else h = (uint16_t)(h - 1);
+        if ((h & 0x7fff) == 0)
+            h = 0x8001; /* +-0 -> smallest negative subnormal */
+        else if (h & 0x8000)
+            h = (uint16_t)(h + 1); /* negative: grow the magnitude */
+        else
+            h = (uint16_t)(h - 1);
         return dt == EM_F16 ? em_f16_to_f32(h) : em_bf16_to_f32(h);
     }
     default: return nextafter(high, -INFINITY);
@@ -52,7 +55,8 @@ static void rng_range(void *vctx, int64_t b, int64_t e)
             break;
         }
         case EM_OP_RAND_NORMAL:
-            cpu_set_f64(dst, o->dtype, op->f[0] + op->f[1] * em_rng_normal_at(seed, off, (uint64_t)i));
+            cpu_set_f64(dst, o->dtype,
+                        op->f[0] + op->f[1] * em_rng_normal_at(seed, off, (uint64_t)i));
             break;
         case EM_OP_BERNOULLI: {
             double p = c->p ? cpu_get_f64(cpu_elem(c->p, i), c->p->dtype) : op->f[0];
@@ -85,8 +89,10 @@ static void fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
     char *o = p[0];
     size_t es = em_dtype_size(c->dt);
     unsigned char pat[8];
-    if (c->is_int) cpu_set_i64(pat, c->dt, c->iv);
-    else cpu_set_f64(pat, c->dt, c->v);
+    if (c->is_int)
+        cpu_set_i64(pat, c->dt, c->iv);
+    else
+        cpu_set_f64(pat, c->dt, c->v);
     if (c->dt == EM_F32 && s[0] == 4) {
         float v = *(float *)pat;
         float *f = (float *)o;
@@ -123,7 +129,10 @@ em_status cpu_exec_create(const em_op *op)
         double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
         /* symmetric evaluation (as PyTorch): first half from the start, second from the end */
         for (int64_t i = 0; i < n; i++)
-            put(o, i, n == 1 ? a : i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i));
+            put(o, i,
+                n == 1      ? a
+                : i < n / 2 ? a + step * (double)i
+                            : b - step * (double)(n - 1 - i));
         return EM_OK;
     }
     case EM_OP_EYE: {

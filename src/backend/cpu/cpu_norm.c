@@ -9,7 +9,7 @@ typedef struct norm_ctx {
     const double *x;
     double *y;
     const double *w, *b;
-    int64_t inner; /* elements normalised together */
+    int64_t inner;        /* elements normalised together */
     int64_t param_period; /* weight index = element index % period (layer/rms) */
     double eps;
     bool rms;
@@ -89,16 +89,21 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
     int64_t grain = inner >= 4096 ? 1 : 4096 / inner + 1;
     if (x->dtype == EM_F32 && tn_is_contiguous(x) && (!w || tn_is_contiguous(w)) &&
         (!b || tn_is_contiguous(b))) {
-        ln32_ctx c = {(const float *)tn_ptr(x), w ? (const float *)tn_ptr(w) : NULL,
-                      b ? (const float *)tn_ptr(b) : NULL, (float *)tn_ptr(out), inner,
-                      op->f[0], rms};
+        ln32_ctx c = {(const float *)tn_ptr(x),
+                      w ? (const float *)tn_ptr(w) : NULL,
+                      b ? (const float *)tn_ptr(b) : NULL,
+                      (float *)tn_ptr(out),
+                      inner,
+                      op->f[0],
+                      rms};
         em_parallel_for(rows, grain, ln32_rows, &c);
         return EM_OK;
     }
     double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
     double *wv = w ? cpu_load_f64(w) : NULL, *bv = b ? cpu_load_f64(b) : NULL;
     em_status st = EM_OK;
-    if (!xv || !yv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
+    if (!xv || !yv || (w && !wv) || (b && !bv))
+        st = EM_ERR_OOM;
     else {
         norm_ctx c = {xv, yv, wv, bv, inner, inner, op->f[0], rms};
         em_parallel_for(rows, grain, norm_rows, &c);
@@ -164,7 +169,8 @@ static em_status exec_batch_norm(const em_op *op)
     double *mv = cpu_load_f64(op->in[1]), *vv = cpu_load_f64(op->in[2]);
     double *wv = w ? cpu_load_f64(w) : NULL, *bv = b ? cpu_load_f64(b) : NULL;
     em_status st = EM_OK;
-    if (!xv || !yv || !mv || !vv || (w && !wv) || (b && !bv)) st = EM_ERR_OOM;
+    if (!xv || !yv || !mv || !vv || (w && !wv) || (b && !bv))
+        st = EM_ERR_OOM;
     else {
         for (int64_t s = 0; s < N; s++)
             for (int64_t ch = 0; ch < C; ch++) {
@@ -250,13 +256,16 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
             bidx[d] = rem % c->bshape[d];
             rem /= c->bshape[d];
         }
-        for (int64_t e = 0; e < c->E; e++) qrow[e] = cpu_get_f64(at(q, c->nb, bidx, i, e), q->dtype);
+        for (int64_t e = 0; e < c->E; e++)
+            qrow[e] = cpu_get_f64(at(q, c->nb, bidx, i, e), q->dtype);
         double mx = -INFINITY;
         for (int64_t j = 0; j < c->S; j++) {
             bool keep = !(causal && j > i);
             double add = 0;
-            if (mask && mkind == 1) keep = keep && *(const uint8_t *)mask_at(mask, c->nb, bidx, i, j);
-            if (mask && mkind == 2) add = cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);
+            if (mask && mkind == 1)
+                keep = keep && *(const uint8_t *)mask_at(mask, c->nb, bidx, i, j);
+            if (mask && mkind == 2)
+                add = cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);
             double sc = -INFINITY;
             if (keep) {
                 double dot = 0;

@@ -31,8 +31,10 @@ static bool load_src(const em_tensor *x, plane_src *s, double **owned)
 /* Writes value v at element i of a contiguous output of any float dtype. */
 static inline void wr(em_tensor *o, int64_t i, double v)
 {
-    if (o->dtype == EM_F32) ((float *)tn_ptr(o))[i] = (float)v;
-    else cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
+    if (o->dtype == EM_F32)
+        ((float *)tn_ptr(o))[i] = (float)v;
+    else
+        cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
 }
 
 typedef struct geom {
@@ -196,8 +198,7 @@ static em_status exec_adaptive(const em_op *op, bool is_max)
     for (int i = 0; i < 3; i++) c.g.k[i] = (c.g.in[i] + c.g.out[i] - 1) / c.g.out[i] + 1;
     double *owned;
     if (!load_src(op->in[0], &c.src, &owned)) return EM_ERR_OOM;
-    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), adaptive_planes,
-                    &c);
+    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), adaptive_planes, &c);
     em_free(owned);
     return EM_OK;
 }
