@@ -170,7 +170,7 @@ int em_log_level_parse(const char *name)
     return -1;
 }
 
-void em_log(const char *component, em_log_level level, const char *fmt, ...)
+void em_log_msg(const char *component, em_log_level level, const char *fmt, ...)
 {
     core_init();
     if ((int)level < EM_LOG_TRACE || (int)level >= EM_LOG_OFF || !fmt) return;

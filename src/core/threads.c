@@ -1,0 +1,280 @@
+/* The CPU thread pool behind em_parallel_for: persistent workers, created on first need and
+ * sleeping on a condition variable between jobs, take chunks from an atomic counter while the
+ * calling thread works too. Chunking depends only on (n, grain), so results that combine
+ * per-chunk work in chunk order do not depend on the thread count. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "core_impl.h"
+
+#define MAX_CHUNKS  256
+#define MAX_THREADS 1024
+#define ERR_CAP     512
+
+int core_hw_threads(void)
+{
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+#ifdef __linux__
+    /* A process pinned to fewer cores (taskset, containers) should not oversubscribe them. */
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0) {
+        int c = CPU_COUNT(&set);
+        if (c > 0 && (n < 1 || c < n)) n = c;
+    }
+#endif
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    return (int)n;
+}
+
+static atomic_int num_threads; /* 0 until chosen */
+
+void em_set_num_threads(int n)
+{
+    core_init();
+    if (n < 1) n = 1;
+    if (n > MAX_THREADS) n = MAX_THREADS;
+    atomic_store(&num_threads, n);
+}
+
+int em_get_num_threads(void)
+{
+    core_init(); /* applies the "threads" setting when there is one */
+    int n = atomic_load(&num_threads);
+    if (n > 0) return n;
+    int expected = 0;
+    atomic_compare_exchange_strong(&num_threads, &expected, core_hw_threads());
+    return atomic_load(&num_threads);
+}
+
+/* One job: [0, n) in nchunks chunks, the first `rem` of them one item longer than `base`. */
+typedef struct job {
+    em_range_fn fn;
+    void *ctx;
+    int64_t nchunks, base, rem;
+    atomic_int_fast64_t next;
+    em_status err; /* the first error raised on a worker, handed to the caller */
+    char err_msg[ERR_CAP];
+} job;
+
+typedef struct worker {
+    pthread_t tid;
+    uint64_t start_gen; /* the generation before the worker's first job */
+} worker;
+
+/* job_lock serialises jobs (and guards the worker list); pool_lock guards the hand-off. */
+static pthread_mutex_t job_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t wake_cv = PTHREAD_COND_INITIALIZER;
+static pthread_cond_t done_cv = PTHREAD_COND_INITIALIZER;
+static worker workers[MAX_THREADS - 1];
+static int nworkers;
+static bool atfork_registered, atexit_registered, shut_down;
+
+/* Under pool_lock. */
+static job cur;
+static uint64_t generation; /* bumped once per job */
+static int nhelpers;        /* workers 0..nhelpers-1 take part in the current job */
+static int pending;         /* helpers not yet finished with it */
+static bool stopping;
+
+/* True on pool workers, and on a caller while it runs chunks: nested calls run inline. */
+static EM_THREAD_LOCAL bool in_parallel;
+
+static void chunk_range(const job *j, int64_t c, int64_t *begin, int64_t *end)
+{
+    *begin = c * j->base + (c < j->rem ? c : j->rem);
+    *end = *begin + j->base + (c < j->rem ? 1 : 0);
+}
+
+static void run_chunks(job *j)
+{
+    for (;;) {
+        int64_t c = atomic_fetch_add(&j->next, 1);
+        if (c >= j->nchunks) return;
+        int64_t b, e;
+        chunk_range(j, c, &b, &e);
+        j->fn(j->ctx, b, e);
+    }
+}
+
+static void *worker_main(void *arg)
+{
+    worker *w = arg;
+    int idx = (int)(w - workers);
+    in_parallel = true;
+    pthread_mutex_lock(&pool_lock);
+    uint64_t seen = w->start_gen;
+    for (;;) {
+        while (!stopping) {
+            if (generation != seen) {
+                if (idx < nhelpers) break;
+                seen = generation; /* a job too small to need this worker */
+            }
+            pthread_cond_wait(&wake_cv, &pool_lock);
+        }
+        if (stopping) break;
+        seen = generation;
+        pthread_mutex_unlock(&pool_lock);
+
+        run_chunks(&cur);
+        /* Errors are per thread: pass a worker's first one to the caller. */
+        bool failed = em_failed();
+        pthread_mutex_lock(&pool_lock);
+        if (failed && cur.err == EM_OK) {
+            cur.err = em_last_status();
+            snprintf(cur.err_msg, sizeof cur.err_msg, "%s", em_last_error());
+        }
+        if (failed) em_clear_error();
+        if (--pending == 0) pthread_cond_signal(&done_cv);
+    }
+    pthread_mutex_unlock(&pool_lock);
+    return NULL;
+}
+
+/* Joins the workers at exit so leak checkers see a clean process. Skipped when a job is running
+ * (exit called from inside one): the workers cannot be stopped safely then. */
+static void pool_shutdown(void)
+{
+    if (pthread_mutex_trylock(&job_lock) != 0) return;
+    pthread_mutex_lock(&pool_lock);
+    stopping = true;
+    pthread_cond_broadcast(&wake_cv);
+    pthread_mutex_unlock(&pool_lock);
+    for (int i = 0; i < nworkers; i++) pthread_join(workers[i].tid, NULL);
+    nworkers = 0;
+    shut_down = true;
+    pthread_mutex_unlock(&job_lock);
+}
+
+/* fork() copies only the calling thread. The prepare handler waits for the running job so the
+ * child inherits no lock held mid-job; the child then starts with no workers and fresh condition
+ * variables (the parent's hold its sleeping workers). A fork from inside a job cannot wait for
+ * it: that child runs em_parallel_for serially. */
+static bool fork_locked;
+
+static void fork_prepare(void)
+{
+    fork_locked = !in_parallel;
+    if (!fork_locked) return;
+    pthread_mutex_lock(&job_lock);
+    pthread_mutex_lock(&pool_lock);
+}
+
+static void fork_parent(void)
+{
+    if (!fork_locked) return;
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&job_lock);
+}
+
+static void fork_child(void)
+{
+    pthread_cond_init(&wake_cv, NULL);
+    pthread_cond_init(&done_cv, NULL);
+    nworkers = 0;
+    nhelpers = 0;
+    pending = 0;
+    if (!fork_locked) shut_down = true;
+    fork_parent();
+}
+
+/* Under job_lock. Returns how many workers exist, at most `want`. */
+static int ensure_workers(int want)
+{
+    if (shut_down) return 0;
+    if (!atfork_registered) {
+        if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) return 0;
+        atfork_registered = true;
+    }
+    if (!atexit_registered) {
+        if (atexit(pool_shutdown) != 0) return 0;
+        atexit_registered = true;
+    }
+    while (nworkers < want) {
+        worker *w = &workers[nworkers];
+        w->start_gen = generation; /* stable: only job_lock's holder changes it */
+        if (pthread_create(&w->tid, NULL, worker_main, w) != 0) {
+            em_log_msg("threads", EM_LOG_WARN, "could not start worker %d; using %d", nworkers + 1,
+                       nworkers);
+            break;
+        }
+        nworkers++;
+    }
+    return nworkers < want ? nworkers : want;
+}
+
+static void run_inline(job *j)
+{
+    for (int64_t c = 0; c < j->nchunks; c++) {
+        int64_t b, e;
+        chunk_range(j, c, &b, &e);
+        j->fn(j->ctx, b, e);
+    }
+}
+
+/* Chunks: nchunks = clamp(floor(n / grain), 1, 256), sizes differing by at most one, so every
+ * chunk holds at least `grain` items (or all n when n < grain). Chunk c covers
+ * [c*base + min(c, rem), ... + base + (c < rem)) with base = n / nchunks, rem = n % nchunks. */
+void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
+{
+    if (!fn) {
+        em_error(EM_ERR_INVALID_ARG, "em_parallel_for: fn is NULL (n = %lld)", (long long)n);
+        return;
+    }
+    if (n <= 0) return;
+    if (grain < 1) grain = 1;
+    int64_t nchunks = n / grain;
+    if (nchunks < 1) nchunks = 1;
+    if (nchunks > MAX_CHUNKS) nchunks = MAX_CHUNKS;
+
+    job local = {.fn = fn, .ctx = ctx, .nchunks = nchunks, .base = n / nchunks, .rem = n % nchunks};
+    int helpers = 0;
+    if (nchunks > 1 && !in_parallel) {
+        int threads = em_get_num_threads();
+        helpers = (int)(nchunks - 1 < threads - 1 ? nchunks - 1 : threads - 1);
+    }
+    if (helpers <= 0) {
+        run_inline(&local);
+        return;
+    }
+
+    pthread_mutex_lock(&job_lock);
+    helpers = ensure_workers(helpers);
+    if (helpers <= 0) {
+        pthread_mutex_unlock(&job_lock);
+        run_inline(&local);
+        return;
+    }
+    pthread_mutex_lock(&pool_lock);
+    cur.fn = fn;
+    cur.ctx = ctx;
+    cur.nchunks = local.nchunks;
+    cur.base = local.base;
+    cur.rem = local.rem;
+    atomic_store(&cur.next, 0);
+    cur.err = EM_OK;
+    cur.err_msg[0] = '\0';
+    nhelpers = helpers;
+    pending = helpers;
+    generation++;
+    pthread_cond_broadcast(&wake_cv);
+    pthread_mutex_unlock(&pool_lock);
+
+    in_parallel = true;
+    run_chunks(&cur);
+    in_parallel = false;
+
+    pthread_mutex_lock(&pool_lock);
+    while (pending > 0) pthread_cond_wait(&done_cv, &pool_lock);
+    em_status err = cur.err;
+    char msg[ERR_CAP];
+    snprintf(msg, sizeof msg, "%s", cur.err_msg);
+    pthread_mutex_unlock(&pool_lock);
+    pthread_mutex_unlock(&job_lock);
+    if (err != EM_OK) em_error(err, "%s", msg);
+}
