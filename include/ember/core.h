@@ -141,7 +141,8 @@ typedef struct em_rng_state {
 void em_seed(uint64_t seed);
 em_rng_state em_rng_get_state(void);
 void em_rng_set_state(em_rng_state s);
-/* Reserves `n` counters and returns the offset of the first. */
+/* Reserves the counters that n 32-bit words of the stream need (ceil(n/4) + 1) and returns the
+ * offset of the first; an op drawing k values of 2 words each reserves 2k. */
 uint64_t em_rng_reserve(uint64_t n);
 /* Value number `i` of the stream (seed, offset): uniform in [0,1), normal (Box-Muller). */
 double em_rng_uniform_at(uint64_t seed, uint64_t offset, uint64_t i);

@@ -7,10 +7,10 @@
 
 #include "core_impl.h"
 
-#define ALIGN 64
-#define GUARD 64
+#define ALIGN        64
+#define GUARD        64
 #define HEADER_MAGIC 0x454d42455242u /* "EMBERB" */
-#define GUARD_BYTE 0xA5
+#define GUARD_BYTE   0xA5
 
 typedef struct block_header {
     uint64_t magic;
@@ -125,13 +125,15 @@ void em_free(void *p)
     if (h->guard) {
         if (!guard_intact(h)) {
             em_log_msg("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
-                   h->nbytes);
+                       h->nbytes);
             em_error(EM_ERR_INTERNAL, "em_free: guard bytes around a %zu-byte block damaged",
                      h->nbytes);
         }
         list_lock_acquire();
-        if (h->prev) h->prev->next = h->next;
-        else guarded_head = h->next;
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            guarded_head = h->next;
         if (h->next) h->next->prev = h->prev;
         list_lock_release();
     }

@@ -6,12 +6,12 @@
 
 #if defined(__GNUC__) || defined(__clang__)
 #define EM_THREAD_LOCAL __thread
-#define EM_LIKELY(x) __builtin_expect(!!(x), 1)
-#define EM_UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define EM_LIKELY(x)    __builtin_expect(!!(x), 1)
+#define EM_UNLIKELY(x)  __builtin_expect(!!(x), 0)
 #else
 #define EM_THREAD_LOCAL _Thread_local
-#define EM_LIKELY(x) (x)
-#define EM_UNLIKELY(x) (x)
+#define EM_LIKELY(x)    (x)
+#define EM_UNLIKELY(x)  (x)
 #endif
 
 /* Runs the one-time initialisation (configuration, logging levels, thread count). */
