@@ -112,7 +112,8 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
             return;
         }
     }
-    void *ta_buf = scratch, *tb_buf = scratch + na * ws, *tc_buf = scratch + (na + nb) * ws;
+    void *ta_buf = scratch, *tb_buf = scratch ? scratch + na * ws : NULL;
+    void *tc_buf = scratch ? scratch + (na + nb) * ws : NULL;
     size_t es = em_dtype_size(dt);
     const char *adata = (const char *)p->a->storage->data;
     const char *bdata = (const char *)p->b->storage->data;
