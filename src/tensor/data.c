@@ -21,22 +21,21 @@ static bool check_shape(const char *op, em_shape s)
     return true;
 }
 
-em_tensor *em_from_data(const void *data, em_dtype src_dtype, em_shape shape, em_dtype dtype,
-                        em_device dev)
+static em_tensor *from_data_named(const char *fn, const void *data, em_dtype src_dtype,
+                                  em_shape shape, em_dtype dtype, em_device dev)
 {
     em_backends_init();
-    if (!check_shape("em_from_data", shape)) return NULL;
+    if (!check_shape(fn, shape)) return NULL;
     if (!em_dtype_valid((int)src_dtype) || !em_dtype_valid((int)dtype)) {
-        em_error(EM_ERR_DTYPE, "em_from_data: invalid dtype (%d -> %d)", (int)src_dtype,
-                 (int)dtype);
+        em_error(EM_ERR_DTYPE, "%s: invalid dtype (%d -> %d)", fn, (int)src_dtype, (int)dtype);
         return NULL;
     }
     if (!data && em_shape_numel(shape) > 0) {
-        em_error(EM_ERR_INVALID_ARG, "em_from_data: argument `data` is NULL");
+        em_error(EM_ERR_INVALID_ARG, "%s: argument `data` is NULL", fn);
         return NULL;
     }
     if (!em_backend_get(dev.backend)) {
-        em_error(EM_ERR_DEVICE, "em_from_data: no backend with index %d", dev.backend);
+        em_error(EM_ERR_DEVICE, "%s: no backend with index %d", fn, dev.backend);
         return NULL;
     }
     em_tensor *host = tn_new(dtype, shape.dims, shape.rank, EM_CPU);
@@ -60,19 +59,25 @@ em_tensor *em_from_data(const void *data, em_dtype src_dtype, em_shape shape, em
     return moved;
 }
 
+em_tensor *em_from_data(const void *data, em_dtype src_dtype, em_shape shape, em_dtype dtype,
+                        em_device dev)
+{
+    return from_data_named("em_from_data", data, src_dtype, shape, dtype, dev);
+}
+
 em_tensor *em_from_f32(const float *data, em_shape shape)
 {
-    return em_from_data(data, EM_F32, shape, EM_F32, EM_CPU);
+    return from_data_named("em_from_f32", data, EM_F32, shape, EM_F32, EM_CPU);
 }
 
 em_tensor *em_from_f64(const double *data, em_shape shape)
 {
-    return em_from_data(data, EM_F64, shape, EM_F64, EM_CPU);
+    return from_data_named("em_from_f64", data, EM_F64, shape, EM_F64, EM_CPU);
 }
 
 em_tensor *em_from_i64(const int64_t *data, em_shape shape)
 {
-    return em_from_data(data, EM_I64, shape, EM_I64, EM_CPU);
+    return from_data_named("em_from_i64", data, EM_I64, shape, EM_I64, EM_CPU);
 }
 
 em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t count)

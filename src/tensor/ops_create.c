@@ -48,26 +48,32 @@ em_tensor *em_empty(em_shape shape, em_dtype dtype, em_device dev)
     return tn_new(dtype, shape.dims, shape.rank, dev);
 }
 
-em_tensor *em_full(em_shape shape, double value, em_dtype dtype, em_device dev)
+static em_tensor *full_named(const char *fn, em_shape shape, double value, em_dtype dtype,
+                             em_device dev)
 {
-    if (!check_create("em_full", &shape, dtype, dev)) return NULL;
+    if (!check_create(fn, &shape, dtype, dev)) return NULL;
     double f[1] = {value};
     return run0(EM_OP_FILL, tn_new(dtype, shape.dims, shape.rank, dev), NULL, 0, f, 1);
 }
 
+em_tensor *em_full(em_shape shape, double value, em_dtype dtype, em_device dev)
+{
+    return full_named("em_full", shape, value, dtype, dev);
+}
+
 em_tensor *em_zeros(em_shape shape, em_dtype dtype, em_device dev)
 {
-    return em_full(shape, 0.0, dtype, dev);
+    return full_named("em_zeros", shape, 0.0, dtype, dev);
 }
 
 em_tensor *em_ones(em_shape shape, em_dtype dtype, em_device dev)
 {
-    return em_full(shape, 1.0, dtype, dev);
+    return full_named("em_ones", shape, 1.0, dtype, dev);
 }
 
 em_tensor *em_scalar(double value, em_dtype dtype, em_device dev)
 {
-    return em_full(EM_SCALAR, value, dtype, dev);
+    return full_named("em_scalar", EM_SCALAR, value, dtype, dev);
 }
 
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_device dev)
@@ -119,40 +125,52 @@ static em_tensor *random_op(const char *name, em_op_kind k, em_shape s, double a
     return run0(k, out, ip, 4, f, 2);
 }
 
-em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype, em_device dev)
+static em_tensor *uniform_named(const char *fn, em_shape shape, double low, double high,
+                                em_dtype dtype, em_device dev)
 {
     if (!em_dtype_is_float(dtype)) {
-        em_error(EM_ERR_DTYPE, "em_rand: dtype %s is not a float type", em_dtype_name(dtype));
+        em_error(EM_ERR_DTYPE, "%s: dtype %s is not a float type", fn, em_dtype_name(dtype));
         return NULL;
     }
     if (!(low <= high)) {
-        em_error(EM_ERR_INVALID_ARG, "em_rand: low %g is above high %g", low, high);
+        em_error(EM_ERR_INVALID_ARG, "%s: low %g is above high %g", fn, low, high);
         return NULL;
     }
-    return random_op("em_rand", EM_OP_RAND_UNIFORM, shape, low, high, 0, 0, dtype, dev);
+    return random_op(fn, EM_OP_RAND_UNIFORM, shape, low, high, 0, 0, dtype, dev);
+}
+
+static em_tensor *normal_named(const char *fn, em_shape shape, double mean, double std,
+                               em_dtype dtype, em_device dev)
+{
+    if (!em_dtype_is_float(dtype)) {
+        em_error(EM_ERR_DTYPE, "%s: dtype %s is not a float type", fn, em_dtype_name(dtype));
+        return NULL;
+    }
+    if (!(std >= 0)) {
+        em_error(EM_ERR_INVALID_ARG, "%s: std %g is negative", fn, std);
+        return NULL;
+    }
+    return random_op(fn, EM_OP_RAND_NORMAL, shape, mean, std, 0, 0, dtype, dev);
+}
+
+em_tensor *em_rand_uniform(em_shape shape, double low, double high, em_dtype dtype, em_device dev)
+{
+    return uniform_named("em_rand_uniform", shape, low, high, dtype, dev);
 }
 
 em_tensor *em_rand(em_shape shape, em_dtype dtype, em_device dev)
 {
-    return em_rand_uniform(shape, 0.0, 1.0, dtype, dev);
+    return uniform_named("em_rand", shape, 0.0, 1.0, dtype, dev);
 }
 
 em_tensor *em_rand_normal(em_shape shape, double mean, double std, em_dtype dtype, em_device dev)
 {
-    if (!em_dtype_is_float(dtype)) {
-        em_error(EM_ERR_DTYPE, "em_randn: dtype %s is not a float type", em_dtype_name(dtype));
-        return NULL;
-    }
-    if (!(std >= 0)) {
-        em_error(EM_ERR_INVALID_ARG, "em_randn: std %g is negative", std);
-        return NULL;
-    }
-    return random_op("em_randn", EM_OP_RAND_NORMAL, shape, mean, std, 0, 0, dtype, dev);
+    return normal_named("em_rand_normal", shape, mean, std, dtype, dev);
 }
 
 em_tensor *em_randn(em_shape shape, em_dtype dtype, em_device dev)
 {
-    return em_rand_normal(shape, 0.0, 1.0, dtype, dev);
+    return normal_named("em_randn", shape, 0.0, 1.0, dtype, dev);
 }
 
 em_tensor *em_bernoulli_p(em_shape shape, double p, em_dtype dtype, em_device dev)
@@ -205,31 +223,31 @@ em_tensor *em_empty_like(const em_tensor *t)
 em_tensor *em_zeros_like(const em_tensor *t)
 {
     if (!tn_check_ptr("em_zeros_like", t, "t")) return NULL;
-    return em_zeros(tn_shape(t), t->dtype, t->storage->device);
+    return full_named("em_zeros_like", tn_shape(t), 0.0, t->dtype, t->storage->device);
 }
 
 em_tensor *em_ones_like(const em_tensor *t)
 {
     if (!tn_check_ptr("em_ones_like", t, "t")) return NULL;
-    return em_ones(tn_shape(t), t->dtype, t->storage->device);
+    return full_named("em_ones_like", tn_shape(t), 1.0, t->dtype, t->storage->device);
 }
 
 em_tensor *em_full_like(const em_tensor *t, double value)
 {
     if (!tn_check_ptr("em_full_like", t, "t")) return NULL;
-    return em_full(tn_shape(t), value, t->dtype, t->storage->device);
+    return full_named("em_full_like", tn_shape(t), value, t->dtype, t->storage->device);
 }
 
 em_tensor *em_rand_like(const em_tensor *t)
 {
     if (!tn_check_ptr("em_rand_like", t, "t")) return NULL;
-    return em_rand(tn_shape(t), t->dtype, t->storage->device);
+    return uniform_named("em_rand_like", tn_shape(t), 0.0, 1.0, t->dtype, t->storage->device);
 }
 
 em_tensor *em_randn_like(const em_tensor *t)
 {
     if (!tn_check_ptr("em_randn_like", t, "t")) return NULL;
-    return em_randn(tn_shape(t), t->dtype, t->storage->device);
+    return normal_named("em_randn_like", tn_shape(t), 0.0, 1.0, t->dtype, t->storage->device);
 }
 
 em_tensor *em_one_hot(const em_tensor *indices, int64_t num_classes)

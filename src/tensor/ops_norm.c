@@ -144,6 +144,21 @@ em_tensor *em_batch_norm(const em_tensor *x, const em_tensor *mean, const em_ten
     return run_norm(EM_OP_BATCH_NORM, x, params, 4, ip, 3, eps);
 }
 
+/* NumPy broadcast of two dim lists without recording an error; false when they clash. */
+static bool batch_broadcast(const int64_t *a, int ra, const int64_t *b, int rb, int64_t *out,
+                            int *rout)
+{
+    int r = ra > rb ? ra : rb;
+    for (int i = 0; i < r; i++) {
+        int64_t da = i < r - ra ? 1 : a[i - (r - ra)];
+        int64_t db = i < r - rb ? 1 : b[i - (r - rb)];
+        if (da != db && da != 1 && db != 1) return false;
+        out[i] = da == 1 ? db : da;
+    }
+    *rout = r;
+    return true;
+}
+
 em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
                    const em_tensor *mask, em_sdpa_opts o)
 {
@@ -176,9 +191,13 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
     /* batch dims of q, k, v broadcast together */
     int64_t b1[EM_MAX_RANK], b2[EM_MAX_RANK];
     int r1, r2;
-    if (!tn_broadcast_shapes(fn, q->shape, q->rank - 2, k->shape, k->rank - 2, b1, &r1) ||
-        !tn_broadcast_shapes(fn, b1, r1, v->shape, v->rank - 2, b2, &r2))
+    if (!batch_broadcast(q->shape, q->rank - 2, k->shape, k->rank - 2, b1, &r1) ||
+        !batch_broadcast(b1, r1, v->shape, v->rank - 2, b2, &r2)) {
+        em_error(EM_ERR_SHAPE, "%s: batch dims of q %s, k %s, v %s cannot broadcast", fn,
+                 tn_dims_str(q->shape, q->rank), tn_dims_str(k->shape, k->rank),
+                 tn_dims_str(v->shape, v->rank));
         return NULL;
+    }
     if (r2 + 2 > EM_MAX_RANK) {
         em_error(EM_ERR_SHAPE, "%s: batch rank %d is too large", fn, r2);
         return NULL;

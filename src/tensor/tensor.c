@@ -136,6 +136,13 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
         em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank, EM_MAX_RANK);
         return NULL;
     }
+    for (int d = 0; d < shape.rank; d++) {
+        if (shape.dims[d] < 0) {
+            em_error(EM_ERR_SHAPE, "em_from_blob: negative dimension in %s",
+                     tn_dims_str(shape.dims, shape.rank));
+            return NULL;
+        }
+    }
     em_tensor *t = handle_new(dtype, shape.dims, shape.rank);
     if (!t) return NULL;
     em_storage *s = em_alloc(sizeof *s);

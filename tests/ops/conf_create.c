@@ -283,9 +283,9 @@ static void check_bad_creation(void)
     CHECK(em_zeros(EM_SHAPE(2, -1), EM_F32, EM_CPU) == NULL, "negative dim");
     CHECK_ERR(EM_ERR_SHAPE, "[2, -1]");
     CHECK(em_zeros(EM_SHAPE(2), (em_dtype)99, EM_CPU) == NULL, "bad dtype");
-    CHECK_ERR(EM_ERR_DTYPE, "em_full");
+    CHECK_ERR(EM_ERR_DTYPE, "em_zeros: invalid dtype 99");
     CHECK(em_zeros(EM_SHAPE(2), EM_F32, (em_device){5, 0}) == NULL, "bad device");
-    CHECK_ERR(EM_ERR_DEVICE, "em_full");
+    CHECK_ERR(EM_ERR_DEVICE, "em_zeros: device");
     CHECK(em_zeros(EM_SHAPE(1 << 30, 1 << 30, 1 << 30), EM_F32, EM_CPU) == NULL, "overflow");
     CHECK(em_failed(), "overflow is an error");
     em_clear_error();
