@@ -92,7 +92,7 @@ char *em_device_str(em_device d, char *buf, size_t cap)
     if (!buf || cap == 0) return buf;
     const em_backend *b = em_backend_get(d.backend);
     if (!b)
-        snprintf(buf, cap, "?");
+        snprintf(buf, cap, "<unknown backend %d>:%d", d.backend, d.index);
     else if (d.backend == 0)
         snprintf(buf, cap, "%s", b->name);
     else
