@@ -18,6 +18,7 @@ cmake --build build-ci-gcc -j "$jobs"
 
 echo "== install, then build an outside program with pkg-config"
 prefix=$(mktemp -d)
+trap 'rm -rf "$prefix"' EXIT
 cmake --install build-ci-gcc --prefix "$prefix" >/dev/null
 export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib/aarch64-linux-gnu/pkgconfig"
 cc -std=c11 -Wall -Wextra -Werror examples/tour.c $(pkg-config --cflags --libs ember) -o "$prefix/tour"

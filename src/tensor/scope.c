@@ -13,6 +13,40 @@ static EM_THREAD_LOCAL int64_t n_tracked, cap_tracked;
 static EM_THREAD_LOCAL int64_t frame_start[MAX_SCOPES];
 static EM_THREAD_LOCAL int depth;
 
+/* Non-tensor objects owned by scopes, with their own frame boundaries. */
+typedef struct owned_obj {
+    void *obj;
+    void (*fn)(void *);
+} owned_obj;
+static EM_THREAD_LOCAL owned_obj *objs;
+static EM_THREAD_LOCAL int64_t n_objs, cap_objs;
+static EM_THREAD_LOCAL int64_t obj_frame_start[MAX_SCOPES];
+
+bool tn_scope_track_obj(void *obj, void (*fn)(void *))
+{
+    if (depth == 0 || depth > MAX_SCOPES) return false;
+    if (n_objs == cap_objs) {
+        int64_t cap = cap_objs ? cap_objs * 2 : 16;
+        owned_obj *grown = realloc(objs, (size_t)cap * sizeof *grown);
+        if (!grown) return false;
+        objs = grown;
+        cap_objs = cap;
+    }
+    objs[n_objs++] = (owned_obj){obj, fn};
+    return true;
+}
+
+bool tn_scope_untrack_obj(void *obj)
+{
+    for (int64_t i = n_objs - 1; i >= 0; i--) {
+        if (objs[i].obj == obj) {
+            objs[i].obj = NULL;
+            return true;
+        }
+    }
+    return false;
+}
+
 void em_scope_begin(void)
 {
     if (depth >= MAX_SCOPES) {
@@ -20,6 +54,7 @@ void em_scope_begin(void)
         depth++; /* keep begin/end balanced; the extra levels track nothing */
         return;
     }
+    obj_frame_start[depth] = n_objs;
     frame_start[depth++] = n_tracked;
 }
 
@@ -66,6 +101,17 @@ em_status em_scope_end(void)
     if (depth == 0) return em_error(EM_ERR_STATE, "em_scope_end: no open scope");
     depth--;
     if (depth >= MAX_SCOPES) return EM_OK;
+    for (int64_t i = n_objs - 1; i >= obj_frame_start[depth]; i--) {
+        owned_obj o = objs[i];
+        objs[i].obj = NULL;
+        if (o.obj) o.fn(o.obj);
+    }
+    n_objs = obj_frame_start[depth];
+    if (depth == 0) {
+        free(objs);
+        objs = NULL;
+        n_objs = cap_objs = 0;
+    }
     int64_t start = frame_start[depth];
     /* Release newest first: views go before the tensors they came from. */
     for (int64_t i = n_tracked - 1; i >= start; i--) {

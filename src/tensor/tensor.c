@@ -8,6 +8,12 @@
 #include "op.h"
 
 static _Atomic int64_t live_handles;
+static void (*grad_release_hook)(void *grad_info);
+
+void tn_set_grad_release_hook(void (*fn)(void *grad_info))
+{
+    grad_release_hook = fn;
+}
 
 /* ---- storage ----------------------------------------------------------------------------- */
 
@@ -124,6 +130,17 @@ em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *s
     return v;
 }
 
+em_tensor *tn_alias(const em_tensor *t)
+{
+    em_tensor *v = handle_new(t->dtype, t->shape, t->rank);
+    if (!v) return NULL;
+    for (int d = 0; d < t->rank; d++) v->strides[d] = t->strides[d];
+    v->offset = t->offset;
+    v->storage = t->storage;
+    v->storage->refcount++;
+    return v;
+}
+
 em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*deleter)(void *, void *),
                         void *user)
 {
@@ -181,6 +198,7 @@ em_tensor *tn_share(em_tensor *t)
 void tn_release_ref(em_tensor *t)
 {
     if (--t->refcount > 0) return;
+    if (t->grad_info && grad_release_hook) grad_release_hook(t->grad_info);
     storage_release(t->storage);
     em_free(t);
     atomic_fetch_sub(&live_handles, 1);

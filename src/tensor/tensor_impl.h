@@ -29,6 +29,7 @@ struct em_tensor {
     int scope_refs; /* how many of the references are owned by open scopes */
     /* Autodiff (later layers) hangs its per-tensor data here; the tensor layer never reads it. */
     void *grad_info;
+    int grad_slot; /* which output of its node this tensor is */
     bool requires_grad;
 };
 
@@ -46,8 +47,18 @@ void tn_scope_forget(em_tensor *t);
 /* Returns t as a new reference (retain) that belongs to the current scope, like a freshly
  * created tensor: use it wherever an op returns an existing tensor. */
 em_tensor *tn_share(em_tensor *t);
-/* Drops one reference without touching scopes (scopes use it). */
+/* Drops one reference without touching scopes: for references taken with em_retain by library
+ * code (scopes and graph nodes use it). */
 void tn_release_ref(em_tensor *t);
+/* A new handle on t's storage with t's geometry, owned by the caller (never scope-tracked) and
+ * without autodiff data. */
+em_tensor *tn_alias(const em_tensor *t);
+/* Called with a handle's grad_info when the handle is freed (installed by autodiff). */
+void tn_set_grad_release_hook(void (*fn)(void *grad_info));
+/* Scope ownership of non-tensor objects (gradient containers ...): the scope calls fn(obj) at
+ * its end. tn_scope_untrack_obj removes the entry (false when obj is not tracked). */
+bool tn_scope_track_obj(void *obj, void (*fn)(void *));
+bool tn_scope_untrack_obj(void *obj);
 
 /* Typed element pointer for a CPU tensor: storage data + offset (elements). */
 static inline char *tn_ptr(const em_tensor *t)
