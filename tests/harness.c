@@ -362,3 +362,252 @@ double h_fixture_scalar(h_fixture *fx, const char *name)
     fx_entry *e = fx_find(fx, name);
     return e ? e->values[0] : NAN;
 }
+
+/* ---- gradient checks --------------------------------------------------------------------- */
+
+#define GC_EPS 1e-6
+
+/* sum(y * w) in f64 on the host; y NULL gives NaN. */
+static double weighted_sum(const em_tensor *y, const double *w)
+{
+    if (!y) return NAN;
+    double *v = h_values(y);
+    double s = 0;
+    int64_t n = em_tensor_numel(y);
+    for (int64_t i = 0; i < n; i++) s += v[i] * w[i];
+    free(v);
+    return s;
+}
+
+/* Evaluates f with input `which` replaced by `values` (contiguous f64), others as given. */
+static em_tensor *eval_with(h_fn f, void *ctx, em_tensor *const *inputs, int n, int which,
+                            const double *values)
+{
+    em_tensor *in[8];
+    for (int i = 0; i < n; i++) in[i] = inputs[i];
+    em_tensor *repl = NULL;
+    if (which >= 0) {
+        repl = em_from_data(values, EM_F64, em_tensor_shape(inputs[which]), EM_F64, EM_CPU);
+        in[which] = repl;
+    }
+    em_tensor *y = f(in, n, ctx);
+    em_release(repl);
+    return y;
+}
+
+/* Analytic gradients of sum(f(x) * w) wrt the chosen inputs, as host arrays (NULL when the
+ * input got no gradient: zeros). With create_graph, *graph receives the gradient tensors. */
+static bool analytic(h_fn f, void *ctx, em_tensor *const *inputs, int n, const bool *wrt,
+                     const double *w, em_tensor **leaves, double **out)
+{
+    em_tensor *y = f(leaves, n, ctx);
+    if (!y) return false;
+    em_tensor *wt = em_from_data(w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), EM_CPU);
+    em_tensor *l = em_sum(em_mul(y, wt), EM_ALL, false);
+    em_grads *g = l ? em_backward(l) : NULL;
+    if (!g) return false;
+    for (int i = 0; i < n; i++) {
+        out[i] = NULL;
+        if (wrt && !wrt[i]) continue;
+        em_tensor *gi = em_grad(g, leaves[i]);
+        int64_t m = em_tensor_numel(inputs[i]);
+        out[i] = calloc((size_t)(m ? m : 1), sizeof(double));
+        if (gi) {
+            double *v = h_values(gi);
+            memcpy(out[i], v, (size_t)m * sizeof(double));
+            free(v);
+        }
+    }
+    return true;
+}
+
+static bool compare_grads(const char *what, const char *order, int input, const double *a,
+                          const double *num, int64_t m, double atol, double rtol)
+{
+    int bad = 0;
+    for (int64_t j = 0; j < m; j++) {
+        if (!h_close(a[j], num[j], atol, rtol)) {
+            if (bad < 4)
+                printf("  %s %s: input %d element %lld analytic %.10g numeric %.10g\n", what, order,
+                       input, (long long)j, a[j], num[j]);
+            bad++;
+        }
+    }
+    h_check_(bad == 0, __FILE__, __LINE__, "%s: %s gradient of input %d: %d of %lld differ", what,
+             order, input, bad, (long long)m);
+    return bad == 0;
+}
+
+bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
+                 const bool *wrt, double atol, double rtol)
+{
+    if (atol <= 0) atol = 1e-5;
+    if (rtol <= 0) rtol = 1e-3;
+    em_scope_begin();
+    em_tensor *leaves[8];
+    for (int i = 0; i < n; i++) {
+        leaves[i] = em_detach(inputs[i]);
+        if (!wrt || wrt[i]) em_requires_grad(leaves[i], true);
+    }
+    em_tensor *y0 = f(leaves, n, ctx);
+    bool ok = y0 != NULL;
+    if (!ok) {
+        h_check_(false, __FILE__, __LINE__, "%s: f failed: %s", what, em_last_error());
+        em_clear_error();
+        em_scope_end();
+        return false;
+    }
+    int64_t ny = em_tensor_numel(y0);
+    double *w = malloc((size_t)(ny ? ny : 1) * sizeof *w);
+    for (int64_t k = 0; k < ny; k++) w[k] = 2 * h_uniform() - 1;
+    double *an[8] = {0};
+    if (!analytic(f, ctx, inputs, n, wrt, w, leaves, an)) {
+        h_check_(false, __FILE__, __LINE__, "%s: backward failed: %s", what, em_last_error());
+        em_clear_error();
+        ok = false;
+    }
+    em_no_grad_begin();
+    for (int i = 0; ok && i < n; i++) {
+        if (wrt && !wrt[i]) continue;
+        int64_t m = em_tensor_numel(inputs[i]);
+        double *v = h_values(inputs[i]);
+        double *num = malloc((size_t)(m ? m : 1) * sizeof *num);
+        for (int64_t j = 0; j < m; j++) {
+            double keep = v[j];
+            em_scope_begin();
+            v[j] = keep + GC_EPS;
+            double lp = weighted_sum(eval_with(f, ctx, inputs, n, i, v), w);
+            v[j] = keep - GC_EPS;
+            double lm = weighted_sum(eval_with(f, ctx, inputs, n, i, v), w);
+            em_scope_end();
+            v[j] = keep;
+            num[j] = (lp - lm) / (2 * GC_EPS);
+        }
+        ok &= compare_grads(what, "first-order", i, an[i], num, m, atol, rtol);
+        free(num);
+        free(v);
+    }
+    em_no_grad_end();
+    for (int i = 0; i < n; i++) free(an[i]);
+    free(w);
+    em_clear_error();
+    em_scope_end();
+    return ok;
+}
+
+typedef struct gg_ctx {
+    h_fn f;
+    void *ctx;
+    const bool *wrt;
+    const double *w;         /* weights of the first-order loss */
+    const double *const *vv; /* weights of the gradients */
+} gg_ctx;
+
+/* S(x) = sum_i sum(dL/dx_i * v_i) with L = sum(f(x) * w), recorded (create_graph). */
+static em_tensor *second_order_s(em_tensor *const *x, int n, const gg_ctx *c, bool create)
+{
+    em_tensor *leaves[8];
+    for (int i = 0; i < n; i++) {
+        leaves[i] = x[i];
+        if ((!c->wrt || c->wrt[i]) && !em_tensor_requires_grad(x[i])) {
+            leaves[i] = em_detach(x[i]);
+            em_requires_grad(leaves[i], true);
+        }
+    }
+    em_tensor *y = c->f(leaves, n, c->ctx);
+    if (!y) return NULL;
+    em_tensor *wt = em_from_data(c->w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), EM_CPU);
+    em_tensor *l = em_sum(em_mul(y, wt), EM_ALL, false);
+    em_grads *g = l ? em_backward_opt(l, (em_backward_opts){.create_graph = create}) : NULL;
+    if (!g) return NULL;
+    em_tensor *s = em_scalar(0, EM_F64, EM_CPU);
+    for (int i = 0; i < n; i++) {
+        if (c->wrt && !c->wrt[i]) continue;
+        em_tensor *gi = em_grad(g, leaves[i]);
+        if (!gi) continue;
+        em_tensor *vt = em_from_data(c->vv[i], EM_F64, em_tensor_shape(gi), EM_F64, EM_CPU);
+        s = em_add(s, em_sum(em_mul(gi, vt), EM_ALL, false));
+    }
+    return s;
+}
+
+bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
+                     const bool *wrt, double atol, double rtol)
+{
+    if (atol <= 0) atol = 1e-5;
+    if (rtol <= 0) rtol = 1e-3;
+    em_scope_begin();
+    em_tensor *y0 = f((em_tensor **)inputs, n, ctx);
+    if (!y0) {
+        h_check_(false, __FILE__, __LINE__, "%s: f failed: %s", what, em_last_error());
+        em_clear_error();
+        em_scope_end();
+        return false;
+    }
+    int64_t ny = em_tensor_numel(y0);
+    double *w = malloc((size_t)(ny ? ny : 1) * sizeof *w);
+    for (int64_t k = 0; k < ny; k++) w[k] = 2 * h_uniform() - 1;
+    double *vv[8] = {0};
+    for (int i = 0; i < n; i++) {
+        int64_t m = em_tensor_numel(inputs[i]);
+        vv[i] = malloc((size_t)(m ? m : 1) * sizeof(double));
+        for (int64_t j = 0; j < m; j++) vv[i][j] = 2 * h_uniform() - 1;
+    }
+    gg_ctx c = {f, ctx, wrt, w, (const double *const *)vv};
+    /* analytic: gradient of S through the recorded backward pass */
+    em_tensor *leaves[8];
+    for (int i = 0; i < n; i++) {
+        leaves[i] = em_detach(inputs[i]);
+        if (!wrt || wrt[i]) em_requires_grad(leaves[i], true);
+    }
+    em_tensor *s = second_order_s(leaves, n, &c, true);
+    em_grads *g = s ? em_backward(s) : NULL;
+    bool ok = g != NULL;
+    if (!ok) {
+        h_check_(false, __FILE__, __LINE__, "%s: second-order backward failed: %s", what,
+                 em_last_error());
+        em_clear_error();
+    }
+    for (int i = 0; ok && i < n; i++) {
+        if (wrt && !wrt[i]) continue;
+        int64_t m = em_tensor_numel(inputs[i]);
+        double *an = calloc((size_t)(m ? m : 1), sizeof *an);
+        em_tensor *gi = em_grad(g, leaves[i]);
+        if (gi) {
+            double *v = h_values(gi);
+            memcpy(an, v, (size_t)m * sizeof(double));
+            free(v);
+        }
+        double *v = h_values(inputs[i]);
+        double *num = malloc((size_t)(m ? m : 1) * sizeof *num);
+        for (int64_t j = 0; j < m; j++) {
+            double keep = v[j];
+            double sp, sm;
+            for (int side = 0; side < 2; side++) {
+                em_scope_begin();
+                v[j] = keep + (side ? -GC_EPS : GC_EPS);
+                em_tensor *in[8];
+                for (int k = 0; k < n; k++) in[k] = inputs[k];
+                in[i] = em_from_data(v, EM_F64, em_tensor_shape(inputs[i]), EM_F64, EM_CPU);
+                em_tensor *sv = second_order_s(in, n, &c, false);
+                double val = sv ? em_item_f64(sv) : NAN;
+                em_scope_end();
+                if (side)
+                    sm = val;
+                else
+                    sp = val;
+            }
+            v[j] = keep;
+            num[j] = (sp - sm) / (2 * GC_EPS);
+        }
+        ok &= compare_grads(what, "second-order", i, an, num, m, atol, rtol);
+        free(num);
+        free(v);
+        free(an);
+    }
+    for (int i = 0; i < n; i++) free(vv[i]);
+    free(w);
+    em_clear_error();
+    em_scope_end();
+    return ok;
+}

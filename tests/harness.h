@@ -63,6 +63,17 @@ int64_t h_offset(em_shape s, const int64_t *idx);
 /* Advances idx through s in row-major order; false at the end. */
 bool h_next_index(em_shape s, int64_t *idx);
 
+/* Gradient checks. f maps n inputs to a new tensor. The inputs are f64 tensors in any layout;
+ * those with wrt[i] are differentiated (wrt NULL: all). h_gradcheck compares em_backward's
+ * gradients of L = sum(f(x) * w), w fixed random, with central differences (eps 1e-6).
+ * h_gradgradcheck does the same for S = sum_i sum(dL/dx_i * v_i), whose gradient needs the
+ * backward pass recorded (create_graph). Defaults for atol/rtol: 1e-5 and 1e-3. */
+typedef em_tensor *(*h_fn)(em_tensor *const *in, int n, void *ctx);
+bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
+                 const bool *wrt, double atol, double rtol);
+bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
+                     const bool *wrt, double atol, double rtol);
+
 /* Golden fixtures: files of named tensors (f64 or i64) written by scripts/gen_fixtures.py. */
 typedef struct h_fixture h_fixture;
 h_fixture *h_fixture_load(const char *name); /* name relative to tests/fixtures */

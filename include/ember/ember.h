@@ -4,5 +4,6 @@
 
 #include "core.h"
 #include "tensor.h"
+#include "autodiff.h"
 
 #endif

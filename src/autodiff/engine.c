@@ -1,0 +1,440 @@
+/* The backward pass: topological order over the nodes reachable from the outputs, one rule per
+ * node in reverse order, gradient accumulation, early release of saved tensors, anomaly checks,
+ * and the gradients container. */
+#include <math.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "autodiff_impl.h"
+
+static _Atomic int64_t pass_counter;
+static _Atomic int64_t rule_counts[EM_OP_COUNT];
+
+int64_t ad_rule_count(em_op_kind kind)
+{
+    return (kind >= 0 && kind < EM_OP_COUNT) ? atomic_load(&rule_counts[kind]) : 0;
+}
+static atomic_bool anomaly_on;
+
+void em_set_detect_anomaly(bool on)
+{
+    atomic_store(&anomaly_on, on);
+}
+
+bool em_detect_anomaly(void)
+{
+    ad_init();
+    return atomic_load(&anomaly_on);
+}
+
+/* ---- gradients container ----------------------------------------------------------------- */
+
+typedef struct grad_entry {
+    ad_node *leaf;
+    em_tensor *grad;
+} grad_entry;
+
+struct em_grads {
+    int n, cap;
+    grad_entry *e;
+    bool scope_owned;
+};
+
+static void grads_destroy(em_grads *g)
+{
+    for (int i = 0; i < g->n; i++) {
+        ad_node_release(g->e[i].leaf);
+        tn_release_ref(g->e[i].grad);
+    }
+    free(g->e);
+    em_free(g);
+}
+
+static void grads_scope_free(void *p)
+{
+    grads_destroy(p);
+}
+
+void em_grads_free(em_grads *g)
+{
+    if (!g) return;
+    if (g->scope_owned) tn_scope_untrack_obj(g);
+    grads_destroy(g);
+}
+
+em_tensor *em_grad(const em_grads *g, const em_tensor *t)
+{
+    if (!tn_check_ptr("em_grad", g, "g") || !tn_check_ptr("em_grad", t, "t")) return NULL;
+    ad_node *n = ad_node_of(t, NULL);
+    if (!n) return NULL;
+    for (int i = 0; i < g->n; i++)
+        if (g->e[i].leaf == n) return tn_share(g->e[i].grad);
+    return NULL;
+}
+
+int em_grads_count(const em_grads *g)
+{
+    return g ? g->n : 0;
+}
+
+/* ---- helpers for rules ------------------------------------------------------------------- */
+
+em_tensor *ad_gout(ad_ctx *c, int k)
+{
+    if (c->gout[k]) return c->gout[k];
+    const em_tensor *o = c->out[k];
+    c->gout[k] = em_zeros(tn_shape(o), o->dtype, o->storage->device); /* the rule scope owns it */
+    return c->gout[k];
+}
+
+em_shape ad_in_shape(const ad_ctx *c, int i)
+{
+    return c->node->in_shape[i];
+}
+
+em_tensor *ad_sum_to(const em_tensor *g, em_shape shape)
+{
+    if (!g) return NULL;
+    if (em_shape_equal(tn_shape(g), shape)) return tn_share((em_tensor *)g);
+    em_axes axes = {.n = 0};
+    int lead = g->rank - shape.rank;
+    for (int d = 0; d < g->rank; d++) {
+        bool reduce = d < lead || (shape.dims[d - lead] == 1 && g->shape[d] != 1);
+        if (reduce) axes.d[axes.n++] = d;
+    }
+    if (axes.n == 0) return em_reshape(g, shape);
+    em_tensor *s = em_sum(g, axes, true);
+    em_tensor *r = em_reshape(s, shape);
+    em_release(s);
+    return r;
+}
+
+em_tensor *ad_match_dtype(ad_ctx *c, int i, em_tensor *g)
+{
+    if (!g || g->dtype == c->node->in_dtype[i]) return g;
+    return em_cast(g, c->node->in_dtype[i]);
+}
+
+em_status ad_no_rule(const ad_ctx *c)
+{
+    return em_error(EM_ERR_UNSUPPORTED, "em_backward: op %s has no backward rule",
+                    em_op_name(c->op->kind));
+}
+
+/* ---- the pass ---------------------------------------------------------------------------- */
+
+typedef struct pass {
+    int64_t id;
+    ad_node **order; /* parents before children */
+    int64_t n, cap;
+    em_tensor *(*g)[EM_OP_MAX_OUT]; /* accumulated output gradients, by order position */
+} pass;
+
+static bool push_order(pass *p, ad_node *n)
+{
+    if (p->n == p->cap) {
+        int64_t cap = p->cap ? p->cap * 2 : 64;
+        ad_node **o = realloc(p->order, (size_t)cap * sizeof *o);
+        if (!o) return false;
+        p->order = o;
+        p->cap = cap;
+    }
+    n->order = p->n;
+    p->order[p->n++] = n;
+    return true;
+}
+
+/* Iterative depth-first post-order from one root. */
+static em_status collect(pass *p, ad_node *root)
+{
+    if (root->visit == p->id) return EM_OK;
+    typedef struct frame {
+        ad_node *n;
+        int next;
+    } frame;
+    int64_t cap = 64, top = 0;
+    frame *st = malloc((size_t)cap * sizeof *st);
+    if (!st) return em_error(EM_ERR_OOM, "em_backward: out of memory");
+    root->visit = p->id;
+    st[top++] = (frame){root, 0};
+    em_status status = EM_OK;
+    while (top > 0) {
+        frame *f = &st[top - 1];
+        if (f->n->released) {
+            status = em_error(EM_ERR_STATE,
+                              "em_backward: the graph through %s was freed by an earlier "
+                              "backward pass; pass retain_graph to differentiate it again",
+                              ad_node_name(f->n));
+            break;
+        }
+        if (f->next < EM_OP_MAX_IN) {
+            ad_node *parent = f->n->parent[f->next++];
+            if (parent && parent->visit != p->id) {
+                parent->visit = p->id;
+                if (top == cap) {
+                    cap *= 2;
+                    frame *g = realloc(st, (size_t)cap * sizeof *g);
+                    if (!g) {
+                        status = em_error(EM_ERR_OOM, "em_backward: out of memory");
+                        break;
+                    }
+                    st = g;
+                }
+                st[top++] = (frame){parent, 0};
+            }
+            continue;
+        }
+        if (!push_order(p, f->n)) {
+            status = em_error(EM_ERR_OOM, "em_backward: out of memory");
+            break;
+        }
+        top--;
+    }
+    free(st);
+    return status;
+}
+
+/* The engine owns its gradients as plain references, never through scopes, so they can be
+ * freed the moment they are used. own() turns the scope reference of a result just created in
+ * the current scope into such a reference. */
+static em_tensor *own(em_tensor *t)
+{
+    if (t && t->scope_refs > 0) tn_scope_forget(t);
+    return t;
+}
+
+/* *slot += g (takes ownership of g). */
+static em_status accumulate(em_tensor **slot, em_tensor *g)
+{
+    if (!g) return EM_OK;
+    if (!*slot) {
+        *slot = g;
+        return EM_OK;
+    }
+    em_tensor *sum = own(em_add(*slot, g));
+    tn_release_ref(*slot);
+    tn_release_ref(g);
+    *slot = sum;
+    return sum ? EM_OK : em_last_status();
+}
+
+static bool has_nonfinite(const em_tensor *g)
+{
+    em_no_grad_begin();
+    em_tensor *f = em_isfinite(g);
+    em_tensor *a = f ? em_all(f, EM_ALL, false) : NULL;
+    bool bad = a && em_item_f64(a) == 0;
+    em_release(a);
+    em_release(f);
+    em_no_grad_end();
+    return bad;
+}
+
+/* Runs the rule of node n (not a leaf) with its output gradients; gin receives the kept
+ * input gradients. */
+static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, em_backward_opts o);
+
+static em_status rule_dispatch(ad_ctx *c);
+
+em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, int n,
+                           em_backward_opts o)
+{
+    ad_init();
+    const char *fn = "em_backward";
+    if (!tn_check_ptr(fn, outputs, "outputs")) return NULL;
+    if (n < 1) {
+        em_error(EM_ERR_INVALID_ARG, "%s: %d outputs given", fn, n);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        if (!tn_check_ptr(fn, outputs[i], "outputs[i]")) return NULL;
+        if (!outputs[i]->grad_info) {
+            em_error(EM_ERR_STATE,
+                     "%s: output %d does not require grad (no input of it was marked with "
+                     "em_requires_grad, or it was computed under em_no_grad)",
+                     fn, i);
+            return NULL;
+        }
+        if (seeds && seeds[i] && !em_shape_equal(tn_shape(seeds[i]), tn_shape(outputs[i]))) {
+            em_error(EM_ERR_SHAPE, "%s: seed %d has shape %s, output has %s", fn, i,
+                     tn_dims_str(seeds[i]->shape, seeds[i]->rank),
+                     tn_dims_str(outputs[i]->shape, outputs[i]->rank));
+            return NULL;
+        }
+    }
+    if (o.create_graph) o.retain_graph = true; /* the recorded backward refers to saved tensors */
+    pass p = {.id = atomic_fetch_add(&pass_counter, 1) + 1};
+    em_status st = EM_OK;
+    for (int i = 0; i < n && st == EM_OK; i++) st = collect(&p, ad_node_of(outputs[i], NULL));
+    em_grads *result = NULL;
+    if (st == EM_OK) {
+        p.g = calloc((size_t)(p.n ? p.n : 1), sizeof *p.g);
+        result = em_alloc(sizeof *result);
+        if (!p.g || !result)
+            st = em_last_status() ? em_last_status() : EM_ERR_OOM;
+        else
+            memset(result, 0, sizeof *result);
+    }
+    em_scope_begin();
+    if (!o.create_graph) em_no_grad_begin();
+    for (int i = 0; i < n && st == EM_OK; i++) {
+        int slot;
+        ad_node *node = ad_node_of(outputs[i], &slot);
+        em_tensor *seed = own(seeds && seeds[i] ? tn_share(seeds[i]) : em_ones_like(outputs[i]));
+        if (seed && seed->dtype != outputs[i]->dtype) {
+            em_tensor *c = own(em_cast(seed, outputs[i]->dtype));
+            tn_release_ref(seed);
+            seed = c;
+        }
+        if (!seed)
+            st = em_last_status();
+        else
+            st = accumulate(&p.g[node->order][slot], seed);
+    }
+    for (int64_t pos = p.n - 1; pos >= 0 && st == EM_OK; pos--) {
+        ad_node *node = p.order[pos];
+        em_tensor **gout = p.g[pos];
+        bool any = false;
+        for (int k = 0; k < EM_OP_MAX_OUT; k++) any |= gout[k] != NULL;
+        if (node->kind == AD_LEAF) {
+            if (!any) continue;
+            if (result->n == result->cap) {
+                int cap = result->cap ? result->cap * 2 : 8;
+                grad_entry *e = realloc(result->e, (size_t)cap * sizeof *e);
+                if (!e) {
+                    st = em_error(EM_ERR_OOM, "em_backward: out of memory");
+                    break;
+                }
+                result->e = e;
+                result->cap = cap;
+            }
+            grad_entry *e = &result->e[result->n++];
+            e->leaf = ad_node_retain(node);
+            e->grad = gout[0]; /* ownership moves to the container */
+            gout[0] = NULL;
+            continue;
+        }
+        em_tensor *gin[EM_OP_MAX_IN] = {0};
+        if (any) st = run_rule(node, gout, gin, o);
+        for (int k = 0; k < EM_OP_MAX_OUT; k++) {
+            if (gout[k]) tn_release_ref(gout[k]);
+            gout[k] = NULL;
+        }
+        for (int i = 0; i < EM_OP_MAX_IN; i++) {
+            if (!gin[i]) continue;
+            ad_node *parent = node->parent[i];
+            if (st == EM_OK && parent && parent->visit == p.id)
+                st = accumulate(&p.g[parent->order][node->parent_slot[i]], gin[i]);
+            else
+                tn_release_ref(gin[i]);
+        }
+        if (!o.retain_graph && node->kind != AD_LEAF) {
+            ad_node_release_saved(node);
+            node->released = true;
+        }
+    }
+    /* leftover accumulations (after an error) */
+    for (int64_t pos = 0; p.g && pos < p.n; pos++)
+        for (int k = 0; k < EM_OP_MAX_OUT; k++)
+            if (p.g[pos][k]) tn_release_ref(p.g[pos][k]);
+    if (!o.create_graph) em_no_grad_end();
+    em_scope_end();
+    free(p.g);
+    free(p.order);
+    if (st != EM_OK) {
+        if (result) grads_destroy(result);
+        return NULL;
+    }
+    if (tn_scope_track_obj(result, grads_scope_free)) result->scope_owned = true;
+    return result;
+}
+
+em_grads *em_backward_opt(em_tensor *loss, em_backward_opts o)
+{
+    if (!tn_check_ptr("em_backward", loss, "loss")) return NULL;
+    if (tn_numel(loss) != 1) {
+        em_error(EM_ERR_SHAPE,
+                 "em_backward: loss of shape %s has %lld elements; use em_backward_with and a "
+                 "seed for non-scalar outputs",
+                 tn_dims_str(loss->shape, loss->rank), (long long)tn_numel(loss));
+        return NULL;
+    }
+    return em_backward_with(&loss, NULL, 1, o);
+}
+
+em_grads *em_backward(em_tensor *loss)
+{
+    return em_backward_opt(loss, (em_backward_opts){0});
+}
+
+/* ---- running one node's rule ------------------------------------------------------------- */
+
+static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, em_backward_opts o)
+{
+    ad_ctx c;
+    memset(&c, 0, sizeof c);
+    c.node = n;
+    c.op = &n->op;
+    for (int i = 0; i < EM_OP_MAX_IN; i++) c.needs[i] = n->needs[i];
+    em_scope_begin();
+    /* outputs as the rule sees them: attached to this node when the backward pass is itself
+     * recorded, so gradients of gradients flow through them */
+    for (int k = 0; k < n->op.n_out; k++) {
+        if (!n->op.out[k]) continue;
+        c.out[k] = tn_view_of(n->op.out[k], n->op.out[k]->shape, n->op.out[k]->strides,
+                              n->op.out[k]->rank, n->op.out[k]->offset);
+        if (c.out[k] && o.create_graph && em_dtype_is_float(c.out[k]->dtype))
+            ad_attach(c.out[k], n, k);
+        c.gout[k] = gout[k];
+    }
+    em_status st = n->kind == AD_CHECKPOINT ? ad_checkpoint_backward(&c, o) : rule_dispatch(&c);
+    if (st == EM_OK && em_failed()) st = em_last_status();
+    for (int i = 0; i < EM_OP_MAX_IN && st == EM_OK; i++) {
+        if (!c.gin[i]) continue;
+        if (!n->needs[i]) {
+            c.gin[i] = NULL;
+            continue;
+        }
+        if (!em_shape_equal(tn_shape(c.gin[i]), n->in_shape[i])) {
+            st = em_error(EM_ERR_INTERNAL,
+                          "em_backward: the rule of %s gave a gradient of shape %s for input %d "
+                          "of shape %s",
+                          ad_node_name(n), tn_dims_str(c.gin[i]->shape, c.gin[i]->rank), i,
+                          tn_dims_str(n->in_shape[i].dims, n->in_shape[i].rank));
+            break;
+        }
+        c.gin[i] = ad_match_dtype(&c, i, c.gin[i]);
+        if (!c.gin[i]) {
+            st = em_last_status();
+            break;
+        }
+        if (atomic_load(&anomaly_on) && has_nonfinite(c.gin[i])) {
+            st = em_error(EM_ERR_STATE,
+                          "em_backward: anomaly: the backward rule of %s produced NaN or Inf in "
+                          "the gradient of input %d",
+                          ad_node_name(n), i);
+            break;
+        }
+    }
+    /* a plain reference for the engine: valid whether the rule made the tensor or passed one
+     * through; the rule's scope then drops its own references */
+    for (int i = 0; i < EM_OP_MAX_IN; i++)
+        gin[i] = (st == EM_OK && c.gin[i]) ? em_retain(c.gin[i]) : NULL;
+    em_scope_end();
+    return st;
+}
+
+/* Rule table: one family entry per kind, generated from op_kinds.h. */
+typedef em_status (*family_rule)(ad_ctx *c);
+static const family_rule rule_table[] = {
+#define AD_RULE(name, str, fam) ad_rule_##fam,
+    EM_OP_LIST(AD_RULE)
+#undef AD_RULE
+};
+
+static em_status rule_dispatch(ad_ctx *c)
+{
+    atomic_fetch_add(&rule_counts[c->op->kind], 1);
+    return rule_table[c->op->kind](c);
+}

@@ -1,0 +1,93 @@
+/* Backward rules for views (reshape, permute, slice, expand, flip, unfold) and for the
+ * creation-family ops that take float inputs (tril, triu, contiguous, cast). */
+#include <string.h>
+
+#include "autodiff_impl.h"
+
+/* unfold: windows of `size` every `step` along dim became a new last dim; each window element
+ * adds back at position w*step + j. */
+static em_tensor *unfold_backward(ad_ctx *c, em_tensor *g)
+{
+    int dim = (int)c->op->i[0];
+    int64_t size = c->op->i[1], step = c->op->i[2];
+    em_shape in = ad_in_shape(c, 0);
+    bool scalar = in.rank == 0;
+    em_shape base = scalar ? EM_SHAPE(1) : in;
+    em_tensor *acc = em_zeros(base, g->dtype, em_tensor_device(g));
+    int64_t windows = g->shape[dim];
+    for (int64_t j = 0; j < size && acc; j++) {
+        em_tensor *part = em_select(g, -1, j); /* [..., windows at dim, ...] */
+        em_tensor *idx = em_arange((double)j, (double)(j + windows * step), (double)step, EM_I64,
+                                   em_tensor_device(g));
+        em_tensor *next = em_index_add(acc, dim, idx, part, 1.0);
+        em_release(part);
+        em_release(idx);
+        em_release(acc);
+        acc = next;
+    }
+    if (!scalar || !acc) return acc;
+    em_tensor *r = em_reshape(acc, in);
+    em_release(acc);
+    return r;
+}
+
+em_status ad_rule_view(ad_ctx *c)
+{
+    if (!c->needs[0]) return EM_OK;
+    em_tensor *g = ad_gout(c, 0);
+    em_shape in = ad_in_shape(c, 0);
+    switch (c->op->kind) {
+    case EM_OP_RESHAPE: c->gin[0] = em_reshape(g, in); break;
+    case EM_OP_PERMUTE: {
+        em_axes inv = {.n = in.rank};
+        for (int d = 0; d < in.rank; d++) inv.d[c->op->i[d]] = d;
+        c->gin[0] = em_permute(g, inv);
+        break;
+    }
+    case EM_OP_SLICE: {
+        int dim = (int)c->op->i[0];
+        int64_t starts[EM_MAX_RANK], ends[EM_MAX_RANK], steps[EM_MAX_RANK];
+        for (int d = 0; d < in.rank; d++) {
+            starts[d] = 0;
+            ends[d] = in.dims[d];
+            steps[d] = 1;
+        }
+        starts[dim] = c->op->i[1];
+        ends[dim] = c->op->i[2];
+        steps[dim] = c->op->i[3];
+        em_tensor *z = em_zeros(in, g->dtype, em_tensor_device(g));
+        c->gin[0] = em_slice_assign(z, starts, ends, steps, g);
+        break;
+    }
+    case EM_OP_EXPAND: c->gin[0] = ad_sum_to(g, in); break;
+    case EM_OP_FLIP: {
+        em_axes dims = {.n = 0};
+        for (int d = 0; d < in.rank; d++)
+            if (c->op->i[0] & (1 << d)) dims.d[dims.n++] = d;
+        c->gin[0] = dims.n ? em_flip(g, dims) : g;
+        break;
+    }
+    case EM_OP_UNFOLD: c->gin[0] = unfold_backward(c, g); break;
+    default: return ad_no_rule(c);
+    }
+    return c->gin[0] ? EM_OK : em_last_status();
+}
+
+em_status ad_rule_create(ad_ctx *c)
+{
+    switch (c->op->kind) {
+    case EM_OP_TRIL:
+    case EM_OP_TRIU:
+        if (c->needs[0])
+            c->gin[0] = c->op->kind == EM_OP_TRIL ? em_tril(ad_gout(c, 0), c->op->i[0])
+                                                  : em_triu(ad_gout(c, 0), c->op->i[0]);
+        return EM_OK;
+    case EM_OP_COPY:
+    case EM_OP_CAST:
+        if (c->needs[0]) c->gin[0] = ad_gout(c, 0); /* the engine casts to the input's dtype */
+        return EM_OK;
+    case EM_OP_BERNOULLI: return EM_OK; /* sampling: no gradient to the probabilities */
+    default: break;
+    }
+    return ad_no_rule(c);
+}
