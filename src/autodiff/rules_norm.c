@@ -1,7 +1,214 @@
-/* Backward rules for the norm op family (placeholder until the family's rules land). */
+/* Backward rules for normalisation (layer, RMS, group, batch), scaled dot-product attention and
+ * dropout. Statistics, scores and masks are recomputed from the inputs with Ember ops, so the
+ * rules run on every backend and, recorded under create_graph, give second derivatives. */
+#include <math.h>
+
 #include "autodiff_impl.h"
+
+/* Mean of t over ax (n elements each), keepdim. Built from sum and a scalar product so its own
+ * derivatives are the simplest ones. */
+static em_tensor *mean_over(const em_tensor *t, em_axes ax, int64_t n)
+{
+    return em_mul_scalar(em_sum(t, ax, true), 1.0 / (double)(n > 0 ? n : 1));
+}
+
+/* xhat = (x - mean) * rstd over ax, rstd = 1 / sqrt(var + eps) (biased var; no centring for
+ * RMS), both kept with size-1 reduced dims. */
+typedef struct norm_stats {
+    em_tensor *xhat, *rstd;
+} norm_stats;
+
+static norm_stats stats_of(const em_tensor *x, em_axes ax, int64_t n, double eps, bool rms)
+{
+    em_tensor *xc = rms ? (em_tensor *)x : em_sub(x, mean_over(x, ax, n));
+    em_tensor *var = mean_over(em_mul(xc, xc), ax, n);
+    em_tensor *rstd = em_rsqrt(em_add_scalar(var, eps));
+    return (norm_stats){em_mul(xc, rstd), rstd};
+}
+
+/* dL/dx from gx = dL/dxhat: rstd * (gx - mean(gx) - xhat * mean(gx * xhat)), without the
+ * mean(gx) term for RMS. */
+static em_tensor *stats_grad(const em_tensor *gx, norm_stats s, em_axes ax, int64_t n, bool rms)
+{
+    em_tensor *t = em_sub(gx, em_mul(s.xhat, mean_over(em_mul(gx, s.xhat), ax, n)));
+    if (!rms) t = em_sub(t, mean_over(gx, ax, n));
+    return em_mul(t, s.rstd);
+}
+
+/* x: [..., *norm] normalised over the last i0 dims; weight, bias: [*norm]. */
+static void layer_rms(ad_ctx *c, bool rms)
+{
+    const em_op *op = c->op;
+    em_tensor *x = op->in[0], *g = ad_gout(c, 0);
+    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
+    int wi = 1, bi = has_w ? 2 : 1;
+    em_shape xs = ad_in_shape(c, 0);
+    int n_norm = (int)op->i[0];
+    em_axes ax = {.n = n_norm};
+    int64_t n = 1;
+    for (int k = 0; k < n_norm; k++) {
+        ax.d[k] = xs.rank - n_norm + k;
+        n *= xs.dims[ax.d[k]];
+    }
+    bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
+    if (need_b) c->gin[bi] = ad_sum_to(g, ad_in_shape(c, bi));
+    if (!c->needs[0] && !need_w) return;
+    norm_stats s = stats_of(x, ax, n, op->f[0], rms);
+    if (c->needs[0]) c->gin[0] = stats_grad(has_w ? em_mul(g, op->in[wi]) : g, s, ax, n, rms);
+    if (need_w) c->gin[wi] = ad_sum_to(em_mul(g, s.xhat), ad_in_shape(c, wi));
+}
+
+/* Shape [C, 1, ..., 1] that broadcasts a per-channel [C] tensor against [N, C, *]. */
+static em_shape channel_shape(em_shape xs)
+{
+    em_shape s = {.rank = xs.rank - 1};
+    for (int d = 0; d < s.rank; d++) s.dims[d] = d == 0 ? xs.dims[1] : 1;
+    return s;
+}
+
+/* t [N, C, *] summed to [C]. */
+static em_tensor *channel_sum(const em_tensor *t, int rank)
+{
+    em_axes ax = {.n = 0};
+    for (int d = 0; d < rank; d++)
+        if (d != 1) ax.d[ax.n++] = d;
+    return em_sum(t, ax, false);
+}
+
+static int64_t numel_of(em_shape s)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s.rank; d++) n *= s.dims[d];
+    return n;
+}
+
+/* x [N, C, *] normalised per (sample, group of C/G channels); weight, bias [C]. */
+static void group_norm(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *x = op->in[0], *g = ad_gout(c, 0);
+    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    int wi = 1, bi = has_w ? 2 : 1;
+    em_shape xs = ad_in_shape(c, 0);
+    int64_t N = xs.dims[0], G = op->i[0], total = numel_of(xs);
+    bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
+    if (need_b) c->gin[bi] = channel_sum(g, xs.rank);
+    if (!c->needs[0] && !need_w) return;
+    if (total == 0) { /* nothing normalised: every gradient is empty or zero */
+        if (c->needs[0]) c->gin[0] = em_zeros_like(x);
+        if (need_w) c->gin[wi] = em_zeros_like(op->in[wi]);
+        return;
+    }
+    int64_t M = total / (N * G);
+    em_shape gs = EM_SHAPE(N, G, M);
+    em_axes ax = EM_AXES(2);
+    norm_stats s = stats_of(em_reshape(x, gs), ax, M, op->f[0], false);
+    if (c->needs[0]) {
+        em_tensor *gx = has_w ? em_mul(g, em_reshape(op->in[wi], channel_shape(xs))) : g;
+        c->gin[0] = em_reshape(stats_grad(em_reshape(gx, gs), s, ax, M, false), xs);
+    }
+    if (need_w) c->gin[wi] = channel_sum(em_mul(g, em_reshape(s.xhat, xs)), xs.rank);
+}
+
+/* y = (x - mean) * rsqrt(var + eps) * weight + bias per channel of x [N, C, *]; every input
+ * gets its true derivative (the statistics are ordinary inputs here). */
+static void batch_norm(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *x = op->in[0], *mean = op->in[1], *var = op->in[2], *g = ad_gout(c, 0);
+    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    int wi = 3, bi = has_w ? 4 : 3;
+    em_tensor *w = has_w ? op->in[wi] : NULL;
+    em_shape xs = ad_in_shape(c, 0), cs = channel_shape(xs);
+    em_tensor *s = em_rsqrt(em_add_scalar(var, op->f[0])); /* [C] */
+    em_tensor *sw = w ? em_mul(s, w) : s;
+    bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
+    em_tensor *gsum = (c->needs[1] || need_b) ? channel_sum(g, xs.rank) : NULL;
+    if (c->needs[0]) c->gin[0] = em_mul(g, em_reshape(sw, cs));
+    if (c->needs[1]) c->gin[1] = em_neg(em_mul(gsum, sw));
+    if (need_b) c->gin[bi] = gsum;
+    if (c->needs[2] || need_w) {
+        em_tensor *gxc = channel_sum(em_mul(g, em_sub(x, em_reshape(mean, cs))), xs.rank);
+        /* d rsqrt(var + eps) / d var = -s^3 / 2 */
+        if (c->needs[2]) c->gin[2] = em_mul_scalar(em_mul(em_mul(gxc, sw), em_mul(s, s)), -0.5);
+        if (need_w) c->gin[wi] = em_mul(gxc, s);
+    }
+}
+
+/* q [..., L, E], k [..., S, E], v [..., S, Ev], mask broadcast to [..., L, S]. Recomputes
+ * P = softmax(q k^T * scale + mask) with masked positions at -inf, then
+ *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P, -1)), dq = dS k scale, dk = dS^T q scale,
+ * each summed back over the batch dims its input was broadcast along. */
+static void sdpa(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    bool causal = op->i[0] != 0;
+    int mkind = (int)op->i[1];
+    double scale = op->f[0];
+    em_tensor *g = ad_gout(c, 0); /* [B..., L, Ev] */
+    em_shape ss = em_tensor_shape(g);
+    int r = ss.rank;
+    int64_t L = ss.dims[r - 2], S = ad_in_shape(c, 1).dims[ad_in_shape(c, 1).rank - 2];
+    ss.dims[r - 1] = S; /* the full scores shape [B..., L, S] */
+    em_tensor *sc = em_mul_scalar(em_matmul(q, em_transpose(k, -2, -1)), scale);
+    if (mask && mkind == 2) sc = em_add(sc, mask);
+    if (sc && !em_shape_equal(em_tensor_shape(sc), ss)) sc = em_expand(sc, ss);
+    em_tensor *drop = NULL; /* true where a key is masked out */
+    if (causal) {
+        em_tensor *ones = em_ones(EM_SHAPE(L, S), q->dtype, q->storage->device);
+        drop = em_ne_scalar(em_triu(ones, 1), 0);
+    }
+    if (mask && mkind == 1) {
+        em_tensor *nm = em_logical_not(mask);
+        drop = drop ? em_logical_or(drop, nm) : nm;
+    }
+    if (drop) sc = em_masked_fill(sc, drop, -INFINITY);
+    em_tensor *p = em_softmax(sc, -1);
+    if (c->needs[2])
+        c->gin[2] = ad_sum_to(em_matmul(em_transpose(p, -2, -1), g), ad_in_shape(c, 2));
+    bool need_m = mask && mkind == 2 && c->needs[3];
+    if (!c->needs[0] && !c->needs[1] && !need_m) return;
+    em_tensor *dp = em_matmul(g, em_transpose(v, -2, -1));
+    em_tensor *ds = em_mul(p, em_sub(dp, em_sum(em_mul(dp, p), EM_AXES(-1), true)));
+    if (need_m) c->gin[3] = ad_sum_to(ds, ad_in_shape(c, 3));
+    if (c->needs[0])
+        c->gin[0] = ad_sum_to(em_mul_scalar(em_matmul(ds, k), scale), ad_in_shape(c, 0));
+    if (c->needs[1])
+        c->gin[1] = ad_sum_to(em_mul_scalar(em_matmul(em_transpose(ds, -2, -1), q), scale),
+                              ad_in_shape(c, 1));
+}
+
+/* Inverted dropout: dx = g * keep / (1 - p). The keep mask is drawn again from the record's
+ * (seed, offset): the kernel keeps element k when uniform k >= p, and bernoulli(p) at the same
+ * stream position is 1 exactly when uniform k < p, so keep = 1 - bernoulli(p). The global
+ * generator is put back afterwards (another thread drawing at this moment could see the
+ * temporary state). */
+static void dropout(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    double p = op->f[0];
+    if (!c->needs[0] || p >= 1) return; /* everything dropped: zero gradient */
+    em_tensor *x = op->in[0];
+    em_rng_state saved = em_rng_get_state();
+    em_rng_set_state((em_rng_state){(uint64_t)op->i[0], (uint64_t)op->i[1]});
+    em_tensor *dropped = em_bernoulli_p(ad_in_shape(c, 0), p, x->dtype, x->storage->device);
+    em_rng_set_state(saved);
+    em_tensor *keep = em_mul_scalar(em_rsub_scalar(dropped, 1.0), 1.0 / (1.0 - p));
+    c->gin[0] = em_mul(ad_gout(c, 0), keep);
+}
 
 em_status ad_rule_norm(ad_ctx *c)
 {
-    return ad_no_rule(c);
+    switch (c->op->kind) {
+    case EM_OP_LAYER_NORM: layer_rms(c, false); break;
+    case EM_OP_RMS_NORM: layer_rms(c, true); break;
+    case EM_OP_GROUP_NORM: group_norm(c); break;
+    case EM_OP_BATCH_NORM: batch_norm(c); break;
+    case EM_OP_SDPA: sdpa(c); break;
+    case EM_OP_DROPOUT: dropout(c); break;
+    default: return ad_no_rule(c);
+    }
+    return em_failed() ? em_last_status() : EM_OK;
 }
