@@ -1,7 +1,26 @@
-/* Backward rules for the order op family (placeholder until the family's rules land). */
+/* Backward rules for the ordering family (sort, topk, median): the gradient of the values goes
+ * back to the positions the indices output names, scatter-added into zeros along dim. */
 #include "autodiff_impl.h"
 
 em_status ad_rule_order(ad_ctx *c)
 {
-    return ad_no_rule(c);
+    const em_op *op = c->op;
+    if (op->kind != EM_OP_SORT && op->kind != EM_OP_TOPK && op->kind != EM_OP_MEDIAN)
+        return ad_no_rule(c);
+    if (!c->needs[0]) return EM_OK;
+    em_tensor *g = ad_gout(c, 0);
+    em_shape in = ad_in_shape(c, 0);
+    int dim = (int)op->i[0];
+    if (in.rank == 0) { /* one element: it is its own sort, top-1 and median */
+        if (op->kind != EM_OP_TOPK || op->i[1] > 0) c->gin[0] = g;
+        return EM_OK;
+    }
+    em_tensor *idx = c->out[1];
+    if (op->kind == EM_OP_MEDIAN && !op->i[1]) { /* bring back the reduced dim */
+        g = em_unsqueeze(g, dim);
+        idx = em_unsqueeze(idx, dim);
+    }
+    em_tensor *z = em_zeros(in, em_tensor_dtype(g), em_tensor_device(g));
+    if (g && idx && z) c->gin[0] = em_scatter(z, dim, idx, g, EM_SCATTER_ADD);
+    return em_failed() ? em_last_status() : EM_OK;
 }
