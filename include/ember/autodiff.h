@@ -56,10 +56,11 @@ bool em_grad_enabled(void);
 void em_set_detect_anomaly(bool on);
 bool em_detect_anomaly(void);
 
-/* Gradient checkpointing: runs fn(ctx, inputs, n_in, outputs) without keeping its
- * intermediate activations; the backward pass runs fn again to recompute them. fn must be
- * deterministic given its inputs (random ops see the same generator state on recompute) and
- * write n_out new references to outputs[]. */
+/* Gradient checkpointing: runs fn(ctx, inputs, n_in, outputs) in a scope of its own without
+ * keeping its intermediate activations; the backward pass runs fn again to recompute them. fn
+ * stores the ops' results in outputs[] as they are (no em_retain): they are kept out of that
+ * scope for the caller. fn must be deterministic given its inputs (random ops see the same
+ * generator state on recompute). At most 6 inputs and 2 outputs. */
 typedef em_status (*em_checkpoint_fn)(void *ctx, em_tensor *const *inputs, int n_in,
                                       em_tensor **outputs, int n_out);
 em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs, int n_in,

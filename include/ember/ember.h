@@ -5,5 +5,6 @@
 #include "core.h"
 #include "tensor.h"
 #include "autodiff.h"
+#include "nn.h"
 
 #endif

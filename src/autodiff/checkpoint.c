@@ -20,17 +20,18 @@ em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs
         if (!tn_check_ptr(name, inputs[i], "inputs[i]")) return em_last_status();
     for (int k = 0; k < n_out; k++) outputs[k] = NULL;
     em_rng_state rng = em_rng_get_state();
+    /* the segment's intermediates die with this scope; only its outputs leave it */
+    em_scope_begin();
     em_no_grad_begin();
     em_status st = fn(ctx, inputs, n_in, outputs, n_out);
     em_no_grad_end();
     if (st == EM_OK && em_failed()) st = em_last_status();
     for (int k = 0; k < n_out && st == EM_OK; k++)
         if (!outputs[k]) st = em_error(EM_ERR_STATE, "%s: fn left output %d NULL", name, k);
+    for (int k = 0; k < n_out && st == EM_OK; k++) em_keep(outputs[k]);
+    em_scope_end();
     if (st != EM_OK) {
-        for (int k = 0; k < n_out; k++) {
-            em_release(outputs[k]);
-            outputs[k] = NULL;
-        }
+        for (int k = 0; k < n_out; k++) outputs[k] = NULL;
         return st;
     }
     bool any = false;
@@ -104,6 +105,5 @@ em_status ad_checkpoint_backward(ad_ctx *c, em_backward_opts o)
     for (int i = 0; i < n->op.n_in && st == EM_OK; i++)
         if (n->needs[i]) c->gin[i] = em_grad(g, in[i]);
     if (g) em_grads_free(g);
-    for (int k = 0; k < n->op.n_out; k++) em_release(out[k]);
-    return st;
+    return st; /* the recomputed tensors belong to the rule's scope */
 }
