@@ -346,6 +346,15 @@ static void dtypes(void)
     CHECK(gc && em_tensor_dtype(gc) == EM_F64 &&
               em_shape_equal(em_tensor_shape(gc), EM_SHAPE(3, 1)),
           "f64 c: gradient of dtype f64 and shape [3, 1]");
+    /* integer partners (never differentiated): x^k and k / x with k an i64 tensor */
+    double xv[3] = {0.5, 1.5, 2}, kv[3] = {2, 3, -1};
+    em_tensor *x = em_requires_grad(h_from_values(xv, EM_SHAPE(3), EM_F64, H_CONTIG), true);
+    em_tensor *k = h_from_values(kv, EM_SHAPE(3), EM_I64, H_CONTIG);
+    em_grads *gi = em_backward(em_sum(em_add(em_pow(x, k), em_div(k, x)), EM_ALL, false));
+    double *gx = grad_of(gi, x), want[3];
+    for (int i = 0; i < 3; i++) want[i] = kv[i] * pow(xv[i], kv[i] - 1) - kv[i] / (xv[i] * xv[i]);
+    check_values("pow and div with an i64 partner", gx, want, 3);
+    free(gx);
     em_scope_end();
 }
 
