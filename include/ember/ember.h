@@ -6,5 +6,6 @@
 #include "tensor.h"
 #include "autodiff.h"
 #include "nn.h"
+#include "optim.h"
 
 #endif
