@@ -1,7 +1,158 @@
-/* Backward rules for the conv op family (placeholder until the family's rules land). */
+/* Backward rules for convolutions, their transposes, im2col and col2im. Every gradient is again a
+ * convolution (or fold/unfold), so gradients of gradients come from these same rules. */
 #include "autodiff_impl.h"
+
+/* Geometry of a CONV / CONV_TRANSPOSE record (see ops_conv.c). */
+typedef struct conv_geom {
+    int nsp;
+    int64_t stride[3], plo[3], phi[3], dil[3], opad[3], groups;
+} conv_geom;
+
+static conv_geom read_geom(const em_op *op)
+{
+    conv_geom g;
+    g.nsp = (int)op->i[0];
+    for (int d = 0; d < 3; d++) {
+        g.stride[d] = op->i[1 + d];
+        g.plo[d] = op->i[4 + d];
+        g.phi[d] = op->i[7 + d];
+        g.dil[d] = op->i[10 + d];
+        g.opad[d] = op->i[13 + d];
+    }
+    g.groups = op->i[16];
+    return g;
+}
+
+static em_tensor *conv_any(int nsp, bool transposed, const em_tensor *x, const em_tensor *w,
+                           em_conv_opts o)
+{
+    switch (nsp) {
+    case 1: return transposed ? em_conv_transpose1d(x, w, NULL, o) : em_conv1d(x, w, NULL, o);
+    case 2: return transposed ? em_conv_transpose2d(x, w, NULL, o) : em_conv2d(x, w, NULL, o);
+    default: return transposed ? em_conv_transpose3d(x, w, NULL, o) : em_conv3d(x, w, NULL, o);
+    }
+}
+
+/* t cut to `size` along its last nsp dims (results of the adjoint convolutions can run a few
+ * elements past the input when strides leave a remainder). */
+static em_tensor *crop(em_tensor *t, int nsp, const int64_t *size)
+{
+    for (int d = 0; d < nsp && t; d++) {
+        int ax = t->rank - nsp + d;
+        if (t->shape[ax] != size[d]) t = em_slice(t, ax, 0, size[d], 1);
+    }
+    return t;
+}
+
+/* Gradient of a convolution's weight: for x [N, C, sp...] and gy [N, Co, osp...] (output of
+ * the forward CONV with the geometry g, or playing that role), returns
+ * gw[co, ci, k] = sum_{n, o} gy[n, co, o] * x_padded[n, grp(co) * C/G + ci, o * s + k * dil],
+ * shape [Co, C/G, k...]. Computed as a grouped convolution whose batch is the C/G input
+ * channels of a group, whose channels are (group, sample) pairs and whose kernel is gy, with
+ * stride and dilation swapped. */
+static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+                              const int64_t *ksize)
+{
+    int nsp = g->nsp;
+    int64_t G = g->groups, N = x->shape[0], C = x->shape[1];
+    em_shape s5 = {.rank = nsp + 3};
+    s5.dims[0] = N;
+    s5.dims[1] = G;
+    s5.dims[2] = C / G;
+    for (int d = 0; d < nsp; d++) s5.dims[3 + d] = x->shape[2 + d];
+    em_tensor *xg = em_reshape(x, s5); /* [N, G, C/G, sp...] */
+    em_axes perm = {.n = nsp + 3};
+    perm.d[0] = 2;
+    perm.d[1] = 1;
+    perm.d[2] = 0;
+    for (int d = 0; d < nsp; d++) perm.d[3 + d] = 3 + d;
+    em_tensor *xp = em_permute(xg, perm); /* [C/G, G, N, sp...] */
+    em_shape s4 = {.rank = nsp + 2};
+    s4.dims[0] = C / G;
+    s4.dims[1] = G * N;
+    for (int d = 0; d < nsp; d++) s4.dims[2 + d] = x->shape[2 + d];
+    em_tensor *xb = em_reshape(xp, s4);     /* [C/G, G*N, sp...] */
+    em_tensor *gk = em_transpose(gy, 0, 1); /* [Co, N, osp...] */
+    em_conv_opts o = {.groups = G};
+    for (int d = 0; d < nsp; d++) {
+        o.stride[d] = g->dil[d];
+        o.dilation[d] = g->stride[d];
+        o.pad_lo[d] = g->plo[d];
+        o.pad_hi[d] = g->phi[d];
+    }
+    em_tensor *r = crop(conv_any(nsp, false, xb, gk, o), nsp, ksize); /* [C/G, Co, k...] */
+    return r ? em_transpose(r, 0, 1) : NULL;
+}
+
+/* t with a leading batch dim of 1 when the record was unbatched. */
+static em_tensor *batched(em_tensor *t, bool unbatched)
+{
+    return unbatched ? em_unsqueeze(t, 0) : t;
+}
+
+static em_status conv_backward(ad_ctx *c, bool transposed)
+{
+    const em_op *op = c->op;
+    conv_geom g = read_geom(op);
+    int nsp = g.nsp;
+    em_tensor *x = op->in[0], *w = op->in[1];
+    em_tensor *gy = ad_gout(c, 0);
+    em_shape xs = ad_in_shape(c, 0), ws = ad_in_shape(c, 1);
+    bool unbatched = xs.rank == nsp + 1;
+    const int64_t *xsp = xs.dims + xs.rank - nsp, *ksz = ws.dims + 2;
+    if (c->needs[0]) {
+        em_conv_opts o = {.groups = g.groups};
+        for (int d = 0; d < nsp; d++) {
+            o.stride[d] = g.stride[d];
+            o.pad_lo[d] = g.plo[d];
+            o.pad_hi[d] = g.phi[d];
+            o.dilation[d] = g.dil[d];
+        }
+        if (!transposed) {
+            /* conv_transpose with the same weight; out_pad restores the remainder the forward
+             * stride dropped */
+            for (int d = 0; d < nsp; d++) {
+                int64_t lo = gy->shape[gy->rank - nsp + d];
+                int64_t base =
+                    (lo - 1) * g.stride[d] - g.plo[d] - g.phi[d] + g.dil[d] * (ksz[d] - 1) + 1;
+                o.out_pad[d] = xsp[d] - base;
+            }
+            c->gin[0] = conv_any(nsp, true, gy, w, o);
+        } else {
+            c->gin[0] = crop(conv_any(nsp, false, gy, w, o), nsp, xsp);
+        }
+    }
+    if (c->needs[1]) {
+        em_tensor *xb = batched(x, unbatched), *gb = batched(gy, unbatched);
+        /* conv: gw[co, ci] pairs output with input; conv_transpose: the roles swap */
+        c->gin[1] = transposed ? weight_grad(gb, xb, &g, ksz) : weight_grad(xb, gb, &g, ksz);
+    }
+    if (op->n_in > 2 && c->needs[2]) {
+        em_axes dims = {.n = 0};
+        int cdim = unbatched ? 0 : 1;
+        for (int d = 0; d < gy->rank; d++)
+            if (d != cdim) dims.d[dims.n++] = d;
+        c->gin[2] = em_sum(gy, dims, false);
+    }
+    return em_failed() ? em_last_status() : EM_OK;
+}
 
 em_status ad_rule_conv(ad_ctx *c)
 {
-    return ad_no_rule(c);
+    const em_op *op = c->op;
+    switch (op->kind) {
+    case EM_OP_CONV: return conv_backward(c, false);
+    case EM_OP_CONV_TRANSPOSE: return conv_backward(c, true);
+    case EM_OP_IM2COL:
+    case EM_OP_COL2IM: {
+        if (!c->needs[0]) return EM_OK;
+        const int64_t *ip = op->i;
+        em_tensor *g = ad_gout(c, 0);
+        /* each is the other's adjoint with the same parameters */
+        c->gin[0] = op->kind == EM_OP_IM2COL ? em_col2im(g, ip + 8, ip, ip + 2, ip + 4, ip + 6)
+                                             : em_im2col(g, ip, ip + 2, ip + 4, ip + 6);
+        return c->gin[0] ? EM_OK : em_last_status();
+    }
+    default: return ad_no_rule(c);
+    }
 }
