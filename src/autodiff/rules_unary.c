@@ -13,22 +13,16 @@
 #define INV_SQRT_2       0.70710678118654752440084436210485
 #define INV_SQRT_2PI     0.39894228040143267793994605993438
 
-/* 1 where cond holds, else 0, in dtype dt. The mask is a constant of the graph. */
-static em_tensor *mask(em_tensor *cond, em_dtype dt)
+/* g where `zero` is false, else 0 (PyTorch's where-style backward: no NaN from 0 * inf). */
+static em_tensor *zero_where(const em_tensor *g, const em_tensor *zero)
 {
-    return cond ? em_cast(cond, dt) : NULL;
+    return zero ? em_masked_fill(g, zero, 0.0) : NULL;
 }
 
-/* lo < x < hi (strict), as a mask in x's dtype. */
-static em_tensor *inside(const em_tensor *x, double lo, double hi)
+/* x <= lo or x >= hi: where hardtanh_backward gives 0 (NaN inside, as PyTorch). */
+static em_tensor *outside(const em_tensor *x, double lo, double hi)
 {
-    return mask(em_logical_and(em_gt_scalar(x, lo), em_lt_scalar(x, hi)), em_tensor_dtype(x));
-}
-
-/* m ? a : b for a 0/1 mask m: b + m * (a - b). a and b are finite wherever they are used. */
-static em_tensor *pick(em_tensor *m, em_tensor *a, em_tensor *b)
-{
-    return em_add(b, em_mul(m, em_sub(a, b)));
+    return em_logical_or(em_le_scalar(x, lo), em_ge_scalar(x, hi));
 }
 
 /* 1 - t*t */
@@ -37,35 +31,43 @@ static em_tensor *one_minus_sq(const em_tensor *t)
     return em_rsub_scalar(em_square(t), 1.0);
 }
 
-/* f'(x) of kind k (NULL with no error: zero derivative). x is the input, y the output. */
-static em_tensor *derivative(const em_op *op, em_tensor *x, em_tensor *y)
+/* exp(min(x, 0)): the negative branch of elu/selu/celu, finite everywhere so that neither the
+ * where nor its own gradient meets an inf in the branch not taken. */
+static em_tensor *exp_neg_part(const em_tensor *x)
 {
-    em_dtype dt = em_tensor_dtype(x);
+    return em_exp(em_minimum_scalar(x, 0.0));
+}
+
+/* The gradient of kind k's input: g = dL/dy, x the input, y the output. NULL with no error: zero
+ * gradient. */
+static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tensor *g)
+{
     switch (op->kind) {
-    case EM_OP_ABS: return em_sign(x); /* abs'(0) = 0 */
-    case EM_OP_EXP: return tn_share(y);
-    case EM_OP_EXP2: return em_mul_scalar(y, LN2);
-    case EM_OP_LOG: return em_reciprocal(x);
-    case EM_OP_LOG2: return em_reciprocal(em_mul_scalar(x, LN2));
-    case EM_OP_LOG1P: return em_reciprocal(em_add_scalar(x, 1.0));
-    case EM_OP_EXPM1: return em_add_scalar(y, 1.0);
-    case EM_OP_SQRT: return em_reciprocal(em_mul_scalar(y, 2.0));
-    case EM_OP_RSQRT: return em_mul_scalar(em_mul(em_square(y), y), -0.5);
-    case EM_OP_SQUARE: return em_mul_scalar(x, 2.0);
-    case EM_OP_RECIPROCAL: return em_neg(em_square(y));
-    case EM_OP_SIN: return em_cos(x);
-    case EM_OP_COS: return em_neg(em_sin(x));
-    case EM_OP_TAN: return em_add_scalar(em_square(y), 1.0);
-    case EM_OP_ASIN: return em_rsqrt(one_minus_sq(x));
-    case EM_OP_ACOS: return em_neg(em_rsqrt(one_minus_sq(x)));
-    case EM_OP_ATAN: return em_reciprocal(em_add_scalar(em_square(x), 1.0));
-    case EM_OP_SINH: return em_cosh(x);
-    case EM_OP_COSH: return em_sinh(x);
-    case EM_OP_TANH: return one_minus_sq(y);
-    case EM_OP_ASINH: return em_rsqrt(em_add_scalar(em_square(x), 1.0));
-    case EM_OP_ACOSH: return em_rsqrt(em_sub_scalar(em_square(x), 1.0));
-    case EM_OP_ATANH: return em_reciprocal(one_minus_sq(x));
-    case EM_OP_ERF: return em_mul_scalar(em_exp(em_neg(em_square(x))), TWO_OVER_SQRT_PI);
+    case EM_OP_NEG: return em_neg(g);
+    case EM_OP_ABS: return em_mul(g, em_sign(x)); /* abs'(0) = 0 */
+    case EM_OP_EXP: return em_mul(g, y);
+    case EM_OP_EXP2: return em_mul(g, em_mul_scalar(y, LN2));
+    case EM_OP_LOG: return em_div(g, x);
+    case EM_OP_LOG2: return em_div(g, em_mul_scalar(x, LN2));
+    case EM_OP_LOG1P: return em_div(g, em_add_scalar(x, 1.0));
+    case EM_OP_EXPM1: return em_mul(g, em_add_scalar(y, 1.0));
+    case EM_OP_SQRT: return em_div(g, em_mul_scalar(y, 2.0));
+    case EM_OP_RSQRT: return em_mul(g, em_mul_scalar(em_mul(em_square(y), y), -0.5));
+    case EM_OP_SQUARE: return em_mul(g, em_mul_scalar(x, 2.0));
+    case EM_OP_RECIPROCAL: return em_mul(g, em_neg(em_square(y)));
+    case EM_OP_SIN: return em_mul(g, em_cos(x));
+    case EM_OP_COS: return em_mul(g, em_neg(em_sin(x)));
+    case EM_OP_TAN: return em_mul(g, em_add_scalar(em_square(y), 1.0));
+    case EM_OP_ASIN: return em_mul(g, em_rsqrt(one_minus_sq(x)));
+    case EM_OP_ACOS: return em_mul(g, em_neg(em_rsqrt(one_minus_sq(x))));
+    case EM_OP_ATAN: return em_div(g, em_add_scalar(em_square(x), 1.0));
+    case EM_OP_SINH: return em_mul(g, em_cosh(x));
+    case EM_OP_COSH: return em_mul(g, em_sinh(x));
+    case EM_OP_TANH: return em_mul(g, one_minus_sq(y));
+    case EM_OP_ASINH: return em_mul(g, em_rsqrt(em_add_scalar(em_square(x), 1.0)));
+    case EM_OP_ACOSH: return em_mul(g, em_rsqrt(em_sub_scalar(em_square(x), 1.0)));
+    case EM_OP_ATANH: return em_div(g, one_minus_sq(x));
+    case EM_OP_ERF: return em_mul(g, em_mul_scalar(em_exp(em_neg(em_square(x))), TWO_OVER_SQRT_PI));
     case EM_OP_SIGN:
     case EM_OP_FLOOR:
     case EM_OP_CEIL:
@@ -74,33 +76,34 @@ static em_tensor *derivative(const em_op *op, em_tensor *x, em_tensor *y)
         return NULL; /* zero gradient, as PyTorch */
 
     /* activations */
-    case EM_OP_RELU: return mask(em_gt_scalar(y, 0.0), dt); /* relu'(0) = 0 */
-    case EM_OP_RELU6: return inside(x, 0.0, 6.0);           /* hardtanh_backward: open interval */
-    case EM_OP_HARDTANH: return inside(x, op->f[0], op->f[1]);
-    case EM_OP_HARD_SIGMOID: return em_mul_scalar(inside(x, -3.0, 3.0), 1.0 / 6.0);
-    case EM_OP_HARD_SWISH: {
-        /* PyTorch: 0 below -3, x/3 + 1/2 on [-3, 3], 1 above 3 */
-        em_tensor *mid = mask(em_logical_and(em_ge_scalar(x, -3.0), em_le_scalar(x, 3.0)), dt);
-        em_tensor *hi = mask(em_gt_scalar(x, 3.0), dt);
-        return em_add(em_mul(mid, em_add_scalar(em_mul_scalar(x, 1.0 / 3.0), 0.5)), hi);
+    case EM_OP_RELU: return zero_where(g, em_le_scalar(y, 0.0)); /* relu'(0) = 0 */
+    case EM_OP_RELU6: return zero_where(g, outside(x, 0.0, 6.0));
+    case EM_OP_HARDTANH: return zero_where(g, outside(x, op->f[0], op->f[1]));
+    case EM_OP_HARD_SIGMOID: /* 1/6 strictly inside (-3, 3), else 0 */
+        return zero_where(
+            em_mul_scalar(g, 1.0 / 6.0),
+            em_logical_not(em_logical_and(em_gt_scalar(x, -3.0), em_lt_scalar(x, 3.0))));
+    case EM_OP_HARD_SWISH: { /* 0 below -3, x/3 + 1/2 on [-3, 3], 1 above 3 */
+        em_tensor *mid = em_mul(g, em_add_scalar(em_mul_scalar(x, 1.0 / 3.0), 0.5));
+        em_tensor *upper = em_where(em_gt_scalar(x, 3.0), g, mid);
+        return zero_where(upper, em_lt_scalar(x, -3.0));
     }
-    case EM_OP_LEAKY_RELU: {
-        em_tensor *pos = mask(em_gt_scalar(x, 0.0), dt);
-        return em_add_scalar(em_mul_scalar(pos, 1.0 - op->f[0]), op->f[0]);
-    }
-    case EM_OP_ELU: /* x <= 0: alpha*exp(x) = y + alpha */
-        return pick(mask(em_gt_scalar(x, 0.0), dt), em_ones_like(x), em_add_scalar(y, op->f[0]));
-    case EM_OP_SELU: /* x <= 0: scale*alpha*exp(x) = y + scale*alpha */
-        return pick(mask(em_gt_scalar(x, 0.0), dt), em_full_like(x, SELU_SCALE),
-                    em_add_scalar(y, SELU_SCALE * SELU_ALPHA));
-    case EM_OP_CELU: /* x <= 0: exp(x/alpha) = y/alpha + 1 */
-        return pick(mask(em_gt_scalar(x, 0.0), dt), em_ones_like(x),
-                    em_add_scalar(em_mul_scalar(y, 1.0 / op->f[0]), 1.0));
+    case EM_OP_LEAKY_RELU: /* x > 0 ? g : slope*g; slope at 0 */
+        return em_where(em_gt_scalar(x, 0.0), g, em_mul_scalar(g, op->f[0]));
+    case EM_OP_ELU: /* alpha*exp(x) for x <= 0 */
+        return em_where(em_gt_scalar(x, 0.0), g,
+                        em_mul(g, em_mul_scalar(exp_neg_part(x), op->f[0])));
+    case EM_OP_SELU:
+        return em_where(em_gt_scalar(x, 0.0), em_mul_scalar(g, SELU_SCALE),
+                        em_mul(g, em_mul_scalar(exp_neg_part(x), SELU_SCALE * SELU_ALPHA)));
+    case EM_OP_CELU: /* exp(x/alpha) for x <= 0 */
+        return em_where(em_gt_scalar(x, 0.0), g,
+                        em_mul(g, exp_neg_part(em_mul_scalar(x, 1.0 / op->f[0]))));
     case EM_OP_GELU: { /* Phi(x) + x*phi(x) */
         em_tensor *cdf =
             em_mul_scalar(em_add_scalar(em_erf(em_mul_scalar(x, INV_SQRT_2)), 1.0), 0.5);
         em_tensor *pdf = em_mul_scalar(em_exp(em_mul_scalar(em_square(x), -0.5)), INV_SQRT_2PI);
-        return em_add(cdf, em_mul(x, pdf));
+        return em_mul(g, em_add(cdf, em_mul(x, pdf)));
     }
     case EM_OP_GELU_TANH: {
         /* 0.5(1 + t) + 0.5x(1 - t^2) k(1 + 3c x^2), t = tanh(k(x + c x^3)) */
@@ -110,25 +113,24 @@ static em_tensor *derivative(const em_op *op, em_tensor *x, em_tensor *y)
         em_tensor *left = em_mul_scalar(em_add_scalar(t, 1.0), 0.5);
         em_tensor *inner = em_add_scalar(em_mul_scalar(x2, 3.0 * cc * k), k);
         em_tensor *right = em_mul(em_mul(em_mul_scalar(x, 0.5), one_minus_sq(t)), inner);
-        return em_add(left, right);
+        return em_mul(g, em_add(left, right));
     }
     case EM_OP_SILU: { /* s(1 + x(1 - s)) */
         em_tensor *s = em_sigmoid(x);
-        return em_mul(s, em_add_scalar(em_mul(x, em_rsub_scalar(s, 1.0)), 1.0));
+        return em_mul(g, em_mul(s, em_add_scalar(em_mul(x, em_rsub_scalar(s, 1.0)), 1.0)));
     }
-    case EM_OP_SIGMOID: return em_mul(y, em_rsub_scalar(y, 1.0));
-    case EM_OP_LOG_SIGMOID: return em_sigmoid(em_neg(x));
+    case EM_OP_SIGMOID: return em_mul(g, em_mul(y, em_rsub_scalar(y, 1.0)));
+    case EM_OP_LOG_SIGMOID: return em_mul(g, em_sigmoid(em_neg(x)));
     case EM_OP_MISH: { /* tanh(sp) + x*sigmoid(x)*(1 - tanh(sp)^2) */
         em_tensor *ts = em_tanh(em_softplus(x, 1.0, INFINITY));
-        return em_add(ts, em_mul(em_mul(x, em_sigmoid(x)), one_minus_sq(ts)));
+        return em_mul(g, em_add(ts, em_mul(em_mul(x, em_sigmoid(x)), one_minus_sq(ts))));
     }
-    case EM_OP_SOFTPLUS: {
-        /* sigmoid(beta x) = z/(z+1), z = exp(beta x); 1 where beta x > threshold */
-        double beta = op->f[0], threshold = op->f[1];
-        em_tensor *bx = em_mul_scalar(x, beta);
-        return pick(mask(em_gt_scalar(bx, threshold), dt), em_ones_like(x), em_sigmoid(bx));
+    case EM_OP_SOFTPLUS: { /* g where beta x > threshold, else g*sigmoid(beta x) */
+        em_tensor *bx = em_mul_scalar(x, op->f[0]);
+        return em_where(em_gt_scalar(bx, op->f[1]), g, em_mul(g, em_sigmoid(bx)));
     }
-    case EM_OP_SOFTSIGN: return em_reciprocal(em_square(em_add_scalar(em_abs(x), 1.0)));
+    case EM_OP_SOFTSIGN: /* 1/(1 + |x|)^2 */
+        return em_div(g, em_square(em_add_scalar(em_abs(x), 1.0)));
     default: return NULL;
     }
 }
@@ -150,11 +152,6 @@ em_status ad_rule_unary(ad_ctx *c)
     const em_op *op = c->op;
     if (!has_rule(op->kind)) return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
-    if (op->kind == EM_OP_NEG) {
-        c->gin[0] = em_neg(ad_gout(c, 0));
-    } else {
-        em_tensor *d = derivative(op, op->in[0], c->out[0]);
-        if (d) c->gin[0] = em_mul(ad_gout(c, 0), d);
-    }
+    c->gin[0] = backward(op, op->in[0], c->out[0], ad_gout(c, 0));
     return em_failed() ? em_last_status() : EM_OK;
 }

@@ -120,6 +120,19 @@ static const ucase cases[] = {
     P("softplus -1 2", P_SOFTPLUS, -1.0, 2.0, -4, 4, -2, 0, 1, true),
     P("hardtanh -1 1", P_HARDTANH, -1.0, 1.0, -3, 3, -1, 1, 2, false),
     P("hardtanh -0.5 2", P_HARDTANH, -0.5, 2.0, -3, 3, -0.5, 2, 2, false),
+    /* wide ranges: saturated tails, where branches not taken must stay finite (second order) */
+    {"wide exp", em_exp, 0, 0, 0, -40, 5, {0, 0}, 0, false, true},
+    {"wide tanh", em_tanh, 0, 0, 0, -30, 30, {0, 0}, 0, false, true},
+    {"wide sigmoid", em_sigmoid, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide log_sigmoid", em_log_sigmoid, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide silu", em_silu, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide gelu", em_gelu, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide gelu_tanh", em_gelu_tanh, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide mish", em_mish, 0, 0, 0, -60, 60, {0, 0}, 0, false, true},
+    {"wide selu", em_selu, 0, 0, 0, -60, 800, {0, 0}, 1, false, true},
+    P("wide elu 1", P_ELU, 1.0, 0, -60, 800, 0, 0, 1, true),
+    P("wide celu 0.5", P_CELU, 0.5, 0, -60, 800, 0, 0, 1, true),
+    P("wide softplus 1 20", P_SOFTPLUS, 1.0, 20.0, -60, 800, 20, 0, 1, true),
 };
 
 /* Random values in [lo, hi) at least 0.1 from every avoided point. */
@@ -245,9 +258,27 @@ static void check_f32(void)
     }
 }
 
+/* Half-precision inputs get gradients of their own dtype. */
+static void check_half(void)
+{
+    em_dtype dts[] = {EM_F16, EM_BF16};
+    for (int k = 0; k < 2; k++) {
+        em_scope_begin();
+        em_tensor *x =
+            em_requires_grad(h_rand(EM_SHAPE(3, 2), dts[k], H_CONTIG, -2, 2, NULL), true);
+        em_grads *g = em_backward(em_sum(em_cast(em_gelu_tanh(x), EM_F32), EM_ALL, false));
+        em_tensor *gx = g ? em_grad(g, x) : NULL;
+        CHECK(gx && em_tensor_dtype(gx) == dts[k], "gelu_tanh: %s input gives a %s gradient",
+              em_dtype_name(dts[k]), em_dtype_name(dts[k]));
+        em_clear_error();
+        em_scope_end();
+    }
+}
+
 void grad_unary(void)
 {
     check_cases();
     check_conventions();
     check_f32();
+    check_half();
 }
