@@ -582,7 +582,7 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
         double *num = malloc((size_t)(m ? m : 1) * sizeof *num);
         for (int64_t j = 0; j < m; j++) {
             double keep = v[j];
-            double sp, sm;
+            double sp = NAN, sm = NAN;
             for (int side = 0; side < 2; side++) {
                 em_scope_begin();
                 v[j] = keep + (side ? -GC_EPS : GC_EPS);
