@@ -355,6 +355,24 @@ static void value_checks(void)
     em_scope_end();
 }
 
+/* Empty selections give zero gradients of the input's shape. */
+static void empty_checks(void)
+{
+    em_scope_begin();
+    em_tensor *x = em_requires_grad(g_in(EM_SHAPE(2, 3), H_CONTIG, -1, 1), true);
+    em_tensor *none = em_zeros(EM_SHAPE(2, 3), EM_BOOL, EM_CPU);
+    em_tensor *empty = em_zeros(EM_SHAPE(0), EM_I64, EM_CPU);
+    em_tensor *y = em_add(em_sum(em_masked_select(x, none), EM_ALL, false),
+                          em_sum(em_index_select(x, 1, empty), EM_ALL, false));
+    y = em_add(y, em_sum(em_embedding(x, em_zeros(EM_SHAPE(0, 2), EM_I64, EM_CPU)), EM_ALL, false));
+    em_grads *g = y ? em_backward(y) : NULL;
+    double zero[6] = {0};
+    CHECK(g != NULL, "empty selections: backward: %s", em_last_error());
+    h_check_tensor("empty selections: zero gradient", g ? em_grad(g, x) : NULL, zero,
+                   EM_SHAPE(2, 3), 0, 0);
+    em_scope_end();
+}
+
 /* f32 weight gives an f32 gradient of its shape. */
 static void f32_check(void)
 {
@@ -391,5 +409,6 @@ void grad_index(void)
         }
     }
     value_checks();
+    empty_checks();
     f32_check();
 }
