@@ -5,6 +5,15 @@
 
 #include "autodiff_impl.h"
 
+/* f16/bf16 tensors are widened to f32 for the recomputation (the forward kernels work in f32 or
+ * f64); the engine casts each gradient back to its input's dtype. */
+static em_tensor *wide(em_tensor *t)
+{
+    if (!t) return NULL;
+    em_dtype dt = em_tensor_dtype(t);
+    return (dt == EM_F16 || dt == EM_BF16) ? em_cast(t, EM_F32) : t;
+}
+
 /* Mean of t over ax (n elements each), keepdim. Built from sum and a scalar product so its own
  * derivatives are the simplest ones. */
 static em_tensor *mean_over(const em_tensor *t, em_axes ax, int64_t n)
@@ -39,7 +48,7 @@ static em_tensor *stats_grad(const em_tensor *gx, norm_stats s, em_axes ax, int6
 static void layer_rms(ad_ctx *c, bool rms)
 {
     const em_op *op = c->op;
-    em_tensor *x = op->in[0], *g = ad_gout(c, 0);
+    em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
     bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
@@ -54,7 +63,7 @@ static void layer_rms(ad_ctx *c, bool rms)
     if (need_b) c->gin[bi] = ad_sum_to(g, ad_in_shape(c, bi));
     if (!c->needs[0] && !need_w) return;
     norm_stats s = stats_of(x, ax, n, op->f[0], rms);
-    if (c->needs[0]) c->gin[0] = stats_grad(has_w ? em_mul(g, op->in[wi]) : g, s, ax, n, rms);
+    if (c->needs[0]) c->gin[0] = stats_grad(has_w ? em_mul(g, wide(op->in[wi])) : g, s, ax, n, rms);
     if (need_w) c->gin[wi] = ad_sum_to(em_mul(g, s.xhat), ad_in_shape(c, wi));
 }
 
@@ -86,7 +95,7 @@ static int64_t numel_of(em_shape s)
 static void group_norm(ad_ctx *c)
 {
     const em_op *op = c->op;
-    em_tensor *x = op->in[0], *g = ad_gout(c, 0);
+    em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
     bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
@@ -104,7 +113,7 @@ static void group_norm(ad_ctx *c)
     em_axes ax = EM_AXES(2);
     norm_stats s = stats_of(em_reshape(x, gs), ax, M, op->f[0], false);
     if (c->needs[0]) {
-        em_tensor *gx = has_w ? em_mul(g, em_reshape(op->in[wi], channel_shape(xs))) : g;
+        em_tensor *gx = has_w ? em_mul(g, em_reshape(wide(op->in[wi]), channel_shape(xs))) : g;
         c->gin[0] = em_reshape(stats_grad(em_reshape(gx, gs), s, ax, M, false), xs);
     }
     if (need_w) c->gin[wi] = channel_sum(em_mul(g, em_reshape(s.xhat, xs)), xs.rank);
@@ -115,10 +124,11 @@ static void group_norm(ad_ctx *c)
 static void batch_norm(ad_ctx *c)
 {
     const em_op *op = c->op;
-    em_tensor *x = op->in[0], *mean = op->in[1], *var = op->in[2], *g = ad_gout(c, 0);
+    em_tensor *x = wide(op->in[0]), *mean = wide(op->in[1]), *var = wide(op->in[2]);
+    em_tensor *g = wide(ad_gout(c, 0));
     bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
     int wi = 3, bi = has_w ? 4 : 3;
-    em_tensor *w = has_w ? op->in[wi] : NULL;
+    em_tensor *w = has_w ? wide(op->in[wi]) : NULL;
     em_shape xs = ad_in_shape(c, 0), cs = channel_shape(xs);
     em_tensor *s = em_rsqrt(em_add_scalar(var, op->f[0])); /* [C] */
     em_tensor *sw = w ? em_mul(s, w) : s;
@@ -142,18 +152,18 @@ static void batch_norm(ad_ctx *c)
 static void sdpa(ad_ctx *c)
 {
     const em_op *op = c->op;
-    em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    em_tensor *q = wide(op->in[0]), *k = wide(op->in[1]), *v = wide(op->in[2]);
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
     bool causal = op->i[0] != 0;
     int mkind = (int)op->i[1];
     double scale = op->f[0];
-    em_tensor *g = ad_gout(c, 0); /* [B..., L, Ev] */
+    em_tensor *g = wide(ad_gout(c, 0)); /* [B..., L, Ev] */
     em_shape ss = em_tensor_shape(g);
     int r = ss.rank;
     int64_t L = ss.dims[r - 2], S = ad_in_shape(c, 1).dims[ad_in_shape(c, 1).rank - 2];
     ss.dims[r - 1] = S; /* the full scores shape [B..., L, S] */
     em_tensor *sc = em_mul_scalar(em_matmul(q, em_transpose(k, -2, -1)), scale);
-    if (mask && mkind == 2) sc = em_add(sc, mask);
+    if (mask && mkind == 2) sc = em_add(sc, wide(mask));
     if (sc && !em_shape_equal(em_tensor_shape(sc), ss)) sc = em_expand(sc, ss);
     em_tensor *drop = NULL; /* true where a key is masked out */
     if (causal) {

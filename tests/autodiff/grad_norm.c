@@ -257,52 +257,76 @@ static void drop_checks(void)
     em_scope_end();
 }
 
-/* ---- f32 gradients ----------------------------------------------------------------------- */
+/* ---- f32 and f16 gradients
+ * ----------------------------------------------------------------------- */
 
-/* Backward of f32 layer norm and attention gives f32 gradients of the inputs' shapes, close to
- * the f64 ones. */
-static void f32_checks(void)
+/* Backward of f32 and f16 layer norm and f32 attention gives gradients of the inputs' dtype and
+ * shape, close to the f64 ones. */
+static void low_precision_norm(em_dtype dt, double tol)
 {
     em_scope_begin();
     em_shape sh[3] = {EM_SHAPE(2, 3, 4), EM_SHAPE(4), EM_SHAPE(4)};
-    em_tensor *x64[3], *x32[3];
+    em_tensor *x64[3], *xlo[3];
     for (int i = 0; i < 3; i++) {
-        x64[i] = g_in(sh[i], H_CONTIG, -1, 1);
-        x32[i] = em_requires_grad(em_cast(x64[i], EM_F32), true);
+        /* values representable in dt, so both runs see the same inputs */
+        x64[i] = em_cast(em_cast(g_in(sh[i], H_CONTIG, -1, 1), dt), EM_F64);
+        xlo[i] = em_requires_grad(em_cast(x64[i], dt), true);
         em_requires_grad(x64[i], true);
     }
-    em_tensor *w = g_in(sh[0], H_CONTIG, -1, 1);
+    em_tensor *w = em_cast(em_cast(g_in(sh[0], H_CONTIG, -1, 1), dt), EM_F64);
     em_tensor *y64 = em_layer_norm(x64[0], 1, x64[1], x64[2], 1e-5);
-    em_tensor *y32 = em_layer_norm(x32[0], 1, x32[1], x32[2], 1e-5);
+    em_tensor *ylo = em_layer_norm(xlo[0], 1, xlo[1], xlo[2], 1e-5);
     em_grads *g64 = em_backward(em_sum(em_mul(y64, w), EM_ALL, false));
-    em_grads *g32 = em_backward(em_sum(em_mul(y32, em_cast(w, EM_F32)), EM_ALL, false));
-    CHECK(g64 && g32, "layer_norm f32: backward failed: %s", em_last_error());
-    for (int i = 0; g64 && g32 && i < 3; i++) {
-        em_tensor *a = em_grad(g32, x32[i]), *b = em_grad(g64, x64[i]);
-        CHECK(a && em_tensor_dtype(a) == EM_F32, "layer_norm f32: input %d gradient not f32", i);
+    em_grads *glo = em_backward(em_sum(em_mul(ylo, em_cast(w, dt)), EM_ALL, false));
+    CHECK(g64 && glo, "layer_norm %s: backward failed: %s", em_dtype_name(dt), em_last_error());
+    for (int i = 0; g64 && glo && i < 3; i++) {
+        em_tensor *a = em_grad(glo, xlo[i]), *b = em_grad(g64, x64[i]);
+        CHECK(a && em_tensor_dtype(a) == dt, "layer_norm %s: input %d gradient has another dtype",
+              em_dtype_name(dt), i);
         if (a && b) {
             double *bv = h_values(b);
             char what[64];
-            snprintf(what, sizeof what, "layer_norm f32 grad %d", i);
-            h_check_tensor(what, a, bv, sh[i], 1e-4, 1e-3);
+            snprintf(what, sizeof what, "layer_norm %s grad %d", em_dtype_name(dt), i);
+            h_check_tensor(what, a, bv, sh[i], tol, tol);
             free(bv);
         }
     }
-    em_tensor *q = em_requires_grad(em_rand(EM_SHAPE(2, 3, 4), EM_F32, EM_CPU), true);
-    em_tensor *k = em_requires_grad(em_rand(EM_SHAPE(5, 4), EM_F32, EM_CPU), true);
-    em_tensor *v = em_requires_grad(em_rand(EM_SHAPE(1, 5, 2), EM_F32, EM_CPU), true);
+    em_clear_error();
+    em_scope_end();
+}
+
+static void low_precision_sdpa(em_dtype dt)
+{
+    em_scope_begin();
+    em_tensor *q = em_requires_grad(em_rand(EM_SHAPE(2, 3, 4), dt, EM_CPU), true);
+    em_tensor *k = em_requires_grad(em_rand(EM_SHAPE(5, 4), dt, EM_CPU), true);
+    em_tensor *v = em_requires_grad(em_rand(EM_SHAPE(1, 5, 2), dt, EM_CPU), true);
     em_tensor *o = em_sdpa(q, k, v, NULL, (em_sdpa_opts){.causal = true});
     em_grads *g = em_backward(em_sum(o, EM_ALL, false));
-    CHECK(g != NULL, "sdpa f32: backward failed: %s", em_last_error());
+    CHECK(g != NULL, "sdpa %s: backward failed: %s", em_dtype_name(dt), em_last_error());
     em_tensor *qkv[3] = {q, k, v};
     for (int i = 0; g && i < 3; i++) {
         em_tensor *gi = em_grad(g, qkv[i]);
-        CHECK(gi && em_tensor_dtype(gi) == EM_F32 &&
+        CHECK(gi && em_tensor_dtype(gi) == dt &&
                   em_shape_equal(em_tensor_shape(gi), em_tensor_shape(qkv[i])),
-              "sdpa f32: gradient %d has the wrong dtype or shape", i);
+              "sdpa %s: gradient %d has the wrong dtype or shape", em_dtype_name(dt), i);
     }
+    /* every query attends to key 0 and the output sums v's rows with weights 1: grad v row 0
+     * gets the most, and the gradients sum to the number of output elements */
+    em_tensor *gv = g ? em_grad(g, v) : NULL;
+    em_tensor *tot = gv ? em_sum(em_cast(gv, EM_F64), EM_ALL, false) : NULL;
+    CHECK(tot && fabs(em_item_f64(tot) - 12.0) < 1e-2, "sdpa %s: sum of grad v %g, expected 12",
+          em_dtype_name(dt), tot ? em_item_f64(tot) : NAN);
     em_clear_error();
     em_scope_end();
+}
+
+static void low_precision_checks(void)
+{
+    low_precision_norm(EM_F32, 1e-4);
+    low_precision_norm(EM_F16, 3e-2);
+    low_precision_sdpa(EM_F32);
+    low_precision_sdpa(EM_F16);
 }
 
 void grad_norm(void)
@@ -310,5 +334,5 @@ void grad_norm(void)
     norm_checks();
     sdpa_checks();
     drop_checks();
-    f32_checks();
+    low_precision_checks();
 }
