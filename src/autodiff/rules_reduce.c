@@ -133,13 +133,21 @@ static em_tensor *norm_backward(ad_ctx *c, const em_tensor *x, const em_tensor *
     return em_mul(s, scale);
 }
 
-/* cumprod along dim: for each slice with its first zero at z (z = size when none),
+/* cumprod along dim when x has no zeros: sum_{j>=k} g_j out_j / x_k. */
+static em_tensor *cumprod_nozero(const em_tensor *x, const em_tensor *out, const em_tensor *g,
+                                 int dim)
+{
+    em_axes ax = EM_AXES(dim);
+    return em_div(em_flip(em_cumsum(em_flip(em_mul(g, out), ax), dim), ax), x);
+}
+
+/* cumprod along dim, O(n) and exact with zeros but not twice differentiable at them: for each
+ * slice with its first zero at z (z = size when none),
  *   k < z: sum_{j>=k} g_j out_j / x_k,
  *   k = z: sum_{j>=z} g_j cumprod(x with x_z := 1)_j,
- *   k > z: 0,
- * so zeros need no division (PyTorch's cumprod_backward). */
-static em_tensor *cumprod_backward(const em_tensor *x, const em_tensor *out, const em_tensor *g,
-                                   int dim)
+ *   k > z: 0 (PyTorch's first-order cumprod_backward). */
+static em_tensor *cumprod_masked(const em_tensor *x, const em_tensor *out, const em_tensor *g,
+                                 int dim)
 {
     em_axes ax = EM_AXES(dim);
     em_tensor *zero = scalar_like(x, 0), *one = scalar_like(x, 1);
@@ -147,11 +155,36 @@ static em_tensor *cumprod_backward(const em_tensor *x, const em_tensor *out, con
     em_tensor *zeros_upto = em_cumsum(em_cast(is0, em_tensor_dtype(x)), dim);
     em_tensor *before = em_eq(zeros_upto, zero);
     em_tensor *first = em_logical_and(is0, em_eq(zeros_upto, one));
-    em_tensor *rcs = em_flip(em_cumsum(em_flip(em_mul(g, out), ax), dim), ax);
-    em_tensor *head = em_div(rcs, em_where(before, x, one));
+    em_tensor *head = cumprod_nozero(em_where(before, x, one), out, g, dim);
     em_tensor *x1 = em_where(first, one, x);
     em_tensor *at = em_flip(em_cumsum(em_flip(em_mul(g, em_cumprod(x1, dim)), ax), dim), ax);
     return em_where(before, head, em_where(first, at, zero));
+}
+
+/* cumprod along dim, O(n^2) and twice differentiable at zeros (used when the backward pass is
+ * recorded): gin_k = sum_{j>=k} g_j P[k][j] with P[k] = cumprod(x with x_k := 1). */
+static em_tensor *cumprod_quadratic(const em_tensor *x, const em_tensor *g, int dim)
+{
+    em_tensor *xt = em_transpose(x, dim, -1), *gt = em_transpose(g, dim, -1);
+    em_shape s = em_tensor_shape(xt);
+    int64_t n = s.dims[s.rank - 1];
+    em_shape sq = s;
+    sq.dims[sq.rank++] = n; /* [..., k, j] */
+    em_tensor *rows = em_expand(em_unsqueeze(xt, -2), sq);
+    em_tensor *eye = em_eye(n, n, EM_BOOL, em_tensor_device(x));
+    em_tensor *p = em_cumprod(em_where(eye, scalar_like(x, 1), rows), -1);
+    em_tensor *terms = em_triu(em_mul(em_unsqueeze(gt, -2), p), 0);
+    return em_transpose(em_sum(terms, EM_AXES(-1), false), dim, -1);
+}
+
+static em_tensor *cumprod_backward(const em_tensor *x, const em_tensor *out, const em_tensor *g,
+                                   int dim)
+{
+    if (!em_grad_enabled()) return cumprod_masked(x, out, g, dim);
+    em_tensor *any0 = em_any(em_eq(x, scalar_like(x, 0)), EM_ALL, false);
+    if (!any0) return NULL;
+    if (em_item_i64(any0) == 0) return cumprod_nozero(x, out, g, dim);
+    return cumprod_quadratic(x, g, dim);
 }
 
 em_status ad_rule_reduce(ad_ctx *c)

@@ -44,7 +44,8 @@ typedef struct rcase {
     bool gg;      /* second-order check too */
 } rcase;
 
-/* The op applied to x, squared so that second derivatives of linear ops are not trivially 0. */
+/* r(r + 1) of the op's result r: second derivatives of linear ops are not trivially 0, and the
+ * output gradient is not 0 where r is (prod and cumprod through zeros). */
 static em_tensor *f_reduce(em_tensor *const *in, int n, void *ctx)
 {
     (void)n;
@@ -70,7 +71,7 @@ static em_tensor *f_reduce(em_tensor *const *in, int n, void *ctx)
     case R_SOFTMAX: r = em_softmax(x, c->dim); break;
     case R_LOG_SOFTMAX: r = em_log_softmax(x, c->dim); break;
     }
-    return r ? em_mul(r, r) : NULL;
+    return r ? em_mul(r, em_add_scalar(r, 1)) : NULL;
 }
 
 static em_tensor *make_input(const rcase *c, h_layout l)
