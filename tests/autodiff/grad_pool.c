@@ -58,7 +58,7 @@ static em_tensor *f_pool(em_tensor *const *in, int n, void *ctx)
 
 static const pool_case cases[] = {
     /* max pooling (random inputs: ties have probability zero) */
-    {"max_pool2d k2", P_MAX, 2, {.kernel = {2, 2}}, .x = {2, 2, 4, 5}, .xr = 4},
+    {"max_pool2d k2", P_MAX, 2, {.kernel = {2, 2}}, .x = {2, 2, 4, 5}, .xr = 4, .second = true},
     {"max_pool2d k3 s2 pad 1 ceil",
      P_MAX,
      2,
@@ -128,6 +128,9 @@ static const pool_case cases[] = {
     {"adaptive_avg_pool2d 5x4->3x3", P_AAVG, 2, .out = {3, 3}, .x = {2, 2, 5, 4}, .xr = 4,
      .second = true},
     {"adaptive_avg_pool1d 7->3", P_AAVG, 1, .out = {3}, .x = {2, 2, 7}, .xr = 3},
+    {"adaptive_avg_pool2d 3x2->5x3 unbatched", P_AAVG, 2, .out = {5, 3}, .x = {2, 3, 2}, .xr = 3},
+    {"adaptive_max_pool2d 3x3->4x2", P_AMAX, 2, .out = {4, 2}, .x = {1, 2, 3, 3}, .xr = 4,
+     .second = true},
     /* interpolation */
     {"interpolate nearest up 2-D", P_INTERP, 2, .out = {5, 7}, .mode = EM_INTERP_NEAREST,
      .x = {1, 2, 3, 4}, .xr = 4},
