@@ -116,7 +116,7 @@ static pv *new_pv(vm *m, pv_type t)
 
 static bool fail(vm *m, const char *fmt, const char *arg)
 {
-    char msg[256];
+    char msg[1024];
     snprintf(msg, sizeof msg, fmt, arg);
     em_error(EM_ERR_FORMAT, "%s: %s", m->who, msg);
     return false;
