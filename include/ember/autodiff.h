@@ -60,7 +60,8 @@ bool em_detect_anomaly(void);
  * keeping its intermediate activations; the backward pass runs fn again to recompute them. fn
  * stores the ops' results in outputs[] as they are (no em_retain): they are kept out of that
  * scope for the caller. fn must be deterministic given its inputs (random ops see the same
- * generator state on recompute). At most 6 inputs and 2 outputs. */
+ * generator state on recompute). Every tensor the segment should pass gradients to (weights
+ * included) must be one of its inputs: at most 6 inputs and 2 outputs. */
 typedef em_status (*em_checkpoint_fn)(void *ctx, em_tensor *const *inputs, int n_in,
                                       em_tensor **outputs, int n_out);
 em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs, int n_in,

@@ -84,7 +84,7 @@ static void check_param_grads(h_fixture *fx, const char *prefix, const char *con
         snprintf(key, sizeof key, "%s.g%s", prefix, names[i]);
         em_shape s;
         const double *want = h_fixture_values(fx, key, &s);
-        if (want) h_check_tensor(key, em_grad(g, params[i]), want, s, 1e-12, rtol);
+        if (want) h_check_tensor(key, em_grad(g, params[i]), want, s, rtol * 1e-2, rtol);
     }
 }
 
@@ -142,9 +142,10 @@ typedef struct deep_ctx {
 
 static em_status deep_block(void *vctx, em_tensor *const *in, int n_in, em_tensor **out, int n_out)
 {
-    deep_ctx *c = vctx;
+    /* in[0] is the activation, in[1..4] the block's weights: tensors a segment
+     * differentiates through are passed as inputs */
     em_tensor *h = in[0];
-    for (int i = 0; i < 4; i++) h = em_tanh(em_matmul(h, c->w[i]));
+    for (int i = 0; i < 4; i++) h = em_tanh(em_matmul(h, in[1 + i]));
     out[0] = h;
     return h ? EM_OK : em_last_status();
 }
@@ -159,10 +160,11 @@ static int64_t run_deep(bool checkpoint, deep_ctx *blocks, em_tensor *x, double 
     em_tensor *h = x;
     for (int b = 0; b < 4; b++) {
         em_tensor *out = NULL;
+        em_tensor *in[5] = {h, blocks[b].w[0], blocks[b].w[1], blocks[b].w[2], blocks[b].w[3]};
         if (checkpoint)
-            em_checkpoint(deep_block, &blocks[b], &h, 1, &out, 1);
+            em_checkpoint(deep_block, NULL, in, 5, &out, 1);
         else
-            deep_block(&blocks[b], &h, 1, &out, 1);
+            deep_block(NULL, in, 5, &out, 1);
         h = out;
     }
     em_grads *g = em_backward(em_sum(em_mul(h, h), EM_ALL, false));
