@@ -7,5 +7,7 @@
 #include "autodiff.h"
 #include "nn.h"
 #include "optim.h"
+#include "store.h"
+#include "data.h"
 
 #endif
