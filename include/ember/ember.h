@@ -8,6 +8,5 @@
 #include "nn.h"
 #include "optim.h"
 #include "store.h"
-#include "data.h"
 
 #endif
