@@ -215,7 +215,7 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
     if (!good) return NULL;
     if (!nn_loss_all(good)) {
         em_tensor *bad = em_masked_select(t64, em_logical_not(good));
-        int64_t v = bad && tn_numel(bad) > 0 ? em_get_f64(bad, (int64_t[]){0}) : 0;
+        int64_t v = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
         em_error(EM_ERR_INDEX,
                  "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
                  (long long)v, (long long)C, (long long)ignore);

@@ -282,6 +282,45 @@ static void test_ctc_gradcheck(void)
     em_scope_end();
 }
 
+/* Second order: the losses are op graphs, so create_graph differentiates them again. */
+static em_tensor *ce_f(em_tensor *const *in, int n, void *vctx)
+{
+    return em_cross_entropy(in[0], vctx, (em_ce_cfg){.weight = in[1], .label_smoothing = 0.2});
+}
+
+static em_tensor *bcel_f(em_tensor *const *in, int n, void *vctx)
+{
+    return em_bce_with_logits(in[0], in[1], (em_bce_cfg){.pos_weight = in[2]});
+}
+
+static em_tensor *gauss_f(em_tensor *const *in, int n, void *vctx)
+{
+    return em_gaussian_nll_loss(in[0], in[1], in[2], (em_gaussian_cfg){.full = true});
+}
+
+static void test_second_order(void)
+{
+    em_scope_begin();
+    em_seed(11);
+    int64_t yv[4] = {2, 0, 1, 2};
+    em_tensor *y = em_from_i64(yv, EM_SHAPE(4));
+    em_tensor *ce_in[2] = {em_randn(EM_SHAPE(4, 3), EM_F64, EM_CPU),
+                           em_rand_uniform(EM_SHAPE(3), 0.5, 1.5, EM_F64, EM_CPU)};
+    CHECK(h_gradcheck("ce logits and weight", ce_f, y, ce_in, 2, NULL, 0, 0), "ce");
+    CHECK(h_gradgradcheck("ce second order", ce_f, y, ce_in, 2, NULL, 0, 0), "ce 2nd");
+    em_tensor *b_in[3] = {em_randn(EM_SHAPE(3, 2), EM_F64, EM_CPU),
+                          em_rand(EM_SHAPE(3, 2), EM_F64, EM_CPU),
+                          em_rand_uniform(EM_SHAPE(2), 0.5, 2, EM_F64, EM_CPU)};
+    CHECK(h_gradgradcheck("bce with logits second order", bcel_f, NULL, b_in, 3, NULL, 0, 0),
+          "bcel 2nd");
+    em_tensor *g_in[3] = {em_randn(EM_SHAPE(3, 2), EM_F64, EM_CPU),
+                          em_randn(EM_SHAPE(3, 2), EM_F64, EM_CPU),
+                          em_rand_uniform(EM_SHAPE(3, 2), 0.5, 2, EM_F64, EM_CPU)};
+    CHECK(h_gradgradcheck("gaussian nll second order", gauss_f, NULL, g_in, 3, NULL, 0, 0),
+          "gauss 2nd");
+    em_scope_end();
+}
+
 /* Losses train: a few SGD steps on a linear classifier lower the cross-entropy. */
 static void test_training_step(void)
 {
@@ -412,6 +451,7 @@ int main(void)
     test_fixtures();
     test_target_dtypes();
     test_ctc_gradcheck();
+    test_second_order();
     test_training_step();
     test_bad_input();
     return h_finish();
