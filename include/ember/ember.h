@@ -8,5 +8,6 @@
 #include "nn.h"
 #include "optim.h"
 #include "store.h"
+#include "data.h"
 
 #endif
