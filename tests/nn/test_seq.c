@@ -166,6 +166,16 @@ static void test_mha_self(void)
     h_check_tensor("mha unbatched", y0, rv, EM_SHAPE(5, 8), ATOL, RTOL);
     free(rv);
 
+    /* training mode with attention dropout: the explicit path, gradients everywhere */
+    em_module *md =
+        em_mha_new((em_mha_cfg){.embed_dim = 8, .num_heads = 2, .dropout = 0.5}, EM_CPU);
+    em_module_cast(md, EM_F64);
+    em_tensor *yd = em_forward(md, x);
+    CHECK(yd && em_shape_equal(em_tensor_shape(yd), EM_SHAPE(2, 5, 8)), "dropout forward");
+    em_grads *gd = em_backward(em_sum(em_square(yd), EM_ALL, false));
+    CHECK(gd && em_grads_count(gd) == 5, "dropout gradients (%d)", gd ? em_grads_count(gd) : -1);
+    em_module_free(md);
+
     /* one f32 pass */
     em_module_cast(m, EM_F32);
     load_params(m, "mha_self", EM_F32);
@@ -352,6 +362,11 @@ static void test_transformer(void)
     CHECK(m && em_module_get(m, "layers.1.self_attn.out_proj.weight") &&
               em_module_get(m, "norm.weight"),
           "encoder stack names");
+    char *sum = em_module_summary(m);
+    CHECK(sum && strstr(sum, "layers: ModuleList") && strstr(sum, "TransformerEncoderLayer") &&
+              strstr(sum, "self_attn: MultiheadAttention(embed_dim=8, num_heads=2"),
+          "summary:\n%s", sum ? sum : "");
+    em_free(sum);
     tf_case("enc_stack", m, "enc_stack", false,
             (em_transformer_masks){.src_key_padding_mask = tkpm}, false);
     em_module_free(m);
