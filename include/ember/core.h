@@ -101,6 +101,12 @@ typedef struct em_mem_stats {
     int64_t peak_bytes;    /* highest current_bytes since start or em_mem_reset_peak */
     int64_t total_allocs;  /* number of successful allocations */
     int64_t live_allocs;   /* allocations not yet freed */
+    /* The CPU backend's caching allocator (config cpu_cache_mb): free blocks kept for reuse.
+     * They are not part of current_bytes/live_allocs; em_mem_trim returns them to the system. */
+    int64_t cached_bytes;  /* capacity of the cached free blocks */
+    int64_t cached_blocks; /* number of cached free blocks */
+    int64_t cache_hits;    /* tensor allocations served from the cache */
+    int64_t cache_misses;  /* tensor allocations that went to the system */
 } em_mem_stats;
 
 /* 64-byte-aligned allocation counted in the statistics; NULL and EM_ERR_OOM on failure. */
@@ -116,6 +122,8 @@ void em_mem_fail_at(int64_t n);
  * by em_mem_check_guards (which returns the number of damaged blocks). Tests turn this on. */
 void em_mem_set_guards(bool on);
 int64_t em_mem_check_guards(void);
+/* Returns every block held by the CPU caching allocator to the system; returns the bytes freed. */
+int64_t em_mem_trim(void);
 
 /* ---- threads ----------------------------------------------------------------------------- */
 

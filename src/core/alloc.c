@@ -11,11 +11,13 @@
 #define GUARD        64
 #define HEADER_MAGIC 0x454d42455242u /* "EMBERB" */
 #define GUARD_BYTE   0xA5
+#define CACHED_MAGIC 0x454d42434143u /* "EMBCAC": a block resting in a backend cache */
 
 typedef struct block_header {
     uint64_t magic;
     size_t nbytes;
     size_t guard; /* guard bytes after the user block (and before it, in the header pad) */
+    size_t cap;   /* cacheable blocks (em__mem_alloc_cached): usable bytes, room for guards after */
     struct block_header *prev, *next;
 } block_header;
 
@@ -23,6 +25,7 @@ _Static_assert(sizeof(block_header) <= ALIGN, "header must fit in the alignment 
 
 static _Atomic int64_t cur_bytes, peak_bytes, total_allocs, live_allocs;
 static _Atomic int64_t fail_countdown;
+static _Atomic int64_t cached_bytes, cached_blocks, cache_hits, cache_misses;
 static atomic_bool guards_on;
 
 /* Guarded blocks are linked so em_mem_check_guards can walk them. */
@@ -92,6 +95,7 @@ void *em_alloc(size_t nbytes)
     h->magic = HEADER_MAGIC;
     h->nbytes = nbytes;
     h->guard = guard;
+    h->cap = 0;
     h->prev = h->next = NULL;
     unsigned char *user = (unsigned char *)h + ALIGN;
     if (guarded) {
@@ -105,6 +109,109 @@ void *em_alloc(size_t nbytes)
     }
     note_alloc(nbytes);
     return user;
+}
+
+/* ---- hooks for the backends' caching allocators (src/backend/cpu/cpu_cache.c) -------------- */
+
+bool em__mem_should_fail(size_t nbytes)
+{
+    if (!should_fail()) return false;
+    em_error(EM_ERR_OOM, "em_alloc: injected failure of a %zu-byte allocation", nbytes);
+    return true;
+}
+
+/* Arms a block (fresh or reused) for nbytes <= h->cap: header, guards, statistics. */
+static void *arm_block(block_header *h, size_t nbytes)
+{
+    bool guarded = atomic_load(&guards_on);
+    h->magic = HEADER_MAGIC;
+    h->nbytes = nbytes;
+    h->guard = guarded ? GUARD : 0;
+    h->prev = h->next = NULL;
+    unsigned char *user = (unsigned char *)h + ALIGN;
+    if (guarded) {
+        memset(h + 1, GUARD_BYTE, ALIGN - sizeof(block_header));
+        memset(user + nbytes, GUARD_BYTE, GUARD);
+        list_lock_acquire();
+        h->next = guarded_head;
+        if (guarded_head) guarded_head->prev = h;
+        guarded_head = h;
+        list_lock_release();
+    }
+    note_alloc(nbytes);
+    return user;
+}
+
+void *em__mem_alloc_cached(size_t nbytes, size_t cap)
+{
+    if (cap < nbytes || cap > (SIZE_MAX - 2 * ALIGN - GUARD)) {
+        em_error(EM_ERR_OOM, "em_alloc: %zu bytes is too large", nbytes);
+        return NULL;
+    }
+    size_t total = ALIGN + ((cap + GUARD + ALIGN - 1) / ALIGN) * ALIGN;
+    block_header *h = aligned_alloc(ALIGN, total);
+    if (!h) {
+        em_error(EM_ERR_OOM, "em_alloc: out of memory allocating %zu bytes", nbytes);
+        return NULL;
+    }
+    h->cap = cap;
+    atomic_fetch_add(&cache_misses, 1);
+    return arm_block(h, nbytes);
+}
+
+void *em__mem_reuse_cached(void *raw, size_t nbytes)
+{
+    block_header *h = raw;
+    atomic_fetch_sub(&cached_bytes, (int64_t)h->cap);
+    atomic_fetch_sub(&cached_blocks, 1);
+    atomic_fetch_add(&cache_hits, 1);
+    return arm_block(h, nbytes);
+}
+
+/* Checks guards and magic like em_free, takes the block out of the statistics, and returns its
+ * raw pointer for a cache (with *cap set), or NULL when the block was not cacheable (then it has
+ * been freed here) or not ours. */
+void *em__mem_release_to_cache(void *p, size_t *cap)
+{
+    *cap = 0;
+    if (!p) return NULL;
+    block_header *h = (block_header *)((unsigned char *)p - ALIGN);
+    if (h->magic != HEADER_MAGIC || !h->cap) {
+        em_free(p);
+        return NULL;
+    }
+    if (h->guard) {
+        if (!guard_intact(h)) {
+            em_log_msg("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
+                       h->nbytes);
+            em_error(EM_ERR_INTERNAL, "em_free: guard bytes around a %zu-byte block damaged",
+                     h->nbytes);
+        }
+        list_lock_acquire();
+        if (h->prev)
+            h->prev->next = h->next;
+        else
+            guarded_head = h->next;
+        if (h->next) h->next->prev = h->prev;
+        list_lock_release();
+    }
+    atomic_fetch_sub(&cur_bytes, (int64_t)h->nbytes);
+    atomic_fetch_sub(&live_allocs, 1);
+    atomic_fetch_add(&cached_bytes, (int64_t)h->cap);
+    atomic_fetch_add(&cached_blocks, 1);
+    h->magic = CACHED_MAGIC;
+    h->prev = h->next = NULL;
+    *cap = h->cap;
+    return h;
+}
+
+void em__mem_free_cached(void *raw)
+{
+    block_header *h = raw;
+    atomic_fetch_sub(&cached_bytes, (int64_t)h->cap);
+    atomic_fetch_sub(&cached_blocks, 1);
+    h->magic = 0;
+    free(h);
 }
 
 void *em_calloc(size_t nbytes)
@@ -150,6 +257,10 @@ em_mem_stats em_mem_get_stats(void)
         .peak_bytes = atomic_load(&peak_bytes),
         .total_allocs = atomic_load(&total_allocs),
         .live_allocs = atomic_load(&live_allocs),
+        .cached_bytes = atomic_load(&cached_bytes),
+        .cached_blocks = atomic_load(&cached_blocks),
+        .cache_hits = atomic_load(&cache_hits),
+        .cache_misses = atomic_load(&cache_misses),
     };
     return s;
 }

@@ -1,6 +1,7 @@
 /* The CPU backend: memory, copies, the op-family dispatch table and the strided loop shared by
  * its kernels. */
 #include "cpu.h"
+#include "cpu_cache.h"
 
 static int cpu_device_count(void)
 {
@@ -9,12 +10,12 @@ static int cpu_device_count(void)
 
 static void *cpu_alloc(int device, size_t nbytes)
 {
-    return em_alloc(nbytes);
+    return cpu_cache_alloc(nbytes);
 }
 
 static void cpu_free(int device, void *p)
 {
-    em_free(p);
+    cpu_cache_free(p);
 }
 
 static em_status cpu_copy(int device, void *dst, const void *src, size_t nbytes)

@@ -1,0 +1,203 @@
+/* The CPU caching allocator (src/backend/cpu/cpu_cache.c): reuse of freed tensor memory,
+ * accounting (cached blocks are not current bytes), em_mem_fail_at on cache hits, guard bytes on
+ * reused blocks, the cpu_cache_mb cap, em_mem_trim, and concurrent use from several threads. */
+#include <pthread.h>
+#include <string.h>
+
+#include "backend/cpu/cpu_cache.h"
+#include "harness.h"
+
+static void test_reuse_and_stats(void)
+{
+    em_mem_trim();
+    em_mem_stats s0 = em_mem_get_stats();
+    em_tensor *a = em_zeros(EM_SHAPE(1000, 100), EM_F32, EM_CPU);
+    CHECK(a != NULL, "alloc");
+    void *pa = em_tensor_data(a);
+    em_mem_stats s1 = em_mem_get_stats();
+    CHECK(s1.current_bytes - s0.current_bytes >= 400000, "current counts the live tensor");
+    em_release(a);
+    em_mem_stats s2 = em_mem_get_stats();
+    CHECK(s2.current_bytes == s0.current_bytes, "freed block leaves current_bytes (%lld vs %lld)",
+          (long long)s2.current_bytes, (long long)s0.current_bytes);
+    CHECK(s2.cached_bytes >= s0.cached_bytes + 400000, "freed block is cached (%lld)",
+          (long long)s2.cached_bytes);
+    /* a slightly different size in the same class reuses the same memory */
+    em_tensor *b = em_ones(EM_SHAPE(999, 100), EM_F32, EM_CPU);
+    CHECK(em_tensor_data(b) == pa, "same-class allocation reuses the block");
+    em_mem_stats s3 = em_mem_get_stats();
+    CHECK(s3.cache_hits == s2.cache_hits + 1, "hit counted");
+    CHECK(s3.cached_bytes < s2.cached_bytes, "reused block left the cache");
+    double v = em_get_f64(b, (int64_t[]){998, 99});
+    CHECK(v == 1.0, "reused block holds the new values");
+    em_release(b);
+    /* a much larger size misses */
+    int64_t misses = em_mem_get_stats().cache_misses;
+    em_tensor *c = em_empty(EM_SHAPE(4000, 100), EM_F32, EM_CPU);
+    CHECK(em_mem_get_stats().cache_misses == misses + 1, "miss counted");
+    em_release(c);
+    int64_t cached = em_mem_get_stats().cached_bytes;
+    int64_t freed = em_mem_trim();
+    CHECK(freed == cached && freed > 0, "trim frees everything cached (%lld of %lld)",
+          (long long)freed, (long long)cached);
+    CHECK(em_mem_get_stats().cached_bytes == 0, "nothing cached after trim");
+    CHECK(em_mem_get_stats().cached_blocks == 0, "no blocks cached after trim");
+}
+
+static void test_sizes(void)
+{
+    /* every size from 1 byte to past a few classes: usable, fully writable, guards intact */
+    for (size_t n = 1; n < 5000; n += 37) {
+        unsigned char *p = cpu_cache_alloc(n);
+        CHECK(p != NULL && ((uintptr_t)p % 64) == 0, "aligned block of %zu bytes", n);
+        if (!p) continue;
+        memset(p, 0x3c, n);
+        cpu_cache_free(p);
+    }
+    size_t sizes[] = {0, 63, 64, 65, 1023, 1024, 1025, 1280, 1281, 4096, 65537, 3u << 20};
+    for (size_t i = 0; i < sizeof sizes / sizeof *sizes; i++) {
+        unsigned char *p = cpu_cache_alloc(sizes[i]);
+        CHECK(p != NULL, "block of %zu bytes", sizes[i]);
+        if (p && sizes[i]) memset(p, 1, sizes[i]);
+        unsigned char *q = cpu_cache_alloc(sizes[i]);
+        CHECK(q != NULL && q != p, "second live block of %zu bytes is distinct", sizes[i]);
+        cpu_cache_free(p);
+        cpu_cache_free(q);
+    }
+    CHECK(em_mem_check_guards() == 0, "guards intact");
+    em_mem_trim();
+}
+
+static void test_fail_at_on_hit(void)
+{
+    em_tensor *a = em_empty(EM_SHAPE(256, 256), EM_F32, EM_CPU);
+    em_release(a); /* now cached: the next such allocation would be a hit */
+    int64_t cached = em_mem_get_stats().cached_bytes;
+    CHECK(cached > 0, "block cached");
+    /* the first allocation of em_empty is the tensor struct or storage; fail every position */
+    for (int k = 1; k <= 3; k++) {
+        em_mem_fail_at(k);
+        em_tensor *b = em_empty(EM_SHAPE(256, 256), EM_F32, EM_CPU);
+        CHECK(b == NULL, "allocation %d fails even when the cache could serve it", k);
+        CHECK_ERR(EM_ERR_OOM, "em_alloc");
+        em_mem_fail_at(0);
+        em_release(b);
+    }
+    /* raw path: the very next call fails although a block of that class is cached */
+    void *p = cpu_cache_alloc(1000);
+    cpu_cache_free(p);
+    em_mem_fail_at(1);
+    CHECK(cpu_cache_alloc(1000) == NULL, "cache hit still obeys em_mem_fail_at");
+    CHECK_ERR(EM_ERR_OOM, "injected failure");
+    em_mem_fail_at(0);
+    em_mem_trim();
+}
+
+static void test_guards(void)
+{
+    /* a block used with guards, freed into the cache, reused for a smaller size: the guard sits
+     * after the new size, and an overwrite there is caught when it is freed again */
+    unsigned char *p = cpu_cache_alloc(3000);
+    memset(p, 7, 3000);
+    cpu_cache_free(p);
+    unsigned char *q = cpu_cache_alloc(2900);
+    CHECK(q == p, "reused");
+    CHECK(em_mem_check_guards() == 0, "guards fine before the overwrite");
+    q[2900] ^= 0xff; /* one byte past the end */
+    CHECK(em_mem_check_guards() == 1, "overwrite past a reused block is seen by check_guards");
+    cpu_cache_free(q);
+    CHECK_ERR(EM_ERR_INTERNAL, "guard bytes");
+    CHECK(em_mem_check_guards() == 0, "freed block no longer listed");
+    em_mem_trim();
+    /* guards turned on while a block sat in the cache: armed on reuse */
+    em_mem_set_guards(false);
+    p = cpu_cache_alloc(5000);
+    cpu_cache_free(p);
+    em_mem_set_guards(true);
+    q = cpu_cache_alloc(5000);
+    CHECK(q == p, "reused after toggling guards");
+    q[5000] = 0;
+    CHECK(em_mem_check_guards() == 1, "guard armed on a block allocated without guards");
+    q[5000] = 0xA5;
+    CHECK(em_mem_check_guards() == 0, "restored");
+    cpu_cache_free(q);
+    em_mem_trim();
+}
+
+static void test_cap(void)
+{
+    em_config_set("cpu_cache_mb", "1");
+    em_mem_trim(); /* re-reads the cap */
+    void *big = cpu_cache_alloc(2u << 20);
+    cpu_cache_free(big);
+    CHECK(em_mem_get_stats().cached_bytes == 0, "block larger than the cap is not cached");
+    void *a = cpu_cache_alloc(600 << 10), *b = cpu_cache_alloc(300 << 10);
+    void *c = cpu_cache_alloc(600 << 10);
+    cpu_cache_free(a);
+    cpu_cache_free(b);
+    int64_t before = em_mem_get_stats().cached_bytes;
+    CHECK(before <= (1 << 20), "within the cap (%lld)", (long long)before);
+    cpu_cache_free(c); /* evicts to fit */
+    int64_t after = em_mem_get_stats().cached_bytes;
+    CHECK(after <= (1 << 20), "still within the cap after eviction (%lld)", (long long)after);
+    em_config_set("cpu_cache_mb", "0");
+    em_mem_trim();
+    void *d = cpu_cache_alloc(1000);
+    cpu_cache_free(d);
+    CHECK(em_mem_get_stats().cached_bytes == 0, "cap 0 disables caching");
+    em_config_set("cpu_cache_mb", "1024");
+    em_mem_trim();
+}
+
+static void *worker(void *arg)
+{
+    unsigned seed = (unsigned)(uintptr_t)arg;
+    void *live[16] = {0};
+    for (int it = 0; it < 4000; it++) {
+        seed = seed * 1103515245u + 12345u;
+        int slot = (int)((seed >> 8) % 16);
+        if (live[slot]) {
+            unsigned char *p = live[slot];
+            if (p[0] != (unsigned char)slot) return (void *)1;
+            cpu_cache_free(p);
+            live[slot] = NULL;
+        } else {
+            size_t n = 1 + (seed >> 12) % 20000;
+            unsigned char *p = cpu_cache_alloc(n);
+            if (!p) return (void *)1;
+            memset(p, slot, n);
+            live[slot] = p;
+        }
+    }
+    for (int i = 0; i < 16; i++) cpu_cache_free(live[i]);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    int64_t base = em_mem_get_stats().current_bytes;
+    pthread_t th[4];
+    for (int i = 0; i < 4; i++) pthread_create(&th[i], NULL, worker, (void *)(uintptr_t)(i + 1));
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r;
+        pthread_join(th[i], &r);
+        bad += r != NULL;
+    }
+    CHECK(bad == 0, "no block handed to two threads at once");
+    CHECK(em_mem_get_stats().current_bytes == base, "balanced after concurrent use");
+    CHECK(em_mem_check_guards() == 0, "guards intact after concurrent use");
+    em_mem_trim();
+}
+
+int main(void)
+{
+    h_init();
+    test_reuse_and_stats();
+    test_sizes();
+    test_fail_at_on_hit();
+    test_guards();
+    test_cap();
+    test_threads();
+    return h_finish();
+}
