@@ -2,7 +2,8 @@
 # Installs the Debian packages the build and the tests need (skips apt when all are present).
 set -euo pipefail
 pkgs=(cmake make gcc clang clang-format pkg-config libzip-dev
-      zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev dataset-fashion-mnist)
+      zlib1g-dev libpng-dev libjpeg-dev libsqlite3-dev dataset-fashion-mnist libncurses-dev
+      python3-sklearn) # python3-sklearn: the digits data set of optim.test_digits
 need=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || need+=("$p")
