@@ -9,5 +9,6 @@
 #include "optim.h"
 #include "store.h"
 #include "data.h"
+#include "train.h"
 
 #endif

@@ -1,0 +1,703 @@
+/* The learner: epochs of user step callbacks with gradient accumulation, clipping, schedulers,
+ * validation, per-step and per-epoch metrics, early stopping, checkpoints on schedule and on
+ * interrupt (SIGINT, 'q'), and bit-exact resume. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "train_impl.h"
+
+#define LOG(level, ...) em_log_msg("train", level, __VA_ARGS__)
+
+const char *const tr_col_names[TC_COUNT] = {"epoch",
+                                            "loss",
+                                            "accuracy",
+                                            "topk_accuracy",
+                                            "precision_micro",
+                                            "recall_micro",
+                                            "f1_micro",
+                                            "precision_macro",
+                                            "recall_macro",
+                                            "f1_macro",
+                                            "perplexity",
+                                            "val_loss",
+                                            "val_accuracy",
+                                            "val_topk_accuracy",
+                                            "val_precision_micro",
+                                            "val_recall_micro",
+                                            "val_f1_micro",
+                                            "val_precision_macro",
+                                            "val_recall_macro",
+                                            "val_f1_macro",
+                                            "val_perplexity",
+                                            "lr",
+                                            "items_per_sec",
+                                            "cpu_percent",
+                                            "rss_mb",
+                                            "time_s",
+                                            "steps"};
+
+int tr_col_find(const char *name)
+{
+    if (!name) return -1;
+    for (int i = 0; i < TC_COUNT; i++)
+        if (strcmp(name, tr_col_names[i]) == 0) return i;
+    return -1;
+}
+
+double tr_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+double tr_elapsed(const em_learner *l)
+{
+    return l->elapsed_prev + (l->t0 > 0 ? tr_now() - l->t0 : 0.0);
+}
+
+void tr_series_push(tr_series *s, double x)
+{
+    if (s->stride == 0) s->stride = 1;
+    s->pend += x;
+    if (++s->pend_n < s->stride) return;
+    double v = s->pend / (double)s->pend_n;
+    s->pend = 0;
+    s->pend_n = 0;
+    if (s->n == s->cap) {
+        if (s->cap >= 4096) { /* halve: pairwise means, twice the stride */
+            for (int64_t i = 0; i < s->n / 2; i++) s->v[i] = 0.5 * (s->v[2 * i] + s->v[2 * i + 1]);
+            s->n /= 2;
+            s->stride *= 2;
+        } else {
+            int64_t cap = s->cap ? s->cap * 2 : 256;
+            double *g = realloc(s->v, (size_t)cap * sizeof *g);
+            if (!g) return;
+            s->v = g;
+            s->cap = cap;
+        }
+    }
+    s->v[s->n++] = v;
+}
+
+void tr_series_free(tr_series *s)
+{
+    free(s->v);
+    memset(s, 0, sizeof *s);
+}
+
+/* ---- signals ------------------------------------------------------------------------------- */
+
+static volatile sig_atomic_t g_sigint;
+static struct sigaction g_old_sigint;
+
+static void on_sigint(int sig)
+{
+    (void)sig;
+    if (g_sigint) { /* a second Ctrl-C: give up on the graceful stop */
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = SIG_DFL;
+        sigaction(SIGINT, &sa, NULL);
+        raise(SIGINT);
+        return;
+    }
+    g_sigint = 1;
+}
+
+static bool stop_wanted(em_learner *l)
+{
+    return g_sigint || l->stop_requested;
+}
+
+/* ---- construction -------------------------------------------------------------------------- */
+
+static char *dup_str(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d) memcpy(d, s, n);
+    return d;
+}
+
+static char *join(const char *a, const char *b)
+{
+    size_t n = strlen(a) + strlen(b) + 2;
+    char *p = malloc(n);
+    if (p) snprintf(p, n, "%s/%s", a, b);
+    return p;
+}
+
+em_learner *em_learner_new(em_module *m, em_optim *o, em_sched *s, em_learner_cfg cfg)
+{
+    const char *fn = "em_learner_new";
+    if (!m || !o || !cfg.train_step) {
+        em_error(EM_ERR_INVALID_ARG, "%s: module, optimizer and train_step are required", fn);
+        return NULL;
+    }
+    if (cfg.epochs < 0 || cfg.grad_accum < 0 || cfg.train_batches < 0 || cfg.val_batches < 0 ||
+        cfg.keep_last < 0 || cfg.patience < 0 || cfg.log_every < 0 || !(cfg.min_delta >= 0)) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: negative option (epochs %lld, grad_accum %d, keep_last %d, patience %lld, "
+                 "min_delta %g)",
+                 fn, (long long)cfg.epochs, cfg.grad_accum, cfg.keep_last, (long long)cfg.patience,
+                 cfg.min_delta);
+        return NULL;
+    }
+    if (cfg.epochs == 0) cfg.epochs = 1;
+    if (cfg.grad_accum == 0) cfg.grad_accum = 1;
+    if (cfg.ckpt_every == 0) cfg.ckpt_every = 1;
+    if (cfg.log_every == 0) cfg.log_every = 50;
+    if (cfg.topk == 0) cfg.topk = 5;
+    const char *monitor = cfg.monitor ? cfg.monitor : cfg.val_step ? "val_loss" : "loss";
+    int col = tr_col_find(monitor);
+    if (col < 0 || col == TC_EPOCH) {
+        em_error(EM_ERR_INVALID_ARG, "%s: unknown metric \"%s\" to monitor", fn, monitor);
+        return NULL;
+    }
+    em_learner *l = calloc(1, sizeof *l);
+    if (!l) {
+        em_error(EM_ERR_OOM, "%s: out of memory", fn);
+        return NULL;
+    }
+    l->m = m;
+    l->o = o;
+    l->s = s;
+    l->cfg = cfg;
+    snprintf(l->monitor, sizeof l->monitor, "%s", monitor);
+    l->monitor_col = col;
+    if (cfg.monitor_mode == EM_MODE_AUTO)
+        l->maximize = strstr(monitor, "acc") || strstr(monitor, "f1") ||
+                      strstr(monitor, "precision") || strstr(monitor, "recall");
+    else
+        l->maximize = cfg.monitor_mode == EM_MODE_MAX;
+    l->best = NAN;
+    l->best_epoch = -1;
+    l->last_loss = l->last_acc = l->last_lr = l->last_ips = l->last_cpu = NAN;
+    l->train_m = em_metrics_new(cfg.topk);
+    l->val_m = em_metrics_new(cfg.topk);
+    if (!cfg.no_run_dir) {
+        char *root = dup_str(cfg.runs_dir ? cfg.runs_dir : "runs");
+        l->run_dir = root ? join(root, cfg.name ? cfg.name : "run") : NULL;
+        free(root);
+        l->ckpt_dir = l->run_dir ? join(l->run_dir, "checkpoints") : NULL;
+        if (!l->ckpt_dir) em_error(EM_ERR_OOM, "%s: out of memory", fn);
+    }
+    if (!l->train_m || !l->val_m || (!cfg.no_run_dir && !l->ckpt_dir)) {
+        em_learner_free(l);
+        return NULL;
+    }
+    return l;
+}
+
+void em_learner_free(em_learner *l)
+{
+    if (!l) return;
+    em_metrics_free(l->train_m);
+    em_metrics_free(l->val_m);
+    free(l->run_dir);
+    free(l->ckpt_dir);
+    free(l->hist);
+    free(l->sched_hist);
+    tr_series_free(&l->s_loss);
+    tr_series_free(&l->s_acc);
+    free(l);
+}
+
+void em_learner_request_stop(em_learner *l)
+{
+    if (l) l->stop_requested = 1;
+}
+
+em_stop_reason em_learner_stop_reason(const em_learner *l)
+{
+    return l ? l->reason : EM_STOP_NONE;
+}
+
+int64_t em_learner_epochs_done(const em_learner *l)
+{
+    return l ? l->n_hist : 0;
+}
+
+int64_t em_learner_steps(const em_learner *l)
+{
+    return l ? l->steps : 0;
+}
+
+double em_learner_metric(const em_learner *l, int64_t epoch, const char *name)
+{
+    int c = tr_col_find(name);
+    if (!l || c < 0) return NAN;
+    if (epoch < 0) epoch += l->n_hist;
+    if (epoch < 0 || epoch >= l->n_hist) return NAN;
+    return l->hist[epoch * TC_COUNT + c];
+}
+
+double em_learner_best(const em_learner *l, int64_t *epoch)
+{
+    if (epoch) *epoch = l ? l->best_epoch : -1;
+    return l ? l->best : NAN;
+}
+
+const char *em_learner_run_dir(const em_learner *l)
+{
+    return l ? l->run_dir : NULL;
+}
+
+/* ---- steps --------------------------------------------------------------------------------- */
+
+static void release_out(em_step_out *out)
+{
+    em_release(out->loss);
+    em_release(out->outputs);
+    em_release(out->targets);
+    out->loss = out->outputs = out->targets = NULL;
+}
+
+static int64_t out_items(const em_step_out *out)
+{
+    if (out->items > 0) return out->items;
+    if (out->outputs && em_tensor_rank(out->outputs) >= 1) return em_tensor_dim(out->outputs, 0);
+    return 1;
+}
+
+/* Calls a step; OK with *got false at the end of the epoch. */
+static em_status call_step(em_learner *l, em_step_fn fn, bool training, em_step_out *out, bool *got)
+{
+    em_step_ctx ctx = {l, l->cfg.user, l->epoch, training ? l->batch : 0, l->steps, training};
+    *got = false;
+    memset(out, 0, sizeof *out);
+    em_status st = fn(&ctx, out);
+    if (st == EM_OK && em_failed()) st = em_last_status();
+    if (st != EM_OK) {
+        release_out(out);
+        if (!em_failed())
+            em_error(st, "learner: %s step returned %s", training ? "train" : "val",
+                     em_status_name(st));
+        return st;
+    }
+    if (out->end) {
+        release_out(out);
+        return EM_OK;
+    }
+    if (!out->loss && training) {
+        release_out(out);
+        return em_error(EM_ERR_INVALID_ARG,
+                        "learner: train step for epoch %lld batch %lld returned no loss",
+                        (long long)l->epoch, (long long)l->batch);
+    }
+    *got = true;
+    return EM_OK;
+}
+
+/* One optimizer step from accumulated gradients over `micro` micro-batches. */
+static em_status apply(em_learner *l, em_grads *g, int micro, double loss)
+{
+    em_status st = EM_OK;
+    if (micro > 1 && !l->cfg.accum_sum) st = em_grads_scale(g, 1.0 / micro);
+    if (st == EM_OK && l->cfg.clip_norm > 0 && isnan(em_clip_grad_norm(g, l->cfg.clip_norm, 2)))
+        st = em_last_status();
+    if (st == EM_OK) st = em_optim_step(l->o, g);
+    if (st != EM_OK) return st;
+    l->steps++;
+    if (l->s && l->cfg.sched_per_iter) {
+        if (l->n_sched == l->cap_sched) {
+            int64_t cap = l->cap_sched ? 2 * l->cap_sched : 64;
+            double *h = realloc(l->sched_hist, (size_t)cap * sizeof *h);
+            if (!h) return em_error(EM_ERR_OOM, "learner: out of memory");
+            l->sched_hist = h;
+            l->cap_sched = cap;
+        }
+        l->sched_hist[l->n_sched++] = loss;
+        if (isnan(em_sched_step(l->s, loss)) && em_failed()) return em_last_status();
+    }
+    return EM_OK;
+}
+
+static void sample_rates(em_learner *l, int64_t items)
+{
+    double t = tr_now();
+    l->ips_items += items;
+    if (l->ips_t == 0) {
+        l->ips_t = t;
+        l->ips_cpu = em_process_cpu_seconds();
+        l->ips_items = 0;
+        return;
+    }
+    double dt = t - l->ips_t;
+    if (dt < 0.25) return; /* keep the rates smooth */
+    double cpu = em_process_cpu_seconds();
+    l->last_ips = (double)l->ips_items / dt;
+    l->last_cpu = 100.0 * (cpu - l->ips_cpu) / dt;
+    l->last_rss = em_process_rss();
+    l->ips_t = t;
+    l->ips_cpu = cpu;
+    l->ips_items = 0;
+}
+
+/* Runs the rest of the current epoch's training batches; *stopped when a stop was asked. */
+static em_status train_epoch(em_learner *l, bool *stopped)
+{
+    *stopped = false;
+    int k = l->cfg.grad_accum;
+    em_grads *acc = NULL;
+    int micro = 0;
+    double window_loss = 0;
+    em_status st = EM_OK;
+    em_module_train(l->m, true);
+    int64_t total = l->cfg.train_batches ? l->cfg.train_batches : l->batches_seen;
+    for (;;) {
+        if (l->cfg.train_batches > 0 && l->batch >= l->cfg.train_batches) break;
+        double t_step = tr_now();
+        double lr = em_optim_lr(l->o);
+        em_scope_begin();
+        em_step_out out;
+        bool got;
+        st = call_step(l, l->cfg.train_step, true, &out, &got);
+        if (st != EM_OK || !got) {
+            em_scope_end();
+            break;
+        }
+        double loss = em_item_f64(out.loss);
+        int64_t items = out_items(&out);
+        em_metrics_add_loss(l->train_m, loss, items, out.tokens);
+        double bacc = NAN;
+        if (out.outputs && out.targets) {
+            int64_t c0, r0, c1, r1;
+            tr_metrics_counts(l->train_m, &c0, &r0);
+            st = em_metrics_update(l->train_m, out.outputs, out.targets);
+            tr_metrics_counts(l->train_m, &c1, &r1);
+            if (c1 > c0) bacc = (double)(r1 - r0) / (double)(c1 - c0);
+        }
+        em_grads *g = st == EM_OK ? em_backward(out.loss) : NULL;
+        if (!g && st == EM_OK) st = em_last_status();
+        release_out(&out);
+        if (st == EM_OK && k == 1) {
+            st = apply(l, g, 1, loss);
+        } else if (st == EM_OK) {
+            if (!acc) acc = em_grads_new();
+            st = acc ? em_grads_accumulate(acc, g) : em_last_status();
+            micro++;
+            window_loss += loss;
+            if (st == EM_OK && micro == k) {
+                st = apply(l, acc, micro, window_loss / micro);
+                em_grads_free(acc);
+                acc = NULL;
+                micro = 0;
+                window_loss = 0;
+            }
+        }
+        em_scope_end();
+        if (st != EM_OK) break;
+        l->batch++;
+        l->epoch_items += items;
+        l->last_loss = loss;
+        l->last_acc = bacc;
+        l->last_lr = lr;
+        tr_series_push(&l->s_loss, loss);
+        if (!isnan(bacc)) tr_series_push(&l->s_acc, bacc);
+        sample_rates(l, items);
+        double dt = tr_now() - t_step;
+        tr_json_step(l, loss, bacc, lr, dt > 0 ? (double)items / dt : NAN, tr_elapsed(l));
+        if (l->dash) {
+            if (tr_dash_poll(l)) l->stop_requested = 1;
+            tr_dash_draw(l, false);
+        } else {
+            tr_plain_step(l, total);
+        }
+        if (micro == 0 && stop_wanted(l)) {
+            *stopped = true;
+            break;
+        }
+    }
+    if (st == EM_OK && micro > 0) st = apply(l, acc, micro, window_loss / micro);
+    em_grads_free(acc);
+    if (st == EM_OK && !*stopped && l->batch == 0)
+        st = em_error(EM_ERR_STATE, "learner: epoch %lld has no training batch",
+                      (long long)l->epoch + 1);
+    return st;
+}
+
+static void fill_values(double *rec, int base, const em_metric_values *v)
+{
+    double vals[10] = {v->loss,         v->accuracy,  v->topk_accuracy,   v->precision_micro,
+                       v->recall_micro, v->f1_micro,  v->precision_macro, v->recall_macro,
+                       v->f1_macro,     v->perplexity};
+    for (int i = 0; i < 10; i++) rec[base + i] = vals[i];
+}
+
+static em_status validate(em_learner *l, double *rec)
+{
+    em_metrics_reset(l->val_m);
+    em_module_train(l->m, false);
+    em_no_grad_begin();
+    em_status st = EM_OK;
+    for (int64_t b = 0;; b++) {
+        if (l->cfg.val_batches > 0 && b >= l->cfg.val_batches) break;
+        em_scope_begin();
+        em_step_out out;
+        bool got;
+        em_step_ctx ctx = {l, l->cfg.user, l->epoch, b, l->steps, false};
+        memset(&out, 0, sizeof out);
+        st = l->cfg.val_step(&ctx, &out);
+        if (st == EM_OK && em_failed()) st = em_last_status();
+        got = st == EM_OK && !out.end;
+        if (got) {
+            if (out.loss)
+                em_metrics_add_loss(l->val_m, em_item_f64(out.loss), out_items(&out), out.tokens);
+            if (out.outputs && out.targets)
+                st = em_metrics_update(l->val_m, out.outputs, out.targets);
+        }
+        release_out(&out);
+        em_scope_end();
+        if (st != EM_OK || !got) break;
+        l->val_seen = b + 1;
+    }
+    em_no_grad_end();
+    em_module_train(l->m, true);
+    em_metric_values v = em_metrics_compute(l->val_m);
+    fill_values(rec, TC_VAL_LOSS, &v);
+    return st;
+}
+
+static bool improved(const em_learner *l, double v)
+{
+    if (isnan(v)) return false;
+    if (isnan(l->best)) return true;
+    return l->maximize ? v > l->best + l->cfg.min_delta : v < l->best - l->cfg.min_delta;
+}
+
+/* Validation, the epoch record, scheduler, best metric; advances to the next epoch and saves
+ * checkpoints. *early when early stopping triggers. */
+static em_status finish_epoch(em_learner *l, bool *early)
+{
+    *early = false;
+    double rec[TC_COUNT];
+    for (int i = 0; i < TC_COUNT; i++) rec[i] = NAN;
+    rec[TC_EPOCH] = (double)(l->epoch + 1);
+    em_metric_values v = em_metrics_compute(l->train_m);
+    fill_values(rec, TC_LOSS, &v);
+    double wall = l->epoch_time_prev + (tr_now() - l->t_epoch0);
+    double cpu = em_process_cpu_seconds() - l->cpu_epoch0;
+    rec[TC_LR] = em_optim_lr(l->o);
+    rec[TC_IPS] = wall > 0 ? (double)l->epoch_items / wall : NAN;
+    rec[TC_CPU] = wall > 0 ? 100.0 * cpu / (tr_now() - l->t_epoch0) : NAN;
+    rec[TC_RSS_MB] = (double)em_process_rss() / (1024.0 * 1024.0);
+    rec[TC_STEPS] = (double)l->steps;
+    l->batches_seen = l->batch;
+    if (l->cfg.val_step) {
+        em_status st = validate(l, rec);
+        if (st != EM_OK) return st;
+    }
+    rec[TC_TIME] = tr_elapsed(l);
+    if (l->n_hist == l->cap_hist) {
+        int64_t cap = l->cap_hist ? 2 * l->cap_hist : 16;
+        double *h = realloc(l->hist, (size_t)cap * TC_COUNT * sizeof *h);
+        if (!h) return em_error(EM_ERR_OOM, "learner: out of memory");
+        l->hist = h;
+        l->cap_hist = cap;
+    }
+    memcpy(l->hist + l->n_hist * TC_COUNT, rec, sizeof rec);
+    l->n_hist++;
+    double mv = rec[l->monitor_col];
+    if (l->s && !l->cfg.sched_per_iter) {
+        if (l->n_sched == l->cap_sched) {
+            int64_t cap = l->cap_sched ? 2 * l->cap_sched : 64;
+            double *h = realloc(l->sched_hist, (size_t)cap * sizeof *h);
+            if (!h) return em_error(EM_ERR_OOM, "learner: out of memory");
+            l->sched_hist = h;
+            l->cap_sched = cap;
+        }
+        l->sched_hist[l->n_sched++] = mv;
+        if (isnan(em_sched_step(l->s, mv)) && em_failed()) return em_last_status();
+    }
+    bool better = improved(l, mv);
+    if (better) {
+        l->best = mv;
+        l->best_epoch = l->epoch;
+        l->bad_epochs = 0;
+    } else {
+        l->bad_epochs++;
+    }
+    tr_json_epoch(l, rec);
+    if (l->dash)
+        tr_dash_draw(l, true);
+    else
+        tr_plain_epoch(l, rec);
+    LOG(EM_LOG_INFO, "epoch %lld/%lld: loss %.6g %s %.6g%s", (long long)l->epoch + 1,
+        (long long)l->cfg.epochs, rec[TC_LOSS], l->monitor, mv, better ? " (best)" : "");
+    l->epoch++;
+    l->batch = 0;
+    l->epoch_items = 0;
+    l->epoch_time_prev = 0;
+    em_metrics_reset(l->train_m);
+    bool last = l->epoch >= l->cfg.epochs;
+    if (l->cfg.patience > 0 && l->bad_epochs >= l->cfg.patience) *early = true;
+    if (l->ckpt_dir && l->cfg.ckpt_every > 0 &&
+        (l->epoch % l->cfg.ckpt_every == 0 || last || *early)) {
+        em_status st = tr_checkpoint_periodic(l, false);
+        if (st != EM_OK) return st;
+    }
+    if (l->ckpt_dir && l->cfg.keep_best && better) {
+        em_status st = tr_checkpoint_periodic(l, true);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
+}
+
+static em_status run_epochs(em_learner *l)
+{
+    while (l->epoch < l->cfg.epochs) {
+        if (l->batch == 0) {
+            em_metrics_reset(l->train_m);
+            l->epoch_items = 0;
+            l->epoch_time_prev = 0;
+        }
+        l->t_epoch0 = tr_now();
+        l->cpu_epoch0 = em_process_cpu_seconds();
+        bool stopped, early;
+        em_status st = train_epoch(l, &stopped);
+        if (st != EM_OK) return st;
+        if (stopped) {
+            l->epoch_time_prev += tr_now() - l->t_epoch0;
+            l->reason = EM_STOP_INTERRUPT;
+            LOG(EM_LOG_INFO, "stopped at epoch %lld batch %lld", (long long)l->epoch + 1,
+                (long long)l->batch);
+            return l->ckpt_dir && l->cfg.ckpt_every > 0 ? tr_checkpoint_periodic(l, false) : EM_OK;
+        }
+        st = finish_epoch(l, &early);
+        if (st != EM_OK) return st;
+        if (early) {
+            l->reason = EM_STOP_EARLY;
+            LOG(EM_LOG_INFO, "early stopping: %s did not improve for %lld epochs", l->monitor,
+                (long long)l->bad_epochs);
+            snprintf(l->status, sizeof l->status, "early stop: no %s improvement in %lld epochs",
+                     l->monitor, (long long)l->bad_epochs);
+            return EM_OK;
+        }
+        if (stop_wanted(l) && l->epoch < l->cfg.epochs) {
+            l->reason = EM_STOP_INTERRUPT;
+            /* the periodic checkpoint may have skipped this epoch */
+            bool saved = l->cfg.ckpt_every > 0 && l->epoch % l->cfg.ckpt_every == 0;
+            return l->ckpt_dir && l->cfg.ckpt_every > 0 && !saved ? tr_checkpoint_periodic(l, false)
+                                                                  : EM_OK;
+        }
+    }
+    l->reason = EM_STOP_DONE;
+    return EM_OK;
+}
+
+/* Run directory: creates it, opens the JSON-lines files (truncated on a fresh run, appended on
+ * resume) and removes a fresh run's old checkpoints. */
+static em_status open_run(em_learner *l, bool resuming)
+{
+    em_status st = tr_mkdirs(l->ckpt_dir);
+    if (st != EM_OK) return st;
+    if (!resuming) {
+        char *latest = join(l->ckpt_dir, "latest");
+        char *best = join(l->ckpt_dir, "best.safetensors");
+        if (latest) remove(latest);
+        if (best) remove(best);
+        free(latest);
+        free(best);
+        tr_checkpoint_prune(l, 0);
+    }
+    const char *mode = resuming ? "a" : "w";
+    char *p1 = join(l->run_dir, "metrics.jsonl"), *p2 = join(l->run_dir, "epochs.jsonl");
+    char *p3 = join(l->run_dir, "train.log");
+    if (p1) l->f_steps = fopen(p1, mode);
+    if (p2) l->f_epochs = fopen(p2, mode);
+    if (!resuming && p3) remove(p3);
+    if (!l->f_steps || !l->f_epochs)
+        st = em_error(EM_ERR_IO, "learner: cannot open '%s' for writing: %s", p1 ? p1 : "?",
+                      strerror(errno));
+    if (st == EM_OK && p3) st = em_log_to_file(p3);
+    free(p1);
+    free(p2);
+    free(p3);
+    return st;
+}
+
+em_status em_learner_fit(em_learner *l)
+{
+    if (!l) return em_error(EM_ERR_INVALID_ARG, "em_learner_fit: learner is NULL");
+    l->reason = EM_STOP_NONE;
+    l->stop_requested = 0;
+    l->status[0] = 0;
+    g_sigint = 0;
+    l->out = l->cfg.out ? l->cfg.out : stdout;
+    em_log_level old_level = em_log_get_level("train");
+    if (old_level > EM_LOG_INFO) em_log_set_level("train", EM_LOG_INFO);
+
+    char *latest = NULL;
+    if (l->cfg.resume && l->ckpt_dir) latest = tr_latest_checkpoint(l);
+    em_status st = l->run_dir ? open_run(l, latest != NULL) : EM_OK;
+    if (st == EM_OK && latest) {
+        st = em_learner_load(l, latest);
+        if (st == EM_OK) {
+            LOG(EM_LOG_INFO, "resumed from %s at epoch %lld batch %lld (step %lld)", latest,
+                (long long)l->epoch + 1, (long long)l->batch, (long long)l->steps);
+            snprintf(l->status, sizeof l->status, "resumed at epoch %lld batch %lld",
+                     (long long)l->epoch + 1, (long long)l->batch);
+        }
+    } else if (st == EM_OK) {
+        if (l->cfg.resume) LOG(EM_LOG_INFO, "no checkpoint to resume from: starting afresh");
+        if (l->cfg.seed) em_seed(l->cfg.seed);
+    }
+    free(latest);
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &g_old_sigint);
+
+    l->t0 = tr_now();
+    l->ips_t = 0;
+    if (st == EM_OK) {
+        LOG(EM_LOG_INFO, "training %lld epochs, %lld parameters, run directory %s",
+            (long long)l->cfg.epochs, (long long)em_module_count(l->m, true),
+            l->run_dir ? l->run_dir : "(none)");
+        l->dash = !l->cfg.quiet && tr_dashboard_wanted(l) ? tr_dash_open(l) : NULL;
+        st = run_epochs(l);
+        if (st != EM_OK) {
+            l->reason = EM_STOP_ERROR;
+            snprintf(l->status, sizeof l->status, "error: %s", em_last_error());
+            LOG(EM_LOG_ERROR, "training failed: %s", em_last_error());
+        }
+        tr_dash_close(l);
+    }
+    l->elapsed_prev += tr_now() - l->t0;
+    l->t0 = 0;
+    sigaction(SIGINT, &g_old_sigint, NULL);
+    if (l->reason == EM_STOP_INTERRUPT) tr_plain_msg(l, "stopped: checkpoint saved");
+    if (l->reason == EM_STOP_EARLY) tr_plain_msg(l, l->status);
+
+    if (l->run_dir) {
+        /* the reports describe what happened even when training failed; keep its error */
+        em_status keep = st;
+        char msg[512];
+        snprintf(msg, sizeof msg, "%s", em_last_error());
+        em_clear_error();
+        if (l->f_steps) fclose(l->f_steps);
+        if (l->f_epochs) fclose(l->f_epochs);
+        l->f_steps = l->f_epochs = NULL;
+        em_status rs = tr_write_summary(l);
+        if (rs == EM_OK) rs = tr_write_report(l);
+        em_log_to_file(NULL);
+        if (keep != EM_OK) {
+            em_clear_error();
+            em_error(keep, "%s", msg);
+            st = keep;
+        } else {
+            st = rs;
+        }
+    }
+    em_log_set_level("train", old_level);
+    return st;
+}
