@@ -60,7 +60,9 @@ typedef struct em_muon_cfg {
 } em_muon_cfg;
 
 /* Optimizers over the trainable parameters of a module (frozen ones are skipped). The module
- * must outlive the optimizer. Parameters are updated in place. */
+ * must outlive the optimizer and keep its tree (no parameters registered after). CPU f32/f64
+ * contiguous parameters are updated in place; others are replaced in the module by an updated
+ * tensor (see docs/optim.md). */
 em_optim *em_sgd_new(em_module *m, em_sgd_cfg cfg);
 em_optim *em_adam_new(em_module *m, em_adam_cfg cfg);
 em_optim *em_adamw_new(em_module *m, em_adam_cfg cfg);
@@ -98,7 +100,7 @@ em_status em_clip_grad_value(em_grads *g, double v);
 em_status em_grads_accumulate(em_grads *acc, const em_grads *g);
 /* Multiplies every gradient by s (e.g. 1/steps after accumulation). */
 em_status em_grads_scale(em_grads *g, double s);
-/* A new, empty container to accumulate into. */
+/* A new, empty container to accumulate into (the caller frees it with em_grads_free). */
 em_grads *em_grads_new(void);
 
 /* ---- learning-rate schedulers ------------------------------------------------------------ */
@@ -113,8 +115,10 @@ em_sched *em_sched_linear_new(em_optim *o, double start_factor, double end_facto
                               int64_t total_iters);
 em_sched *em_sched_cosine_new(em_optim *o, int64_t t_max, double eta_min);
 em_sched *em_sched_cosine_restarts_new(em_optim *o, int64_t t0, int64_t t_mult, double eta_min);
-/* Linear warm-up over `warmup` steps from start_factor, then `after` (which may be NULL). */
+/* Linear warm-up over `warmup` steps from start_factor, then `after` (which may be NULL),
+ * restarted at the milestone like PyTorch's SequentialLR. The warm-up owns `after`. */
 em_sched *em_sched_warmup_new(em_optim *o, int64_t warmup, double start_factor, em_sched *after);
+/* lr = base * d_model^-0.5 * min(t^-0.5, t * warmup^-1.5), t = steps + 1 (base 1: the paper). */
 em_sched *em_sched_noam_new(em_optim *o, int64_t d_model, int64_t warmup);
 em_sched *em_sched_onecycle_new(em_optim *o, double max_lr, int64_t total_steps, double pct_start,
                                 double div_factor, double final_div_factor);
