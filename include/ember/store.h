@@ -88,6 +88,92 @@ em_tensor_dict *em_pt_load(const char *path);
 /* The same from a buffer holding the whole archive; `name` names it in errors. */
 em_tensor_dict *em_pt_load_memory(const void *data, size_t size, const char *name);
 
+/* ---- modules and checkpoints (module_io.c, checkpoint.c) --------------------------------- */
+
+typedef struct em_module em_module;
+typedef struct em_optim em_optim;
+typedef struct em_sched em_sched;
+
+/* Every parameter and buffer of the module tree under its dotted name (PyTorch's state_dict
+ * keys), one new reference each (the tensors are shared with the module, not copied). */
+em_tensor_dict *em_module_state_dict(em_module *m);
+/* Writes the module's parameters and buffers to a safetensors file (atomically, as
+ * em_safetensors_save), with metadata {"format": "pt"} plus the optional extra pairs
+ * ({"key", "value", ..., NULL}; they win). safetensors.torch.load_file reads it as a state_dict. */
+em_status em_module_save(em_module *m, const char *path, const char *const *metadata);
+
+/* One rename rule: every match of the POSIX extended regex `pattern` is replaced by
+ * `replacement`, in which \0..\9 are the match and its groups and \\ is a backslash. */
+typedef struct em_remap {
+    const char *pattern, *replacement;
+} em_remap;
+
+/* Loading options; zero means strict, no filters, no remapping, adapters on, cast to the
+ * module's dtypes. */
+typedef struct em_load_opts {
+    bool partial;                 /* load what matches; missing/unexpected/mismatched are only
+                                   * reported (strict: any of them fails and nothing changes) */
+    const char *const *include;   /* NULL-terminated globs on module names: load only these */
+    const char *const *exclude;   /* NULL-terminated globs on module names: never load these */
+    const em_remap *remap;        /* rules applied in order to every file name */
+    int n_remap;
+    bool no_adapters;             /* turn off the naming adapters (see docs/store.md) */
+    bool keep_dtype;              /* the module takes the file's dtype instead of casting */
+} em_load_opts;
+
+/* One name in a load report. name: the module-side name (after remapping and adapters);
+ * file_name: the name in the file (NULL for missing entries); detail: why (mismatches,
+ * duplicates) or NULL. */
+typedef struct em_load_item {
+    char *name, *file_name, *detail;
+} em_load_item;
+typedef struct em_load_list {
+    em_load_item *items;
+    int n, cap;
+} em_load_list;
+/* What a load did. Start from (em_load_report){0}; free with em_load_report_free. */
+typedef struct em_load_report {
+    em_load_list loaded;     /* replaced module entries */
+    em_load_list missing;    /* module entries the file lacks (filtered-out ones not listed) */
+    em_load_list unexpected; /* file tensors with no module entry */
+    em_load_list mismatched; /* shape or dtype differs (not loaded) */
+    em_load_list skipped;    /* file tensors left out by include/exclude */
+} em_load_report;
+void em_load_report_free(em_load_report *r);
+/* The report as text, one line per list (em_free it). */
+char *em_load_report_str(const em_load_report *r);
+
+/* Loads parameters and buffers by name from a safetensors or PyTorch .pt/.pth file (told apart
+ * by content). Everything is validated before anything changes: on failure the module is
+ * untouched. Loaded tensors replace the module's entries (em_module_set: parameters stay
+ * trainable leaves). opts and report may be NULL; report is filled even on failure. */
+em_status em_module_load(em_module *m, const char *path, const em_load_opts *opts,
+                         em_load_report *report);
+/* The same from a dictionary already in memory. */
+em_status em_module_load_dict(em_module *m, const em_tensor_dict *d, const em_load_opts *opts,
+                              em_load_report *report);
+
+/* What a checkpoint holds. Any pointer may be NULL (that part is skipped). The scheduler's
+ * position is sched_steps (the caller counts em_sched_step calls); reading replays that many
+ * steps on the scheduler passed in, which must be new and built like the saved one. metrics:
+ * its string metadata is written as "metric.<key>", and on read the saved metrics are set in
+ * it. On read, epoch, step and sched_steps are filled in. */
+typedef struct em_checkpoint_parts {
+    em_module *module;
+    em_optim *optim;
+    em_sched *sched;
+    int64_t sched_steps;
+    bool rng; /* save / restore the global generator (em_rng_get_state) */
+    int64_t epoch, step;
+    em_tensor_dict *metrics;
+} em_checkpoint_parts;
+
+/* Writes everything into one safetensors file, atomically (a crash leaves the previous file
+ * whole). A path naming a directory writes <dir>/checkpoint.safetensors. */
+em_status em_checkpoint_write(const char *path, const em_checkpoint_parts *parts);
+/* Restores everything written by em_checkpoint_write into the given (fresh) objects. */
+em_status em_checkpoint_read(const char *path, em_checkpoint_parts *parts);
+
 #ifdef __cplusplus
 }
 #endif
