@@ -281,7 +281,7 @@ void tr_checkpoint_prune(em_learner *l, int keep)
         n++;
     }
     closedir(dir);
-    qsort(names, n, sizeof *names, cmp_str);
+    if (n > 1) qsort(names, n, sizeof *names, cmp_str);
     for (size_t i = 0; i < n; i++) {
         if (i + (size_t)keep < n) remove(names[i]);
         free(names[i]);

@@ -136,8 +136,9 @@ static void plot(int top, int left, int h, int w, const plot_series *s, int ns)
         return;
     }
     if (y1 == y0) {
-        y1 += 0.5;
-        y0 -= 0.5;
+        double pad = y0 != 0 ? 0.1 * fabs(y0) : 0.5;
+        y1 += pad;
+        y0 -= pad;
     }
     mvprintw(top, left, "%9.4g", y1);
     mvprintw(top + h / 2, left, "%9.4g", 0.5 * (y0 + y1));

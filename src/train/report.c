@@ -207,8 +207,9 @@ static void svg_chart(FILE *f, const char *title, const char *xlabel, const svg_
     }
     if (x1 == x0) x1 = x0 + 1;
     if (y1 == y0) {
-        y1 += fabs(y1) * 0.05 + 0.5;
-        y0 -= fabs(y0) * 0.05 + 0.5;
+        double pad = y0 != 0 ? 0.1 * fabs(y0) : 0.5;
+        y1 += pad;
+        y0 -= pad;
     }
     double pw = W - L - R, ph = H - T - B;
     fprintf(f,
@@ -264,13 +265,35 @@ static void svg_chart(FILE *f, const char *title, const char *xlabel, const svg_
     fprintf(f, "</svg>\n");
 }
 
+/* Copies s with HTML's special characters escaped. */
+static void html_escape(char *out, size_t cap, const char *s)
+{
+    size_t o = 0;
+    for (; *s && o + 7 < cap; s++) {
+        const char *r = *s == '&'   ? "&amp;"
+                        : *s == '<' ? "&lt;"
+                        : *s == '>' ? "&gt;"
+                        : *s == '"' ? "&quot;"
+                                    : NULL;
+        if (r) {
+            memcpy(out + o, r, strlen(r));
+            o += strlen(r);
+        } else {
+            out[o++] = *s;
+        }
+    }
+    out[o] = 0;
+}
+
 em_status tr_write_report(em_learner *l)
 {
     char path[1024], v[40];
     FILE *f = open_in_run(l, "report.html", path, sizeof path);
     if (!f) return em_last_status();
     const char *name = strrchr(l->run_dir, '/');
-    name = name ? name + 1 : l->run_dir;
+    char esc[512];
+    html_escape(esc, sizeof esc, name ? name + 1 : l->run_dir);
+    name = esc;
     int64_t n = l->n_hist;
     double *buf = calloc((size_t)(n > 0 ? n : 1) * 6 + (size_t)l->s_loss.n + 1, sizeof *buf);
     if (!buf) {
