@@ -3,7 +3,7 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE ?= cmake
 
-.PHONY: all test check demo sanitize asan install clean format format-check
+.PHONY: all test check demo sanitize asan install clean format format-check bench
 
 all:
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -26,6 +26,10 @@ sanitize:
 	$(CMAKE) --build build-asan -j $(JOBS)
 	cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j $(JOBS)
 asan: sanitize
+
+# CPU benchmarks against PyTorch and OpenBLAS (bench/run.sh; prints one table).
+bench:
+	bash bench/run.sh
 
 install: all
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)

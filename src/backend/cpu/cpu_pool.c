@@ -3,6 +3,7 @@
  * sample-channel plane is independent and planes run in parallel. Contiguous f32 input is read
  * in place; anything else is first read into contiguous f64. */
 #include "cpu.h"
+#include "cpu_pool_fast.h"
 
 typedef struct plane_src {
     const float *f32; /* contiguous f32 input, or NULL */
@@ -141,6 +142,7 @@ static int64_t plane_grain(const geom *g)
 
 static em_status exec_pool(const em_op *op, bool is_max)
 {
+    if (is_max && cpu_pool_max_fast(op)) return EM_OK;
     pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->i[14] != 0};
     read_geom(op, &c.g, false);
     double *owned;

@@ -1,0 +1,96 @@
+"""Merges the outputs of bench/run.sh's programs into one table: case, Ember median, spread,
+peer median, spread, ratio peer/Ember (> 1: Ember is faster), and Ember's share of the machine's
+FMA peak (compute-bound cases) or copy bandwidth (memory-bound cases, bytes read + written once).
+Usage: report.py DIR [--record LABEL] (appends the table to bench/RESULTS.md with LABEL)."""
+import datetime
+import os
+import subprocess
+import sys
+
+
+def read(path):
+    meta, rows = {}, {}
+    if not os.path.exists(path):
+        return meta, rows
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 7:
+            rows[f[0]] = dict(med=float(f[1]), lo=float(f[2]), hi=float(f[3]), q1=float(f[4]),
+                              q3=float(f[5]), n=int(f[6]))
+        elif len(f) == 2:
+            meta[f[0]] = f[1]
+    return meta, rows
+
+
+d = sys.argv[1]
+machine, _ = read(os.path.join(d, "machine.txt"))
+emeta, ember = read(os.path.join(d, "ember.txt"))
+tmeta, torch = read(os.path.join(d, "torch.txt"))
+ometa, oblas = read(os.path.join(d, "openblas.txt"))
+peak = float(machine.get("peak_fma_2t", "nan"))
+bw = float(machine.get("bw_copy", "nan"))
+
+F = 4  # bytes per f32
+work = {  # case: ("flop", count) or ("byte", count)
+    "matmul_256": ("flop", 2 * 256**3), "matmul_1024": ("flop", 2 * 1024**3),
+    "matmul_2048": ("flop", 2 * 2048**3), "matmul_4096": ("flop", 2 * 4096**3),
+    "gemv_n": ("byte", F * 4096 * 4096), "gemv_t": ("byte", F * 4096 * 4096),
+    "conv_3x3": ("flop", 2 * 16 * 64 * 56 * 56 * 64 * 9),
+    "conv_7x7s2": ("flop", 2 * 16 * 64 * 112 * 112 * 3 * 49),
+    "maxpool_k3s1": ("byte", F * 2 * 2 * 128 * 512 * 512),
+    "maxpool_k5s2d2_cl": ("byte", F * (2 * 128 * 512 * 512 + 2 * 128 * 256 * 256)),
+    "softmax": ("byte", F * 2 * 64 * 1024 * 1024), "layer_norm": ("byte", F * 2 * 4096 * 4096),
+    "gelu": ("byte", F * 2 * (64 << 20)), "sum": ("byte", F * (64 << 20)),
+    "topk_k1_dim0": ("byte", F * 16 * 1024 * 1024), "topk_k10_last": ("byte", F * 16 * 1024 * 1024),
+}
+
+order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "gemv_n", "gemv_t", "conv_3x3",
+         "conv_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "layer_norm", "gelu", "sum",
+         "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn"]
+
+
+def fmt(r):
+    return f"{r['med']:.2f}" if r else "-"
+
+
+def spread(r):
+    return f"{r['lo']:.2f}-{r['hi']:.2f}" if r else "-"
+
+
+lines = ["| case | peer | Ember ms | Ember min-max | peer ms | peer min-max | peer/Ember | Ember % peak or bw |",
+         "|---|---|---:|---:|---:|---:|---:|---:|"]
+for c in order:
+    e = ember.get(c)
+    peers = [("torch", torch.get(c))]
+    if c.startswith("matmul") or c.startswith("gemv"):
+        peers.insert(0, ("openblas", oblas.get(c)))
+    for pname, p in peers:
+        if not e and not p:
+            continue
+        ratio = f"{p['med'] / e['med']:.2f}" if e and p else "-"
+        eff = ""
+        if e and c in work:
+            kind, n = work[c]
+            if kind == "flop":
+                eff = f"{n / (e['med'] * 1e-3) / 1e9:.1f} GF/s = {100 * n / (e['med'] * 1e-3) / 1e9 / peak:.0f}% peak"
+            else:
+                eff = f"{n / (e['med'] * 1e-3) / 1e9:.1f} GB/s = {100 * n / (e['med'] * 1e-3) / 1e9 / bw:.0f}% bw"
+        lines.append(f"| {c} | {pname} | {fmt(e)} | {spread(e)} | {fmt(p)} | {spread(p)} | {ratio} | {eff} |")
+
+head = [
+    f"machine: {machine.get('cpu', '?')}; ISA {machine.get('isa', '?')}; FMA peak {machine.get('peak_fma_1t')} GFLOP/s (1 thread), "
+    f"{machine.get('peak_fma_2t')} (2 threads); copy {machine.get('bw_copy')} GB/s, triad {machine.get('bw_triad')} GB/s (2 threads)",
+    f"load before the run: {machine.get('load', '?')}; threads: Ember {emeta.get('ember_threads')}, torch {tmeta.get('torch_threads')} "
+    f"({tmeta.get('torch_version')}), OpenBLAS 2 (core {ometa.get('openblas_core')}; {ometa.get('openblas_config')})",
+    f"OpenBLAS env: OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
+    f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}; Ember cache: {emeta.get('ember_cache', '?')}",
+]
+table = "\n".join(head + [""] + lines)
+print(table)
+if "--record" in sys.argv:
+    label = sys.argv[sys.argv.index("--record") + 1]
+    rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "RESULTS.md")
+    with open(path, "a") as f:
+        f.write(f"\n## {label}\n\n{datetime.datetime.now().strftime('%Y-%m-%d %H:%M')}, commit {rev} (+ working tree), "
+                f"command `{os.environ.get('BENCH_CMD', 'bench/run.sh')}`; medians in ms\n\n{table}\n")

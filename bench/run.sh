@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Ember's CPU benchmark suite: builds Ember (Release), then runs every case in Ember and in its
+# peer in this same run (PyTorch through /usr/bin/python3 with 2 threads; OpenBLAS cblas_sgemm /
+# sgemv with 2 threads), plus the machine's FMA peak and copy bandwidth, and prints one table.
+# Usage: bench/run.sh [--record LABEL] [case-prefix ...]   (make bench runs it with no arguments)
+# --record appends the table to bench/RESULTS.md. Benchmarks are not tests: nothing here fails
+# on a slow number.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+RECORD=()
+if [ "${1:-}" = "--record" ]; then
+    RECORD=(--record "$2")
+    shift 2
+fi
+BUILD=${BUILD:-build}
+OUT=$BUILD/bench
+mkdir -p "$OUT"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$BUILD" -j 2 --target ember_static >/dev/null
+LIBS="-lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3)"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude"
+cc $CFLAGS -o "$OUT/ember_bench" bench/ember_bench.c "$BUILD/libember.a" $LIBS
+cc $CFLAGS -o "$OUT/machine" bench/machine.c -lpthread
+if [ ! -f /usr/include/x86_64-linux-gnu/cblas.h ] && [ ! -f /usr/include/cblas.h ] ||
+    ! ls /usr/lib/*/libopenblas.so >/dev/null 2>&1; then
+    echo "installing libopenblas-dev" >&2
+    apt-get install -y -qq libopenblas-dev >/dev/null
+fi
+if ! /usr/bin/python3 -c 'import torch' 2>/dev/null; then
+    echo "installing python3-torch" >&2
+    apt-get install -y -qq python3-torch >/dev/null
+fi
+cc $CFLAGS -o "$OUT/openblas_bench" bench/openblas_bench.c -lopenblas
+{
+    grep -m1 'model name' /proc/cpuinfo | sed 's/.*: /cpu\t/'
+    printf 'load\t%s\n' "$(uptime | sed 's/.*load average: //')"
+    "$OUT/machine"
+} >"$OUT/machine.txt"
+export EMBER_NUM_THREADS=2
+"$OUT/openblas_bench" "$@" >"$OUT/openblas.txt"
+"$OUT/ember_bench" "$@" >"$OUT/ember.txt"
+/usr/bin/python3 bench/torch_bench.py "$@" >"$OUT/torch.txt"
+BENCH_CMD="bench/run.sh $*" /usr/bin/python3 bench/report.py "$OUT" "${RECORD[@]}"

@@ -1,0 +1,111 @@
+"""PyTorch peer of bench/ember_bench.c: the same cases, 2 threads, one tab-separated timing line
+per case ("case median min max q1 q3 reps", milliseconds) as bench_common.h prints them."""
+import sys
+import time
+
+import torch
+import torch.nn.functional as F
+
+torch.set_num_threads(2)
+torch.manual_seed(0)
+ARGS = sys.argv[1:]
+
+
+def selected(name):
+    return not ARGS or any(name.startswith(a) for a in ARGS)
+
+
+def run(name, fn, warmup, reps, budget):
+    for _ in range(warmup):
+        fn()
+    t = []
+    start = time.perf_counter()
+    while len(t) < reps:
+        t0 = time.perf_counter()
+        fn()
+        t.append((time.perf_counter() - t0) * 1e3)
+        if len(t) >= 3 and time.perf_counter() - start > budget:
+            break
+    t.sort()
+    n = len(t)
+    med = t[n // 2] if n % 2 else 0.5 * (t[n // 2 - 1] + t[n // 2])
+    print(f"{name}\t{med:.4f}\t{t[0]:.4f}\t{t[-1]:.4f}\t{t[n // 4]:.4f}\t{t[min(3 * n // 4, n - 1)]:.4f}\t{n}",
+          flush=True)
+
+
+print(f"torch_version\t{torch.__version__}")
+print(f"torch_threads\t{torch.get_num_threads()}")
+with torch.no_grad():
+    for n in (256, 1024, 2048, 4096):
+        name = f"matmul_{n}"
+        if selected(name):
+            a, b = torch.randn(n, n), torch.randn(n, n)
+            run(name, lambda: a @ b, 1, 3 if n >= 4096 else 5 if n >= 2048 else 15, 10 if n >= 4096 else 3)
+    if selected("gemv"):
+        A, v = torch.randn(4096, 4096), torch.randn(4096)
+        if selected("gemv_n"):
+            run("gemv_n", lambda: torch.mv(A, v), 3, 21, 3)
+        if selected("gemv_t"):
+            run("gemv_t", lambda: torch.mv(A.t(), v), 3, 21, 3)
+    if selected("conv_3x3"):
+        x, w, b = torch.randn(16, 64, 56, 56), torch.randn(64, 64, 3, 3), torch.randn(64)
+        run("conv_3x3", lambda: F.conv2d(x, w, b, padding=1), 1, 7, 4)
+    if selected("conv_7x7s2"):
+        x, w, b = torch.randn(16, 3, 224, 224), torch.randn(64, 3, 7, 7), torch.randn(64)
+        run("conv_7x7s2", lambda: F.conv2d(x, w, b, stride=2, padding=3), 1, 7, 4)
+    if selected("maxpool_k3s1"):
+        x = torch.randn(2, 128, 512, 512)
+        run("maxpool_k3s1", lambda: F.max_pool2d(x, 3, 1, 1), 1, 7, 6)
+        del x
+    if selected("maxpool_k5s2d2_cl"):
+        x = torch.randn(2, 512, 512, 128).permute(0, 3, 1, 2)
+        run("maxpool_k5s2d2_cl", lambda: F.max_pool2d(x, 5, 2, 2, 2), 1, 7, 6)
+        del x
+    if selected("softmax"):
+        x = torch.randn(64, 1024, 1024)
+        run("softmax", lambda: torch.softmax(x, -1), 1, 9, 5)
+        del x
+    if selected("layer_norm"):
+        x, w, b = torch.randn(4096, 4096), torch.randn(4096), torch.randn(4096)
+        run("layer_norm", lambda: F.layer_norm(x, (4096,), w, b, 1e-5), 1, 11, 4)
+    if selected("gelu") or selected("sum"):
+        x = torch.randn(64 << 20)
+        if selected("gelu"):
+            run("gelu", lambda: F.gelu(x), 1, 9, 5)
+        if selected("sum"):
+            run("sum", lambda: x.sum(), 1, 11, 4)
+        del x
+    if selected("topk"):
+        x = torch.randn(16, 1024, 1024)
+        if selected("topk_k1_dim0"):
+            run("topk_k1_dim0", lambda: torch.topk(x, 1, 0), 1, 9, 4)
+        if selected("topk_k10_last"):
+            run("topk_k10_last", lambda: torch.topk(x, 10, -1), 1, 9, 4)
+    if selected("rfft"):
+        x = torch.randn(1 << 20)
+        run("rfft_1M", lambda: torch.fft.rfft(x), 2, 21, 3)
+
+
+def train_case(name, net, xshape, reps):
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(*xshape)
+    y = torch.randint(0, 10, (xshape[0],))
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(net(x), y)
+        loss.backward()
+        opt.step()
+
+    run(name, step, 3, reps, 4)
+
+
+if selected("train_mlp"):
+    nn = torch.nn
+    train_case("train_mlp", nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                                          nn.ReLU(), nn.Linear(512, 10)), (128, 1, 28, 28), 41)
+if selected("train_cnn"):
+    nn = torch.nn
+    train_case("train_cnn", nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Flatten(), nn.Linear(64 * 7 * 7, 10)), (64, 1, 28, 28), 21)

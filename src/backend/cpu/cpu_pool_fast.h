@@ -1,0 +1,33 @@
+/* Fast f32 max pooling (1-D and 2-D windows): see cpu_pool_fast.c. */
+#ifndef EMBER_CPU_POOL_FAST_H
+#define EMBER_CPU_POOL_FAST_H
+
+#include "cpu.h"
+
+/* The geometry of one f32 max-pool op in 2-D form (1-D pooling has H = OH = kh = 1). Planes are
+ * the leading dims (up to two: N and C); x_sn/x_sc are their strides, x_sh/x_sw the row and
+ * column strides, all in elements. Output values and indices are contiguous. */
+typedef struct cpu_maxpool_geom {
+    const float *x;
+    float *out;
+    int64_t *idx;
+    int64_t N, C, H, W, OH, OW;
+    int64_t kh, kw, sh, sw, ph, pw, dh, dw;
+    int64_t x_sn, x_sc, x_sh, x_sw;
+} cpu_maxpool_geom;
+
+/* Runs a MAX_POOL op through the fast path when it applies (f32, 1-D/2-D windows, at most two
+ * leading dims); false when it does not (nothing written). */
+bool cpu_pool_max_fast(const em_op *op);
+/* AVX-512 pieces (cpu_pool_avx512.c): rows [r0, r1) of N*C*OH output rows for inputs whose
+ * columns are contiguous (x_sw == 1, stride 1 windows), and units [u0, u1) of N*OH*ceil(C/16)
+ * for channels-last inputs (x_sc == 1). Borders and tails go through cpu_maxpool_one. */
+void cpu_maxpool_rows_avx512(const cpu_maxpool_geom *g, int64_t r0, int64_t r1);
+void cpu_maxpool_cl_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
+/* One output element (scalar reference of the fast path; same NaN and tie rules as the
+ * portable kernel: the first maximum in window order, the last NaN when there is one). */
+void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow);
+/* Test hook: 0 auto, 1 forces the scalar fast path (no AVX-512). */
+void cpu_pool_fast_force_scalar(int on);
+
+#endif

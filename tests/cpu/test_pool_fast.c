@@ -1,0 +1,120 @@
+/* The f32 max-pool fast path (cpu_pool_fast.c, cpu_pool_avx512.c) against the portable kernel:
+ * the same values in f64 go through the portable path, so values and argmax indices must match
+ * exactly, over odd sizes and tails, stride/padding/dilation/ceil mode, 1-D and 2-D, contiguous,
+ * channels-last, strided and flipped inputs, ties and NaNs, AVX-512 and scalar variants, and
+ * several thread counts. */
+#include "backend/cpu/cpu_pool_fast.h"
+#include "harness.h"
+
+typedef struct pcase {
+    int64_t n, c, h, w;
+    int64_t k[2], s[2], p[2], d[2];
+    bool ceil;
+} pcase;
+
+/* Input of shape [n, c, h, w] in the given layout, f32 and f64 with the same values (small
+ * integers so that windows have ties, and a few NaNs when nan is set). */
+static void make_inputs(const pcase *pc, int layout, bool nan, em_tensor **x32, em_tensor **x64)
+{
+    int64_t numel = pc->n * pc->c * pc->h * pc->w;
+    double *v = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+    for (int64_t i = 0; i < numel; i++) {
+        v[i] = (double)(int)(h_uniform() * 7) - 3;
+        if (nan && h_uniform() < 0.03) v[i] = NAN;
+        if (h_uniform() < 0.01) v[i] = -INFINITY;
+    }
+    em_shape s = EM_SHAPE(pc->n, pc->c, pc->h, pc->w);
+    em_tensor *b32, *b64;
+    if (layout == 1) { /* channels-last: stored [n, h, w, c], viewed as [n, c, h, w] */
+        em_shape sl = EM_SHAPE(pc->n, pc->h, pc->w, pc->c);
+        double *t = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
+        for (int64_t a = 0; a < pc->n; a++)
+            for (int64_t c = 0; c < pc->c; c++)
+                for (int64_t y = 0; y < pc->h; y++)
+                    for (int64_t x = 0; x < pc->w; x++)
+                        t[((a * pc->h + y) * pc->w + x) * pc->c + c] =
+                            v[((a * pc->c + c) * pc->h + y) * pc->w + x];
+        b32 = em_from_data(t, EM_F64, sl, EM_F32, EM_CPU);
+        b64 = em_from_data(t, EM_F64, sl, EM_F64, EM_CPU);
+        *x32 = em_permute(b32, EM_AXES(0, 3, 1, 2));
+        *x64 = em_permute(b64, EM_AXES(0, 3, 1, 2));
+        em_release(b32);
+        em_release(b64);
+        free(t);
+    } else {
+        h_layout hl = layout == 2 ? H_STRIDED : layout == 3 ? H_FLIPPED : H_CONTIG;
+        *x32 = h_from_values(v, s, EM_F32, hl);
+        *x64 = h_from_values(v, s, EM_F64, hl);
+    }
+    free(v);
+}
+
+static void check_case(const pcase *pc, int layout, bool nan, int nd)
+{
+    em_scope_begin();
+    em_tensor *x32, *x64;
+    make_inputs(pc, layout, nan, &x32, &x64);
+    em_pool_opts o = {.ceil_mode = pc->ceil};
+    for (int i = 0; i < nd; i++) {
+        o.kernel[i] = pc->k[2 - nd + i];
+        o.stride[i] = pc->s[2 - nd + i];
+        o.pad[i] = pc->p[2 - nd + i];
+        o.dilation[i] = pc->d[2 - nd + i];
+    }
+    if (nd == 1) { /* [n, c*h, w] */
+        x32 = em_reshape(em_contiguous(x32), EM_SHAPE(pc->n, pc->c * pc->h, pc->w));
+        x64 = em_reshape(em_contiguous(x64), EM_SHAPE(pc->n, pc->c * pc->h, pc->w));
+    }
+    em_tensor *i64, *i32;
+    em_tensor *v64 = nd == 2 ? em_max_pool2d(x64, o, &i64) : em_max_pool1d(x64, o, &i64);
+    CHECK_OK("f64 max_pool");
+    em_tensor *ref = em_cast(v64, EM_F32);
+    double *rv = h_values(ref), *ri = h_values(i64);
+    for (int threads = 1; threads <= 3; threads++)
+        for (int scalar = 0; scalar <= 1; scalar++) {
+            em_set_num_threads(threads);
+            cpu_pool_fast_force_scalar(scalar);
+            em_tensor *v32 = nd == 2 ? em_max_pool2d(x32, o, &i32) : em_max_pool1d(x32, o, &i32);
+            CHECK_OK("f32 max_pool");
+            char what[200];
+            snprintf(
+                what, sizeof what,
+                "max_pool%dd [%lld,%lld,%lld,%lld] k%lldx%lld s%lldx%lld p%lldx%lld d%lldx%lld "
+                "ceil %d layout %d nan %d threads %d scalar %d",
+                nd, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
+                (long long)pc->k[0], (long long)pc->k[1], (long long)pc->s[0], (long long)pc->s[1],
+                (long long)pc->p[0], (long long)pc->p[1], (long long)pc->d[0], (long long)pc->d[1],
+                pc->ceil, layout, nan, threads, scalar);
+            em_shape os = em_tensor_shape(v64);
+            h_check_tensor(what, v32, rv, os, 0, 0);
+            h_check_tensor(what, i32, ri, os, 0, 0);
+        }
+    cpu_pool_fast_force_scalar(0);
+    em_set_num_threads(2);
+    free(rv);
+    free(ri);
+    em_scope_end();
+}
+
+int main(void)
+{
+    h_init();
+    pcase cases[] = {
+        {2, 3, 9, 37, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},   /* NCHW k3 s1 p1, tails */
+        {1, 2, 5, 16, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},   /* exactly one vector */
+        {1, 1, 4, 15, {3, 3}, {1, 1}, {0, 0}, {1, 1}, false},   /* no padding, under a vector */
+        {2, 2, 7, 50, {5, 5}, {1, 1}, {2, 2}, {2, 2}, false},   /* dilated stride 1 */
+        {1, 3, 8, 41, {2, 4}, {1, 1}, {1, 2}, {1, 1}, true},    /* even kernel, ceil */
+        {2, 20, 11, 13, {5, 5}, {2, 2}, {2, 2}, {2, 2}, false}, /* the bench's k5 s2 p2 d2 */
+        {1, 17, 6, 9, {3, 2}, {2, 3}, {1, 1}, {1, 2}, true},    /* channel tail, ceil */
+        {1, 33, 5, 7, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},   /* classic 2x2 */
+        {3, 1, 1, 1, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},    /* 1x1 planes */
+        {1, 2, 3, 70, {1, 7}, {1, 1}, {0, 3}, {1, 1}, false},   /* wide row kernel */
+    };
+    int ncases = (int)(sizeof cases / sizeof *cases);
+    for (int i = 0; i < ncases; i++)
+        for (int layout = 0; layout < 4; layout++)
+            for (int nan = 0; nan <= 1; nan++) check_case(&cases[i], layout, nan, 2);
+    for (int i = 0; i < ncases; i++) check_case(&cases[i], 0, true, 1);
+    return h_finish();
+}
