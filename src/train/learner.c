@@ -638,7 +638,8 @@ em_status em_learner_fit(em_learner *l)
 
     char *latest = NULL;
     if (l->cfg.resume && l->ckpt_dir) latest = tr_latest_checkpoint(l);
-    em_status st = l->run_dir ? open_run(l, latest != NULL) : EM_OK;
+    /* a second fit of the same learner continues its files like a resume */
+    em_status st = l->run_dir ? open_run(l, latest != NULL || l->steps > 0) : EM_OK;
     if (st == EM_OK && latest) {
         st = em_learner_load(l, latest);
         if (st == EM_OK) {
