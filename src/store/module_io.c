@@ -299,7 +299,10 @@ static char *rule_apply(const rule *r, const char *in)
 typedef struct target {
     char *name;
     em_module_entry *e;
-    int claimed_by; /* index of the file tensor loaded into it, -1 when none */
+    int claimed_by;  /* index of the file tensor matched to it, -1 when none */
+    int order;       /* visit order, for reports in module order */
+    bool mismatched; /* claimed but not loadable (detail says why) */
+    char detail[160];
 } target;
 
 typedef struct targets {
@@ -329,7 +332,8 @@ static void collect_fn(void *vctx, const char *name, em_module_entry *e)
         ts->oom = true;
         return;
     }
-    ts->t[ts->n++] = (target){nm, e, -1};
+    ts->t[ts->n] = (target){.name = nm, .e = e, .claimed_by = -1, .order = ts->n};
+    ts->n++;
 }
 
 static int cmp_target(const void *a, const void *b)
@@ -513,19 +517,18 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
             em_tensor *cur = tg->e->tensor;
             em_shape fs = em_tensor_shape(ft), ms = em_tensor_shape(cur);
             em_dtype fdt = em_tensor_dtype(ft), mdt = em_tensor_dtype(cur);
-            char det[200], s1[120], s2[120];
+            char s1[70], s2[70];
+            tg->claimed_by = (int)i;
             if (!em_shape_equal(fs, ms)) {
-                snprintf(det, sizeof det, "shape %s in the file, %s in the module",
+                snprintf(tg->detail, sizeof tg->detail, "shape %s in the file, %s in the module",
                          em_shape_str(fs, s1, sizeof s1), em_shape_str(ms, s2, sizeof s2));
-                ok = ok && list_add(&rep->mismatched, used, fname, det);
-                tg->claimed_by = (int)i;
+                tg->mismatched = true;
                 continue;
             }
             if (!convertible(fdt, mdt)) {
-                snprintf(det, sizeof det, "dtype %s in the file, %s in the module",
+                snprintf(tg->detail, sizeof tg->detail, "dtype %s in the file, %s in the module",
                          em_dtype_name(fdt), em_dtype_name(mdt));
-                ok = ok && list_add(&rep->mismatched, used, fname, det);
-                tg->claimed_by = (int)i;
+                tg->mismatched = true;
                 continue;
             }
             em_dtype want = o.keep_dtype ? fdt : mdt;
@@ -536,22 +539,30 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
                 break;
             }
             plan[nplan++] = (plan_item){k, em_retain(nt)};
-            tg->claimed_by = (int)i;
-            if (fdt != mdt) {
-                snprintf(det, sizeof det, "%s %s %s", em_dtype_name(fdt),
+            if (fdt != mdt)
+                snprintf(tg->detail, sizeof tg->detail, "%s %s %s", em_dtype_name(fdt),
                          o.keep_dtype ? "kept, module had" : "cast to", em_dtype_name(mdt));
-                ok = ok && list_add(&rep->loaded, tg->name, fname, det);
-            } else {
-                ok = ok && list_add(&rep->loaded, tg->name, fname, NULL);
-            }
         }
     }
     em_no_grad_end();
     em_scope_end();
     if (st != EM_OK) goto out;
-    for (int k = 0; k < ts.n; k++)
-        if (ts.t[k].claimed_by < 0 && wanted(&o, ts.t[k].name))
-            ok = ok && list_add(&rep->missing, ts.t[k].name, NULL, NULL);
+    /* loaded, missing and mismatched in module order */
+    int *by_order = em_alloc((size_t)(ts.n ? ts.n : 1) * sizeof *by_order);
+    if (!by_order) ok = false;
+    for (int k = 0; by_order && k < ts.n; k++) by_order[ts.t[k].order] = k;
+    for (int j = 0; by_order && j < ts.n; j++) {
+        const target *tg = &ts.t[by_order[j]];
+        const char *fname = tg->claimed_by >= 0 ? em_tensor_dict_name_at(d, tg->claimed_by) : NULL;
+        const char *det = tg->detail[0] ? tg->detail : NULL;
+        if (!fname) {
+            if (wanted(&o, tg->name)) ok = ok && list_add(&rep->missing, tg->name, NULL, NULL);
+        } else {
+            ok = ok &&
+                 list_add(tg->mismatched ? &rep->mismatched : &rep->loaded, tg->name, fname, det);
+        }
+    }
+    em_free(by_order);
     if (!ok) {
         st = em_error(EM_ERR_OOM, "%s: out of memory writing the report", fn);
         goto out;
