@@ -5,6 +5,8 @@
 #include "cpu.h"
 #include "cpu_gemm.h"
 
+#include <stdlib.h>
+
 /* im2col scratch alive at once is kept under this many bytes (the batch goes in pieces). */
 #define COL_BUDGET ((int64_t)256 << 20)
 
@@ -141,6 +143,31 @@ static void fold_run(const geo *g, bool dbl, const void *src, void *dst, bool to
 static void gemm(bool dbl, bool ta, int64_t M, int64_t N, int64_t K, const void *A, int64_t lda,
                  const void *B, int64_t ldb, bool accumulate, void *C, int64_t ldc)
 {
+    /* Few output columns (weight gradients: N = kernel taps) and a long K: the GEMM's unpacked
+     * small-N path is slow there, so compute C^T = B^T . op(A)^T (N rows, M columns; packed)
+     * into a malloc'd scratch (not em_alloc: allocation counts stay as they were) and add it. */
+    if (N < 16 && M >= 16 && M * N * K >= (1 << 18)) {
+        size_t es = dbl ? sizeof(double) : sizeof(float);
+        void *t = malloc((size_t)(M * N) * es);
+        if (t) {
+            if (dbl)
+                cpu_dgemm(true, !ta, N, M, K, 1.0, B, ldb, A, lda, 0.0, t, M);
+            else
+                cpu_sgemm(true, !ta, N, M, K, 1.0f, B, ldb, A, lda, 0.0f, t, M);
+            for (int64_t i = 0; i < M; i++)
+                for (int64_t j = 0; j < N; j++) {
+                    if (dbl) {
+                        double *c = (double *)C + i * ldc + j, v = ((double *)t)[j * M + i];
+                        *c = accumulate ? *c + v : v;
+                    } else {
+                        float *c = (float *)C + i * ldc + j, v = ((float *)t)[j * M + i];
+                        *c = accumulate ? *c + v : v;
+                    }
+                }
+            free(t);
+            return;
+        }
+    }
     if (dbl)
         cpu_dgemm(ta, false, M, N, K, 1.0, A, lda, B, ldb, accumulate ? 1.0 : 0.0, C, ldc);
     else
