@@ -56,6 +56,18 @@ typedef struct ad_ctx {
 
 typedef em_status (*ad_rule_fn)(ad_ctx *c);
 
+/* The gradients container: one entry per leaf, holding a plain reference to the gradient. */
+typedef struct grad_entry {
+    ad_node *leaf;
+    em_tensor *grad;
+} grad_entry;
+
+struct em_grads {
+    int n, cap;
+    grad_entry *e;
+    bool scope_owned;
+};
+
 /* One rule entry point per op family (src/autodiff/rules_<family>.c). Each returns
  * EM_ERR_UNSUPPORTED naming the op when it has no rule for the kind. */
 em_status ad_rule_create(ad_ctx *c);

@@ -30,17 +30,6 @@ bool em_detect_anomaly(void)
 
 /* ---- gradients container ----------------------------------------------------------------- */
 
-typedef struct grad_entry {
-    ad_node *leaf;
-    em_tensor *grad;
-} grad_entry;
-
-struct em_grads {
-    int n, cap;
-    grad_entry *e;
-    bool scope_owned;
-};
-
 static void grads_destroy(em_grads *g)
 {
     for (int i = 0; i < g->n; i++) {

@@ -1,26 +1,8 @@
-/* Editing gradient containers (clipping, accumulation, scaling in src/optim).
- *
- * NOTE: struct em_grads is private to engine.c; these functions mirror its layout below (the
- * mirror must change with it). They belong in engine.c next to em_grad: moving the six bodies
- * there and deleting the mirror is all that is needed. */
+/* Editing gradient containers (clipping, accumulation, scaling in src/optim). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "grads_edit.h"
-
-/* Mirror of engine.c's container (same members, same order). */
-typedef struct grad_entry_mirror {
-    ad_node *leaf;
-    em_tensor *grad;
-} grad_entry_mirror;
-
-typedef struct grads_mirror {
-    int n, cap;
-    grad_entry_mirror *e;
-    bool scope_owned;
-} grads_mirror;
-
-#define M(g) ((grads_mirror *)(void *)(g))
 
 /* the container's references are plain (never scope-owned), as engine.c releases them */
 static em_tensor *plain_ref(em_tensor *t)
@@ -32,25 +14,25 @@ static em_tensor *plain_ref(em_tensor *t)
 
 em_grads *ad_grads_new(void)
 {
-    grads_mirror *g = em_alloc(sizeof *g);
+    em_grads *g = em_alloc(sizeof *g);
     if (!g) return NULL;
     memset(g, 0, sizeof *g);
-    return (em_grads *)(void *)g;
+    return g;
 }
 
 em_tensor *ad_grads_tensor(const em_grads *g, int i)
 {
-    return M(g)->e[i].grad;
+    return g->e[i].grad;
 }
 
 ad_node *ad_grads_leaf(const em_grads *g, int i)
 {
-    return M(g)->e[i].leaf;
+    return g->e[i].leaf;
 }
 
 int ad_grads_find(const em_grads *g, const ad_node *leaf)
 {
-    const grads_mirror *m = M(g);
+    const em_grads *m = g;
     for (int i = 0; i < m->n; i++)
         if (m->e[i].leaf == leaf) return i;
     return -1;
@@ -58,7 +40,7 @@ int ad_grads_find(const em_grads *g, const ad_node *leaf)
 
 void ad_grads_replace(em_grads *g, int i, em_tensor *t)
 {
-    grads_mirror *m = M(g);
+    em_grads *m = g;
     em_tensor *own = plain_ref(t);
     tn_release_ref(m->e[i].grad);
     m->e[i].grad = own;
@@ -66,11 +48,11 @@ void ad_grads_replace(em_grads *g, int i, em_tensor *t)
 
 em_status ad_grads_append(em_grads *g, ad_node *leaf, em_tensor *t)
 {
-    grads_mirror *m = M(g);
+    em_grads *m = g;
     if (m->n == m->cap) {
         int cap = m->cap ? m->cap * 2 : 8;
         /* engine.c grows and frees the array with realloc/free */
-        grad_entry_mirror *e = realloc(m->e, (size_t)cap * sizeof *e);
+        grad_entry *e = realloc(m->e, (size_t)cap * sizeof *e);
         if (!e) {
             em_release(t);
             return em_error(EM_ERR_OOM, "em_grads: out of memory");
