@@ -131,7 +131,7 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t)
         em_release(t);
         if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own))
             em_requires_grad(own, true);
-        em_release(e->tensor);
+        tn_release_ref(e->tensor); /* the module's plain reference */
         e->tensor = own;
         return EM_OK;
     }
@@ -148,7 +148,7 @@ void em_module_free(em_module *m)
         em_free(m->children[i].name);
     }
     for (int i = 0; i < m->n_params; i++) {
-        em_release(m->params[i].tensor);
+        tn_release_ref(m->params[i].tensor);
         em_free(m->params[i].name);
     }
     em_free(m->children);
@@ -297,9 +297,11 @@ static void move_fn(void *vctx, const char *name, em_module_entry *e)
     em_tensor *t = e->tensor;
     bool trainable = em_tensor_requires_grad(t);
     em_no_grad_begin();
-    em_tensor *moved = c->dtype >= 0 ? (em_dtype_is_float(t->dtype) ? em_cast(t, (em_dtype)c->dtype)
-                                                                    : em_retain(t))
-                                     : em_to_device(t, c->dev);
+    if (c->dtype >= 0 && !em_dtype_is_float(t->dtype)) {
+        em_no_grad_end();
+        return; /* integer buffers keep their dtype */
+    }
+    em_tensor *moved = c->dtype >= 0 ? em_cast(t, (em_dtype)c->dtype) : em_to_device(t, c->dev);
     em_no_grad_end();
     if (!moved) {
         c->st = em_last_status();
@@ -309,10 +311,10 @@ static void move_fn(void *vctx, const char *name, em_module_entry *e)
     em_release(moved);
     if (own != t) {
         if (trainable) em_requires_grad(own, true);
-        em_release(t);
+        tn_release_ref(t);
         e->tensor = own;
     } else {
-        em_release(own);
+        tn_release_ref(own);
     }
 }
 
