@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what it needs, checks formatting, builds with
-# gcc (Release, warnings as errors) and runs every test, then builds with clang under
-# AddressSanitizer + UndefinedBehaviorSanitizer (warnings as errors) and runs every test again.
+# gcc (Release, warnings as errors) and runs every test, installs and builds an outside program
+# with pkg-config, builds with clang under AddressSanitizer + UndefinedBehaviorSanitizer
+# (warnings as errors) and runs every test again, then runs the file-reader fuzz targets for a
+# bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -31,4 +33,7 @@ cmake -S . -B build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -D
 cmake --build build-ci-asan -j "$jobs"
 (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
+echo "== fuzz targets (safetensors and .pt readers), 30 s each"
+bash scripts/fuzz.sh 30
+
 echo "== all checks passed"
