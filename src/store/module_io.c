@@ -538,6 +538,12 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
                 st = em_last_status();
                 break;
             }
+            /* marked here, where a failure still changes nothing (em_module_set would) */
+            if (!tg->e->is_buffer && em_dtype_is_float(want) && !em_tensor_requires_grad(nt) &&
+                !em_requires_grad(nt, true)) {
+                st = em_last_status();
+                break;
+            }
             plan[nplan++] = (plan_item){k, em_retain(nt)};
             if (fdt != mdt)
                 snprintf(tg->detail, sizeof tg->detail, "%s %s %s", em_dtype_name(fdt),

@@ -4,6 +4,7 @@
  * safetensors with plain struct/json, and as a DataParallel checkpoint, loads too.
  * Fixtures: scripts/fixtures_models.py. */
 #include <string.h>
+#include <unistd.h>
 
 #include <ember/store.h>
 
@@ -153,6 +154,34 @@ static void check_forward(em_module *m, h_fixture *fx, const char *what, const c
     em_release(x64);
 }
 
+/* em_module_save of the loaded model writes exactly PyTorch's state_dict: the same names,
+ * dtypes, shapes and bytes as the torch.save file (so safetensors.torch.load_file followed by
+ * load_state_dict(strict=True) accepts it; checked once by hand with torchvision). */
+static void same_as_torch(em_module *m, const char *pt)
+{
+    char path[600];
+    snprintf(path, sizeof path, "%s/ember_models_%d.safetensors", P_tmpdir, (int)getpid());
+    CHECK(em_module_save(m, path, NULL) == EM_OK, "save %s", pt);
+    em_tensor_dict *ours = em_safetensors_load(path, NULL), *ref = em_pt_load(model_file(pt));
+    CHECK_OK(pt);
+    int64_t n = ref ? em_tensor_dict_count(ref) : -1, same = 0;
+    for (int64_t i = 0; ours && i < n; i++) {
+        const em_tensor *a = em_tensor_dict_tensor_at(ref, i);
+        const em_tensor *b = em_tensor_dict_get(ours, em_tensor_dict_name_at(ref, i));
+        if (!b || em_tensor_dtype(a) != em_tensor_dtype(b) ||
+            !em_shape_equal(em_tensor_shape(a), em_tensor_shape(b)))
+            continue;
+        size_t sz = (size_t)em_tensor_numel(a) * em_dtype_size(em_tensor_dtype(a));
+        if (memcmp(em_tensor_data(a), em_tensor_data(b), sz) == 0) same++;
+    }
+    CHECK(ours && n > 0 && em_tensor_dict_count(ours) == n && same == n,
+          "%s: saved state_dict equals torch.save's (%lld/%lld)", pt, (long long)same,
+          (long long)n);
+    em_tensor_dict_free(ours);
+    em_tensor_dict_free(ref);
+    unlink(path);
+}
+
 static em_tensor *plain_forward(em_module *m, em_tensor *x)
 {
     return em_forward(m, x);
@@ -170,6 +199,7 @@ static void test_resnet(h_fixture *fx)
               "num_batches_tracked loaded (i64, 3)");
         em_tensor *w = em_module_get(net, "layer2.0.downsample.0.weight");
         CHECK(w && em_tensor_requires_grad(w), "loaded parameters stay trainable");
+        same_as_torch(net, "resnet_narrow.pt");
         check_forward(net, fx, "ResNet", "resnet.x", "resnet.y", plain_forward);
     }
     em_module_free(net);
@@ -190,8 +220,10 @@ static void test_transformer(h_fixture *fx)
                                                                      .seq_first = true},
                                                 EM_CPU);
     CHECK_OK("build TransformerEncoder");
-    if (load_strict(enc, "transformer.pt"))
+    if (load_strict(enc, "transformer.pt")) {
+        same_as_torch(enc, "transformer.pt");
         check_forward(enc, fx, "TransformerEncoder", "tf.x", "tf.y", encode);
+    }
     em_module_free(enc);
 }
 

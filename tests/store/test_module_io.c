@@ -476,6 +476,36 @@ static void test_dtypes(void)
     em_module_free(src);
 }
 
+/* Allocation failures anywhere in a load: a clean error, the module untouched, no leak. */
+static void test_alloc_failures(void)
+{
+    em_module *src = small(), *m = small();
+    const char *p = tmp_path("oom.safetensors");
+    em_module_cast(src, EM_F16); /* the load casts too */
+    CHECK(em_module_save(src, p, NULL) == EM_OK, "save");
+    const em_remap rules[] = {{"^(enc|ln)\\.", "\\1."}};
+    int failures = 0, k;
+    for (k = 1; k < 400; k++) {
+        snap before = take(m);
+        em_load_report rep = {0};
+        em_mem_fail_at(k);
+        em_status st = em_module_load(m, p, &(em_load_opts){.remap = rules, .n_remap = 1}, &rep);
+        em_mem_fail_at(0);
+        em_load_report_free(&rep);
+        if (st == EM_OK) {
+            CHECK(!em_failed(), "success at %d leaves no error (%s)", k, em_last_error());
+            break;
+        }
+        failures++;
+        CHECK(em_failed(), "failure %d records an error", k);
+        em_clear_error();
+        CHECK(unchanged(m, &before), "failure %d leaves the module untouched", k);
+    }
+    CHECK(failures > 10 && k < 400, "allocation failures exercised (%d), then success", failures);
+    em_module_free(src);
+    em_module_free(m);
+}
+
 static void test_bad_args(void)
 {
     em_module *m = small();
@@ -505,6 +535,7 @@ int main(void)
     test_remap();
     test_adapters();
     test_dtypes();
+    test_alloc_failures();
     test_bad_args();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
