@@ -111,14 +111,14 @@ typedef struct em_remap {
 /* Loading options; zero means strict, no filters, no remapping, adapters on, cast to the
  * module's dtypes. */
 typedef struct em_load_opts {
-    bool partial;                 /* load what matches; missing/unexpected/mismatched are only
-                                   * reported (strict: any of them fails and nothing changes) */
-    const char *const *include;   /* NULL-terminated globs on module names: load only these */
-    const char *const *exclude;   /* NULL-terminated globs on module names: never load these */
-    const em_remap *remap;        /* rules applied in order to every file name */
+    bool partial;               /* load what matches; missing/unexpected/mismatched are only
+                                 * reported (strict: any of them fails and nothing changes) */
+    const char *const *include; /* NULL-terminated globs on module names: load only these */
+    const char *const *exclude; /* NULL-terminated globs on module names: never load these */
+    const em_remap *remap;      /* rules applied in order to every file name */
     int n_remap;
-    bool no_adapters;             /* turn off the naming adapters (see docs/store.md) */
-    bool keep_dtype;              /* the module takes the file's dtype instead of casting */
+    bool no_adapters; /* turn off the naming adapters (see docs/store.md) */
+    bool keep_dtype;  /* the module takes the file's dtype instead of casting */
 } em_load_opts;
 
 /* One name in a load report. name: the module-side name (after remapping and adapters);

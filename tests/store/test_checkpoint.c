@@ -223,6 +223,46 @@ static void test_parts_and_errors(void)
     run_free(&r);
 }
 
+static int warnings;
+static void count_warn(void *user, const char *component, em_log_level level, const char *msg)
+{
+    (void)user;
+    if (level == EM_LOG_WARN && strcmp(component, "store") == 0 &&
+        strstr(msg, "cannot be replayed"))
+        warnings++;
+}
+
+/* Reduce-on-plateau cannot be replayed without its metrics: a warning, and the saved rate. */
+static void test_plateau(void)
+{
+    em_module *m = em_linear_new(2, 2, EM_CPU);
+    em_optim *o = em_sgd_new(m, (em_sgd_cfg){.lr = 0.1});
+    em_sched *s = em_sched_plateau_new(o, false, 0.5, 1, 0, 0, 0);
+    const double losses[] = {1.0, 0.5, 0.6, 0.7, 0.8};
+    for (int i = 0; i < 5; i++) em_sched_step(s, losses[i]);
+    double lr = em_optim_lr(o);
+    CHECK(lr < 0.1, "plateau reduced the rate (%g)", lr);
+    const char *path = tmp_path("plateau.safetensors");
+    CHECK(em_checkpoint_write(
+              path, &(em_checkpoint_parts){.optim = o, .sched = s, .sched_steps = 5}) == EM_OK,
+          "write");
+    em_optim *o2 = em_sgd_new(m, (em_sgd_cfg){.lr = 0.1});
+    em_sched *s2 = em_sched_plateau_new(o2, false, 0.5, 1, 0, 0, 0);
+    em_log_set_callback(count_warn, NULL);
+    em_log_to_stderr(false);
+    CHECK(em_checkpoint_read(path, &(em_checkpoint_parts){.optim = o2, .sched = s2}) == EM_OK,
+          "read");
+    em_log_to_stderr(true);
+    em_log_set_callback(NULL, NULL);
+    CHECK(warnings == 1, "one warning (%d)", warnings);
+    CHECK(em_optim_lr(o2) == lr, "saved rate restored");
+    em_sched_free(s2);
+    em_optim_free(o2);
+    em_sched_free(s);
+    em_optim_free(o);
+    em_module_free(m);
+}
+
 /* ---- killed writers ---------------------------------------------------------------------- */
 
 #define BIG (1 << 20) /* elements per tensor: two tensors, 8 MiB per checkpoint */
@@ -342,6 +382,7 @@ int main(void)
     test_resume(ADAM, "Adam");
     test_resume(SGD, "SGD momentum");
     test_parts_and_errors();
+    test_plateau();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);
     if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
