@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 
 #include "cpu.h"
+#include "cpu_fast.h"
 
 typedef struct norm_ctx {
     const double *x;
@@ -53,6 +54,10 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = c->x + r * c->inner;
         float *y = c->y + r * c->inner;
+        if (cpu_has_avx512()) {
+            cpu_norm_row_f32_avx512(x, y, c->w, c->b, c->inner, c->eps, c->rms);
+            continue;
+        }
         double mean = 0, var = 0;
         if (!c->rms) {
             for (int64_t i = 0; i < c->inner; i++) mean += x[i];

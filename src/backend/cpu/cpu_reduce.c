@@ -2,8 +2,10 @@
  * over fixed-size blocks of its inputs combined in order, so results never depend on the
  * thread count. Floats accumulate in f64, integers and bool in i64 (wrapping). */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "cpu.h"
+#include "cpu_fast.h"
 
 #define CH  256   /* elements converted to f64 / i64 at a time */
 #define BLK 16384 /* elements per reduction block; partial results combine in block order */
@@ -685,6 +687,11 @@ static void exp_shift(double *b, int64_t n, double m, bool single)
 // x, y: one line of len elements -> y = softmax(x) or log_softmax(x)
 static void softmax_line(const lplan *p, const char *x, char *y)
 {
+    if (p->xdt == EM_F32 && p->odt == EM_F32 && p->sx == 4 && p->so[0] == 4 && cpu_has_avx512()) {
+        cpu_softmax_row_f32_avx512((const float *)x, (float *)y, p->len,
+                                   p->op->kind == EM_OP_LOG_SOFTMAX);
+        return;
+    }
     double b[CH];
     double m = -INFINITY;
     bool single = p->xdt != EM_F64;
@@ -831,8 +838,50 @@ static em_status exec_along(const em_op *op)
     return EM_OK;
 }
 
+/* Sum/mean of a whole contiguous f32 tensor: fixed blocks summed in f64 (AVX-512) in parallel,
+ * partials added in block order, so the result does not depend on the thread count. */
+#define SUM_BLOCK ((int64_t)1 << 16)
+
+typedef struct sum_ctx {
+    const float *x;
+    int64_t n;
+    double *part;
+} sum_ctx;
+
+static void sum_blocks(void *vctx, int64_t b, int64_t e)
+{
+    const sum_ctx *c = vctx;
+    for (int64_t k = b; k < e; k++) {
+        int64_t lo = k * SUM_BLOCK, hi = lo + SUM_BLOCK < c->n ? lo + SUM_BLOCK : c->n;
+        c->part[k] = cpu_sum_f32_avx512(c->x + lo, hi - lo);
+    }
+}
+
+static bool sum_all_f32(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    em_tensor *o = op->out[0];
+    int64_t n = tn_numel(x);
+    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
+    if (x->dtype != EM_F32 || o->dtype != EM_F32 || tn_numel(o) != 1 || n < SUM_BLOCK ||
+        ((uint32_t)op->i[0] & all) != all || !tn_is_contiguous(x) || !cpu_has_avx512())
+        return false;
+    int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
+    double *part = malloc((size_t)nb * sizeof(double));
+    if (!part) return false;
+    sum_ctx c = {(const float *)tn_ptr(x), n, part};
+    em_parallel_for(nb, 1, sum_blocks, &c);
+    double s = 0;
+    for (int64_t k = 0; k < nb; k++) s += part[k];
+    free(part);
+    if (op->kind == EM_OP_MEAN) s /= (double)n;
+    *(float *)tn_ptr(o) = (float)s;
+    return true;
+}
+
 em_status cpu_exec_reduce(const em_op *op)
 {
+    if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && sum_all_f32(op)) return EM_OK;
     switch (op->kind) {
     case EM_OP_CUMSUM:
     case EM_OP_CUMPROD:

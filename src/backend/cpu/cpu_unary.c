@@ -5,6 +5,7 @@
  * compute in int64 and wrap to the output width. The output never overlaps the input (the
  * inner loops take restrict pointers). */
 #include "cpu.h"
+#include "cpu_fast.h"
 
 #define CHUNK 256
 
@@ -129,7 +130,12 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_ELU: MAP(v > 0 ? v : a * expm1f(v));
     case EM_OP_SELU: MAP(v > 0 ? ss * v : ss * sa * expm1f(v));
     case EM_OP_CELU: MAP(v > 0 ? v : a * expm1f(v * b));
-    case EM_OP_GELU: MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
+    case EM_OP_GELU:
+        if (cpu_has_avx512()) {
+            cpu_gelu_f32_avx512(x, y, n);
+            break;
+        }
+        MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
     case EM_OP_GELU_TANH: MAP(0.5f * v * (1.0f + tanhf(k * (v + 0.044715f * v * v * v))));
     case EM_OP_SILU: MAP(v / (1.0f + expf(-v)));
     case EM_OP_SIGMOID: MAP(sigmoid_f(v));
