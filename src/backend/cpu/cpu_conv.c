@@ -72,10 +72,16 @@ static void im2col_range(void *vctx, int64_t c0, int64_t c1)
                                 memset(dr, 0, (size_t)g->out[2] * es);
                                 continue;
                             }
-                            memset(dr, 0, (size_t)lo * es);
-                            memset(dr + (size_t)hi * es, 0, (size_t)(g->out[2] - hi) * es);
+                            /* most rows need no zeros: skip the calls (rows are short) */
+                            if (lo > 0) memset(dr, 0, (size_t)lo * es);
+                            if (hi < g->out[2])
+                                memset(dr + (size_t)hi * es, 0, (size_t)(g->out[2] - hi) * es);
                             int64_t base = (i0 * g->in[1] + i1) * g->in[2] + off2, s2 = g->s[2];
-                            if (x->dbl) {
+                            if (s2 == 1) {
+                                if (hi > lo)
+                                    memcpy(dr + (size_t)lo * es, img + (size_t)(base + lo) * es,
+                                           (size_t)(hi - lo) * es);
+                            } else if (x->dbl) {
                                 const double *sp = (const double *)img + base;
                                 double *dp = (double *)dr;
                                 for (int64_t o = lo; o < hi; o++) dp[o] = sp[o * s2];
