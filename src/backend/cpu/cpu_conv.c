@@ -3,6 +3,7 @@
  * 3-D with size-1 dims; f16/bf16 and non-contiguous operands go through f32/f64 scratch.
  */
 #include "cpu.h"
+#include "cpu_cache.h"
 #include "cpu_gemm.h"
 
 #include <stdlib.h>
@@ -200,11 +201,12 @@ static void wrap(wrapped *w, void *data, em_dtype dt, const em_tensor *like)
 
 static void *scratch(int64_t elems, size_t es)
 {
-    return em_alloc((size_t)(elems > 0 ? elems : 1) * es);
+    /* through the caching allocator: im2col buffers are large and reused call after call */
+    return cpu_cache_alloc((size_t)(elems > 0 ? elems : 1) * es);
 }
 
 /* t's values, contiguous in dtype ct: t's own memory when it already is, else a converted copy
- * (*owned set; em_free it). NULL on allocation failure. */
+ * (*owned set; cpu_cache_free it). NULL on allocation failure. */
 static void *as_contig(const em_tensor *t, em_dtype ct, void **owned)
 {
     *owned = NULL;
@@ -395,11 +397,11 @@ static em_status exec_conv(const em_op *op)
     }
     st = EM_OK;
 done:
-    em_free(xo);
-    em_free(wo);
-    em_free(bo);
-    em_free(yo);
-    em_free(co);
+    cpu_cache_free(xo);
+    cpu_cache_free(wo);
+    cpu_cache_free(bo);
+    cpu_cache_free(yo);
+    cpu_cache_free(co);
     return st;
 }
 
@@ -452,8 +454,8 @@ static em_status exec_fold(const em_op *op)
     }
     st = EM_OK;
 done:
-    em_free(so);
-    em_free(yo);
+    cpu_cache_free(so);
+    cpu_cache_free(yo);
     return st;
 }
 
