@@ -316,7 +316,7 @@ static void *aligned_buf(int64_t elems, size_t es)
                     .ukr = ukr};                                                                   \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
-        bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                          \
+        bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
         T *Bp = NULL, *Ap = NULL;                                                                  \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
