@@ -37,6 +37,7 @@ static em_status run_batch(em_loader *loader, em_module *net, em_step_out *out)
 static em_status train_step(const em_step_ctx *ctx, em_step_out *out)
 {
     app *a = ctx->user;
+    if (ctx->batch == 0) em_loader_reset(a->train, ctx->epoch); /* epoch k: its own shuffle */
     return run_batch(a->train, a->net, out);
 }
 
@@ -128,6 +129,8 @@ int main(int argc, char **argv)
     em_free(summary);
     em_learner *l = em_learner_new(a.net, opt, sched,
                                    (em_learner_cfg){.epochs = epochs,
+                                                    .train_batches = em_loader_num_batches(a.train),
+                                                    .val_batches = em_loader_num_batches(a.test),
                                                     .train_step = train_step,
                                                     .val_step = val_step,
                                                     .user = &a,
