@@ -129,8 +129,11 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t)
         if (strcmp(e->name, name) != 0) continue;
         em_tensor *own = em_retain(t);
         em_release(t);
-        if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own))
-            em_requires_grad(own, true);
+        if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
+            !em_requires_grad(own, true)) {
+            tn_release_ref(own);
+            return em_last_status(); /* the entry keeps its old tensor */
+        }
         tn_release_ref(e->tensor); /* the module's plain reference */
         e->tensor = own;
         return EM_OK;
