@@ -5,7 +5,9 @@
  * summary.md, report.html) and draws a dashboard on a terminal.
  *
  *   ./build/mnist [--epochs N] [--batch B] [--lr X] [--mlp] [--seed S] [--workers W]
- *                 [--data DIR] [--device cpu]
+ *                 [--limit N] [--data DIR] [--device cpu]
+ *
+ * --limit N trains on the first N training digits only (a quick check).
  *
  * DIR holds 0.json .. 9.json (default ${EMBER_DATA:-~/.cache/ember}/mnist/digits).
  */
@@ -74,7 +76,7 @@ static em_module *mlp(em_device dev)
 
 int main(int argc, char **argv)
 {
-    int64_t epochs = 6, batch = 64;
+    int64_t epochs = 6, batch = 64, limit = 0;
     double lr = 1e-3;
     int workers = 1;
     uint64_t seed = 7;
@@ -92,6 +94,8 @@ int main(int argc, char **argv)
             seed = strtoull(argv[++i], NULL, 10);
         else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
             workers = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
+            limit = atoll(argv[++i]);
         else if (!strcmp(argv[i], "--data") && i + 1 < argc)
             data = argv[++i];
         else if (!strcmp(argv[i], "--device") && i + 1 < argc)
@@ -130,6 +134,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "mnist: %s\n", em_last_error());
         return 1;
     }
+    if (limit > 0 && limit < em_dataset_len(train)) train = em_dataset_subset(train, 0, limit);
     printf("MNIST digits from %s: %lld train, %lld test\n", dir, (long long)em_dataset_len(train),
            (long long)em_dataset_len(test));
 
