@@ -65,7 +65,7 @@ static em_module *cnn(em_device dev)
 
 int main(int argc, char **argv)
 {
-    int64_t epochs = 3, batch = 128, limit = 0;
+    int64_t epochs = 4, batch = 128, limit = 0;
     double lr = 1e-3;
     int workers = 1;
     bool resume = false;
