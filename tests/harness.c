@@ -611,3 +611,17 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
     em_scope_end();
     return ok;
 }
+
+char *h_read_file(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *s = n >= 0 ? malloc((size_t)n + 1) : NULL;
+    size_t got = s ? fread(s, 1, (size_t)n, f) : 0;
+    if (s) s[got] = '\0';
+    fclose(f);
+    return s;
+}

@@ -74,6 +74,9 @@ bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, 
 bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
                      const bool *wrt, double atol, double rtol);
 
+/* Whole file as a NUL-terminated string (malloc'd), or NULL. */
+char *h_read_file(const char *path);
+
 /* Golden fixtures: files of named tensors (f64 or i64) written by scripts/gen_fixtures.py. */
 typedef struct h_fixture h_fixture;
 h_fixture *h_fixture_load(const char *name); /* name relative to tests/fixtures */

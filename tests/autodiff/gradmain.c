@@ -17,20 +17,6 @@ static const family families[] = {
     {"pool", grad_pool},       {"norm", grad_norm},     {"signal", grad_signal},
 };
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     h_init();
@@ -43,7 +29,7 @@ int main(int argc, char **argv)
         em_clear_error();
     }
     if (!only) {
-        char *doc = read_file("docs/ops.md");
+        char *doc = h_read_file("docs/ops.md");
         CHECK(doc != NULL, "docs/ops.md cannot be read (run from the source root)");
         /* rows: | `name` | dtypes | grad | notes | */
         for (const char *p = doc; p && (p = strstr(p, "\n| `")) != NULL; p++) {

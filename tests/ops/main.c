@@ -26,20 +26,6 @@ static int doc_has(const char *doc, const char *name)
     return strstr(doc, pat) != NULL;
 }
 
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *s = malloc((size_t)n + 1);
-    size_t got = fread(s, 1, (size_t)n, f);
-    s[got] = '\0';
-    fclose(f);
-    return s;
-}
-
 int main(int argc, char **argv)
 {
     h_init();
@@ -52,7 +38,7 @@ int main(int argc, char **argv)
         em_clear_error();
     }
     if (!only) {
-        char *doc = read_file("docs/ops.md");
+        char *doc = h_read_file("docs/ops.md");
         CHECK(doc != NULL, "docs/ops.md cannot be read (run from the source root)");
         for (int k = 0; k < EM_OP_COUNT; k++) {
             CHECK(tn_op_count((em_op_kind)k) > 0, "op %s was never exercised by the suite",
