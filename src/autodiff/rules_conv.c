@@ -84,6 +84,34 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     return r ? em_transpose(r, 0, 1) : NULL;
 }
 
+/* The same weight gradient for 2-D convolutions with symmetric padding, as im2col of x followed
+ * by one matmul per (sample, group), summed over the batch:
+ * gw[g] = sum_n gy_n[g] [Co/G, L] . cols_n[g] [C/G*kh*kw, L]^T. The windows have the kernel's
+ * size (3x3, say), not the output plane's, so the unfold is a cheap pass over x. NULL without
+ * an error when the geometry does not fit (the caller then uses weight_grad). */
+static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+                                     const int64_t *ksize)
+{
+    if (g->nsp != 2 || g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
+    int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
+    int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
+    for (int d = 0; d < 2; d++) {
+        /* the blocks im2col makes must be exactly gy's positions */
+        int64_t span = x->shape[2 + d] + 2 * g->plo[d] - g->dil[d] * (ksize[d] - 1) - 1;
+        if (span < 0 || span / g->stride[d] + 1 != gy->shape[2 + d]) return NULL;
+    }
+    if (N == 0 || L == 0 || C == 0 || Co == 0) return NULL;
+    int64_t kern[2] = {ksize[0], ksize[1]}, dil[2] = {g->dil[0], g->dil[1]},
+            pad[2] = {g->plo[0], g->plo[1]}, str[2] = {g->stride[0], g->stride[1]};
+    em_tensor *cols = em_im2col(x, kern, dil, pad, str); /* [N, C*kk, L] */
+    if (!cols) return NULL;
+    em_tensor *cg = em_reshape(cols, EM_SHAPE(N, G, C / G * kk, L));
+    em_tensor *gg = em_reshape(gy, EM_SHAPE(N, G, Co / G, L));
+    em_tensor *p = em_matmul(gg, em_transpose(cg, 2, 3)); /* [N, G, Co/G, C/G*kk] */
+    em_tensor *s = N == 1 ? p : em_sum(p, (em_axes){.n = 1, .d = {0}}, false);
+    return em_reshape(s, EM_SHAPE(Co, C / G, ksize[0], ksize[1]));
+}
+
 /* t with a leading batch dim of 1 when the record was unbatched. */
 static em_tensor *batched(em_tensor *t, bool unbatched)
 {
@@ -125,7 +153,9 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
     if (c->needs[1]) {
         em_tensor *xb = batched(x, unbatched), *gb = batched(gy, unbatched);
         /* conv: gw[co, ci] pairs output with input; conv_transpose: the roles swap */
-        c->gin[1] = transposed ? weight_grad(gb, xb, &g, ksz) : weight_grad(xb, gb, &g, ksz);
+        const em_tensor *a = transposed ? gb : xb, *b = transposed ? xb : gb;
+        c->gin[1] = weight_grad_im2col(a, b, &g, ksz);
+        if (!c->gin[1] && !em_failed()) c->gin[1] = weight_grad(a, b, &g, ksz);
     }
     if (op->n_in > 2 && c->needs[2]) {
         em_axes dims = {.n = 0};
