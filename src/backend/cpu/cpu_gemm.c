@@ -35,6 +35,34 @@
 PORTABLE_UKR(sgemm_ukr_portable, float)
 PORTABLE_UKR(dgemm_ukr_portable, double)
 
+/* GEMV (cpu_gemm.h): dot with eight independent accumulators (k in steps of 8, fixed tree,
+ * then the tail); axpy updates y once per k, k ascending. */
+#define PORTABLE_GEMV(dot, axpy, T)                                                                \
+    static void dot(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)               \
+    {                                                                                              \
+        for (int64_t r = 0; r < n; r++, A += lda) {                                                \
+            T s[8] = {0};                                                                          \
+            int64_t k = 0;                                                                         \
+            for (; k + 8 <= K; k += 8)                                                             \
+                for (int u = 0; u < 8; u++) s[u] += A[k + u] * x[k + u];                           \
+            T t = ((s[0] + s[1]) + (s[2] + s[3])) + ((s[4] + s[5]) + (s[6] + s[7]));               \
+            for (; k < K; k++) t += A[k] * x[k];                                                   \
+            y[r] = t;                                                                              \
+        }                                                                                          \
+    }                                                                                              \
+    static void axpy(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
+    {                                                                                              \
+        for (int64_t j = 0; j < n; j++) y[j] = 0;                                                  \
+        for (int64_t k = 0; k < K; k++) {                                                          \
+            const T *a = A + k * lda;                                                              \
+            T xk = x[k];                                                                           \
+            for (int64_t j = 0; j < n; j++) y[j] += xk * a[j];                                     \
+        }                                                                                          \
+    }
+
+PORTABLE_GEMV(sdot_portable, saxpy_portable, float)
+PORTABLE_GEMV(ddot_portable, daxpy_portable, double)
+
 static const cpu_gemm_kernels kernels_portable = {
     .name = "portable",
     .s_ukr = sgemm_ukr_portable,
@@ -49,6 +77,10 @@ static const cpu_gemm_kernels kernels_portable = {
     .d_mc = 64,
     .d_kc = 256,
     .d_nc = 2048,
+    .s_dot = sdot_portable,
+    .s_axpy = saxpy_portable,
+    .d_dot = ddot_portable,
+    .d_axpy = daxpy_portable,
 };
 
 /* ---- kernel selection -------------------------------------------------------------------- */
@@ -116,6 +148,8 @@ const char *cpu_gemm_kernel_name(void)
 #define PAR_MNK    262144 /* from this M*N*K: use the pool */
 #define SUPER_M    4096   /* rows of A packed at once */
 #define SMALL_COLS 256    /* column block of the unpacked path */
+#define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
+#define GEMV_BYTES 4096   /* output columns per task of an axpy-shaped GEMV, in bytes */
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -285,10 +319,73 @@ static void *aligned_buf(int64_t elems, size_t es)
             fn(g, 0, n);                                                                           \
     }                                                                                              \
                                                                                                    \
+    /* Vector-shaped products: out[i * ldo] = alpha * (dot or axpy sum) + beta * out[..] in        \
+     * blocks of GEMV_ROWS rows / GEMV_BYTES of columns; the split does not change any sum. */     \
+    typedef struct P##vctx {                                                                       \
+        bool dot;                                                                                  \
+        int64_t n, K, lda, ldo;                                                                    \
+        const T *A, *x;                                                                            \
+        T *out;                                                                                    \
+        T alpha, beta;                                                                             \
+        void (*fn)(int64_t, int64_t, const T *, int64_t, const T *, T *);                          \
+    } P##vctx;                                                                                     \
+                                                                                                   \
+    static void P##gemv_blocks(void *vc, int64_t b, int64_t e)                                     \
+    {                                                                                              \
+        const P##vctx *v = vc;                                                                     \
+        T y[GEMV_BYTES / sizeof(T)];                                                               \
+        int64_t bs = v->dot ? GEMV_ROWS : (int64_t)(GEMV_BYTES / sizeof(T));                       \
+        for (int64_t blk = b; blk < e; blk++) {                                                    \
+            int64_t i0 = blk * bs, n = min64(bs, v->n - i0);                                       \
+            v->fn(n, v->K, v->dot ? v->A + i0 * v->lda : v->A + i0, v->lda, v->x, y);              \
+            T *o = v->out + i0 * v->ldo;                                                           \
+            for (int64_t i = 0; i < n; i++) {                                                      \
+                T t = v->alpha * y[i];                                                             \
+                o[i * v->ldo] = v->beta == 0 ? t : t + v->beta * o[i * v->ldo];                    \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* False when the vector's copy could not be allocated (the caller falls back). */             \
+    static bool P##gemv(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
+                        int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc, bool par, \
+                        void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
+                        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
+    {                                                                                              \
+        P##vctx v = {.K = K, .alpha = alpha, .beta = beta, .out = C};                              \
+        const T *x;                                                                                \
+        int64_t xs;                                                                                \
+        if (N == 1) { /* C[:, 0] = op(A) . b */                                                    \
+            v.dot = !ta, v.n = M, v.A = A, v.lda = lda, v.ldo = ldc;                               \
+            x = B, xs = tb ? 1 : ldb;                                                              \
+        } else { /* M == 1: C[0, :] = a . op(B) */                                                 \
+            v.dot = tb, v.n = N, v.A = B, v.lda = ldb, v.ldo = 1;                                  \
+            x = A, xs = ta ? lda : 1;                                                              \
+        }                                                                                          \
+        T *xc = NULL;                                                                              \
+        if (xs != 1 && K > 1) {                                                                    \
+            xc = malloc(sizeof(T) * (size_t)K);                                                    \
+            if (!xc) return false;                                                                 \
+            for (int64_t k = 0; k < K; k++) xc[k] = x[k * xs];                                     \
+            x = xc;                                                                                \
+        }                                                                                          \
+        v.x = x;                                                                                   \
+        v.fn = v.dot ? dot : axpy;                                                                 \
+        int64_t bs = v.dot ? GEMV_ROWS : (int64_t)(GEMV_BYTES / sizeof(T));                        \
+        if (par)                                                                                   \
+            em_parallel_for((v.n + bs - 1) / bs, 1, P##gemv_blocks, &v);                           \
+        else                                                                                       \
+            P##gemv_blocks(&v, 0, (v.n + bs - 1) / bs);                                            \
+        free(xc);                                                                                  \
+        return true;                                                                               \
+    }                                                                                              \
+                                                                                                   \
     static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
                         int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
                         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        int mr, int nr, int64_t MC, int64_t KC, int64_t NC)                        \
+                        int mr, int nr, int64_t MC, int64_t KC, int64_t NC,                        \
+                        void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
+                        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
     {                                                                                              \
         if (M <= 0 || N <= 0) return;                                                              \
         if (K <= 0 || alpha == 0) {                                                                \
@@ -316,6 +413,9 @@ static void *aligned_buf(int64_t elems, size_t es)
                     .ukr = ukr};                                                                   \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
+        if ((M == 1 || N == 1) &&                                                                  \
+            P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy))         \
+            return;                                                                                \
         bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
         T *Bp = NULL, *Ap = NULL;                                                                  \
         if (!small) {                                                                              \
@@ -372,7 +472,7 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 {
     const cpu_gemm_kernels *k = kernels();
     s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_mr, k->s_nr,
-           k->s_mc, k->s_kc, k->s_nc);
+           k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
@@ -380,5 +480,5 @@ void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, 
 {
     const cpu_gemm_kernels *k = kernels();
     d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, k->d_mr, k->d_nr,
-           k->d_mc, k->d_kc, k->d_nc);
+           k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
 }

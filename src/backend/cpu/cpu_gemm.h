@@ -25,6 +25,16 @@ typedef void (*cpu_sgemm_ukr)(int64_t kc, const float *Ap, const float *Bp, floa
 typedef void (*cpu_dgemm_ukr)(int64_t kc, const double *Ap, const double *Bp, double *C,
                               int64_t ldc, double alpha, double beta, int mr, int nr);
 
+/* Vector-shaped products (M == 1 or N == 1), raw sums without alpha/beta, x contiguous:
+ * dot:  y[r] = sum_k A[r * lda + k] * x[k] for r < n (rows of A dotted with x). The order of
+ *       one row's sum depends only on K, never on n or on the row's position.
+ * axpy: y[j] = sum_k x[k] * A[k * lda + j] for j < n (k ascending, one fused or plain
+ *       multiply-add per k, the same for every j). */
+typedef void (*cpu_sgemv_fn)(int64_t n, int64_t K, const float *A, int64_t lda, const float *x,
+                             float *y);
+typedef void (*cpu_dgemv_fn)(int64_t n, int64_t K, const double *A, int64_t lda, const double *x,
+                             double *y);
+
 /* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC). */
 typedef struct cpu_gemm_kernels {
     const char *name;
@@ -32,6 +42,8 @@ typedef struct cpu_gemm_kernels {
     int s_mr, s_nr, s_mc, s_kc, s_nc;
     cpu_dgemm_ukr d_ukr;
     int d_mr, d_nr, d_mc, d_kc, d_nc;
+    cpu_sgemv_fn s_dot, s_axpy;
+    cpu_dgemv_fn d_dot, d_axpy;
 } cpu_gemm_kernels;
 
 extern const cpu_gemm_kernels cpu_gemm_kernels_avx2;   /* cpu_gemm_avx2.c: 6x16 f32, 6x8 f64 */
@@ -45,5 +57,96 @@ void cpu_gemm_force_portable(bool on);
 bool cpu_gemm_use(const char *name);
 /* Name of the kernel set the next call will use ("portable", "avx2", "avx512"). */
 const char *cpu_gemm_kernel_name(void);
+
+#ifdef CPU_GEMM_GEMV_TEMPLATES
+/* ---- GEMV kernel templates for the ISA files ------------------------------------------------
+ * An ISA file defines CPU_GEMM_GEMV_TEMPLATES before including this header, then per element
+ * type T, V (vector), MASK, LANES, TAILMASK(cnt) and VZERO VSET1 VLOAD VMLOAD(mask, p) VSTORE
+ * VMSTORE(p, mask, v) VFMA VADD VRED, and instantiates DOT_FN(name) and AXPY_FN(name). Masked
+ * loads must not touch the masked-off elements (no reads past the matrix). */
+
+/* One row's dot product uses two accumulators (k in steps of 2 * LANES), then one more
+ * vector into the first, then the masked tail into the second, then a fixed reduction. The
+ * four-row loop runs exactly that per row, so a row's result does not depend on its group. */
+#define DOT_ROW_DECL(r)                                                                            \
+    V s##r##_0 = VZERO(), s##r##_1 = VZERO();                                                      \
+    const T *a##r = A + (r)*lda;
+#define DOT_ROW_2(r)                                                                               \
+    s##r##_0 = VFMA(VLOAD(a##r + k), x0, s##r##_0);                                                \
+    s##r##_1 = VFMA(VLOAD(a##r + k + LANES), x1, s##r##_1);
+#define DOT_ROW_1(r)   s##r##_0 = VFMA(VLOAD(a##r + k), x0, s##r##_0);
+#define DOT_ROW_T(r)   s##r##_1 = VFMA(VMLOAD(tm, a##r + k), x0, s##r##_1);
+#define DOT_ROW_OUT(r) y[r] = VRED(VADD(s##r##_0, s##r##_1));
+
+#define DOT_ROWS(NROWS)                                                                            \
+    do {                                                                                           \
+        NROWS(DOT_ROW_DECL)                                                                        \
+        int64_t k = 0;                                                                             \
+        for (; k + 2 * LANES <= K; k += 2 * LANES) {                                               \
+            V x0 = VLOAD(x + k), x1 = VLOAD(x + k + LANES);                                        \
+            NROWS(DOT_ROW_2)                                                                       \
+        }                                                                                          \
+        if (k + LANES <= K) {                                                                      \
+            V x0 = VLOAD(x + k);                                                                   \
+            NROWS(DOT_ROW_1)                                                                       \
+            k += LANES;                                                                            \
+        }                                                                                          \
+        if (k < K) {                                                                               \
+            V x0 = VMLOAD(tm, x + k);                                                              \
+            NROWS(DOT_ROW_T)                                                                       \
+        }                                                                                          \
+        NROWS(DOT_ROW_OUT)                                                                         \
+    } while (0)
+
+#define R4(X) X(0) X(1) X(2) X(3)
+#define R1(X) X(0)
+
+#define DOT_FN(NAME)                                                                               \
+    static void NAME(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
+    {                                                                                              \
+        MASK tm = TAILMASK(K % LANES);                                                             \
+        int64_t r = 0;                                                                             \
+        for (; r + 4 <= n; r += 4, A += 4 * lda, y += 4) DOT_ROWS(R4);                             \
+        for (; r < n; r++, A += lda, y++) DOT_ROWS(R1);                                            \
+    }
+
+/* axpy: y = 0, then for each k ascending y[j] = fma(x[k], A[k, j], y[j]) (masked at the edge,
+ * same rounding), four rows of A per pass over y. */
+#define AXPY_FN(NAME)                                                                              \
+    static void NAME(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
+    {                                                                                              \
+        MASK tm = TAILMASK(n % LANES);                                                             \
+        int64_t nv = n - n % LANES;                                                                \
+        for (int64_t j = 0; j < n; j++) y[j] = 0;                                                  \
+        int64_t k = 0;                                                                             \
+        for (; k + 4 <= K; k += 4) {                                                               \
+            const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
+            V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
+            for (int64_t j = 0; j < nv; j += LANES) {                                              \
+                V t = VLOAD(y + j);                                                                \
+                t = VFMA(x0, VLOAD(a0 + j), t);                                                    \
+                t = VFMA(x1, VLOAD(a1 + j), t);                                                    \
+                t = VFMA(x2, VLOAD(a2 + j), t);                                                    \
+                t = VFMA(x3, VLOAD(a3 + j), t);                                                    \
+                VSTORE(y + j, t);                                                                  \
+            }                                                                                      \
+            if (nv < n) {                                                                          \
+                V t = VMLOAD(tm, y + nv);                                                          \
+                t = VFMA(x0, VMLOAD(tm, a0 + nv), t);                                              \
+                t = VFMA(x1, VMLOAD(tm, a1 + nv), t);                                              \
+                t = VFMA(x2, VMLOAD(tm, a2 + nv), t);                                              \
+                t = VFMA(x3, VMLOAD(tm, a3 + nv), t);                                              \
+                VMSTORE(y + nv, tm, t);                                                            \
+            }                                                                                      \
+        }                                                                                          \
+        for (; k < K; k++) {                                                                       \
+            const T *a0 = A + k * lda;                                                             \
+            V x0 = VSET1(x[k]);                                                                    \
+            for (int64_t j = 0; j < nv; j += LANES)                                                \
+                VSTORE(y + j, VFMA(x0, VLOAD(a0 + j), VLOAD(y + j)));                              \
+            if (nv < n) VMSTORE(y + nv, tm, VFMA(x0, VMLOAD(tm, a0 + nv), VMLOAD(tm, y + nv)));    \
+        }                                                                                          \
+    }
+#endif
 
 #endif

@@ -2,6 +2,7 @@
  * reached through cpu_gemm_kernels_avx2 when the CPU has AVX2 and FMA. */
 #include <immintrin.h>
 
+#define CPU_GEMM_GEMV_TEMPLATES
 #include "cpu_gemm.h"
 
 /* Writes acc (rows of two vectors) into C: alpha * acc + beta * C. Edge tiles go through a
@@ -98,6 +99,73 @@ static void dgemm_6x8(int64_t kc, const double *a, const double *b, double *c, i
                _mm256_fmadd_pd, _mm256_set1_pd);
 }
 
+/* ---- GEMV kernels (cpu_gemm.h: dot and axpy) --------------------------------------------- */
+
+/* Fixed-order horizontal sums. */
+static float hsum_ps(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+static double hsum_pd(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    s = _mm_add_sd(s, _mm_unpackhi_pd(s, s));
+    return _mm_cvtsd_f64(s);
+}
+
+#define T     float
+#define V     __m256
+#define MASK  __m256i
+#define LANES 8
+#define TAILMASK(cnt)                                                                              \
+    _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(cnt)), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7))
+#define VZERO            _mm256_setzero_ps
+#define VSET1            _mm256_set1_ps
+#define VLOAD            _mm256_loadu_ps
+#define VMLOAD(m, p)     _mm256_maskload_ps(p, m)
+#define VSTORE           _mm256_storeu_ps
+#define VMSTORE(p, m, v) _mm256_maskstore_ps(p, m, v)
+#define VFMA             _mm256_fmadd_ps
+#define VADD             _mm256_add_ps
+#define VRED             hsum_ps
+DOT_FN(sdot_avx2)
+AXPY_FN(saxpy_avx2)
+#undef T
+#undef V
+#undef MASK
+#undef LANES
+#undef TAILMASK
+#undef VZERO
+#undef VSET1
+#undef VLOAD
+#undef VMLOAD
+#undef VSTORE
+#undef VMSTORE
+#undef VFMA
+#undef VADD
+#undef VRED
+#define T     double
+#define V     __m256d
+#define MASK  __m256i
+#define LANES 4
+#define TAILMASK(cnt)                                                                              \
+    _mm256_cmpgt_epi64(_mm256_set1_epi64x((long long)(cnt)), _mm256_setr_epi64x(0, 1, 2, 3))
+#define VZERO            _mm256_setzero_pd
+#define VSET1            _mm256_set1_pd
+#define VLOAD            _mm256_loadu_pd
+#define VMLOAD(m, p)     _mm256_maskload_pd(p, m)
+#define VSTORE           _mm256_storeu_pd
+#define VMSTORE(p, m, v) _mm256_maskstore_pd(p, m, v)
+#define VFMA             _mm256_fmadd_pd
+#define VADD             _mm256_add_pd
+#define VRED             hsum_pd
+DOT_FN(ddot_avx2)
+AXPY_FN(daxpy_avx2)
+
 const cpu_gemm_kernels cpu_gemm_kernels_avx2 = {
     .name = "avx2",
     .s_ukr = sgemm_6x16,
@@ -112,4 +180,8 @@ const cpu_gemm_kernels cpu_gemm_kernels_avx2 = {
     .d_mc = 120,
     .d_kc = 256,
     .d_nc = 3072,
+    .s_dot = sdot_avx2,
+    .s_axpy = saxpy_avx2,
+    .d_dot = ddot_avx2,
+    .d_axpy = daxpy_avx2,
 };

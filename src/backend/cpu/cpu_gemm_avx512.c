@@ -2,6 +2,7 @@
  * reached through cpu_gemm_kernels_avx512 when the CPU has AVX-512 F/VL/BW/DQ. */
 #include <immintrin.h>
 
+#define CPU_GEMM_GEMV_TEMPLATES
 #include "cpu_gemm.h"
 
 #define MR 12
@@ -80,6 +81,54 @@ static void dgemm_12x16(int64_t kc, const double *a, const double *b, double *c,
 #undef VFMADD
 }
 
+/* ---- GEMV kernels (cpu_gemm.h: dot and axpy) --------------------------------------------- */
+
+#define TAILMASK(cnt) ((MASK)((1u << (cnt)) - 1))
+/* Per element type: T, V, MASK, LANES and the intrinsics the kernels above name. */
+#define T       float
+#define V       __m512
+#define MASK    __mmask16
+#define LANES   16
+#define VZERO   _mm512_setzero_ps
+#define VSET1   _mm512_set1_ps
+#define VLOAD   _mm512_loadu_ps
+#define VMLOAD  _mm512_maskz_loadu_ps
+#define VSTORE  _mm512_storeu_ps
+#define VMSTORE _mm512_mask_storeu_ps
+#define VFMA    _mm512_fmadd_ps
+#define VADD    _mm512_add_ps
+#define VRED    _mm512_reduce_add_ps
+DOT_FN(sdot_avx512)
+AXPY_FN(saxpy_avx512)
+#undef T
+#undef V
+#undef MASK
+#undef LANES
+#undef VZERO
+#undef VSET1
+#undef VLOAD
+#undef VMLOAD
+#undef VSTORE
+#undef VMSTORE
+#undef VFMA
+#undef VADD
+#undef VRED
+#define T       double
+#define V       __m512d
+#define MASK    __mmask8
+#define LANES   8
+#define VZERO   _mm512_setzero_pd
+#define VSET1   _mm512_set1_pd
+#define VLOAD   _mm512_loadu_pd
+#define VMLOAD  _mm512_maskz_loadu_pd
+#define VSTORE  _mm512_storeu_pd
+#define VMSTORE _mm512_mask_storeu_pd
+#define VFMA    _mm512_fmadd_pd
+#define VADD    _mm512_add_pd
+#define VRED    _mm512_reduce_add_pd
+DOT_FN(ddot_avx512)
+AXPY_FN(daxpy_avx512)
+
 const cpu_gemm_kernels cpu_gemm_kernels_avx512 = {
     .name = "avx512",
     .s_ukr = sgemm_12x32,
@@ -94,4 +143,8 @@ const cpu_gemm_kernels cpu_gemm_kernels_avx512 = {
     .d_mc = 120,
     .d_kc = 256,
     .d_nc = 3072,
+    .s_dot = sdot_avx512,
+    .s_axpy = saxpy_avx512,
+    .d_dot = ddot_avx512,
+    .d_axpy = daxpy_avx512,
 };
