@@ -49,12 +49,65 @@ typedef struct fold_ctx {
     char *dst;
 } fold_ctx;
 
+/* im2col for 'same'-size windows at stride 1 along the last two dims (3x3 pad 1, say): for a
+ * kernel offset, a whole output plane is the input plane shifted by a constant, so it is one
+ * long copy (from the first to the last valid element, never reading outside the plane) and then
+ * zeros over the positions that fall in the padding (the few that wrapped across a row edge). */
+static void im2col_range_same(const fold_ctx *x, int64_t c0, int64_t c1)
+{
+    const geo *g = x->g;
+    size_t es = x->dbl ? 8 : 4;
+    int64_t H = g->in[1], W = g->in[2], plane = H * W;
+    for (int64_t c = c0; c < c1; c++) {
+        const char *img = x->src + (size_t)(c * g->in_n) * es;
+        for (int64_t k0 = 0; k0 < g->k[0]; k0++)
+            for (int64_t k1 = 0; k1 < g->k[1]; k1++)
+                for (int64_t k2 = 0; k2 < g->k[2]; k2++) {
+                    int64_t row = c * g->k_n + (k0 * g->k[1] + k1) * g->k[2] + k2;
+                    char *col = x->dst + (size_t)(row * g->out_n) * es;
+                    int64_t rlo, rhi, lo, hi;
+                    valid_range(H, H, 1, g->p[1], k1 * g->d[1], &rlo, &rhi);
+                    valid_range(W, W, 1, g->p[2], k2 * g->d[2], &lo, &hi);
+                    int64_t shift = (k1 * g->d[1] - g->p[1]) * W + (k2 * g->d[2] - g->p[2]);
+                    for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
+                        int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
+                        char *dp = col + (size_t)(o0 * plane) * es;
+                        if (i0 < 0 || i0 >= g->in[0] || rlo >= rhi || lo >= hi) {
+                            memset(dp, 0, (size_t)plane * es);
+                            continue;
+                        }
+                        const char *sp = img + (size_t)(i0 * plane) * es;
+                        int64_t a = rlo * W + lo, b = (rhi - 1) * W + hi;
+                        memcpy(dp + (size_t)a * es, sp + (size_t)(a + shift) * es,
+                               (size_t)(b - a) * es);
+                        memset(dp, 0, (size_t)a * es);
+                        memset(dp + (size_t)b * es, 0, (size_t)(plane - b) * es);
+                        if (lo > 0 || hi < W)
+                            for (int64_t o1 = rlo; o1 < rhi; o1++) {
+                                char *r = dp + (size_t)(o1 * W) * es;
+                                if (x->dbl) {
+                                    for (int64_t o = 0; o < lo; o++) ((double *)r)[o] = 0;
+                                    for (int64_t o = hi; o < W; o++) ((double *)r)[o] = 0;
+                                } else {
+                                    for (int64_t o = 0; o < lo; o++) ((float *)r)[o] = 0;
+                                    for (int64_t o = hi; o < W; o++) ((float *)r)[o] = 0;
+                                }
+                            }
+                    }
+                }
+    }
+}
+
 /* col [c*k_n, out_n] <- img [c, in_n] for channels [c0, c1). */
 static void im2col_range(void *vctx, int64_t c0, int64_t c1)
 {
     const fold_ctx *x = vctx;
     const geo *g = x->g;
     size_t es = x->dbl ? 8 : 4;
+    if (g->s[1] == 1 && g->s[2] == 1 && g->out[1] == g->in[1] && g->out[2] == g->in[2]) {
+        im2col_range_same(x, c0, c1);
+        return;
+    }
     for (int64_t c = c0; c < c1; c++) {
         const char *img = x->src + (size_t)(c * g->in_n) * es;
         for (int64_t k0 = 0; k0 < g->k[0]; k0++)
@@ -316,16 +369,18 @@ static em_status exec_conv(const em_op *op)
     j.cout = out->shape[cd];
     geo *g = &j.g;
     bool unit = true;
-    for (int d = 0; d < 3; d++) {
-        bool has = d < nsp;
+    /* spatial dims right-aligned in the 3 slots: the innermost runs are the image rows */
+    for (int q = 0; q < 3; q++) {
+        int d = q - (3 - nsp);
+        bool has = d >= 0;
         int64_t xl = has ? x->shape[cd + 1 + d] : 1, yl = has ? out->shape[cd + 1 + d] : 1;
-        g->k[d] = has ? w->shape[2 + d] : 1;
-        g->s[d] = has ? op->i[1 + d] : 1;
-        g->p[d] = has ? op->i[4 + d] : 0;
-        g->d[d] = has ? op->i[10 + d] : 1;
-        g->in[d] = transposed ? yl : xl;
-        g->out[d] = transposed ? xl : yl;
-        if (g->k[d] != 1 || g->s[d] != 1 || g->p[d] != 0 || xl != yl) unit = false;
+        g->k[q] = has ? w->shape[2 + d] : 1;
+        g->s[q] = has ? op->i[1 + d] : 1;
+        g->p[q] = has ? op->i[4 + d] : 0;
+        g->d[q] = has ? op->i[10 + d] : 1;
+        g->in[q] = transposed ? yl : xl;
+        g->out[q] = transposed ? xl : yl;
+        if (g->k[q] != 1 || g->s[q] != 1 || g->p[q] != 0 || xl != yl) unit = false;
     }
     geo_finish(g);
     g->c = transposed ? j.cout / j.groups : j.cin / j.groups;
