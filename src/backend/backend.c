@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "backend.h"
+#include "cuda/cuda.h"
 
 static const em_backend *registry[EM_MAX_BACKENDS];
 static int n_registered;
@@ -34,6 +35,8 @@ static void register_builtin(void)
 {
     core_init();
     em_backend_register(&cpu_backend);
+    /* present only where libcuda loads and reports at least one device */
+    if (cuda_backend_probe()) em_backend_register(&cuda_backend);
 }
 
 void em_backends_init(void)

@@ -1,0 +1,102 @@
+/* The CUDA backend's private interface: the driver and NVRTC loaded with dlopen, one primary
+ * context per device, a caching device-memory pool, and the NVRTC-compiled kernel module. */
+#ifndef EMBER_CUDA_H
+#define EMBER_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../backend.h"
+
+/* ---- the few driver and NVRTC types Ember needs (no CUDA headers at build time) ----------- */
+
+typedef int CUresult; /* CUDA_SUCCESS = 0 */
+typedef int CUdevice;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct CUstream_st *CUstream;
+typedef unsigned long long CUdeviceptr;
+
+typedef struct cuda_driver {
+    CUresult (*cuInit)(unsigned);
+    CUresult (*cuDriverGetVersion)(int *);
+    CUresult (*cuDeviceGetCount)(int *);
+    CUresult (*cuDeviceGet)(CUdevice *, int);
+    CUresult (*cuDeviceGetName)(char *, int, CUdevice);
+    CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+    CUresult (*cuDevicePrimaryCtxRetain)(CUcontext *, CUdevice);
+    CUresult (*cuCtxSetCurrent)(CUcontext);
+    CUresult (*cuCtxSynchronize)(void);
+    CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+    CUresult (*cuMemFree)(CUdeviceptr);
+    CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+    CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+    CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+    CUresult (*cuModuleLoadData)(CUmodule *, const void *);
+    CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
+    CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
+                               unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*cuGetErrorName)(CUresult, const char **);
+    CUresult (*cuGetErrorString)(CUresult, const char **);
+} cuda_driver;
+
+extern cuda_driver cuda_drv;
+
+typedef struct cuda_device_info {
+    CUdevice dev;
+    CUcontext ctx;
+    int cc_major, cc_minor;
+    char name[128];
+} cuda_device_info;
+
+/* Loads libcuda, runs cuInit and finds the devices, once; true when at least one device is
+ * usable. Never records an error: without CUDA the backend is simply absent. */
+bool cuda_backend_probe(void);
+int cuda_device_count(void);
+const cuda_device_info *cuda_device(int device);
+/* Makes device's context current on this thread; records an error naming `what` on failure. */
+em_status cuda_enter(int device, const char *what);
+/* Records "<what>: <call> failed on cuda:<device>: <NAME> (<description>)" and returns code. */
+em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);
+
+/* ---- the caching memory pool ----------------------------------------------------------------- */
+
+typedef struct em_cuda_pool_stats {
+    int64_t in_use_bytes; /* bytes in blocks handed out (rounded sizes) */
+    int64_t cached_bytes; /* bytes in freed blocks kept for reuse */
+    int64_t peak_in_use_bytes;
+    int64_t device_allocs; /* cuMemAlloc calls that succeeded */
+    int64_t reuses;        /* allocations served from the cache */
+    int64_t frees;         /* blocks returned to the pool */
+} em_cuda_pool_stats;
+
+void *cuda_pool_alloc(int device, size_t nbytes);
+void cuda_pool_free(int device, void *p);
+/* Statistics of device's pool; false when device does not exist. */
+bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
+/* Returns every cached block of device to the driver. */
+void cuda_pool_empty_cache(int device);
+
+/* ---- kernels ------------------------------------------------------------------------------- */
+
+/* Function `name` of device's kernel module, compiling it with NVRTC (or loading it from the
+ * disk cache) on first use; NULL with the error recorded. */
+CUfunction cuda_kernel(int device, const char *name, const char *what);
+/* Launches f over n elements (grid-stride) with the given parameters. */
+em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);
+
+typedef enum cuda_module_origin {
+    CUDA_MODULE_NONE = 0,     /* not built yet */
+    CUDA_MODULE_COMPILED = 1, /* compiled by NVRTC in this process */
+    CUDA_MODULE_CACHED = 2,   /* loaded from the disk cache */
+} cuda_module_origin;
+cuda_module_origin cuda_module_origin_of(int device);
+/* Path of the cache file for device's module ("" when caching is off). */
+const char *cuda_module_cache_path(int device);
+
+/* The backend table (registered by backend.c when cuda_backend_probe() succeeds). */
+extern const em_backend cuda_backend;
+
+#endif

@@ -1,0 +1,291 @@
+/* The CUDA backend's table: memory and copies through the pool and the driver, supports() and
+ * exec() for the ops implemented so far (FILL, COPY, CAST among f32/f64/i64, and the elementwise
+ * unary and binary ops for f32/f64 on contiguous inputs of the output's shape). */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../cpu/cpu.h"
+#include "cuda.h"
+#include "cuda_ops.h"
+
+static int be_device_count(void)
+{
+    return cuda_device_count();
+}
+
+static void *be_alloc(int device, size_t nbytes)
+{
+    return cuda_pool_alloc(device, nbytes);
+}
+
+static void be_free(int device, void *p)
+{
+    cuda_pool_free(device, p);
+}
+
+static CUdeviceptr dptr(const void *p)
+{
+    return (CUdeviceptr)(uintptr_t)p;
+}
+
+static em_status be_copy_from_host(int device, void *dst, const void *src, size_t nbytes)
+{
+    em_status st = cuda_enter(device, "cuda copy from host");
+    if (st != EM_OK || nbytes == 0) return st;
+    CUresult r = cuda_drv.cuMemcpyHtoD(dptr(dst), src, nbytes);
+    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy from host", "cuMemcpyHtoD", device) : EM_OK;
+}
+
+static em_status be_copy_to_host(int device, void *dst, const void *src, size_t nbytes)
+{
+    em_status st = cuda_enter(device, "cuda copy to host");
+    if (st != EM_OK || nbytes == 0) return st;
+    CUresult r = cuda_drv.cuMemcpyDtoH(dst, dptr(src), nbytes);
+    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy to host", "cuMemcpyDtoH", device) : EM_OK;
+}
+
+static em_status be_copy_within(int device, void *dst, const void *src, size_t nbytes)
+{
+    em_status st = cuda_enter(device, "cuda copy");
+    if (st != EM_OK || nbytes == 0) return st;
+    CUresult r = cuda_drv.cuMemcpyDtoD(dptr(dst), dptr(src), nbytes);
+    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy", "cuMemcpyDtoD", device) : EM_OK;
+}
+
+static em_status be_sync(int device)
+{
+    em_status st = cuda_enter(device, "em_device_sync");
+    if (st != EM_OK) return st;
+    CUresult r = cuda_drv.cuCtxSynchronize();
+    return r ? cuda_fail(EM_ERR_DEVICE, r, "em_device_sync", "cuCtxSynchronize", device) : EM_OK;
+}
+
+/* ---- which ops ---------------------------------------------------------------------------- */
+
+static bool is_unary(em_op_kind k)
+{
+    switch (k) {
+#define CASE(K) case EM_OP_##K:
+        CUDA_UNARY_OPS(CASE) return true;
+    default: return false;
+    }
+}
+
+static bool is_binary(em_op_kind k)
+{
+    switch (k) {
+        CUDA_BINARY_OPS(CASE) return true;
+    default: return false;
+    }
+}
+
+static bool is_compare(em_op_kind k)
+{
+    switch (k) {
+        CUDA_COMPARE_OPS(CASE) return true;
+#undef CASE
+    default: return false;
+    }
+}
+
+static bool is_f(em_dtype dt)
+{
+    return dt == EM_F32 || dt == EM_F64;
+}
+
+static bool castable(em_dtype dt)
+{
+    return dt == EM_F32 || dt == EM_F64 || dt == EM_I64;
+}
+
+static bool plain_size(em_dtype dt)
+{
+    size_t es = em_dtype_size(dt);
+    return es == 1 || es == 2 || es == 4 || es == 8;
+}
+
+static bool be_supports(const em_op *op)
+{
+    em_op_kind k = op->kind;
+    if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
+    if (k == EM_OP_COPY)
+        return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
+               plain_size(op->in[0]->dtype);
+    if (k == EM_OP_CAST) {
+        em_dtype a = op->in[0]->dtype, b = op->out[0]->dtype;
+        return (a == b && plain_size(a)) || (castable(a) && castable(b));
+    }
+    if (is_unary(k))
+        return op->n_in == 1 && is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype;
+    if (is_binary(k) || is_compare(k)) {
+        if (op->n_in != 2) return false;
+        em_dtype a = op->in[0]->dtype;
+        return is_f(a) && op->in[1]->dtype == a &&
+               op->out[0]->dtype == (is_compare(k) ? EM_BOOL : a);
+    }
+    return false;
+}
+
+/* ---- exec --------------------------------------------------------------------------------- */
+
+typedef struct strided_arg { /* matches `struct strided` in the kernel source */
+    int64_t shape[16];
+    int64_t strides[16];
+    int rank;
+} strided_arg;
+
+static const char *size_suffix(size_t es)
+{
+    return es == 1 ? "1" : es == 2 ? "2" : es == 4 ? "4" : "8";
+}
+
+static em_status run_fill(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    if (!tn_is_contiguous(o))
+        return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda backend fills only contiguous outputs",
+                        what);
+    size_t es = em_dtype_size(o->dtype);
+    unsigned char pat[8] = {0};
+    double v = op->f[0];
+    if (!em_dtype_is_float(o->dtype) && o->dtype != EM_BOOL)
+        cpu_set_i64(pat, o->dtype,
+                    isnan(v)       ? 0
+                    : v >= 9.2e18  ? INT64_MAX
+                    : v <= -9.2e18 ? INT64_MIN
+                                   : (int64_t)v);
+    else
+        cpu_set_f64(pat, o->dtype, v);
+    unsigned long long pattern = 0;
+    memcpy(&pattern, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
+    char name[32];
+    snprintf(name, sizeof name, "em_fill_%s", size_suffix(es));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *out = tn_ptr(o);
+    long long n = tn_numel(o);
+    void *params[] = {&out, &n, &pattern};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static em_status run_copy(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *in = op->in[0], *o = op->out[0];
+    size_t es = em_dtype_size(in->dtype);
+    long long n = tn_numel(o);
+    if (n == 0) return EM_OK;
+    if (tn_is_contiguous(in)) return be_copy_within(dev, tn_ptr(o), tn_ptr(in), (size_t)n * es);
+    strided_arg s;
+    memset(&s, 0, sizeof s);
+    s.rank = in->rank;
+    for (int d = 0; d < in->rank; d++) {
+        s.shape[d] = in->shape[d];
+        s.strides[d] = in->strides[d];
+    }
+    char name[32];
+    snprintf(name, sizeof name, "em_strided_%s", size_suffix(es));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *x = tn_ptr(in), *y = tn_ptr(o);
+    void *params[] = {&x, &y, &n, &s};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static const char *short_name(em_dtype dt)
+{
+    return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : "i64";
+}
+
+static em_status run_cast(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *in = op->in[0], *o = op->out[0];
+    if (in->dtype == o->dtype) return run_copy(op, dev, what);
+    if (!tn_is_contiguous(in))
+        return em_error(EM_ERR_UNSUPPORTED,
+                        "%s: the cuda backend casts only contiguous tensors for now (make it "
+                        "contiguous first)",
+                        what);
+    char name[32];
+    snprintf(name, sizeof name, "em_cast_%s_%s", short_name(in->dtype), short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *x = tn_ptr(in), *y = tn_ptr(o);
+    long long n = tn_numel(o);
+    void *params[] = {&x, &y, &n};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static bool same_shape(const em_tensor *a, const em_tensor *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+static em_status run_elementwise(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    for (int i = 0; i < op->n_in; i++) {
+        const em_tensor *t = op->in[i];
+        if (!same_shape(t, o) || !tn_is_contiguous(t))
+            return em_error(EM_ERR_UNSUPPORTED,
+                            "%s: the cuda backend runs %s only on contiguous inputs of the "
+                            "output's shape for now (input %d has shape %s, output %s); "
+                            "broadcasting and strided inputs are not supported yet",
+                            what, em_op_name(op->kind), i, tn_dims_str(t->shape, t->rank),
+                            tn_dims_str(o->shape, o->rank));
+    }
+    if (!tn_is_contiguous(o))
+        return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda backend needs a contiguous output", what);
+    em_dtype dt = op->in[0]->dtype;
+    const char *fam = is_unary(op->kind) ? "unary" : is_binary(op->kind) ? "binary" : "compare";
+    char name[32];
+    snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int kind = (int)op->kind;
+    long long n = tn_numel(o);
+    void *y = tn_ptr(o);
+    void *x = tn_ptr(op->in[0]);
+    if (op->n_in == 1) {
+        double a = op->f[0], b = op->f[1];
+        if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
+        void *params[] = {&kind, &x, &y, &n, &a, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    void *x2 = tn_ptr(op->in[1]);
+    void *params[] = {&kind, &x, &x2, &y, &n};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static em_status be_exec(const em_op *op)
+{
+    char what[64];
+    snprintf(what, sizeof what, "em_%s", em_op_name(op->kind));
+    int dev = op->out[0]->storage->device.index;
+    em_status st = cuda_enter(dev, what);
+    if (st != EM_OK) return st;
+    switch (op->kind) {
+    case EM_OP_FILL: return run_fill(op, dev, what);
+    case EM_OP_COPY: return run_copy(op, dev, what);
+    case EM_OP_CAST: return run_cast(op, dev, what);
+    default:
+        if (be_supports(op)) return run_elementwise(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
+    }
+}
+
+const em_backend cuda_backend = {
+    .name = "cuda",
+    .device_count = be_device_count,
+    .alloc = be_alloc,
+    .free = be_free,
+    .copy_from_host = be_copy_from_host,
+    .copy_to_host = be_copy_to_host,
+    .copy_within = be_copy_within,
+    .supports = be_supports,
+    .exec = be_exec,
+    .sync = be_sync,
+};

@@ -1,0 +1,441 @@
+/* The CUDA kernels: CUDA C source embedded here, compiled by NVRTC (loaded with dlopen) for the
+ * device's own architecture on first use, and cached on disk keyed by a hash of the source, the
+ * NVRTC version and the architecture. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "cuda.h"
+#include "cuda_ops.h"
+
+/* ---- kernel source ----------------------------------------------------------------------
+ * Elementwise kernels take the op kind as a run-time argument (uniform across a launch, so the
+ * switch costs little); the OP_* numbers are prepended from em_op_kind when the source is
+ * built. f32 binary ops compute in f64 and round once, as the CPU backend does. */
+static const char kernel_body[] =
+    "typedef long long i64;\n"
+    "typedef unsigned long long u64;\n"
+    "#define GRID_LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
+    "                          i += (i64)blockDim.x * gridDim.x)\n"
+    "__device__ float clampf_(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : "
+    "v); }\n"
+    "__device__ double clampd_(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi "
+    ": v); }\n"
+    "__device__ float sigmoidf_(float v) { float e = expf(-fabsf(v)); float r = 1.0f / (1.0f + "
+    "e);\n"
+    "  return v >= 0 ? r : e * r; }\n"
+    "__device__ double sigmoidd_(double v) { double e = exp(-fabs(v)); double r = 1.0 / (1.0 + "
+    "e);\n"
+    "  return v >= 0 ? r : e * r; }\n"
+    "__device__ float softplusf_(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }\n"
+    "__device__ double softplusd_(double v) { return fmax(v, 0.0) + log1p(exp(-fabs(v))); }\n"
+    "#define SELU_ALPHA 1.6732632423543772848170429916717\n"
+    "#define SELU_SCALE 1.0507009873554804934193349852946\n"
+    "#define SQRT1_2 0.70710678118654752440084436210485\n"
+    "#define SQRT_2_PI 0.79788456080286535587989211986876\n"
+    "#define UNARY_BODY(T, F, ABS, EXP, EXPM1, LOG1P, TANH, ERF, CLAMP, SIGM, SOFTP) \\\n"
+    "  switch (op) { \\\n"
+    "  case OP_NEG: return -v; case OP_ABS: return ABS(v); \\\n"
+    "  case OP_SIGN: return v > 0 ? (T)1 : (v < 0 ? (T)-1 : (v == v ? (T)0 : v)); \\\n"
+    "  case OP_EXP: return EXP(v); case OP_EXP2: return F(exp2)(v); case OP_LOG: return F(log)(v); "
+    "\\\n"
+    "  case OP_LOG2: return F(log2)(v); case OP_LOG1P: return LOG1P(v); case OP_EXPM1: return "
+    "EXPM1(v); \\\n"
+    "  case OP_SQRT: return F(sqrt)(v); case OP_RSQRT: return (T)1 / F(sqrt)(v); \\\n"
+    "  case OP_SQUARE: return v * v; case OP_RECIPROCAL: return (T)1 / v; \\\n"
+    "  case OP_SIN: return F(sin)(v); case OP_COS: return F(cos)(v); case OP_TAN: return "
+    "F(tan)(v); \\\n"
+    "  case OP_ASIN: return F(asin)(v); case OP_ACOS: return F(acos)(v); case OP_ATAN: return "
+    "F(atan)(v); \\\n"
+    "  case OP_SINH: return F(sinh)(v); case OP_COSH: return F(cosh)(v); case OP_TANH: return "
+    "TANH(v); \\\n"
+    "  case OP_ASINH: return F(asinh)(v); case OP_ACOSH: return F(acosh)(v); \\\n"
+    "  case OP_ATANH: return F(atanh)(v); case OP_ERF: return ERF(v); \\\n"
+    "  case OP_FLOOR: return F(floor)(v); case OP_CEIL: return F(ceil)(v); \\\n"
+    "  case OP_ROUND: return F(rint)(v); case OP_TRUNC: return F(trunc)(v); \\\n"
+    "  case OP_RELU: return v < 0 ? (T)0 : v; case OP_RELU6: return CLAMP(v, (T)0, (T)6); \\\n"
+    "  case OP_LEAKY_RELU: return v > 0 ? v : v * a; \\\n"
+    "  case OP_ELU: return v > 0 ? v : a * EXPM1(v); \\\n"
+    "  case OP_SELU: return v > 0 ? (T)SELU_SCALE * v : (T)SELU_SCALE * (T)SELU_ALPHA * EXPM1(v); "
+    "\\\n"
+    "  case OP_CELU: return v > 0 ? v : a * EXPM1(v * b); \\\n"
+    "  case OP_GELU: return (T)0.5 * v * ((T)1 + ERF(v * (T)SQRT1_2)); \\\n"
+    "  case OP_GELU_TANH: return (T)0.5 * v * ((T)1 + TANH((T)SQRT_2_PI * (v + (T)0.044715 * v * v "
+    "* v))); \\\n"
+    "  case OP_SILU: return v / ((T)1 + EXP(-v)); case OP_SIGMOID: return SIGM(v); \\\n"
+    "  case OP_LOG_SIGMOID: return F(fmin)(v, (T)0) - LOG1P(EXP(-ABS(v))); \\\n"
+    "  case OP_HARD_SIGMOID: return CLAMP(v + (T)3, (T)0, (T)6) / (T)6; \\\n"
+    "  case OP_HARD_SWISH: return v * CLAMP(v + (T)3, (T)0, (T)6) / (T)6; \\\n"
+    "  case OP_MISH: return v * TANH(SOFTP(v)); \\\n"
+    "  case OP_SOFTPLUS: return v * a > b ? v : SOFTP(v * a) / a; \\\n"
+    "  case OP_SOFTSIGN: return v / ((T)1 + ABS(v)); case OP_HARDTANH: return CLAMP(v, a, b); \\\n"
+    "  default: return v; }\n"
+    "#define FNF(name) name##f\n"
+    "#define FND(name) name\n"
+    "__device__ float unary_f(int op, float v, float a, float b) {\n"
+    "  UNARY_BODY(float, FNF, fabsf, expf, expm1f, log1pf, tanhf, erff, clampf_, sigmoidf_, "
+    "softplusf_) }\n"
+    "__device__ double unary_d(int op, double v, double a, double b) {\n"
+    "  UNARY_BODY(double, FND, fabs, exp, expm1, log1p, tanh, erf, clampd_, sigmoidd_, softplusd_) "
+    "}\n"
+    "extern \"C\" __global__ void em_unary_f32(int op, const float *x, float *y, i64 n, double a, "
+    "double b) {\n"
+    "  float af = (float)a, bf = (float)b; GRID_LOOP(n) y[i] = unary_f(op, x[i], af, bf); }\n"
+    "extern \"C\" __global__ void em_unary_f64(int op, const double *x, double *y, i64 n, double "
+    "a, double b) {\n"
+    "  GRID_LOOP(n) y[i] = unary_d(op, x[i], a, b); }\n"
+    "__device__ double floor_div_(double a, double b) {\n"
+    "  if (b == 0) return a / b;\n"
+    "  double mod = fmod(a, b); double div = (a - mod) / b;\n"
+    "  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;\n"
+    "  if (div == 0) return copysign(0.0, a / b);\n"
+    "  double fl = floor(div); if (div - fl > 0.5) fl += 1; return fl; }\n"
+    "__device__ double binary_d(int op, double a, double b) {\n"
+    "  switch (op) {\n"
+    "  case OP_ADD: return a + b; case OP_SUB: return a - b; case OP_MUL: return a * b;\n"
+    "  case OP_DIV: return a / b; case OP_FLOOR_DIVIDE: return floor_div_(a, b);\n"
+    "  case OP_REMAINDER: { double m = fmod(a, b); if (m != 0 && (b < 0) != (m < 0)) m += b; "
+    "return m; }\n"
+    "  case OP_FMOD: return fmod(a, b); case OP_POW: return pow(a, b);\n"
+    "  case OP_ATAN2: return atan2(a, b); case OP_HYPOT: return hypot(a, b);\n"
+    "  case OP_MINIMUM: return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : "
+    "(b < a ? b : a);\n"
+    "  case OP_MAXIMUM: return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : "
+    "(a < b ? b : a);\n"
+    "  default: return 0; } }\n"
+    "__device__ unsigned char compare_(int op, double a, double b) {\n"
+    "  switch (op) {\n"
+    "  case OP_EQ: return a == b; case OP_NE: return a != b; case OP_LT: return a < b;\n"
+    "  case OP_LE: return a <= b; case OP_GT: return a > b; case OP_GE: return a >= b;\n"
+    "  default: return 0; } }\n"
+    "extern \"C\" __global__ void em_binary_f32(int op, const float *x, const float *y, float *o, "
+    "i64 n) {\n"
+    "  GRID_LOOP(n) o[i] = (float)binary_d(op, (double)x[i], (double)y[i]); }\n"
+    "extern \"C\" __global__ void em_binary_f64(int op, const double *x, const double *y, double "
+    "*o, i64 n) {\n"
+    "  GRID_LOOP(n) o[i] = binary_d(op, x[i], y[i]); }\n"
+    "extern \"C\" __global__ void em_compare_f32(int op, const float *x, const float *y, unsigned "
+    "char *o, i64 n) {\n"
+    "  GRID_LOOP(n) o[i] = compare_(op, (double)x[i], (double)y[i]); }\n"
+    "extern \"C\" __global__ void em_compare_f64(int op, const double *x, const double *y, "
+    "unsigned char *o, i64 n) {\n"
+    "  GRID_LOOP(n) o[i] = compare_(op, x[i], y[i]); }\n"
+    "#define FILL(NAME, T) extern \"C\" __global__ void NAME(T *o, i64 n, u64 pattern) { \\\n"
+    "  T v = (T)pattern; GRID_LOOP(n) o[i] = v; }\n"
+    "FILL(em_fill_1, unsigned char) FILL(em_fill_2, unsigned short) FILL(em_fill_4, unsigned int)\n"
+    "FILL(em_fill_8, u64)\n"
+    "/* float -> int64 truncates toward zero; NaN and out-of-range give INT64_MIN (as on x86) */\n"
+    "__device__ i64 to_i64_(double v) { return (v > -9.2233720368547758e18 && v < "
+    "9.2233720368547758e18)\n"
+    "  ? (i64)v : (i64)0x8000000000000000ull; }\n"
+    "#define CAST(NAME, S, D, CONV) extern \"C\" __global__ void NAME(const S *x, D *y, i64 n) { "
+    "\\\n"
+    "  GRID_LOOP(n) { S v = x[i]; y[i] = CONV; } }\n"
+    "CAST(em_cast_f32_f64, float, double, (double)v) CAST(em_cast_f64_f32, double, float, "
+    "(float)v)\n"
+    "CAST(em_cast_f32_i64, float, i64, to_i64_((double)v)) CAST(em_cast_f64_i64, double, i64, "
+    "to_i64_(v))\n"
+    "CAST(em_cast_i64_f32, i64, float, (float)v) CAST(em_cast_i64_f64, i64, double, (double)v)\n"
+    "/* out (contiguous) = in seen through shape/strides (elements) from base */\n"
+    "struct strided { i64 shape[16]; i64 strides[16]; int rank; };\n"
+    "#define STRIDED(NAME, T) extern \"C\" __global__ void NAME(const T *x, T *y, i64 n, strided "
+    "s) { \\\n"
+    "  GRID_LOOP(n) { i64 r = i, off = 0; \\\n"
+    "    for (int d = s.rank - 1; d >= 0; d--) { i64 q = r / s.shape[d]; off += (r - q * "
+    "s.shape[d]) * s.strides[d]; r = q; } \\\n"
+    "    y[i] = x[off]; } }\n"
+    "STRIDED(em_strided_1, unsigned char) STRIDED(em_strided_2, unsigned short)\n"
+    "STRIDED(em_strided_4, unsigned int) STRIDED(em_strided_8, u64)\n";
+
+/* ---- NVRTC ------------------------------------------------------------------------------ */
+
+typedef struct _nvrtcProgram *nvrtcProgram;
+typedef int nvrtcResult;
+
+static struct {
+    nvrtcResult (*Version)(int *, int *);
+    nvrtcResult (*CreateProgram)(nvrtcProgram *, const char *, const char *, int,
+                                 const char *const *, const char *const *);
+    nvrtcResult (*CompileProgram)(nvrtcProgram, int, const char *const *);
+    nvrtcResult (*GetProgramLogSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetProgramLog)(nvrtcProgram, char *);
+    nvrtcResult (*GetCUBINSize)(nvrtcProgram, size_t *);
+    nvrtcResult (*GetCUBIN)(nvrtcProgram, char *);
+    nvrtcResult (*DestroyProgram)(nvrtcProgram *);
+    const char *(*GetErrorString)(nvrtcResult);
+} nvrtc;
+static bool nvrtc_loaded;
+static char nvrtc_tried[512];
+
+#define NVLOAD(field, sym)                                                                         \
+    do {                                                                                           \
+        void *p_ = dlsym(lib, sym);                                                                \
+        if (!p_) ok = false;                                                                       \
+        memcpy(&nvrtc.field, &p_, sizeof p_);                                                      \
+    } while (0)
+
+/* Loads NVRTC: the config key cuda_nvrtc (a path) first, then the usual sonames and CUDA's
+ * install folder. */
+static bool load_nvrtc(void)
+{
+    if (nvrtc_loaded) return true;
+    const char *names[] = {em_config_get("cuda_nvrtc"),
+                           "libnvrtc.so",
+                           "libnvrtc.so.13",
+                           "libnvrtc.so.12",
+                           "libnvrtc.so.11.2",
+                           "/usr/local/cuda/lib64/libnvrtc.so",
+                           "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so"};
+    void *lib = NULL;
+    nvrtc_tried[0] = '\0';
+    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) {
+        if (!names[i] || !*names[i]) continue;
+        lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
+        size_t len = strlen(nvrtc_tried);
+        snprintf(nvrtc_tried + len, sizeof nvrtc_tried - len, "%s%s", len ? ", " : "", names[i]);
+    }
+    if (!lib) return false;
+    bool ok = true;
+    NVLOAD(Version, "nvrtcVersion");
+    NVLOAD(CreateProgram, "nvrtcCreateProgram");
+    NVLOAD(CompileProgram, "nvrtcCompileProgram");
+    NVLOAD(GetProgramLogSize, "nvrtcGetProgramLogSize");
+    NVLOAD(GetProgramLog, "nvrtcGetProgramLog");
+    NVLOAD(GetCUBINSize, "nvrtcGetCUBINSize");
+    NVLOAD(GetCUBIN, "nvrtcGetCUBIN");
+    NVLOAD(DestroyProgram, "nvrtcDestroyProgram");
+    NVLOAD(GetErrorString, "nvrtcGetErrorString");
+    nvrtc_loaded = ok;
+    if (!ok) snprintf(nvrtc_tried, sizeof nvrtc_tried, "an NVRTC lacking nvrtcGetCUBIN");
+    return ok;
+}
+
+/* ---- the module: built once per device ------------------------------------------------- */
+
+#define CUDA_MAX_DEV 16
+static CUmodule modules[CUDA_MAX_DEV];
+static cuda_module_origin origins[CUDA_MAX_DEV];
+static char cache_paths[CUDA_MAX_DEV][1024];
+static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The full source: OP_* defines from the op IR, then the body. Caller frees. */
+static char *build_source(void)
+{
+    size_t cap = sizeof kernel_body + 8192, len = 0;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+#define DEF_OP(K) len += (size_t)snprintf(s + len, cap - len, "#define OP_%s %d\n", #K, EM_OP_##K);
+    CUDA_UNARY_OPS(DEF_OP)
+    CUDA_BINARY_OPS(DEF_OP)
+    CUDA_COMPARE_OPS(DEF_OP)
+#undef DEF_OP
+    memcpy(s + len, kernel_body, sizeof kernel_body);
+    return s;
+}
+
+static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+static void mkdirs(const char *path)
+{
+    char tmp[1024];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++)
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(tmp, 0755);
+            *p = '/';
+        }
+    mkdir(tmp, 0755);
+}
+
+static void *read_file(const char *path, size_t *n)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    void *buf = NULL;
+    if (fseek(f, 0, SEEK_END) == 0) {
+        long sz = ftell(f);
+        if (sz > 0 && fseek(f, 0, SEEK_SET) == 0 && (buf = malloc((size_t)sz))) {
+            if (fread(buf, 1, (size_t)sz, f) != (size_t)sz) {
+                free(buf);
+                buf = NULL;
+            } else
+                *n = (size_t)sz;
+        }
+    }
+    fclose(f);
+    return buf;
+}
+
+/* Writes through a temporary name and renames, so concurrent processes never read half a file. */
+static void write_file(const char *path, const void *data, size_t n)
+{
+    char tmp[1100];
+    snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
+    FILE *f = fopen(tmp, "wb");
+    if (!f) return;
+    bool ok = fwrite(data, 1, n, f) == n;
+    ok = fclose(f) == 0 && ok;
+    if (ok && rename(tmp, path) == 0) return;
+    remove(tmp);
+}
+
+static em_status compile(int device, const char *src, const char *arch, char **cubin, size_t *n,
+                         const char *what)
+{
+    nvrtcProgram prog = NULL;
+    nvrtcResult r = nvrtc.CreateProgram(&prog, src, "ember_kernels.cu", 0, NULL, NULL);
+    if (r != 0)
+        return em_error(EM_ERR_DEVICE, "%s: nvrtcCreateProgram failed: %s", what,
+                        nvrtc.GetErrorString(r));
+    char archopt[64];
+    snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
+    const char *opts[] = {archopt, "--std=c++11", "-default-device"};
+    r = nvrtc.CompileProgram(prog, 3, opts);
+    if (r != 0) {
+        size_t ln = 0;
+        nvrtc.GetProgramLogSize(prog, &ln);
+        char *log = malloc(ln + 1);
+        if (log) {
+            log[0] = '\0';
+            nvrtc.GetProgramLog(prog, log);
+            if (ln > 2000) log[2000] = '\0';
+        }
+        em_error(EM_ERR_DEVICE, "%s: NVRTC could not compile the kernels for %s on cuda:%d: %s\n%s",
+                 what, arch, device, nvrtc.GetErrorString(r), log ? log : "");
+        free(log);
+        nvrtc.DestroyProgram(&prog);
+        return EM_ERR_DEVICE;
+    }
+    size_t sz = 0;
+    r = nvrtc.GetCUBINSize(prog, &sz);
+    char *buf = r == 0 && sz ? malloc(sz) : NULL;
+    if (buf) r = nvrtc.GetCUBIN(prog, buf);
+    nvrtc.DestroyProgram(&prog);
+    if (!buf || r != 0) {
+        free(buf);
+        return em_error(EM_ERR_DEVICE, "%s: nvrtcGetCUBIN failed for %s", what, arch);
+    }
+    *cubin = buf;
+    *n = sz;
+    return EM_OK;
+}
+
+static em_status build_module(int device, const char *what)
+{
+    const cuda_device_info *d = cuda_device(device);
+    if (!load_nvrtc())
+        return em_error(EM_ERR_DEVICE,
+                        "%s: cannot load NVRTC to compile the CUDA kernels (tried %s; set the "
+                        "config key cuda_nvrtc to the path of libnvrtc.so)",
+                        what, nvrtc_tried);
+    char *src = build_source();
+    if (!src) return em_error(EM_ERR_OOM, "%s: out of memory building the kernel source", what);
+    int maj = 0, min = 0;
+    nvrtc.Version(&maj, &min);
+    char arch[32];
+    snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
+    int ver[2] = {maj, min};
+    h = fnv1a(h, ver, sizeof ver);
+
+    /* the cache: cache_dir (config), default ~/.cache/ember; off when it cannot be written */
+    char *path = cache_paths[device];
+    path[0] = '\0';
+    const char *dir = em_config_get("cache_dir");
+    char dbuf[900];
+    if (!dir || !*dir) {
+        const char *home = getenv("HOME");
+        if (home && *home) {
+            snprintf(dbuf, sizeof dbuf, "%s/.cache/ember", home);
+            dir = dbuf;
+        }
+    }
+    if (dir && *dir) {
+        mkdirs(dir);
+        snprintf(path, 1024, "%s/cuda-%016llx-%s.cubin", dir, (unsigned long long)h, arch);
+    }
+
+    size_t n = 0;
+    char *cubin = path[0] ? read_file(path, &n) : NULL;
+    cuda_module_origin origin = CUDA_MODULE_CACHED;
+    CUresult r = -1;
+    if (cubin) {
+        r = cuda_drv.cuModuleLoadData(&modules[device], cubin);
+        if (r != 0) { /* a stale or damaged file: rebuild it */
+            em_log_msg("cuda", EM_LOG_WARN, "ignoring unloadable kernel cache file %s", path);
+            free(cubin);
+            cubin = NULL;
+        }
+    }
+    if (!cubin) {
+        origin = CUDA_MODULE_COMPILED;
+        em_status st = compile(device, src, arch, &cubin, &n, what);
+        if (st != EM_OK) {
+            free(src);
+            return st;
+        }
+        r = cuda_drv.cuModuleLoadData(&modules[device], cubin);
+        if (r == 0 && path[0]) write_file(path, cubin, n);
+    }
+    free(cubin);
+    free(src);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuModuleLoadData", device);
+    origins[device] = origin;
+    em_log_msg("cuda", EM_LOG_INFO, "kernels for cuda:%d (%s) %s %s", device, arch,
+               origin == CUDA_MODULE_CACHED ? "loaded from" : "compiled; cached in",
+               path[0] ? path : "(no cache)");
+    return EM_OK;
+}
+
+CUfunction cuda_kernel(int device, const char *name, const char *what)
+{
+    if (cuda_enter(device, what) != EM_OK) return NULL;
+    pthread_mutex_lock(&module_lock);
+    em_status st = modules[device] ? EM_OK : build_module(device, what);
+    pthread_mutex_unlock(&module_lock);
+    if (st != EM_OK) return NULL;
+    CUfunction f = NULL;
+    CUresult r = cuda_drv.cuModuleGetFunction(&f, modules[device], name);
+    if (r != 0) {
+        char call[128];
+        snprintf(call, sizeof call, "cuModuleGetFunction(\"%s\")", name);
+        cuda_fail(EM_ERR_INTERNAL, r, what, call, device);
+        return NULL;
+    }
+    return f;
+}
+
+em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what)
+{
+    if (n <= 0) return EM_OK;
+    const unsigned threads = 256;
+    int64_t blocks = (n + threads - 1) / threads;
+    if (blocks > 65536) blocks = 65536; /* the grid-stride loop covers the rest */
+    CUresult r =
+        cuda_drv.cuLaunchKernel(f, (unsigned)blocks, 1, 1, threads, 1, 1, 0, NULL, params, NULL);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
+    return EM_OK;
+}
+
+cuda_module_origin cuda_module_origin_of(int device)
+{
+    if (device < 0 || device >= CUDA_MAX_DEV) return CUDA_MODULE_NONE;
+    return origins[device];
+}
+
+const char *cuda_module_cache_path(int device)
+{
+    if (device < 0 || device >= CUDA_MAX_DEV) return "";
+    return cache_paths[device];
+}

@@ -1,0 +1,18 @@
+/* The op kinds the CUDA backend runs elementwise (f32 and f64, contiguous, same shape). */
+#ifndef EMBER_CUDA_OPS_H
+#define EMBER_CUDA_OPS_H
+
+/* clang-format off */
+#define CUDA_UNARY_OPS(X) \
+    X(NEG) X(ABS) X(SIGN) X(EXP) X(EXP2) X(LOG) X(LOG2) X(LOG1P) X(EXPM1) X(SQRT) X(RSQRT) \
+    X(SQUARE) X(RECIPROCAL) X(SIN) X(COS) X(TAN) X(ASIN) X(ACOS) X(ATAN) X(SINH) X(COSH) \
+    X(TANH) X(ASINH) X(ACOSH) X(ATANH) X(ERF) X(FLOOR) X(CEIL) X(ROUND) X(TRUNC) X(RELU) \
+    X(RELU6) X(LEAKY_RELU) X(ELU) X(SELU) X(CELU) X(GELU) X(GELU_TANH) X(SILU) X(SIGMOID) \
+    X(LOG_SIGMOID) X(HARD_SIGMOID) X(HARD_SWISH) X(MISH) X(SOFTPLUS) X(SOFTSIGN) X(HARDTANH)
+#define CUDA_BINARY_OPS(X) \
+    X(ADD) X(SUB) X(MUL) X(DIV) X(FLOOR_DIVIDE) X(REMAINDER) X(FMOD) X(POW) X(ATAN2) X(HYPOT) \
+    X(MINIMUM) X(MAXIMUM)
+#define CUDA_COMPARE_OPS(X) X(EQ) X(NE) X(LT) X(LE) X(GT) X(GE)
+/* clang-format on */
+
+#endif

@@ -1,0 +1,269 @@
+/* CUDA runtime groundwork: libcuda loaded with dlopen, device discovery, one primary context
+ * per device, and a caching device-memory pool with statistics. */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cuda.h"
+
+cuda_driver cuda_drv;
+
+#define CUDA_MAX_DEVICES                             16
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
+
+static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
+static bool probe_ok;
+static int n_devices;
+static cuda_device_info devices[CUDA_MAX_DEVICES];
+
+static void *load_sym(void *lib, const char *name, bool *ok)
+{
+    void *p = dlsym(lib, name);
+    if (!p) *ok = false;
+    return p;
+}
+
+/* dlsym returns void *; converting it to a function pointer goes through memcpy to stay within
+ * ISO C. */
+#define LOAD(field, sym)                                                                           \
+    do {                                                                                           \
+        void *p_ = load_sym(lib, sym, &ok);                                                        \
+        memcpy(&cuda_drv.field, &p_, sizeof p_);                                                   \
+    } while (0)
+
+static void probe(void)
+{
+    const char *cfg = em_config_get("cuda");
+    if (cfg && (strcmp(cfg, "0") == 0 || strcmp(cfg, "off") == 0 || strcmp(cfg, "false") == 0))
+        return;
+    void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
+    if (!lib) return;
+    bool ok = true;
+    LOAD(cuInit, "cuInit");
+    LOAD(cuDriverGetVersion, "cuDriverGetVersion");
+    LOAD(cuDeviceGetCount, "cuDeviceGetCount");
+    LOAD(cuDeviceGet, "cuDeviceGet");
+    LOAD(cuDeviceGetName, "cuDeviceGetName");
+    LOAD(cuDeviceGetAttribute, "cuDeviceGetAttribute");
+    LOAD(cuDevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
+    LOAD(cuCtxSetCurrent, "cuCtxSetCurrent");
+    LOAD(cuCtxSynchronize, "cuCtxSynchronize");
+    LOAD(cuMemAlloc, "cuMemAlloc_v2");
+    LOAD(cuMemFree, "cuMemFree_v2");
+    LOAD(cuMemcpyHtoD, "cuMemcpyHtoD_v2");
+    LOAD(cuMemcpyDtoH, "cuMemcpyDtoH_v2");
+    LOAD(cuMemcpyDtoD, "cuMemcpyDtoD_v2");
+    LOAD(cuModuleLoadData, "cuModuleLoadData");
+    LOAD(cuModuleGetFunction, "cuModuleGetFunction");
+    LOAD(cuLaunchKernel, "cuLaunchKernel");
+    LOAD(cuGetErrorName, "cuGetErrorName");
+    LOAD(cuGetErrorString, "cuGetErrorString");
+    if (!ok) {
+        em_log_msg("cuda", EM_LOG_WARN, "libcuda lacks a driver function Ember needs; no cuda");
+        return;
+    }
+    if (cuda_drv.cuInit(0) != 0) return;
+    int count = 0;
+    if (cuda_drv.cuDeviceGetCount(&count) != 0 || count <= 0) return;
+    if (count > CUDA_MAX_DEVICES) count = CUDA_MAX_DEVICES;
+    for (int i = 0; i < count; i++) {
+        cuda_device_info *d = &devices[n_devices];
+        if (cuda_drv.cuDeviceGet(&d->dev, i) != 0) break;
+        if (cuda_drv.cuDevicePrimaryCtxRetain(&d->ctx, d->dev) != 0) break;
+        cuda_drv.cuDeviceGetAttribute(&d->cc_major, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR,
+                                      d->dev);
+        cuda_drv.cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
+                                      d->dev);
+        if (cuda_drv.cuDeviceGetName(d->name, (int)sizeof d->name, d->dev) != 0)
+            strcpy(d->name, "?");
+        n_devices++;
+    }
+    probe_ok = n_devices > 0;
+    if (probe_ok)
+        em_log_msg("cuda", EM_LOG_INFO, "%d device%s, cuda:0 is %s (sm_%d%d)", n_devices,
+                   n_devices == 1 ? "" : "s", devices[0].name, devices[0].cc_major,
+                   devices[0].cc_minor);
+}
+
+bool cuda_backend_probe(void)
+{
+    pthread_once(&probe_once, probe);
+    return probe_ok;
+}
+
+int cuda_device_count(void)
+{
+    return cuda_backend_probe() ? n_devices : 0;
+}
+
+const cuda_device_info *cuda_device(int device)
+{
+    if (device < 0 || device >= cuda_device_count()) return NULL;
+    return &devices[device];
+}
+
+em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device)
+{
+    const char *name = NULL, *desc = NULL;
+    if (cuda_drv.cuGetErrorName) cuda_drv.cuGetErrorName(r, &name);
+    if (cuda_drv.cuGetErrorString) cuda_drv.cuGetErrorString(r, &desc);
+    return em_error(code, "%s: %s failed on cuda:%d: %s (%s)", what, call, device,
+                    name ? name : "CUDA_ERROR_UNKNOWN", desc ? desc : "unknown error");
+}
+
+em_status cuda_enter(int device, const char *what)
+{
+    const cuda_device_info *d = cuda_device(device);
+    if (!d) return em_error(EM_ERR_DEVICE, "%s: device cuda:%d does not exist", what, device);
+    CUresult r = cuda_drv.cuCtxSetCurrent(d->ctx);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuCtxSetCurrent", device);
+    return EM_OK;
+}
+
+/* ---- caching memory pool -------------------------------------------------------------------
+ * Sizes are rounded to classes (powers of two up to 1 MiB, then multiples of 2 MiB) and a freed
+ * block waits in its device's cache for a request of the same class. Live blocks are kept in a
+ * hash table keyed by address so free() knows their size. Work is ordered on the one (legacy
+ * default) stream, so a freed block can be handed out again at once. */
+
+typedef struct pool_block {
+    CUdeviceptr ptr;
+    size_t size;
+    struct pool_block *next;
+} pool_block;
+
+#define POOL_BUCKETS 1024
+
+typedef struct pool {
+    pool_block *live[POOL_BUCKETS];
+    pool_block *cached; /* free blocks, any class */
+    em_cuda_pool_stats st;
+} pool;
+
+static pool pools[CUDA_MAX_DEVICES];
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t size_class(size_t n)
+{
+    if (n <= 512) return 512;
+    if (n <= ((size_t)1 << 20)) {
+        size_t c = 512;
+        while (c < n) c <<= 1;
+        return c;
+    }
+    size_t step = (size_t)2 << 20;
+    return (n + step - 1) / step * step;
+}
+
+static size_t bucket_of(CUdeviceptr p)
+{
+    return (size_t)((p >> 9) * 0x9E3779B97F4A7C15ull >> 54) % POOL_BUCKETS;
+}
+
+static void release_cached(int device, pool *pl)
+{
+    for (pool_block *b = pl->cached, *next; b; b = next) {
+        next = b->next;
+        cuda_drv.cuMemFree(b->ptr);
+        pl->st.cached_bytes -= (int64_t)b->size;
+        free(b);
+    }
+    pl->cached = NULL;
+    (void)device;
+}
+
+void *cuda_pool_alloc(int device, size_t nbytes)
+{
+    if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
+    size_t sz = size_class(nbytes);
+    pthread_mutex_lock(&pool_lock);
+    pool *pl = &pools[device];
+    pool_block *b = NULL;
+    for (pool_block **pp = &pl->cached; *pp; pp = &(*pp)->next)
+        if ((*pp)->size == sz) {
+            b = *pp;
+            *pp = b->next;
+            pl->st.cached_bytes -= (int64_t)sz;
+            pl->st.reuses++;
+            break;
+        }
+    if (!b) {
+        CUdeviceptr p = 0;
+        CUresult r = cuda_drv.cuMemAlloc(&p, sz);
+        if (r != 0 && pl->cached) { /* give the cache back and try once more */
+            release_cached(device, pl);
+            r = cuda_drv.cuMemAlloc(&p, sz);
+        }
+        if (r != 0) {
+            pthread_mutex_unlock(&pool_lock);
+            char call[64];
+            snprintf(call, sizeof call, "cuMemAlloc(%zu bytes)", sz);
+            cuda_fail(EM_ERR_OOM, r, "cuda alloc", call, device);
+            return NULL;
+        }
+        b = malloc(sizeof *b);
+        if (!b) {
+            cuda_drv.cuMemFree(p);
+            pthread_mutex_unlock(&pool_lock);
+            em_error(EM_ERR_OOM, "cuda alloc: out of host memory for the pool's bookkeeping");
+            return NULL;
+        }
+        b->ptr = p;
+        b->size = sz;
+        pl->st.device_allocs++;
+    }
+    size_t h = bucket_of(b->ptr);
+    b->next = pl->live[h];
+    pl->live[h] = b;
+    pl->st.in_use_bytes += (int64_t)sz;
+    if (pl->st.in_use_bytes > pl->st.peak_in_use_bytes)
+        pl->st.peak_in_use_bytes = pl->st.in_use_bytes;
+    pthread_mutex_unlock(&pool_lock);
+    return (void *)(uintptr_t)b->ptr;
+}
+
+void cuda_pool_free(int device, void *p)
+{
+    if (!p || device < 0 || device >= cuda_device_count()) return;
+    CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+    pthread_mutex_lock(&pool_lock);
+    pool *pl = &pools[device];
+    size_t h = bucket_of(dp);
+    for (pool_block **pp = &pl->live[h]; *pp; pp = &(*pp)->next)
+        if ((*pp)->ptr == dp) {
+            pool_block *b = *pp;
+            *pp = b->next;
+            pl->st.in_use_bytes -= (int64_t)b->size;
+            pl->st.cached_bytes += (int64_t)b->size;
+            pl->st.frees++;
+            b->next = pl->cached;
+            pl->cached = b;
+            pthread_mutex_unlock(&pool_lock);
+            return;
+        }
+    pthread_mutex_unlock(&pool_lock);
+    em_log_msg("cuda", EM_LOG_ERROR, "cuda free: %p was not allocated by the cuda:%d pool", p,
+               device);
+}
+
+bool cuda_pool_stats(int device, em_cuda_pool_stats *out)
+{
+    if (!out || device < 0 || device >= cuda_device_count()) return false;
+    pthread_mutex_lock(&pool_lock);
+    *out = pools[device].st;
+    pthread_mutex_unlock(&pool_lock);
+    return true;
+}
+
+void cuda_pool_empty_cache(int device)
+{
+    if (device < 0 || device >= cuda_device_count()) return;
+    if (cuda_enter(device, "cuda empty cache") != EM_OK) return;
+    pthread_mutex_lock(&pool_lock);
+    release_cached(device, &pools[device]);
+    pthread_mutex_unlock(&pool_lock);
+}

@@ -1,0 +1,328 @@
+/* The CUDA backend against the CPU backend on the same inputs: data round trips, fill, casts,
+ * copies of strided views, every elementwise op it implements, the pool and the kernel cache,
+ * and its error messages. Without a CUDA device it checks that the backend is absent. */
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_ops.h"
+#include "harness.h"
+#include "tensor/op.h"
+
+static em_device dev;
+
+static const int64_t sizes[] = {1, 7, 1000, 4099, 196613};
+#define N_SIZES (int)(sizeof sizes / sizeof sizes[0])
+
+/* n random values in [lo, hi); with `special`, the first ones are NaN, +-inf, +-0 and +-1. */
+static double *values(int64_t n, double lo, double hi, bool special)
+{
+    double *v = malloc((size_t)n * sizeof *v);
+    for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * h_uniform();
+    static const double sp[] = {NAN, INFINITY, -INFINITY, 0.0, -0.0, 1.0, -1.0, 0.5};
+    if (special)
+        for (int64_t i = 0; i < n && i < 8; i++) v[i] = sp[i];
+    return v;
+}
+
+static bool close_or_same(double got, double want, double atol, double rtol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* Both tensors as f64 (or i64 when exact) compared elementwise; reports the first mismatch. */
+static void compare(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol)
+{
+    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
+    if (!got || !want) return;
+    CHECK(em_tensor_device(got).backend == dev.backend, "%s: result not on the device", what);
+    int64_t n = em_tensor_numel(want);
+    CHECK(em_tensor_numel(got) == n, "%s: %lld elements, want %lld", what,
+          (long long)em_tensor_numel(got), (long long)n);
+    if (em_tensor_numel(got) != n) return;
+    if (em_tensor_dtype(want) == EM_I64) {
+        int64_t *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
+        em_to_data(got, g, EM_I64, n);
+        CHECK_OK("em_to_data");
+        em_to_data(want, w, EM_I64, n);
+        CHECK_OK("em_to_data");
+        int64_t bad = -1;
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (g[i] != w[i]) bad = i;
+        CHECK(bad < 0, "%s: element %lld is %lld, want %lld", what, (long long)bad,
+              bad < 0 ? 0LL : (long long)g[bad], bad < 0 ? 0LL : (long long)w[bad]);
+        free(g);
+        free(w);
+        return;
+    }
+    double *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
+    em_to_data(got, g, EM_F64, n);
+    CHECK_OK("em_to_data");
+    em_to_data(want, w, EM_F64, n);
+    CHECK_OK("em_to_data");
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (!close_or_same(g[i], w[i], atol, rtol)) bad = i;
+    CHECK(bad < 0, "%s: element %lld is %.17g, want %.17g (n=%lld)", what, (long long)bad,
+          bad < 0 ? 0.0 : g[bad], bad < 0 ? 0.0 : w[bad], (long long)n);
+    free(g);
+    free(w);
+}
+
+static em_tensor *pair(const double *v, int64_t n, em_dtype dt, em_tensor **on_dev)
+{
+    em_tensor *c = em_from_data(v, EM_F64, EM_SHAPE(n), dt, EM_CPU);
+    *on_dev = em_to_device(c, dev);
+    return c;
+}
+
+static void test_round_trip(void)
+{
+    const em_dtype dts[] = {EM_F32, EM_F64, EM_I64, EM_I32, EM_I16, EM_U8, EM_BOOL, EM_F16};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (int s = 0; s < N_SIZES; s++) {
+            em_scope_begin();
+            double *v = values(sizes[s], -100, 100, false);
+            em_tensor *d, *c = pair(v, sizes[s], dts[k], &d);
+            em_tensor *back = em_to_device(d, EM_CPU);
+            CHECK(back && em_tensor_device(back).backend == 0, "round trip to the host");
+            char what[64];
+            snprintf(what, sizeof what, "round trip %s n=%lld", em_dtype_name(dts[k]),
+                     (long long)sizes[s]);
+            compare(what, d, c, 0, 0);
+            if (back) {
+                size_t nb = (size_t)sizes[s] * em_dtype_size(dts[k]);
+                CHECK(memcmp(em_tensor_data(back), em_tensor_data(c), nb) == 0, "%s: bytes differ",
+                      what);
+            }
+            free(v);
+            em_scope_end();
+        }
+    /* strided views on the device become contiguous through the strided copy kernel */
+    em_scope_begin();
+    em_tensor *c = h_rand(EM_SHAPE(37, 53), EM_F32, H_CONTIG, -1, 1, NULL);
+    em_tensor *d = em_to_device(c, dev);
+    compare("contiguous(transpose)", em_contiguous(em_transpose(d, 0, 1)),
+            em_contiguous(em_transpose(c, 0, 1)), 0, 0);
+    compare("contiguous(flip)", em_contiguous(em_flip(d, (em_axes){1, {0}})),
+            em_contiguous(em_flip(c, (em_axes){1, {0}})), 0, 0);
+    compare("to_device(transposed cpu view)", em_to_device(em_transpose(c, 0, 1), dev),
+            em_contiguous(em_transpose(c, 0, 1)), 0, 0);
+    if (em_backend_get(dev.backend)->device_count() > 1) {
+        em_device d1 = {dev.backend, 1};
+        compare("cuda:0 -> cuda:1", em_to_device(em_to_device(d, d1), dev), c, 0, 0);
+    }
+    em_scope_end();
+}
+
+static void test_fill(void)
+{
+    const em_dtype dts[] = {EM_F32, EM_F64, EM_I64, EM_I32, EM_I8, EM_U8, EM_BOOL, EM_F16, EM_BF16};
+    const double vals[] = {3.25, -7.0, 0.0, 1e10};
+    for (size_t k = 0; k < sizeof dts / sizeof dts[0]; k++)
+        for (size_t j = 0; j < sizeof vals / sizeof vals[0]; j++) {
+            em_scope_begin();
+            char what[64];
+            snprintf(what, sizeof what, "full(%g) %s", vals[j], em_dtype_name(dts[k]));
+            compare(what, em_full(EM_SHAPE(3, 1001), vals[j], dts[k], dev),
+                    em_full(EM_SHAPE(3, 1001), vals[j], dts[k], EM_CPU), 0, 0);
+            em_scope_end();
+        }
+}
+
+static void test_cast(void)
+{
+    const em_dtype dts[] = {EM_F32, EM_F64, EM_I64};
+    for (int a = 0; a < 3; a++)
+        for (int b = 0; b < 3; b++)
+            for (int s = 0; s < N_SIZES; s++) {
+                em_scope_begin();
+                double *v = values(sizes[s], -1e6, 1e6, dts[a] != EM_I64);
+                if (sizes[s] > 9) v[8] = 1e30; /* out of i64 range */
+                em_tensor *d, *c = pair(v, sizes[s], dts[a], &d);
+                char what[64];
+                snprintf(what, sizeof what, "cast %s -> %s n=%lld", em_dtype_name(dts[a]),
+                         em_dtype_name(dts[b]), (long long)sizes[s]);
+                compare(what, em_cast(d, dts[b]), em_cast(c, dts[b]), 0, 0);
+                free(v);
+                em_scope_end();
+            }
+}
+
+static void params_for(em_op_kind k, double *f)
+{
+    f[0] = f[1] = 0;
+    switch (k) {
+    case EM_OP_LEAKY_RELU: f[0] = 0.01; break;
+    case EM_OP_ELU: f[0] = 1.0; break;
+    case EM_OP_CELU: f[0] = 1.3; break;
+    case EM_OP_SOFTPLUS: f[0] = 1.5, f[1] = 2.0; break;
+    case EM_OP_HARDTANH: f[0] = -0.7, f[1] = 1.2; break;
+    default: break;
+    }
+}
+
+static double atol_of(em_dtype dt)
+{
+    return dt == EM_F32 ? 2e-6 : 1e-14;
+}
+
+static double rtol_of(em_dtype dt)
+{
+    return dt == EM_F32 ? 1e-5 : 1e-13;
+}
+
+static void test_unary(void)
+{
+    static const em_op_kind kinds[] = {
+#define K(N) EM_OP_##N,
+        CUDA_UNARY_OPS(K)
+#undef K
+    };
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int t = 0; t < 2; t++)
+            for (int s = 0; s < N_SIZES; s++) {
+                em_scope_begin();
+                double *v = values(sizes[s], -3, 3, true);
+                em_tensor *d, *c = pair(v, sizes[s], dts[t], &d);
+                double f[2];
+                params_for(kinds[k], f);
+                em_tensor *oc = tn_new(dts[t], &sizes[s], 1, EM_CPU);
+                em_tensor *od = tn_new(dts[t], &sizes[s], 1, dev);
+                oc = tn_run1(kinds[k], oc, &c, 1, NULL, 0, f, 2);
+                od = tn_run1(kinds[k], od, &d, 1, NULL, 0, f, 2);
+                char what[64];
+                snprintf(what, sizeof what, "%s %s n=%lld", em_op_name(kinds[k]),
+                         em_dtype_name(dts[t]), (long long)sizes[s]);
+                compare(what, od, oc, atol_of(dts[t]), rtol_of(dts[t]));
+                free(v);
+                em_scope_end();
+            }
+}
+
+static void test_binary(void)
+{
+    static const em_op_kind kinds[] = {
+#define K(N) EM_OP_##N,
+        CUDA_BINARY_OPS(K) CUDA_COMPARE_OPS(K)
+#undef K
+    };
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (size_t k = 0; k < sizeof kinds / sizeof kinds[0]; k++)
+        for (int t = 0; t < 2; t++)
+            for (int s = 0; s < N_SIZES; s++) {
+                em_scope_begin();
+                double *v = values(sizes[s], -3, 3, true);
+                double *w = values(sizes[s], -3, 3, false);
+                if (sizes[s] > 20) { /* zeros and equal pairs on the right too */
+                    w[9] = 0, w[10] = -0.0, w[11] = NAN, w[12] = INFINITY;
+                    w[13] = v[13], w[14] = v[14];
+                }
+                em_tensor *d, *c = pair(v, sizes[s], dts[t], &d);
+                em_tensor *d2, *c2 = pair(w, sizes[s], dts[t], &d2);
+                bool cmp = kinds[k] >= EM_OP_EQ && kinds[k] <= EM_OP_GE;
+                em_dtype od_t = cmp ? EM_BOOL : dts[t];
+                em_tensor *ic[2] = {c, c2}, *id[2] = {d, d2};
+                em_tensor *oc =
+                    tn_run1(kinds[k], tn_new(od_t, &sizes[s], 1, EM_CPU), ic, 2, NULL, 0, NULL, 0);
+                em_tensor *od =
+                    tn_run1(kinds[k], tn_new(od_t, &sizes[s], 1, dev), id, 2, NULL, 0, NULL, 0);
+                char what[64];
+                snprintf(what, sizeof what, "%s %s n=%lld", em_op_name(kinds[k]),
+                         em_dtype_name(dts[t]), (long long)sizes[s]);
+                compare(what, od, oc, atol_of(dts[t]), rtol_of(dts[t]));
+                free(v);
+                free(w);
+                em_scope_end();
+            }
+    /* the public front-ends reach the same kernels */
+    em_scope_begin();
+    em_tensor *a = h_rand(EM_SHAPE(5, 9), EM_F32, H_CONTIG, -2, 2, NULL);
+    em_tensor *b = h_rand(EM_SHAPE(5, 9), EM_F32, H_CONTIG, -2, 2, NULL);
+    em_tensor *da = em_to_device(a, dev), *db = em_to_device(b, dev);
+    compare("em_add", em_add(da, db), em_add(a, b), 0, 0);
+    compare("em_lt", em_lt(da, db), em_lt(a, b), 0, 0);
+    compare("em_sigmoid", em_sigmoid(da), em_sigmoid(a), 2e-6, 1e-5);
+    em_scope_end();
+}
+
+static void test_pool_and_cache(void)
+{
+    em_cuda_pool_stats s0, s1, s2;
+    CHECK(cuda_pool_stats(dev.index, &s0), "pool stats");
+    em_scope_begin();
+    em_tensor *t = em_full(EM_SHAPE(1000, 1000), 1.0, EM_F32, dev);
+    CHECK(t != NULL, "alloc 4 MB");
+    CHECK(cuda_pool_stats(dev.index, &s1), "pool stats");
+    CHECK(s1.in_use_bytes >= s0.in_use_bytes + 4000000, "in_use grows: %lld -> %lld",
+          (long long)s0.in_use_bytes, (long long)s1.in_use_bytes);
+    em_scope_end();
+    em_scope_begin();
+    em_tensor *u = em_full(EM_SHAPE(1000, 1000), 2.0, EM_F32, dev);
+    CHECK(u != NULL, "alloc again");
+    CHECK(cuda_pool_stats(dev.index, &s2), "pool stats");
+    CHECK(s2.reuses > s1.reuses, "the freed block is reused (%lld -> %lld reuses)",
+          (long long)s1.reuses, (long long)s2.reuses);
+    CHECK(s2.device_allocs == s1.device_allocs, "no new cuMemAlloc (%lld -> %lld)",
+          (long long)s1.device_allocs, (long long)s2.device_allocs);
+    em_scope_end();
+    cuda_pool_empty_cache(dev.index);
+    CHECK(cuda_pool_stats(dev.index, &s2) && s2.cached_bytes == 0, "empty_cache empties it");
+    cuda_module_origin o = cuda_module_origin_of(dev.index);
+    CHECK(o == CUDA_MODULE_COMPILED || o == CUDA_MODULE_CACHED, "module built");
+    printf("pool: peak %lld bytes, %lld cuMemAlloc, %lld reuses; kernels %s %s\n",
+           (long long)s2.peak_in_use_bytes, (long long)s2.device_allocs, (long long)s2.reuses,
+           o == CUDA_MODULE_CACHED ? "loaded from cache" : "compiled by NVRTC",
+           cuda_module_cache_path(dev.index));
+}
+
+static void test_errors(void)
+{
+    em_scope_begin();
+    em_tensor *a = em_to_device(h_rand(EM_SHAPE(2, 3), EM_F32, H_CONTIG, -1, 1, NULL), dev);
+    em_tensor *b = em_to_device(h_rand(EM_SHAPE(3), EM_F32, H_CONTIG, -1, 1, NULL), dev);
+    CHECK(em_add(a, b) == NULL, "broadcasting add is refused for now");
+    CHECK(strstr(em_last_error(), "broadcasting") != NULL, "message says why: %s", em_last_error());
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_add");
+    CHECK(em_exp(em_transpose(a, 0, 1)) == NULL, "strided exp is refused for now");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_exp");
+    CHECK(em_matmul(a, em_transpose(a, 0, 1)) == NULL, "matmul is not implemented");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "not supported by the cuda backend");
+    em_tensor *i = em_full(EM_SHAPE(4), 2, EM_I32, dev);
+    CHECK(i && em_neg(i) == NULL, "i32 neg is not implemented");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_neg");
+    em_tensor *c = h_rand(EM_SHAPE(2, 3), EM_F32, H_CONTIG, -1, 1, NULL);
+    CHECK(em_add(a, c) == NULL, "devices must match");
+    CHECK_ERR(EM_ERR_DEVICE, "em_add");
+    em_device_parse("cuda:99");
+    CHECK_ERR(EM_ERR_DEVICE, "does not exist");
+    em_scope_end();
+}
+
+int main(void)
+{
+    h_init();
+    em_backends_init();
+    if (em_backend_find("cuda") < 0) {
+        printf("skipped: no CUDA device\n");
+        em_device_parse("cuda:0");
+        CHECK_ERR(EM_ERR_DEVICE, "unknown device");
+        return h_finish();
+    }
+    dev = em_device_parse("cuda:0");
+    CHECK_OK("em_device_parse(\"cuda:0\")");
+    printf("cuda:0 is %s (sm_%d%d)\n", cuda_device(0)->name, cuda_device(0)->cc_major,
+           cuda_device(0)->cc_minor);
+    test_round_trip();
+    test_fill();
+    test_cast();
+    test_unary();
+    test_binary();
+    test_pool_and_cache();
+    test_errors();
+    em_device_sync(dev);
+    CHECK_OK("em_device_sync");
+    return h_finish();
+}
