@@ -85,13 +85,14 @@ static void convt_case(em_dtype dt, int64_t B, int64_t Ci, int64_t H, int64_t W,
  * plane-shift path (one copy per kernel offset, then zeros at the padded borders). */
 static void same_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co,
                       int64_t kh, int64_t kw, int64_t dil, int64_t plh, int64_t phh, int64_t plw,
-                      int64_t phw)
+                      int64_t phw, int64_t st)
 {
     em_scope_begin();
     double *xv, *wv;
     em_tensor *x = h_rand(EM_SHAPE(B, C, H, W), dt, H_CONTIG, -1, 1, &xv);
     em_tensor *w = h_rand(EM_SHAPE(Co, C, kh, kw), dt, H_CONTIG, -1, 1, &wv);
-    int64_t OH = H + plh + phh - dil * (kh - 1), OW = W + plw + phw - dil * (kw - 1);
+    int64_t OH = (H + plh + phh - dil * (kh - 1) - 1) / st + 1,
+            OW = (W + plw + phw - dil * (kw - 1) - 1) / st + 1;
     double *ref = calloc((size_t)(B * Co * OH * OW), sizeof(double));
     for (int64_t n = 0; n < B; n++)
         for (int64_t co = 0; co < Co; co++)
@@ -101,7 +102,7 @@ static void same_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, i
                     for (int64_t c = 0; c < C; c++)
                         for (int64_t a = 0; a < kh; a++)
                             for (int64_t e = 0; e < kw; e++) {
-                                int64_t ih = oh - plh + a * dil, iw = ow - plw + e * dil;
+                                int64_t ih = oh * st - plh + a * dil, iw = ow * st - plw + e * dil;
                                 if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                                 s += xv[((n * C + c) * H + ih) * W + iw] *
                                      wv[((co * C + c) * kh + a) * kw + e];
@@ -110,9 +111,11 @@ static void same_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, i
                 }
     for (int th = 1; th <= 2; th++) {
         em_set_num_threads(th);
-        em_tensor *y = em_conv2d(
-            x, w, NULL,
-            (em_conv_opts){.pad_lo = {plh, plw}, .pad_hi = {phh, phw}, .dilation = {dil, dil}});
+        em_tensor *y = em_conv2d(x, w, NULL,
+                                 (em_conv_opts){.pad_lo = {plh, plw},
+                                                .pad_hi = {phh, phw},
+                                                .dilation = {dil, dil},
+                                                .stride = {st, st}});
         CHECK_OK("em_conv2d");
         char what[200];
         snprintf(what, sizeof what,
@@ -134,16 +137,19 @@ int main(void)
     h_init();
     em_dtype dts[] = {EM_F32, EM_F64};
     for (int i = 0; i < 2; i++) {
-        conv_case(dts[i], 2, 40, 20, 20, 24, 18, 18, 0, true);   /* 3x3 outputs, K = 12960 */
-        conv_case(dts[i], 1, 33, 17, 15, 17, 16, 13, 1, false);  /* 4x5 outputs, odd sizes */
-        conv_case(dts[i], 1, 64, 14, 14, 64, 14, 14, 1, false);  /* the CNN weight-gradient shape */
-        convt_case(dts[i], 1, 600, 3, 3, 8, 3);                  /* x_n = 9 columns */
-        same_case(dts[i], 9, 5, 11, 13, 7, 3, 3, 1, 1, 1, 1, 1); /* batch-parallel 3x3 */
-        same_case(dts[i], 2, 3, 9, 10, 4, 3, 3, 2, 2, 2, 2, 2);  /* dilated */
-        same_case(dts[i], 2, 3, 6, 7, 4, 2, 4, 1, 1, 0, 2, 1);   /* even kernels, uneven pads */
-        same_case(dts[i], 2, 3, 1, 7, 4, 5, 5, 1, 2, 2, 2, 2);   /* kernel taller than x */
-        same_case(dts[i], 1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1);   /* 1x1 image */
-        same_case(dts[i], 2, 3, 8, 8, 4, 3, 3, 1, 0, 0, 1, 1);   /* same width only */
+        conv_case(dts[i], 2, 40, 20, 20, 24, 18, 18, 0, true);  /* 3x3 outputs, K = 12960 */
+        conv_case(dts[i], 1, 33, 17, 15, 17, 16, 13, 1, false); /* 4x5 outputs, odd sizes */
+        conv_case(dts[i], 1, 64, 14, 14, 64, 14, 14, 1, false); /* the CNN weight-gradient shape */
+        convt_case(dts[i], 1, 600, 3, 3, 8, 3);                 /* x_n = 9 columns */
+        same_case(dts[i], 9, 5, 11, 13, 7, 3, 3, 1, 1, 1, 1, 1, 1); /* batch-parallel 3x3 */
+        same_case(dts[i], 2, 3, 9, 10, 4, 3, 3, 2, 2, 2, 2, 2, 1);  /* dilated */
+        same_case(dts[i], 2, 3, 6, 7, 4, 2, 4, 1, 1, 0, 2, 1, 1);   /* even kernels, uneven pads */
+        same_case(dts[i], 2, 3, 1, 7, 4, 5, 5, 1, 2, 2, 2, 2, 1);   /* kernel taller than x */
+        same_case(dts[i], 1, 2, 1, 1, 3, 3, 3, 1, 1, 1, 1, 1, 1);   /* 1x1 image */
+        same_case(dts[i], 2, 3, 8, 8, 4, 3, 3, 1, 0, 0, 1, 1, 1);   /* same width only */
+        /* im2col + GEMM by blocks of output rows (over 1 MB of columns per item) */
+        same_case(dts[i], 1, 64, 24, 24, 8, 3, 3, 1, 1, 1, 1, 1, 1);
+        same_case(dts[i], 1, 16, 60, 60, 4, 7, 7, 1, 3, 3, 3, 3, 2); /* stride 2 */
     }
     return h_finish();
 }

@@ -10,6 +10,8 @@
 
 /* im2col scratch alive at once is kept under this many bytes (the batch goes in pieces). */
 #define COL_BUDGET ((int64_t)256 << 20)
+/* conv forward: im2col + GEMM go by blocks of output rows of about this many column bytes */
+#define CHUNK_BYTES ((int64_t)512 << 10)
 
 /* One sliding-window pass: an image [c, in[0], in[1], in[2]] and windows at out[0..2] positions,
  * window element (k0, k1, k2) of position o reading image position o*s - p + k*d. */
@@ -57,7 +59,7 @@ static void im2col_range_same(const fold_ctx *x, int64_t c0, int64_t c1)
 {
     const geo *g = x->g;
     size_t es = x->dbl ? 8 : 4;
-    int64_t H = g->in[1], W = g->in[2], plane = H * W;
+    int64_t H = g->in[1], W = g->in[2], R = g->out[1], plane = H * W, oplane = R * W;
     for (int64_t c = c0; c < c1; c++) {
         const char *img = x->src + (size_t)(c * g->in_n) * es;
         for (int64_t k0 = 0; k0 < g->k[0]; k0++)
@@ -66,14 +68,14 @@ static void im2col_range_same(const fold_ctx *x, int64_t c0, int64_t c1)
                     int64_t row = c * g->k_n + (k0 * g->k[1] + k1) * g->k[2] + k2;
                     char *col = x->dst + (size_t)(row * g->out_n) * es;
                     int64_t rlo, rhi, lo, hi;
-                    valid_range(H, H, 1, g->p[1], k1 * g->d[1], &rlo, &rhi);
+                    valid_range(H, R, 1, g->p[1], k1 * g->d[1], &rlo, &rhi);
                     valid_range(W, W, 1, g->p[2], k2 * g->d[2], &lo, &hi);
                     int64_t shift = (k1 * g->d[1] - g->p[1]) * W + (k2 * g->d[2] - g->p[2]);
                     for (int64_t o0 = 0; o0 < g->out[0]; o0++) {
                         int64_t i0 = o0 * g->s[0] - g->p[0] + k0 * g->d[0];
-                        char *dp = col + (size_t)(o0 * plane) * es;
+                        char *dp = col + (size_t)(o0 * oplane) * es;
                         if (i0 < 0 || i0 >= g->in[0] || rlo >= rhi || lo >= hi) {
-                            memset(dp, 0, (size_t)plane * es);
+                            memset(dp, 0, (size_t)oplane * es);
                             continue;
                         }
                         const char *sp = img + (size_t)(i0 * plane) * es;
@@ -81,7 +83,7 @@ static void im2col_range_same(const fold_ctx *x, int64_t c0, int64_t c1)
                         memcpy(dp + (size_t)a * es, sp + (size_t)(a + shift) * es,
                                (size_t)(b - a) * es);
                         memset(dp, 0, (size_t)a * es);
-                        memset(dp + (size_t)b * es, 0, (size_t)(plane - b) * es);
+                        memset(dp + (size_t)b * es, 0, (size_t)(oplane - b) * es);
                         if (lo > 0 || hi < W)
                             for (int64_t o1 = rlo; o1 < rhi; o1++) {
                                 char *r = dp + (size_t)(o1 * W) * es;
@@ -104,7 +106,7 @@ static void im2col_range(void *vctx, int64_t c0, int64_t c1)
     const fold_ctx *x = vctx;
     const geo *g = x->g;
     size_t es = x->dbl ? 8 : 4;
-    if (g->s[1] == 1 && g->s[2] == 1 && g->out[1] == g->in[1] && g->out[2] == g->in[2]) {
+    if (g->s[1] == 1 && g->s[2] == 1 && g->out[2] == g->in[2]) {
         im2col_range_same(x, c0, c1);
         return;
     }
@@ -323,12 +325,30 @@ static void conv_item(const conv_job *j, int64_t n)
         if (!j->transposed) {
             /* w_g [cog, cig*kn] . cols [cig*kn, y_n] */
             const char *wg = j->w + (size_t)(gi * cog * cig * kn) * es;
-            const void *b = xg;
-            if (!j->direct) {
-                fold_run(&j->g, j->dbl, xg, col, true);
-                b = col;
+            if (j->direct) {
+                gemm(j->dbl, false, cog, j->y_n, cig * kn, wg, cig * kn, xg, j->y_n, true, yg,
+                     j->y_n);
+                continue;
             }
-            gemm(j->dbl, false, cog, j->y_n, cig * kn, wg, cig * kn, b, j->y_n, true, yg, j->y_n);
+            /* output rows in chunks whose columns stay in cache between im2col and the GEMM's
+             * packing (a window geometry shifted by r0 rows: pad p - r0*s) */
+            const geo *g = &j->g;
+            int64_t rows = g->out[1], rowb = cig * kn * g->out[2] * (int64_t)es;
+            if (g->out[0] == 1 && rowb * rows > 2 * CHUNK_BYTES) {
+                rows = CHUNK_BYTES / rowb;
+                int64_t minr = (256 + g->out[2] - 1) / g->out[2];
+                if (rows < minr) rows = minr;
+                if (rows > g->out[1]) rows = g->out[1];
+            }
+            for (int64_t r0 = 0; r0 < g->out[1]; r0 += rows) {
+                geo sub = *g;
+                sub.out[1] = g->out[1] - r0 < rows ? g->out[1] - r0 : rows;
+                sub.p[1] = g->p[1] - r0 * g->s[1];
+                geo_finish(&sub);
+                fold_run(&sub, j->dbl, xg, col, true);
+                gemm(j->dbl, false, cog, sub.out_n, cig * kn, wg, cig * kn, col, sub.out_n, true,
+                     yg + (size_t)(r0 * g->out[2]) * es, j->y_n);
+            }
         } else {
             /* w_g^T [cog*kn, cig] . x_g [cig, x_n], then scattered into the image */
             const char *wg = j->w + (size_t)(gi * cig * cog * kn) * es;
