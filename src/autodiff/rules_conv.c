@@ -84,7 +84,8 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     return r ? em_transpose(r, 0, 1) : NULL;
 }
 
-/* The same weight gradient for 2-D convolutions with symmetric padding, as im2col of x followed
+/* The same weight gradient for 1-D and 2-D convolutions with symmetric padding, as im2col of x
+ * (1-D as 2-D with a 1 x k kernel) followed
  * by one matmul per (sample, group), summed over the batch:
  * gw[g] = sum_n gy_n[g] [Co/G, L] . cols_n[g] [C/G*kh*kw, L]^T. The windows have the kernel's
  * size (3x3, say), not the output plane's, so the unfold is a cheap pass over x. NULL without
@@ -92,6 +93,20 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
 static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
                                      const int64_t *ksize)
 {
+    if (g->nsp == 1) {
+        /* as a 2-D convolution over [N, C, 1, L] with a 1 x k kernel */
+        conv_geom g2 = *g;
+        g2.nsp = 2;
+        g2.stride[0] = g2.dil[0] = 1;
+        g2.plo[0] = g2.phi[0] = 0;
+        g2.stride[1] = g->stride[0];
+        g2.dil[1] = g->dil[0];
+        g2.plo[1] = g->plo[0];
+        g2.phi[1] = g->phi[0];
+        int64_t k2[2] = {1, ksize[0]};
+        em_tensor *r = weight_grad_im2col(em_unsqueeze(x, 2), em_unsqueeze(gy, 2), &g2, k2);
+        return r ? em_reshape(r, EM_SHAPE(r->shape[0], r->shape[1], ksize[0])) : NULL;
+    }
     if (g->nsp != 2 || g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
