@@ -17,6 +17,8 @@ echo "== gcc Release build and tests"
 cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DEMBER_WERROR=ON >/dev/null
 cmake --build build-ci-gcc -j "$jobs"
 (cd build-ci-gcc && ctest --output-on-failure -j "$jobs")
+echo "== GPU tests (ctest ran them; their own words here)"
+./build-ci-gcc/tests/cuda_test_cuda | head -1
 
 echo "== install, then build an outside program with pkg-config"
 prefix=$(mktemp -d)
