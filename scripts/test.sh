@@ -18,7 +18,8 @@ cmake -S . -B build-ci-gcc -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER=gcc -DE
 cmake --build build-ci-gcc -j "$jobs"
 (cd build-ci-gcc && ctest --output-on-failure -j "$jobs")
 echo "== GPU tests (ctest ran them; their own words here)"
-./build-ci-gcc/tests/cuda_test_cuda | head -1
+gpu_out=$(./build-ci-gcc/tests/cuda_test_cuda)
+echo "${gpu_out%%$'\n'*}"
 
 echo "== install, then build an outside program with pkg-config"
 prefix=$(mktemp -d)
