@@ -87,6 +87,10 @@ CUfunction cuda_kernel(int device, const char *name, const char *what);
 /* Launches f over n elements (grid-stride) with the given parameters. */
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);
 
+/* Launches f with nblocks blocks of 256 threads (capped; the kernels loop over the rest). */
+em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **params,
+                             const char *what);
+
 typedef enum cuda_module_origin {
     CUDA_MODULE_NONE = 0,     /* not built yet */
     CUDA_MODULE_COMPILED = 1, /* compiled by NVRTC in this process */

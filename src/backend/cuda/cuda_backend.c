@@ -1,6 +1,8 @@
 /* The CUDA backend's table: memory and copies through the pool and the driver, supports() and
- * exec() for the ops implemented so far (FILL, COPY, CAST among f32/f64/i64, and the elementwise
- * unary and binary ops for f32/f64 on contiguous inputs of the output's shape). */
+ * exec() for the ops implemented so far: FILL, COPY, CAST among f32/f64/i64; for f32/f64 the
+ * elementwise unary, binary and comparison ops (any strides, NumPy broadcasting), WHERE,
+ * MASKED_FILL, CLAMP with scalar bounds, and the reductions SUM MEAN MAX MIN over any dims and
+ * SOFTMAX LOG_SOFTMAX over one dim. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -89,6 +91,11 @@ static bool is_compare(em_op_kind k)
     }
 }
 
+static bool is_reduce(em_op_kind k)
+{
+    return k == EM_OP_SUM || k == EM_OP_MEAN || k == EM_OP_MAX || k == EM_OP_MIN;
+}
+
 static bool is_f(em_dtype dt)
 {
     return dt == EM_F32 || dt == EM_F64;
@@ -124,6 +131,15 @@ static bool be_supports(const em_op *op)
         return is_f(a) && op->in[1]->dtype == a &&
                op->out[0]->dtype == (is_compare(k) ? EM_BOOL : a);
     }
+    em_dtype o = op->out[0]->dtype;
+    if (k == EM_OP_WHERE)
+        return op->n_in == 3 && op->in[0]->dtype == EM_BOOL && is_f(o) && op->in[1]->dtype == o &&
+               op->in[2]->dtype == o;
+    if (k == EM_OP_MASKED_FILL)
+        return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == EM_BOOL;
+    if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
+    if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
+        return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
 }
 
@@ -224,21 +240,129 @@ static bool same_shape(const em_tensor *a, const em_tensor *b)
     return true;
 }
 
+typedef struct bidx_arg { /* matches `struct bidx` in the kernel source */
+    int64_t shape[8];
+    int64_t st[4][8];
+    int rank;
+} bidx_arg;
+
+/* Element strides of the inputs broadcast to the output's shape (slot 3: the output). */
+static void fill_bidx(const em_op *op, bidx_arg *b)
+{
+    const em_tensor *o = op->out[0];
+    memset(b, 0, sizeof *b);
+    b->rank = o->rank;
+    for (int d = 0; d < o->rank; d++) {
+        b->shape[d] = o->shape[d];
+        b->st[3][d] = o->strides[d];
+        for (int k = 0; k < op->n_in && k < 3; k++) {
+            const em_tensor *t = op->in[k];
+            int td = d - (o->rank - t->rank);
+            b->st[k][d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+        }
+    }
+}
+
+/* The broadcast/strided kernels: unary, binary, compare, WHERE, MASKED_FILL, CLAMP. */
+static em_status run_indexed(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    bidx_arg b;
+    fill_bidx(op, &b);
+    em_op_kind k = op->kind;
+    const char *fam = is_unary(k)        ? "unary_b"
+                      : is_binary(k)     ? "binary_b"
+                      : is_compare(k)    ? "compare_b"
+                      : k == EM_OP_WHERE ? "where"
+                      : k == EM_OP_CLAMP ? "clamp"
+                                         : "masked_fill";
+    em_dtype dt = is_compare(k) ? op->in[0]->dtype : o->dtype;
+    char name[40];
+    snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int kind = (int)k;
+    long long n = tn_numel(o);
+    void *y = tn_ptr(o), *x0 = tn_ptr(op->in[0]);
+    void *x1 = op->n_in > 1 ? tn_ptr(op->in[1]) : NULL,
+         *x2 = op->n_in > 2 ? tn_ptr(op->in[2]) : NULL;
+    double a = op->f[0], c = op->f[1];
+    if (k == EM_OP_CELU) c = 1.0 / a;
+    if (is_unary(k)) {
+        void *params[] = {&kind, &x0, &y, &n, &a, &c, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    if (is_binary(k) || is_compare(k)) {
+        void *params[] = {&kind, &x0, &x1, &y, &n, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    if (k == EM_OP_WHERE) {
+        void *params[] = {&x0, &x1, &x2, &y, &n, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    if (k == EM_OP_CLAMP) {
+        void *params[] = {&x0, &y, &n, &a, &c, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    void *params[] = {&x0, &x1, &y, &n, &a, &b};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+typedef struct ridx_arg { /* matches `struct ridx` in the kernel source */
+    int64_t kshape[8], kin[8], kout[8], rshape[8], rin[8], rout[8];
+    int kr, rr;
+    int64_t nout, nred;
+} ridx_arg;
+
+/* SUM MEAN MAX MIN over the dims in i[0] (bitmask), SOFTMAX LOG_SOFTMAX along dim i[0]. */
+static em_status run_reduce(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    bool soft = op->kind == EM_OP_SOFTMAX || op->kind == EM_OP_LOG_SOFTMAX;
+    ridx_arg s;
+    memset(&s, 0, sizeof s);
+    uint64_t mask = soft ? (x->rank ? 1ull << op->i[0] : 0) : (uint64_t)op->i[0];
+    bool keep = soft || op->i[1];
+    int od = 0;
+    s.nred = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (mask & (1ull << d)) {
+            s.rshape[s.rr] = x->shape[d];
+            s.rin[s.rr] = x->strides[d];
+            s.rout[s.rr] = keep ? o->strides[d] : 0;
+            s.nred *= x->shape[d];
+            s.rr++;
+            if (keep) od++;
+        } else {
+            s.kshape[s.kr] = x->shape[d];
+            s.kin[s.kr] = x->strides[d];
+            s.kout[s.kr] = o->strides[od++];
+            s.kr++;
+        }
+    }
+    if (soft && x->rank == 0) s.rr = 1, s.rshape[0] = 1;
+    s.nout = 1;
+    for (int d = 0; d < s.kr; d++) s.nout *= s.kshape[d];
+    if (s.nout == 0 || (soft && s.nred == 0)) return EM_OK;
+    char name[40];
+    snprintf(name, sizeof name, "em_%s_%s", soft ? "softmax" : "reduce", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int kind = (int)op->kind;
+    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    void *params[] = {&kind, &xp, &yp, &s};
+    return cuda_launch_blocks(dev, f, s.nout, params, what);
+}
+
+/* The contiguous same-shape fast kernels, else the indexed ones. */
 static em_status run_elementwise(const em_op *op, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
-    for (int i = 0; i < op->n_in; i++) {
-        const em_tensor *t = op->in[i];
-        if (!same_shape(t, o) || !tn_is_contiguous(t))
-            return em_error(EM_ERR_UNSUPPORTED,
-                            "%s: the cuda backend runs %s only on contiguous inputs of the "
-                            "output's shape for now (input %d has shape %s, output %s); "
-                            "broadcasting and strided inputs are not supported yet",
-                            what, em_op_name(op->kind), i, tn_dims_str(t->shape, t->rank),
-                            tn_dims_str(o->shape, o->rank));
-    }
-    if (!tn_is_contiguous(o))
-        return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda backend needs a contiguous output", what);
+    bool fast =
+        (is_unary(op->kind) || is_binary(op->kind) || is_compare(op->kind)) && tn_is_contiguous(o);
+    for (int i = 0; i < op->n_in && fast; i++)
+        fast = same_shape(op->in[i], o) && tn_is_contiguous(op->in[i]);
+    if (!fast) return run_indexed(op, dev, what);
     em_dtype dt = op->in[0]->dtype;
     const char *fam = is_unary(op->kind) ? "unary" : is_binary(op->kind) ? "binary" : "compare";
     char name[32];
@@ -271,6 +395,14 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_SUM:
+    case EM_OP_MEAN:
+    case EM_OP_MAX:
+    case EM_OP_MIN:
+    case EM_OP_SOFTMAX:
+    case EM_OP_LOG_SOFTMAX:
+        if (be_supports(op)) return run_reduce(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     default:
         if (be_supports(op)) return run_elementwise(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);

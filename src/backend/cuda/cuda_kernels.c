@@ -152,6 +152,108 @@ static const char kernel_body[] =
     "STRIDED(em_strided_1, unsigned char) STRIDED(em_strided_2, unsigned short)\n"
     "STRIDED(em_strided_4, unsigned int) STRIDED(em_strided_8, u64)\n";
 
+/* ---- broadcast/strided elementwise and reductions --------------------------------------- */
+static const char kernel_body2[] =
+    "/* element offsets (in elements) of up to 4 operands (in0, in1, in2, out) at linear index i\n"
+    " * of the output's shape; broadcast dims have stride 0 */\n"
+    "struct bidx { i64 shape[8]; i64 st[4][8]; int rank; };\n"
+    "__device__ void boffs(const bidx &s, i64 i, i64 *o) {\n"
+    "  o[0] = o[1] = o[2] = o[3] = 0;\n"
+    "  for (int d = s.rank - 1; d >= 0; d--) { i64 q = i / s.shape[d], c = i - q * s.shape[d];\n"
+    "    o[0] += c * s.st[0][d]; o[1] += c * s.st[1][d]; o[2] += c * s.st[2][d];\n"
+    "    o[3] += c * s.st[3][d]; i = q; } }\n"
+    "#define BLOOP(n) GRID_LOOP(n) { i64 f[4]; boffs(s, i, f);\n"
+    "#define BEND }\n"
+    "extern \"C\" __global__ void em_unary_b_f32(int op, const float *x, float *y, i64 n, double "
+    "a,\n"
+    "  double b, bidx s) { float af = (float)a, bf = (float)b;\n"
+    "  BLOOP(n) y[f[3]] = unary_f(op, x[f[0]], af, bf); BEND }\n"
+    "extern \"C\" __global__ void em_unary_b_f64(int op, const double *x, double *y, i64 n, double "
+    "a,\n"
+    "  double b, bidx s) { BLOOP(n) y[f[3]] = unary_d(op, x[f[0]], a, b); BEND }\n"
+    "extern \"C\" __global__ void em_binary_b_f32(int op, const float *x, const float *y, float "
+    "*o,\n"
+    "  i64 n, bidx s) { BLOOP(n) o[f[3]] = (float)binary_d(op, (double)x[f[0]], (double)y[f[1]]); "
+    "BEND }\n"
+    "extern \"C\" __global__ void em_binary_b_f64(int op, const double *x, const double *y, double "
+    "*o,\n"
+    "  i64 n, bidx s) { BLOOP(n) o[f[3]] = binary_d(op, x[f[0]], y[f[1]]); BEND }\n"
+    "extern \"C\" __global__ void em_compare_b_f32(int op, const float *x, const float *y,\n"
+    "  unsigned char *o, i64 n, bidx s) { BLOOP(n) o[f[3]] = compare_(op, x[f[0]], y[f[1]]); BEND "
+    "}\n"
+    "extern \"C\" __global__ void em_compare_b_f64(int op, const double *x, const double *y,\n"
+    "  unsigned char *o, i64 n, bidx s) { BLOOP(n) o[f[3]] = compare_(op, x[f[0]], y[f[1]]); BEND "
+    "}\n"
+    "#define WHERE(NAME, T) extern \"C\" __global__ void NAME(const unsigned char *c, const T *a, "
+    "\\\n"
+    "  const T *b, T *o, i64 n, bidx s) { BLOOP(n) o[f[3]] = c[f[0]] ? a[f[1]] : b[f[2]]; BEND }\n"
+    "WHERE(em_where_f32, float) WHERE(em_where_f64, double)\n"
+    "#define MFILL(NAME, T) extern \"C\" __global__ void NAME(const T *x, const unsigned char *m, "
+    "\\\n"
+    "  T *o, i64 n, double v, bidx s) { T tv = (T)v; BLOOP(n) o[f[3]] = m[f[1]] ? tv : x[f[0]]; "
+    "BEND }\n"
+    "MFILL(em_masked_fill_f32, float) MFILL(em_masked_fill_f64, double)\n"
+    "/* clamp with scalar bounds (NaN: no bound), computed in double and rounded once */\n"
+    "#define CLAMPK(NAME, T) extern \"C\" __global__ void NAME(const T *x, T *o, i64 n, double lo, "
+    "\\\n"
+    "  double hi, bidx s) { BLOOP(n) double v = (double)x[f[0]]; \\\n"
+    "  if (lo == lo && v < lo) v = lo; if (hi == hi && v > hi) v = hi; o[f[3]] = (T)v; BEND }\n"
+    "CLAMPK(em_clamp_f32, float) CLAMPK(em_clamp_f64, double)\n"
+    "/* reductions: one block per output element; kept dims (k*) index the output, reduced dims\n"
+    " * (r*) the reduced index space. Each thread accumulates a fixed subset in double, then a\n"
+    " * fixed tree in shared memory combines them: the result does not depend on timing. */\n"
+    "struct ridx { i64 kshape[8], kin[8], kout[8], rshape[8], rin[8], rout[8]; int kr, rr;\n"
+    "  i64 nout, nred; };\n"
+    "__device__ void roffs(const ridx &s, i64 o, i64 *in, i64 *out) { *in = 0; *out = 0;\n"
+    "  for (int d = s.kr - 1; d >= 0; d--) { i64 q = o / s.kshape[d], c = o - q * s.kshape[d];\n"
+    "    *in += c * s.kin[d]; *out += c * s.kout[d]; o = q; } }\n"
+    "__device__ i64 rin_(const ridx &s, i64 j) { i64 off = 0;\n"
+    "  for (int d = s.rr - 1; d >= 0; d--) { i64 q = j / s.rshape[d]; off += (j - q * s.rshape[d]) "
+    "*\n"
+    "  s.rin[d]; j = q; } return off; }\n"
+    "#define RT 256\n"
+    "__device__ double comb_(int op, double a, double b) {\n"
+    "  if (op == OP_MAX) return a != a ? a : (b != b || b > a) ? b : a;\n"
+    "  if (op == OP_MIN) return a != a ? a : (b != b || b < a) ? b : a;\n"
+    "  return a + b; }\n"
+    "__device__ double block_reduce(int op, double acc, double *sh) {\n"
+    "  sh[threadIdx.x] = acc; __syncthreads();\n"
+    "  for (int w = RT / 2; w > 0; w >>= 1) { if (threadIdx.x < w) sh[threadIdx.x] =\n"
+    "    comb_(op, sh[threadIdx.x], sh[threadIdx.x + w]); __syncthreads(); }\n"
+    "  double r = sh[0]; __syncthreads(); return r; }\n"
+    "#define REDUCE(NAME, T) extern \"C\" __global__ void NAME(int op, const T *x, T *y, ridx s) { "
+    "\\\n"
+    "  __shared__ double sh[RT]; \\\n"
+    "  double init = op == OP_MAX ? -__longlong_as_double(0x7ff0000000000000ll) : op == OP_MIN ? "
+    "\\\n"
+    "    __longlong_as_double(0x7ff0000000000000ll) : 0.0; \\\n"
+    "  for (i64 o = blockIdx.x; o < s.nout; o += gridDim.x) { i64 bi, bo; roffs(s, o, &bi, &bo); "
+    "\\\n"
+    "    double acc = init; \\\n"
+    "    for (i64 j = threadIdx.x; j < s.nred; j += RT) acc = comb_(op, acc, (double)x[bi + "
+    "rin_(s, j)]); \\\n"
+    "    double r = block_reduce(op, acc, sh); \\\n"
+    "    if (threadIdx.x == 0) y[bo] = (T)(op == OP_MEAN ? r / (double)s.nred : r); } }\n"
+    "REDUCE(em_reduce_f32, float) REDUCE(em_reduce_f64, double)\n"
+    "/* softmax / log-softmax along one dim (rshape[0] long, input stride rin[0], output stride\n"
+    " * rout[0]); one block per row; max, then the sum of exp(x - max) in double */\n"
+    "#define SOFTMAX(NAME, T) extern \"C\" __global__ void NAME(int op, const T *x, T *y, ridx s) "
+    "{ \\\n"
+    "  __shared__ double sh[RT]; i64 len = s.rshape[0]; \\\n"
+    "  for (i64 o = blockIdx.x; o < s.nout; o += gridDim.x) { i64 bi, bo; roffs(s, o, &bi, &bo); "
+    "\\\n"
+    "    double m = -__longlong_as_double(0x7ff0000000000000ll); \\\n"
+    "    for (i64 j = threadIdx.x; j < len; j += RT) m = comb_(OP_MAX, m, (double)x[bi + j * "
+    "s.rin[0]]); \\\n"
+    "    m = block_reduce(OP_MAX, m, sh); double acc = 0; \\\n"
+    "    for (i64 j = threadIdx.x; j < len; j += RT) acc += exp((double)x[bi + j * s.rin[0]] - m); "
+    "\\\n"
+    "    double sum = block_reduce(OP_SUM, acc, sh), ls = log(sum); \\\n"
+    "    for (i64 j = threadIdx.x; j < len; j += RT) { double v = (double)x[bi + j * s.rin[0]] - "
+    "m; \\\n"
+    "      y[bo + j * s.rout[0]] = (T)(op == OP_LOG_SOFTMAX ? v - ls : exp(v) / sum); } } }\n"
+    "SOFTMAX(em_softmax_f32, float) SOFTMAX(em_softmax_f64, double)\n";
+
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
 typedef struct _nvrtcProgram *nvrtcProgram;
@@ -226,15 +328,17 @@ static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The full source: OP_* defines from the op IR, then the body. Caller frees. */
 static char *build_source(void)
 {
-    size_t cap = sizeof kernel_body + 8192, len = 0;
+    size_t cap = sizeof kernel_body + sizeof kernel_body2 + 8192, len = 0;
     char *s = malloc(cap);
     if (!s) return NULL;
 #define DEF_OP(K) len += (size_t)snprintf(s + len, cap - len, "#define OP_%s %d\n", #K, EM_OP_##K);
     CUDA_UNARY_OPS(DEF_OP)
     CUDA_BINARY_OPS(DEF_OP)
     CUDA_COMPARE_OPS(DEF_OP)
+    CUDA_REDUCE_OPS(DEF_OP)
 #undef DEF_OP
-    memcpy(s + len, kernel_body, sizeof kernel_body);
+    memcpy(s + len, kernel_body, sizeof kernel_body - 1);
+    memcpy(s + len + sizeof kernel_body - 1, kernel_body2, sizeof kernel_body2);
     return s;
 }
 
@@ -424,6 +528,17 @@ em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const 
     if (blocks > 65536) blocks = 65536; /* the grid-stride loop covers the rest */
     CUresult r =
         cuda_drv.cuLaunchKernel(f, (unsigned)blocks, 1, 1, threads, 1, 1, 0, NULL, params, NULL);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
+    return EM_OK;
+}
+
+em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **params,
+                             const char *what)
+{
+    if (nblocks <= 0) return EM_OK;
+    if (nblocks > (1 << 20)) nblocks = 1 << 20; /* the kernels loop over the rest */
+    CUresult r =
+        cuda_drv.cuLaunchKernel(f, (unsigned)nblocks, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }
