@@ -424,6 +424,37 @@ static void test_reduce(void)
                 }
 }
 
+static void test_matmul(void)
+{
+    static const em_shape ps[][2] = {{EM_SHAPE(5, 7), EM_SHAPE(7, 3)},
+                                     {EM_SHAPE(33, 70), EM_SHAPE(70, 17)},
+                                     {EM_SHAPE(2, 3, 20, 9), EM_SHAPE(9, 18)},
+                                     {EM_SHAPE(3, 1, 4, 5), EM_SHAPE(2, 5, 6)},
+                                     {EM_SHAPE(7), EM_SHAPE(7)},
+                                     {EM_SHAPE(7), EM_SHAPE(2, 7, 4)},
+                                     {EM_SHAPE(3, 6, 7), EM_SHAPE(7)},
+                                     {EM_SHAPE(4, 0), EM_SHAPE(0, 3)},
+                                     {EM_SHAPE(0, 5), EM_SHAPE(5, 2)},
+                                     {EM_SHAPE(1, 1), EM_SHAPE(1, 1)}};
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++)
+        for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
+            for (int la = 0; la < 3; la++) {
+                em_scope_begin();
+                em_tensor *ca, *da, *cb, *db;
+                mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
+                mk(ps[p][1], (la + 1) % 3, dts[t], -1, 1, &cb, &db);
+                char what[96];
+                snprintf(what, sizeof what, "matmul %s %s x %s layout %d", em_dtype_name(dts[t]),
+                         tn_dims_str(ps[p][0].dims, ps[p][0].rank),
+                         tn_dims_str(ps[p][1].dims, ps[p][1].rank), la);
+                /* the device sums in f64 and rounds once; the CPU f32 kernel sums in f32 */
+                double tol = dts[t] == EM_F32 ? 1e-4 : 1e-12;
+                compare(what, em_matmul(da, db), em_matmul(ca, cb), tol, tol);
+                em_scope_end();
+            }
+}
+
 static void test_pool_and_cache(void)
 {
     em_cuda_pool_stats s0, s1, s2;
@@ -463,8 +494,6 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_add");
     CHECK(b && em_prod(b, EM_ALL, false) == NULL, "prod is not implemented");
     CHECK_ERR(EM_ERR_UNSUPPORTED, "not supported by the cuda backend");
-    CHECK(em_matmul(a, em_transpose(a, 0, 1)) == NULL, "matmul is not implemented");
-    CHECK_ERR(EM_ERR_UNSUPPORTED, "not supported by the cuda backend");
     em_tensor *i = em_full(EM_SHAPE(4), 2, EM_I32, dev);
     CHECK(i && em_neg(i) == NULL, "i32 neg is not implemented");
     CHECK_ERR(EM_ERR_UNSUPPORTED, "em_neg");
@@ -497,6 +526,7 @@ int main(void)
     test_binary();
     test_broadcast();
     test_reduce();
+    test_matmul();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

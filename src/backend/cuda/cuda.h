@@ -91,6 +91,10 @@ em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const 
 em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **params,
                              const char *what);
 
+/* Launches f on an explicit grid and block shape. */
+em_status cuda_launch_grid(int device, CUfunction f, const unsigned grid[3],
+                           const unsigned block[3], void **params, const char *what);
+
 typedef enum cuda_module_origin {
     CUDA_MODULE_NONE = 0,     /* not built yet */
     CUDA_MODULE_COMPILED = 1, /* compiled by NVRTC in this process */

@@ -2,7 +2,7 @@
  * exec() for the ops implemented so far: FILL, COPY, CAST among f32/f64/i64; for f32/f64 the
  * elementwise unary, binary and comparison ops (any strides, NumPy broadcasting), WHERE,
  * MASKED_FILL, CLAMP with scalar bounds, and the reductions SUM MEAN MAX MIN over any dims and
- * SOFTMAX LOG_SOFTMAX over one dim. */
+ * SOFTMAX LOG_SOFTMAX over one dim, and batched MATMUL. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -138,6 +138,8 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_MASKED_FILL)
         return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == EM_BOOL;
     if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
+    if (k == EM_OP_MATMUL)
+        return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == o;
     if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
@@ -354,6 +356,49 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, s.nout, params, what);
 }
 
+typedef struct mm_arg { /* matches `struct mmidx` in the kernel source */
+    int64_t bshape[8], ast[8], bst[8];
+    int R;
+    int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
+} mm_arg;
+
+/* MATMUL from its record (see ops_linalg.c): a tiled shared-memory kernel per batch. */
+static em_status run_matmul(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    mm_arg s;
+    memset(&s, 0, sizeof s);
+    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    s.M = op->i[2], s.K = op->i[3], s.N = op->i[4], s.R = (int)op->i[5];
+    s.nbatch = 1;
+    for (int d = 0; d < s.R; d++) {
+        s.bshape[d] = op->i[6 + d];
+        s.nbatch *= s.bshape[d];
+        int ad = d - (s.R - (a->rank - 2)), bd = d - (s.R - (b->rank - 2));
+        s.ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
+        s.bst[d] = b1 || bd < 0 || b->shape[bd] == 1 ? 0 : b->strides[bd];
+    }
+    s.sam = a1 ? 0 : a->strides[a->rank - 2];
+    s.sak = a->strides[a->rank - 1];
+    s.sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
+    s.sbn = b1 ? 0 : b->strides[b->rank - 1];
+    if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
+    int64_t gy = (s.M + 15) / 16, gx = (s.N + 15) / 16;
+    if (gy > 65535 || gx > 0x7fffffff)
+        return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda matmul kernel takes at most %d rows",
+                        what, 65535 * 16);
+    unsigned grid[3] = {(unsigned)gx, (unsigned)gy,
+                        (unsigned)(s.nbatch > 65535 ? 65535 : s.nbatch)};
+    unsigned block[3] = {16, 16, 1};
+    char name[32];
+    snprintf(name, sizeof name, "em_matmul_%s", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
+    void *params[] = {&ap, &bp, &cp, &s};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
 /* The contiguous same-shape fast kernels, else the indexed ones. */
 static em_status run_elementwise(const em_op *op, int dev, const char *what)
 {
@@ -395,6 +440,9 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_MATMUL:
+        if (be_supports(op)) return run_matmul(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_SUM:
     case EM_OP_MEAN:
     case EM_OP_MAX:

@@ -252,7 +252,32 @@ static const char kernel_body2[] =
     "    for (i64 j = threadIdx.x; j < len; j += RT) { double v = (double)x[bi + j * s.rin[0]] - "
     "m; \\\n"
     "      y[bo + j * s.rout[0]] = (T)(op == OP_LOG_SOFTMAX ? v - ls : exp(v) / sum); } } }\n"
-    "SOFTMAX(em_softmax_f32, float) SOFTMAX(em_softmax_f64, double)\n";
+    "SOFTMAX(em_softmax_f32, float) SOFTMAX(em_softmax_f64, double)\n"
+    "/* batched matmul: 16 x 16 output tiles, K in steps of 16 through shared memory, products\n"
+    " * summed in f64 in a fixed order and rounded once; batch dims broadcast (stride 0) */\n"
+    "struct mmidx { i64 bshape[8], ast[8], bst[8]; int R; i64 M, K, N, sam, sak, sbk, sbn, nbatch; "
+    "};\n"
+    "#define TS 16\n"
+    "#define MATMUL(NAME, T) extern \"C\" __global__ void NAME(const T *a, const T *b, T *c, mmidx "
+    "s) { \\\n"
+    "  __shared__ double As[TS][TS + 1], Bs[TS][TS + 1]; int tx = threadIdx.x, ty = threadIdx.y; "
+    "\\\n"
+    "  i64 row = (i64)blockIdx.y * TS + ty, col = (i64)blockIdx.x * TS + tx; \\\n"
+    "  for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) { i64 ao = 0, bo = 0, r = bt; \\\n"
+    "    for (int d = s.R - 1; d >= 0; d--) { i64 q = r / s.bshape[d], cc = r - q * s.bshape[d]; "
+    "\\\n"
+    "      ao += cc * s.ast[d]; bo += cc * s.bst[d]; r = q; } \\\n"
+    "    double acc = 0; \\\n"
+    "    for (i64 k0 = 0; k0 < s.K; k0 += TS) { \\\n"
+    "      As[ty][tx] = (row < s.M && k0 + tx < s.K) ? (double)a[ao + row * s.sam + (k0 + tx) * "
+    "s.sak] : 0.0; \\\n"
+    "      Bs[ty][tx] = (k0 + ty < s.K && col < s.N) ? (double)b[bo + (k0 + ty) * s.sbk + col * "
+    "s.sbn] : 0.0; \\\n"
+    "      __syncthreads(); \\\n"
+    "      for (int k = 0; k < TS; k++) acc += As[ty][k] * Bs[k][tx]; \\\n"
+    "      __syncthreads(); } \\\n"
+    "    if (row < s.M && col < s.N) c[(bt * s.M + row) * s.N + col] = (T)acc; } }\n"
+    "MATMUL(em_matmul_f32, float) MATMUL(em_matmul_f64, double)\n";
 
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
@@ -539,6 +564,16 @@ em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **p
     if (nblocks > (1 << 20)) nblocks = 1 << 20; /* the kernels loop over the rest */
     CUresult r =
         cuda_drv.cuLaunchKernel(f, (unsigned)nblocks, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
+    return EM_OK;
+}
+
+em_status cuda_launch_grid(int device, CUfunction f, const unsigned grid[3],
+                           const unsigned block[3], void **params, const char *what)
+{
+    if (!grid[0] || !grid[1] || !grid[2]) return EM_OK;
+    CUresult r = cuda_drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         0, NULL, params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }
