@@ -625,3 +625,21 @@ char *h_read_file(const char *path)
     fclose(f);
     return s;
 }
+
+bool h_same_bytes(const em_tensor *a, const em_tensor *b)
+{
+    if (!a || !b || em_tensor_dtype(a) != em_tensor_dtype(b) ||
+        !em_shape_equal(em_tensor_shape(a), em_tensor_shape(b)))
+        return false;
+    int64_t n = em_tensor_numel(a);
+    size_t nb = (size_t)n * em_dtype_size(em_tensor_dtype(a));
+    unsigned char *x = malloc(nb + 1), *y = malloc(nb + 1);
+    if (n) {
+        em_to_data(a, x, em_tensor_dtype(a), n);
+        em_to_data(b, y, em_tensor_dtype(b), n);
+    }
+    bool ok = memcmp(x, y, nb) == 0;
+    free(x);
+    free(y);
+    return ok;
+}

@@ -51,6 +51,8 @@ typedef enum h_layout {
 em_tensor *h_rand(em_shape s, em_dtype dt, h_layout layout, double lo, double hi, double **values);
 /* Same, from given values. */
 em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layout);
+/* True when a and b have the same dtype, shape and element bytes (row-major); NULL is false. */
+bool h_same_bytes(const em_tensor *a, const em_tensor *b);
 /* Row-major values of t as doubles (malloc'd). */
 double *h_values(const em_tensor *t);
 /* Value of a double after a round trip through dt (what storing it in dt keeps). */

@@ -168,18 +168,10 @@ void *em__mem_reuse_cached(void *raw, size_t nbytes)
     return arm_block(h, nbytes);
 }
 
-/* Checks guards and magic like em_free, takes the block out of the statistics, and returns its
- * raw pointer for a cache (with *cap set), or NULL when the block was not cacheable (then it has
- * been freed here) or not ours. */
-void *em__mem_release_to_cache(void *p, size_t *cap)
+/* Ends a block's life as a live allocation: checks and unlinks its guards, updates the
+ * statistics. Both em_free and the hand-over to the CPU cache go through here. */
+static void release_live(block_header *h)
 {
-    *cap = 0;
-    if (!p) return NULL;
-    block_header *h = (block_header *)((unsigned char *)p - ALIGN);
-    if (h->magic != HEADER_MAGIC || !h->cap) {
-        em_free(p);
-        return NULL;
-    }
     if (h->guard) {
         if (!guard_intact(h)) {
             em_log_msg("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
@@ -197,6 +189,21 @@ void *em__mem_release_to_cache(void *p, size_t *cap)
     }
     atomic_fetch_sub(&cur_bytes, (int64_t)h->nbytes);
     atomic_fetch_sub(&live_allocs, 1);
+}
+
+/* Checks guards and magic like em_free, takes the block out of the statistics, and returns its
+ * raw pointer for a cache (with *cap set), or NULL when the block was not cacheable (then it has
+ * been freed here) or not ours. */
+void *em__mem_release_to_cache(void *p, size_t *cap)
+{
+    *cap = 0;
+    if (!p) return NULL;
+    block_header *h = (block_header *)((unsigned char *)p - ALIGN);
+    if (h->magic != HEADER_MAGIC || !h->cap) {
+        em_free(p);
+        return NULL;
+    }
+    release_live(h);
     atomic_fetch_add(&cached_bytes, (int64_t)h->cap);
     atomic_fetch_add(&cached_blocks, 1);
     h->magic = CACHED_MAGIC;
@@ -229,23 +236,7 @@ void em_free(void *p)
         em_log_msg("core", EM_LOG_ERROR, "em_free: %p was not allocated by em_alloc", p);
         return;
     }
-    if (h->guard) {
-        if (!guard_intact(h)) {
-            em_log_msg("core", EM_LOG_ERROR, "em_free: guard bytes around a %zu-byte block damaged",
-                       h->nbytes);
-            em_error(EM_ERR_INTERNAL, "em_free: guard bytes around a %zu-byte block damaged",
-                     h->nbytes);
-        }
-        list_lock_acquire();
-        if (h->prev)
-            h->prev->next = h->next;
-        else
-            guarded_head = h->next;
-        if (h->next) h->next->prev = h->prev;
-        list_lock_release();
-    }
-    atomic_fetch_sub(&cur_bytes, (int64_t)h->nbytes);
-    atomic_fetch_sub(&live_allocs, 1);
+    release_live(h);
     h->magic = 0;
     free(h);
 }

@@ -19,28 +19,6 @@ static const char *tmp_path(const char *name)
     return buf[k];
 }
 
-static unsigned char *bytes_of(const em_tensor *t, size_t *n)
-{
-    int64_t numel = em_tensor_numel(t);
-    *n = (size_t)numel * em_dtype_size(em_tensor_dtype(t));
-    unsigned char *b = malloc(*n ? *n : 1);
-    if (numel) em_to_data(t, b, em_tensor_dtype(t), numel);
-    return b;
-}
-
-static bool same_tensor(const em_tensor *a, const em_tensor *b)
-{
-    if (!a || !b) return false;
-    if (em_tensor_dtype(a) != em_tensor_dtype(b)) return false;
-    if (!em_shape_equal(em_tensor_shape(a), em_tensor_shape(b))) return false;
-    size_t na, nb;
-    unsigned char *x = bytes_of(a, &na), *y = bytes_of(b, &nb);
-    bool ok = na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 static const em_module_type holder_type = {"Holder", NULL, NULL, NULL};
 
 static em_module *holder(void)
@@ -108,7 +86,7 @@ static void cmp_fn(void *vctx, const char *name, em_module_entry *e)
 {
     cmp_ctx *c = vctx;
     c->n++;
-    if (same_tensor(e->tensor, em_module_get(c->other, name))) c->same++;
+    if (h_same_bytes(e->tensor, em_module_get(c->other, name))) c->same++;
 }
 
 static void test_round_trip(void)
@@ -224,8 +202,8 @@ static void test_strict_and_partial(void)
     CHECK_OK("partial");
     CHECK(rep.loaded.n == 3 && rep.missing.n == 1 && rep.unexpected.n == 1 && rep.mismatched.n == 1,
           "partial report 3/1/1/1");
-    CHECK(same_tensor(em_module_get(m, "enc.weight"), em_module_get(src, "enc.weight")) &&
-              same_tensor(em_module_get(m, "ln.count"), em_module_get(src, "ln.count")),
+    CHECK(h_same_bytes(em_module_get(m, "enc.weight"), em_module_get(src, "enc.weight")) &&
+              h_same_bytes(em_module_get(m, "ln.count"), em_module_get(src, "ln.count")),
           "matching entries loaded");
     CHECK(em_module_get(m, "ln.weight") == before.t[2] &&
               em_module_get(m, "ln.bias") == before.t[3],
@@ -267,7 +245,7 @@ static void test_filters(void)
     CHECK(em_module_load(m, p, &(em_load_opts){.include = inc}, &rep) == EM_OK,
           "include enc.* (strict: the rest is neither missing nor unexpected)");
     CHECK(rep.loaded.n == 2 && rep.skipped.n == 3 && rep.missing.n == 0, "2 loaded, 3 skipped");
-    CHECK(same_tensor(em_module_get(m, "enc.bias"), em_module_get(src, "enc.bias")), "enc loaded");
+    CHECK(h_same_bytes(em_module_get(m, "enc.bias"), em_module_get(src, "enc.bias")), "enc loaded");
     CHECK(em_module_get(m, "ln.weight") == before.t[2], "ln untouched");
     em_load_report_free(&rep);
 
@@ -411,7 +389,7 @@ static void test_adapters(void)
     write_file(p, n2, t2);
     em_module *m3 = small();
     CHECK(em_module_load(m3, p, &(em_load_opts){.partial = true}, &rep) == EM_OK, "conflict");
-    CHECK(same_tensor(em_module_get(m3, "enc.weight"), em_module_get(src, "enc.weight")),
+    CHECK(h_same_bytes(em_module_get(m3, "enc.weight"), em_module_get(src, "enc.weight")),
           "exact name loaded");
     CHECK(rep.unexpected.n == 1 &&
               strcmp(rep.unexpected.items[0].file_name, "module.enc.weight") == 0 &&
@@ -437,7 +415,7 @@ static void test_dtypes(void)
     em_tensor *w = em_module_get(m, "enc.weight");
     CHECK(em_tensor_dtype(w) == EM_F32 && em_tensor_requires_grad(w), "cast to the module's f32");
     em_tensor *w16 = em_cast(w, EM_F16);
-    CHECK(same_tensor(w16, em_module_get(src, "enc.weight")), "values exact (f16 in f32)");
+    CHECK(h_same_bytes(w16, em_module_get(src, "enc.weight")), "values exact (f16 in f32)");
     em_release(w16);
     CHECK(rep.loaded.n == 5 && rep.loaded.items[0].detail &&
               strcmp(rep.loaded.items[0].detail, "f16 cast to f32") == 0,
@@ -450,7 +428,7 @@ static void test_dtypes(void)
     em_module *h = small();
     em_module_cast(h, EM_F16);
     CHECK(em_module_load(h, p32, NULL, NULL) == EM_OK, "f32 file into f16 model");
-    CHECK(same_tensor(em_module_get(h, "enc.weight"), em_module_get(src, "enc.weight")),
+    CHECK(h_same_bytes(em_module_get(h, "enc.weight"), em_module_get(src, "enc.weight")),
           "f16 values round-trip");
     em_module_free(h);
 
@@ -459,7 +437,7 @@ static void test_dtypes(void)
     CHECK(em_module_load(k, p16, &(em_load_opts){.keep_dtype = true}, &rep) == EM_OK, "keep_dtype");
     w = em_module_get(k, "ln.bias");
     CHECK(em_tensor_dtype(w) == EM_F16 && em_tensor_requires_grad(w), "parameter is now f16");
-    CHECK(same_tensor(w, em_module_get(src, "ln.bias")), "file values kept exactly");
+    CHECK(h_same_bytes(w, em_module_get(src, "ln.bias")), "file values kept exactly");
     CHECK(strcmp(rep.loaded.items[0].detail, "f16 kept, module had f32") == 0, "report");
     em_load_report_free(&rep);
     em_module_free(k);

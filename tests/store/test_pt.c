@@ -22,24 +22,6 @@ static const char *fixture(const char *name)
     return buf[k];
 }
 
-static bool same_tensor(const em_tensor *a, const em_tensor *b)
-{
-    if (!a || !b || em_tensor_dtype(a) != em_tensor_dtype(b) ||
-        !em_shape_equal(em_tensor_shape(a), em_tensor_shape(b)))
-        return false;
-    int64_t n = em_tensor_numel(a);
-    size_t nb = (size_t)n * em_dtype_size(em_tensor_dtype(a));
-    unsigned char *x = malloc(nb + 1), *y = malloc(nb + 1);
-    if (n) {
-        em_to_data(a, x, em_tensor_dtype(a), n);
-        em_to_data(b, y, em_tensor_dtype(b), n);
-    }
-    bool ok = memcmp(x, y, nb) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 /* Loads name.pt and compares it with name.expect.safetensors tensor by tensor. */
 static void compare_fixture(const char *name)
 {
@@ -55,7 +37,7 @@ static void compare_fixture(const char *name)
           name, (long long)em_tensor_dict_count(got), (long long)em_tensor_dict_count(want));
     for (int64_t i = 0; i < em_tensor_dict_count(want); i++) {
         const char *n = em_tensor_dict_name_at(want, i);
-        CHECK(same_tensor(em_tensor_dict_get(got, n), em_tensor_dict_tensor_at(want, i)),
+        CHECK(h_same_bytes(em_tensor_dict_get(got, n), em_tensor_dict_tensor_at(want, i)),
               "%s: %s bit-identical", name, n);
     }
     em_store_info *info = em_pt_inspect(fixture(pt));

@@ -24,28 +24,6 @@ static const char *tmp_path(const char *name)
 }
 
 /* Row-major bytes of t in its own dtype (malloc'd). */
-static unsigned char *bytes_of(const em_tensor *t, size_t *n)
-{
-    int64_t numel = em_tensor_numel(t);
-    *n = (size_t)numel * em_dtype_size(em_tensor_dtype(t));
-    unsigned char *b = malloc(*n ? *n : 1);
-    if (numel) em_to_data(t, b, em_tensor_dtype(t), numel);
-    return b;
-}
-
-static bool same_tensor(const em_tensor *a, const em_tensor *b)
-{
-    if (!a || !b) return false;
-    if (em_tensor_dtype(a) != em_tensor_dtype(b)) return false;
-    if (!em_shape_equal(em_tensor_shape(a), em_tensor_shape(b))) return false;
-    size_t na, nb;
-    unsigned char *x = bytes_of(a, &na), *y = bytes_of(b, &nb);
-    bool ok = na == nb && memcmp(x, y, na) == 0;
-    free(x);
-    free(y);
-    return ok;
-}
-
 static unsigned char *read_file(const char *path, size_t *n)
 {
     FILE *f = fopen(path, "rb");
@@ -110,7 +88,7 @@ static void test_round_trip(void)
         int same = 0;
         for (int64_t i = 0; i < em_tensor_dict_count(d); i++) {
             const char *nm = em_tensor_dict_name_at(d, i);
-            bool ok = same_tensor(em_tensor_dict_tensor_at(d, i), em_tensor_dict_get(l, nm));
+            bool ok = h_same_bytes(em_tensor_dict_tensor_at(d, i), em_tensor_dict_get(l, nm));
             CHECK(ok, "%s mode %d bit-identical", nm, mode);
             same += ok;
         }
@@ -151,7 +129,7 @@ static void test_round_trip(void)
     em_tensor_dict *l = em_safetensors_load(path, NULL);
     em_tensor *keep = em_retain(em_tensor_dict_get(l, "f32.shape3"));
     em_tensor_dict_free(l);
-    CHECK(same_tensor(keep, em_tensor_dict_get(d, "f32.shape3")), "tensor outlives dict");
+    CHECK(h_same_bytes(keep, em_tensor_dict_get(d, "f32.shape3")), "tensor outlives dict");
     em_release(keep);
     em_tensor_dict_free(d);
 }
