@@ -6,6 +6,7 @@
 #include <string.h>
 
 int h_passed, h_failed;
+em_device h_dev;
 static int64_t base_bytes, base_tensors;
 static uint64_t h_state = 0x9E3779B97F4A7C15ull;
 
@@ -14,8 +15,17 @@ void h_init(void)
     setvbuf(stdout, NULL, _IOLBF, 0);
     em_mem_set_guards(true);
     em_seed(1234);
+    h_dev = EM_CPU;
+    const char *td = getenv("EMBER_TEST_DEVICE");
+    if (td && *td) {
+        h_dev = em_device_parse(td);
+        if (em_failed()) {
+            printf("EMBER_TEST_DEVICE: %s\n", em_last_error());
+            exit(2);
+        }
+    }
     /* Touch the library once so lazy initialisation is inside the baseline. */
-    em_tensor *t = em_zeros(EM_SHAPE(1), EM_F32, EM_CPU);
+    em_tensor *t = em_zeros(EM_SHAPE(1), EM_F32, h_dev);
     em_release(t);
     em_clear_error();
     base_bytes = em_mem_get_stats().current_bytes;
@@ -184,7 +194,7 @@ em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layo
     int r = s.rank;
     if (layout == H_TRANSPOSED && r < 2) layout = H_CONTIG;
     if (layout == H_FLIPPED && r < 1) layout = H_CONTIG;
-    if (layout == H_CONTIG) return em_from_data(v, EM_F64, s, dt, EM_CPU);
+    if (layout == H_CONTIG) return em_from_data(v, EM_F64, s, dt, h_dev);
     if (layout == H_TRANSPOSED) {
         /* store as [..., n, m] transposed: build the swapped tensor then transpose back */
         em_shape sw = s;
@@ -200,14 +210,14 @@ em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layo
                 j[r - 2] = idx[r - 1];
                 w[h_offset(sw, j)] = v[h_offset(s, idx)];
             } while (h_next_index(s, idx));
-        em_tensor *base = em_from_data(w, EM_F64, sw, dt, EM_CPU);
+        em_tensor *base = em_from_data(w, EM_F64, sw, dt, h_dev);
         free(w);
         em_tensor *t = em_transpose(base, -1, -2);
         em_release(base);
         return t;
     }
     if (layout == H_FLIPPED) {
-        em_tensor *c = em_from_data(v, EM_F64, s, dt, EM_CPU);
+        em_tensor *c = em_from_data(v, EM_F64, s, dt, h_dev);
         em_tensor *f1 = em_flip(c, EM_AXES(0));
         em_release(c);
         em_tensor *c2 = em_contiguous(f1);
@@ -229,7 +239,7 @@ em_tensor *h_from_values(const double *v, em_shape s, em_dtype dt, h_layout layo
             for (int d = 0; d < r; d++) j[d] = 1 + 2 * idx[d];
             w[h_offset(big, j)] = v[h_offset(s, idx)];
         } while (h_next_index(s, idx));
-    em_tensor *t = em_from_data(w, EM_F64, big, dt, EM_CPU);
+    em_tensor *t = em_from_data(w, EM_F64, big, dt, h_dev);
     free(w);
     for (int d = 0; d < r && t; d++) {
         em_tensor *u = em_slice(t, d, 1, 1 + 2 * s.dims[d], 2);
@@ -354,7 +364,7 @@ em_tensor *h_fixture_tensor(h_fixture *fx, const char *name)
 {
     fx_entry *e = fx_find(fx, name);
     if (!e) return NULL;
-    return em_from_data(e->values, EM_F64, e->shape, e->kind == 1 ? EM_I64 : EM_F64, EM_CPU);
+    return em_from_data(e->values, EM_F64, e->shape, e->kind == 1 ? EM_I64 : EM_F64, h_dev);
 }
 
 double h_fixture_scalar(h_fixture *fx, const char *name)
@@ -387,7 +397,7 @@ static em_tensor *eval_with(h_fn f, void *ctx, em_tensor *const *inputs, int n, 
     for (int i = 0; i < n; i++) in[i] = inputs[i];
     em_tensor *repl = NULL;
     if (which >= 0) {
-        repl = em_from_data(values, EM_F64, em_tensor_shape(inputs[which]), EM_F64, EM_CPU);
+        repl = em_from_data(values, EM_F64, em_tensor_shape(inputs[which]), EM_F64, h_dev);
         in[which] = repl;
     }
     em_tensor *y = f(in, n, ctx);
@@ -402,7 +412,7 @@ static bool analytic(h_fn f, void *ctx, em_tensor *const *inputs, int n, const b
 {
     em_tensor *y = f(leaves, n, ctx);
     if (!y) return false;
-    em_tensor *wt = em_from_data(w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), EM_CPU);
+    em_tensor *wt = em_from_data(w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), h_dev);
     em_tensor *l = em_sum(em_mul(y, wt), EM_ALL, false);
     em_grads *g = l ? em_backward(l) : NULL;
     if (!g) return false;
@@ -516,16 +526,16 @@ static em_tensor *second_order_s(em_tensor *const *x, int n, const gg_ctx *c, bo
     }
     em_tensor *y = c->f(leaves, n, c->ctx);
     if (!y) return NULL;
-    em_tensor *wt = em_from_data(c->w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), EM_CPU);
+    em_tensor *wt = em_from_data(c->w, EM_F64, em_tensor_shape(y), em_tensor_dtype(y), h_dev);
     em_tensor *l = em_sum(em_mul(y, wt), EM_ALL, false);
     em_grads *g = l ? em_backward_opt(l, (em_backward_opts){.create_graph = create}) : NULL;
     if (!g) return NULL;
-    em_tensor *s = em_scalar(0, EM_F64, EM_CPU);
+    em_tensor *s = em_scalar(0, EM_F64, h_dev);
     for (int i = 0; i < n; i++) {
         if (c->wrt && !c->wrt[i]) continue;
         em_tensor *gi = em_grad(g, leaves[i]);
         if (!gi) continue;
-        em_tensor *vt = em_from_data(c->vv[i], EM_F64, em_tensor_shape(gi), EM_F64, EM_CPU);
+        em_tensor *vt = em_from_data(c->vv[i], EM_F64, em_tensor_shape(gi), EM_F64, h_dev);
         s = em_add(s, em_sum(em_mul(gi, vt), EM_ALL, false));
     }
     return s;
@@ -588,7 +598,7 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
                 v[j] = keep + (side ? -GC_EPS : GC_EPS);
                 em_tensor *in[8];
                 for (int k = 0; k < n; k++) in[k] = inputs[k];
-                in[i] = em_from_data(v, EM_F64, em_tensor_shape(inputs[i]), EM_F64, EM_CPU);
+                in[i] = em_from_data(v, EM_F64, em_tensor_shape(inputs[i]), EM_F64, h_dev);
                 em_tensor *sv = second_order_s(in, n, &c, false);
                 double val = sv ? em_item_f64(sv) : NAN;
                 em_scope_end();

@@ -10,6 +10,8 @@
 #include <stdlib.h>
 
 extern int h_passed, h_failed;
+/* The device tests create their tensors on: EMBER_TEST_DEVICE ("cuda:0" ...), else the CPU. */
+extern em_device h_dev;
 
 /* Turns on allocator guards, seeds the generator, notes the memory baseline. Call first. */
 void h_init(void);

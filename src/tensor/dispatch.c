@@ -1,6 +1,7 @@
 /* The op IR's front door: every op record passes through tn_dispatch, which runs it on its
  * backend and offers it to the recorder (autodiff, capture). */
 #include <stdatomic.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
@@ -19,6 +20,7 @@ static const char *const op_families[] = {
 };
 
 static _Atomic int64_t op_counts[EM_OP_COUNT];
+static _Atomic int64_t fallback_counts[EM_OP_COUNT];
 static em_op_recorder recorder;
 static void *recorder_user;
 
@@ -35,6 +37,95 @@ const char *em_op_family(em_op_kind kind)
 int64_t tn_op_count(em_op_kind kind)
 {
     return (kind >= 0 && kind < EM_OP_COUNT) ? atomic_load(&op_counts[kind]) : 0;
+}
+
+int64_t tn_fallback_count(em_op_kind kind)
+{
+    return (kind >= 0 && kind < EM_OP_COUNT) ? atomic_load(&fallback_counts[kind]) : 0;
+}
+
+/* ---- CPU fallback ---------------------------------------------------------------------------
+ * An op the device backend cannot run goes to the CPU when the config key cpu_fallback is on:
+ * each input's whole storage is copied to the host and viewed with the input's geometry, the
+ * CPU backend runs the record on those mirrors, and each output's storage is copied back. The
+ * mirrors are plain structs on this stack frame (never scope-tracked, never freed by refcount),
+ * so the CPU kernel sees ordinary host tensors. */
+
+typedef struct mirror {
+    em_tensor t;
+    em_storage s;
+} mirror;
+
+static bool fallback_enabled(void)
+{
+    const char *v = em_config_get("cpu_fallback");
+    return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
+}
+
+/* Host copy of t's storage with t's geometry; `fetch` copies the device bytes (outputs that
+ * cover their whole storage need no fetch). */
+static em_status mirror_make(mirror *m, const em_tensor *t, const em_backend *be, bool fetch)
+{
+    m->t = *t;
+    m->s = *t->storage;
+    m->s.refcount = (int64_t)1 << 40; /* never reaches zero: the kernel may view, not free */
+    m->s.external = true;
+    m->s.deleter = NULL;
+    m->s.device = EM_CPU;
+    m->s.data = em_alloc(t->storage->nbytes ? t->storage->nbytes : 1);
+    if (!m->s.data) return em_last_status() != EM_OK ? em_last_status() : EM_ERR_OOM;
+    m->t.storage = &m->s;
+    m->t.refcount = (int64_t)1 << 40;
+    m->t.scope_refs = 0;
+    m->t.grad_info = NULL;
+    m->t.requires_grad = false;
+    if (!fetch || t->storage->nbytes == 0) return EM_OK;
+    return be->copy_to_host(t->storage->device.index, m->s.data, t->storage->data,
+                            t->storage->nbytes);
+}
+
+static bool covers_storage(const em_tensor *t)
+{
+    return t->offset == 0 && tn_is_contiguous(t) &&
+           (size_t)tn_numel(t) * em_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
+static em_status run_on_cpu(const em_op *op, const em_backend *be)
+{
+    static _Atomic bool logged[EM_OP_COUNT];
+    if (!atomic_exchange(&logged[op->kind], true))
+        em_log_msg("dispatch", EM_LOG_INFO,
+                   "em_%s runs on the cpu (not supported by the %s backend)", em_op_name(op->kind),
+                   be->name);
+    mirror in[EM_OP_MAX_IN], out[EM_OP_MAX_OUT];
+    int nin = 0, nout = 0;
+    em_op cpu = *op;
+    em_status st = EM_OK;
+    for (; nin < op->n_in && st == EM_OK; nin++) {
+        if (!op->in[nin]) continue;
+        st = mirror_make(&in[nin], op->in[nin], be, true);
+        cpu.in[nin] = &in[nin].t;
+    }
+    for (; nout < op->n_out && st == EM_OK; nout++) {
+        st = mirror_make(&out[nout], op->out[nout], be, !covers_storage(op->out[nout]));
+        cpu.out[nout] = &out[nout].t;
+    }
+    if (st == EM_OK && cpu_backend.supports(&cpu))
+        st = cpu_backend.exec(&cpu);
+    else if (st == EM_OK)
+        st = em_error(EM_ERR_UNSUPPORTED, "em_%s: not supported by the %s backend nor the cpu",
+                      em_op_name(op->kind), be->name);
+    for (int i = 0; i < nout && st == EM_OK; i++) {
+        const em_tensor *o = op->out[i];
+        if (o->storage->nbytes)
+            st = be->copy_from_host(o->storage->device.index, o->storage->data, out[i].s.data,
+                                    o->storage->nbytes);
+    }
+    for (int i = 0; i < nin; i++)
+        if (op->in[i]) em_free(in[i].s.data);
+    for (int i = 0; i < nout; i++) em_free(out[i].s.data);
+    if (st == EM_OK) atomic_fetch_add(&fallback_counts[op->kind], 1);
+    return st;
 }
 
 void tn_set_recorder(em_op_recorder fn, void *user)
@@ -85,13 +176,14 @@ em_status tn_dispatch(em_op *op)
             return em_error(EM_ERR_DEVICE, "em_%s: no backend for device index %d",
                             em_op_name(op->kind), dev.backend);
         }
-        if (!be->supports(op)) {
+        bool fallback = dev.backend != 0 && !be->supports(op) && fallback_enabled();
+        if (!fallback && !be->supports(op)) {
             drop_outputs(op);
             return em_error(EM_ERR_UNSUPPORTED, "em_%s: not supported by the %s backend for %s",
                             em_op_name(op->kind), be->name,
                             em_dtype_name(op->n_in ? op->in[0]->dtype : op->out[0]->dtype));
         }
-        em_status st = be->exec(op);
+        em_status st = fallback ? run_on_cpu(op, be) : be->exec(op);
         if (st != EM_OK) {
             drop_outputs(op);
             if (em_last_status() == EM_OK)

@@ -49,6 +49,8 @@ void tn_set_recorder(em_op_recorder fn, void *user);
 
 /* How many times each kind has been dispatched in this process (conformance coverage). */
 int64_t tn_op_count(em_op_kind kind);
+/* How many of those ran on the CPU for a device backend that lacks them (config cpu_fallback). */
+int64_t tn_fallback_count(em_op_kind kind);
 
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters

@@ -316,7 +316,7 @@ static void conventions(void)
     {
         double xv[3] = {-2.5, 1.5, 3.5};
         em_tensor *x = em_requires_grad(h_from_values(xv, EM_SHAPE(3), EM_F64, H_CONTIG), true);
-        em_tensor *y = em_add(x, em_floor_divide(x, em_full(EM_SHAPE(3), 2, EM_F64, EM_CPU)));
+        em_tensor *y = em_add(x, em_floor_divide(x, em_full(EM_SHAPE(3), 2, EM_F64, h_dev)));
         double *g = grad_values(y, x);
         double w[3] = {1, 1, 1};
         check_values("floor_divide zero gradient", g, w, 3);

@@ -29,7 +29,7 @@ static em_tensor *f_cat(em_tensor *const *in, int n, void *ctx)
         break;
     }
     case 3: { /* a legacy empty [0] input is skipped */
-        em_tensor *e = em_zeros(EM_SHAPE(0), EM_F64, EM_CPU);
+        em_tensor *e = em_zeros(EM_SHAPE(0), EM_F64, h_dev);
         em_tensor *ts[4] = {in[0], e, in[1], in[2]};
         v = em_cat(ts, 4, 0);
         break;
@@ -107,12 +107,12 @@ static void check_cat(void)
 static void check_cat_dtypes(void)
 {
     em_scope_begin();
-    em_tensor *a = em_requires_grad(em_rand(EM_SHAPE(2, 3), EM_F32, EM_CPU), true);
-    em_tensor *b = em_requires_grad(em_rand(EM_SHAPE(2, 2), EM_F64, EM_CPU), true);
-    em_tensor *i = em_ones(EM_SHAPE(2, 1), EM_I64, EM_CPU);
+    em_tensor *a = em_requires_grad(em_rand(EM_SHAPE(2, 3), EM_F32, h_dev), true);
+    em_tensor *b = em_requires_grad(em_rand(EM_SHAPE(2, 2), EM_F64, h_dev), true);
+    em_tensor *i = em_ones(EM_SHAPE(2, 1), EM_I64, h_dev);
     em_tensor *ts[3] = {a, i, b};
     em_tensor *y = em_cat(ts, 3, 1);
-    em_tensor *w = em_arange(0, 12, 1, EM_F64, EM_CPU);
+    em_tensor *w = em_arange(0, 12, 1, EM_F64, h_dev);
     em_tensor *l = em_sum(em_mul(y, em_reshape(w, EM_SHAPE(2, 6))), EM_ALL, false);
     em_grads *g = em_backward(l);
     em_tensor *ga = g ? em_grad(g, a) : NULL, *gb = g ? em_grad(g, b) : NULL;
@@ -259,7 +259,7 @@ static void check_pad(void)
         }
     /* f32 input: f32 gradient of the input's shape */
     em_scope_begin();
-    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(3, 4), EM_F32, EM_CPU), true);
+    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(3, 4), EM_F32, h_dev), true);
     int64_t pads[4] = {2, 1, 1, 2};
     em_tensor *l = em_sum(em_pad(x, pads, 2, EM_PAD_REFLECT, 0), EM_ALL, false);
     em_grads *g = em_backward(l);

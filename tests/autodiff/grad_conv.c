@@ -194,9 +194,9 @@ static void run_fold(void)
 static void run_f32(void)
 {
     em_scope_begin();
-    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(1, 2, 4, 4), EM_F32, EM_CPU), true);
-    em_tensor *w = em_requires_grad(em_rand(EM_SHAPE(2, 1, 3, 3), EM_F32, EM_CPU), true);
-    em_tensor *b = em_requires_grad(em_rand(EM_SHAPE(2), EM_F32, EM_CPU), true);
+    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(1, 2, 4, 4), EM_F32, h_dev), true);
+    em_tensor *w = em_requires_grad(em_rand(EM_SHAPE(2, 1, 3, 3), EM_F32, h_dev), true);
+    em_tensor *b = em_requires_grad(em_rand(EM_SHAPE(2), EM_F32, h_dev), true);
     em_tensor *y = em_conv2d(x, w, b, (em_conv_opts){.groups = 2, .stride = {2, 2}});
     em_tensor *t = em_conv_transpose2d(y, w, NULL, (em_conv_opts){.groups = 2});
     em_grads *g = em_backward(em_sum(t, EM_ALL, false));

@@ -48,10 +48,10 @@ static em_tensor *f_ix(em_tensor *const *in, int n, void *ctx)
 static em_tensor *make_index(const ix_case *c)
 {
     if (c->op == MASKED_SELECT) {
-        em_tensor *m = em_from_data(c->index, EM_I64, c->is, EM_BOOL, EM_CPU);
+        em_tensor *m = em_from_data(c->index, EM_I64, c->is, EM_BOOL, h_dev);
         return m;
     }
-    if (!c->index_t) return em_from_data(c->index, EM_I64, c->is, EM_I32, EM_CPU);
+    if (!c->index_t) return em_from_data(c->index, EM_I64, c->is, EM_I32, h_dev);
     /* the values stored transposed, then viewed back to c->is */
     em_shape ts = c->is;
     ts.dims[0] = c->is.dims[1];
@@ -334,8 +334,8 @@ static void value_checks(void)
     em_scope_begin();
     double xv[3] = {1, 5, 2}, sv[3] = {1, 3, 5};
     int64_t iv[3] = {0, 2, 1};
-    em_tensor *x = em_requires_grad(em_from_data(xv, EM_F64, EM_SHAPE(3), EM_F64, EM_CPU), true);
-    em_tensor *s = em_requires_grad(em_from_data(sv, EM_F64, EM_SHAPE(3), EM_F64, EM_CPU), true);
+    em_tensor *x = em_requires_grad(em_from_data(xv, EM_F64, EM_SHAPE(3), EM_F64, h_dev), true);
+    em_tensor *s = em_requires_grad(em_from_data(sv, EM_F64, EM_SHAPE(3), EM_F64, h_dev), true);
     em_tensor *idx = em_from_i64(iv, EM_SHAPE(3));
     /* max: x[0] ties src[0] (1), x[1] ties src[2] (5), x[2] = max(2, 3) from src[1] */
     em_grads *g = em_backward(em_sum(em_scatter(x, 0, idx, s, EM_SCATTER_MAX), EM_ALL, false));
@@ -346,7 +346,7 @@ static void value_checks(void)
     int64_t dv[3] = {0, 1, 1};
     em_tensor *dup = em_from_i64(dv, EM_SHAPE(3));
     double wv[3] = {1, 2, 3};
-    em_tensor *w = em_from_data(wv, EM_F64, EM_SHAPE(3), EM_F64, EM_CPU);
+    em_tensor *w = em_from_data(wv, EM_F64, EM_SHAPE(3), EM_F64, h_dev);
     g = em_backward(em_sum(em_mul(em_scatter(x, 0, dup, s, EM_SCATTER_ASSIGN), w), EM_ALL, false));
     double ax[3] = {0, 0, 3}, as[3] = {1, 0, 2};
     h_check_tensor("scatter assign dups: grad x", g ? em_grad(g, x) : NULL, ax, EM_SHAPE(3), 0, 0);
@@ -360,11 +360,11 @@ static void empty_checks(void)
 {
     em_scope_begin();
     em_tensor *x = em_requires_grad(g_in(EM_SHAPE(2, 3), H_CONTIG, -1, 1), true);
-    em_tensor *none = em_zeros(EM_SHAPE(2, 3), EM_BOOL, EM_CPU);
-    em_tensor *empty = em_zeros(EM_SHAPE(0), EM_I64, EM_CPU);
+    em_tensor *none = em_zeros(EM_SHAPE(2, 3), EM_BOOL, h_dev);
+    em_tensor *empty = em_zeros(EM_SHAPE(0), EM_I64, h_dev);
     em_tensor *y = em_add(em_sum(em_masked_select(x, none), EM_ALL, false),
                           em_sum(em_index_select(x, 1, empty), EM_ALL, false));
-    y = em_add(y, em_sum(em_embedding(x, em_zeros(EM_SHAPE(0, 2), EM_I64, EM_CPU)), EM_ALL, false));
+    y = em_add(y, em_sum(em_embedding(x, em_zeros(EM_SHAPE(0, 2), EM_I64, h_dev)), EM_ALL, false));
     em_grads *g = y ? em_backward(y) : NULL;
     double zero[6] = {0};
     CHECK(g != NULL, "empty selections: backward: %s", em_last_error());

@@ -298,9 +298,9 @@ static void low_precision_norm(em_dtype dt, double tol)
 static void low_precision_sdpa(em_dtype dt)
 {
     em_scope_begin();
-    em_tensor *q = em_requires_grad(em_rand(EM_SHAPE(2, 3, 4), dt, EM_CPU), true);
-    em_tensor *k = em_requires_grad(em_rand(EM_SHAPE(5, 4), dt, EM_CPU), true);
-    em_tensor *v = em_requires_grad(em_rand(EM_SHAPE(1, 5, 2), dt, EM_CPU), true);
+    em_tensor *q = em_requires_grad(em_rand(EM_SHAPE(2, 3, 4), dt, h_dev), true);
+    em_tensor *k = em_requires_grad(em_rand(EM_SHAPE(5, 4), dt, h_dev), true);
+    em_tensor *v = em_requires_grad(em_rand(EM_SHAPE(1, 5, 2), dt, h_dev), true);
     em_tensor *o = em_sdpa(q, k, v, NULL, (em_sdpa_opts){.causal = true});
     em_grads *g = em_backward(em_sum(o, EM_ALL, false));
     CHECK(g != NULL, "sdpa %s: backward failed: %s", em_dtype_name(dt), em_last_error());

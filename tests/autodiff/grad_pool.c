@@ -161,7 +161,7 @@ static const pool_case cases[] = {
 static void run_f32(void)
 {
     em_scope_begin();
-    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(1, 2, 4, 4), EM_F32, EM_CPU), true);
+    em_tensor *x = em_requires_grad(em_rand(EM_SHAPE(1, 2, 4, 4), EM_F32, h_dev), true);
     em_tensor *m = em_max_pool2d(x, (em_pool_opts){.kernel = {2, 2}}, NULL);
     em_tensor *a = em_interpolate(m, EM_SHAPE(3, 3), EM_INTERP_BILINEAR, false);
     em_tensor *p = em_avg_pool2d(a, (em_pool_opts){.kernel = {2, 2}, .stride = {1, 1}});

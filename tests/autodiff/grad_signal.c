@@ -56,7 +56,7 @@ void grad_signal(void)
     for (int inv = 0; inv < 2; inv++) {
         em_scope_begin();
         em_shape s = inv ? EM_SHAPE(3, 4, 2) : EM_SHAPE(3, 6);
-        em_tensor *x = em_requires_grad(em_rand(s, EM_F32, EM_CPU), true);
+        em_tensor *x = em_requires_grad(em_rand(s, EM_F32, h_dev), true);
         em_tensor *y = inv ? em_irfft(x, 1, 5) : em_rfft(x, 1, 8);
         em_tensor *l = y ? em_sum(em_mul(y, y), EM_ALL, false) : NULL;
         em_grads *g = l ? em_backward(l) : NULL;

@@ -185,7 +185,7 @@ static void check_points(const char *what, const ucase *c, const double *x, cons
     em_tensor *y = apply(c, t);
     em_grads *g = y ? em_backward(em_sum(y, EM_ALL, false)) : NULL;
     em_tensor *gx = g ? em_grad(g, t) : NULL;
-    if (!gx) gx = em_zeros(EM_SHAPE(n), EM_F64, EM_CPU);
+    if (!gx) gx = em_zeros(EM_SHAPE(n), EM_F64, h_dev);
     h_check_tensor(what, gx, expect, EM_SHAPE(n), 1e-12, 1e-9);
     em_clear_error();
     em_scope_end();

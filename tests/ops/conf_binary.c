@@ -353,14 +353,14 @@ static void check_special_values(void)
     }
     /* signed zeros */
     em_scope_begin();
-    em_tensor *nz = em_scalar(-0.0, EM_F32, EM_CPU), *one = em_scalar(-1, EM_F32, EM_CPU);
-    em_tensor *z = em_scalar(0.0, EM_F32, EM_CPU);
+    em_tensor *nz = em_scalar(-0.0, EM_F32, h_dev), *one = em_scalar(-1, EM_F32, h_dev);
+    em_tensor *z = em_scalar(0.0, EM_F32, h_dev);
     CHECK(signbit(em_item_f64(em_add(nz, nz))), "-0 + -0 is -0");
     CHECK(!signbit(em_item_f64(em_add(nz, z))), "-0 + 0 is +0");
     CHECK(signbit(em_item_f64(em_mul(one, z))), "-1 * 0 is -0");
-    CHECK(em_item_f64(em_div(em_scalar(1, EM_F32, EM_CPU), nz)) == -INFINITY, "1 / -0 is -inf");
+    CHECK(em_item_f64(em_div(em_scalar(1, EM_F32, h_dev), nz)) == -INFINITY, "1 / -0 is -inf");
     CHECK(em_item_f64(em_eq(nz, z)) == 1, "-0 == 0");
-    CHECK(signbit(em_item_f64(em_fmod(nz, em_scalar(3, EM_F32, EM_CPU)))), "fmod(-0, 3) is -0");
+    CHECK(signbit(em_item_f64(em_fmod(nz, em_scalar(3, EM_F32, h_dev)))), "fmod(-0, 3) is -0");
     em_scope_end();
 }
 
@@ -378,20 +378,20 @@ static void check_promotion(void)
     };
     em_scope_begin();
     for (size_t k = 0; k < sizeof table / sizeof table[0]; k++) {
-        em_tensor *r = em_add(em_ones(EM_SHAPE(2), table[k].a, EM_CPU),
-                              em_ones(EM_SHAPE(2), table[k].b, EM_CPU));
+        em_tensor *r = em_add(em_ones(EM_SHAPE(2), table[k].a, h_dev),
+                              em_ones(EM_SHAPE(2), table[k].b, h_dev));
         CHECK(r && em_tensor_dtype(r) == table[k].out, "add(%s, %s) -> %s, expected %s",
               em_dtype_name(table[k].a), em_dtype_name(table[k].b),
               r ? em_dtype_name(em_tensor_dtype(r)) : "NULL", em_dtype_name(table[k].out));
     }
     /* bool + bool stays bool (True + True = True), as PyTorch */
-    em_tensor *t = em_ones(EM_SHAPE(3), EM_BOOL, EM_CPU);
-    em_tensor *f = em_zeros(EM_SHAPE(3), EM_BOOL, EM_CPU);
+    em_tensor *t = em_ones(EM_SHAPE(3), EM_BOOL, h_dev);
+    em_tensor *f = em_zeros(EM_SHAPE(3), EM_BOOL, h_dev);
     h_check_tensor("bool + bool", em_add(t, t), (double[]){1, 1, 1}, EM_SHAPE(3), 0, 0);
     h_check_tensor("bool * bool", em_mul(t, f), (double[]){0, 0, 0}, EM_SHAPE(3), 0, 0);
     /* ints divide to f32 */
     em_tensor *q =
-        em_div(em_arange(0, 4, 1, EM_I32, EM_CPU), em_full(EM_SHAPE(4), 2, EM_I64, EM_CPU));
+        em_div(em_arange(0, 4, 1, EM_I32, h_dev), em_full(EM_SHAPE(4), 2, EM_I64, h_dev));
     CHECK(q && em_tensor_dtype(q) == EM_F32, "int / int is f32");
     h_check_tensor("int / int", q, (double[]){0, 0.5, 1, 1.5}, EM_SHAPE(4), 0, 0);
     em_scope_end();
@@ -414,7 +414,7 @@ static void check_int_exact(void)
           "i64 floor_divide exact, INT64_MIN // -1 wraps");
     em_to_data(em_remainder(ta, tb), got, EM_I64, 4);
     CHECK(got[3] == 0, "INT64_MIN %% -1 is 0");
-    em_to_data(em_mul(ta, em_full(EM_SHAPE(4), 2, EM_I64, EM_CPU)), got, EM_I64, 4);
+    em_to_data(em_mul(ta, em_full(EM_SHAPE(4), 2, EM_I64, h_dev)), got, EM_I64, 4);
     CHECK(got[2] == -2, "INT64_MAX * 2 wraps to -2");
     em_to_data(em_eq(ta, em_from_i64((int64_t[]){(1LL << 62) + 12344, 0, 0, 0}, EM_SHAPE(4))), got,
                EM_I64, 4);
@@ -447,7 +447,7 @@ static void check_int_exact(void)
     h_check_tensor("shift_left", em_shift_left(sxa, sca), (double[]){-16, 0, 0, 0}, EM_SHAPE(4), 0,
                    0);
     /* integer division by zero is an error */
-    em_tensor *zero = em_zeros(EM_SHAPE(4), EM_I32, EM_CPU);
+    em_tensor *zero = em_zeros(EM_SHAPE(4), EM_I32, h_dev);
     CHECK(em_floor_divide(pa, zero) == NULL, "floor_divide by zero fails");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_floor_divide: integer division by zero");
     CHECK(em_remainder(pa, zero) == NULL, "remainder by zero fails");
@@ -558,10 +558,10 @@ static void check_scalar_forms(void)
     }
     em_scope_begin();
     /* the wrapped-number rule in a few explicit cases */
-    em_tensor *h = em_ones(EM_SHAPE(2), EM_F16, EM_CPU);
-    em_tensor *i = em_arange(0, 4, 1, EM_I32, EM_CPU);
-    em_tensor *bl = em_ones(EM_SHAPE(2), EM_BOOL, EM_CPU);
-    em_tensor *u = em_full(EM_SHAPE(2), 250, EM_U8, EM_CPU);
+    em_tensor *h = em_ones(EM_SHAPE(2), EM_F16, h_dev);
+    em_tensor *i = em_arange(0, 4, 1, EM_I32, h_dev);
+    em_tensor *bl = em_ones(EM_SHAPE(2), EM_BOOL, h_dev);
+    em_tensor *u = em_full(EM_SHAPE(2), 250, EM_U8, h_dev);
     CHECK(em_tensor_dtype(em_add_scalar(h, 1e-3)) == EM_F16, "f16 + scalar stays f16");
     CHECK(em_tensor_dtype(em_add_scalar(i, 2.5)) == EM_F32, "i32 + 2.5 is f32");
     CHECK(em_tensor_dtype(em_add_scalar(i, 2)) == EM_I32, "i32 + 2 stays i32");
@@ -576,11 +576,11 @@ static void check_scalar_forms(void)
                    (double[]){1, 0.5, 1.0 / 3, 0.25}, EM_SHAPE(4), 1e-7, 1e-6);
     h_check_tensor("rpow", em_rpow_scalar(i, 2), (double[]){1, 2, 4, 8}, EM_SHAPE(4), 0, 0);
     /* float tensors compare against the scalar rounded to their dtype, as PyTorch */
-    em_tensor *tenth = em_full(EM_SHAPE(1), 0.1, EM_F32, EM_CPU);
+    em_tensor *tenth = em_full(EM_SHAPE(1), 0.1, EM_F32, h_dev);
     h_check_tensor("f32 0.1 == 0.1", em_eq_scalar(tenth, 0.1), (double[]){1}, EM_SHAPE(1), 0, 0);
     CHECK(em_pow_scalar(i, -1) == NULL, "int ** negative scalar fails");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_pow_scalar");
-    h_check_tensor("int ** -1 tensor", em_pow(i, em_full(EM_SHAPE(1), -1, EM_I32, EM_CPU)),
+    h_check_tensor("int ** -1 tensor", em_pow(i, em_full(EM_SHAPE(1), -1, EM_I32, h_dev)),
                    (double[]){0, 1, 0, 0}, EM_SHAPE(4), 0, 0);
     em_scope_end();
 }
@@ -624,17 +624,17 @@ static void check_where(void)
                             h_from_values(a6, EM_SHAPE(6), EM_F32, H_CONTIG),
                             h_from_values(b6, EM_SHAPE(6), EM_F32, H_CONTIG)),
                    (double[]){1, -2, 3, -4, -5, 6}, EM_SHAPE(6), 0, 0);
-    em_tensor *f = em_ones(EM_SHAPE(2), EM_F32, EM_CPU);
+    em_tensor *f = em_ones(EM_SHAPE(2), EM_F32, h_dev);
     CHECK(em_where(f, f, f) == NULL, "where with f32 cond fails");
     CHECK_ERR(EM_ERR_DTYPE, "em_where");
-    em_tensor *bc = em_ones(EM_SHAPE(3), EM_BOOL, EM_CPU);
+    em_tensor *bc = em_ones(EM_SHAPE(3), EM_BOOL, h_dev);
     CHECK(em_where(bc, f, f) == NULL, "where with mismatched shapes fails");
     CHECK_ERR(EM_ERR_SHAPE, "em_where");
     CHECK(em_where(bc, NULL, f) == NULL, "where NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_where");
     em_tensor *empty =
-        em_where(em_ones(EM_SHAPE(0, 3), EM_BOOL, EM_CPU), em_ones(EM_SHAPE(1, 3), EM_F32, EM_CPU),
-                 em_ones(EM_SHAPE(3), EM_I64, EM_CPU));
+        em_where(em_ones(EM_SHAPE(0, 3), EM_BOOL, h_dev), em_ones(EM_SHAPE(1, 3), EM_F32, h_dev),
+                 em_ones(EM_SHAPE(3), EM_I64, h_dev));
     CHECK(empty && em_tensor_numel(empty) == 0 && em_tensor_dim(empty, 0) == 0, "where size 0");
     em_scope_end();
 }
@@ -666,15 +666,15 @@ static void check_masked_fill(void)
         }
     }
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(3, 4), EM_F32, EM_CPU);
-    em_tensor *nanm = em_masked_fill(x, em_ones(EM_SHAPE(1), EM_BOOL, EM_CPU), NAN);
+    em_tensor *x = em_zeros(EM_SHAPE(3, 4), EM_F32, h_dev);
+    em_tensor *nanm = em_masked_fill(x, em_ones(EM_SHAPE(1), EM_BOOL, h_dev), NAN);
     CHECK(nanm && isnan(em_get_f64(nanm, (int64_t[]){2, 3})), "masked_fill with NaN");
-    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(5), EM_BOOL, EM_CPU), 1) == NULL, "mask [5]");
+    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(5), EM_BOOL, h_dev), 1) == NULL, "mask [5]");
     CHECK_ERR(EM_ERR_SHAPE, "em_masked_fill");
-    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(2, 3, 4), EM_BOOL, EM_CPU), 1) == NULL,
+    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(2, 3, 4), EM_BOOL, h_dev), 1) == NULL,
           "mask larger than x");
     CHECK_ERR(EM_ERR_SHAPE, "[2, 3, 4]");
-    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(4), EM_F32, EM_CPU), 1) == NULL, "f32 mask");
+    CHECK(em_masked_fill(x, em_ones(EM_SHAPE(4), EM_F32, h_dev), 1) == NULL, "f32 mask");
     CHECK_ERR(EM_ERR_DTYPE, "em_masked_fill");
     CHECK(em_masked_fill(NULL, x, 1) == NULL, "NULL x");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_masked_fill");
@@ -757,14 +757,14 @@ static void check_clamp(void)
         em_scope_end();
     }
     em_scope_begin();
-    em_tensor *xi = em_arange(-3, 4, 1, EM_I32, EM_CPU);
+    em_tensor *xi = em_arange(-3, 4, 1, EM_I32, h_dev);
     h_check_tensor("clamp_tensor int",
-                   em_clamp_tensor(xi, em_full(EM_SHAPE(1), -1, EM_I64, EM_CPU),
-                                   em_full(EM_SHAPE(7), 2, EM_I16, EM_CPU)),
+                   em_clamp_tensor(xi, em_full(EM_SHAPE(1), -1, EM_I64, h_dev),
+                                   em_full(EM_SHAPE(7), 2, EM_I16, h_dev)),
                    (double[]){-1, -1, -1, 0, 1, 2, 2}, EM_SHAPE(7), 0, 0);
     CHECK(em_clamp_tensor(xi, NULL, NULL) == NULL, "clamp_tensor without bounds fails");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_clamp_tensor");
-    CHECK(em_clamp_tensor(xi, em_ones(EM_SHAPE(3), EM_I32, EM_CPU), NULL) == NULL, "bad shapes");
+    CHECK(em_clamp_tensor(xi, em_ones(EM_SHAPE(3), EM_I32, h_dev), NULL) == NULL, "bad shapes");
     CHECK_ERR(EM_ERR_SHAPE, "em_clamp_tensor");
     CHECK(em_clamp(NULL, 0, 1) == NULL, "clamp NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_clamp");
@@ -826,14 +826,14 @@ static void check_lerp(void)
                    0);
     h_check_tensor("lerp w=0.5", em_lerp(a, b, 0.5), (double[]){6, 7, 8, 9, INFINITY}, EM_SHAPE(5),
                    0, 0);
-    em_tensor *ai = em_ones(EM_SHAPE(2), EM_I32, EM_CPU);
+    em_tensor *ai = em_ones(EM_SHAPE(2), EM_I32, h_dev);
     CHECK(em_lerp(ai, ai, 0.5) == NULL, "lerp on ints fails");
     CHECK_ERR(EM_ERR_DTYPE, "em_lerp");
-    CHECK(em_lerp_tensor(a, b, em_ones(EM_SHAPE(5), EM_I64, EM_CPU)) == NULL, "int weight fails");
+    CHECK(em_lerp_tensor(a, b, em_ones(EM_SHAPE(5), EM_I64, h_dev)) == NULL, "int weight fails");
     CHECK_ERR(EM_ERR_DTYPE, "em_lerp_tensor");
     CHECK(em_lerp_tensor(a, b, NULL) == NULL, "NULL weight fails");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_lerp_tensor");
-    CHECK(em_lerp(a, em_ones(EM_SHAPE(3), EM_F32, EM_CPU), 0.5) == NULL, "shape mismatch");
+    CHECK(em_lerp(a, em_ones(EM_SHAPE(3), EM_F32, h_dev), 0.5) == NULL, "shape mismatch");
     CHECK_ERR(EM_ERR_SHAPE, "em_lerp");
     em_scope_end();
 }
@@ -884,8 +884,8 @@ static void check_large(void)
 static void check_bad_inputs(void)
 {
     em_scope_begin();
-    em_tensor *x = em_ones(EM_SHAPE(2, 3), EM_F32, EM_CPU);
-    em_tensor *y = em_ones(EM_SHAPE(4), EM_F32, EM_CPU);
+    em_tensor *x = em_ones(EM_SHAPE(2, 3), EM_F32, h_dev);
+    em_tensor *y = em_ones(EM_SHAPE(4), EM_F32, h_dev);
     for (int op = 0; op < O_COUNT; op++) {
         CHECK(ops[op].fn(NULL, x) == NULL, "%s(NULL, x)", ops[op].name);
         CHECK_ERR(EM_ERR_INVALID_ARG, ops[op].name);
@@ -904,7 +904,7 @@ static void check_bad_inputs(void)
     CHECK(em_mul(em_sub(x, y), x) == NULL, "chain fails");
     CHECK_ERR(EM_ERR_SHAPE, "em_sub");
     /* dtypes */
-    em_tensor *b = em_ones(EM_SHAPE(2), EM_BOOL, EM_CPU);
+    em_tensor *b = em_ones(EM_SHAPE(2), EM_BOOL, h_dev);
     CHECK(em_sub(b, b) == NULL, "bool - bool fails");
     CHECK_ERR(EM_ERR_DTYPE, "em_sub");
     CHECK(em_bitwise_and(x, x) == NULL, "bitwise on f32 fails");

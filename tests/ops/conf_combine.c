@@ -101,24 +101,24 @@ static void check_cat(void)
     h_check_tensor("cat of 8", em_cat(ts, 8, 1), ex, EM_SHAPE(2, total), 0, 0);
     for (int i = 0; i < 8; i++) free(vs[i]);
     /* promotion: i32 + f32 -> f32, u8 + i8 -> i16, bool + i64 -> i64 */
-    em_tensor *a = em_from_data((double[]){1, 2}, EM_F64, EM_SHAPE(2), EM_I32, EM_CPU);
-    em_tensor *b = em_from_data((double[]){0.5}, EM_F64, EM_SHAPE(1), EM_F32, EM_CPU);
+    em_tensor *a = em_from_data((double[]){1, 2}, EM_F64, EM_SHAPE(2), EM_I32, h_dev);
+    em_tensor *b = em_from_data((double[]){0.5}, EM_F64, EM_SHAPE(1), EM_F32, h_dev);
     em_tensor *c = em_cat((em_tensor *[]){a, b}, 2, 0);
     CHECK(c && em_tensor_dtype(c) == EM_F32, "cat i32 + f32 is f32");
     h_check_tensor("cat promoted", c, (double[]){1, 2, 0.5}, EM_SHAPE(3), 0, 0);
-    em_tensor *u = em_from_data((double[]){200}, EM_F64, EM_SHAPE(1), EM_U8, EM_CPU);
-    em_tensor *s8 = em_from_data((double[]){-100}, EM_F64, EM_SHAPE(1), EM_I8, EM_CPU);
+    em_tensor *u = em_from_data((double[]){200}, EM_F64, EM_SHAPE(1), EM_U8, h_dev);
+    em_tensor *s8 = em_from_data((double[]){-100}, EM_F64, EM_SHAPE(1), EM_I8, h_dev);
     c = em_cat((em_tensor *[]){u, s8}, 2, 0);
     CHECK(c && em_tensor_dtype(c) == EM_I16, "cat u8 + i8 is i16");
     h_check_tensor("cat u8 i8", c, (double[]){200, -100}, EM_SHAPE(2), 0, 0);
-    em_tensor *bo = em_from_data((double[]){1}, EM_F64, EM_SHAPE(1), EM_BOOL, EM_CPU);
+    em_tensor *bo = em_from_data((double[]){1}, EM_F64, EM_SHAPE(1), EM_BOOL, h_dev);
     em_tensor *big = em_from_i64((int64_t[]){5000000000LL}, EM_SHAPE(1));
     c = em_cat((em_tensor *[]){bo, big}, 2, 0);
     CHECK(c && em_tensor_dtype(c) == EM_I64 && em_item_i64(em_narrow(c, 0, 1, 1)) == 5000000000LL,
           "cat bool + i64 keeps large values");
     /* legacy rule: 1-D [0] tensors are skipped whatever their rank */
     em_tensor *m = h_rand(EM_SHAPE(2, 3), EM_F64, H_CONTIG, -1, 1, NULL);
-    em_tensor *e0 = em_zeros(EM_SHAPE(0), EM_F64, EM_CPU);
+    em_tensor *e0 = em_zeros(EM_SHAPE(0), EM_F64, h_dev);
     c = em_cat((em_tensor *[]){e0, m, e0}, 3, 1);
     CHECK(c && em_shape_equal(em_tensor_shape(c), EM_SHAPE(2, 3)), "cat skips [0] tensors");
     c = em_cat((em_tensor *[]){e0, e0}, 2, 0);
@@ -193,13 +193,13 @@ static void check_split(void)
         em_scope_end();
     }
     em_scope_begin();
-    em_tensor *z = em_zeros(EM_SHAPE(0, 2), EM_F32, EM_CPU);
+    em_tensor *z = em_zeros(EM_SHAPE(0, 2), EM_F32, h_dev);
     em_tensor *out[4];
     int n = 0;
     CHECK(em_chunk(z, 3, 0, out, &n) == EM_OK && n == 3 && em_tensor_numel(out[2]) == 0,
           "chunk of an empty dim gives `chunks` empty pieces");
     CHECK(em_split(z, 2, 0, out, 4, &n) == EM_OK && n == 1, "split of an empty dim");
-    em_tensor *x = em_zeros(EM_SHAPE(3, 7), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(3, 7), EM_F32, h_dev);
     CHECK(em_split(x, 2, 1, out, 3, &n) != EM_OK, "split over cap");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_split");
     CHECK(em_split(x, 0, 1, out, 3, &n) != EM_OK, "split size 0");
@@ -257,10 +257,10 @@ static void check_repeat(void)
         }
     }
     em_scope_begin();
-    em_tensor *s = em_scalar(4, EM_I32, EM_CPU);
+    em_tensor *s = em_scalar(4, EM_I32, h_dev);
     h_check_tensor("repeat scalar", em_repeat(s, EM_SHAPE(3)), (double[]){4, 4, 4}, EM_SHAPE(3), 0,
                    0);
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
     CHECK(em_repeat(x, EM_SHAPE(2)) == NULL, "repeat with too few repeats");
     CHECK_ERR(EM_ERR_SHAPE, "em_repeat");
     CHECK(em_repeat(x, EM_SHAPE(1, -1)) == NULL, "repeat negative");
@@ -310,7 +310,7 @@ static void check_roll(void)
         }
     }
     em_scope_begin();
-    em_tensor *z = em_zeros(EM_SHAPE(0, 3), EM_F32, EM_CPU);
+    em_tensor *z = em_zeros(EM_SHAPE(0, 3), EM_F32, h_dev);
     em_tensor *r = em_roll(z, (int64_t[]){2}, (int[]){0}, 1);
     CHECK(r && em_tensor_numel(r) == 0, "roll of an empty tensor");
     CHECK(em_roll(z, (int64_t[]){2}, (int[]){2}, 1) == NULL, "roll bad dim");
@@ -380,7 +380,7 @@ static void check_pad(void)
         }
     }
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
     CHECK(em_pad(x, (int64_t[]){3, 0}, 1, EM_PAD_REFLECT, 0) == NULL, "reflect pad >= size");
     CHECK_ERR(EM_ERR_SHAPE,
               "em_pad: reflect pad (3, 0) on dim 1 must be less than the dim's size 3");
@@ -396,7 +396,7 @@ static void check_pad(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_pad");
     CHECK(em_pad(NULL, (int64_t[]){1, 1}, 1, EM_PAD_CONSTANT, 0) == NULL, "pad NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_pad");
-    em_tensor *e = em_zeros(EM_SHAPE(2, 0), EM_F32, EM_CPU);
+    em_tensor *e = em_zeros(EM_SHAPE(2, 0), EM_F32, h_dev);
     em_tensor *pe = em_pad(e, (int64_t[]){1, 2}, 1, EM_PAD_CONSTANT, 3);
     h_check_tensor("pad empty constant", pe, (double[]){3, 3, 3, 3, 3, 3}, EM_SHAPE(2, 3), 0, 0);
     CHECK(em_pad(e, (int64_t[]){1, 0}, 1, EM_PAD_REPLICATE, 0) == NULL, "replicate of empty");
@@ -407,8 +407,8 @@ static void check_pad(void)
 static void check_bad_cat(void)
 {
     em_scope_begin();
-    em_tensor *a = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
-    em_tensor *b = em_zeros(EM_SHAPE(2, 4), EM_F32, EM_CPU);
+    em_tensor *a = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
+    em_tensor *b = em_zeros(EM_SHAPE(2, 4), EM_F32, h_dev);
     CHECK(em_cat((em_tensor *[]){a, b}, 2, 0) == NULL, "cat mismatched shapes");
     CHECK_ERR(EM_ERR_SHAPE, "em_cat: tensors[1] has shape [2, 4]");
     CHECK(em_cat((em_tensor *[]){a, b}, 2, 2) == NULL, "cat bad dim");
@@ -419,7 +419,7 @@ static void check_bad_cat(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_cat");
     CHECK(em_cat((em_tensor *[]){a}, 0, 0) == NULL, "cat of nothing");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_cat");
-    em_tensor *c = em_zeros(EM_SHAPE(2, 3, 1), EM_F32, EM_CPU);
+    em_tensor *c = em_zeros(EM_SHAPE(2, 3, 1), EM_F32, h_dev);
     CHECK(em_cat((em_tensor *[]){a, c}, 2, 0) == NULL, "cat ranks differ");
     CHECK_ERR(EM_ERR_SHAPE, "em_cat");
     CHECK(em_stack((em_tensor *[]){a, b}, 2, 0) == NULL, "stack shapes differ");

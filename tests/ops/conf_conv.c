@@ -477,7 +477,7 @@ static void test_fixture_conv(h_fixture *fx, const char *name, bool transposed)
         for (int i = 0; i < 3; i++) {
             snprintf(key, sizeof key, "%s_%s", name, sfx[i]);
             const double *v = h_fixture_values(fx, key, &shp[i]);
-            t[i] = v ? em_from_data(v, EM_F64, shp[i], dt, EM_CPU) : NULL;
+            t[i] = v ? em_from_data(v, EM_F64, shp[i], dt, h_dev) : NULL;
         }
         em_tensor *b = em_shape_numel(shp[2]) > 0 ? t[2] : NULL;
         snprintf(key, sizeof key, "%s_y", name);
@@ -522,7 +522,7 @@ static void test_fixtures(void)
             snprintf(key, sizeof key, "%s_x", names[k]);
             em_shape xs;
             const double *xv = h_fixture_values(fx, key, &xs);
-            em_tensor *x = em_from_data(xv, EM_F64, xs, dt, EM_CPU);
+            em_tensor *x = em_from_data(xv, EM_F64, xs, dt, h_dev);
             em_tensor *y;
             if (k == 0) {
                 y = em_im2col(x, kk, dl, pd, st);
@@ -546,9 +546,9 @@ static void test_fixtures(void)
 static void test_bad_inputs(void)
 {
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(1, 3, 5, 5), EM_F32, EM_CPU);
-    em_tensor *w = em_zeros(EM_SHAPE(2, 4, 3, 3), EM_F32, EM_CPU);
-    em_tensor *w3 = em_zeros(EM_SHAPE(4, 3, 3, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(1, 3, 5, 5), EM_F32, h_dev);
+    em_tensor *w = em_zeros(EM_SHAPE(2, 4, 3, 3), EM_F32, h_dev);
+    em_tensor *w3 = em_zeros(EM_SHAPE(4, 3, 3, 3), EM_F32, h_dev);
     em_conv_opts o0 = {0};
 
     CHECK(em_conv2d(NULL, w, NULL, o0) == NULL, "NULL x");
@@ -564,30 +564,30 @@ static void test_bad_inputs(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_conv2d: input has 3 channels, weight expects 4 (groups 1)");
 
     em_conv_opts og = {.groups = 2};
-    em_tensor *x4 = em_zeros(EM_SHAPE(1, 4, 5, 5), EM_F32, EM_CPU);
+    em_tensor *x4 = em_zeros(EM_SHAPE(1, 4, 5, 5), EM_F32, h_dev);
     CHECK(em_conv2d(x, w3, NULL, og) == NULL, "groups not dividing channels");
     CHECK_ERR(EM_ERR_SHAPE, "em_conv2d: groups 2 does not divide the 3 input channels");
-    em_tensor *w5 = em_zeros(EM_SHAPE(5, 2, 3, 3), EM_F32, EM_CPU);
+    em_tensor *w5 = em_zeros(EM_SHAPE(5, 2, 3, 3), EM_F32, h_dev);
     CHECK(em_conv2d(x4, w5, NULL, og) == NULL, "groups not dividing out channels");
     CHECK_ERR(EM_ERR_SHAPE, "groups 2 does not divide the 5 output channels");
 
     CHECK(em_conv1d(x, w3, NULL, o0) == NULL, "rank");
     CHECK_ERR(EM_ERR_SHAPE, "em_conv1d: input must have rank 3");
-    CHECK(em_conv2d(x, em_zeros(EM_SHAPE(4, 3, 3), EM_F32, EM_CPU), NULL, o0) == NULL, "w rank");
+    CHECK(em_conv2d(x, em_zeros(EM_SHAPE(4, 3, 3), EM_F32, h_dev), NULL, o0) == NULL, "w rank");
     CHECK_ERR(EM_ERR_SHAPE, "em_conv2d: weight must have rank 4");
 
-    CHECK(em_conv2d(em_zeros(EM_SHAPE(1, 3, 5, 5), EM_I32, EM_CPU), w3, NULL, o0) == NULL,
+    CHECK(em_conv2d(em_zeros(EM_SHAPE(1, 3, 5, 5), EM_I32, h_dev), w3, NULL, o0) == NULL,
           "int dtype");
     CHECK_ERR(EM_ERR_DTYPE, "em_conv2d: input dtype i32 is not supported");
-    CHECK(em_conv2d(x, em_zeros(EM_SHAPE(4, 3, 3, 3), EM_F64, EM_CPU), NULL, o0) == NULL,
+    CHECK(em_conv2d(x, em_zeros(EM_SHAPE(4, 3, 3, 3), EM_F64, h_dev), NULL, o0) == NULL,
           "mixed dtypes");
     CHECK_ERR(EM_ERR_DTYPE, "em_conv2d: weight dtype f64 differs from the input's dtype f32");
-    CHECK(em_conv2d(x, w3, em_zeros(EM_SHAPE(4), EM_F16, EM_CPU), o0) == NULL, "bias dtype");
+    CHECK(em_conv2d(x, w3, em_zeros(EM_SHAPE(4), EM_F16, h_dev), o0) == NULL, "bias dtype");
     CHECK_ERR(EM_ERR_DTYPE, "bias dtype f16");
-    CHECK(em_conv2d(x, w3, em_zeros(EM_SHAPE(3), EM_F32, EM_CPU), o0) == NULL, "bias shape");
+    CHECK(em_conv2d(x, w3, em_zeros(EM_SHAPE(3), EM_F32, h_dev), o0) == NULL, "bias shape");
     CHECK_ERR(EM_ERR_SHAPE, "em_conv2d: bias must have shape [4]");
 
-    em_tensor *big_w = em_zeros(EM_SHAPE(4, 3, 7, 3), EM_F32, EM_CPU);
+    em_tensor *big_w = em_zeros(EM_SHAPE(4, 3, 7, 3), EM_F32, h_dev);
     CHECK(em_conv2d(x, big_w, NULL, o0) == NULL, "kernel larger than input");
     CHECK_ERR(EM_ERR_SHAPE, "input size 5, kernel 7 (dilation 1), padding 0+0");
     em_conv_opts od = {.dilation = {3, 1}};
@@ -601,7 +601,7 @@ static void test_bad_inputs(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_conv2d: out_pad[0] is 1");
 
     /* transposed: w [Cin, Cout/groups, k...] */
-    em_tensor *wt = em_zeros(EM_SHAPE(3, 2, 3, 3), EM_F32, EM_CPU);
+    em_tensor *wt = em_zeros(EM_SHAPE(3, 2, 3, 3), EM_F32, h_dev);
     em_conv_opts ot = {.stride = {2, 2}, .out_pad = {2, 0}};
     CHECK(em_conv_transpose2d(x, wt, NULL, ot) == NULL, "out_pad too large");
     CHECK_ERR(EM_ERR_INVALID_ARG,
@@ -614,7 +614,7 @@ static void test_bad_inputs(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_conv_transpose2d: output size");
     CHECK(em_conv_transpose3d(x, wt, NULL, o0) == NULL, "transposed rank");
     CHECK_ERR(EM_ERR_SHAPE, "em_conv_transpose3d: weight must have rank 5");
-    CHECK(em_conv3d(em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU), w3, NULL, o0) == NULL, "x rank");
+    CHECK(em_conv3d(em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev), w3, NULL, o0) == NULL, "x rank");
     CHECK_ERR(EM_ERR_SHAPE,
               "em_conv3d: input must have rank 5 (batched) or 4 (unbatched), got [2, 3]");
 
@@ -628,19 +628,19 @@ static void test_bad_inputs(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_im2col: no blocks along dim 0: image size 5, kernel 9");
     CHECK(em_im2col(x, k2, NULL, neg, NULL) == NULL, "im2col negative padding");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_im2col: bad parameters along dim 0");
-    CHECK(em_im2col(em_zeros(EM_SHAPE(5, 5), EM_F32, EM_CPU), k2, NULL, NULL, NULL) == NULL,
+    CHECK(em_im2col(em_zeros(EM_SHAPE(5, 5), EM_F32, h_dev), k2, NULL, NULL, NULL) == NULL,
           "im2col rank");
     CHECK_ERR(EM_ERR_SHAPE, "em_im2col: input must be [N, C, H, W] or [C, H, W], got [5, 5]");
-    CHECK(em_im2col(em_zeros(EM_SHAPE(1, 1, 3, 3), EM_I64, EM_CPU), k2, NULL, NULL, NULL) == NULL,
+    CHECK(em_im2col(em_zeros(EM_SHAPE(1, 1, 3, 3), EM_I64, h_dev), k2, NULL, NULL, NULL) == NULL,
           "im2col dtype");
     CHECK_ERR(EM_ERR_DTYPE, "em_im2col: input dtype i64");
-    em_tensor *cols = em_zeros(EM_SHAPE(1, 12, 16), EM_F32, EM_CPU);
+    em_tensor *cols = em_zeros(EM_SHAPE(1, 12, 16), EM_F32, h_dev);
     CHECK(em_col2im(cols, os, k2, NULL, NULL, NULL) != NULL, "col2im ok");
     CHECK_OK("col2im ok");
-    em_tensor *cols_bad = em_zeros(EM_SHAPE(1, 12, 15), EM_F32, EM_CPU);
+    em_tensor *cols_bad = em_zeros(EM_SHAPE(1, 12, 15), EM_F32, h_dev);
     CHECK(em_col2im(cols_bad, os, k2, NULL, NULL, NULL) == NULL, "col2im block count");
     CHECK_ERR(EM_ERR_SHAPE, "em_col2im: input [1, 12, 15] has 15 blocks, but out_size [5, 5]");
-    em_tensor *cols_rows = em_zeros(EM_SHAPE(1, 10, 16), EM_F32, EM_CPU);
+    em_tensor *cols_rows = em_zeros(EM_SHAPE(1, 10, 16), EM_F32, h_dev);
     CHECK(em_col2im(cols_rows, os, k2, NULL, NULL, NULL) == NULL, "col2im rows");
     CHECK_ERR(EM_ERR_SHAPE, "is not a multiple of the kernel size 2*2");
     CHECK(em_col2im(cols, NULL, k2, NULL, NULL, NULL) == NULL, "col2im NULL out_size");

@@ -13,21 +13,21 @@ static void check_fill(void)
         em_dtype dt = all_dtypes[k];
         em_scope_begin();
         em_shape s = EM_SHAPE(3, 0, 2);
-        em_tensor *e = em_full(s, 5, dt, EM_CPU);
+        em_tensor *e = em_full(s, 5, dt, h_dev);
         CHECK(e && em_tensor_numel(e) == 0, "full of size 0 (%s)", em_dtype_name(dt));
         s = EM_SHAPE(4, 5);
         double v = dt == EM_BOOL ? 1 : 3;
         double expect[20];
         for (int i = 0; i < 20; i++) expect[i] = v;
-        h_check_tensor("full", em_full(s, v, dt, EM_CPU), expect, s, 0, 0);
+        h_check_tensor("full", em_full(s, v, dt, h_dev), expect, s, 0, 0);
         for (int i = 0; i < 20; i++) expect[i] = 0;
-        h_check_tensor("zeros", em_zeros(s, dt, EM_CPU), expect, s, 0, 0);
+        h_check_tensor("zeros", em_zeros(s, dt, h_dev), expect, s, 0, 0);
         for (int i = 0; i < 20; i++) expect[i] = 1;
-        h_check_tensor("ones", em_ones(s, dt, EM_CPU), expect, s, 0, 0);
-        em_tensor *sc = em_scalar(2, dt, EM_CPU);
+        h_check_tensor("ones", em_ones(s, dt, h_dev), expect, s, 0, 0);
+        em_tensor *sc = em_scalar(2, dt, h_dev);
         CHECK(sc && em_tensor_rank(sc) == 0 && em_item_f64(sc) == (dt == EM_BOOL ? 1 : 2),
               "scalar %s", em_dtype_name(dt));
-        em_tensor *src = em_full(s, 1, dt, EM_CPU);
+        em_tensor *src = em_full(s, 1, dt, h_dev);
         h_check_tensor("zeros_like", em_zeros_like(src), (double[20]){0}, s, 0, 0);
         h_check_tensor("ones_like", em_ones_like(src), expect, s, 0, 0);
         em_tensor *el = em_empty_like(src);
@@ -38,9 +38,9 @@ static void check_fill(void)
     }
     em_scope_begin();
     double big = 3e9;
-    em_tensor *t = em_full(EM_SHAPE(2), big, EM_I64, EM_CPU);
+    em_tensor *t = em_full(EM_SHAPE(2), big, EM_I64, h_dev);
     CHECK(t && em_item_i64(em_narrow(t, 0, 1, 1)) == 3000000000LL, "full i64 keeps large values");
-    em_tensor *nan = em_full(EM_SHAPE(2), NAN, EM_F32, EM_CPU);
+    em_tensor *nan = em_full(EM_SHAPE(2), NAN, EM_F32, h_dev);
     CHECK(nan && isnan(em_get_f64(nan, (int64_t[]){1})), "full NaN");
     em_scope_end();
 }
@@ -50,28 +50,28 @@ static void check_ranges(void)
     em_scope_begin();
     double ex[10];
     for (int i = 0; i < 10; i++) ex[i] = i;
-    h_check_tensor("arange f32", em_arange(0, 10, 1, EM_F32, EM_CPU), ex, EM_SHAPE(10), 0, 0);
-    h_check_tensor("arange i64", em_arange(0, 10, 1, EM_I64, EM_CPU), ex, EM_SHAPE(10), 0, 0);
+    h_check_tensor("arange f32", em_arange(0, 10, 1, EM_F32, h_dev), ex, EM_SHAPE(10), 0, 0);
+    h_check_tensor("arange i64", em_arange(0, 10, 1, EM_I64, h_dev), ex, EM_SHAPE(10), 0, 0);
     double ex2[4] = {5, 3.5, 2, 0.5};
-    h_check_tensor("arange negative step", em_arange(5, 0, -1.5, EM_F64, EM_CPU), ex2, EM_SHAPE(4),
+    h_check_tensor("arange negative step", em_arange(5, 0, -1.5, EM_F64, h_dev), ex2, EM_SHAPE(4),
                    0, 0);
-    em_tensor *empty = em_arange(3, 3, 1, EM_F32, EM_CPU);
+    em_tensor *empty = em_arange(3, 3, 1, EM_F32, h_dev);
     CHECK(empty && em_tensor_numel(empty) == 0, "arange empty");
-    CHECK(em_arange(0, 1, 0, EM_F32, EM_CPU) == NULL, "arange step 0 fails");
+    CHECK(em_arange(0, 1, 0, EM_F32, h_dev) == NULL, "arange step 0 fails");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_arange");
     double ls[5] = {-1, -0.5, 0, 0.5, 1};
-    h_check_tensor("linspace", em_linspace(-1, 1, 5, EM_F64, EM_CPU), ls, EM_SHAPE(5), 1e-15, 0);
-    h_check_tensor("linspace f16", em_linspace(-1, 1, 5, EM_F16, EM_CPU), ls, EM_SHAPE(5), 0, 0);
+    h_check_tensor("linspace", em_linspace(-1, 1, 5, EM_F64, h_dev), ls, EM_SHAPE(5), 1e-15, 0);
+    h_check_tensor("linspace f16", em_linspace(-1, 1, 5, EM_F16, h_dev), ls, EM_SHAPE(5), 0, 0);
     double one[1] = {2};
-    h_check_tensor("linspace 1", em_linspace(2, 7, 1, EM_F32, EM_CPU), one, EM_SHAPE(1), 0, 0);
-    em_tensor *l0 = em_linspace(0, 1, 0, EM_F32, EM_CPU);
+    h_check_tensor("linspace 1", em_linspace(2, 7, 1, EM_F32, h_dev), one, EM_SHAPE(1), 0, 0);
+    em_tensor *l0 = em_linspace(0, 1, 0, EM_F32, h_dev);
     CHECK(l0 && em_tensor_numel(l0) == 0, "linspace 0 steps");
-    CHECK(em_linspace(0, 1, -1, EM_F32, EM_CPU) == NULL, "linspace negative steps");
+    CHECK(em_linspace(0, 1, -1, EM_F32, h_dev) == NULL, "linspace negative steps");
     CHECK_ERR(EM_ERR_SHAPE, "em_linspace");
     double eye[6] = {1, 0, 0, 0, 1, 0};
-    h_check_tensor("eye 2x3", em_eye(2, 3, EM_I32, EM_CPU), eye, EM_SHAPE(2, 3), 0, 0);
+    h_check_tensor("eye 2x3", em_eye(2, 3, EM_I32, h_dev), eye, EM_SHAPE(2, 3), 0, 0);
     double eye2[4] = {1, 0, 0, 1};
-    h_check_tensor("eye square", em_eye(2, -1, EM_BOOL, EM_CPU), eye2, EM_SHAPE(2, 2), 0, 0);
+    h_check_tensor("eye square", em_eye(2, -1, EM_BOOL, h_dev), eye2, EM_SHAPE(2, 2), 0, 0);
     em_scope_end();
 }
 
@@ -79,10 +79,10 @@ static void check_random(void)
 {
     em_scope_begin();
     em_seed(7);
-    em_tensor *a = em_rand(EM_SHAPE(1000), EM_F32, EM_CPU);
+    em_tensor *a = em_rand(EM_SHAPE(1000), EM_F32, h_dev);
     em_seed(7);
-    em_tensor *b = em_rand(EM_SHAPE(1000), EM_F32, EM_CPU);
-    em_tensor *c = em_rand(EM_SHAPE(1000), EM_F32, EM_CPU);
+    em_tensor *b = em_rand(EM_SHAPE(1000), EM_F32, h_dev);
+    em_tensor *c = em_rand(EM_SHAPE(1000), EM_F32, h_dev);
     double *va = h_values(a), *vb = h_values(b), *vc = h_values(c);
     int same = 0, differ = 0, in_range = 0;
     double mean = 0;
@@ -99,7 +99,7 @@ static void check_random(void)
     /* values follow the documented stream: element i is em_rng_uniform_at(seed, offset, i) */
     em_seed(99);
     em_rng_state st = em_rng_get_state();
-    em_tensor *d = em_rand(EM_SHAPE(16), EM_F64, EM_CPU);
+    em_tensor *d = em_rand(EM_SHAPE(16), EM_F64, h_dev);
     double *vd = h_values(d);
     int follows = 0;
     for (int i = 0; i < 16; i++)
@@ -110,27 +110,27 @@ static void check_random(void)
     free(vb);
     free(vc);
 
-    em_tensor *n = em_randn(EM_SHAPE(20000), EM_F64, EM_CPU);
+    em_tensor *n = em_randn(EM_SHAPE(20000), EM_F64, h_dev);
     double *vn = h_values(n);
     double m = 0, s2 = 0;
     for (int i = 0; i < 20000; i++) m += vn[i] / 20000;
     for (int i = 0; i < 20000; i++) s2 += (vn[i] - m) * (vn[i] - m) / 20000;
     CHECK(fabs(m) < 0.03 && fabs(sqrt(s2) - 1) < 0.03, "randn mean %g std %g", m, sqrt(s2));
     free(vn);
-    em_tensor *n2 = em_rand_normal(EM_SHAPE(4000), 3, 0.5, EM_F32, EM_CPU);
+    em_tensor *n2 = em_rand_normal(EM_SHAPE(4000), 3, 0.5, EM_F32, h_dev);
     double *v2 = h_values(n2);
     m = 0;
     for (int i = 0; i < 4000; i++) m += v2[i] / 4000;
     CHECK(fabs(m - 3) < 0.05, "rand_normal mean %g", m);
     free(v2);
-    em_tensor *u = em_rand_uniform(EM_SHAPE(4000), -2, -1, EM_BF16, EM_CPU);
+    em_tensor *u = em_rand_uniform(EM_SHAPE(4000), -2, -1, EM_BF16, h_dev);
     double *vu = h_values(u);
     int ok = 0;
     for (int i = 0; i < 4000; i++) ok += vu[i] >= -2 && vu[i] < -1;
     CHECK(ok == 4000, "rand_uniform bf16 within [-2, -1)");
     free(vu);
 
-    em_tensor *ri = em_randint(-3, 4, EM_SHAPE(5000), EM_I16, EM_CPU);
+    em_tensor *ri = em_randint(-3, 4, EM_SHAPE(5000), EM_I16, h_dev);
     double *vr = h_values(ri);
     int hist[7] = {0};
     ok = 1;
@@ -145,8 +145,8 @@ static void check_random(void)
         CHECK(hist[i] > 550, "randint value %d drawn %d times", i - 3, hist[i]);
     free(vr);
 
-    em_tensor *bp = em_bernoulli_p(EM_SHAPE(10000), 0.25, EM_F32, EM_CPU);
-    em_tensor *bs = em_bernoulli_p(EM_SHAPE(10), 0, EM_BOOL, EM_CPU);
+    em_tensor *bp = em_bernoulli_p(EM_SHAPE(10000), 0.25, EM_F32, h_dev);
+    em_tensor *bs = em_bernoulli_p(EM_SHAPE(10), 0, EM_BOOL, h_dev);
     double *vb2 = h_values(bp);
     double frac = 0;
     for (int i = 0; i < 10000; i++) frac += vb2[i] / 10000;
@@ -161,11 +161,11 @@ static void check_random(void)
     em_tensor *rn = em_randn_like(p);
     CHECK(rn && em_tensor_numel(rn) == 6, "randn_like");
 
-    CHECK(em_rand(EM_SHAPE(2), EM_I32, EM_CPU) == NULL, "rand of ints fails");
+    CHECK(em_rand(EM_SHAPE(2), EM_I32, h_dev) == NULL, "rand of ints fails");
     CHECK_ERR(EM_ERR_DTYPE, "em_rand");
-    CHECK(em_randint(3, 3, EM_SHAPE(2), EM_I32, EM_CPU) == NULL, "randint empty range");
+    CHECK(em_randint(3, 3, EM_SHAPE(2), EM_I32, h_dev) == NULL, "randint empty range");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_randint");
-    CHECK(em_bernoulli_p(EM_SHAPE(2), 1.5, EM_F32, EM_CPU) == NULL, "bernoulli p > 1");
+    CHECK(em_bernoulli_p(EM_SHAPE(2), 1.5, EM_F32, h_dev) == NULL, "bernoulli p > 1");
     CHECK_ERR(EM_ERR_INVALID_ARG, "1.5");
     CHECK(em_bernoulli(NULL) == NULL, "bernoulli NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_bernoulli");
@@ -185,7 +185,7 @@ static void check_one_hot_tri(void)
     h_check_tensor("one_hot strided", em_one_hot(it, 3), ext, EM_SHAPE(2, 2, 3), 0, 0);
     CHECK(em_one_hot(i, 2) == NULL, "one_hot index out of range");
     CHECK_ERR(EM_ERR_INDEX, "em_one_hot");
-    em_tensor *f = em_zeros(EM_SHAPE(2), EM_F32, EM_CPU);
+    em_tensor *f = em_zeros(EM_SHAPE(2), EM_F32, h_dev);
     CHECK(em_one_hot(f, 2) == NULL, "one_hot of floats");
     CHECK_ERR(EM_ERR_DTYPE, "f32");
 
@@ -210,11 +210,11 @@ static void check_one_hot_tri(void)
             free(v);
         }
     }
-    CHECK(em_tril(em_zeros(EM_SHAPE(3), EM_F32, EM_CPU), 0) == NULL, "tril of 1-D");
+    CHECK(em_tril(em_zeros(EM_SHAPE(3), EM_F32, h_dev), 0) == NULL, "tril of 1-D");
     CHECK_ERR(EM_ERR_SHAPE, "em_tril");
 
-    em_tensor *a = em_arange(0, 3, 1, EM_F32, EM_CPU);
-    em_tensor *b = em_arange(10, 12, 1, EM_F32, EM_CPU);
+    em_tensor *a = em_arange(0, 3, 1, EM_F32, h_dev);
+    em_tensor *b = em_arange(10, 12, 1, EM_F32, h_dev);
     em_tensor *grid[2];
     CHECK(em_meshgrid((em_tensor *[]){a, b}, 2, grid) == EM_OK, "meshgrid");
     double gx[6] = {0, 0, 1, 1, 2, 2}, gy[6] = {10, 11, 10, 11, 10, 11};
@@ -280,17 +280,17 @@ static void check_casts(void)
 static void check_bad_creation(void)
 {
     em_scope_begin();
-    CHECK(em_zeros(EM_SHAPE(2, -1), EM_F32, EM_CPU) == NULL, "negative dim");
+    CHECK(em_zeros(EM_SHAPE(2, -1), EM_F32, h_dev) == NULL, "negative dim");
     CHECK_ERR(EM_ERR_SHAPE, "[2, -1]");
-    CHECK(em_zeros(EM_SHAPE(2), (em_dtype)99, EM_CPU) == NULL, "bad dtype");
+    CHECK(em_zeros(EM_SHAPE(2), (em_dtype)99, h_dev) == NULL, "bad dtype");
     CHECK_ERR(EM_ERR_DTYPE, "em_zeros: invalid dtype 99");
     CHECK(em_zeros(EM_SHAPE(2), EM_F32, (em_device){5, 0}) == NULL, "bad device");
     CHECK_ERR(EM_ERR_DEVICE, "em_zeros: device");
-    CHECK(em_zeros(EM_SHAPE(1 << 30, 1 << 30, 1 << 30), EM_F32, EM_CPU) == NULL, "overflow");
+    CHECK(em_zeros(EM_SHAPE(1 << 30, 1 << 30, 1 << 30), EM_F32, h_dev) == NULL, "overflow");
     CHECK(em_failed(), "overflow is an error");
     em_clear_error();
     em_shape big = {.rank = 9};
-    CHECK(em_zeros(big, EM_F32, EM_CPU) == NULL, "rank 9");
+    CHECK(em_zeros(big, EM_F32, h_dev) == NULL, "rank 9");
     CHECK_ERR(EM_ERR_SHAPE, "rank 9");
     em_scope_end();
 }

@@ -114,7 +114,7 @@ static void test_gather(void)
     double want[5] = {-0.0, NAN, INFINITY, -INFINITY, NAN};
     for (int k = 0; k < 4; k++) {
         em_dtype dt = val_dtypes[k];
-        em_tensor *x = em_from_data(sv, EM_F64, EM_SHAPE(4), dt, EM_CPU);
+        em_tensor *x = em_from_data(sv, EM_F64, EM_SHAPE(4), dt, h_dev);
         em_tensor *i = em_from_i64(iv, EM_SHAPE(5));
         h_check_tensor("gather NaN/Inf", em_gather(x, 0, i), want, EM_SHAPE(5), 0, 0);
         h_check_tensor("index_select NaN/Inf", em_index_select(x, 0, i), want, EM_SHAPE(5), 0, 0);
@@ -224,11 +224,11 @@ static void test_scatter(void)
     CHECK(bo && em_to_data(bo, got, EM_I64, 2) == EM_OK && got[0] == (1LL << 53) + 3 && got[1] == 3,
           "scatter i64 add exact: got %lld %lld", (long long)got[0], (long long)got[1]);
     /* a float scalar src into an integer x truncates */
-    em_tensor *ix = em_zeros(EM_SHAPE(3), EM_I32, EM_CPU);
+    em_tensor *ix = em_zeros(EM_SHAPE(3), EM_I32, h_dev);
     em_tensor *one = em_from_i64((int64_t[]){2}, EM_SHAPE(1));
     double want_ix[3] = {0, 0, 2};
     h_check_tensor("scatter f64 scalar into i32",
-                   em_scatter(ix, 0, one, em_scalar(2.75, EM_F64, EM_CPU), EM_SCATTER_ASSIGN),
+                   em_scatter(ix, 0, one, em_scalar(2.75, EM_F64, h_dev), EM_SCATTER_ASSIGN),
                    want_ix, EM_SHAPE(3), 0, 0);
     em_scope_end();
 }
@@ -425,14 +425,14 @@ static void test_masked_nonzero(void)
     nonzero_case(EM_F32, H_CONTIG, EM_SHAPE(0, 4));
     nonzero_case(EM_F32, H_CONTIG, EM_SHAPE(300, 200));
     em_scope_begin();
-    em_tensor *z = em_nonzero(em_scalar(0, EM_F32, EM_CPU));
-    em_tensor *o = em_nonzero(em_scalar(-2, EM_I64, EM_CPU));
+    em_tensor *z = em_nonzero(em_scalar(0, EM_F32, h_dev));
+    em_tensor *o = em_nonzero(em_scalar(-2, EM_I64, h_dev));
     em_shape zs = em_tensor_shape(z), os = em_tensor_shape(o);
     CHECK(z && em_shape_equal(zs, EM_SHAPE(0, 0)), "nonzero of a zero scalar is [0, 0]");
     CHECK(o && em_shape_equal(os, EM_SHAPE(1, 0)), "nonzero of a non-zero scalar is [1, 0]");
     double t[2] = {1, 2}, f[2] = {0, 0};
     em_tensor *all =
-        em_masked_select(em_from_f64(t, EM_SHAPE(2)), em_ones(EM_SHAPE(2), EM_BOOL, EM_CPU));
+        em_masked_select(em_from_f64(t, EM_SHAPE(2)), em_ones(EM_SHAPE(2), EM_BOOL, h_dev));
     h_check_tensor("masked_select all true", all, t, EM_SHAPE(2), 0, 0);
     em_tensor *none = em_masked_select(em_from_f64(t, EM_SHAPE(2)), em_from_f64(f, EM_SHAPE(2)));
     CHECK_ERR(EM_ERR_DTYPE, "em_masked_select: mask must be bool, got f64");
@@ -512,11 +512,11 @@ static void test_slice_assign(void)
     slice_assign_case(EM_F32, EM_F32, H_CONTIG, H_CONTIG, EM_SHAPE(0, 3), NULL, NULL, NULL, false);
     em_scope_begin();
     /* a rank-0 src fills the region */
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
     int64_t a[2] = {0, 1};
     double want[6] = {0, 7, 7, 0, 7, 7};
     h_check_tensor("slice_assign scalar src",
-                   em_slice_assign(x, a, NULL, NULL, em_scalar(7, EM_F32, EM_CPU)), want,
+                   em_slice_assign(x, a, NULL, NULL, em_scalar(7, EM_F32, h_dev)), want,
                    EM_SHAPE(2, 3), 0, 0);
     em_scope_end();
 }
@@ -575,8 +575,8 @@ static void test_errors(void)
     em_tensor *ihi = em_from_i64(bad_hi, EM_SHAPE(2, 2));
     em_tensor *ineg = em_from_i64(bad_neg, EM_SHAPE(2, 2));
     em_tensor *igood = em_from_i64(good, EM_SHAPE(2, 2));
-    em_tensor *fidx = em_ones(EM_SHAPE(2, 2), EM_F32, EM_CPU);
-    em_tensor *bidx = em_ones(EM_SHAPE(2, 2), EM_BOOL, EM_CPU);
+    em_tensor *fidx = em_ones(EM_SHAPE(2, 2), EM_F32, h_dev);
+    em_tensor *bidx = em_ones(EM_SHAPE(2, 2), EM_BOOL, h_dev);
     em_tensor *v1 = em_from_i64(bad_hi, EM_SHAPE(4));
     em_tensor *vneg = em_from_i64(bad_neg, EM_SHAPE(4));
     em_tensor *vgood = em_from_i64(good, EM_SHAPE(4));
@@ -596,7 +596,7 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INDEX, "em_gather: dim 2 is out of range for a tensor of rank 2");
     em_gather(x, 1, v1);
     CHECK_ERR(EM_ERR_SHAPE, "em_gather: index [4] and x [3, 5] must have the same rank");
-    em_gather(x, 1, em_zeros(EM_SHAPE(4, 2), EM_I64, EM_CPU));
+    em_gather(x, 1, em_zeros(EM_SHAPE(4, 2), EM_I64, h_dev));
     CHECK_ERR(EM_ERR_SHAPE, "em_gather: index [4, 2] is larger than x [3, 5] in dim 0");
     em_gather(NULL, 0, igood);
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_gather: argument `x` is NULL");
@@ -616,9 +616,9 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_DTYPE, "em_scatter: index must have an integer dtype, got f32");
     em_scatter(x, 0, igood, em_cast(src, EM_F32), EM_SCATTER_ASSIGN);
     CHECK_ERR(EM_ERR_DTYPE, "em_scatter: src dtype f32 differs from x dtype f64");
-    em_scatter(x, 0, igood, em_zeros(EM_SHAPE(3, 1), EM_F64, EM_CPU), EM_SCATTER_ASSIGN);
+    em_scatter(x, 0, igood, em_zeros(EM_SHAPE(3, 1), EM_F64, h_dev), EM_SCATTER_ASSIGN);
     CHECK_ERR(EM_ERR_SHAPE, "em_scatter: index [2, 2] is larger than src [3, 1] in dim 1");
-    em_scatter(x, 0, em_zeros(EM_SHAPE(2, 6), EM_I64, EM_CPU), src, EM_SCATTER_ASSIGN);
+    em_scatter(x, 0, em_zeros(EM_SHAPE(2, 6), EM_I64, h_dev), src, EM_SCATTER_ASSIGN);
     CHECK_ERR(EM_ERR_SHAPE, "em_scatter: index [2, 6] is larger than x [3, 5] in dim 1");
     em_scatter(x, 0, v1, src, EM_SCATTER_ASSIGN);
     CHECK_ERR(EM_ERR_SHAPE, "em_scatter: x [3, 5], index [4] and src [3, 5] must have the same");
@@ -636,7 +636,7 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INDEX, "em_index_select: index -1 is out of range for dim 0 of size 3");
     em_index_select(x, 0, igood);
     CHECK_ERR(EM_ERR_SHAPE, "em_index_select: index must be 1-D or rank 0, got shape [2, 2]");
-    em_index_select(x, 0, em_ones(EM_SHAPE(2), EM_F64, EM_CPU));
+    em_index_select(x, 0, em_ones(EM_SHAPE(2), EM_F64, h_dev));
     CHECK_ERR(EM_ERR_DTYPE, "em_index_select: index must have an integer dtype, got f64");
     em_index_select(x, 5, vgood);
     CHECK_ERR(EM_ERR_INDEX, "em_index_select: dim 5 is out of range");
@@ -644,17 +644,17 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_index_select: argument `x` is NULL");
 
     /* index_add */
-    em_tensor *src4 = em_zeros(EM_SHAPE(3, 4), EM_F64, EM_CPU);
+    em_tensor *src4 = em_zeros(EM_SHAPE(3, 4), EM_F64, h_dev);
     em_index_add(x, 1, v1, src4, 1);
     CHECK_ERR(EM_ERR_INDEX, "em_index_add: index 7 is out of range for dim 1 of size 5");
     em_index_add(x, 1, vneg, src4, 1);
     CHECK_ERR(EM_ERR_INDEX, "em_index_add: index -1");
-    em_index_add(x, 1, vgood, em_zeros(EM_SHAPE(3, 5), EM_F64, EM_CPU), 1);
+    em_index_add(x, 1, vgood, em_zeros(EM_SHAPE(3, 5), EM_F64, h_dev), 1);
     CHECK_ERR(EM_ERR_SHAPE, "em_index_add: src [3, 5] does not match x [3, 5] with dim 1 of "
                             "size 4");
-    em_index_add(x, 1, vgood, em_zeros(EM_SHAPE(3, 4), EM_F32, EM_CPU), 1);
+    em_index_add(x, 1, vgood, em_zeros(EM_SHAPE(3, 4), EM_F32, h_dev), 1);
     CHECK_ERR(EM_ERR_DTYPE, "em_index_add: src dtype f32 differs from x dtype f64");
-    em_index_add(em_cast(x, EM_I32), 1, vgood, em_zeros(EM_SHAPE(3, 4), EM_I32, EM_CPU), 0.5);
+    em_index_add(em_cast(x, EM_I32), 1, vgood, em_zeros(EM_SHAPE(3, 4), EM_I32, h_dev), 0.5);
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_index_add: alpha 0.5 must be an integer for dtype i32");
     em_index_add(x, 1, fidx, src4, 1);
     CHECK_ERR(EM_ERR_DTYPE, "em_index_add: index must have an integer dtype");
@@ -662,9 +662,9 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_index_add: argument `src` is NULL");
 
     /* masked_select and nonzero */
-    em_masked_select(x, em_ones(EM_SHAPE(4), EM_BOOL, EM_CPU));
+    em_masked_select(x, em_ones(EM_SHAPE(4), EM_BOOL, h_dev));
     CHECK_ERR(EM_ERR_SHAPE, "em_masked_select: shapes [3, 5] and [4]");
-    em_masked_select(x, em_ones(EM_SHAPE(5), EM_U8, EM_CPU));
+    em_masked_select(x, em_ones(EM_SHAPE(5), EM_U8, h_dev));
     CHECK_ERR(EM_ERR_DTYPE, "em_masked_select: mask must be bool, got u8");
     em_masked_select(x, NULL);
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_masked_select: argument `mask` is NULL");
@@ -673,10 +673,10 @@ static void test_errors(void)
 
     /* slice_assign */
     int64_t st[2] = {0, 1}, zero_step[2] = {1, 0};
-    em_slice_assign(x, st, NULL, NULL, em_zeros(EM_SHAPE(3, 3), EM_F64, EM_CPU));
+    em_slice_assign(x, st, NULL, NULL, em_zeros(EM_SHAPE(3, 3), EM_F64, h_dev));
     CHECK_ERR(EM_ERR_SHAPE, "em_slice_assign: src [3, 3] does not match (or broadcast to) the "
                             "region [3, 4]");
-    em_slice_assign(x, st, NULL, NULL, em_zeros(EM_SHAPE(1, 3, 4), EM_F64, EM_CPU));
+    em_slice_assign(x, st, NULL, NULL, em_zeros(EM_SHAPE(1, 3, 4), EM_F64, h_dev));
     CHECK_ERR(EM_ERR_SHAPE, "em_slice_assign: src [1, 3, 4] does not match");
     em_slice_assign(x, NULL, NULL, zero_step, src);
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_slice_assign: step 0 of dim 1 must be positive");
@@ -684,18 +684,18 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_slice_assign: argument `src` is NULL");
 
     /* embedding */
-    em_tensor *w = em_ones(EM_SHAPE(4, 3), EM_F32, EM_CPU);
+    em_tensor *w = em_ones(EM_SHAPE(4, 3), EM_F32, h_dev);
     em_embedding(w, v1);
     CHECK_ERR(EM_ERR_INDEX, "em_embedding: index 7 is out of range for dim 0 of size 4");
     em_embedding(w, vneg);
     CHECK_ERR(EM_ERR_INDEX, "em_embedding: index -1 is out of range");
-    em_embedding(w, em_ones(EM_SHAPE(2), EM_F32, EM_CPU));
+    em_embedding(w, em_ones(EM_SHAPE(2), EM_F32, h_dev));
     CHECK_ERR(EM_ERR_DTYPE, "em_embedding: indices must have an integer dtype, got f32");
-    em_embedding(em_ones(EM_SHAPE(4, 3), EM_I32, EM_CPU), vgood);
+    em_embedding(em_ones(EM_SHAPE(4, 3), EM_I32, h_dev), vgood);
     CHECK_ERR(EM_ERR_DTYPE, "em_embedding: weight must have a float dtype, got i32");
-    em_embedding(em_ones(EM_SHAPE(12), EM_F32, EM_CPU), vgood);
+    em_embedding(em_ones(EM_SHAPE(12), EM_F32, h_dev), vgood);
     CHECK_ERR(EM_ERR_SHAPE, "em_embedding: weight must be 2-D [num, dim], got shape [12]");
-    em_embedding(w, em_zeros(EM_SHAPE(1, 1, 1, 1, 1, 1, 1, 1), EM_I64, EM_CPU));
+    em_embedding(w, em_zeros(EM_SHAPE(1, 1, 1, 1, 1, 1, 1, 1), EM_I64, h_dev));
     CHECK_ERR(EM_ERR_SHAPE, "em_embedding: indices of shape [1, 1, 1, 1, 1, 1, 1, 1]");
     em_embedding(NULL, vgood);
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_embedding: argument `weight` is NULL");

@@ -288,7 +288,7 @@ static void helpers(void)
 static void bad_inputs(void)
 {
     em_scope_begin();
-    em_device cpu = EM_CPU;
+    em_device cpu = h_dev;
     em_tensor *a = em_zeros(EM_SHAPE(2, 3), EM_F32, cpu),
               *b = em_zeros(EM_SHAPE(4, 5), EM_F32, cpu);
     em_tensor *v3 = em_zeros(EM_SHAPE(3), EM_F32, cpu), *v4 = em_zeros(EM_SHAPE(4), EM_F32, cpu);

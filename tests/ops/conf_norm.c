@@ -69,11 +69,11 @@ static void check_layer_rms(void)
     free(y);
     free(xv);
     /* constant rows: zero variance gives zeros, not NaN */
-    em_tensor *c = em_full(EM_SHAPE(2, 3), 5, EM_F32, EM_CPU);
+    em_tensor *c = em_full(EM_SHAPE(2, 3), 5, EM_F32, h_dev);
     double zeros[6] = {0};
     h_check_tensor("layer_norm constant", em_layer_norm(c, 1, NULL, NULL, 1e-5), zeros,
                    EM_SHAPE(2, 3), 0, 0);
-    em_tensor *e = em_layer_norm(em_zeros(EM_SHAPE(0, 3), EM_F32, EM_CPU), 1, NULL, NULL, 1e-5);
+    em_tensor *e = em_layer_norm(em_zeros(EM_SHAPE(0, 3), EM_F32, h_dev), 1, NULL, NULL, 1e-5);
     CHECK(e && em_tensor_numel(e) == 0, "layer_norm of empty batch");
     em_scope_end();
 }
@@ -202,13 +202,13 @@ static void check_sdpa(void)
         }
     em_scope_begin();
     /* a fully masked row gives NaN, like PyTorch */
-    em_tensor *q = em_ones(EM_SHAPE(2, 2), EM_F32, EM_CPU);
-    em_tensor *none = em_zeros(EM_SHAPE(2, 2), EM_BOOL, EM_CPU);
+    em_tensor *q = em_ones(EM_SHAPE(2, 2), EM_F32, h_dev);
+    em_tensor *none = em_zeros(EM_SHAPE(2, 2), EM_BOOL, h_dev);
     em_tensor *y = em_sdpa(q, q, q, none, (em_sdpa_opts){0});
     CHECK(y && isnan(em_get_f64(y, (int64_t[]){0, 0})), "fully masked row is NaN");
     /* batch dims broadcast: q [2, 1, L, E] with k, v [3, S, E] */
-    em_tensor *qb = em_randn(EM_SHAPE(2, 1, 3, 4), EM_F32, EM_CPU);
-    em_tensor *kb = em_randn(EM_SHAPE(3, 5, 4), EM_F32, EM_CPU);
+    em_tensor *qb = em_randn(EM_SHAPE(2, 1, 3, 4), EM_F32, h_dev);
+    em_tensor *kb = em_randn(EM_SHAPE(3, 5, 4), EM_F32, h_dev);
     em_tensor *yb = em_sdpa(qb, kb, kb, NULL, (em_sdpa_opts){0});
     CHECK(yb && em_shape_equal(em_tensor_shape(yb), EM_SHAPE(2, 3, 3, 4)), "broadcast batch");
     em_scope_end();
@@ -273,7 +273,7 @@ static void check_fixtures(void)
 static void check_dropout(void)
 {
     em_scope_begin();
-    em_tensor *x = em_ones(EM_SHAPE(100, 100), EM_F32, EM_CPU);
+    em_tensor *x = em_ones(EM_SHAPE(100, 100), EM_F32, h_dev);
     em_seed(5);
     em_tensor *y = em_dropout(x, 0.3, true);
     double *v = h_values(y);
@@ -299,7 +299,7 @@ static void check_dropout(void)
                    EM_SHAPE(1), 0, 0);
     CHECK(em_dropout(x, 1.5, true) == NULL, "p > 1");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_dropout: probability 1.5");
-    CHECK(em_dropout(em_zeros(EM_SHAPE(2), EM_I32, EM_CPU), 0.5, true) == NULL, "int dropout");
+    CHECK(em_dropout(em_zeros(EM_SHAPE(2), EM_I32, h_dev), 0.5, true) == NULL, "int dropout");
     CHECK_ERR(EM_ERR_DTYPE, "em_dropout");
     em_scope_end();
 }
@@ -307,29 +307,29 @@ static void check_dropout(void)
 static void check_errors(void)
 {
     em_scope_begin();
-    em_tensor *x = em_ones(EM_SHAPE(2, 4, 3), EM_F32, EM_CPU);
-    em_tensor *w = em_ones(EM_SHAPE(4), EM_F32, EM_CPU);
+    em_tensor *x = em_ones(EM_SHAPE(2, 4, 3), EM_F32, h_dev);
+    em_tensor *w = em_ones(EM_SHAPE(4), EM_F32, h_dev);
     CHECK(em_layer_norm(x, 1, w, NULL, 1e-5) == NULL, "layer_norm weight shape");
     CHECK_ERR(EM_ERR_SHAPE, "em_layer_norm: weight has shape [4], expected [3]");
     CHECK(em_layer_norm(x, 4, NULL, NULL, 1e-5) == NULL, "layer_norm too many dims");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_layer_norm");
     CHECK(em_layer_norm(NULL, 1, NULL, NULL, 1e-5) == NULL, "layer_norm NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_layer_norm: argument `x` is NULL");
-    CHECK(em_rms_norm(em_ones(EM_SHAPE(2), EM_I64, EM_CPU), 1, NULL, 1e-5) == NULL, "rms int");
+    CHECK(em_rms_norm(em_ones(EM_SHAPE(2), EM_I64, h_dev), 1, NULL, 1e-5) == NULL, "rms int");
     CHECK_ERR(EM_ERR_DTYPE, "em_rms_norm: x must be a float tensor, got i64");
     CHECK(em_group_norm(x, 3, NULL, NULL, 1e-5) == NULL, "groups do not divide");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_group_norm: 3 groups do not divide 4 channels");
-    CHECK(em_batch_norm(x, w, em_ones(EM_SHAPE(4), EM_F64, EM_CPU), NULL, NULL, 1e-5) == NULL,
+    CHECK(em_batch_norm(x, w, em_ones(EM_SHAPE(4), EM_F64, h_dev), NULL, NULL, 1e-5) == NULL,
           "batch_norm var dtype");
     CHECK_ERR(EM_ERR_DTYPE, "em_batch_norm: var has dtype f64");
     CHECK(em_batch_norm(x, NULL, w, NULL, NULL, 1e-5) == NULL, "batch_norm NULL mean");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_batch_norm");
-    em_tensor *q = em_ones(EM_SHAPE(2, 3, 4), EM_F32, EM_CPU);
-    em_tensor *k = em_ones(EM_SHAPE(2, 5, 3), EM_F32, EM_CPU);
+    em_tensor *q = em_ones(EM_SHAPE(2, 3, 4), EM_F32, h_dev);
+    em_tensor *k = em_ones(EM_SHAPE(2, 5, 3), EM_F32, h_dev);
     CHECK(em_sdpa(q, k, k, NULL, (em_sdpa_opts){0}) == NULL, "sdpa E mismatch");
     CHECK_ERR(EM_ERR_SHAPE, "em_sdpa: shapes q [2, 3, 4], k [2, 5, 3]");
-    em_tensor *k2 = em_ones(EM_SHAPE(2, 5, 4), EM_F32, EM_CPU);
-    em_tensor *m = em_ones(EM_SHAPE(3, 4), EM_BOOL, EM_CPU);
+    em_tensor *k2 = em_ones(EM_SHAPE(2, 5, 4), EM_F32, h_dev);
+    em_tensor *m = em_ones(EM_SHAPE(3, 4), EM_BOOL, h_dev);
     CHECK(em_sdpa(q, k2, k2, m, (em_sdpa_opts){0}) == NULL, "sdpa mask shape");
     CHECK_ERR(EM_ERR_SHAPE, "em_sdpa: mask of shape [3, 4]");
     CHECK(em_sdpa(q, k2, em_cast(k2, EM_F64), NULL, (em_sdpa_opts){0}) == NULL, "sdpa dtypes");

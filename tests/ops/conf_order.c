@@ -181,7 +181,7 @@ static void check_sort_topk(void)
     h_check_tensor("argsort i64 exact", em_argsort(b, 0, false), (double[]){3, 1, 2, 0},
                    EM_SHAPE(4), 0, 0);
     /* rank 0 */
-    em_tensor *sc = em_scalar(3, EM_F32, EM_CPU), *v, *ix;
+    em_tensor *sc = em_scalar(3, EM_F32, h_dev), *v, *ix;
     CHECK(em_sort(sc, 0, false, &v, &ix) == EM_OK && em_tensor_rank(v) == 0 &&
               em_item_f64(v) == 3 && em_item_i64(ix) == 0,
           "sort of a scalar");
@@ -321,7 +321,7 @@ static void check_fixtures(void)
 static void check_bad(void)
 {
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(2, 5), EM_F32, EM_CPU), *v, *ix;
+    em_tensor *x = em_zeros(EM_SHAPE(2, 5), EM_F32, h_dev), *v, *ix;
     CHECK(em_sort(NULL, 0, false, &v, &ix) != EM_OK, "sort NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_sort");
     CHECK(em_sort(x, 2, false, &v, &ix) != EM_OK, "sort bad dim");
@@ -336,7 +336,7 @@ static void check_bad(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_topk");
     CHECK(em_median(x, 4, false, &v, &ix) != EM_OK, "median bad dim");
     CHECK_ERR(EM_ERR_INDEX, "em_median");
-    em_tensor *e = em_zeros(EM_SHAPE(2, 0), EM_F32, EM_CPU);
+    em_tensor *e = em_zeros(EM_SHAPE(2, 0), EM_F32, h_dev);
     CHECK(em_median(e, 1, false, &v, &ix) != EM_OK, "median of an empty dim");
     CHECK_ERR(EM_ERR_SHAPE, "em_median");
     CHECK(em_median(e, EM_FLAT, false, &v, &ix) != EM_OK, "median of an empty tensor");

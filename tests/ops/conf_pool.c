@@ -293,7 +293,7 @@ static void check_fixtures(void)
 static void check_errors(void)
 {
     em_scope_begin();
-    em_tensor *x = em_ones(EM_SHAPE(1, 2, 4, 4), EM_F32, EM_CPU);
+    em_tensor *x = em_ones(EM_SHAPE(1, 2, 4, 4), EM_F32, h_dev);
     em_tensor *idx = (em_tensor *)1;
     CHECK(em_max_pool2d(x, (em_pool_opts){.kernel = {2, 2}, .pad = {2, 0}}, &idx) == NULL &&
               idx == NULL,
@@ -305,7 +305,7 @@ static void check_errors(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_max_pool1d");
     CHECK(em_avg_pool2d(x, (em_pool_opts){0}) == NULL, "kernel 0");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_avg_pool2d");
-    CHECK(em_max_pool2d(em_ones(EM_SHAPE(1, 1, 2, 2), EM_I32, EM_CPU),
+    CHECK(em_max_pool2d(em_ones(EM_SHAPE(1, 1, 2, 2), EM_I32, h_dev),
                         (em_pool_opts){.kernel = {2, 2}}, NULL) == NULL,
           "integer pooling");
     CHECK_ERR(EM_ERR_DTYPE, "em_max_pool2d: input must be a float tensor, got i32");
@@ -315,14 +315,14 @@ static void check_errors(void)
     CHECK_ERR(EM_ERR_SHAPE, "em_interpolate");
     CHECK(em_interpolate(x, EM_SHAPE(3, 3), EM_INTERP_NEAREST, true) == NULL, "nearest + ac");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_interpolate: align_corners");
-    CHECK(em_pixel_shuffle(em_ones(EM_SHAPE(1, 3, 2, 2), EM_F32, EM_CPU), 2) == NULL, "shuffle");
+    CHECK(em_pixel_shuffle(em_ones(EM_SHAPE(1, 3, 2, 2), EM_F32, h_dev), 2) == NULL, "shuffle");
     CHECK_ERR(EM_ERR_SHAPE, "em_pixel_shuffle: 3 channels are not divisible by 2^2");
     CHECK(em_pixel_unshuffle(x, 3) == NULL, "unshuffle");
     CHECK_ERR(EM_ERR_SHAPE, "em_pixel_unshuffle");
     CHECK(em_max_pool2d(NULL, (em_pool_opts){.kernel = {2, 2}}, NULL) == NULL, "NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_max_pool2d: argument `x` is NULL");
     /* unbatched input keeps its rank */
-    em_tensor *u = em_max_pool2d(em_ones(EM_SHAPE(2, 4, 4), EM_F32, EM_CPU),
+    em_tensor *u = em_max_pool2d(em_ones(EM_SHAPE(2, 4, 4), EM_F32, h_dev),
                                  (em_pool_opts){.kernel = {2, 2}}, NULL);
     CHECK(u && em_shape_equal(em_tensor_shape(u), EM_SHAPE(2, 2, 2)), "unbatched pooling");
     em_scope_end();

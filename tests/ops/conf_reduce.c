@@ -575,7 +575,7 @@ static void test_special(void)
         expect1("var correction 5 of 2", em_var(o2, EM_ALL, 5, false), INFINITY);
         expect1("std correction 0", em_std(o2, EM_ALL, 0, false), 1);
         /* empty EM_ALL reductions give the identities */
-        em_tensor *e = em_zeros(EM_SHAPE(2, 0, 3), dt, EM_CPU);
+        em_tensor *e = em_zeros(EM_SHAPE(2, 0, 3), dt, h_dev);
         expect1("sum empty", em_sum(e, EM_ALL, false), 0);
         expect1("prod empty", em_prod(e, EM_ALL, false), 1);
         expect1("mean empty", em_mean(e, EM_ALL, false), NAN);
@@ -598,7 +598,7 @@ static void test_special(void)
         CHECK(em_max_dim(t, 0, false, &v, &i) == EM_OK, "max_dim tie");
         expect1("max_dim tie index", i, 1);
         /* rank-0 and keepdim shapes */
-        em_tensor *s = em_scalar(4, dt, EM_CPU);
+        em_tensor *s = em_scalar(4, dt, h_dev);
         expect1("argmax scalar", em_argmax(s, EM_FLAT, true), 0);
         expect1("sum scalar keepdim", em_sum(s, EM_AXES(-1), true), 4);
         expect1("softmax scalar", em_softmax(s, 0), 1);
@@ -613,15 +613,15 @@ static void test_special(void)
     int64_t got = 0;
     em_to_data(em_sum(b, EM_ALL, false), &got, EM_I64, 1);
     CHECK(got == INT64_MIN + 5, "i64 sum wraps: %lld", (long long)got);
-    em_tensor *i8 = em_full(EM_SHAPE(300), 100, EM_I8, EM_CPU);
+    em_tensor *i8 = em_full(EM_SHAPE(300), 100, EM_I8, h_dev);
     em_tensor *si8 = em_sum(i8, EM_ALL, false);
     CHECK(si8 && em_tensor_dtype(si8) == EM_I64, "sum of i8 is i64");
     expect1("sum of i8 does not overflow", si8, 30000);
-    em_tensor *bo = em_full(EM_SHAPE(4), 1, EM_BOOL, EM_CPU);
+    em_tensor *bo = em_full(EM_SHAPE(4), 1, EM_BOOL, h_dev);
     expect1("sum of bool", em_sum(bo, EM_ALL, false), 4);
     expect1("cumsum of bool", em_select(em_cumsum(bo, 0), 0, 3), 4);
     /* f16 sums accumulate in f32 or better: 4096 ones would stop at 2048 in f16 */
-    em_tensor *h = em_ones(EM_SHAPE(4096), EM_F16, EM_CPU);
+    em_tensor *h = em_ones(EM_SHAPE(4096), EM_F16, h_dev);
     expect1("f16 sum accumulates wide", em_sum(h, EM_ALL, false), 4096);
     expect1("f16 cumsum accumulates wide", em_select(em_cumsum(h, 0), 0, 4095), 4096);
     CHECK_OK("special cases");
@@ -739,9 +739,9 @@ static void test_big(void)
 static void test_errors(void)
 {
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
-    em_tensor *xi = em_zeros(EM_SHAPE(2, 3), EM_I32, EM_CPU);
-    em_tensor *e = em_zeros(EM_SHAPE(0, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
+    em_tensor *xi = em_zeros(EM_SHAPE(2, 3), EM_I32, h_dev);
+    em_tensor *e = em_zeros(EM_SHAPE(0, 3), EM_F32, h_dev);
     CHECK(!em_sum(NULL, EM_ALL, false), "sum NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_sum");
     /* a NULL input keeps the first error */

@@ -154,7 +154,7 @@ static void check_pad_crop(void)
     naive_irfft(cv, 4, 6, y);
     h_check_tensor("irfft default n", em_irfft(c, 0, 0), y, EM_SHAPE(6), 1e-12, 0);
     /* empty batch dims */
-    em_tensor *e = em_zeros(EM_SHAPE(0, 5), EM_F32, EM_CPU);
+    em_tensor *e = em_zeros(EM_SHAPE(0, 5), EM_F32, h_dev);
     em_tensor *E = em_rfft(e, 1, 0);
     CHECK(E && em_shape_equal(em_tensor_shape(E), EM_SHAPE(0, 3, 2)), "rfft of an empty batch");
     free(xv);
@@ -212,24 +212,24 @@ static void check_fixtures(void)
 static void check_bad(void)
 {
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(4, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(4, 3), EM_F32, h_dev);
     CHECK(em_rfft(NULL, 0, 0) == NULL, "rfft NULL");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_rfft");
     CHECK(em_rfft(x, 2, 0) == NULL, "rfft bad dim");
     CHECK_ERR(EM_ERR_INDEX, "em_rfft: dim 2");
-    em_tensor *i = em_zeros(EM_SHAPE(4), EM_I32, EM_CPU);
+    em_tensor *i = em_zeros(EM_SHAPE(4), EM_I32, h_dev);
     CHECK(em_rfft(i, 0, 0) == NULL, "rfft of ints");
     CHECK_ERR(EM_ERR_DTYPE, "em_rfft: dtype i32");
-    CHECK(em_rfft(em_scalar(1, EM_F32, EM_CPU), 0, 0) == NULL, "rfft of a scalar");
+    CHECK(em_rfft(em_scalar(1, EM_F32, h_dev), 0, 0) == NULL, "rfft of a scalar");
     CHECK_ERR(EM_ERR_SHAPE, "em_rfft");
-    CHECK(em_rfft(em_zeros(EM_SHAPE(0), EM_F32, EM_CPU), 0, 0) == NULL, "rfft of no points");
+    CHECK(em_rfft(em_zeros(EM_SHAPE(0), EM_F32, h_dev), 0, 0) == NULL, "rfft of no points");
     CHECK_ERR(EM_ERR_SHAPE, "em_rfft");
     CHECK(em_irfft(x, 0, 0) == NULL, "irfft of a non-complex shape");
     CHECK_ERR(EM_ERR_SHAPE, "em_irfft: input of shape [4, 3]");
-    em_tensor *c = em_zeros(EM_SHAPE(4, 2), EM_F32, EM_CPU);
+    em_tensor *c = em_zeros(EM_SHAPE(4, 2), EM_F32, h_dev);
     CHECK(em_irfft(c, 1, 0) == NULL, "irfft dim on the complex axis");
     CHECK_ERR(EM_ERR_INDEX, "em_irfft");
-    em_tensor *c1 = em_zeros(EM_SHAPE(1, 2), EM_F32, EM_CPU);
+    em_tensor *c1 = em_zeros(EM_SHAPE(1, 2), EM_F32, h_dev);
     CHECK(em_irfft(c1, 0, 0) == NULL, "irfft of one bin needs n");
     CHECK_ERR(EM_ERR_SHAPE, "em_irfft");
     CHECK(em_irfft(NULL, 0, 0) == NULL, "irfft NULL");

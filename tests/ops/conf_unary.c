@@ -378,10 +378,10 @@ static double scalar_of(em_tensor *t)
 static void test_values(void)
 {
     em_scope_begin();
-    em_tensor *z = em_scalar(0.0, EM_F32, EM_CPU);
-    em_tensor *mz = em_scalar(-0.0, EM_F32, EM_CPU);
-    em_tensor *nan = em_scalar(NAN, EM_F32, EM_CPU);
-    em_tensor *one = em_scalar(1.0, EM_F64, EM_CPU);
+    em_tensor *z = em_scalar(0.0, EM_F32, h_dev);
+    em_tensor *mz = em_scalar(-0.0, EM_F32, h_dev);
+    em_tensor *nan = em_scalar(NAN, EM_F32, h_dev);
+    em_tensor *one = em_scalar(1.0, EM_F64, h_dev);
     double v = scalar_of(em_neg(z));
     CHECK(v == 0 && signbit(v), "em_neg(+0) is %g, expected -0", v);
     v = scalar_of(em_abs(mz));
@@ -396,29 +396,29 @@ static void test_values(void)
     CHECK(isnan(scalar_of(em_sqrt(em_neg(one)))), "em_sqrt(-1) is not NaN");
     CHECK(scalar_of(em_atanh(one)) == INFINITY, "em_atanh(1) is not inf");
     CHECK(scalar_of(em_rsqrt(mz)) == -INFINITY, "em_rsqrt(-0) is not -inf");
-    CHECK(scalar_of(em_round(em_scalar(2.5, EM_F32, EM_CPU))) == 2.0, "em_round(2.5) != 2");
-    CHECK(scalar_of(em_round(em_scalar(-3.5, EM_F16, EM_CPU))) == -4.0, "em_round(-3.5) != -4");
-    CHECK(fabs(scalar_of(em_selu(em_scalar(-1.0, EM_F64, EM_CPU))) - -1.1113307378125628) < 1e-14,
+    CHECK(scalar_of(em_round(em_scalar(2.5, EM_F32, h_dev))) == 2.0, "em_round(2.5) != 2");
+    CHECK(scalar_of(em_round(em_scalar(-3.5, EM_F16, h_dev))) == -4.0, "em_round(-3.5) != -4");
+    CHECK(fabs(scalar_of(em_selu(em_scalar(-1.0, EM_F64, h_dev))) - -1.1113307378125628) < 1e-14,
           "em_selu(-1) differs from torch's -1.1113307378125628");
     CHECK(fabs(scalar_of(em_gelu(one)) - 0.8413447460685429) < 1e-14, "em_gelu(1) differs");
     CHECK(fabs(scalar_of(em_gelu_tanh(one)) - 0.8411919906082768) < 1e-14,
           "em_gelu_tanh(1) differs");
     CHECK(fabs(scalar_of(em_mish(one)) - 0.8650983882673103) < 1e-14, "em_mish(1) differs");
     /* stable for large |x| */
-    CHECK(scalar_of(em_sigmoid(em_scalar(-1000.0, EM_F64, EM_CPU))) == 0.0, "sigmoid(-1000)");
-    CHECK(scalar_of(em_sigmoid(em_scalar(1000.0, EM_F32, EM_CPU))) == 1.0, "sigmoid(1000)");
-    CHECK(scalar_of(em_log_sigmoid(em_scalar(-1000.0, EM_F32, EM_CPU))) == -1000.0,
+    CHECK(scalar_of(em_sigmoid(em_scalar(-1000.0, EM_F64, h_dev))) == 0.0, "sigmoid(-1000)");
+    CHECK(scalar_of(em_sigmoid(em_scalar(1000.0, EM_F32, h_dev))) == 1.0, "sigmoid(1000)");
+    CHECK(scalar_of(em_log_sigmoid(em_scalar(-1000.0, EM_F32, h_dev))) == -1000.0,
           "log_sigmoid(-1000)");
-    CHECK(scalar_of(em_log_sigmoid(em_scalar(1000.0, EM_F64, EM_CPU))) == 0.0, "log_sigmoid(1000)");
-    CHECK(scalar_of(em_softplus(em_scalar(1000.0, EM_F32, EM_CPU), 1, INFINITY)) == 1000.0,
+    CHECK(scalar_of(em_log_sigmoid(em_scalar(1000.0, EM_F64, h_dev))) == 0.0, "log_sigmoid(1000)");
+    CHECK(scalar_of(em_softplus(em_scalar(1000.0, EM_F32, h_dev), 1, INFINITY)) == 1000.0,
           "softplus(1000) with no threshold overflows");
     /* integer semantics: wrapping, copies, bitwise on bool */
-    CHECK(scalar_of(em_neg(em_scalar(-128, EM_I8, EM_CPU))) == -128, "neg(i8 -128) must wrap");
-    CHECK(scalar_of(em_bitwise_not(em_scalar(5, EM_U8, EM_CPU))) == 250, "~u8 5 != 250");
-    CHECK(scalar_of(em_bitwise_not(em_scalar(1, EM_BOOL, EM_CPU))) == 0, "~true != false");
-    CHECK(scalar_of(em_bitwise_not(em_scalar(7, EM_I64, EM_CPU))) == -8, "~7 != -8");
+    CHECK(scalar_of(em_neg(em_scalar(-128, EM_I8, h_dev))) == -128, "neg(i8 -128) must wrap");
+    CHECK(scalar_of(em_bitwise_not(em_scalar(5, EM_U8, h_dev))) == 250, "~u8 5 != 250");
+    CHECK(scalar_of(em_bitwise_not(em_scalar(1, EM_BOOL, h_dev))) == 0, "~true != false");
+    CHECK(scalar_of(em_bitwise_not(em_scalar(7, EM_I64, h_dev))) == -8, "~7 != -8");
     const int64_t b53 = 9007199254740993LL; /* 2^53 + 1: not a double */
-    em_tensor *big = em_from_data(&b53, EM_I64, EM_SHAPE(1), EM_I64, EM_CPU);
+    em_tensor *big = em_from_data(&b53, EM_I64, EM_SHAPE(1), EM_I64, h_dev);
     int64_t iv = 0;
     em_to_data(em_floor(big), &iv, EM_I64, 1);
     CHECK(iv == b53, "floor(i64 2^53+1) is %lld, expected an exact copy", (long long)iv);
@@ -440,15 +440,15 @@ static void test_errors(void)
         for (int d = 0; d < EM_DTYPE_COUNT; d++) {
             em_dtype odt;
             if (accepts(case_cls(&cases[ci]), (em_dtype)d, &odt)) continue;
-            em_tensor *x = em_zeros(EM_SHAPE(2), (em_dtype)d, EM_CPU);
+            em_tensor *x = em_zeros(EM_SHAPE(2), (em_dtype)d, h_dev);
             CHECK(call(&cases[ci], x) == NULL, "%s on %s did not fail", fn,
                   em_dtype_name((em_dtype)d));
             CHECK_ERR(EM_ERR_DTYPE, fn);
         }
     }
-    em_tensor *f = em_zeros(EM_SHAPE(2), EM_F32, EM_CPU);
-    em_tensor *i = em_zeros(EM_SHAPE(2), EM_I32, EM_CPU);
-    em_tensor *b = em_zeros(EM_SHAPE(2), EM_BOOL, EM_CPU);
+    em_tensor *f = em_zeros(EM_SHAPE(2), EM_F32, h_dev);
+    em_tensor *i = em_zeros(EM_SHAPE(2), EM_I32, h_dev);
+    em_tensor *b = em_zeros(EM_SHAPE(2), EM_BOOL, h_dev);
     CHECK(!em_bitwise_not(f), "bitwise_not(f32)");
     CHECK_ERR(EM_ERR_DTYPE, "em_bitwise_not: dtype f32");
     CHECK(!em_gelu(i), "gelu(i32)");

@@ -185,7 +185,7 @@ static void check_layouts(em_dtype dt, h_layout layout)
 static void check_view_errors(void)
 {
     em_scope_begin();
-    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
     CHECK(em_reshape(x, EM_SHAPE(4, 2)) == NULL, "reshape count mismatch");
     CHECK_ERR(EM_ERR_SHAPE, "em_reshape: cannot reshape [2, 3] (6 elements) into [4, 2]");
     CHECK(em_reshape(x, EM_SHAPE(-1, -1)) == NULL, "two -1");
@@ -217,11 +217,11 @@ static void check_view_errors(void)
     /* NULL propagation keeps the first error */
     CHECK(em_transpose(em_reshape(NULL, EM_SHAPE(2)), 0, 1) == NULL, "NULL chain");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_reshape: argument `t` is NULL");
-    em_tensor *t8 = em_zeros(EM_SHAPE(1, 1, 1, 1, 1, 1, 1, 1), EM_F32, EM_CPU);
+    em_tensor *t8 = em_zeros(EM_SHAPE(1, 1, 1, 1, 1, 1, 1, 1), EM_F32, h_dev);
     CHECK(em_unsqueeze(t8, 0) == NULL, "unsqueeze past rank 8");
     CHECK_ERR(EM_ERR_SHAPE, "em_unsqueeze");
     /* rank-0 tensors */
-    em_tensor *s = em_scalar(4, EM_F32, EM_CPU);
+    em_tensor *s = em_scalar(4, EM_F32, h_dev);
     em_tensor *s1 = em_reshape(s, EM_SHAPE(1, 1));
     CHECK(s1 && em_item_f64(s1) == 4, "reshape scalar");
     em_tensor *s0 = em_reshape(s1, EM_SCALAR);

@@ -62,5 +62,24 @@ int main(int argc, char **argv)
         }
         free(doc);
     }
+    if (h_dev.backend != 0) {
+        /* Which kinds ran on the device and which went to the CPU (cpu_fallback). */
+        int native = 0, fell = 0;
+        printf("kinds that ran on the cpu instead of the device:");
+        for (int k = 0; k < EM_OP_COUNT; k++) {
+            if (!tn_op_count((em_op_kind)k) || !strcmp(em_op_family((em_op_kind)k), "view"))
+                continue;
+            if (tn_fallback_count((em_op_kind)k) > 0) {
+                printf(" %s(%lld/%lld)", em_op_name((em_op_kind)k),
+                       (long long)tn_fallback_count((em_op_kind)k),
+                       (long long)tn_op_count((em_op_kind)k));
+                fell++;
+            } else
+                native++;
+        }
+        printf("\ndevice coverage: %d kinds only on the device, %d kinds partly or wholly on the "
+               "cpu\n",
+               native, fell);
+    }
     return h_finish();
 }
