@@ -1,20 +1,27 @@
 #!/usr/bin/env bash
-# Builds Ember on a machine with an NVIDIA GPU, runs tests/cuda/test_cuda twice (first with an
-# empty kernel cache, so NVRTC compiles; then again, loading the cached cubin) and the whole
-# ctest suite, and prints a short table last. Logs go to $OUT (or ./gpu-check-logs).
-# Where CMake cannot configure (the data/store libraries' headers are missing), it falls back to
-# compiling the library's sources directly and runs the CUDA test alone.
+# Runs Ember's GPU checks on a machine with an NVIDIA GPU and prints a short table last:
+# tests/cuda/test_cuda twice (empty kernel cache, so NVRTC compiles; then warm), the whole op
+# conformance suite and the gradient checks with their tensors on cuda:0 (ops the CUDA backend
+# lacks run on the CPU through cpu_fallback; the suite prints which), the Fashion-MNIST example
+# on cuda:0, and the GPU benchmarks side by side with PyTorch (bench/gpu_report.py).
+# Binaries come from gpu-prebuilt/ when present (scripts/gpu-prebuild.sh makes it on a machine
+# with the build's libraries), else from a CMake build here. Logs go to $OUT (or ./gpu-check-logs).
+# Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=${OUT:-gpu-check-logs}
 mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
-BUILD=${BUILD:-build-gpu}
-JOBS=${JOBS:-$(nproc)}
+BENCH=1 TRAIN=1
+while [ $# -gt 0 ]; do
+    case $1 in --no-bench) BENCH=0 ;; --no-train) TRAIN=0 ;; *) break ;; esac
+    shift
+done
 CACHE=$(mktemp -d /tmp/ember-cache.XXXXXX)
 export EMBER_CACHE_DIR=$CACHE
 rows=()
-row() { rows+=("$(printf '| %-34s | %-8s | %s' "$1" "$2" "$3")"); }
+row() { rows+=("$(printf '| %-36s | %-6s | %s' "$1" "$2" "$3")"); }
+secs() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
 
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader >"$LOGS/gpu.txt" 2>&1
 row "GPU" "-" "$(head -1 "$LOGS/gpu.txt")"
@@ -24,59 +31,75 @@ nvrtc=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*libnvrtc.so[.0-9]*$' | head -1)
 [ -n "$nvrtc" ] && export EMBER_CUDA_NVRTC=$nvrtc
 row "NVRTC" "-" "${nvrtc:-not found}"
 
-mode=cmake
-t0=$(date +%s)
-if cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
-    cmake --build "$BUILD" -j "$JOBS" >"$LOGS/build.log" 2>&1; then
-    TEST=$BUILD/tests/cuda_test_cuda
-    row "build (cmake, Release)" "ok" "$(($(date +%s) - t0)) s, $(grep -c -i warning "$LOGS/build.log") warnings"
+if [ -d gpu-prebuilt ]; then
+    B=gpu-prebuilt
+    export LD_LIBRARY_PATH=$PWD/gpu-prebuilt/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    row "binaries" "-" "gpu-prebuilt/ (built by scripts/gpu-prebuild.sh)"
 else
-    mode=direct
-    row "build (cmake)" "FAIL" "see configure.log/build.log; trying a direct build"
-    D=$BUILD-direct
-    mkdir -p "$D/obj"
-    : >"$LOGS/direct.log"
-    for f in $(find src -name '*.c'); do
-        o=$D/obj/$(echo "$f" | tr '/' '_').o
-        flags="-O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -DEMBER_BUILDING -pthread"
-        case $f in *_avx2.c) flags="$flags -mavx2 -mfma -mf16c" ;; *_avx512.c) flags="$flags -mavx512f -mavx512bw -mavx512vl -mavx512dq -mfma" ;; esac
-        echo "$o: $f" >>"$LOGS/direct.log"
-        printf '%s\n' "gcc $flags -c $f -o $o"
-    done | grep '^gcc' | xargs -P "$JOBS" -I{} sh -c '{} 2>>'"$LOGS/direct.log"' || true'
-    rm -f "$D/libember.a"
-    ar rcs "$D/libember.a" "$D"/obj/*.o
-    TEST=$D/test_cuda
-    gcc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -Itests tests/cuda/test_cuda.c tests/harness.c \
-        "$D/libember.a" -o "$TEST" -lm -ldl -lpthread >>"$LOGS/direct.log" 2>&1
-    [ -x "$TEST" ] && st=ok || st=FAIL
-    row "build (direct, CUDA test only)" "$st" "$(ls "$D"/obj | wc -l) objects"
-fi
-
-for pass in cold warm; do
-    if [ -x "$TEST" ]; then
-        ts=$(date +%s.%N)
-        EMBER_LOG_CUDA=info "$TEST" >"$LOGS/test_cuda_$pass.log" 2>&1
-        rc=$?
-        te=$(date +%s.%N)
-        res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGS/test_cuda_$pass.log" | tail -1)
-        row "test_cuda ($pass kernel cache)" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
-            "$res; $(awk "BEGIN{printf \"%.1f\", $te - $ts}") s; $(grep -o 'kernels [a-z ]* by NVRTC\|kernels loaded from cache' "$LOGS/test_cuda_$pass.log" | head -1)"
+    B=build-gpu
+    t0=$(date +%s.%N)
+    if cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
+        cmake --build $B -j "$(nproc)" >"$LOGS/build.log" 2>&1; then
+        cp $B/tests/cuda_test_cuda $B/tests/ops_conformance $B/tests/autodiff_gradcheck $B/ 2>/dev/null
+        cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -o $B/gpu_bench bench/gpu_bench.c $B/libember.a \
+            -lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3) 2>>"$LOGS/build.log"
+        row "build (cmake, Release)" "ok" "$(secs "$t0" "$(date +%s.%N)") s"
+    else
+        row "build (cmake, Release)" "FAIL" "see configure.log / build.log (run gpu-prebuild.sh elsewhere)"
     fi
-done
-if [ -x "$TEST" ]; then
-    echo "---- test_cuda (cold) failures and notes ----"
-    grep -E 'FAIL|fail|error|cuda:0 is|pool:|skipped|kernels' "$LOGS/test_cuda_cold.log" | head -40
 fi
 
-if [ $mode = cmake ]; then
-    (cd "$BUILD" && ctest -j "$JOBS" --timeout "${CTEST_TIMEOUT:-300}" >"$LOGS/ctest.log" 2>&1)
-    row "ctest (whole suite)" "$(grep -q '100% tests passed' "$LOGS/ctest.log" && echo ok || echo FAIL)" \
-        "$(grep -E 'tests passed|tests failed' "$LOGS/ctest.log" | tail -1)"
-    grep -E '\*\*\*Failed|Failed|Timeout' "$LOGS/ctest.log" | head -10
+run_test() { # name, log, command...
+    local name=$1 log=$2
+    shift 2
+    local t0 rc res
+    t0=$(date +%s.%N)
+    "$@" >"$LOGS/$log" 2>&1
+    rc=$?
+    res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGS/$log" | tail -1)
+    row "$name" "$([ $rc = 0 ] && echo ok || echo FAIL)" "${res:-exit $rc}; $(secs "$t0" "$(date +%s.%N)") s"
+}
+
+if [ -x $B/cuda_test_cuda ]; then
+    run_test "test_cuda (cold kernel cache)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
+    run_test "test_cuda (warm kernel cache)" test_cuda_warm.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
+    grep -E 'FAIL|kernels' "$LOGS/test_cuda_cold.log" | head -20
+fi
+if [ -x $B/ops_conformance ]; then
+    run_test "op conformance on cuda:0 (+fallback)" conformance.log \
+        env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/ops_conformance
+    grep -E '^FAIL|^device coverage' "$LOGS/conformance.log" | head -30
+    cov=$(grep '^device coverage' "$LOGS/conformance.log")
+    row "  device coverage" "-" "${cov#device coverage: }"
+fi
+if [ -x $B/autodiff_gradcheck ]; then
+    run_test "gradient checks on cuda:0 (+fallback)" gradcheck.log \
+        env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/autodiff_gradcheck
+    grep -E '^FAIL' "$LOGS/gradcheck.log" | head -10
+fi
+if [ $TRAIN = 1 ] && [ -x $B/fashion_mnist ]; then
+    data=/usr/share/datasets/fashion-mnist
+    [ -d gpu-prebuilt/data ] && data=gpu-prebuilt/data
+    t0=$(date +%s.%N)
+    EMBER_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 EMBER_LOG_DISPATCH=info $B/fashion_mnist --data "$data" \
+        --epochs 1 --limit "${TRAIN_LIMIT:-6000}" >"$LOGS/fashion_mnist.log" 2>&1
+    rc=$?
+    acc=$(grep -o 'test accuracy: [0-9.]* *%*' "$LOGS/fashion_mnist.log" | tail -1)
+    row "fashion_mnist on cuda:0 (1 epoch)" "$([ $rc = 0 ] && echo ok || echo FAIL)" \
+        "${acc:-exit $rc}; $(secs "$t0" "$(date +%s.%N)") s; $(grep -c 'runs on the cpu' "$LOGS/fashion_mnist.log") kinds via cpu"
+    grep -o 'em_[a-z_0-9]* runs on the cpu' "$LOGS/fashion_mnist.log" | sort -u | tr '\n' ' ' | head -c 1500
+    echo
+fi
+if [ $BENCH = 1 ] && [ -x $B/gpu_bench ]; then
+    $B/gpu_bench "$@" >"$LOGS/gpu_ember.txt" 2>"$LOGS/gpu_ember.err"
+    python3 bench/gpu_torch.py "$@" >"$LOGS/gpu_torch.txt" 2>"$LOGS/gpu_torch.err"
+    python3 bench/gpu_report.py "$LOGS/gpu_ember.txt" "$LOGS/gpu_torch.txt" >"$LOGS/gpu_bench.md"
+    tail -3 "$LOGS/gpu_ember.err" "$LOGS/gpu_torch.err" 2>/dev/null
 fi
 rm -rf "$CACHE"
 
 echo
-echo "| check                              | result   | detail"
-echo "|------------------------------------|----------|-------"
+[ -f "$LOGS/gpu_bench.md" ] && cat "$LOGS/gpu_bench.md" && echo
+echo "| check                                | result | detail"
+echo "|--------------------------------------|--------|-------"
 printf '%s\n' "${rows[@]}"

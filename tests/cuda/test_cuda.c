@@ -435,24 +435,38 @@ static void test_matmul(void)
                                      {EM_SHAPE(3, 6, 7), EM_SHAPE(7)},
                                      {EM_SHAPE(4, 0), EM_SHAPE(0, 3)},
                                      {EM_SHAPE(0, 5), EM_SHAPE(5, 2)},
-                                     {EM_SHAPE(1, 1), EM_SHAPE(1, 1)}};
-    const em_dtype dts[] = {EM_F32, EM_F64};
-    for (int t = 0; t < 2; t++)
+                                     {EM_SHAPE(1, 1), EM_SHAPE(1, 1)},
+                                     /* multiples of 8: the tensor-core kernels (f16, bf16), with
+                                        partial 128 x 128 tiles, several k tiles, batches */
+                                     {EM_SHAPE(200, 264), EM_SHAPE(264, 136)},
+                                     {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
+                                     {EM_SHAPE(2, 1, 136, 24), EM_SHAPE(3, 24, 8)},
+                                     {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
+                                     {EM_SHAPE(8, 16), EM_SHAPE(16)},
+                                     {EM_SHAPE(16), EM_SHAPE(16, 8)}};
+    const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};
+    for (int t = 0; t < 4; t++)
         for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
-            for (int la = 0; la < 3; la++) {
-                em_scope_begin();
-                em_tensor *ca, *da, *cb, *db;
-                mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
-                mk(ps[p][1], (la + 1) % 3, dts[t], -1, 1, &cb, &db);
-                char what[96];
-                snprintf(what, sizeof what, "matmul %s %s x %s layout %d", em_dtype_name(dts[t]),
-                         tn_dims_str(ps[p][0].dims, ps[p][0].rank),
-                         tn_dims_str(ps[p][1].dims, ps[p][1].rank), la);
-                /* the device sums in f64 and rounds once; the CPU f32 kernel sums in f32 */
-                double tol = dts[t] == EM_F32 ? 1e-4 : 1e-12;
-                compare(what, em_matmul(da, db), em_matmul(ca, cb), tol, tol);
-                em_scope_end();
-            }
+            for (int la = 0; la < 3; la++)
+                for (int lb = 0; lb < 3; lb += 1 + (p < 10)) {
+                    em_scope_begin();
+                    em_tensor *ca, *da, *cb, *db;
+                    mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
+                    mk(ps[p][1], p < 10 ? (la + 1) % 3 : lb, dts[t], -1, 1, &cb, &db);
+                    char what[96];
+                    snprintf(what, sizeof what, "matmul %s %s x %s layout %d/%d",
+                             em_dtype_name(dts[t]), tn_dims_str(ps[p][0].dims, ps[p][0].rank),
+                             tn_dims_str(ps[p][1].dims, ps[p][1].rank), la, lb);
+                    /* f32: device and CPU sum in different orders; f16/bf16: both round an f32
+                       sum once, so results can differ by an ulp of the output type */
+                    double atol = dts[t] == EM_F32   ? 1e-4
+                                  : dts[t] == EM_F64 ? 1e-12
+                                  : dts[t] == EM_F16 ? 2e-3
+                                                     : 2e-2;
+                    double rtol = dts[t] == EM_F16 ? 2e-3 : dts[t] == EM_BF16 ? 1.6e-2 : atol;
+                    compare(what, em_matmul(da, db), em_matmul(ca, cb), atol, rtol);
+                    em_scope_end();
+                }
 }
 
 static void test_pool_and_cache(void)
@@ -508,6 +522,7 @@ static void test_errors(void)
 int main(void)
 {
     h_init();
+    h_dev = EM_CPU; /* the reference tensors stay on the CPU whatever EMBER_TEST_DEVICE says */
     em_backends_init();
     if (em_backend_find("cuda") < 0) {
         printf("skipped: no CUDA device\n");

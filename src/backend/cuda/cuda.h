@@ -38,6 +38,7 @@ typedef struct cuda_driver {
     CUresult (*cuModuleGetFunction)(CUfunction *, CUmodule, const char *);
     CUresult (*cuLaunchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned,
                                unsigned, unsigned, CUstream, void **, void **);
+    CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
     CUresult (*cuGetErrorName)(CUresult, const char **);
     CUresult (*cuGetErrorString)(CUresult, const char **);
 } cuda_driver;
@@ -79,7 +80,18 @@ bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
 /* Returns every cached block of device to the driver. */
 void cuda_pool_empty_cache(int device);
 
-/* ---- kernels ------------------------------------------------------------------------------- */
+/* ---- kernels ----------------------------------------------------------------------------------
+ * The module's source is the base source of cuda_kernels.c followed by every file of
+ * src/backend/cuda/kernels/ (embedded at build time, NULL-terminated list). */
+extern const char *const cuda_embedded_sources[];
+
+/* Compiles the whole module source with NVRTC for `arch` ("sm_90") without a device, to check
+ * that it builds: EM_OK, EM_ERR_UNSUPPORTED when NVRTC cannot be loaded, else EM_ERR_DEVICE
+ * with the compiler's log in the message. */
+em_status cuda_compile_check(const char *arch);
+
+/* ---- kernel launch
+ * ------------------------------------------------------------------------------- */
 
 /* Function `name` of device's kernel module, compiling it with NVRTC (or loading it from the
  * disk cache) on first use; NULL with the error recorded. */
@@ -94,6 +106,11 @@ em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **p
 /* Launches f on an explicit grid and block shape. */
 em_status cuda_launch_grid(int device, CUfunction f, const unsigned grid[3],
                            const unsigned block[3], void **params, const char *what);
+/* The same with `smem` bytes of dynamic shared memory (the function's limit is raised first
+ * when smem is above the default 48 KiB). */
+em_status cuda_launch_grid_smem(int device, CUfunction f, const unsigned grid[3],
+                                const unsigned block[3], unsigned smem, void **params,
+                                const char *what);
 
 typedef enum cuda_module_origin {
     CUDA_MODULE_NONE = 0,     /* not built yet */

@@ -139,7 +139,8 @@ static bool be_supports(const em_op *op)
         return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == EM_BOOL;
     if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MATMUL)
-        return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == o;
+        return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
+               op->in[1]->dtype == o;
     if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
@@ -362,6 +363,31 @@ typedef struct mm_arg { /* matches `struct mmidx` in the kernel source */
     int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
 } mm_arg;
 
+/* Whether the tensor-core kernels can read both operands: each has a unit-stride dim (the
+ * 16-byte chunks run along it), that dim's extent, the other stride and the batch strides are
+ * multiples of 8 elements, and the bases are 16-byte aligned. *at: A is m-contiguous; *bt: B
+ * is k-contiguous (a transposed weight). */
+static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt)
+{
+    const em_tensor *a = op->in[0], *b = op->in[1];
+    if (((uintptr_t)tn_ptr(a) | (uintptr_t)tn_ptr(b)) & 15) return false;
+    for (int d = 0; d < s->R; d++)
+        if ((s->ast[d] | s->bst[d]) & 7) return false;
+    if (s->sak == 1 && s->K % 8 == 0 && (s->M == 1 || s->sam % 8 == 0))
+        *at = 0;
+    else if (s->sam == 1 && s->M % 8 == 0 && s->sak % 8 == 0)
+        *at = 1;
+    else
+        return false;
+    if (s->sbn == 1 && s->N % 8 == 0 && (s->K == 1 || s->sbk % 8 == 0))
+        *bt = 0;
+    else if (s->sbk == 1 && s->K % 8 == 0 && (s->N == 1 || s->sbn % 8 == 0))
+        *bt = 1;
+    else
+        return false;
+    return s->K > 0;
+}
+
 /* MATMUL from its record (see ops_linalg.c): a tiled shared-memory kernel per batch. */
 static em_status run_matmul(const em_op *op, int dev, const char *what)
 {
@@ -383,19 +409,44 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     s.sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
     s.sbn = b1 ? 0 : b->strides[b->rank - 1];
     if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
+    void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
+    void *params[] = {&ap, &bp, &cp, &s};
+    unsigned zb = (unsigned)(s.nbatch > 65535 ? 65535 : s.nbatch);
+    char name[40];
+    if (o->dtype == EM_F16 || o->dtype == EM_BF16) {
+        const char *dn = o->dtype == EM_F16 ? "f16" : "bf16";
+        int at, bt;
+        if (tc_layout(op, &s, &at, &bt)) {
+            unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
+            unsigned block[3] = {256, 1, 1};
+            if (grid[1] > 65535)
+                return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what,
+                                65535 * 128);
+            snprintf(name, sizeof name, "em_mm_tc_%s_%c%c", dn, at ? 't' : 'n', bt ? 't' : 'n');
+            CUfunction f = cuda_kernel(dev, name, what);
+            if (!f) return em_last_status();
+            /* 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, rows padded (matmul.cu) */
+            return cuda_launch_grid_smem(dev, f, grid, block, 4 * 2 * 128 * 40 * 2, params, what);
+        }
+        snprintf(name, sizeof name, "em_mm_half_%s", dn);
+    } else if (o->dtype == EM_F32) {
+        unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
+        unsigned block[3] = {256, 1, 1};
+        if (grid[1] > 65535)
+            return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
+        CUfunction f = cuda_kernel(dev, "em_mm_sgemm", what);
+        if (!f) return em_last_status();
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    } else
+        snprintf(name, sizeof name, "em_matmul_%s", short_name(o->dtype));
     int64_t gy = (s.M + 15) / 16, gx = (s.N + 15) / 16;
     if (gy > 65535 || gx > 0x7fffffff)
         return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda matmul kernel takes at most %d rows",
                         what, 65535 * 16);
-    unsigned grid[3] = {(unsigned)gx, (unsigned)gy,
-                        (unsigned)(s.nbatch > 65535 ? 65535 : s.nbatch)};
+    unsigned grid[3] = {(unsigned)gx, (unsigned)gy, zb};
     unsigned block[3] = {16, 16, 1};
-    char name[32];
-    snprintf(name, sizeof name, "em_matmul_%s", short_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
-    void *params[] = {&ap, &bp, &cp, &s};
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 

@@ -354,6 +354,7 @@ static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 static char *build_source(void)
 {
     size_t cap = sizeof kernel_body + sizeof kernel_body2 + 8192, len = 0;
+    for (int i = 0; cuda_embedded_sources[i]; i++) cap += strlen(cuda_embedded_sources[i]) + 1;
     char *s = malloc(cap);
     if (!s) return NULL;
 #define DEF_OP(K) len += (size_t)snprintf(s + len, cap - len, "#define OP_%s %d\n", #K, EM_OP_##K);
@@ -363,7 +364,16 @@ static char *build_source(void)
     CUDA_REDUCE_OPS(DEF_OP)
 #undef DEF_OP
     memcpy(s + len, kernel_body, sizeof kernel_body - 1);
-    memcpy(s + len + sizeof kernel_body - 1, kernel_body2, sizeof kernel_body2);
+    len += sizeof kernel_body - 1;
+    memcpy(s + len, kernel_body2, sizeof kernel_body2);
+    len += sizeof kernel_body2 - 1;
+    for (int i = 0; cuda_embedded_sources[i]; i++) {
+        size_t n = strlen(cuda_embedded_sources[i]);
+        memcpy(s + len, cuda_embedded_sources[i], n);
+        len += n;
+        s[len++] = '\n';
+    }
+    s[len] = '\0';
     return s;
 }
 
@@ -429,7 +439,7 @@ static em_status compile(int device, const char *src, const char *arch, char **c
                         nvrtc.GetErrorString(r));
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    const char *opts[] = {archopt, "--std=c++11", "-default-device"};
+    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
     r = nvrtc.CompileProgram(prog, 3, opts);
     if (r != 0) {
         size_t ln = 0;
@@ -458,6 +468,24 @@ static em_status compile(int device, const char *src, const char *arch, char **c
     *cubin = buf;
     *n = sz;
     return EM_OK;
+}
+
+em_status cuda_compile_check(const char *arch)
+{
+    pthread_mutex_lock(&module_lock);
+    bool have = load_nvrtc();
+    pthread_mutex_unlock(&module_lock);
+    if (!have)
+        return em_error(EM_ERR_UNSUPPORTED, "cuda_compile_check: cannot load NVRTC (tried %s)",
+                        nvrtc_tried);
+    char *src = build_source();
+    if (!src) return em_error(EM_ERR_OOM, "cuda_compile_check: out of memory");
+    char *cubin = NULL;
+    size_t n = 0;
+    em_status st = compile(-1, src, arch, &cubin, &n, "cuda_compile_check");
+    free(src);
+    free(cubin);
+    return st;
 }
 
 static em_status build_module(int device, const char *what)
@@ -574,6 +602,22 @@ em_status cuda_launch_grid(int device, CUfunction f, const unsigned grid[3],
     if (!grid[0] || !grid[1] || !grid[2]) return EM_OK;
     CUresult r = cuda_drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
                                          0, NULL, params, NULL);
+    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
+    return EM_OK;
+}
+
+em_status cuda_launch_grid_smem(int device, CUfunction f, const unsigned grid[3],
+                                const unsigned block[3], unsigned smem, void **params,
+                                const char *what)
+{
+    if (!grid[0] || !grid[1] || !grid[2]) return EM_OK;
+    if (smem > 48 * 1024) {
+        /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES */
+        CUresult r = cuda_drv.cuFuncSetAttribute(f, 8, (int)smem);
+        if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuFuncSetAttribute", device);
+    }
+    CUresult r = cuda_drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
+                                         smem, NULL, params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }

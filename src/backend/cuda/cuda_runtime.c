@@ -60,6 +60,7 @@ static void probe(void)
     LOAD(cuModuleLoadData, "cuModuleLoadData");
     LOAD(cuModuleGetFunction, "cuModuleGetFunction");
     LOAD(cuLaunchKernel, "cuLaunchKernel");
+    LOAD(cuFuncSetAttribute, "cuFuncSetAttribute");
     LOAD(cuGetErrorName, "cuGetErrorName");
     LOAD(cuGetErrorString, "cuGetErrorString");
     if (!ok) {

@@ -1,0 +1,42 @@
+"""Joins bench/gpu_bench.c's and bench/gpu_torch.py's lines into one table: medians (ms), the
+ratio torch/Ember (> 1: Ember faster) and the rate each case reaches (TFLOP/s for matmul, TB/s
+of bytes read + written for memory-bound cases, us per op for tiny_add)."""
+import sys
+
+
+def read(path):
+    d = {}
+    for line in open(path):
+        f = line.rstrip("\n").split("\t")
+        if len(f) == 7:
+            d[f[0]] = [float(x) for x in f[1:6]]
+    return d
+
+
+em, pt = read(sys.argv[1]), read(sys.argv[2])
+BYTES = {"copy_256m": 8 << 28, "add_256m": 12 << 28, "neg_256m": 8 << 28, "sum_256m": 4 << 28,
+         "softmax": 8 << 26, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24}
+
+
+def rate(case, ms):
+    if ms is None:
+        return ""
+    if case.startswith("matmul_"):
+        n = int(case.rsplit("_", 1)[1])
+        return f"{2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
+    if case in BYTES:
+        return f"{BYTES[case] / (ms * 1e-3) / 1e12:.2f} TB/s"
+    if case == "tiny_add":
+        return f"{ms:.1f} us/op"
+    return ""
+
+
+print("| case | Ember ms | torch ms | torch/Ember | Ember rate | torch rate |")
+print("|---|---:|---:|---:|---:|---:|")
+for case in list(dict.fromkeys(list(em) + list(pt))):
+    e = em.get(case, [None])[0]
+    t = pt.get(case, [None])[0]
+    ratio = f"{t / e:.2f}" if e and t else "-"
+    es = f"{e:.3f}" if e is not None else "not native"
+    ts = f"{t:.3f}" if t is not None else "-"
+    print(f"| {case} | {es} | {ts} | {ratio} | {rate(case, e)} | {rate(case, t)} |")

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Builds, on a development machine, what scripts/gpu-check.sh runs on a GPU machine whose image
+# lacks the build's libraries: the CUDA test, the conformance and gradient suites, the
+# Fashion-MNIST example and the GPU benchmark, with the shared libraries they load and the
+# Fashion-MNIST files, into gpu-prebuilt/ (git-ignored; carry it to the GPU machine).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+P=gpu-prebuilt
+rm -rf "$P"
+mkdir -p "$P/lib" "$P/data"
+cmake -S . -B build-gpu-pre -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build-gpu-pre -j 2 --target cuda_test_cuda ops_conformance autodiff_gradcheck \
+    fashion_mnist ember_static >/dev/null
+cp build-gpu-pre/tests/cuda_test_cuda build-gpu-pre/tests/ops_conformance \
+    build-gpu-pre/tests/autodiff_gradcheck build-gpu-pre/fashion_mnist "$P/"
+LIBS="-lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3)"
+cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -o "$P/gpu_bench" bench/gpu_bench.c \
+    build-gpu-pre/libember.a $LIBS
+for b in "$P"/cuda_test_cuda "$P"/fashion_mnist "$P"/gpu_bench "$P"/ops_conformance; do
+    ldd "$b" | awk '/=> \// {print $3}'
+done | sort -u | grep -v -E '/(libc|libm|libdl|libpthread|librt|ld-linux[^/]*)\.so' |
+    xargs -r -I{} cp -L {} "$P/lib/"
+cp /usr/share/datasets/fashion-mnist/*.gz "$P/data/"
+du -sh "$P"

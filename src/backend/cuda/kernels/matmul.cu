@@ -1,0 +1,359 @@
+// Fast matmul kernels: tensor cores (mma.sync m16n8k16) for f16 and bf16 with f32 accumulation,
+// and a register-blocked f32 kernel. Appended to the module source by cuda_kernels.c; the types
+// i64 and struct mmidx come from the base source.
+// C[b] = A[b] . B[b]: A [M, K], B [K, N], C [M, N] contiguous; batch offsets from mmidx.
+
+#define TC_BM 128
+#define TC_BN 128
+#define TC_BK 32
+#define TC_STAGES 4
+#define TC_PAD_K 40   // pitch (halves) of a tile stored [128][32]: 80 B, ldmatrix rows hit 8 banks
+#define TC_PAD_MN 136 // pitch (halves) of a tile stored [32][128]: 272 B, likewise
+#define TC_STAGE_HALVES (2 * 128 * TC_PAD_K)
+
+__device__ __forceinline__ unsigned smem_u32(const void *p)
+{
+    return (unsigned)__cvta_generic_to_shared(p);
+}
+
+__device__ __forceinline__ void cp_async16(unsigned dst, const void *src, bool valid)
+{
+    int n = valid ? 16 : 0; // 0 bytes read: the 16 bytes are zero-filled
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n));
+}
+
+__device__ __forceinline__ void ldsm_x4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                        unsigned &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+__device__ __forceinline__ void ldsm_x4_t(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2,
+                                          unsigned &r3)
+{
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+                 : "r"(addr));
+}
+
+template <int BF>
+__device__ __forceinline__ void mma16816(float *c, const unsigned *a, const unsigned *b)
+{
+    if (BF)
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+    else
+        asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, "
+                     "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                     : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                     : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Two floats rounded to nearest even, packed low = x, high = y.
+template <int BF> __device__ __forceinline__ unsigned pack2(float x, float y)
+{
+    unsigned r;
+    if (BF)
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+    else
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(y), "f"(x));
+    return r;
+}
+
+__device__ __forceinline__ void batch_offsets(const mmidx &s, i64 bt, i64 &ao, i64 &bo)
+{
+    ao = 0;
+    bo = 0;
+    i64 r = bt;
+    for (int d = s.R - 1; d >= 0; d--) {
+        i64 q = r / s.bshape[d], cc = r - q * s.bshape[d];
+        ao += cc * s.ast[d];
+        bo += cc * s.bst[d];
+        r = q;
+    }
+}
+
+// AT: A is stored with m contiguous (sam == 1, lda = sak), else k contiguous (lda = sam).
+// BT: B is stored with k contiguous (sbk == 1, ldb = sbn), else n contiguous (ldb = sbk).
+// The host checks: contiguous dims multiples of 8, leading strides multiples of 8, 16-byte
+// aligned bases, so every 16-byte chunk is wholly inside or outside the matrix.
+template <int BF, int AT, int BT>
+__device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,
+                          const mmidx &s)
+{
+    extern __shared__ __align__(16) unsigned short smem[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3; // warps 2 x 4, each 64 x 32
+    const i64 M = s.M, N = s.N, K = s.K;
+    const i64 lda = AT ? s.sak : s.sam, ldb = BT ? s.sbn : s.sbk;
+    const i64 m0 = (i64)blockIdx.y * TC_BM, n0 = (i64)blockIdx.x * TC_BN;
+    const int ktiles = (int)((K + TC_BK - 1) / TC_BK);
+    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
+        i64 ao, bo;
+        batch_offsets(s, bt, ao, bo);
+        const unsigned short *ab = a + ao, *bb = b + bo;
+        float acc[4][4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+
+        auto load_stage = [&](int stage, int kt) {
+            unsigned short *As = smem + stage * TC_STAGE_HALVES;
+            unsigned short *Bs = As + 128 * TC_PAD_K;
+            const i64 k0 = (i64)kt * TC_BK;
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                int ch = tid + i * 256;
+                if (!AT) {
+                    int row = ch >> 2, kc = (ch & 3) * 8;
+                    i64 m = m0 + row, k = k0 + kc;
+                    bool v = m < M && k < K;
+                    cp_async16(smem_u32(As + row * TC_PAD_K + kc), v ? ab + m * lda + k : ab, v);
+                } else {
+                    int row = ch >> 4, mc = (ch & 15) * 8;
+                    i64 k = k0 + row, m = m0 + mc;
+                    bool v = m < M && k < K;
+                    cp_async16(smem_u32(As + row * TC_PAD_MN + mc), v ? ab + k * lda + m : ab, v);
+                }
+                if (!BT) {
+                    int row = ch >> 4, nc = (ch & 15) * 8;
+                    i64 k = k0 + row, n = n0 + nc;
+                    bool v = n < N && k < K;
+                    cp_async16(smem_u32(Bs + row * TC_PAD_MN + nc), v ? bb + k * ldb + n : bb, v);
+                } else {
+                    int row = ch >> 2, kc = (ch & 3) * 8;
+                    i64 n = n0 + row, k = k0 + kc;
+                    bool v = n < N && k < K;
+                    cp_async16(smem_u32(Bs + row * TC_PAD_K + kc), v ? bb + n * ldb + k : bb, v);
+                }
+            }
+        };
+
+#pragma unroll
+        for (int st = 0; st < TC_STAGES - 1; st++) {
+            if (st < ktiles) load_stage(st, st);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+        for (int kt = 0; kt < ktiles; kt++) {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(TC_STAGES - 2));
+            __syncthreads();
+            int nt = kt + TC_STAGES - 1;
+            if (nt < ktiles) load_stage(nt % TC_STAGES, nt);
+            asm volatile("cp.async.commit_group;\n" ::);
+            const unsigned short *As = smem + (kt % TC_STAGES) * TC_STAGE_HALVES;
+            const unsigned short *Bs = As + 128 * TC_PAD_K;
+#pragma unroll
+            for (int kk = 0; kk < TC_BK; kk += 16) {
+                unsigned af[4][4], bfr[4][2];
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++) {
+                    int mb = wm * 64 + mi * 16;
+                    if (!AT)
+                        ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8),
+                                af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+                    else
+                        ldsm_x4_t(smem_u32(As + (kk + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_MN +
+                                           mb + ((lane >> 3) & 1) * 8),
+                                  af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+                }
+#pragma unroll
+                for (int p = 0; p < 2; p++) {
+                    int nb = wn * 32 + p * 16;
+                    if (!BT)
+                        ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * TC_PAD_MN + nb + (lane >> 4) * 8),
+                                  bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+                    else
+                        ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
+                                         ((lane >> 3) & 1) * 8),
+                                bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+                }
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                    for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncthreads(); // the next batch's prologue reuses the stages
+
+        unsigned short *cb = c + bt * M * N;
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    i64 row = m0 + wm * 64 + mi * 16 + (lane >> 2) + h * 8;
+                    i64 col = n0 + wn * 32 + nj * 8 + (lane & 3) * 2;
+                    if (row >= M || col >= N) continue;
+                    unsigned v = pack2<BF>(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
+                    unsigned short *p = cb + row * N + col;
+                    if (col + 1 < N && (N & 1) == 0)
+                        *(unsigned *)p = v;
+                    else {
+                        p[0] = (unsigned short)(v & 0xffff);
+                        if (col + 1 < N) p[1] = (unsigned short)(v >> 16);
+                    }
+                }
+    }
+}
+
+#define TC_KERNEL(NAME, BF, AT, BT)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, 2) NAME(                                        \
+        const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)              \
+    {                                                                                              \
+        tc_matmul<BF, AT, BT>(a, b, c, s);                                                         \
+    }
+TC_KERNEL(em_mm_tc_f16_nn, 0, 0, 0)
+TC_KERNEL(em_mm_tc_f16_nt, 0, 0, 1)
+TC_KERNEL(em_mm_tc_f16_tn, 0, 1, 0)
+TC_KERNEL(em_mm_tc_f16_tt, 0, 1, 1)
+TC_KERNEL(em_mm_tc_bf16_nn, 1, 0, 0)
+TC_KERNEL(em_mm_tc_bf16_nt, 1, 0, 1)
+TC_KERNEL(em_mm_tc_bf16_tn, 1, 1, 0)
+TC_KERNEL(em_mm_tc_bf16_tt, 1, 1, 1)
+
+// ---- f32: 128 x 128 block tiles, 8 x 8 outputs per thread, f32 accumulation ----------------
+// Any strides; the loads follow whichever of each operand's strides is 1 so they coalesce.
+extern "C" __global__ void __launch_bounds__(256)
+    em_mm_sgemm(const float *a, const float *b, float *c, mmidx s)
+{
+    __shared__ __align__(16) float As[2][8][128];
+    __shared__ __align__(16) float Bs[2][8][128];
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const i64 M = s.M, N = s.N, K = s.K;
+    const i64 m0 = (i64)blockIdx.y * 128, n0 = (i64)blockIdx.x * 128;
+    const bool a_m_fast = s.sam == 1 && s.sak != 1, b_n_fast = s.sbn == 1 || s.sbk != 1;
+    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
+        i64 ao, bo;
+        batch_offsets(s, bt, ao, bo);
+        float ra[4], rb[4];
+        auto fetch = [&](i64 k0) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int idx = tid + i * 256;
+                int m = a_m_fast ? (idx & 127) : (idx >> 3), k = a_m_fast ? (idx >> 7) : (idx & 7);
+                i64 gm = m0 + m, gk = k0 + k;
+                ra[i] = gm < M && gk < K ? a[ao + gm * s.sam + gk * s.sak] : 0.f;
+                int n = b_n_fast ? (idx & 127) : (idx >> 3), kb = b_n_fast ? (idx >> 7) : (idx & 7);
+                i64 gn = n0 + n, gkb = k0 + kb;
+                rb[i] = gn < N && gkb < K ? b[bo + gkb * s.sbk + gn * s.sbn] : 0.f;
+            }
+        };
+        auto store = [&](int buf) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int idx = tid + i * 256;
+                int m = a_m_fast ? (idx & 127) : (idx >> 3), k = a_m_fast ? (idx >> 7) : (idx & 7);
+                As[buf][k][m] = ra[i];
+                int n = b_n_fast ? (idx & 127) : (idx >> 3), kb = b_n_fast ? (idx >> 7) : (idx & 7);
+                Bs[buf][kb][n] = rb[i];
+            }
+        };
+        float acc[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
+        fetch(0);
+        store(0);
+        __syncthreads();
+        int buf = 0;
+        for (i64 k0 = 0; k0 < K; k0 += 8) {
+            bool more = k0 + 8 < K;
+            if (more) fetch(k0 + 8); // global loads in flight during the products
+#pragma unroll
+            for (int k = 0; k < 8; k++) {
+                float4 a0 = *(const float4 *)&As[buf][k][ty * 4];
+                float4 a1 = *(const float4 *)&As[buf][k][64 + ty * 4];
+                float4 b0 = *(const float4 *)&Bs[buf][k][tx * 4];
+                float4 b1 = *(const float4 *)&Bs[buf][k][64 + tx * 4];
+                float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+                float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+                for (int i = 0; i < 8; i++)
+#pragma unroll
+                    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+            }
+            if (more) store(buf ^ 1);
+            __syncthreads();
+            buf ^= 1;
+        }
+        float *cb = c + bt * M * N;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+            if (row >= M) continue;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                i64 col = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
+                if (col < N) cb[row * N + col] = acc[i][j];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// ---- f16 / bf16 for any strides and sizes (the tensor-core kernels need 16-byte rows) --------
+template <int BF> __device__ __forceinline__ float half_to_f(unsigned short h)
+{
+    if (BF) return __uint_as_float((unsigned)h << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+template <int BF> __device__ __forceinline__ unsigned short f_to_half(float f)
+{
+    unsigned short h;
+    if (BF)
+        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    return h;
+}
+
+template <int BF>
+__device__ void half_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,
+                            const mmidx &s)
+{
+    __shared__ float As[16][17], Bs[16][17];
+    int tx = threadIdx.x, ty = threadIdx.y;
+    i64 row = (i64)blockIdx.y * 16 + ty, col = (i64)blockIdx.x * 16 + tx;
+    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
+        i64 ao, bo;
+        batch_offsets(s, bt, ao, bo);
+        float acc = 0.f;
+        for (i64 k0 = 0; k0 < s.K; k0 += 16) {
+            As[ty][tx] = row < s.M && k0 + tx < s.K
+                             ? half_to_f<BF>(a[ao + row * s.sam + (k0 + tx) * s.sak])
+                             : 0.f;
+            Bs[ty][tx] = k0 + ty < s.K && col < s.N
+                             ? half_to_f<BF>(b[bo + (k0 + ty) * s.sbk + col * s.sbn])
+                             : 0.f;
+            __syncthreads();
+            for (int k = 0; k < 16; k++) acc = fmaf(As[ty][k], Bs[k][tx], acc);
+            __syncthreads();
+        }
+        if (row < s.M && col < s.N) c[(bt * s.M + row) * s.N + col] = f_to_half<BF>(acc);
+    }
+}
+
+extern "C" __global__ void em_mm_half_f16(const unsigned short *a, const unsigned short *b,
+                                          unsigned short *c, mmidx s)
+{
+    half_matmul<0>(a, b, c, s);
+}
+
+extern "C" __global__ void em_mm_half_bf16(const unsigned short *a, const unsigned short *b,
+                                           unsigned short *c, mmidx s)
+{
+    half_matmul<1>(a, b, c, s);
+}
