@@ -9,7 +9,8 @@
 # Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
-LOGS=${OUT:-gpu-check-logs}
+LOGS=${OUT:+$(mktemp -d /tmp/gpu-logs.XXXXXX)}
+LOGS=${LOGS:-gpu-check-logs}
 mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
 BENCH=1 TRAIN=1
@@ -41,7 +42,7 @@ else
     if cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
         cmake --build $B -j "$(nproc)" >"$LOGS/build.log" 2>&1; then
         cp $B/tests/cuda_test_cuda $B/tests/ops_conformance $B/tests/autodiff_gradcheck $B/ 2>/dev/null
-        cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -o $B/gpu_bench bench/gpu_bench.c $B/libember.a \
+        cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o $B/gpu_bench bench/gpu_bench.c $B/libember.a \
             -lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3) 2>>"$LOGS/build.log"
         row "build (cmake, Release)" "ok" "$(secs "$t0" "$(date +%s.%N)") s"
     else
@@ -54,7 +55,7 @@ run_test() { # name, log, command...
     shift 2
     local t0 rc res
     t0=$(date +%s.%N)
-    "$@" >"$LOGS/$log" 2>&1
+    timeout "${LIMIT:-240}" "$@" >"$LOGS/$log" 2>&1
     rc=$?
     res=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$LOGS/$log" | tail -1)
     row "$name" "$([ $rc = 0 ] && echo ok || echo FAIL)" "${res:-exit $rc}; $(secs "$t0" "$(date +%s.%N)") s"
@@ -66,14 +67,14 @@ if [ -x $B/cuda_test_cuda ]; then
     grep -E 'FAIL|kernels' "$LOGS/test_cuda_cold.log" | head -20
 fi
 if [ -x $B/ops_conformance ]; then
-    run_test "op conformance on cuda:0 (+fallback)" conformance.log \
+    LIMIT=170 run_test "op conformance on cuda:0 (+fallback)" conformance.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/ops_conformance
     grep -E '^FAIL|^device coverage' "$LOGS/conformance.log" | head -30
     cov=$(grep '^device coverage' "$LOGS/conformance.log")
     row "  device coverage" "-" "${cov#device coverage: }"
 fi
 if [ -x $B/autodiff_gradcheck ]; then
-    run_test "gradient checks on cuda:0 (+fallback)" gradcheck.log \
+    LIMIT=120 run_test "gradient checks on cuda:0 (+fallback)" gradcheck.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/autodiff_gradcheck
     grep -E '^FAIL' "$LOGS/gradcheck.log" | head -10
 fi
@@ -81,7 +82,7 @@ if [ $TRAIN = 1 ] && [ -x $B/fashion_mnist ]; then
     data=/usr/share/datasets/fashion-mnist
     [ -d gpu-prebuilt/data ] && data=gpu-prebuilt/data
     t0=$(date +%s.%N)
-    EMBER_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 EMBER_LOG_DISPATCH=info $B/fashion_mnist --data "$data" \
+    EMBER_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 EMBER_LOG_DISPATCH=info timeout 150 $B/fashion_mnist --data "$data" \
         --epochs 1 --limit "${TRAIN_LIMIT:-6000}" >"$LOGS/fashion_mnist.log" 2>&1
     rc=$?
     acc=$(grep -o 'test accuracy: [0-9.]* *%*' "$LOGS/fashion_mnist.log" | tail -1)
@@ -91,12 +92,16 @@ if [ $TRAIN = 1 ] && [ -x $B/fashion_mnist ]; then
     echo
 fi
 if [ $BENCH = 1 ] && [ -x $B/gpu_bench ]; then
-    $B/gpu_bench "$@" >"$LOGS/gpu_ember.txt" 2>"$LOGS/gpu_ember.err"
+    EMBER_CPU_FALLBACK=1 $B/gpu_bench "$@" >"$LOGS/gpu_ember.txt" 2>"$LOGS/gpu_ember.err" ||
+        { echo "gpu_bench failed ($?); backtrace:"; EMBER_CPU_FALLBACK=1 cuda-gdb -batch -ex run -ex bt \
+            --args $B/gpu_bench "$@" 2>&1 | tail -25; }
     python3 bench/gpu_torch.py "$@" >"$LOGS/gpu_torch.txt" 2>"$LOGS/gpu_torch.err"
     python3 bench/gpu_report.py "$LOGS/gpu_ember.txt" "$LOGS/gpu_torch.txt" >"$LOGS/gpu_bench.md"
     tail -3 "$LOGS/gpu_ember.err" "$LOGS/gpu_torch.err" 2>/dev/null
 fi
 rm -rf "$CACHE"
+# $OUT brings back few files: the logs travel as one archive, the tables as text
+[ -n "${OUT:-}" ] && tar czf "$OUT/gpu-check-logs.tgz" -C "$LOGS" . && cp "$LOGS"/gpu_bench.md "$OUT/" 2>/dev/null
 
 echo
 [ -f "$LOGS/gpu_bench.md" ] && cat "$LOGS/gpu_bench.md" && echo

@@ -14,7 +14,7 @@ cmake --build build-gpu-pre -j 2 --target cuda_test_cuda ops_conformance autodif
 cp build-gpu-pre/tests/cuda_test_cuda build-gpu-pre/tests/ops_conformance \
     build-gpu-pre/tests/autodiff_gradcheck build-gpu-pre/fashion_mnist "$P/"
 LIBS="-lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3)"
-cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -o "$P/gpu_bench" bench/gpu_bench.c \
+cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Isrc -o "$P/gpu_bench" bench/gpu_bench.c \
     build-gpu-pre/libember.a $LIBS
 for b in "$P"/cuda_test_cuda "$P"/fashion_mnist "$P"/gpu_bench "$P"/ops_conformance; do
     ldd "$b" | awk '/=> \// {print $3}'

@@ -18,6 +18,7 @@ void h_init(void)
     h_dev = EM_CPU;
     const char *td = getenv("EMBER_TEST_DEVICE");
     if (td && *td) {
+        if (!strncmp(td, "sim", 3)) h_register_sim_backend();
         h_dev = em_device_parse(td);
         if (em_failed()) {
             printf("EMBER_TEST_DEVICE: %s\n", em_last_error());

@@ -12,6 +12,21 @@
 extern int h_passed, h_failed;
 /* The device tests create their tensors on: EMBER_TEST_DEVICE ("cuda:0" ...), else the CPU. */
 extern em_device h_dev;
+/* Registers the test-only "sim" backend (tests/sim_backend.c): host memory, copies only. */
+void h_register_sim_backend(void);
+/* em_from_i64 / em_from_f64 / em_from_f32 on h_dev. */
+static inline em_tensor *h_from_i64(const int64_t *data, em_shape shape)
+{
+    return em_from_data(data, EM_I64, shape, EM_I64, h_dev);
+}
+static inline em_tensor *h_from_f64(const double *data, em_shape shape)
+{
+    return em_from_data(data, EM_F64, shape, EM_F64, h_dev);
+}
+static inline em_tensor *h_from_f32(const float *data, em_shape shape)
+{
+    return em_from_data(data, EM_F32, shape, EM_F32, h_dev);
+}
 
 /* Turns on allocator guards, seeds the generator, notes the memory baseline. Call first. */
 void h_init(void);

@@ -116,8 +116,10 @@ int main(int argc, char **argv)
     app a = {.net = cnn(dev)};
     a.train = em_loader_new(
         train,
-        (em_loader_cfg){.batch_size = batch, .shuffle = true, .seed = 7, .workers = workers});
-    a.test = em_loader_new(test, (em_loader_cfg){.batch_size = 500, .workers = workers});
+        (em_loader_cfg){
+            .batch_size = batch, .shuffle = true, .seed = 7, .workers = workers, .device = dev});
+    a.test =
+        em_loader_new(test, (em_loader_cfg){.batch_size = 500, .workers = workers, .device = dev});
     em_optim *opt = em_adam_new(a.net, (em_adam_cfg){.lr = lr});
     em_sched *sched = em_sched_cosine_new(opt, epochs, 0);
     if (!a.net || !a.train || !a.test || !opt || !sched) {

@@ -226,6 +226,7 @@ typedef struct em_loader_cfg {
     int prefetch;         /* batches ready ahead (0: 2 per worker) */
     em_batch_fn batch_fn; /* 0: em_batch_stack */
     void *batch_user;
+    em_device device; /* batches are moved here by em_loader_next (zero: the CPU) */
 } em_loader_cfg;
 
 typedef struct em_loader em_loader;

@@ -309,6 +309,21 @@ bool em_loader_next(em_loader *l, em_batch *out)
         end_epoch(l);
         return false;
     }
+    if (!em_device_equal(l->cfg.device, EM_CPU)) {
+        /* the batch's caller-owned references are swapped for ones on the device */
+        for (int i = 0; i < out->n; i++) {
+            em_tensor *m = em_to_device(out->t[i], l->cfg.device);
+            if (!m) {
+                em_batch_free(out);
+                end_epoch(l);
+                return false;
+            }
+            em_retain(m);
+            em_release(m); /* gives back the scope's reference, keeps the caller's */
+            em_release(out->t[i]);
+            out->t[i] = m;
+        }
+    }
     pthread_mutex_lock(&l->mu);
     l->consumed++;
     l->items_done += out->size;

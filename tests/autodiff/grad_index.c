@@ -60,7 +60,7 @@ static em_tensor *make_index(const ix_case *c)
     for (int64_t i = 0; i < c->is.dims[0]; i++)
         for (int64_t j = 0; j < c->is.dims[1]; j++)
             v[j * c->is.dims[0] + i] = c->index[i * c->is.dims[1] + j];
-    return em_transpose(em_from_i64(v, ts), 0, 1);
+    return em_transpose(h_from_i64(v, ts), 0, 1);
 }
 
 /* A float input of shape s for case c. Scatter mul gets exact zeros in x and src (the
@@ -336,7 +336,7 @@ static void value_checks(void)
     int64_t iv[3] = {0, 2, 1};
     em_tensor *x = em_requires_grad(em_from_data(xv, EM_F64, EM_SHAPE(3), EM_F64, h_dev), true);
     em_tensor *s = em_requires_grad(em_from_data(sv, EM_F64, EM_SHAPE(3), EM_F64, h_dev), true);
-    em_tensor *idx = em_from_i64(iv, EM_SHAPE(3));
+    em_tensor *idx = h_from_i64(iv, EM_SHAPE(3));
     /* max: x[0] ties src[0] (1), x[1] ties src[2] (5), x[2] = max(2, 3) from src[1] */
     em_grads *g = em_backward(em_sum(em_scatter(x, 0, idx, s, EM_SCATTER_MAX), EM_ALL, false));
     double gx[3] = {0.5, 0.5, 0}, gs[3] = {0.5, 1, 0.5};
@@ -344,7 +344,7 @@ static void value_checks(void)
     h_check_tensor("scatter max ties: grad src", g ? em_grad(g, s) : NULL, gs, EM_SHAPE(3), 0, 0);
     /* assign with a duplicate: src[1] and src[2] both go to x[1]; src[2] wins */
     int64_t dv[3] = {0, 1, 1};
-    em_tensor *dup = em_from_i64(dv, EM_SHAPE(3));
+    em_tensor *dup = h_from_i64(dv, EM_SHAPE(3));
     double wv[3] = {1, 2, 3};
     em_tensor *w = em_from_data(wv, EM_F64, EM_SHAPE(3), EM_F64, h_dev);
     g = em_backward(em_sum(em_mul(em_scatter(x, 0, dup, s, EM_SCATTER_ASSIGN), w), EM_ALL, false));
@@ -378,7 +378,7 @@ static void f32_check(void)
 {
     em_scope_begin();
     em_tensor *w = em_requires_grad(h_rand(EM_SHAPE(5, 3), EM_F32, H_STRIDED, -1, 1, NULL), true);
-    em_tensor *idx = em_from_i64(idx_emb, EM_SHAPE(6));
+    em_tensor *idx = h_from_i64(idx_emb, EM_SHAPE(6));
     em_grads *g = em_backward(em_sum(em_embedding(w, idx), EM_ALL, false));
     em_tensor *gw = g ? em_grad(g, w) : NULL;
     CHECK(gw && em_tensor_dtype(gw) == EM_F32, "embedding f32: gradient is f32");

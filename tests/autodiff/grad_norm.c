@@ -110,7 +110,7 @@ static em_tensor *keep_mask(em_shape s)
     double *v = malloc((size_t)n * sizeof *v);
     int64_t cols = s.dims[s.rank - 1];
     for (int64_t i = 0; i < n; i++) v[i] = (i % cols == 0 || (i * 7 + i / cols) % 3 != 0);
-    em_tensor *f = em_from_f64(v, s);
+    em_tensor *f = h_from_f64(v, s);
     free(v);
     em_tensor *m = em_ne_scalar(f, 0);
     em_release(f);

@@ -91,11 +91,11 @@ void grad_order(void)
     /* f32: the gradient keeps the dtype; each selected element gets exactly its seed */
     em_scope_begin();
     float xs[6] = {3, 1, 2, 6, 5, 4};
-    em_tensor *x = em_requires_grad(em_from_f32(xs, EM_SHAPE(2, 3)), true);
+    em_tensor *x = em_requires_grad(h_from_f32(xs, EM_SHAPE(2, 3)), true);
     em_tensor *v = NULL;
     em_topk(x, 2, 1, true, &v, NULL);
     float ws[4] = {1, 10, 100, 1000};
-    em_tensor *l = v ? em_sum(em_mul(v, em_from_f32(ws, EM_SHAPE(2, 2))), EM_ALL, false) : NULL;
+    em_tensor *l = v ? em_sum(em_mul(v, h_from_f32(ws, EM_SHAPE(2, 2))), EM_ALL, false) : NULL;
     em_grads *g = l ? em_backward(l) : NULL;
     em_tensor *gx = g ? em_grad(g, x) : NULL;
     CHECK(gx && em_tensor_dtype(gx) == EM_F32, "topk: f32 input gets an f32 gradient");

@@ -181,7 +181,7 @@ static void check_points(const char *what, const ucase *c, const double *x, cons
                          int64_t n)
 {
     em_scope_begin();
-    em_tensor *t = em_requires_grad(em_from_f64(x, EM_SHAPE(n)), true);
+    em_tensor *t = em_requires_grad(h_from_f64(x, EM_SHAPE(n)), true);
     em_tensor *y = apply(c, t);
     em_grads *g = y ? em_backward(em_sum(y, EM_ALL, false)) : NULL;
     em_tensor *gx = g ? em_grad(g, t) : NULL;

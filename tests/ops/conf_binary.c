@@ -402,7 +402,7 @@ static void check_int_exact(void)
     em_scope_begin();
     int64_t a[4] = {(1LL << 62) + 12345, (1LL << 53) + 1, INT64_MAX, INT64_MIN};
     int64_t b[4] = {(1LL << 53) + 1, 1, 1, -1};
-    em_tensor *ta = em_from_i64(a, EM_SHAPE(4)), *tb = em_from_i64(b, EM_SHAPE(4));
+    em_tensor *ta = h_from_i64(a, EM_SHAPE(4)), *tb = h_from_i64(b, EM_SHAPE(4));
     int64_t got[4];
     em_to_data(em_add(ta, tb), got, EM_I64, 4);
     CHECK(got[0] == (1LL << 62) + (1LL << 53) + 12346 && got[1] == (1LL << 53) + 2 &&
@@ -416,7 +416,7 @@ static void check_int_exact(void)
     CHECK(got[3] == 0, "INT64_MIN %% -1 is 0");
     em_to_data(em_mul(ta, em_full(EM_SHAPE(4), 2, EM_I64, h_dev)), got, EM_I64, 4);
     CHECK(got[2] == -2, "INT64_MAX * 2 wraps to -2");
-    em_to_data(em_eq(ta, em_from_i64((int64_t[]){(1LL << 62) + 12344, 0, 0, 0}, EM_SHAPE(4))), got,
+    em_to_data(em_eq(ta, h_from_i64((int64_t[]){(1LL << 62) + 12344, 0, 0, 0}, EM_SHAPE(4))), got,
                EM_I64, 4);
     CHECK(got[0] == 0, "i64 comparison is exact beyond 2^53");
     /* i8 wraps */

@@ -112,7 +112,7 @@ static void check_cat(void)
     CHECK(c && em_tensor_dtype(c) == EM_I16, "cat u8 + i8 is i16");
     h_check_tensor("cat u8 i8", c, (double[]){200, -100}, EM_SHAPE(2), 0, 0);
     em_tensor *bo = em_from_data((double[]){1}, EM_F64, EM_SHAPE(1), EM_BOOL, h_dev);
-    em_tensor *big = em_from_i64((int64_t[]){5000000000LL}, EM_SHAPE(1));
+    em_tensor *big = h_from_i64((int64_t[]){5000000000LL}, EM_SHAPE(1));
     c = em_cat((em_tensor *[]){bo, big}, 2, 0);
     CHECK(c && em_tensor_dtype(c) == EM_I64 && em_item_i64(em_narrow(c, 0, 1, 1)) == 5000000000LL,
           "cat bool + i64 keeps large values");

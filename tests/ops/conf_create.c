@@ -176,7 +176,7 @@ static void check_one_hot_tri(void)
 {
     em_scope_begin();
     int64_t idx[4] = {2, 0, 1, 2};
-    em_tensor *i = em_from_i64(idx, EM_SHAPE(2, 2));
+    em_tensor *i = h_from_i64(idx, EM_SHAPE(2, 2));
     double ex[12] = {0, 0, 1, 1, 0, 0, 0, 1, 0, 0, 0, 1};
     h_check_tensor("one_hot", em_one_hot(i, 3), ex, EM_SHAPE(2, 2, 3), 0, 0);
     h_check_tensor("one_hot inferred", em_one_hot(i, -1), ex, EM_SHAPE(2, 2, 3), 0, 0);
@@ -254,7 +254,7 @@ static void check_casts(void)
     /* conversions with rounding and special values */
     em_scope_begin();
     double f[7] = {-2.7, -0.5, 0.5, 2.7, NAN, INFINITY, 1e10};
-    em_tensor *x = em_from_f64(f, EM_SHAPE(7));
+    em_tensor *x = h_from_f64(f, EM_SHAPE(7));
     double to_bool[7] = {1, 1, 1, 1, 1, 1, 1};
     h_check_tensor("f64 -> bool", em_cast(x, EM_BOOL), to_bool, EM_SHAPE(7), 0, 0);
     em_tensor *head = em_narrow(x, 0, 0, 4);
@@ -264,7 +264,7 @@ static void check_casts(void)
         h_round_to(-2.7, EM_F16), -0.5, 0.5, h_round_to(2.7, EM_F16), NAN, INFINITY, INFINITY};
     h_check_tensor("f64 -> f16", em_cast(x, EM_F16), to_h, EM_SHAPE(7), 0, 0);
     int64_t big[2] = {INT64_MAX, -5};
-    em_tensor *bi = em_from_i64(big, EM_SHAPE(2));
+    em_tensor *bi = h_from_i64(big, EM_SHAPE(2));
     int64_t back[2];
     em_to_data(em_cast(em_cast(bi, EM_I64), EM_I64), back, EM_I64, 2);
     CHECK(back[0] == INT64_MAX && back[1] == -5, "i64 copies stay exact");

@@ -115,7 +115,7 @@ static void test_gather(void)
     for (int k = 0; k < 4; k++) {
         em_dtype dt = val_dtypes[k];
         em_tensor *x = em_from_data(sv, EM_F64, EM_SHAPE(4), dt, h_dev);
-        em_tensor *i = em_from_i64(iv, EM_SHAPE(5));
+        em_tensor *i = h_from_i64(iv, EM_SHAPE(5));
         h_check_tensor("gather NaN/Inf", em_gather(x, 0, i), want, EM_SHAPE(5), 0, 0);
         h_check_tensor("index_select NaN/Inf", em_index_select(x, 0, i), want, EM_SHAPE(5), 0, 0);
         em_tensor *w = em_reshape(x, EM_SHAPE(4, 1));
@@ -194,9 +194,9 @@ static void test_scatter(void)
     /* assign with duplicates: the last write in row-major order wins */
     double xv[4] = {0, 0, 0, 0}, sv[6] = {1, 2, 3, 4, 5, 6};
     int64_t iv[6] = {1, 1, 3, 1, 3, 0};
-    em_tensor *x = em_from_f64(xv, EM_SHAPE(4));
-    em_tensor *i = em_from_i64(iv, EM_SHAPE(6));
-    em_tensor *s = em_from_f64(sv, EM_SHAPE(6));
+    em_tensor *x = h_from_f64(xv, EM_SHAPE(4));
+    em_tensor *i = h_from_i64(iv, EM_SHAPE(6));
+    em_tensor *s = h_from_f64(sv, EM_SHAPE(6));
     double want[4] = {6, 4, 0, 5};
     h_check_tensor("scatter assign last wins", em_scatter(x, 0, i, s, EM_SCATTER_ASSIGN), want,
                    EM_SHAPE(4), 0, 0);
@@ -206,8 +206,8 @@ static void test_scatter(void)
     /* NaN propagates through min/max; Inf combines */
     double nv[3] = {NAN, INFINITY, -1};
     int64_t niv[3] = {0, 2, 2};
-    em_tensor *nsrc = em_from_f64(nv, EM_SHAPE(3));
-    em_tensor *ni = em_from_i64(niv, EM_SHAPE(3));
+    em_tensor *nsrc = h_from_f64(nv, EM_SHAPE(3));
+    em_tensor *ni = h_from_i64(niv, EM_SHAPE(3));
     double want_max[4] = {NAN, 0, INFINITY, 0};
     h_check_tensor("scatter max NaN", em_scatter(x, 0, ni, nsrc, EM_SCATTER_MAX), want_max,
                    EM_SHAPE(4), 0, 0);
@@ -216,16 +216,16 @@ static void test_scatter(void)
                    EM_SHAPE(4), 0, 0);
     /* i64 add is exact beyond 2^53 */
     int64_t big[2] = {(1LL << 53) + 1, 3}, bi[2] = {0, 0}, bs[2] = {1, 1};
-    em_tensor *bx = em_from_i64(big, EM_SHAPE(2));
-    em_tensor *bsrc = em_from_i64(bs, EM_SHAPE(2));
-    em_tensor *bidx = em_from_i64(bi, EM_SHAPE(2));
+    em_tensor *bx = h_from_i64(big, EM_SHAPE(2));
+    em_tensor *bsrc = h_from_i64(bs, EM_SHAPE(2));
+    em_tensor *bidx = h_from_i64(bi, EM_SHAPE(2));
     int64_t got[2] = {0, 0};
     em_tensor *bo = em_scatter(bx, 0, bidx, bsrc, EM_SCATTER_ADD);
     CHECK(bo && em_to_data(bo, got, EM_I64, 2) == EM_OK && got[0] == (1LL << 53) + 3 && got[1] == 3,
           "scatter i64 add exact: got %lld %lld", (long long)got[0], (long long)got[1]);
     /* a float scalar src into an integer x truncates */
     em_tensor *ix = em_zeros(EM_SHAPE(3), EM_I32, h_dev);
-    em_tensor *one = em_from_i64((int64_t[]){2}, EM_SHAPE(1));
+    em_tensor *one = h_from_i64((int64_t[]){2}, EM_SHAPE(1));
     double want_ix[3] = {0, 0, 2};
     h_check_tensor("scatter f64 scalar into i32",
                    em_scatter(ix, 0, one, em_scalar(2.75, EM_F64, h_dev), EM_SCATTER_ASSIGN),
@@ -432,9 +432,9 @@ static void test_masked_nonzero(void)
     CHECK(o && em_shape_equal(os, EM_SHAPE(1, 0)), "nonzero of a non-zero scalar is [1, 0]");
     double t[2] = {1, 2}, f[2] = {0, 0};
     em_tensor *all =
-        em_masked_select(em_from_f64(t, EM_SHAPE(2)), em_ones(EM_SHAPE(2), EM_BOOL, h_dev));
+        em_masked_select(h_from_f64(t, EM_SHAPE(2)), em_ones(EM_SHAPE(2), EM_BOOL, h_dev));
     h_check_tensor("masked_select all true", all, t, EM_SHAPE(2), 0, 0);
-    em_tensor *none = em_masked_select(em_from_f64(t, EM_SHAPE(2)), em_from_f64(f, EM_SHAPE(2)));
+    em_tensor *none = em_masked_select(h_from_f64(t, EM_SHAPE(2)), h_from_f64(f, EM_SHAPE(2)));
     CHECK_ERR(EM_ERR_DTYPE, "em_masked_select: mask must be bool, got f64");
     CHECK(none == NULL, "masked_select with an f64 mask fails");
     em_scope_end();
@@ -570,16 +570,16 @@ static void test_errors(void)
     em_scope_begin();
     double xv[15];
     for (int i = 0; i < 15; i++) xv[i] = i;
-    em_tensor *x = em_from_f64(xv, EM_SHAPE(3, 5));
+    em_tensor *x = h_from_f64(xv, EM_SHAPE(3, 5));
     int64_t bad_hi[4] = {0, 7, 1, 9}, bad_neg[4] = {0, 1, -1, 2}, good[4] = {0, 4, 1, 2};
-    em_tensor *ihi = em_from_i64(bad_hi, EM_SHAPE(2, 2));
-    em_tensor *ineg = em_from_i64(bad_neg, EM_SHAPE(2, 2));
-    em_tensor *igood = em_from_i64(good, EM_SHAPE(2, 2));
+    em_tensor *ihi = h_from_i64(bad_hi, EM_SHAPE(2, 2));
+    em_tensor *ineg = h_from_i64(bad_neg, EM_SHAPE(2, 2));
+    em_tensor *igood = h_from_i64(good, EM_SHAPE(2, 2));
     em_tensor *fidx = em_ones(EM_SHAPE(2, 2), EM_F32, h_dev);
     em_tensor *bidx = em_ones(EM_SHAPE(2, 2), EM_BOOL, h_dev);
-    em_tensor *v1 = em_from_i64(bad_hi, EM_SHAPE(4));
-    em_tensor *vneg = em_from_i64(bad_neg, EM_SHAPE(4));
-    em_tensor *vgood = em_from_i64(good, EM_SHAPE(4));
+    em_tensor *v1 = h_from_i64(bad_hi, EM_SHAPE(4));
+    em_tensor *vneg = h_from_i64(bad_neg, EM_SHAPE(4));
+    em_tensor *vgood = h_from_i64(good, EM_SHAPE(4));
     int64_t live = em_live_tensors();
 
     /* gather */
@@ -607,7 +607,7 @@ static void test_errors(void)
     CHECK_ERR(EM_ERR_INDEX, "em_gather: index 7");
 
     /* scatter */
-    em_tensor *src = em_from_f64(xv, EM_SHAPE(3, 5));
+    em_tensor *src = h_from_f64(xv, EM_SHAPE(3, 5));
     em_scatter(x, 1, ihi, src, EM_SCATTER_ADD);
     CHECK_ERR(EM_ERR_INDEX, "em_scatter: index 7 is out of range for dim 1 of size 5");
     em_scatter(x, 0, ineg, src, EM_SCATTER_ASSIGN);

@@ -177,7 +177,7 @@ static void check_sort_topk(void)
     em_scope_begin();
     /* i64 values that collide as doubles still sort exactly */
     int64_t big[4] = {(1LL << 60) + 3, (1LL << 60) + 1, (1LL << 60) + 2, -(1LL << 60)};
-    em_tensor *b = em_from_i64(big, EM_SHAPE(4));
+    em_tensor *b = h_from_i64(big, EM_SHAPE(4));
     h_check_tensor("argsort i64 exact", em_argsort(b, 0, false), (double[]){3, 1, 2, 0},
                    EM_SHAPE(4), 0, 0);
     /* rank 0 */

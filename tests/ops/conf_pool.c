@@ -197,7 +197,7 @@ static void check_adaptive_interp_ref(void)
         }
     em_scope_begin();
     int64_t iv[8] = {1, 2, 3, 4, 5, 6, 7, 8};
-    em_tensor *xi = em_reshape(em_from_i64(iv, EM_SHAPE(8)), EM_SHAPE(1, 2, 2, 2));
+    em_tensor *xi = em_reshape(h_from_i64(iv, EM_SHAPE(8)), EM_SHAPE(1, 2, 2, 2));
     em_tensor *pi = em_pixel_shuffle(xi, 1);
     CHECK(pi && em_tensor_dtype(pi) == EM_I64, "pixel_shuffle of integers");
     em_scope_end();

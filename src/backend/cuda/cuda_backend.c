@@ -220,19 +220,36 @@ static em_status run_cast(const em_op *op, int dev, const char *what)
 {
     const em_tensor *in = op->in[0], *o = op->out[0];
     if (in->dtype == o->dtype) return run_copy(op, dev, what);
-    if (!tn_is_contiguous(in))
-        return em_error(EM_ERR_UNSUPPORTED,
-                        "%s: the cuda backend casts only contiguous tensors for now (make it "
-                        "contiguous first)",
-                        what);
     char name[32];
     snprintf(name, sizeof name, "em_cast_%s_%s", short_name(in->dtype), short_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *x = tn_ptr(in), *y = tn_ptr(o);
     long long n = tn_numel(o);
+    void *x = tn_ptr(in), *y = tn_ptr(o), *tmp = NULL;
+    if (!tn_is_contiguous(in) && n > 0) {
+        /* gather into a contiguous buffer of the input's dtype first */
+        tmp = cuda_pool_alloc(dev, (size_t)n * em_dtype_size(in->dtype));
+        if (!tmp) return em_last_status();
+        em_tensor t = *in;
+        em_storage st = *in->storage;
+        st.data = tmp;
+        t.storage = &st;
+        t.offset = 0;
+        tn_contiguous_strides(t.shape, t.rank, t.strides);
+        em_op cp = *op;
+        cp.kind = EM_OP_COPY;
+        cp.out[0] = &t;
+        em_status s = run_copy(&cp, dev, what);
+        if (s != EM_OK) {
+            cuda_pool_free(dev, tmp);
+            return s;
+        }
+        x = tmp;
+    }
     void *params[] = {&x, &y, &n};
-    return cuda_launch(dev, f, n, params, what);
+    em_status s = cuda_launch(dev, f, n, params, what);
+    if (tmp) cuda_pool_free(dev, tmp); /* same stream: later work cannot overtake the cast */
+    return s;
 }
 
 static bool same_shape(const em_tensor *a, const em_tensor *b)
