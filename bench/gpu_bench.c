@@ -19,7 +19,7 @@ typedef struct ctx {
     int inner; /* ops per timed rep (small ops) */
 } ctx;
 
-enum { K_MATMUL, K_ADD, K_NEG, K_SUM, K_SOFTMAX, K_TINY_ADD };
+enum { K_MATMUL, K_ADD, K_NEG, K_SUM, K_SOFTMAX, K_TINY_ADD, K_LAYER_NORM };
 
 static void step(void *p)
 {
@@ -33,6 +33,7 @@ static void step(void *p)
         case K_NEG: em_neg(c->a); break;
         case K_SUM: em_sum(c->a, EM_ALL, false); break;
         case K_SOFTMAX: em_softmax(c->a, -1); break;
+        case K_LAYER_NORM: em_layer_norm(c->a, 1, NULL, NULL, 1e-5); break;
         }
         em_scope_end();
     }
@@ -105,6 +106,11 @@ int main(int argc, char **argv)
     if (bench_selected(argc, argv, "softmax")) {
         em_tensor *a = em_randn(EM_SHAPE(64, 1024, 1024), EM_F32, dev);
         run_case("softmax", K_SOFTMAX, a, NULL, 1, 21, 2.0);
+        em_release(a);
+    }
+    if (bench_selected(argc, argv, "layer_norm")) {
+        em_tensor *a = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev);
+        run_case("layer_norm", K_LAYER_NORM, a, NULL, 10, 21, 2.0);
         em_release(a);
     }
     if (bench_selected(argc, argv, "tiny_add")) {

@@ -469,6 +469,33 @@ static void test_matmul(void)
                 }
 }
 
+static void test_layer_norm(void)
+{
+    static const em_shape xs[] = {EM_SHAPE(7, 300), EM_SHAPE(4, 5, 6), EM_SHAPE(3, 8192),
+                                  EM_SHAPE(2, 1)};
+    static const int nn[] = {1, 2, 1, 1};
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++)
+        for (size_t p = 0; p < sizeof xs / sizeof xs[0]; p++)
+            for (int wb = 0; wb < 4; wb++) {
+                em_scope_begin();
+                em_tensor *cx, *dx, *cw = NULL, *dw = NULL, *cb = NULL, *db = NULL;
+                mk(xs[p], 0, dts[t], -3, 3, &cx, &dx);
+                em_shape ps = {.rank = nn[p]};
+                for (int d = 0; d < nn[p]; d++) ps.dims[d] = xs[p].dims[xs[p].rank - nn[p] + d];
+                if (wb & 1) mk(ps, 0, dts[t], -2, 2, &cw, &dw);
+                if (wb & 2) mk(ps, 0, dts[t], -2, 2, &cb, &db);
+                char what[96];
+                snprintf(what, sizeof what, "layer_norm %s %s n_norm %d weight %d bias %d",
+                         em_dtype_name(dts[t]), tn_dims_str(xs[p].dims, xs[p].rank), nn[p], wb & 1,
+                         wb >> 1);
+                double tol = dts[t] == EM_F32 ? 2e-5 : 1e-12;
+                compare(what, em_layer_norm(dx, nn[p], dw, db, 1e-5),
+                        em_layer_norm(cx, nn[p], cw, cb, 1e-5), tol, tol);
+                em_scope_end();
+            }
+}
+
 static void test_pool_and_cache(void)
 {
     em_cuda_pool_stats s0, s1, s2;
@@ -542,6 +569,7 @@ int main(void)
     test_broadcast();
     test_reduce();
     test_matmul();
+    test_layer_norm();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

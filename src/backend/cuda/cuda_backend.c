@@ -112,6 +112,20 @@ static bool plain_size(em_dtype dt)
     return es == 1 || es == 2 || es == 4 || es == 8;
 }
 
+#define ROW_MAX 8192 /* 256 threads x ROW_VPT registers in rows.cu */
+
+/* LAYER_NORM on contiguous f32/f64 rows of at most ROW_MAX elements (else the CPU fallback). */
+static bool layer_norm_ok(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    if (!is_f(x->dtype) || op->out[0]->dtype != x->dtype || !tn_is_contiguous(x)) return false;
+    int64_t len = 1;
+    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) len *= x->shape[d];
+    for (int i = 1; i < op->n_in; i++)
+        if (op->in[i]->dtype != x->dtype || !tn_is_contiguous(op->in[i])) return false;
+    return len <= ROW_MAX;
+}
+
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
@@ -141,6 +155,7 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_MATMUL)
         return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
                op->in[1]->dtype == o;
+    if (k == EM_OP_LAYER_NORM) return layer_norm_ok(op);
     if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
@@ -364,12 +379,44 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
     s.nout = 1;
     for (int d = 0; d < s.kr; d++) s.nout *= s.kshape[d];
     if (s.nout == 0 || (soft && s.nred == 0)) return EM_OK;
+    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    if (soft && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+        op->i[0] == x->rank - 1 && s.nred <= ROW_MAX) {
+        CUfunction f = cuda_kernel(dev, "em_softmax_rows_f32", what);
+        if (!f) return em_last_status();
+        int logsm = op->kind == EM_OP_LOG_SOFTMAX;
+        long long rows = s.nout, len = s.nred;
+        void *params[] = {&logsm, &xp, &yp, &rows, &len};
+        return cuda_launch_blocks(dev, f, rows, params, what);
+    }
+    if (!soft && s.nred >= 32768 && s.nout < 1024) {
+        /* few outputs over many elements: split each output's elements over nsplit blocks */
+        long long nsplit = (s.nred + 16383) / 16384;
+        if (nsplit > 1024 / s.nout) nsplit = 1024 / s.nout > 1 ? 1024 / s.nout : 2;
+        double *part = cuda_pool_alloc(dev, (size_t)(s.nout * nsplit) * sizeof(double));
+        if (!part) return em_last_status();
+        char pn[40], fn[40];
+        snprintf(pn, sizeof pn, "em_reduce_part_%s", short_name(o->dtype));
+        snprintf(fn, sizeof fn, "em_reduce_fin_%s", short_name(o->dtype));
+        CUfunction fp = cuda_kernel(dev, pn, what), ff = fp ? cuda_kernel(dev, fn, what) : NULL;
+        em_status st = em_last_status();
+        if (fp && ff) {
+            int kind = (int)op->kind;
+            void *pp = part;
+            void *p1[] = {&kind, &xp, &pp, &s, &nsplit};
+            unsigned grid[3] = {(unsigned)nsplit, (unsigned)s.nout, 1}, block[3] = {256, 1, 1};
+            st = cuda_launch_grid(dev, fp, grid, block, p1, what);
+            void *p2[] = {&kind, &pp, &yp, &s, &nsplit};
+            if (st == EM_OK) st = cuda_launch(dev, ff, s.nout, p2, what);
+        }
+        cuda_pool_free(dev, part); /* stream order: the next user of the block runs after */
+        return st;
+    }
     char name[40];
     snprintf(name, sizeof name, "em_%s_%s", soft ? "softmax" : "reduce", short_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     int kind = (int)op->kind;
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
     void *params[] = {&kind, &xp, &yp, &s};
     return cuda_launch_blocks(dev, f, s.nout, params, what);
 }
@@ -477,15 +524,32 @@ static em_status run_elementwise(const em_op *op, int dev, const char *what)
         fast = same_shape(op->in[i], o) && tn_is_contiguous(op->in[i]);
     if (!fast) return run_indexed(op, dev, what);
     em_dtype dt = op->in[0]->dtype;
+    long long n = tn_numel(o);
+    int kind = (int)op->kind;
+    void *y = tn_ptr(o);
+    void *x = tn_ptr(op->in[0]);
+    uintptr_t al = (uintptr_t)y | (uintptr_t)x | (op->n_in > 1 ? (uintptr_t)tn_ptr(op->in[1]) : 0);
+    if (dt == EM_F32 && !is_compare(op->kind) && (al & 15) == 0) {
+        /* 16-byte loads and stores: float4 per thread, the last n % 4 one by one */
+        CUfunction f =
+            cuda_kernel(dev, op->n_in == 1 ? "em_unary_v4_f32" : "em_binary_v4_f32", what);
+        if (!f) return em_last_status();
+        long long threads = n / 4 > 4 ? n / 4 : 4;
+        if (op->n_in == 1) {
+            double a = op->f[0], b = op->f[1];
+            if (op->kind == EM_OP_CELU) b = 1.0 / a;
+            void *params[] = {&kind, &x, &y, &n, &a, &b};
+            return cuda_launch(dev, f, threads, params, what);
+        }
+        void *x2 = tn_ptr(op->in[1]);
+        void *params[] = {&kind, &x, &x2, &y, &n};
+        return cuda_launch(dev, f, threads, params, what);
+    }
     const char *fam = is_unary(op->kind) ? "unary" : is_binary(op->kind) ? "binary" : "compare";
     char name[32];
     snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    int kind = (int)op->kind;
-    long long n = tn_numel(o);
-    void *y = tn_ptr(o);
-    void *x = tn_ptr(op->in[0]);
     if (op->n_in == 1) {
         double a = op->f[0], b = op->f[1];
         if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
@@ -495,6 +559,30 @@ static em_status run_elementwise(const em_op *op, int dev, const char *what)
     void *x2 = tn_ptr(op->in[1]);
     void *params[] = {&kind, &x, &x2, &y, &n};
     return cuda_launch(dev, f, n, params, what);
+}
+
+static em_status run_layer_norm(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    long long len = 1, rows = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (d >= x->rank - (int)op->i[0])
+            len *= x->shape[d];
+        else
+            rows *= x->shape[d];
+    }
+    if (len == 0 || rows == 0) return EM_OK;
+    int next = 1;
+    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    void *wp = op->i[1] ? tn_ptr(op->in[next++]) : NULL;
+    void *bp = op->i[2] ? tn_ptr(op->in[next++]) : NULL;
+    double eps = op->f[0];
+    char name[40];
+    snprintf(name, sizeof name, "em_layer_norm_rows_%s", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *params[] = {&xp, &wp, &bp, &yp, &rows, &len, &eps};
+    return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
 static em_status be_exec(const em_op *op)
@@ -508,6 +596,9 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_LAYER_NORM:
+        if (be_supports(op)) return run_layer_norm(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_MATMUL:
         if (be_supports(op)) return run_matmul(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);

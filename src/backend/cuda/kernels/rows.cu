@@ -1,0 +1,230 @@
+// Bandwidth kernels: 16-byte vectorised f32 elementwise ops on contiguous tensors, two-stage
+// reductions for few outputs over many elements, and row kernels (softmax, log-softmax,
+// layer_norm) that read a row once into registers and write it once. Appended to the module
+// source by cuda_kernels.c (unary_f, binary_d, comb_, struct ridx, OP_* come from there).
+
+// y = f(x) over n contiguous floats; the vector part covers n / 4 float4s when x and y are
+// 16-byte aligned (the host checks), the rest is done element by element.
+extern "C" __global__ void em_unary_v4_f32(int op, const float *x, float *y, i64 n, double a,
+                                           double b)
+{
+    float af = (float)a, bf = (float)b;
+    i64 n4 = n >> 2;
+    const float4 *x4 = (const float4 *)x;
+    float4 *y4 = (float4 *)y;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+        float4 v = x4[i];
+        v.x = unary_f(op, v.x, af, bf);
+        v.y = unary_f(op, v.y, af, bf);
+        v.z = unary_f(op, v.z, af, bf);
+        v.w = unary_f(op, v.w, af, bf);
+        y4[i] = v;
+    }
+    i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) y[t] = unary_f(op, x[t], af, bf);
+}
+
+extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float *y, float *o,
+                                            i64 n)
+{
+    i64 n4 = n >> 2;
+    const float4 *x4 = (const float4 *)x, *y4 = (const float4 *)y;
+    float4 *o4 = (float4 *)o;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+        float4 a = x4[i], b = y4[i], r;
+        r.x = (float)binary_d(op, (double)a.x, (double)b.x);
+        r.y = (float)binary_d(op, (double)a.y, (double)b.y);
+        r.z = (float)binary_d(op, (double)a.z, (double)b.z);
+        r.w = (float)binary_d(op, (double)a.w, (double)b.w);
+        o4[i] = r;
+    }
+    i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) o[t] = (float)binary_d(op, (double)x[t], (double)y[t]);
+}
+
+// ---- two-stage reductions: output o's nred elements are split into nsplit fixed slices; block
+// (b, o) reduces slice b into part[o * nsplit + b] (double); em_reduce_fin combines the slices
+// of each output in order. The split depends only on the shapes, so results are reproducible.
+__device__ __forceinline__ i64 rin_fast(const ridx &s, i64 j)
+{
+    return s.rr == 1 ? j * s.rin[0] : rin_(s, j);
+}
+
+template <typename T>
+__device__ void reduce_part(int op, const T *x, double *part, const ridx &s, i64 nsplit)
+{
+    __shared__ double sh[RT];
+    double init = op == OP_MAX   ? -__longlong_as_double(0x7ff0000000000000ll)
+                  : op == OP_MIN ? __longlong_as_double(0x7ff0000000000000ll)
+                                 : 0.0;
+    i64 chunk = (s.nred + nsplit - 1) / nsplit;
+    for (i64 o = blockIdx.y; o < s.nout; o += gridDim.y) {
+        i64 bi, bo;
+        roffs(s, o, &bi, &bo);
+        i64 lo = blockIdx.x * chunk, hi = lo + chunk < s.nred ? lo + chunk : s.nred;
+        double acc = init;
+        for (i64 j = lo + threadIdx.x; j < hi; j += RT) acc = comb_(op, acc, (double)x[bi + rin_fast(s, j)]);
+        double r = block_reduce(op, acc, sh);
+        if (threadIdx.x == 0) part[o * nsplit + blockIdx.x] = r;
+    }
+}
+
+extern "C" __global__ void em_reduce_part_f32(int op, const float *x, double *part, ridx s, i64 nsplit)
+{
+    reduce_part<float>(op, x, part, s, nsplit);
+}
+
+extern "C" __global__ void em_reduce_part_f64(int op, const double *x, double *part, ridx s, i64 nsplit)
+{
+    reduce_part<double>(op, x, part, s, nsplit);
+}
+
+template <typename T>
+__device__ void reduce_fin(int op, const double *part, T *y, const ridx &s, i64 nsplit)
+{
+    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < s.nout; o += (i64)blockDim.x * gridDim.x) {
+        i64 bi, bo;
+        roffs(s, o, &bi, &bo);
+        double r = part[o * nsplit];
+        for (i64 b = 1; b < nsplit; b++) r = comb_(op, r, part[o * nsplit + b]);
+        y[bo] = (T)(op == OP_MEAN ? r / (double)s.nred : r);
+    }
+}
+
+extern "C" __global__ void em_reduce_fin_f32(int op, const double *part, float *y, ridx s, i64 nsplit)
+{
+    reduce_fin<float>(op, part, y, s, nsplit);
+}
+
+extern "C" __global__ void em_reduce_fin_f64(int op, const double *part, double *y, ridx s, i64 nsplit)
+{
+    reduce_fin<double>(op, part, y, s, nsplit);
+}
+
+// ---- row kernels: one block of 256 threads per row of `len` contiguous elements (len <= 256 *
+// ROW_VPT); each thread keeps its elements (tid, tid + 256, ...) in registers.
+#define ROW_VPT 32
+
+__device__ __forceinline__ double row_sum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    double r = 0;
+    for (int k = 0; k < 8; k++) r += sh[k]; // fixed order: reproducible
+    return r;
+}
+
+__device__ __forceinline__ float row_max(float v, float *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        float u = __shfl_xor_sync(0xffffffffu, v, o);
+        v = (v != v || u > v) ? (v != v ? v : u) : v;
+    }
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads();
+    if (l == 0) sh[w] = v;
+    __syncthreads();
+    float r = sh[0];
+    for (int k = 1; k < 8; k++) r = (r != r || sh[k] > r) ? (r != r ? r : sh[k]) : r;
+    return r;
+}
+
+// softmax (logsm 0) or log-softmax (1) of f32 rows: max, then sum of exp(x - max) accumulated
+// in double, then one write.
+extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32(int logsm, const float *x,
+                                                                      float *y, i64 rows, i64 len)
+{
+    __shared__ double shd[8];
+    __shared__ float shf[8];
+    const int tid = threadIdx.x;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * len;
+        float v[ROW_VPT];
+        float m = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            v[k] = j < len ? xr[j] : -__int_as_float(0x7f800000);
+            if (j < len) m = (m != m || v[k] > m) ? (m != m ? m : v[k]) : m;
+        }
+        m = row_max(m, shf);
+        double acc = 0;
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            if (j < len) {
+                v[k] = v[k] - m;
+                acc += (double)expf(v[k]);
+            }
+        }
+        double sum = row_sum(acc, shd);
+        float inv = (float)(1.0 / sum), ls = (float)log(sum);
+        float *yr = y + r * len;
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            if (j < len) yr[j] = logsm ? v[k] - ls : expf(v[k]) * inv;
+        }
+    }
+}
+
+// layer_norm over rows of len contiguous elements: mean and (biased) variance in double from the
+// registers, then y = (x - mean) * rstd * w + b (w, b optional, contiguous [len]).
+template <typename T>
+__device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64 rows, i64 len,
+                                double eps)
+{
+    __shared__ double shd[8];
+    const int tid = threadIdx.x;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T *xr = x + r * len;
+        T v[ROW_VPT];
+        double s = 0;
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            v[k] = j < len ? xr[j] : (T)0;
+            s += (double)v[k];
+        }
+        double mean = row_sum(s, shd) / (double)len;
+        double q = 0;
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            if (j < len) {
+                double d = (double)v[k] - mean;
+                q += d * d;
+            }
+        }
+        double rstd = 1.0 / sqrt(row_sum(q, shd) / (double)len + eps);
+        T *yr = y + r * len;
+#pragma unroll
+        for (int k = 0; k < ROW_VPT; k++) {
+            i64 j = tid + k * 256;
+            if (j < len) {
+                double o = ((double)v[k] - mean) * rstd;
+                if (w) o *= (double)w[j];
+                if (bias) o += (double)bias[j];
+                yr[j] = (T)o;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f32(const float *x, const float *w,
+                                                                         const float *b, float *y,
+                                                                         i64 rows, i64 len, double eps)
+{
+    layer_norm_rows<float>(x, w, b, y, rows, len, eps);
+}
+
+extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f64(const double *x,
+                                                                         const double *w,
+                                                                         const double *b, double *y,
+                                                                         i64 rows, i64 len, double eps)
+{
+    layer_norm_rows<double>(x, w, b, y, rows, len, eps);
+}
