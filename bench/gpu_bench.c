@@ -77,19 +77,21 @@ int main(int argc, char **argv)
     static const struct {
         const char *name;
         em_dtype dt;
-    } mts[] = {{"f32", EM_F32}, {"bf16", EM_BF16}, {"f16", EM_F16}};
-    for (size_t t = 0; t < 3; t++)
+    } mts[] = {{"f32", EM_F32}, {"bf16", EM_BF16}, {"f16", EM_F16}, {"tf32", EM_F32}};
+    for (size_t t = 0; t < 4; t++)
         for (size_t i = 0; i < 4; i++) {
             char name[64];
             snprintf(name, sizeof name, "matmul_%s_%d", mts[t].name, sizes[i]);
             if (!bench_selected(argc, argv, name)) continue;
             int n = sizes[i];
+            em_config_set("cuda_tf32", t == 3 ? "1" : "0");
             em_tensor *a = em_randn(EM_SHAPE(n, n), mts[t].dt, dev);
             em_tensor *b = em_randn(EM_SHAPE(n, n), mts[t].dt, dev);
             run_case(name, K_MATMUL, a, b, n <= 2048 ? 10 : 1, 21, 2.0);
             em_release(a);
             em_release(b);
         }
+    em_config_set("cuda_tf32", "0");
     int64_t big = (int64_t)1 << 28; /* 256 Mi floats: 1 GiB per tensor */
     if (bench_selected(argc, argv, "add_256m") || bench_selected(argc, argv, "neg_256m") ||
         bench_selected(argc, argv, "sum_256m")) {

@@ -469,6 +469,34 @@ static void test_matmul(void)
                 }
 }
 
+/* f32 matmul on TF32 tensor cores (cuda_tf32 on): operands keep 10 mantissa bits, so results
+ * differ from the CPU's by about 2^-11 of the products' magnitude. */
+static void test_matmul_tf32(void)
+{
+    static const em_shape ps[][2] = {{EM_SHAPE(200, 264), EM_SHAPE(264, 136)},
+                                     {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
+                                     {EM_SHAPE(2, 1, 132, 20), EM_SHAPE(3, 20, 12)},
+                                     {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
+                                     {EM_SHAPE(5, 7), EM_SHAPE(7, 3)}};
+    em_config_set("cuda_tf32", "1");
+    for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
+        for (int la = 0; la < 2; la++)
+            for (int lb = 0; lb < 2; lb++) {
+                em_scope_begin();
+                em_tensor *ca, *da, *cb, *db;
+                mk(ps[p][0], la, EM_F32, -1, 1, &ca, &da);
+                mk(ps[p][1], lb, EM_F32, -1, 1, &cb, &db);
+                char what[96];
+                snprintf(what, sizeof what, "matmul tf32 %s x %s layout %d/%d",
+                         tn_dims_str(ps[p][0].dims, ps[p][0].rank),
+                         tn_dims_str(ps[p][1].dims, ps[p][1].rank), la, lb);
+                double k = (double)ps[p][0].dims[ps[p][0].rank - 1];
+                compare(what, em_matmul(da, db), em_matmul(ca, cb), 2e-3 * sqrt(k), 2e-3);
+                em_scope_end();
+            }
+    em_config_set("cuda_tf32", "0");
+}
+
 static void test_layer_norm(void)
 {
     static const em_shape xs[] = {EM_SHAPE(7, 300), EM_SHAPE(4, 5, 6), EM_SHAPE(3, 8192),
@@ -569,6 +597,7 @@ int main(void)
     test_broadcast();
     test_reduce();
     test_matmul();
+    test_matmul_tf32();
     test_layer_norm();
     test_pool_and_cache();
     test_errors();

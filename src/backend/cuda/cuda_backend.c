@@ -114,6 +114,14 @@ static bool plain_size(em_dtype dt)
 
 #define ROW_MAX 8192 /* 256 threads x ROW_VPT registers in rows.cu */
 
+/* Registers per thread of the row kernels for rows of len elements: 1, 2, 4 ... 32. */
+static int row_vpt(int64_t len)
+{
+    int v = 1;
+    while (v < 32 && 256 * (int64_t)v < len) v *= 2;
+    return v;
+}
+
 /* LAYER_NORM on contiguous f32/f64 rows of at most ROW_MAX elements (else the CPU fallback). */
 static bool layer_norm_ok(const em_op *op)
 {
@@ -382,7 +390,9 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     if (soft && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
         op->i[0] == x->rank - 1 && s.nred <= ROW_MAX) {
-        CUfunction f = cuda_kernel(dev, "em_softmax_rows_f32", what);
+        char rn[48];
+        snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
+        CUfunction f = cuda_kernel(dev, rn, what);
         if (!f) return em_last_status();
         int logsm = op->kind == EM_OP_LOG_SOFTMAX;
         long long rows = s.nout, len = s.nred;
@@ -431,25 +441,33 @@ typedef struct mm_arg { /* matches `struct mmidx` in the kernel source */
  * 16-byte chunks run along it), that dim's extent, the other stride and the batch strides are
  * multiples of 8 elements, and the bases are 16-byte aligned. *at: A is m-contiguous; *bt: B
  * is k-contiguous (a transposed weight). */
-static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt)
+static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_t q)
 {
     const em_tensor *a = op->in[0], *b = op->in[1];
     if (((uintptr_t)tn_ptr(a) | (uintptr_t)tn_ptr(b)) & 15) return false;
     for (int d = 0; d < s->R; d++)
-        if ((s->ast[d] | s->bst[d]) & 7) return false;
-    if (s->sak == 1 && s->K % 8 == 0 && (s->M == 1 || s->sam % 8 == 0))
+        if (s->ast[d] % q || s->bst[d] % q) return false;
+    if (s->sak == 1 && s->K % q == 0 && (s->M == 1 || s->sam % q == 0))
         *at = 0;
-    else if (s->sam == 1 && s->M % 8 == 0 && s->sak % 8 == 0)
+    else if (s->sam == 1 && s->M % q == 0 && s->sak % q == 0)
         *at = 1;
     else
         return false;
-    if (s->sbn == 1 && s->N % 8 == 0 && (s->K == 1 || s->sbk % 8 == 0))
+    if (s->sbn == 1 && s->N % q == 0 && (s->K == 1 || s->sbk % q == 0))
         *bt = 0;
-    else if (s->sbk == 1 && s->K % 8 == 0 && (s->N == 1 || s->sbn % 8 == 0))
+    else if (s->sbk == 1 && s->K % q == 0 && (s->N == 1 || s->sbn % q == 0))
         *bt = 1;
     else
         return false;
     return s->K > 0;
+}
+
+/* f32 matmul on TF32 tensor cores (10-bit mantissa operands) when the config key cuda_tf32 is
+ * on; off by default, as in PyTorch. */
+static bool tf32_allowed(void)
+{
+    const char *v = em_config_get("cuda_tf32");
+    return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
 }
 
 /* MATMUL from its record (see ops_linalg.c): a tiled shared-memory kernel per batch. */
@@ -480,7 +498,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     if (o->dtype == EM_F16 || o->dtype == EM_BF16) {
         const char *dn = o->dtype == EM_F16 ? "f16" : "bf16";
         int at, bt;
-        if (tc_layout(op, &s, &at, &bt)) {
+        if (tc_layout(op, &s, &at, &bt, 8)) {
             unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
             unsigned block[3] = {256, 1, 1};
             if (grid[1] > 65535)
@@ -498,6 +516,14 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         unsigned block[3] = {256, 1, 1};
         if (grid[1] > 65535)
             return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
+        int at, bt;
+        if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4)) {
+            snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
+            CUfunction f = cuda_kernel(dev, name, what);
+            if (!f) return em_last_status();
+            /* 3 stages of two 128 x 32 float tiles, rows padded to 36 (matmul.cu) */
+            return cuda_launch_grid_smem(dev, f, grid, block, 3 * 2 * 128 * 36 * 4, params, what);
+        }
         CUfunction f = cuda_kernel(dev, "em_mm_sgemm", what);
         if (!f) return em_last_status();
         return cuda_launch_grid(dev, f, grid, block, params, what);
@@ -578,7 +604,7 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     void *bp = op->i[2] ? tn_ptr(op->in[next++]) : NULL;
     double eps = op->f[0];
     char name[40];
-    snprintf(name, sizeof name, "em_layer_norm_rows_%s", short_name(o->dtype));
+    snprintf(name, sizeof name, "em_layer_norm_rows_%s_v%d", short_name(o->dtype), row_vpt(len));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     void *params[] = {&xp, &wp, &bp, &yp, &rows, &len, &eps};

@@ -357,3 +357,154 @@ extern "C" __global__ void em_mm_half_bf16(const unsigned short *a, const unsign
 {
     half_matmul<1>(a, b, c, s);
 }
+
+// ---- TF32 tensor cores for f32 (mma.sync m16n8k8, operands rounded to tf32, f32 accumulation),
+// used when the config key cuda_tf32 is on. 128 x 128 x 32 block tiles, 8 warps of 64 x 32,
+// 3 cp.async stages. Tiles stored [128][32] have a pitch of 36 floats, [32][128] of 136: the
+// fragment reads of a warp then fall in 32 distinct banks.
+#define TF_STAGES 3
+#define TF_PK 36
+#define TF_PMN 136
+#define TF_STAGE_FLOATS (2 * 128 * TF_PK)
+
+__device__ __forceinline__ unsigned to_tf32(float f)
+{
+    unsigned r;
+    asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(r) : "f"(f));
+    return r;
+}
+
+__device__ __forceinline__ void mma1688(float *c, const unsigned *a, const unsigned *b)
+{
+    asm volatile("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, "
+                 "{%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// AT / BT as for tc_matmul; 16-byte chunks are 4 floats.
+template <int AT, int BT>
+__device__ void tf32_matmul(const float *a, const float *b, float *c, const mmidx &s)
+{
+    extern __shared__ __align__(16) float fsm[];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3, g = lane >> 2, t4 = lane & 3;
+    const i64 M = s.M, N = s.N, K = s.K;
+    const i64 lda = AT ? s.sak : s.sam, ldb = BT ? s.sbn : s.sbk;
+    const i64 m0 = (i64)blockIdx.y * 128, n0 = (i64)blockIdx.x * 128;
+    const int ktiles = (int)((K + 31) / 32);
+    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
+        i64 ao, bo;
+        batch_offsets(s, bt, ao, bo);
+        const float *ab = a + ao, *bb = b + bo;
+        float acc[4][4][4];
+#pragma unroll
+        for (int i = 0; i < 4; i++)
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
+        auto load_stage = [&](int stage, int kt) {
+            float *As = fsm + stage * TF_STAGE_FLOATS;
+            float *Bs = As + 128 * TF_PK;
+            const i64 k0 = (i64)kt * 32;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                int ch = tid + i * 256;
+                if (!AT) {
+                    int row = ch >> 3, kc = (ch & 7) * 4;
+                    i64 m = m0 + row, k = k0 + kc;
+                    bool v = m < M && k < K;
+                    cp_async16(smem_u32(As + row * TF_PK + kc), v ? ab + m * lda + k : ab, v);
+                } else {
+                    int row = ch >> 5, mc = (ch & 31) * 4;
+                    i64 k = k0 + row, m = m0 + mc;
+                    bool v = m < M && k < K;
+                    cp_async16(smem_u32(As + row * TF_PMN + mc), v ? ab + k * lda + m : ab, v);
+                }
+                if (!BT) {
+                    int row = ch >> 5, nc = (ch & 31) * 4;
+                    i64 k = k0 + row, n = n0 + nc;
+                    bool v = n < N && k < K;
+                    cp_async16(smem_u32(Bs + row * TF_PMN + nc), v ? bb + k * ldb + n : bb, v);
+                } else {
+                    int row = ch >> 3, kc = (ch & 7) * 4;
+                    i64 n = n0 + row, k = k0 + kc;
+                    bool v = n < N && k < K;
+                    cp_async16(smem_u32(Bs + row * TF_PK + kc), v ? bb + n * ldb + k : bb, v);
+                }
+            }
+        };
+#pragma unroll
+        for (int st = 0; st < TF_STAGES - 1; st++) {
+            if (st < ktiles) load_stage(st, st);
+            asm volatile("cp.async.commit_group;\n" ::);
+        }
+        for (int kt = 0; kt < ktiles; kt++) {
+            asm volatile("cp.async.wait_group %0;\n" ::"n"(TF_STAGES - 2));
+            __syncthreads();
+            int nt = kt + TF_STAGES - 1;
+            if (nt < ktiles) load_stage(nt % TF_STAGES, nt);
+            asm volatile("cp.async.commit_group;\n" ::);
+            const float *As = fsm + (kt % TF_STAGES) * TF_STAGE_FLOATS;
+            const float *Bs = As + 128 * TF_PK;
+#pragma unroll
+            for (int kk = 0; kk < 32; kk += 8) {
+                unsigned af[4][4], bfr[4][2];
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++) {
+                    int r0 = wm * 64 + mi * 16 + g;
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        int r = r0 + (e & 1) * 8, k = kk + t4 + (e >> 1) * 4;
+                        af[mi][e] = to_tf32(AT ? As[k * TF_PMN + r] : As[r * TF_PK + k]);
+                    }
+                }
+#pragma unroll
+                for (int nj = 0; nj < 4; nj++) {
+                    int n = wn * 32 + nj * 8 + g;
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        int k = kk + t4 + e * 4;
+                        bfr[nj][e] = to_tf32(BT ? Bs[n * TF_PK + k] : Bs[k * TF_PMN + n]);
+                    }
+                }
+#pragma unroll
+                for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+                    for (int nj = 0; nj < 4; nj++) mma1688(acc[mi][nj], af[mi], bfr[nj]);
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncthreads();
+        float *cb = c + bt * M * N;
+#pragma unroll
+        for (int mi = 0; mi < 4; mi++)
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    i64 row = m0 + wm * 64 + mi * 16 + g + h * 8;
+                    i64 col = n0 + wn * 32 + nj * 8 + t4 * 2;
+                    if (row >= M || col >= N) continue;
+                    float *p = cb + row * N + col;
+                    if (col + 1 < N && (N & 1) == 0)
+                        *(float2 *)p = make_float2(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
+                    else {
+                        p[0] = acc[mi][nj][2 * h];
+                        if (col + 1 < N) p[1] = acc[mi][nj][2 * h + 1];
+                    }
+                }
+    }
+}
+
+#define TF_KERNEL(NAME, AT, BT)                                                                    \
+    extern "C" __global__ void __launch_bounds__(256, 2) NAME(const float *a, const float *b,     \
+                                                              float *c, mmidx s)                   \
+    {                                                                                              \
+        tf32_matmul<AT, BT>(a, b, c, s);                                                           \
+    }
+TF_KERNEL(em_mm_tf32_nn, 0, 0)
+TF_KERNEL(em_mm_tf32_nt, 0, 1)
+TF_KERNEL(em_mm_tf32_tn, 1, 0)
+TF_KERNEL(em_mm_tf32_tt, 1, 1)

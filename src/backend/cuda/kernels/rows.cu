@@ -62,9 +62,19 @@ __device__ void reduce_part(int op, const T *x, double *part, const ridx &s, i64
         i64 bi, bo;
         roffs(s, o, &bi, &bo);
         i64 lo = blockIdx.x * chunk, hi = lo + chunk < s.nred ? lo + chunk : s.nred;
-        double acc = init;
-        for (i64 j = lo + threadIdx.x; j < hi; j += RT) acc = comb_(op, acc, (double)x[bi + rin_fast(s, j)]);
-        double r = block_reduce(op, acc, sh);
+        // four independent chains keep four loads in flight per thread
+        double a0 = init, a1 = init, a2 = init, a3 = init;
+        i64 j = lo + threadIdx.x;
+        for (; j + 3 * RT < hi; j += 4 * RT) {
+            double v0 = (double)x[bi + rin_fast(s, j)], v1 = (double)x[bi + rin_fast(s, j + RT)];
+            double v2 = (double)x[bi + rin_fast(s, j + 2 * RT)], v3 = (double)x[bi + rin_fast(s, j + 3 * RT)];
+            a0 = comb_(op, a0, v0);
+            a1 = comb_(op, a1, v1);
+            a2 = comb_(op, a2, v2);
+            a3 = comb_(op, a3, v3);
+        }
+        for (; j < hi; j += RT) a0 = comb_(op, a0, (double)x[bi + rin_fast(s, j)]);
+        double r = block_reduce(op, comb_(op, comb_(op, a0, a1), comb_(op, a2, a3)), sh);
         if (threadIdx.x == 0) part[o * nsplit + blockIdx.x] = r;
     }
 }
@@ -102,8 +112,7 @@ extern "C" __global__ void em_reduce_fin_f64(int op, const double *part, double 
 }
 
 // ---- row kernels: one block of 256 threads per row of `len` contiguous elements (len <= 256 *
-// ROW_VPT); each thread keeps its elements (tid, tid + 256, ...) in registers.
-#define ROW_VPT 32
+// VPT); each thread keeps its elements (tid, tid + 256, ...) in VPT registers.
 
 __device__ __forceinline__ double row_sum(double v, double *sh)
 {
@@ -134,18 +143,18 @@ __device__ __forceinline__ float row_max(float v, float *sh)
 
 // softmax (logsm 0) or log-softmax (1) of f32 rows: max, then sum of exp(x - max) accumulated
 // in double, then one write.
-extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32(int logsm, const float *x,
-                                                                      float *y, i64 rows, i64 len)
+template <int VPT>
+__device__ void softmax_rows(int logsm, const float *x, float *y, i64 rows, i64 len)
 {
     __shared__ double shd[8];
     __shared__ float shf[8];
     const int tid = threadIdx.x;
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + r * len;
-        float v[ROW_VPT];
+        float v[VPT];
         float m = -__int_as_float(0x7f800000);
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             v[k] = j < len ? xr[j] : -__int_as_float(0x7f800000);
             if (j < len) m = (m != m || v[k] > m) ? (m != m ? m : v[k]) : m;
@@ -153,7 +162,7 @@ extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32(int logsm,
         m = row_max(m, shf);
         double acc = 0;
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             if (j < len) {
                 v[k] = v[k] - m;
@@ -164,7 +173,7 @@ extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32(int logsm,
         float inv = (float)(1.0 / sum), ls = (float)log(sum);
         float *yr = y + r * len;
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             if (j < len) yr[j] = logsm ? v[k] - ls : expf(v[k]) * inv;
         }
@@ -173,7 +182,7 @@ extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32(int logsm,
 
 // layer_norm over rows of len contiguous elements: mean and (biased) variance in double from the
 // registers, then y = (x - mean) * rstd * w + b (w, b optional, contiguous [len]).
-template <typename T>
+template <typename T, int VPT>
 __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64 rows, i64 len,
                                 double eps)
 {
@@ -181,10 +190,10 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
     const int tid = threadIdx.x;
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const T *xr = x + r * len;
-        T v[ROW_VPT];
+        T v[VPT];
         double s = 0;
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             v[k] = j < len ? xr[j] : (T)0;
             s += (double)v[k];
@@ -192,7 +201,7 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
         double mean = row_sum(s, shd) / (double)len;
         double q = 0;
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             if (j < len) {
                 double d = (double)v[k] - mean;
@@ -202,7 +211,7 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
         double rstd = 1.0 / sqrt(row_sum(q, shd) / (double)len + eps);
         T *yr = y + r * len;
 #pragma unroll
-        for (int k = 0; k < ROW_VPT; k++) {
+        for (int k = 0; k < VPT; k++) {
             i64 j = tid + k * 256;
             if (j < len) {
                 double o = ((double)v[k] - mean) * rstd;
@@ -214,17 +223,27 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
     }
 }
 
-extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f32(const float *x, const float *w,
-                                                                         const float *b, float *y,
-                                                                         i64 rows, i64 len, double eps)
-{
-    layer_norm_rows<float>(x, w, b, y, rows, len, eps);
-}
-
-extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f64(const double *x,
-                                                                         const double *w,
-                                                                         const double *b, double *y,
-                                                                         i64 rows, i64 len, double eps)
-{
-    layer_norm_rows<double>(x, w, b, y, rows, len, eps);
-}
+// One kernel per registers-per-thread count: the host picks the smallest VPT with 256 * VPT >= len.
+#define ROW_KERNELS(V)                                                                             \
+    extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32_v##V(                    \
+        int logsm, const float *x, float *y, i64 rows, i64 len)                                     \
+    {                                                                                              \
+        softmax_rows<V>(logsm, x, y, rows, len);                                                   \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f32_v##V(                 \
+        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)  \
+    {                                                                                              \
+        layer_norm_rows<float, V>(x, w, b, y, rows, len, eps);                                     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f64_v##V(                 \
+        const double *x, const double *w, const double *b, double *y, i64 rows, i64 len,          \
+        double eps)                                                                                \
+    {                                                                                              \
+        layer_norm_rows<double, V>(x, w, b, y, rows, len, eps);                                    \
+    }
+ROW_KERNELS(1)
+ROW_KERNELS(2)
+ROW_KERNELS(4)
+ROW_KERNELS(8)
+ROW_KERNELS(16)
+ROW_KERNELS(32)
