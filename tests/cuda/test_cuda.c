@@ -424,8 +424,18 @@ static void test_reduce(void)
                 }
 }
 
+static void test_matmul_tiles(const char *tile);
+
 static void test_matmul(void)
 {
+    test_matmul_tiles("narrow");
+    test_matmul_tiles("wide");
+    em_config_set("cuda_mm_tile", "auto");
+}
+
+static void test_matmul_tiles(const char *tile)
+{
+    em_config_set("cuda_mm_tile", tile);
     static const em_shape ps[][2] = {{EM_SHAPE(5, 7), EM_SHAPE(7, 3)},
                                      {EM_SHAPE(33, 70), EM_SHAPE(70, 17)},
                                      {EM_SHAPE(2, 3, 20, 9), EM_SHAPE(9, 18)},
@@ -454,7 +464,7 @@ static void test_matmul(void)
                     mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
                     mk(ps[p][1], p < 10 ? (la + 1) % 3 : lb, dts[t], -1, 1, &cb, &db);
                     char what[96];
-                    snprintf(what, sizeof what, "matmul %s %s x %s layout %d/%d",
+                    snprintf(what, sizeof what, "matmul %s %s %s x %s layout %d/%d", tile,
                              em_dtype_name(dts[t]), tn_dims_str(ps[p][0].dims, ps[p][0].rank),
                              tn_dims_str(ps[p][1].dims, ps[p][1].rank), la, lb);
                     /* f32: device and CPU sum in different orders; f16/bf16: both round an f32

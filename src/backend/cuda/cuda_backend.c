@@ -390,14 +390,21 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     if (soft && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
         op->i[0] == x->rank - 1 && s.nred <= ROW_MAX) {
+        /* rows up to 1024: a warp per row (8 rows a block); longer: a block per row */
+        bool warp = s.nred <= 1024;
         char rn[48];
-        snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
+        if (warp) {
+            int v = 1;
+            while (32 * v < s.nred) v *= 2;
+            snprintf(rn, sizeof rn, "em_softmax_warp_f32_v%d", v);
+        } else
+            snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
         CUfunction f = cuda_kernel(dev, rn, what);
         if (!f) return em_last_status();
         int logsm = op->kind == EM_OP_LOG_SOFTMAX;
         long long rows = s.nout, len = s.nred;
         void *params[] = {&logsm, &xp, &yp, &rows, &len};
-        return cuda_launch_blocks(dev, f, rows, params, what);
+        return cuda_launch_blocks(dev, f, warp ? (rows + 7) / 8 : rows, params, what);
     }
     if (!soft && s.nred >= 32768 && s.nout < 1024) {
         /* few outputs over many elements: split each output's elements over nsplit blocks */
@@ -417,7 +424,7 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
             unsigned grid[3] = {(unsigned)nsplit, (unsigned)s.nout, 1}, block[3] = {256, 1, 1};
             st = cuda_launch_grid(dev, fp, grid, block, p1, what);
             void *p2[] = {&kind, &pp, &yp, &s, &nsplit};
-            if (st == EM_OK) st = cuda_launch(dev, ff, s.nout, p2, what);
+            if (st == EM_OK) st = cuda_launch_blocks(dev, ff, s.nout, p2, what);
         }
         cuda_pool_free(dev, part); /* stream order: the next user of the block runs after */
         return st;
@@ -462,6 +469,16 @@ static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_
     return s->K > 0;
 }
 
+/* 128 x 256 block tiles (warps of 64 x 64) for f16/bf16 when there are at least two waves of
+ * them on 132 multiprocessors; config cuda_mm_tile = narrow / wide forces one. */
+static bool wide_tiles(const mm_arg *s)
+{
+    const char *v = em_config_get("cuda_mm_tile");
+    if (v && !strcmp(v, "wide")) return true;
+    if (v && !strcmp(v, "narrow")) return false;
+    return ((s->M + 127) / 128) * ((s->N + 255) / 256) * s->nbatch >= 264;
+}
+
 /* f32 matmul on TF32 tensor cores (10-bit mantissa operands) when the config key cuda_tf32 is
  * on; off by default, as in PyTorch. */
 static bool tf32_allowed(void)
@@ -504,11 +521,15 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
             if (grid[1] > 65535)
                 return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what,
                                 65535 * 128);
-            snprintf(name, sizeof name, "em_mm_tc_%s_%c%c", dn, at ? 't' : 'n', bt ? 't' : 'n');
+            bool wide = wide_tiles(&s);
+            snprintf(name, sizeof name, "em_mm_tc_%s_%c%c%s", dn, at ? 't' : 'n', bt ? 't' : 'n',
+                     wide ? "_w" : "");
             CUfunction f = cuda_kernel(dev, name, what);
             if (!f) return em_last_status();
-            /* 4 stages of a 128 x 32 A tile and a 32 x 128 B tile, rows padded (matmul.cu) */
-            return cuda_launch_grid_smem(dev, f, grid, block, 4 * 2 * 128 * 40 * 2, params, what);
+            /* 4 stages of a 128 x 32 A tile and a 32 x BN B tile, rows padded (matmul.cu) */
+            if (wide) grid[0] = (unsigned)((s.N + 255) / 256);
+            unsigned smem = wide ? 4 * (128 * 40 + 256 * 40) * 2 : 4 * 2 * 128 * 40 * 2;
+            return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
         }
         snprintf(name, sizeof name, "em_mm_half_%s", dn);
     } else if (o->dtype == EM_F32) {

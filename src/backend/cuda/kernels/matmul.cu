@@ -4,12 +4,13 @@
 // C[b] = A[b] . B[b]: A [M, K], B [K, N], C [M, N] contiguous; batch offsets from mmidx.
 
 #define TC_BM 128
-#define TC_BN 128
 #define TC_BK 32
 #define TC_STAGES 4
 #define TC_PAD_K 40   // pitch (halves) of a tile stored [128][32]: 80 B, ldmatrix rows hit 8 banks
 #define TC_PAD_MN 136 // pitch (halves) of a tile stored [32][128]: 272 B, likewise
-#define TC_STAGE_HALVES (2 * 128 * TC_PAD_K)
+// A stage holds the A tile (128 x 32) and the B tile (32 x BN, or BN x 32 when B is k-contiguous).
+#define TC_B_HALVES(BN) ((BN) * TC_PAD_K > 32 * ((BN) + 8) ? (BN) * TC_PAD_K : 32 * ((BN) + 8))
+#define TC_STAGE_HALVES(BN) (128 * TC_PAD_K + TC_B_HALVES(BN))
 
 __device__ __forceinline__ unsigned smem_u32(const void *p)
 {
@@ -81,35 +82,37 @@ __device__ __forceinline__ void batch_offsets(const mmidx &s, i64 bt, i64 &ao, i
 // BT: B is stored with k contiguous (sbk == 1, ldb = sbn), else n contiguous (ldb = sbk).
 // The host checks: contiguous dims multiples of 8, leading strides multiples of 8, 16-byte
 // aligned bases, so every 16-byte chunk is wholly inside or outside the matrix.
-template <int BF, int AT, int BT>
+// WN: the warp tile's width (32 or 64), so block tiles are 128 x 4 WN; warps 2 x 4, each 64 x WN.
+template <int BF, int AT, int BT, int WN>
 __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,
                           const mmidx &s)
 {
     extern __shared__ __align__(16) unsigned short smem[];
+    constexpr int BN = 4 * WN, NJ = WN / 8, PB = BN + 8;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int wm = warp >> 2, wn = warp & 3; // warps 2 x 4, each 64 x 32
+    const int wm = warp >> 2, wn = warp & 3;
     const i64 M = s.M, N = s.N, K = s.K;
     const i64 lda = AT ? s.sak : s.sam, ldb = BT ? s.sbn : s.sbk;
-    const i64 m0 = (i64)blockIdx.y * TC_BM, n0 = (i64)blockIdx.x * TC_BN;
+    const i64 m0 = (i64)blockIdx.y * TC_BM, n0 = (i64)blockIdx.x * BN;
     const int ktiles = (int)((K + TC_BK - 1) / TC_BK);
     for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
         i64 ao, bo;
         batch_offsets(s, bt, ao, bo);
         const unsigned short *ab = a + ao, *bb = b + bo;
-        float acc[4][4][4];
+        float acc[4][NJ][4];
 #pragma unroll
         for (int i = 0; i < 4; i++)
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < NJ; j++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) acc[i][j][e] = 0.f;
 
         auto load_stage = [&](int stage, int kt) {
-            unsigned short *As = smem + stage * TC_STAGE_HALVES;
+            unsigned short *As = smem + stage * TC_STAGE_HALVES(BN);
             unsigned short *Bs = As + 128 * TC_PAD_K;
             const i64 k0 = (i64)kt * TC_BK;
 #pragma unroll
-            for (int i = 0; i < 2; i++) {
+            for (int i = 0; i < 2; i++) { // A: 512 chunks of 8 halves
                 int ch = tid + i * 256;
                 if (!AT) {
                     int row = ch >> 2, kc = (ch & 3) * 8;
@@ -122,11 +125,15 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
                     bool v = m < M && k < K;
                     cp_async16(smem_u32(As + row * TC_PAD_MN + mc), v ? ab + k * lda + m : ab, v);
                 }
+            }
+#pragma unroll
+            for (int i = 0; i < BN / 64; i++) { // B: 4 BN chunks of 8 halves
+                int ch = tid + i * 256;
                 if (!BT) {
-                    int row = ch >> 4, nc = (ch & 15) * 8;
+                    int row = ch / (BN / 8), nc = (ch % (BN / 8)) * 8;
                     i64 k = k0 + row, n = n0 + nc;
                     bool v = n < N && k < K;
-                    cp_async16(smem_u32(Bs + row * TC_PAD_MN + nc), v ? bb + k * ldb + n : bb, v);
+                    cp_async16(smem_u32(Bs + row * PB + nc), v ? bb + k * ldb + n : bb, v);
                 } else {
                     int row = ch >> 2, kc = (ch & 3) * 8;
                     i64 n = n0 + row, k = k0 + kc;
@@ -147,11 +154,11 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
             int nt = kt + TC_STAGES - 1;
             if (nt < ktiles) load_stage(nt % TC_STAGES, nt);
             asm volatile("cp.async.commit_group;\n" ::);
-            const unsigned short *As = smem + (kt % TC_STAGES) * TC_STAGE_HALVES;
+            const unsigned short *As = smem + (kt % TC_STAGES) * TC_STAGE_HALVES(BN);
             const unsigned short *Bs = As + 128 * TC_PAD_K;
 #pragma unroll
             for (int kk = 0; kk < TC_BK; kk += 16) {
-                unsigned af[4][4], bfr[4][2];
+                unsigned af[4][4], bfr[NJ][2];
 #pragma unroll
                 for (int mi = 0; mi < 4; mi++) {
                     int mb = wm * 64 + mi * 16;
@@ -164,10 +171,10 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
                                   af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
                 }
 #pragma unroll
-                for (int p = 0; p < 2; p++) {
-                    int nb = wn * 32 + p * 16;
+                for (int p = 0; p < NJ / 2; p++) {
+                    int nb = wn * WN + p * 16;
                     if (!BT)
-                        ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * TC_PAD_MN + nb + (lane >> 4) * 8),
+                        ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * PB + nb + (lane >> 4) * 8),
                                   bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
                     else
                         ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
@@ -177,7 +184,7 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
 #pragma unroll
                 for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-                    for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
+                    for (int nj = 0; nj < NJ; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
             }
         }
         asm volatile("cp.async.wait_group 0;\n" ::);
@@ -187,11 +194,11 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
 #pragma unroll
         for (int mi = 0; mi < 4; mi++)
 #pragma unroll
-            for (int nj = 0; nj < 4; nj++)
+            for (int nj = 0; nj < NJ; nj++)
 #pragma unroll
                 for (int h = 0; h < 2; h++) {
                     i64 row = m0 + wm * 64 + mi * 16 + (lane >> 2) + h * 8;
-                    i64 col = n0 + wn * 32 + nj * 8 + (lane & 3) * 2;
+                    i64 col = n0 + wn * WN + nj * 8 + (lane & 3) * 2;
                     if (row >= M || col >= N) continue;
                     unsigned v = pack2<BF>(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
                     unsigned short *p = cb + row * N + col;
@@ -206,10 +213,15 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
 }
 
 #define TC_KERNEL(NAME, BF, AT, BT)                                                                \
-    extern "C" __global__ void __launch_bounds__(256, 2) NAME(                                        \
+    extern "C" __global__ void __launch_bounds__(256, 2) NAME(                                     \
         const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)              \
     {                                                                                              \
-        tc_matmul<BF, AT, BT>(a, b, c, s);                                                         \
+        tc_matmul<BF, AT, BT, 32>(a, b, c, s);                                                     \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256, 1) NAME##_w(                                 \
+        const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)              \
+    {                                                                                              \
+        tc_matmul<BF, AT, BT, 64>(a, b, c, s);                                                     \
     }
 TC_KERNEL(em_mm_tc_f16_nn, 0, 0, 0)
 TC_KERNEL(em_mm_tc_f16_nt, 0, 0, 1)

@@ -89,15 +89,21 @@ extern "C" __global__ void em_reduce_part_f64(int op, const double *x, double *p
     reduce_part<double>(op, x, part, s, nsplit);
 }
 
+// One block per output: thread t combines slices t, t + 256, ... in order, then the fixed tree.
 template <typename T>
 __device__ void reduce_fin(int op, const double *part, T *y, const ridx &s, i64 nsplit)
 {
-    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < s.nout; o += (i64)blockDim.x * gridDim.x) {
+    __shared__ double sh[RT];
+    for (i64 o = blockIdx.x; o < s.nout; o += gridDim.x) {
         i64 bi, bo;
         roffs(s, o, &bi, &bo);
-        double r = part[o * nsplit];
-        for (i64 b = 1; b < nsplit; b++) r = comb_(op, r, part[o * nsplit + b]);
-        y[bo] = (T)(op == OP_MEAN ? r / (double)s.nred : r);
+        double r = threadIdx.x < nsplit ? part[o * nsplit + threadIdx.x]
+                                        : (op == OP_MAX   ? -__longlong_as_double(0x7ff0000000000000ll)
+                                           : op == OP_MIN ? __longlong_as_double(0x7ff0000000000000ll)
+                                                          : 0.0);
+        for (i64 b = threadIdx.x + RT; b < nsplit; b += RT) r = comb_(op, r, part[o * nsplit + b]);
+        r = block_reduce(op, r, sh);
+        if (threadIdx.x == 0) y[bo] = (T)(op == OP_MEAN ? r / (double)s.nred : r);
     }
 }
 
@@ -247,3 +253,56 @@ ROW_KERNELS(4)
 ROW_KERNELS(8)
 ROW_KERNELS(16)
 ROW_KERNELS(32)
+
+// softmax / log-softmax with one warp per row (rows of len <= 32 VPT): no block barriers; each
+// lane keeps elements lane, lane + 32, ... in registers. 8 rows per block of 256 threads.
+template <int VPT>
+__device__ void softmax_warp(int logsm, const float *x, float *y, i64 rows, i64 len)
+{
+    const int lane = threadIdx.x & 31;
+    for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * 8) {
+        const float *xr = x + r * len;
+        float v[VPT];
+        float m = -__int_as_float(0x7f800000);
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            i64 j = lane + k * 32;
+            v[k] = j < len ? xr[j] : -__int_as_float(0x7f800000);
+            if (j < len) m = (m != m || v[k] > m) ? (m != m ? m : v[k]) : m;
+        }
+        for (int o = 16; o > 0; o >>= 1) {
+            float u = __shfl_xor_sync(0xffffffffu, m, o);
+            m = (m != m || u > m) ? (m != m ? m : u) : m;
+        }
+        double acc = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            i64 j = lane + k * 32;
+            if (j < len) {
+                v[k] = v[k] - m;
+                acc += (double)expf(v[k]);
+            }
+        }
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        float inv = (float)(1.0 / acc), ls = (float)log(acc);
+        float *yr = y + r * len;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            i64 j = lane + k * 32;
+            if (j < len) yr[j] = logsm ? v[k] - ls : expf(v[k]) * inv;
+        }
+    }
+}
+
+#define WARP_SOFTMAX(V)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256) em_softmax_warp_f32_v##V(                    \
+        int logsm, const float *x, float *y, i64 rows, i64 len)                                     \
+    {                                                                                              \
+        softmax_warp<V>(logsm, x, y, rows, len);                                                   \
+    }
+WARP_SOFTMAX(1)
+WARP_SOFTMAX(2)
+WARP_SOFTMAX(4)
+WARP_SOFTMAX(8)
+WARP_SOFTMAX(16)
+WARP_SOFTMAX(32)
