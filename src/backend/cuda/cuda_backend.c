@@ -390,21 +390,14 @@ static em_status run_reduce(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     if (soft && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
         op->i[0] == x->rank - 1 && s.nred <= ROW_MAX) {
-        /* rows up to 1024: a warp per row (8 rows a block); longer: a block per row */
-        bool warp = s.nred <= 1024;
         char rn[48];
-        if (warp) {
-            int v = 1;
-            while (32 * v < s.nred) v *= 2;
-            snprintf(rn, sizeof rn, "em_softmax_warp_f32_v%d", v);
-        } else
-            snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
+        snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
         CUfunction f = cuda_kernel(dev, rn, what);
         if (!f) return em_last_status();
         int logsm = op->kind == EM_OP_LOG_SOFTMAX;
         long long rows = s.nout, len = s.nred;
         void *params[] = {&logsm, &xp, &yp, &rows, &len};
-        return cuda_launch_blocks(dev, f, warp ? (rows + 7) / 8 : rows, params, what);
+        return cuda_launch_blocks(dev, f, rows, params, what);
     }
     if (!soft && s.nred >= 32768 && s.nout < 1024) {
         /* few outputs over many elements: split each output's elements over nsplit blocks */

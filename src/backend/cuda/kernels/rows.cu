@@ -57,14 +57,31 @@ __device__ void reduce_part(int op, const T *x, double *part, const ridx &s, i64
     double init = op == OP_MAX   ? -__longlong_as_double(0x7ff0000000000000ll)
                   : op == OP_MIN ? __longlong_as_double(0x7ff0000000000000ll)
                                  : 0.0;
-    i64 chunk = (s.nred + nsplit - 1) / nsplit;
+    // slices of a multiple of 4 elements, so contiguous f32 slices start 16-byte aligned
+    i64 chunk = ((s.nred + nsplit - 1) / nsplit + 3) & ~(i64)3;
     for (i64 o = blockIdx.y; o < s.nout; o += gridDim.y) {
         i64 bi, bo;
         roffs(s, o, &bi, &bo);
-        i64 lo = blockIdx.x * chunk, hi = lo + chunk < s.nred ? lo + chunk : s.nred;
+        i64 lo = blockIdx.x * chunk < s.nred ? blockIdx.x * chunk : s.nred;
+        i64 hi = lo + chunk < s.nred ? lo + chunk : s.nred;
         // four independent chains keep four loads in flight per thread
         double a0 = init, a1 = init, a2 = init, a3 = init;
         i64 j = lo + threadIdx.x;
+        if (sizeof(T) == 4 && s.rr == 1 && s.rin[0] == 1 && ((bi + lo) & 3) == 0 && (chunk & 3) == 0 &&
+            (((unsigned long long)x) & 15) == 0) {
+            // contiguous f32: 16-byte loads, element 4q + e goes to chain e
+            const float4 *x4 = (const float4 *)(x + bi + lo);
+            i64 nq = (hi - lo) >> 2;
+            for (i64 q = threadIdx.x; q < nq; q += RT) {
+                float4 v = x4[q];
+                a0 = comb_(op, a0, (double)v.x);
+                a1 = comb_(op, a1, (double)v.y);
+                a2 = comb_(op, a2, (double)v.z);
+                a3 = comb_(op, a3, (double)v.w);
+            }
+            j = hi; // the tail below, element by element
+            for (i64 t = lo + nq * 4 + threadIdx.x; t < hi; t += RT) a0 = comb_(op, a0, (double)x[bi + t]);
+        }
         for (; j + 3 * RT < hi; j += 4 * RT) {
             double v0 = (double)x[bi + rin_fast(s, j)], v1 = (double)x[bi + rin_fast(s, j + RT)];
             double v2 = (double)x[bi + rin_fast(s, j + 2 * RT)], v3 = (double)x[bi + rin_fast(s, j + 3 * RT)];
@@ -254,55 +271,3 @@ ROW_KERNELS(8)
 ROW_KERNELS(16)
 ROW_KERNELS(32)
 
-// softmax / log-softmax with one warp per row (rows of len <= 32 VPT): no block barriers; each
-// lane keeps elements lane, lane + 32, ... in registers. 8 rows per block of 256 threads.
-template <int VPT>
-__device__ void softmax_warp(int logsm, const float *x, float *y, i64 rows, i64 len)
-{
-    const int lane = threadIdx.x & 31;
-    for (i64 r = (i64)blockIdx.x * 8 + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * 8) {
-        const float *xr = x + r * len;
-        float v[VPT];
-        float m = -__int_as_float(0x7f800000);
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            i64 j = lane + k * 32;
-            v[k] = j < len ? xr[j] : -__int_as_float(0x7f800000);
-            if (j < len) m = (m != m || v[k] > m) ? (m != m ? m : v[k]) : m;
-        }
-        for (int o = 16; o > 0; o >>= 1) {
-            float u = __shfl_xor_sync(0xffffffffu, m, o);
-            m = (m != m || u > m) ? (m != m ? m : u) : m;
-        }
-        double acc = 0;
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            i64 j = lane + k * 32;
-            if (j < len) {
-                v[k] = v[k] - m;
-                acc += (double)expf(v[k]);
-            }
-        }
-        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
-        float inv = (float)(1.0 / acc), ls = (float)log(acc);
-        float *yr = y + r * len;
-#pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            i64 j = lane + k * 32;
-            if (j < len) yr[j] = logsm ? v[k] - ls : expf(v[k]) * inv;
-        }
-    }
-}
-
-#define WARP_SOFTMAX(V)                                                                            \
-    extern "C" __global__ void __launch_bounds__(256) em_softmax_warp_f32_v##V(                    \
-        int logsm, const float *x, float *y, i64 rows, i64 len)                                     \
-    {                                                                                              \
-        softmax_warp<V>(logsm, x, y, rows, len);                                                   \
-    }
-WARP_SOFTMAX(1)
-WARP_SOFTMAX(2)
-WARP_SOFTMAX(4)
-WARP_SOFTMAX(8)
-WARP_SOFTMAX(16)
-WARP_SOFTMAX(32)
