@@ -92,18 +92,20 @@ int main(int argc, char **argv)
             em_release(b);
         }
     em_config_set("cuda_tf32", "0");
-    /* the 128 x 128 tiles at sizes where the 128 x 256 ones are chosen, for comparison */
+    /* the mma.sync kernel (128 x 128 tiles) at sizes where wgmma is chosen, for comparison */
     for (int n = 4096; n <= 8192; n *= 2) {
         char name[64];
-        snprintf(name, sizeof name, "matmul_bf16narrow_%d", n);
+        snprintf(name, sizeof name, "matmul_bf16mma_%d", n);
         if (!bench_selected(argc, argv, name)) continue;
         em_config_set("cuda_mm_tile", "narrow");
+        em_config_set("cuda_wgmma", "off");
         em_tensor *a = em_randn(EM_SHAPE(n, n), EM_BF16, dev),
                   *b = em_randn(EM_SHAPE(n, n), EM_BF16, dev);
         run_case(name, K_MATMUL, a, b, 1, 21, 2.0);
         em_release(a);
         em_release(b);
         em_config_set("cuda_mm_tile", "auto");
+        em_config_set("cuda_wgmma", "on");
     }
     int64_t big = (int64_t)1 << 28; /* 256 Mi floats: 1 GiB per tensor */
     if (bench_selected(argc, argv, "add_256m") || bench_selected(argc, argv, "neg_256m") ||

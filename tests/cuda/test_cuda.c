@@ -426,11 +426,15 @@ static void test_reduce(void)
 
 static void test_matmul_tiles(const char *tile);
 
+/* f16/bf16 products go through three kernels: wgmma (2-D, sm_90), and the mma.sync ones with
+ * 128 x 128 or 128 x 256 tiles; each pass forces one. */
 static void test_matmul(void)
 {
+    em_config_set("cuda_wgmma", "off");
     test_matmul_tiles("narrow");
     test_matmul_tiles("wide");
-    em_config_set("cuda_mm_tile", "auto");
+    em_config_set("cuda_wgmma", "on");
+    test_matmul_tiles("auto");
 }
 
 static void test_matmul_tiles(const char *tile)

@@ -462,6 +462,85 @@ static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_
     return s->K > 0;
 }
 
+/* The Hopper kernel (kernels/wgmma.cu): one 2-D product (no batch), both sides at least 64,
+ * K a multiple of 8; config cuda_wgmma = off keeps the mma.sync kernels. */
+static bool wgmma_ok(int dev, const mm_arg *s)
+{
+    const cuda_device_info *d = cuda_device(dev);
+    const char *v = em_config_get("cuda_wgmma");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
+    return d && d->cc_major == 9 && d->cc_minor == 0 && s->nbatch == 1 && s->M >= 64 &&
+           s->N >= 64 && s->K > 0 && s->K % 8 == 0;
+}
+
+/* Launches em_transpose_2: dst [cols][rows] contiguous from src [rows][cols] (row stride lds). */
+static em_status transpose2(int dev, const void *src, void *dst, long long rows, long long cols,
+                            long long lds, const char *what)
+{
+    CUfunction f = cuda_kernel(dev, "em_transpose_2", what);
+    if (!f) return em_last_status();
+    unsigned grid[3] = {(unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32), 1};
+    unsigned block[3] = {32, 8, 1};
+    if (grid[1] > 65535) return em_error(EM_ERR_UNSUPPORTED, "%s: too many rows", what);
+    void *params[] = {(void *)&src, &dst, &rows, &cols, &lds};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
+/* f16/bf16 product on wgmma: A must be K-major ([M][K]) and B K-major ([N][K]); an operand stored
+ * the other way is transposed into a pooled buffer first. EM_ERR_UNSUPPORTED (nothing recorded)
+ * when the layout does not fit; the caller then takes the mma.sync kernels. */
+static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char *what)
+{
+    const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    const void *ap = tn_ptr(a), *bp = tn_ptr(b);
+    long long M = s->M, N = s->N, K = s->K, lda, ldb;
+    bool ta, tb;
+    if (s->sak == 1 && s->sam % 8 == 0 && !((uintptr_t)ap & 15))
+        ta = false, lda = s->sam;
+    else if (s->sam == 1)
+        ta = true, lda = K;
+    else
+        return EM_ERR_UNSUPPORTED;
+    if (s->sbk == 1 && s->sbn % 8 == 0 && !((uintptr_t)bp & 15))
+        tb = false, ldb = s->sbn;
+    else if (s->sbn == 1)
+        tb = true, ldb = K;
+    else
+        return EM_ERR_UNSUPPORTED;
+    void *tmpa = NULL, *tmpb = NULL;
+    em_status st = EM_OK;
+    if (ta) {
+        tmpa = cuda_pool_alloc(dev, (size_t)(M * K) * 2);
+        if (!tmpa) return em_last_status();
+        st = transpose2(dev, ap, tmpa, K, M, s->sak, what);
+        ap = tmpa;
+    }
+    if (tb && st == EM_OK) {
+        tmpb = cuda_pool_alloc(dev, (size_t)(N * K) * 2);
+        st = tmpb ? transpose2(dev, bp, tmpb, K, N, s->sbk, what) : em_last_status();
+        bp = tmpb;
+    }
+    if (st == EM_OK) {
+        CUfunction f =
+            cuda_kernel(dev, o->dtype == EM_BF16 ? "em_mm_wg_bf16" : "em_mm_wg_f16", what);
+        if (!f)
+            st = em_last_status();
+        else {
+            void *cp = tn_ptr(o);
+            void *params[] = {(void *)&ap, (void *)&bp, &cp, &M, &N, &K, &lda, &ldb};
+            unsigned grid[3] = {(unsigned)((N + 255) / 256), (unsigned)((M + 127) / 128), 1};
+            unsigned block[3] = {256, 1, 1};
+            /* 3 stages of a 128 x 64 A tile and a 256 x 64 B tile (wgmma.cu) */
+            st = grid[1] > 65535 ? em_error(EM_ERR_UNSUPPORTED, "%s: too many rows", what)
+                                 : cuda_launch_grid_smem(dev, f, grid, block,
+                                                         3 * (128 + 256) * 64 * 2, params, what);
+        }
+    }
+    cuda_pool_free(dev, tmpa); /* stream order: the product has read them before any reuse */
+    cuda_pool_free(dev, tmpb);
+    return st;
+}
+
 /* 128 x 256 block tiles (warps of 64 x 64) for f16/bf16 when there are at least two waves of
  * them on 132 multiprocessors; config cuda_mm_tile = narrow / wide forces one. */
 static bool wide_tiles(const mm_arg *s)
@@ -508,6 +587,10 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     if (o->dtype == EM_F16 || o->dtype == EM_BF16) {
         const char *dn = o->dtype == EM_F16 ? "f16" : "bf16";
         int at, bt;
+        if (wgmma_ok(dev, &s)) {
+            em_status st = run_wgmma(op, &s, dev, what);
+            if (st != EM_ERR_UNSUPPORTED) return st;
+        }
         if (tc_layout(op, &s, &at, &bt, 8)) {
             unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
             unsigned block[3] = {256, 1, 1};

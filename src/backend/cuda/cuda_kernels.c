@@ -501,7 +501,9 @@ static em_status build_module(int device, const char *what)
     int maj = 0, min = 0;
     nvrtc.Version(&maj, &min);
     char arch[32];
-    snprintf(arch, sizeof arch, "sm_%d%d", d->cc_major, d->cc_minor);
+    /* Hopper gets its architecture-specific target (sm_90a), which has the wgmma instructions */
+    snprintf(arch, sizeof arch, "sm_%d%d%s", d->cc_major, d->cc_minor,
+             d->cc_major == 9 && d->cc_minor == 0 ? "a" : "");
     uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
     int ver[2] = {maj, min};
     h = fnv1a(h, ver, sizeof ver);
