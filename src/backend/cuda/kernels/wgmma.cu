@@ -2,8 +2,10 @@
 // reading both operands from shared memory, sm_90 only. Block tiles 128 x 256 x 64, two
 // warpgroups of 64 x 256, 3 cp.async stages. Both operands K-major: A [M][K] (lda), B as [N][K]
 // (ldb); the host transposes an operand stored the other way first. Shared tiles use the
-// no-swizzle canonical layout: 8-row x 16-byte core matrices, those adjacent in K 128 bytes
-// apart (the descriptor's leading byte offset), those adjacent in M/N 1024 bytes apart (stride).
+// 128-byte swizzled layout: each tile row is 128 bytes (64 elements of K) with its 16-byte chunk
+// kc stored at position kc ^ (row % 8), groups of 8 rows 1024 bytes apart (the descriptor's
+// stride byte offset); tiles start 1024-byte aligned. A warp's cp.async writes then cover whole
+// rows (no bank conflicts) while its global reads stay coalesced.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // sm_90a: the wgmma instructions
 #define WG_BK 64
 #define WG_STAGES 3
@@ -11,16 +13,16 @@
 #define WG_B_BYTES (256 * WG_BK * 2)
 #define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
 
-// byte offset of 16-byte chunk kc of row r in a [rows][64] K-major tile
+// byte offset of 16-byte chunk kc of row r in a [rows][64] K-major swizzled tile
 __device__ __forceinline__ unsigned wg_chunk(int r, int kc)
 {
-    return (unsigned)(((r >> 3) * 8 + kc) * 128 + (r & 7) * 16);
+    return (unsigned)(r * 128 + ((kc ^ (r & 7)) << 4));
 }
 
 __device__ __forceinline__ unsigned long long wg_desc(unsigned addr)
 {
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(128 >> 4) << 16) |
-           ((unsigned long long)(1024 >> 4) << 32);
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) |
+           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
 }
 
 template <int BF>
@@ -44,7 +46,7 @@ template <int BF>
 __device__ void wg_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,
                           i64 M, i64 N, i64 K, i64 lda, i64 ldb)
 {
-    extern __shared__ __align__(128) unsigned char wsm[];
+    extern __shared__ __align__(1024) unsigned char wsm[];
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3;
     const i64 m0 = (i64)blockIdx.y * 128, n0 = (i64)blockIdx.x * 256;
     const int ktiles = (int)((K + WG_BK - 1) / WG_BK);
@@ -75,22 +77,26 @@ __device__ void wg_matmul(const unsigned short *a, const unsigned short *b, unsi
         if (st < ktiles) load_stage(st, st);
         asm volatile("cp.async.commit_group;\n" ::);
     }
+    // Iteration kt: wait for tile kt, start its products, let the products of kt - 1 finish
+    // (one batch stays in flight), then refill the stage kt - 1 used.
     for (int kt = 0; kt < ktiles; kt++) {
         asm volatile("cp.async.wait_group %0;\n" ::"n"(WG_STAGES - 2));
         asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
         __syncthreads();
-        int nt = kt + WG_STAGES - 1;
-        if (nt < ktiles) load_stage(nt % WG_STAGES, nt);
-        asm volatile("cp.async.commit_group;\n" ::);
-        unsigned sa = base + (kt % WG_STAGES) * WG_STAGE_BYTES + wg * (64 / 8) * 1024;
+        unsigned sa = base + (kt % WG_STAGES) * WG_STAGE_BYTES + wg * 64 * 128;
         unsigned sb = base + (kt % WG_STAGES) * WG_STAGE_BYTES + WG_A_BYTES;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < WG_BK / 16; kk++)
-            wgmma_256<BF>(d, wg_desc(sa + kk * 256), wg_desc(sb + kk * 256));
+            wgmma_256<BF>(d, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        __syncthreads(); // both warpgroups are done with stage kt - 1
+        int nt = kt + WG_STAGES - 1;
+        if (nt < ktiles) load_stage(nt % WG_STAGES, nt);
+        asm volatile("cp.async.commit_group;\n" ::);
     }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
     asm volatile("cp.async.wait_group 0;\n" ::);
     // d[4j + e]: row wg*64 + w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
 #pragma unroll
