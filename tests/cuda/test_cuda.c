@@ -511,6 +511,27 @@ static void test_matmul_tf32(void)
     em_config_set("cuda_tf32", "0");
 }
 
+/* The *_scalar forms: a tensor and a rank-0 f64 scalar on the device. */
+static void test_scalar_ops(void)
+{
+    em_tensor *(*fns[])(const em_tensor *, double) = {
+        em_add_scalar, em_sub_scalar,  em_rsub_scalar, em_mul_scalar,
+        em_div_scalar, em_rdiv_scalar, em_pow_scalar,  em_maximum_scalar};
+    static const char *names[] = {"add", "sub", "rsub", "mul", "div", "rdiv", "pow", "maximum"};
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++)
+        for (size_t f = 0; f < sizeof fns / sizeof fns[0]; f++) {
+            em_scope_begin();
+            em_tensor *c, *d;
+            mk(EM_SHAPE(3, 1001), 0, dts[t], 0.1, 3, &c, &d);
+            char what[64];
+            snprintf(what, sizeof what, "%s_scalar %s", names[f], em_dtype_name(dts[t]));
+            double tol = dts[t] == EM_F32 ? 1e-6 : 1e-14;
+            compare(what, fns[f](d, 1.7), fns[f](c, 1.7), tol, tol);
+            em_scope_end();
+        }
+}
+
 static void test_layer_norm(void)
 {
     static const em_shape xs[] = {EM_SHAPE(7, 300), EM_SHAPE(4, 5, 6), EM_SHAPE(3, 8192),
@@ -613,6 +634,7 @@ int main(void)
     test_matmul();
     test_matmul_tf32();
     test_layer_norm();
+    test_scalar_ops();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

@@ -134,6 +134,16 @@ static bool layer_norm_ok(const em_op *op)
     return len <= ROW_MAX;
 }
 
+/* A *_scalar form (ops_binary.c): i[0] names the rank-0 f64 scalar input (1 or 2); the other is
+ * a contiguous f32/f64 tensor of the output's dtype. */
+static bool scalar_form(const em_op *op)
+{
+    if (op->n_in != 2 || (op->i[0] != 1 && op->i[0] != 2)) return false;
+    const em_tensor *s = op->in[op->i[0] - 1], *x = op->in[2 - op->i[0]];
+    return s->rank == 0 && s->dtype == EM_F64 && is_f(x->dtype) && op->out[0]->dtype == x->dtype &&
+           tn_is_contiguous(x) && tn_is_contiguous(op->out[0]);
+}
+
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
@@ -147,6 +157,7 @@ static bool be_supports(const em_op *op)
     }
     if (is_unary(k))
         return op->n_in == 1 && is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype;
+    if (is_binary(k) && scalar_form(op)) return true;
     if (is_binary(k) || is_compare(k)) {
         if (op->n_in != 2) return false;
         em_dtype a = op->in[0]->dtype;
@@ -638,9 +649,26 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
+static em_status run_binary_scalar(const em_op *op, int dev, const char *what)
+{
+    int which = (int)op->i[0];
+    const em_tensor *s = op->in[which - 1], *x = op->in[2 - which], *o = op->out[0];
+    char name[32];
+    snprintf(name, sizeof name, "em_binary_s_%s", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int kind = (int)op->kind;
+    long long n = tn_numel(o);
+    void *xp = tn_ptr(x), *sp = tn_ptr(s), *yp = tn_ptr(o);
+    void *params[] = {&kind, &xp, &sp, &yp, &n, &which};
+    return cuda_launch(dev, f, n, params, what);
+}
+
 /* The contiguous same-shape fast kernels, else the indexed ones. */
 static em_status run_elementwise(const em_op *op, int dev, const char *what)
 {
+    if (is_binary(op->kind) && scalar_form(op) && op->in[0]->dtype != op->in[1]->dtype)
+        return run_binary_scalar(op, dev, what);
     const em_tensor *o = op->out[0];
     bool fast =
         (is_unary(op->kind) || is_binary(op->kind) || is_compare(op->kind)) && tn_is_contiguous(o);
