@@ -19,7 +19,7 @@ typedef struct ctx {
     int inner; /* ops per timed rep (small ops) */
 } ctx;
 
-enum { K_MATMUL, K_ADD, K_NEG, K_SUM, K_SOFTMAX, K_TINY_ADD, K_LAYER_NORM };
+enum { K_MATMUL, K_ADD, K_NEG, K_SUM, K_SOFTMAX, K_TINY_ADD, K_LAYER_NORM, K_MAXPOOL };
 
 static void step(void *p)
 {
@@ -34,6 +34,10 @@ static void step(void *p)
         case K_SUM: em_sum(c->a, EM_ALL, false); break;
         case K_SOFTMAX: em_softmax(c->a, -1); break;
         case K_LAYER_NORM: em_layer_norm(c->a, 1, NULL, NULL, 1e-5); break;
+        case K_MAXPOOL:
+            em_max_pool2d(c->a, (em_pool_opts){.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}},
+                          NULL);
+            break;
         }
         em_scope_end();
     }
@@ -128,6 +132,11 @@ int main(int argc, char **argv)
     if (bench_selected(argc, argv, "layer_norm")) {
         em_tensor *a = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev);
         run_case("layer_norm", K_LAYER_NORM, a, NULL, 10, 21, 2.0);
+        em_release(a);
+    }
+    if (bench_selected(argc, argv, "maxpool_k3s1")) {
+        em_tensor *a = em_randn(EM_SHAPE(2, 128, 512, 512), EM_F32, dev);
+        run_case("maxpool_k3s1", K_MAXPOOL, a, NULL, 1, 21, 2.0);
         em_release(a);
     }
     if (bench_selected(argc, argv, "tiny_add")) {

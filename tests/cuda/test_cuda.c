@@ -511,6 +511,55 @@ static void test_matmul_tf32(void)
     em_config_set("cuda_tf32", "0");
 }
 
+/* max_pool1d/2d/3d with strides, padding, dilation and ceil mode: values and indices equal the
+ * CPU's exactly (NaN included). */
+static void test_max_pool(void)
+{
+    typedef struct pcase {
+        int nd;
+        em_shape x;
+        em_pool_opts o;
+    } pcase;
+    const pcase cs[] = {
+        {2, EM_SHAPE(2, 3, 17, 19), {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}},
+        {2, EM_SHAPE(2, 4, 16, 16), {.kernel = {2, 2}}},
+        {2,
+         EM_SHAPE(1, 2, 23, 20),
+         {.kernel = {5, 5},
+          .stride = {2, 2},
+          .pad = {2, 2},
+          .dilation = {2, 2},
+          .ceil_mode = true}},
+        {2, EM_SHAPE(3, 9, 11), {.kernel = {3, 2}, .stride = {2, 1}}},
+        {1, EM_SHAPE(2, 3, 40), {.kernel = {4}, .stride = {3}, .pad = {2}}},
+        {3, EM_SHAPE(1, 2, 6, 7, 8), {.kernel = {2, 3, 2}, .stride = {2, 2, 2}, .pad = {1, 1, 0}}},
+    };
+    em_tensor *(*fns[3])(const em_tensor *, em_pool_opts,
+                         em_tensor **) = {em_max_pool1d, em_max_pool2d, em_max_pool3d};
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++)
+        for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
+            em_scope_begin();
+            em_tensor *c, *d;
+            mk(cs[p].x, 0, dts[t], -3, 3, &c, &d);
+            if (p == 0) { /* NaNs where x > 2.8 */
+                em_tensor *nan = em_scalar(NAN, dts[t], EM_CPU);
+                c = em_where(em_gt(c, em_scalar(2.8, dts[t], EM_CPU)), nan, c);
+                d = em_to_device(c, dev);
+            }
+            em_tensor *ci = NULL, *di = NULL;
+            em_tensor *cv = fns[cs[p].nd - 1](c, cs[p].o, &ci);
+            em_tensor *dv = fns[cs[p].nd - 1](d, cs[p].o, &di);
+            char what[96];
+            snprintf(what, sizeof what, "max_pool%dd %s %s", cs[p].nd, em_dtype_name(dts[t]),
+                     tn_dims_str(cs[p].x.dims, cs[p].x.rank));
+            compare(what, dv, cv, 0, 0);
+            what[0] = 'M';
+            compare(what, di, ci, 0, 0);
+            em_scope_end();
+        }
+}
+
 /* The *_scalar forms: a tensor and a rank-0 f64 scalar on the device. */
 static void test_scalar_ops(void)
 {
@@ -635,6 +684,7 @@ int main(void)
     test_matmul_tf32();
     test_layer_norm();
     test_scalar_ops();
+    test_max_pool();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

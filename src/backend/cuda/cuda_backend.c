@@ -175,6 +175,9 @@ static bool be_supports(const em_op *op)
         return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
                op->in[1]->dtype == o;
     if (k == EM_OP_LAYER_NORM) return layer_norm_ok(op);
+    if (k == EM_OP_MAX_POOL)
+        return is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype &&
+               tn_is_contiguous(op->in[0]) && op->i[0] >= 1 && op->i[0] <= 3;
     if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
@@ -737,6 +740,42 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
+typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
+    int64_t in[3], out[3], k[3], s[3], p[3], d[3];
+    int64_t planes;
+} pool_arg;
+
+/* MAX_POOL (values and i64 indices; a NULL second output is a values-only pool). */
+static em_status run_max_pool(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    int nd = (int)op->i[0];
+    pool_arg g;
+    memset(&g, 0, sizeof g);
+    int64_t in_plane = 1;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - nd); /* the op's spatial dims, right-aligned */
+        g.in[i] = j >= 0 ? x->shape[x->rank - nd + j] : 1;
+        g.out[i] = j >= 0 ? o->shape[o->rank - nd + j] : 1;
+        g.k[i] = j >= 0 ? op->i[1 + j] : 1;
+        g.s[i] = j >= 0 ? op->i[4 + j] : 1;
+        g.p[i] = j >= 0 ? op->i[7 + j] : 0;
+        g.d[i] = j >= 0 ? op->i[10 + j] : 1;
+        in_plane *= g.in[i];
+    }
+    g.planes = in_plane ? tn_numel(x) / in_plane : 0;
+    long long n = tn_numel(o);
+    if (n == 0) return EM_OK;
+    char name[32];
+    snprintf(name, sizeof name, "em_max_pool_%s", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    void *ip = op->n_out > 1 && op->out[1] ? tn_ptr(op->out[1]) : NULL;
+    void *params[] = {&xp, &yp, &ip, &g};
+    return cuda_launch(dev, f, n, params, what);
+}
+
 static em_status be_exec(const em_op *op)
 {
     char what[64];
@@ -748,6 +787,9 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_MAX_POOL:
+        if (be_supports(op)) return run_max_pool(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_LAYER_NORM:
         if (be_supports(op)) return run_layer_norm(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
