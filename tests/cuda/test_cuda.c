@@ -560,6 +560,92 @@ static void test_max_pool(void)
         }
 }
 
+/* conv1d/2d/3d and conv_transpose2d (im2col/col2im + matmul on the device), unfold and fold. */
+static void test_conv(void)
+{
+    typedef struct ccase {
+        int nd;
+        bool tr;
+        em_shape x, w;
+        em_conv_opts o;
+        bool bias;
+    } ccase;
+    const ccase cs[] = {
+        {2,
+         false,
+         EM_SHAPE(2, 3, 13, 11),
+         EM_SHAPE(5, 3, 3, 3),
+         {.pad_lo = {1, 1}, .pad_hi = {1, 1}},
+         true},
+        {2,
+         false,
+         EM_SHAPE(3, 4, 17, 16),
+         EM_SHAPE(8, 4, 5, 3),
+         {.stride = {2, 1}, .pad_lo = {2, 0}, .pad_hi = {1, 1}, .dilation = {1, 2}},
+         false},
+        {2, false, EM_SHAPE(4, 9, 9), EM_SHAPE(6, 4, 2, 2), {.stride = {2, 2}}, true},
+        {1,
+         false,
+         EM_SHAPE(2, 3, 40),
+         EM_SHAPE(4, 3, 5),
+         {.stride = {3}, .pad_lo = {2}, .pad_hi = {2}},
+         true},
+        {3,
+         false,
+         EM_SHAPE(1, 2, 6, 7, 8),
+         EM_SHAPE(3, 2, 2, 3, 2),
+         {.pad_lo = {1, 1, 0}, .pad_hi = {0, 1, 1}},
+         true},
+        {2,
+         true,
+         EM_SHAPE(2, 5, 7, 6),
+         EM_SHAPE(5, 3, 3, 3),
+         {.stride = {2, 2}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .out_pad = {1, 0}},
+         true},
+        {2,
+         true,
+         EM_SHAPE(1, 4, 5, 5),
+         EM_SHAPE(4, 2, 4, 4),
+         {.stride = {1, 1}, .dilation = {2, 1}},
+         false},
+    };
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++)
+        for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
+            em_scope_begin();
+            em_tensor *cx, *dx, *cw, *dw, *cb = NULL, *db = NULL;
+            mk(cs[p].x, 0, dts[t], -1, 1, &cx, &dx);
+            mk(cs[p].w, 0, dts[t], -1, 1, &cw, &dw);
+            if (cs[p].bias)
+                mk(EM_SHAPE(cs[p].tr ? cs[p].w.dims[1] : cs[p].w.dims[0]), 0, dts[t], -1, 1, &cb,
+                   &db);
+            em_tensor *(*f)(const em_tensor *, const em_tensor *, const em_tensor *, em_conv_opts) =
+                cs[p].tr        ? em_conv_transpose2d
+                : cs[p].nd == 1 ? em_conv1d
+                : cs[p].nd == 2 ? em_conv2d
+                                : em_conv3d;
+            char what[96];
+            snprintf(what, sizeof what, "conv%s%dd %s %s", cs[p].tr ? "_transpose" : "", cs[p].nd,
+                     em_dtype_name(dts[t]), tn_dims_str(cs[p].x.dims, cs[p].x.rank));
+            double tol = dts[t] == EM_F32 ? 1e-4 : 1e-12;
+            compare(what, f(dx, dw, db, cs[p].o), f(cx, cw, cb, cs[p].o), tol, tol);
+            em_scope_end();
+        }
+    for (int t = 0; t < 2; t++) {
+        em_scope_begin();
+        const int64_t k[2] = {3, 2}, dil[2] = {1, 2}, pad[2] = {1, 0}, str[2] = {2, 1},
+                      img[2] = {9, 8};
+        em_tensor *cx, *dx;
+        mk(EM_SHAPE(2, 3, 9, 8), 0, dts[t], -1, 1, &cx, &dx);
+        em_tensor *cc = em_im2col(cx, k, dil, pad, str), *dc = em_im2col(dx, k, dil, pad, str);
+        compare("im2col", dc, cc, 0, 0);
+        double tol = dts[t] == EM_F32 ? 1e-6 : 1e-14;
+        compare("col2im", em_col2im(dc, img, k, dil, pad, str),
+                em_col2im(cc, img, k, dil, pad, str), tol, tol);
+        em_scope_end();
+    }
+}
+
 /* The *_scalar forms: a tensor and a rank-0 f64 scalar on the device. */
 static void test_scalar_ops(void)
 {
@@ -685,6 +771,7 @@ int main(void)
     test_layer_norm();
     test_scalar_ops();
     test_max_pool();
+    test_conv();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

@@ -175,6 +175,13 @@ static bool be_supports(const em_op *op)
         return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
                op->in[1]->dtype == o;
     if (k == EM_OP_LAYER_NORM) return layer_norm_ok(op);
+    if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE || k == EM_OP_IM2COL || k == EM_OP_COL2IM) {
+        for (int i = 0; i < op->n_in; i++)
+            if (op->in[i]->dtype != op->out[0]->dtype || !tn_is_contiguous(op->in[i])) return false;
+        bool conv = k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE;
+        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
+               (!conv || (op->i[16] <= 1 && op->i[0] >= 1 && op->i[0] <= 3));
+    }
     if (k == EM_OP_MAX_POOL)
         return is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype &&
                tn_is_contiguous(op->in[0]) && op->i[0] >= 1 && op->i[0] <= 3;
@@ -740,6 +747,145 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
+typedef struct conv_arg { /* matches `struct convg` in kernels/conv.cu */
+    int64_t img[3], blk[3], k[3], s[3], p[3], d[3];
+    int64_t n, c;
+} conv_arg;
+
+/* A stack tensor on device storage `st` (caller-filled), rank <= 3, given shape and strides. */
+static em_tensor view3(em_storage *st, em_dtype dt, int64_t offset, int rank, const int64_t *shape,
+                       const int64_t *strides)
+{
+    em_tensor t;
+    memset(&t, 0, sizeof t);
+    t.refcount = 1;
+    t.dtype = dt;
+    t.rank = rank;
+    t.offset = offset;
+    t.storage = st;
+    for (int d = 0; d < rank; d++) t.shape[d] = shape[d], t.strides[d] = strides[d];
+    return t;
+}
+
+static em_status run_matmul(const em_op *op, int dev, const char *what);
+
+/* C[b] = A[b] . B[b] with A [M, K] (a_batch: stride 0 when false) through run_matmul. */
+static em_status mm3(int dev, em_tensor *a, em_tensor *b, em_tensor *c, int64_t M, int64_t K,
+                     int64_t N, int64_t nb, const char *what)
+{
+    em_op mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = EM_OP_MATMUL;
+    mm.n_in = 2;
+    mm.n_out = 1;
+    mm.in[0] = a, mm.in[1] = b, mm.out[0] = c;
+    mm.i[2] = M, mm.i[3] = K, mm.i[4] = N, mm.i[5] = 1, mm.i[6] = nb;
+    return run_matmul(&mm, dev, what);
+}
+
+static em_status launch_conv_kernel(int dev, const char *fam, em_dtype dt, const void *in,
+                                    void *out, const conv_arg *g, long long n, const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *params[] = {(void *)&in, &out, (void *)g};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static em_status bias_add(int dev, const em_tensor *y, const em_tensor *b, long long c, long long L,
+                          const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof name, "em_bias_add_%s", short_name(y->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    long long total = tn_numel(y);
+    void *yp = tn_ptr(y), *bp = tn_ptr(b);
+    void *params[] = {&yp, &bp, &c, &L, &total};
+    return cuda_launch(dev, f, total, params, what);
+}
+
+/* CONV as im2col + matmul (+ bias); CONV_TRANSPOSE as matmul + col2im (+ bias). Groups 1. */
+static em_status run_conv(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
+    bool tr = op->kind == EM_OP_CONV_TRANSPOSE;
+    int S = (int)op->i[0];
+    bool unb = x->rank == S + 1;
+    int64_t N = unb ? 1 : x->shape[0], Cx = x->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
+    conv_arg g;
+    memset(&g, 0, sizeof g);
+    int64_t Kt = 1, Lx = 1, Ly = 1;
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - S);
+        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
+                ys = j >= 0 ? y->shape[y->rank - S + j] : 1;
+        g.img[i] = tr ? ys : xs; /* the image is the conv's input, the transpose's output */
+        g.blk[i] = tr ? xs : ys;
+        g.k[i] = j >= 0 ? w->shape[2 + j] : 1;
+        g.s[i] = j >= 0 ? op->i[1 + j] : 1;
+        g.p[i] = j >= 0 ? op->i[4 + j] : 0;
+        g.d[i] = j >= 0 ? op->i[10 + j] : 1;
+        Kt *= g.k[i], Lx *= xs, Ly *= ys;
+    }
+    g.n = N;
+    g.c = tr ? Cy : Cx;
+    int64_t K = g.c * Kt, L = tr ? Lx : Ly;
+    if (tn_numel(y) == 0) return EM_OK;
+    size_t es = em_dtype_size(y->dtype);
+    void *cols = cuda_pool_alloc(dev, (size_t)(N * K * L) * es + 16);
+    if (!cols) return em_last_status();
+    em_storage cs = *y->storage;
+    cs.data = cols;
+    em_status st = EM_OK;
+    int64_t cshape[3] = {N, K, L}, cstr[3] = {K * L, L, 1};
+    em_tensor ct = view3(&cs, y->dtype, 0, 3, cshape, cstr);
+    if (!tr) {
+        st = launch_conv_kernel(dev, "im2col", y->dtype, tn_ptr(x), cols, &g, N * K * L, what);
+        int64_t ash[2] = {Cy, K}, ast[2] = {K, 1}, ysh[3] = {N, Cy, L}, yst[3] = {Cy * L, L, 1};
+        em_tensor at = view3(w->storage, w->dtype, w->offset, 2, ash, ast);
+        em_tensor ot = view3(y->storage, y->dtype, y->offset, 3, ysh, yst);
+        if (st == EM_OK) st = mm3(dev, &at, &ct, &ot, Cy, K, L, N, what);
+    } else {
+        /* cols[n] = W^T [Cout*Kt, Cin] . x[n] [Cin, Lin] */
+        int64_t ash[2] = {K, Cx}, ast[2] = {1, K}, xsh[3] = {N, Cx, Lx}, xst[3] = {Cx * Lx, Lx, 1};
+        em_tensor at = view3(w->storage, w->dtype, w->offset, 2, ash, ast);
+        em_tensor xt = view3(x->storage, x->dtype, x->offset, 3, xsh, xst);
+        st = mm3(dev, &at, &xt, &ct, K, Cx, Lx, N, what);
+        if (st == EM_OK)
+            st =
+                launch_conv_kernel(dev, "col2im", y->dtype, cols, tn_ptr(y), &g, tn_numel(y), what);
+    }
+    if (st == EM_OK && op->n_in > 2) st = bias_add(dev, y, op->in[2], Cy, Ly, what);
+    cuda_pool_free(dev, cols); /* stream order: the kernels above read it before any reuse */
+    return st;
+}
+
+/* IM2COL / COL2IM (2-D, F.unfold / F.fold). */
+static em_status run_fold(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *y = op->out[0];
+    bool unfold = op->kind == EM_OP_IM2COL;
+    const em_tensor *imgt = unfold ? x : y;
+    conv_arg g;
+    memset(&g, 0, sizeof g);
+    g.img[0] = g.blk[0] = g.k[0] = g.s[0] = g.d[0] = 1;
+    for (int j = 0; j < 2; j++) {
+        g.k[1 + j] = op->i[j], g.d[1 + j] = op->i[2 + j], g.p[1 + j] = op->i[4 + j];
+        g.s[1 + j] = op->i[6 + j], g.img[1 + j] = op->i[8 + j];
+        g.blk[1 + j] =
+            (g.img[1 + j] + 2 * g.p[1 + j] - g.d[1 + j] * (g.k[1 + j] - 1) - 1) / g.s[1 + j] + 1;
+    }
+    bool unb = imgt->rank == 3;
+    g.n = unb ? 1 : imgt->shape[0];
+    g.c = imgt->shape[unb ? 0 : 1];
+    if (tn_numel(y) == 0) return EM_OK;
+    return launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, tn_ptr(x), tn_ptr(y), &g,
+                              tn_numel(y), what);
+}
+
 typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t in[3], out[3], k[3], s[3], p[3], d[3];
     int64_t planes;
@@ -787,6 +933,14 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_CONV:
+    case EM_OP_CONV_TRANSPOSE:
+        if (be_supports(op)) return run_conv(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
+    case EM_OP_IM2COL:
+    case EM_OP_COL2IM:
+        if (be_supports(op)) return run_fold(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_MAX_POOL:
         if (be_supports(op)) return run_max_pool(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
