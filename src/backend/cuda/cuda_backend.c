@@ -182,9 +182,14 @@ static bool be_supports(const em_op *op)
         return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
                (!conv || (op->i[16] <= 1 && op->i[0] >= 1 && op->i[0] <= 3));
     }
-    if (k == EM_OP_MAX_POOL)
-        return is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype &&
-               tn_is_contiguous(op->in[0]) && op->i[0] >= 1 && op->i[0] <= 3;
+    if (k == EM_OP_MAX_POOL) {
+        const em_tensor *x = op->in[0];
+        int nd = (int)op->i[0];
+        int64_t plane = 1;
+        for (int d = x->rank - nd; d < x->rank && d >= 0; d++) plane *= x->shape[d];
+        return is_f(x->dtype) && op->out[0]->dtype == x->dtype && tn_is_contiguous(x) && nd >= 1 &&
+               nd <= 3 && plane < ((int64_t)1 << 31) / 4;
+    }
     if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
@@ -919,7 +924,11 @@ static em_status run_max_pool(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     void *ip = op->n_out > 1 && op->out[1] ? tn_ptr(op->out[1]) : NULL;
     void *params[] = {&xp, &yp, &ip, &g};
-    return cuda_launch(dev, f, n, params, what);
+    int64_t out_plane = g.planes ? n / g.planes : 0;
+    unsigned grid[3] = {(unsigned)((out_plane + 255) / 256),
+                        (unsigned)(g.planes > 65535 ? 65535 : g.planes), 1};
+    unsigned block[3] = {256, 1, 1};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
 static em_status be_exec(const em_op *op)

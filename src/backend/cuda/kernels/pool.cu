@@ -1,5 +1,5 @@
-// Max pooling over up to three spatial dims (leading dims of size 1 fill the rest), one thread per
-// output element: the window's maximum and its index flattened within the sample-channel plane
+// Max pooling over up to three spatial dims (leading dims of size 1 fill the rest; a plane fits
+// 32-bit indices: the host checks), one thread per output element: the window's maximum and its index flattened within the sample-channel plane
 // (PyTorch's convention; idx may be NULL for a values-only pool). A NaN wins, the last one in scan
 // order, as on the CPU. x and the outputs are contiguous.
 struct poolg {
@@ -7,39 +7,42 @@ struct poolg {
     i64 planes;
 };
 
+// Grid: x over output positions of a plane (32-bit index arithmetic), y over planes.
 template <typename T>
 __device__ void max_pool(const T *x, T *y, i64 *idx, const poolg &g)
 {
-    const i64 ip = g.in[0] * g.in[1] * g.in[2], op = g.out[0] * g.out[1] * g.out[2];
-    const i64 n = g.planes * op;
-    for (i64 o = (i64)blockIdx.x * blockDim.x + threadIdx.x; o < n; o += (i64)blockDim.x * gridDim.x) {
-        i64 pl = o / op, r = o - pl * op;
-        i64 ow = r % g.out[2], t = r / g.out[2];
-        i64 oh = t % g.out[1], od = t / g.out[1];
-        i64 s0 = od * g.s[0] - g.p[0], s1 = oh * g.s[1] - g.p[1], s2 = ow * g.s[2] - g.p[2];
+    const int i0 = (int)g.in[0], i1 = (int)g.in[1], i2 = (int)g.in[2];
+    const int o1 = (int)g.out[1], o2 = (int)g.out[2];
+    const int ip = i0 * i1 * i2, op = (int)(g.out[0] * o1 * o2);
+    for (i64 pl = blockIdx.y; pl < g.planes; pl += gridDim.y) {
         const T *xp = x + pl * ip;
-        double best = -__longlong_as_double(0x7ff0000000000000ll);
-        i64 bi = -1;
-        for (i64 a = 0; a < g.k[0]; a++) {
-            i64 id = s0 + a * g.d[0];
-            if (id < 0 || id >= g.in[0]) continue;
-            for (i64 b = 0; b < g.k[1]; b++) {
-                i64 ih = s1 + b * g.d[1];
-                if (ih < 0 || ih >= g.in[1]) continue;
-                for (i64 e = 0; e < g.k[2]; e++) {
-                    i64 iw = s2 + e * g.d[2];
-                    if (iw < 0 || iw >= g.in[2]) continue;
-                    i64 li = (id * g.in[1] + ih) * g.in[2] + iw;
-                    double v = (double)xp[li];
-                    if (v > best || v != v || bi < 0) {
-                        best = v;
-                        bi = li;
+        for (int r = blockIdx.x * blockDim.x + threadIdx.x; r < op; r += blockDim.x * gridDim.x) {
+            int ow = r % o2, t = r / o2, oh = t % o1, od = t / o1;
+            int s0 = od * (int)g.s[0] - (int)g.p[0], s1 = oh * (int)g.s[1] - (int)g.p[1];
+            int s2 = ow * (int)g.s[2] - (int)g.p[2];
+            T best = (T)0;
+            int bi = -1;
+            for (int a = 0; a < (int)g.k[0]; a++) {
+                int id = s0 + a * (int)g.d[0];
+                if (id < 0 || id >= i0) continue;
+                for (int b = 0; b < (int)g.k[1]; b++) {
+                    int ih = s1 + b * (int)g.d[1];
+                    if (ih < 0 || ih >= i1) continue;
+                    for (int e = 0; e < (int)g.k[2]; e++) {
+                        int iw = s2 + e * (int)g.d[2];
+                        if (iw < 0 || iw >= i2) continue;
+                        int li = (id * i1 + ih) * i2 + iw;
+                        T v = xp[li];
+                        if (bi < 0 || v > best || v != v) {
+                            best = v;
+                            bi = li;
+                        }
                     }
                 }
             }
+            y[pl * op + r] = bi < 0 ? -(T)__int_as_float(0x7f800000) : best;
+            if (idx) idx[pl * op + r] = bi;
         }
-        y[o] = (T)best;
-        if (idx) idx[o] = bi;
     }
 }
 
