@@ -646,6 +646,35 @@ static void test_conv(void)
     }
 }
 
+/* Random numbers: the device reads the CPU's Philox stream, so the same seed gives the same
+ * values (normals to within an ulp of double before rounding). */
+static void test_random(void)
+{
+    const em_dtype dts[] = {EM_F32, EM_F64};
+    for (int t = 0; t < 2; t++) {
+        em_scope_begin();
+        em_shape sh = EM_SHAPE(7, 1001);
+        em_seed(11);
+        em_tensor *du = em_rand(sh, dts[t], dev), *dn = em_randn(sh, dts[t], dev);
+        em_tensor *db = em_bernoulli_p(sh, 0.3, dts[t], dev);
+        em_tensor *dx, *cx;
+        mk(sh, 0, dts[t], -1, 1, &cx, &dx);
+        em_tensor *dd = em_dropout(dx, 0.4, true);
+        em_tensor *di = em_randint(-5, 17, sh, EM_I64, dev);
+        em_seed(11);
+        em_tensor *cu = em_rand(sh, dts[t], EM_CPU), *cn = em_randn(sh, dts[t], EM_CPU);
+        em_tensor *cb = em_bernoulli_p(sh, 0.3, dts[t], EM_CPU);
+        em_tensor *cd = em_dropout(cx, 0.4, true);
+        em_tensor *ci = em_randint(-5, 17, sh, EM_I64, EM_CPU);
+        compare("rand", du, cu, 0, 0);
+        compare("randn", dn, cn, 1e-15, dts[t] == EM_F32 ? 1.2e-7 : 1e-15);
+        compare("bernoulli", db, cb, 0, 0);
+        compare("dropout", dd, cd, 0, 0);
+        compare("randint", di, ci, 0, 0);
+        em_scope_end();
+    }
+}
+
 /* The *_scalar forms: a tensor and a rank-0 f64 scalar on the device. */
 static void test_scalar_ops(void)
 {
@@ -772,6 +801,7 @@ int main(void)
     test_scalar_ops();
     test_max_pool();
     test_conv();
+    test_random();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

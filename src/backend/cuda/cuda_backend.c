@@ -175,6 +175,14 @@ static bool be_supports(const em_op *op)
         return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
                op->in[1]->dtype == o;
     if (k == EM_OP_LAYER_NORM) return layer_norm_ok(op);
+    if (k == EM_OP_RAND_UNIFORM || k == EM_OP_RAND_NORMAL || k == EM_OP_BERNOULLI)
+        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
+               (op->n_in == 0 ||
+                (op->in[0]->dtype == op->out[0]->dtype && tn_is_contiguous(op->in[0])));
+    if (k == EM_OP_RANDINT) return op->out[0]->dtype == EM_I64 && tn_is_contiguous(op->out[0]);
+    if (k == EM_OP_DROPOUT)
+        return is_f(op->out[0]->dtype) && op->in[0]->dtype == op->out[0]->dtype &&
+               tn_is_contiguous(op->in[0]) && tn_is_contiguous(op->out[0]);
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE || k == EM_OP_IM2COL || k == EM_OP_COL2IM) {
         for (int i = 0; i < op->n_in; i++)
             if (op->in[i]->dtype != op->out[0]->dtype || !tn_is_contiguous(op->in[i])) return false;
@@ -891,6 +899,41 @@ static em_status run_fold(const em_op *op, int dev, const char *what)
                               tn_numel(y), what);
 }
 
+/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1}. */
+static em_status run_random(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    long long n = tn_numel(o);
+    if (n == 0) return EM_OK;
+    unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
+    void *yp = tn_ptr(o);
+    char name[32];
+    if (op->kind == EM_OP_RANDINT) {
+        long long lo = op->i[2], range = op->i[3] - op->i[2];
+        CUfunction f = cuda_kernel(dev, "em_randint_i64", what);
+        if (!f) return em_last_status();
+        void *params[] = {&yp, &n, &seed, &off, &lo, &range};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    if (op->kind == EM_OP_DROPOUT) {
+        double p = op->f[0], scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+        snprintf(name, sizeof name, "em_dropout_%s", short_name(o->dtype));
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        void *xp = tn_ptr(op->in[0]);
+        void *params[] = {&xp, &yp, &n, &seed, &off, &p, &scale};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    int kind = op->kind == EM_OP_RAND_UNIFORM ? 0 : op->kind == EM_OP_RAND_NORMAL ? 1 : 2;
+    double a = op->f[0], b = op->f[1];
+    void *pp = op->n_in == 1 ? tn_ptr(op->in[0]) : NULL;
+    snprintf(name, sizeof name, "em_rng_%s", short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *params[] = {&kind, &yp, &n, &seed, &off, &a, &b, &pp};
+    return cuda_launch(dev, f, n, params, what);
+}
+
 typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t in[3], out[3], k[3], s[3], p[3], d[3];
     int64_t planes;
@@ -942,6 +985,13 @@ static em_status be_exec(const em_op *op)
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
+    case EM_OP_RAND_UNIFORM:
+    case EM_OP_RAND_NORMAL:
+    case EM_OP_BERNOULLI:
+    case EM_OP_RANDINT:
+    case EM_OP_DROPOUT:
+        if (be_supports(op)) return run_random(op, dev, what);
+        return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_CONV:
     case EM_OP_CONV_TRANSPOSE:
         if (be_supports(op)) return run_conv(op, dev, what);

@@ -1,0 +1,110 @@
+// Random numbers on the device from the same Philox 4x32-10 stream as the CPU (src/core/rng.c):
+// element i of an op with {seed, offset} reads counter offset + i / 2. Uniform values, Bernoulli
+// draws, random integers and dropout masks equal the CPU's bit for bit; normal values go through
+// the device's log, sqrt, sin and cos, which agree with the CPU's to within an ulp of double.
+__device__ __forceinline__ void philox(u64 c, u64 seed, unsigned w[4])
+{
+    unsigned c0 = (unsigned)c, c1 = (unsigned)(c >> 32), c2 = 0, c3 = 0;
+    unsigned k0 = (unsigned)seed, k1 = (unsigned)(seed >> 32);
+#pragma unroll
+    for (int r = 0; r < 10; r++) {
+        if (r > 0) {
+            k0 += 0x9E3779B9u;
+            k1 += 0xBB67AE85u;
+        }
+        unsigned lo0 = 0xD2511F53u * c0, hi0 = __umulhi(0xD2511F53u, c0);
+        unsigned lo1 = 0xCD9E8D57u * c2, hi1 = __umulhi(0xCD9E8D57u, c2);
+        c0 = hi1 ^ c1 ^ k0;
+        c1 = lo1;
+        c2 = hi0 ^ c3 ^ k1;
+        c3 = lo0;
+    }
+    w[0] = c0, w[1] = c1, w[2] = c2, w[3] = c3;
+}
+
+__device__ __forceinline__ double to_unit(unsigned hi, unsigned lo)
+{
+    return ((double)(hi >> 5) * 67108864.0 + (double)(lo >> 6)) / 9007199254740992.0;
+}
+
+__device__ __forceinline__ double uniform_at(u64 seed, u64 off, u64 i)
+{
+    unsigned w[4];
+    philox(off + i / 2, seed, w);
+    int k = (int)(i % 2) * 2;
+    return to_unit(w[k], w[k + 1]);
+}
+
+__device__ __forceinline__ double normal_at(u64 seed, u64 off, u64 i)
+{
+    unsigned w[4];
+    philox(off + i / 2, seed, w);
+    double u1 = to_unit(w[0], w[1]), u2 = to_unit(w[2], w[3]);
+    double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586476925286766559 * u2;
+    return (i % 2) ? r * sin(th) : r * cos(th);
+}
+
+// kind 0: uniform in [a, b) (kept below b after rounding), 1: normal a + b z, 2: Bernoulli(p)
+// with p = a or p[i] when p is not NULL.
+template <typename T>
+__device__ void rng_fill(int kind, T *y, i64 n, u64 seed, u64 off, double a, double b, const T *p)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+        T v;
+        if (kind == 0) {
+            v = (T)(a + uniform_at(seed, off, (u64)i) * (b - a));
+            if (b > a && (double)v >= b) {
+                // the largest value of T below b
+                if (sizeof(T) == 4)
+                    v = (T)nextafterf((float)b, -__int_as_float(0x7f800000));
+                else
+                    v = (T)nextafter(b, -__longlong_as_double(0x7ff0000000000000ll));
+            }
+        } else if (kind == 1)
+            v = (T)(a + b * normal_at(seed, off, (u64)i));
+        else
+            v = uniform_at(seed, off, (u64)i) < (p ? (double)p[i] : a) ? (T)1 : (T)0;
+        y[i] = v;
+    }
+}
+
+extern "C" __global__ void em_rng_f32(int kind, float *y, i64 n, u64 seed, u64 off, double a,
+                                      double b, const float *p)
+{
+    rng_fill<float>(kind, y, n, seed, off, a, b, p);
+}
+
+extern "C" __global__ void em_rng_f64(int kind, double *y, i64 n, u64 seed, u64 off, double a,
+                                      double b, const double *p)
+{
+    rng_fill<double>(kind, y, n, seed, off, a, b, p);
+}
+
+// random integers in [lo, lo + range) into i64 or i32
+extern "C" __global__ void em_randint_i64(long long *y, i64 n, u64 seed, u64 off, i64 lo, i64 range)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+        i64 k = (i64)(uniform_at(seed, off, (u64)i) * (double)range);
+        y[i] = lo + (k >= range ? range - 1 : k);
+    }
+}
+
+// dropout: element i kept (scaled by 1 / (1 - p)) when uniform i >= p, else 0
+template <typename T>
+__device__ void dropout(const T *x, T *y, i64 n, u64 seed, u64 off, double p, double scale)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
+        y[i] = uniform_at(seed, off, (u64)i) >= p ? (T)((double)x[i] * scale) : (T)0;
+}
+
+extern "C" __global__ void em_dropout_f32(const float *x, float *y, i64 n, u64 seed, u64 off,
+                                          double p, double scale)
+{
+    dropout<float>(x, y, n, seed, off, p, scale);
+}
+
+extern "C" __global__ void em_dropout_f64(const double *x, double *y, i64 n, u64 seed, u64 off,
+                                          double p, double scale)
+{
+    dropout<double>(x, y, n, seed, off, p, scale);
+}
