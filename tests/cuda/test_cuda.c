@@ -646,6 +646,44 @@ static void test_conv(void)
     }
 }
 
+/* Integer and bool ops: wrapping arithmetic, comparisons, logical ops, where and masked_fill
+ * must equal the CPU's exactly, broadcast and strided included. */
+static void test_int_ops(void)
+{
+    const em_dtype dts[] = {EM_I64, EM_I32, EM_I16, EM_I8, EM_U8, EM_BOOL};
+    em_tensor *(*bin[])(const em_tensor *, const em_tensor *) = {
+        em_add, em_sub, em_mul, em_minimum, em_maximum,     em_eq,         em_ne,
+        em_lt,  em_le,  em_gt,  em_ge,      em_logical_and, em_logical_or, em_logical_xor};
+    static const char *names[] = {"add", "sub", "mul", "minimum", "maximum", "eq", "ne",
+                                  "lt",  "le",  "gt",  "ge",      "and",     "or", "xor"};
+    for (size_t t = 0; t < sizeof dts / sizeof dts[0]; t++)
+        for (size_t f = 0; f < sizeof bin / sizeof bin[0]; f++) {
+            if (dts[t] == EM_BOOL && f < 5) continue; /* bool arithmetic promotes */
+            em_scope_begin();
+            em_tensor *ca, *da, *cb, *db;
+            double lo = dts[t] == EM_BOOL ? 0 : dts[t] == EM_U8 ? 0 : -120;
+            double hi = dts[t] == EM_BOOL ? 2 : 120;
+            mk(EM_SHAPE(37, 29), (int)(f % 3), dts[t], lo, hi, &ca, &da);
+            mk(EM_SHAPE(29), 0, dts[t], lo, hi, &cb, &db);
+            char what[64];
+            snprintf(what, sizeof what, "%s %s", names[f], em_dtype_name(dts[t]));
+            compare(what, bin[f](da, db), bin[f](ca, cb), 0, 0);
+            em_scope_end();
+        }
+    em_scope_begin();
+    em_tensor *cx, *dx, *cm, *dm, *cy, *dy;
+    mk(EM_SHAPE(5, 300), 1, EM_I64, -1000, 1000, &cx, &dx);
+    mk(EM_SHAPE(5, 300), 0, EM_I64, -1000, 1000, &cy, &dy);
+    mk(EM_SHAPE(300), 0, EM_BOOL, 0, 2, &cm, &dm);
+    compare("masked_fill i64", em_masked_fill(dx, dm, -7), em_masked_fill(cx, cm, -7), 0, 0);
+    compare("where i64", em_where(dm, dx, dy), em_where(cm, cx, cy), 0, 0);
+    em_tensor *cf, *df, *cg, *dg;
+    mk(EM_SHAPE(5, 300), 0, EM_F32, -1, 1, &cf, &df);
+    mk(EM_SHAPE(5, 300), 2, EM_F32, -1, 1, &cg, &dg);
+    compare("logical_or f32", em_logical_or(df, em_relu(dg)), em_logical_or(cf, em_relu(cg)), 0, 0);
+    em_scope_end();
+}
+
 /* Random numbers: the device reads the CPU's Philox stream, so the same seed gives the same
  * values (normals to within an ulp of double before rounding). */
 static void test_random(void)
@@ -802,6 +840,7 @@ int main(void)
     test_max_pool();
     test_conv();
     test_random();
+    test_int_ops();
     test_pool_and_cache();
     test_errors();
     em_device_sync(dev);

@@ -134,6 +134,43 @@ static bool layer_norm_ok(const em_op *op)
     return len <= ROW_MAX;
 }
 
+static bool is_int(em_dtype dt)
+{
+    return dt == EM_I64 || dt == EM_I32 || dt == EM_I16 || dt == EM_I8 || dt == EM_U8 ||
+           dt == EM_BOOL;
+}
+
+static bool is_logical(em_op_kind k)
+{
+    return k == EM_OP_LOGICAL_AND || k == EM_OP_LOGICAL_OR || k == EM_OP_LOGICAL_XOR;
+}
+
+/* The integer/bool kernels of kernels/intops.cu: comparisons and logical ops (-> bool) and the
+ * wrapping add/sub/mul/minimum/maximum, both inputs of one integer dtype; logical ops on floats. */
+static bool int_kernel_ok(const em_op *op)
+{
+    em_op_kind k = op->kind;
+    if (op->n_in != 2 || op->in[0]->dtype != op->in[1]->dtype) return false;
+    em_dtype a = op->in[0]->dtype, o = op->out[0]->dtype;
+    if (is_logical(k)) return o == EM_BOOL && (is_int(a) || is_f(a));
+    if (!is_int(a)) return false;
+    if (is_compare(k)) return o == EM_BOOL;
+    return (k == EM_OP_ADD || k == EM_OP_SUB || k == EM_OP_MUL || k == EM_OP_MINIMUM ||
+            k == EM_OP_MAXIMUM) &&
+           o == a && a != EM_BOOL;
+}
+
+static const char *int_suffix(em_dtype dt)
+{
+    switch (dt) {
+    case EM_I64: return "i64";
+    case EM_I32: return "i32";
+    case EM_I16: return "i16";
+    case EM_I8: return "i8";
+    default: return "u8"; /* u8 and bool */
+    }
+}
+
 /* A *_scalar form (ops_binary.c): i[0] names the rank-0 f64 scalar input (1 or 2); the other is
  * a contiguous f32/f64 tensor of the output's dtype. */
 static bool scalar_form(const em_op *op)
@@ -158,6 +195,7 @@ static bool be_supports(const em_op *op)
     if (is_unary(k))
         return op->n_in == 1 && is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype;
     if (is_binary(k) && scalar_form(op)) return true;
+    if ((is_binary(k) || is_compare(k) || is_logical(k)) && int_kernel_ok(op)) return true;
     if (is_binary(k) || is_compare(k)) {
         if (op->n_in != 2) return false;
         em_dtype a = op->in[0]->dtype;
@@ -166,10 +204,11 @@ static bool be_supports(const em_op *op)
     }
     em_dtype o = op->out[0]->dtype;
     if (k == EM_OP_WHERE)
-        return op->n_in == 3 && op->in[0]->dtype == EM_BOOL && is_f(o) && op->in[1]->dtype == o &&
-               op->in[2]->dtype == o;
+        return op->n_in == 3 && op->in[0]->dtype == EM_BOOL && plain_size(o) &&
+               op->in[1]->dtype == o && op->in[2]->dtype == o;
     if (k == EM_OP_MASKED_FILL)
-        return op->n_in == 2 && is_f(o) && op->in[0]->dtype == o && op->in[1]->dtype == EM_BOOL;
+        return op->n_in == 2 && plain_size(o) && op->in[0]->dtype == o &&
+               op->in[1]->dtype == EM_BOOL;
     if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MATMUL)
         return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
@@ -340,13 +379,55 @@ static void fill_bidx(const em_op *op, bidx_arg *b)
     }
 }
 
-/* The broadcast/strided kernels: unary, binary, compare, WHERE, MASKED_FILL, CLAMP. */
-static em_status run_indexed(const em_op *op, int dev, const char *what)
+/* Integer/bool ops, logical ops, and WHERE / MASKED_FILL of dtypes other than f32/f64. */
+static em_status run_indexed_bytes(const em_op *op, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
     bidx_arg b;
     fill_bidx(op, &b);
     em_op_kind k = op->kind;
+    long long n = tn_numel(o);
+    void *y = tn_ptr(o), *x0 = tn_ptr(op->in[0]), *x1 = tn_ptr(op->in[1]);
+    char name[40];
+    if (k == EM_OP_WHERE || k == EM_OP_MASKED_FILL) {
+        const char *sz = size_suffix(em_dtype_size(o->dtype));
+        snprintf(name, sizeof name, "em_%s_s%s", k == EM_OP_WHERE ? "where" : "mfill", sz);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        if (k == EM_OP_WHERE) {
+            void *x2 = tn_ptr(op->in[2]);
+            void *params[] = {&x0, &x1, &x2, &y, &n, &b};
+            return cuda_launch(dev, f, n, params, what);
+        }
+        unsigned char pat[8] = {0};
+        cpu_set_f64(pat, o->dtype, op->f[0]); /* the CPU's conversion of the fill value */
+        unsigned long long pattern = 0;
+        memcpy(&pattern, pat, em_dtype_size(o->dtype));
+        void *params[] = {&x0, &x1, &y, &n, &pattern, &b};
+        return cuda_launch(dev, f, n, params, what);
+    }
+    em_dtype a = op->in[0]->dtype;
+    if (is_f(a))
+        snprintf(name, sizeof name, "em_logical_b_%s", short_name(a));
+    else
+        snprintf(name, sizeof name, "em_int_b_%s", int_suffix(a));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int kind = (int)k;
+    void *params[] = {&kind, &x0, &x1, &y, &n, &b};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+/* The broadcast/strided kernels: unary, binary, compare, WHERE, MASKED_FILL, CLAMP. */
+static em_status run_indexed(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    em_op_kind k = op->kind;
+    if (is_logical(k) || ((is_binary(k) || is_compare(k)) && is_int(op->in[0]->dtype)) ||
+        ((k == EM_OP_WHERE || k == EM_OP_MASKED_FILL) && !is_f(o->dtype)))
+        return run_indexed_bytes(op, dev, what);
+    bidx_arg b;
+    fill_bidx(op, &b);
     const char *fam = is_unary(k)        ? "unary_b"
                       : is_binary(k)     ? "binary_b"
                       : is_compare(k)    ? "compare_b"
@@ -693,8 +774,8 @@ static em_status run_elementwise(const em_op *op, int dev, const char *what)
     if (is_binary(op->kind) && scalar_form(op) && op->in[0]->dtype != op->in[1]->dtype)
         return run_binary_scalar(op, dev, what);
     const em_tensor *o = op->out[0];
-    bool fast =
-        (is_unary(op->kind) || is_binary(op->kind) || is_compare(op->kind)) && tn_is_contiguous(o);
+    bool fast = (is_unary(op->kind) || is_binary(op->kind) || is_compare(op->kind)) &&
+                is_f(op->in[0]->dtype) && tn_is_contiguous(o);
     for (int i = 0; i < op->n_in && fast; i++)
         fast = same_shape(op->in[i], o) && tn_is_contiguous(op->in[i]);
     if (!fast) return run_indexed(op, dev, what);

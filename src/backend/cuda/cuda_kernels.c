@@ -361,6 +361,7 @@ static char *build_source(void)
     CUDA_UNARY_OPS(DEF_OP)
     CUDA_BINARY_OPS(DEF_OP)
     CUDA_COMPARE_OPS(DEF_OP)
+    CUDA_LOGICAL_OPS(DEF_OP)
     CUDA_REDUCE_OPS(DEF_OP)
 #undef DEF_OP
     memcpy(s + len, kernel_body, sizeof kernel_body - 1);
