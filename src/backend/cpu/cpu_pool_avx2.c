@@ -1,0 +1,271 @@
+/* AVX2 pieces of the f32 max-pool fast path (cpu_pool_fast.c): 8 output columns at a time for
+ * inputs with contiguous rows and stride-1 windows, 8 channels x 8 columns at a time (transposed
+ * in registers into the NCHW output) for channels-last inputs. With indices, each tap blends the
+ * value and a 32-bit in-plane index where v > best or v is NaN, after the first valid tap
+ * initialises (planes are below 2^30 elements). Without indices (g->idx == NULL) each tap is a
+ * plain max plus a NaN flag; a vector that met a NaN is redone by cpu_maxpool_one, so values
+ * match the indexed kernels bit for bit. */
+#include <immintrin.h>
+
+#include "cpu_pool_fast.h"
+
+/* One output (oh, ow) of plane p, scalar: the value, and its in-plane index in *bi. */
+static float scalar_at(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
+                       int64_t *bi)
+{
+    int64_t iw0 = ow * g->sw - g->pw;
+    float best = -INFINITY;
+    *bi = -1;
+    for (int64_t a = 0; a < g->kh; a++) {
+        int64_t ih = ih0 + a * g->dh;
+        if (ih < 0 || ih >= g->H) continue;
+        for (int64_t b = 0; b < g->kw; b++) {
+            int64_t iw = iw0 + b * g->dw;
+            if (iw < 0 || iw >= g->W) continue;
+            float v = p[ih * g->x_sh + iw * g->x_sw];
+            if (*bi < 0 || v > best || isnan(v)) {
+                best = v;
+                *bi = ih * g->W + iw;
+            }
+        }
+    }
+    return best;
+}
+
+/* Values-only vector of 8 outputs from column ow: rows[a] + ow - pw are the window rows. */
+static inline __m256 vec_values(const cpu_maxpool_geom *g, const float *const *rows, int nvalid,
+                                int64_t ow, __m256 *nan_out)
+{
+    __m256 best = _mm256_loadu_ps(rows[0] + (ow - g->pw));
+    __m256 nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+    for (int a = 0; a < nvalid; a++) {
+        const float *row = rows[a] + (ow - g->pw);
+        for (int64_t b = a == 0; b < g->kw; b++) {
+            __m256 v = _mm256_loadu_ps(row + b * g->dw);
+            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            best = _mm256_max_ps(best, v);
+        }
+    }
+    *nan_out = nan;
+    return best;
+}
+
+/* Indexed vector of 8 outputs from column ow; 32-bit indices relative to column ow - pw. */
+static inline __m256 vec_indexed(const cpu_maxpool_geom *g, const float *const *rows,
+                                 const int64_t *lins, int nvalid, int64_t ow, __m256i *bidx_out)
+{
+    __m256 best = _mm256_setzero_ps();
+    __m256i bidx = _mm256_setzero_si256();
+    for (int a = 0; a < nvalid; a++) {
+        const float *row = rows[a] + (ow - g->pw);
+        for (int64_t b = 0; b < g->kw; b++) {
+            __m256 v = _mm256_loadu_ps(row + b * g->dw);
+            __m256i lin = _mm256_set1_epi32((int)(lins[a] + b * g->dw));
+            if (a == 0 && b == 0) {
+                best = v;
+                bidx = lin;
+                continue;
+            }
+            __m256 m =
+                _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            best = _mm256_blendv_ps(best, v, m);
+            bidx = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(bidx), _mm256_castsi256_ps(lin), m));
+        }
+    }
+    *bidx_out = bidx;
+    return best;
+}
+
+/* rows [r0, r1) of N*C*OH output rows; x_sw == 1, sw == 1. The interior columns (whole window
+ * inside the row) go 8 at a time, the last vector overlapping the one before it; borders are
+ * scalar. */
+void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
+{
+    int64_t lo = g->pw, hi = g->W - 1 + g->pw - (g->kw - 1) * g->dw; /* interior: ow in [lo, hi] */
+    if (hi > g->OW - 1) hi = g->OW - 1;
+    const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t oh = r % g->OH, pl = r / g->OH, n = pl / g->C, c = pl % g->C;
+        const float *p = g->x + n * g->x_sn + c * g->x_sc;
+        int64_t ob = r * g->OW;
+        float *vo = g->out + ob;
+        int64_t *io = g->idx ? g->idx + ob : NULL;
+        int64_t ih0 = oh * g->sh - g->ph;
+        const float *rows[64];
+        int64_t lins[64];
+        int nvalid = 0;
+        bool fits = true; /* windows of more than 64 valid rows go through the scalar path */
+        for (int64_t a = 0; a < g->kh && fits; a++) {
+            int64_t ih = ih0 + a * g->dh;
+            if (ih < 0 || ih >= g->H) continue;
+            if (nvalid == 64) {
+                fits = false;
+                break;
+            }
+            rows[nvalid] = p + ih * g->x_sh;
+            lins[nvalid++] = ih * g->W;
+        }
+        int64_t ow = 0, bi;
+        for (; ow < lo && ow < g->OW; ow++) {
+            vo[ow] = scalar_at(g, p, ih0, ow, &bi);
+            if (io) io[ow] = bi;
+        }
+        if (nvalid > 0 && fits && hi + 1 - lo >= 8) {
+            for (int64_t next = lo; next <= hi;) {
+                ow = next + 8 <= hi + 1 ? next : hi + 1 - 8; /* the last vector overlaps */
+                next = ow + 8;
+                if (!io) {
+                    __m256 nan, best = vec_values(g, rows, nvalid, ow, &nan);
+                    _mm256_storeu_ps(vo + ow, best);
+                    if (_mm256_movemask_ps(nan))
+                        for (int64_t j = 0; j < 8; j++)
+                            vo[ow + j] = scalar_at(g, p, ih0, ow + j, &bi);
+                    continue;
+                }
+                __m256i bidx;
+                _mm256_storeu_ps(vo + ow, vec_indexed(g, rows, lins, nvalid, ow, &bidx));
+                __m256i base = _mm256_add_epi64(lane, _mm256_set1_epi64x(ow - g->pw));
+                __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bidx));
+                __m256i i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bidx, 1));
+                _mm256_storeu_si256((__m256i *)(io + ow), _mm256_add_epi64(i0, base));
+                _mm256_storeu_si256(
+                    (__m256i *)(io + ow + 4),
+                    _mm256_add_epi64(i1, _mm256_add_epi64(base, _mm256_set1_epi64x(4))));
+            }
+            ow = hi + 1;
+        }
+        for (; ow < g->OW; ow++) {
+            vo[ow] = scalar_at(g, p, ih0, ow, &bi);
+            if (io) io[ow] = bi;
+        }
+    }
+}
+
+/* In-register transpose of an 8x8 block of f32 (rows r[0..7] become columns). */
+static inline void transpose8(__m256 r[8])
+{
+    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* One channel vector (8 channels from c0, cnt of them live) of output (oh, ow): values in *best,
+ * 32-bit in-plane indices in *bidx when idx is set; returns the NaN mask of the values path. */
+static inline __m256 cl_window(const cpu_maxpool_geom *g, const float *p, __m256i cm, int64_t ih0,
+                               int64_t ow, bool idx, __m256 *best_out, __m256i *bidx_out)
+{
+    int64_t iw0 = ow * g->sw - g->pw;
+    __m256 best = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
+    __m256i bidx = _mm256_set1_epi32(-1);
+    bool first = true;
+    for (int64_t a = 0; a < g->kh; a++) {
+        int64_t ih = ih0 + a * g->dh;
+        if (ih < 0 || ih >= g->H) continue;
+        for (int64_t b = 0; b < g->kw; b++) {
+            int64_t iw = iw0 + b * g->dw;
+            if (iw < 0 || iw >= g->W) continue;
+            __m256 v = _mm256_maskload_ps(p + ih * g->x_sh + iw * g->x_sw, cm);
+            if (first) {
+                best = v;
+                nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
+                if (idx) bidx = _mm256_set1_epi32((int)(ih * g->W + iw));
+                first = false;
+                continue;
+            }
+            if (!idx) {
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                best = _mm256_max_ps(best, v);
+                continue;
+            }
+            __m256i lin = _mm256_set1_epi32((int)(ih * g->W + iw));
+            __m256 m =
+                _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+            best = _mm256_blendv_ps(best, v, m);
+            bidx = _mm256_castps_si256(
+                _mm256_blendv_ps(_mm256_castsi256_ps(bidx), _mm256_castsi256_ps(lin), m));
+        }
+    }
+    *best_out = best;
+    *bidx_out = bidx;
+    return nan;
+}
+
+/* units [u0, u1) of N*OH output rows of a channels-last input (x_sc == 1): for each block of 8
+ * columns and 8 channels, 8 channel vectors are computed, transposed and stored as 8 runs of 8
+ * columns in 8 output planes. */
+void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
+{
+    int64_t plane = g->OH * g->OW;
+    bool with_idx = g->idx != NULL;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t oh = u % g->OH, n = u / g->OH;
+        int64_t ih0 = oh * g->sh - g->ph;
+        for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8) {
+            int64_t nw = g->OW - ow0 < 8 ? g->OW - ow0 : 8;
+            for (int64_t c0 = 0; c0 < g->C; c0 += 8) {
+                int64_t cnt = g->C - c0 < 8 ? g->C - c0 : 8;
+                __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt),
+                                                _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+                const float *p = g->x + n * g->x_sn + c0;
+                __m256 vals[8], ids[8];
+                int nanmask = 0;
+                for (int64_t j = 0; j < 8; j++) {
+                    __m256i bi;
+                    if (j >= nw) {
+                        vals[j] = _mm256_setzero_ps();
+                        ids[j] = _mm256_setzero_ps();
+                        continue;
+                    }
+                    __m256 nan = cl_window(g, p, cm, ih0, ow0 + j, with_idx, &vals[j], &bi);
+                    ids[j] = _mm256_castsi256_ps(bi);
+                    if (!with_idx && _mm256_movemask_ps(nan)) nanmask |= 1 << j;
+                }
+                transpose8(vals);
+                float *out = g->out + (n * g->C + c0) * plane + oh * g->OW + ow0;
+                if (with_idx) transpose8(ids);
+                for (int64_t l = 0; l < cnt; l++) {
+                    float *o = out + l * plane;
+                    if (nw == 8) {
+                        _mm256_storeu_ps(o, vals[l]);
+                    } else {
+                        float t[8];
+                        _mm256_storeu_ps(t, vals[l]);
+                        for (int64_t j = 0; j < nw; j++) o[j] = t[j];
+                    }
+                    if (!with_idx) continue;
+                    int64_t *io = g->idx + (n * g->C + c0 + l) * plane + oh * g->OW + ow0;
+                    __m256i iv = _mm256_castps_si256(ids[l]);
+                    __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(iv));
+                    __m256i i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(iv, 1));
+                    if (nw == 8) {
+                        _mm256_storeu_si256((__m256i *)io, i0);
+                        _mm256_storeu_si256((__m256i *)(io + 4), i1);
+                    } else {
+                        int64_t t[8];
+                        _mm256_storeu_si256((__m256i *)t, i0);
+                        _mm256_storeu_si256((__m256i *)(t + 4), i1);
+                        for (int64_t j = 0; j < nw; j++) io[j] = t[j];
+                    }
+                }
+                for (int64_t j = 0; nanmask && j < nw; j++)
+                    if (nanmask >> j & 1)
+                        for (int64_t l = 0; l < cnt; l++)
+                            cpu_maxpool_one(g, n, c0 + l, oh, ow0 + j);
+            }
+        }
+    }
+}
