@@ -117,6 +117,10 @@ int main(void)
         {2, 8, 6, 19, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true},    /* exactly 8 channels */
         {1, 9, 13, 33, {5, 3}, {2, 1}, {2, 1}, {2, 3}, true},   /* 8 + 1 channels, dilated */
         {1, 3, 70, 5, {67, 1}, {1, 1}, {0, 0}, {1, 1}, false},  /* over 64 window rows */
+        {2, 5, 28, 28, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  /* 2x2 stride 2, 14 columns */
+        {1, 3, 15, 15, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},   /* stride 2, ceil border */
+        {1, 2, 9, 53, {3, 3}, {2, 2}, {1, 1}, {1, 2}, false},   /* stride 2, dilated, padded */
+        {1, 2, 4, 35, {3, 2}, {1, 2}, {1, 0}, {1, 1}, false},   /* stride 2 rows reach the end */
     };
     int ncases = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < ncases; i++)

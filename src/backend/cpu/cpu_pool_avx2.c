@@ -32,40 +32,56 @@ static float scalar_at(const cpu_maxpool_geom *g, const float *p, int64_t ih0, i
     return best;
 }
 
-/* Values-only vector of 8 outputs from column ow: rows[a] + ow - pw are the window rows. */
-static inline __m256 vec_values(const cpu_maxpool_geom *g, const float *const *rows, int nvalid,
-                                int64_t ow, __m256 *nan_out)
+/* Lanes [0, n) set, for masked loads and stores (n clamped to [0, 8]). */
+static inline __m256i lanes_below(int64_t n)
 {
-    __m256 best = _mm256_loadu_ps(rows[0] + (ow - g->pw));
-    __m256 nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
-    for (int a = 0; a < nvalid; a++) {
-        const float *row = rows[a] + (ow - g->pw);
-        for (int64_t b = a == 0; b < g->kw; b++) {
-            __m256 v = _mm256_loadu_ps(row + b * g->dw);
-            nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-            best = _mm256_max_ps(best, v);
-        }
-    }
-    *nan_out = nan;
-    return best;
+    int k = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
 }
 
-/* Indexed vector of 8 outputs from column ow; 32-bit indices relative to column ow - pw. */
-static inline __m256 vec_indexed(const cpu_maxpool_geom *g, const float *const *rows,
-                                 const int64_t *lins, int nvalid, int64_t ow, __m256i *bidx_out)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Elements q[0], q[s], ..., q[7 s] for s = 1 or 2, reading q[0 .. 8 s) when full, else only
+ * q[0 .. avail). Lanes of a stride-2 load come in the order 0 1 4 5 2 3 6 7 (max and blends
+ * are lane-wise, so one permute at the end restores the order). */
+static ALWAYS_INLINE __m256 load_cols(const float *q, int64_t sw, bool full, int64_t avail)
 {
-    __m256 best = _mm256_setzero_ps();
-    __m256i bidx = _mm256_setzero_si256();
+    if (sw == 1) return full ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, lanes_below(avail));
+    __m256 a, b;
+    if (full) {
+        a = _mm256_loadu_ps(q);
+        b = _mm256_loadu_ps(q + 8);
+    } else {
+        a = _mm256_maskload_ps(q, lanes_below(avail));
+        b = _mm256_maskload_ps(q + 8, lanes_below(avail - 8));
+    }
+    return _mm256_shuffle_ps(a, b, 0x88);
+}
+
+/* Up to 8 outputs (ow .. ow+cnt-1) of one row whose windows lie inside the row: rows[a] are
+ * the nvalid window rows of the plane p, lins[a] their in-plane offsets. sw (1 or 2), full
+ * (8 outputs whose loads stay inside the row) and io (NULL: values only) are constants at
+ * each call, so every variant compiles to its own loop. */
+static ALWAYS_INLINE void row_vec(const cpu_maxpool_geom *g, const float *p, int64_t ih0,
+                                  const float *const *rows, const int64_t *lins, int nvalid,
+                                  int64_t ow, int64_t cnt, float *vo, int64_t *io, int64_t sw,
+                                  bool full)
+{
+    int64_t c0 = ow * sw - g->pw; /* first input column of lane 0 */
+    __m256 best = load_cols(rows[0] + c0, sw, full, g->W - c0);
+    __m256 nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+    __m256i bidx = _mm256_set1_epi32((int)lins[0]);
     for (int a = 0; a < nvalid; a++) {
-        const float *row = rows[a] + (ow - g->pw);
-        for (int64_t b = 0; b < g->kw; b++) {
-            __m256 v = _mm256_loadu_ps(row + b * g->dw);
-            __m256i lin = _mm256_set1_epi32((int)(lins[a] + b * g->dw));
-            if (a == 0 && b == 0) {
-                best = v;
-                bidx = lin;
+        const float *row = rows[a] + c0;
+        for (int64_t b = a == 0; b < g->kw; b++) {
+            int64_t off = b * g->dw; /* lanes past cnt may read on to the row's end */
+            __m256 v = load_cols(row + off, sw, full, g->W - c0 - off);
+            if (!io) {
+                nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+                best = _mm256_max_ps(best, v);
                 continue;
             }
+            __m256i lin = _mm256_set1_epi32((int)(lins[a] + off));
             __m256 m =
                 _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
             best = _mm256_blendv_ps(best, v, m);
@@ -73,18 +89,66 @@ static inline __m256 vec_indexed(const cpu_maxpool_geom *g, const float *const *
                 _mm256_blendv_ps(_mm256_castsi256_ps(bidx), _mm256_castsi256_ps(lin), m));
         }
     }
-    *bidx_out = bidx;
-    return best;
+    if (sw == 2) {
+        best = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(best), 0xD8));
+        if (!io) nan = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(nan), 0xD8));
+        if (io) bidx = _mm256_permute4x64_epi64(bidx, 0xD8);
+    }
+    if (cnt == 8)
+        _mm256_storeu_ps(vo + ow, best);
+    else
+        _mm256_maskstore_ps(vo + ow, lanes_below(cnt), best);
+    if (!io) {
+        int nm = _mm256_movemask_ps(nan) & ((1 << cnt) - 1);
+        for (int64_t j = 0; nm && j < cnt; j++) {
+            int64_t bi;
+            if (nm >> j & 1) vo[ow + j] = scalar_at(g, p, ih0, ow + j, &bi);
+        }
+        return;
+    }
+    /* index = in-plane offset of the tap + column of the lane's window start */
+    __m256i col = _mm256_add_epi32(
+        _mm256_set1_epi32((int)c0),
+        _mm256_mullo_epi32(_mm256_set1_epi32((int)sw), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0)));
+    bidx = _mm256_add_epi32(bidx, col);
+    __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bidx));
+    __m256i i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bidx, 1));
+    if (cnt == 8) {
+        _mm256_storeu_si256((__m256i *)(io + ow), i0);
+        _mm256_storeu_si256((__m256i *)(io + ow + 4), i1);
+    } else {
+        int64_t t[8];
+        _mm256_storeu_si256((__m256i *)t, i0);
+        _mm256_storeu_si256((__m256i *)(t + 4), i1);
+        for (int64_t j = 0; j < cnt; j++) io[ow + j] = t[j];
+    }
 }
 
-/* rows [r0, r1) of N*C*OH output rows; x_sw == 1, sw == 1. The interior columns (whole window
- * inside the row) go 8 at a time, the last vector overlapping the one before it; borders are
- * scalar. */
+/* The interior outputs [ow, hi] of one row, 8 at a time (the loads of the last vectors
+ * masked), for a constant stride sw and values-only or indexed. */
+static ALWAYS_INLINE void row_interior(const cpu_maxpool_geom *g, const float *p, int64_t ih0,
+                                       const float *const *rows, const int64_t *lins, int nvalid,
+                                       int64_t ow, int64_t hi, float *vo, int64_t *io, int64_t sw)
+{
+    /* full vectors: the last tap's 8 sw floats from c0 + (kw-1) dw stay inside the row */
+    int64_t span = (g->kw - 1) * g->dw + 8 * sw;
+    for (; ow + 8 <= hi + 1 && ow * sw - g->pw + span <= g->W; ow += 8)
+        row_vec(g, p, ih0, rows, lins, nvalid, ow, 8, vo, io, sw, true);
+    for (; ow <= hi; ow += 8) {
+        int64_t cnt = hi + 1 - ow < 8 ? hi + 1 - ow : 8;
+        row_vec(g, p, ih0, rows, lins, nvalid, ow, cnt, vo, io, sw, false);
+    }
+}
+
+/* rows [r0, r1) of N*C*OH output rows; x_sw == 1, sw == 1 or 2. The interior columns (whole
+ * window inside the row) go 8 at a time, the last vector masked; borders are scalar. */
 void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
 {
-    int64_t lo = g->pw, hi = g->W - 1 + g->pw - (g->kw - 1) * g->dw; /* interior: ow in [lo, hi] */
+    /* interior: ow in [lo, hi] */
+    int64_t lo = (g->pw + g->sw - 1) / g->sw;
+    int64_t last = g->W - 1 + g->pw - (g->kw - 1) * g->dw; /* last window start, + pw */
+    int64_t hi = last < 0 ? -1 : last / g->sw;
     if (hi > g->OW - 1) hi = g->OW - 1;
-    const __m256i lane = _mm256_set_epi64x(3, 2, 1, 0);
     for (int64_t r = r0; r < r1; r++) {
         int64_t oh = r % g->OH, pl = r / g->OH, n = pl / g->C, c = pl % g->C;
         const float *p = g->x + n * g->x_sn + c * g->x_sc;
@@ -111,28 +175,15 @@ void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
             vo[ow] = scalar_at(g, p, ih0, ow, &bi);
             if (io) io[ow] = bi;
         }
-        if (nvalid > 0 && fits && hi + 1 - lo >= 8) {
-            for (int64_t next = lo; next <= hi;) {
-                ow = next + 8 <= hi + 1 ? next : hi + 1 - 8; /* the last vector overlaps */
-                next = ow + 8;
-                if (!io) {
-                    __m256 nan, best = vec_values(g, rows, nvalid, ow, &nan);
-                    _mm256_storeu_ps(vo + ow, best);
-                    if (_mm256_movemask_ps(nan))
-                        for (int64_t j = 0; j < 8; j++)
-                            vo[ow + j] = scalar_at(g, p, ih0, ow + j, &bi);
-                    continue;
-                }
-                __m256i bidx;
-                _mm256_storeu_ps(vo + ow, vec_indexed(g, rows, lins, nvalid, ow, &bidx));
-                __m256i base = _mm256_add_epi64(lane, _mm256_set1_epi64x(ow - g->pw));
-                __m256i i0 = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(bidx));
-                __m256i i1 = _mm256_cvtepi32_epi64(_mm256_extracti128_si256(bidx, 1));
-                _mm256_storeu_si256((__m256i *)(io + ow), _mm256_add_epi64(i0, base));
-                _mm256_storeu_si256(
-                    (__m256i *)(io + ow + 4),
-                    _mm256_add_epi64(i1, _mm256_add_epi64(base, _mm256_set1_epi64x(4))));
-            }
+        if (nvalid > 0 && fits && ow <= hi) {
+            if (g->sw == 1 && !io)
+                row_interior(g, p, ih0, rows, lins, nvalid, ow, hi, vo, NULL, 1);
+            else if (g->sw == 1)
+                row_interior(g, p, ih0, rows, lins, nvalid, ow, hi, vo, io, 1);
+            else if (!io)
+                row_interior(g, p, ih0, rows, lins, nvalid, ow, hi, vo, NULL, 2);
+            else
+                row_interior(g, p, ih0, rows, lins, nvalid, ow, hi, vo, io, 2);
             ow = hi + 1;
         }
         for (; ow < g->OW; ow++) {
