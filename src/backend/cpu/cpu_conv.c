@@ -6,7 +6,9 @@
 #include "cpu_cache.h"
 #include "cpu_gemm.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* im2col scratch alive at once is kept under this many bytes (the batch goes in pieces). */
 #define COL_BUDGET ((int64_t)256 << 20)
@@ -363,6 +365,161 @@ static void conv_item(const conv_job *j, int64_t n)
     }
 }
 
+/* ---- f32 2-D convolution with im2col written straight into the GEMM's packed panels ------
+ * The weights of every group are packed once per op into the micro-kernel's A panels (MR rows
+ * per k, zero padded); for each block of output positions and each block of KC reduction
+ * rows, the im2col rows are built in a small L1-resident buffer and scattered as the B panels
+ * (NR positions per k), then the register kernel accumulates into the output, which starts as
+ * the bias. Work units are (item, block of output positions); every output element sums the
+ * same K blocks in the same order whatever the thread count. */
+
+typedef struct fused_conv {
+    const conv_job *j;
+    const cpu_gemm_kernels *k;
+    int64_t mr, nr, kc, nc; /* register tile, K block, block of output positions */
+    int64_t mp;             /* cog rounded up to mr */
+    const float *ap;        /* packed weights: per group mp * K floats, K blocks in order */
+    int64_t nblocks;        /* blocks of output positions per item */
+    atomic_bool failed;     /* a task found no memory for its panels */
+} fused_conv;
+
+/* The kernel set cpu_sgemm would use, when it has register kernels (NULL for portable). */
+static const cpu_gemm_kernels *fused_kernels(void)
+{
+    const char *name = cpu_gemm_kernel_name();
+    if (!strcmp(name, "avx512")) return &cpu_gemm_kernels_avx512;
+    if (!strcmp(name, "avx2")) return &cpu_gemm_kernels_avx2;
+    return NULL;
+}
+
+/* Row kk of one item's im2col matrix (2-D windows) over output positions [j0, j0 + n): t[i]
+ * is the image value under tap kk of position j0 + i, or 0 in the padding. */
+static void col_row(const geo *g, const float *img, int64_t kk, int64_t j0, int64_t n, float *t)
+{
+    int64_t c = kk / g->k_n, tap = kk % g->k_n, a = tap / g->k[2], e = tap % g->k[2];
+    const float *src = img + c * g->in_n;
+    int64_t OW = g->out[2], W = g->in[2], s2 = g->s[2], off2 = e * g->d[2] - g->p[2];
+    int64_t lo, hi;
+    valid_range(W, OW, s2, g->p[2], e * g->d[2], &lo, &hi);
+    int64_t oh = j0 / OW, ow = j0 % OW;
+    for (int64_t i = 0; i < n; oh++, ow = 0) {
+        int64_t run = OW - ow < n - i ? OW - ow : n - i, end = ow + run;
+        int64_t ih = oh * g->s[1] - g->p[1] + a * g->d[1];
+        float *d = t + i - ow; /* d[o] is output column o of this row */
+        i += run;
+        if (ih < 0 || ih >= g->in[1] || lo >= hi) {
+            for (int64_t o = ow; o < end; o++) d[o] = 0;
+            continue;
+        }
+        int64_t vlo = lo > ow ? lo : ow, vhi = hi < end ? hi : end;
+        for (int64_t o = ow; o < vlo && o < end; o++) d[o] = 0;
+        const float *sr = src + ih * W;
+        if (s2 == 1) {
+            if (vhi > vlo) memcpy(d + vlo, sr + vlo + off2, (size_t)(vhi - vlo) * sizeof(float));
+        } else {
+            for (int64_t o = vlo; o < vhi; o++) d[o] = sr[o * s2 + off2];
+        }
+        for (int64_t o = vhi > vlo ? vhi : vlo; o < end; o++) d[o] = 0;
+    }
+}
+
+/* Units [u0, u1) of items x blocks of output positions; buf holds kc * nc + nc floats. */
+static void fused_units(const fused_conv *f, int64_t u0, int64_t u1, float *buf)
+{
+    const conv_job *j = f->j;
+    const geo *g = &j->g;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, K = cig * g->k_n;
+    int64_t mr = f->mr, nr = f->nr, kc = f->kc;
+    float *bp = buf, *tmp = buf + kc * f->nc;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t n = u / f->nblocks, j0 = (u % f->nblocks) * f->nc;
+        int64_t ncb = j->y_n - j0 < f->nc ? j->y_n - j0 : f->nc;
+        int64_t npan = (ncb + nr - 1) / nr;
+        const float *xs = (const float *)j->x + n * j->cin * j->x_n;
+        float *ys = (float *)j->y + n * j->cout * j->y_n;
+        for (int64_t gi = 0; gi < j->groups; gi++) {
+            const float *xg = xs + gi * cig * j->x_n;
+            float *yg = ys + gi * cog * j->y_n + j0;
+            for (int64_t co = 0; co < cog; co++) {
+                float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
+                for (int64_t i = 0; i < ncb; i++) yg[co * j->y_n + i] = v;
+            }
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                int64_t kcb = K - k0 < kc ? K - k0 : kc;
+                /* B panels: panel p holds positions p*nr .. p*nr+nr-1, nr floats per k */
+                for (int64_t k = 0; k < kcb; k++) {
+                    col_row(g, xg, k0 + k, j0, ncb, tmp);
+                    for (int64_t i = ncb; i < npan * nr; i++) tmp[i] = 0;
+                    float *dst = bp + k * nr;
+                    if (nr == 16) /* a fixed-size copy compiles to a few vector moves */
+                        for (int64_t pn = 0; pn < npan; pn++)
+                            memcpy(dst + pn * kcb * 16, tmp + pn * 16, 16 * sizeof(float));
+                    else
+                        for (int64_t pn = 0; pn < npan; pn++)
+                            memcpy(dst + pn * kcb * nr, tmp + pn * nr, (size_t)nr * sizeof(float));
+                }
+                const float *ap = f->ap + gi * f->mp * K + k0 * f->mp;
+                for (int64_t pn = 0; pn < npan; pn++) {
+                    int nrr = (int)(ncb - pn * nr < nr ? ncb - pn * nr : nr);
+                    for (int64_t i0 = 0; i0 < cog; i0 += mr) {
+                        int mrr = (int)(cog - i0 < mr ? cog - i0 : mr);
+                        f->k->s_ukr(kcb, ap + i0 * kcb, bp + pn * kcb * nr,
+                                    yg + i0 * j->y_n + pn * nr, j->y_n, 1.0f, 1.0f, mrr, nrr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void fused_range(void *ctx, int64_t u0, int64_t u1)
+{
+    fused_conv *f = ctx;
+    /* malloc, not em_alloc: per-task scratch, like the GEMM's own packing buffers */
+    float *buf = malloc((size_t)(f->kc * f->nc + f->nc) * sizeof(float));
+    if (!buf) {
+        atomic_store(&f->failed, true);
+        return;
+    }
+    fused_units(f, u0, u1, buf);
+    free(buf);
+}
+
+/* Runs an f32 2-D forward convolution through the packed path: 1 when done, 0 when the path
+ * does not apply (nothing written), -1 when memory ran out. */
+static int conv_fused(const conv_job *j, int64_t nb)
+{
+    const geo *g = &j->g;
+    if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
+        return 0;
+    const cpu_gemm_kernels *k = fused_kernels();
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, K = cig * g->k_n;
+    if (!k || cig == 0 || cog == 0 || K == 0) return 0;
+    fused_conv f = {.j = j, .k = k, .mr = k->s_mr, .nr = k->s_nr, .kc = k->s_kc};
+    f.nc = (384 + f.nr - 1) / f.nr * f.nr;
+    f.mp = (cog + f.mr - 1) / f.mr * f.mr;
+    f.nblocks = (j->y_n + f.nc - 1) / f.nc;
+    float *ap = scratch(j->groups * f.mp * K, sizeof(float));
+    if (!ap) return -1;
+    /* A panels: for group gi and K block k0, panel i0 holds rows i0 .. i0+mr-1, mr per k */
+    const float *w = (const float *)j->w;
+    for (int64_t gi = 0; gi < j->groups; gi++)
+        for (int64_t k0 = 0; k0 < K; k0 += f.kc) {
+            int64_t kcb = K - k0 < f.kc ? K - k0 : f.kc;
+            float *blk = ap + gi * f.mp * K + k0 * f.mp;
+            for (int64_t i0 = 0; i0 < f.mp; i0 += f.mr)
+                for (int64_t kk = 0; kk < kcb; kk++)
+                    for (int64_t r = 0; r < f.mr; r++)
+                        blk[(i0 * kcb) + kk * f.mr + r] =
+                            i0 + r < cog ? w[(gi * cog + i0 + r) * K + k0 + kk] : 0.0f;
+        }
+    f.ap = ap;
+    atomic_init(&f.failed, false);
+    em_parallel_for(nb * f.nblocks, 1, fused_range, &f);
+    cpu_cache_free(ap);
+    return atomic_load(&f.failed) ? -1 : 1;
+}
+
 static void conv_items(void *ctx, int64_t b, int64_t e)
 {
     const conv_job *j = ctx;
@@ -435,6 +592,16 @@ static em_status exec_conv(const em_op *op)
         if (!yo) goto done;
     }
 
+    int fused = conv_fused(&j, nb);
+    if (fused != 0) {
+        st = fused > 0 ? EM_OK : EM_ERR_OOM;
+        if (fused > 0 && yo) {
+            wrapped wy;
+            wrap(&wy, yo, ct, out);
+            cpu_copy_convert(out, &wy.t);
+        }
+        goto done;
+    }
     /* Work per item (multiply-adds) decides between batch-parallel items with inline GEMMs and
      * one item at a time with the GEMM on the pool; either gives the same numbers. */
     int64_t per_item = j.cout * (transposed ? j.x_n * (j.cin / j.groups) * g->k_n
