@@ -94,18 +94,26 @@ static ALWAYS_INLINE void row_vec(const cpu_maxpool_geom *g, const float *p, int
         if (!io) nan = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(nan), 0xD8));
         if (io) bidx = _mm256_permute4x64_epi64(bidx, 0xD8);
     }
-    if (cnt == 8)
-        _mm256_storeu_ps(vo + ow, best);
-    else
-        _mm256_maskstore_ps(vo + ow, lanes_below(cnt), best);
     if (!io) {
         int nm = _mm256_movemask_ps(nan) & ((1 << cnt) - 1);
-        for (int64_t j = 0; nm && j < cnt; j++) {
-            int64_t bi;
-            if (nm >> j & 1) vo[ow + j] = scalar_at(g, p, ih0, ow + j, &bi);
+        if (nm) { /* lanes that met a NaN take the scalar result (which NaN, as indexed) */
+            float t[8];
+            _mm256_storeu_ps(t, best);
+            for (int64_t j = 0; j < cnt; j++) {
+                int64_t bi;
+                if (nm >> j & 1) t[j] = scalar_at(g, p, ih0, ow + j, &bi);
+            }
+            best = _mm256_loadu_ps(t);
         }
-        return;
     }
+    if (cnt == 8)
+        _mm256_storeu_ps(vo + ow, best);
+    else { /* not vmaskmovps: its stores are slow microcode on some AMD cores */
+        float t[8];
+        _mm256_storeu_ps(t, best);
+        for (int64_t j = 0; j < cnt; j++) vo[ow + j] = t[j];
+    }
+    if (!io) return;
     /* index = in-plane offset of the tap + column of the lane's window start */
     __m256i col = _mm256_add_epi32(
         _mm256_set1_epi32((int)c0),
