@@ -222,40 +222,52 @@ static inline void transpose8(__m256 r[8])
     r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* One channel vector (8 channels from c0, cnt of them live) of output (oh, ow): values in *best,
- * 32-bit in-plane indices in *bidx when idx is set; returns the NaN mask of the values path. */
-static inline __m256 cl_window(const cpu_maxpool_geom *g, const float *p, __m256i cm, int64_t ih0,
-                               int64_t ow, bool idx, __m256 *best_out, __m256i *bidx_out)
+/* Taps t in [t0, t1) of a window starting at i0 (stride-free: i = i0 + t * d) that fall in
+ * [0, len). */
+static inline void tap_range(int64_t i0, int64_t d, int64_t k, int64_t len, int64_t *t0,
+                             int64_t *t1)
 {
-    int64_t iw0 = ow * g->sw - g->pw;
-    __m256 best = _mm256_set1_ps(-INFINITY), nan = _mm256_setzero_ps();
-    __m256i bidx = _mm256_set1_epi32(-1);
-    bool first = true;
-    for (int64_t a = 0; a < g->kh; a++) {
-        int64_t ih = ih0 + a * g->dh;
-        if (ih < 0 || ih >= g->H) continue;
-        for (int64_t b = 0; b < g->kw; b++) {
-            int64_t iw = iw0 + b * g->dw;
-            if (iw < 0 || iw >= g->W) continue;
-            __m256 v = _mm256_maskload_ps(p + ih * g->x_sh + iw * g->x_sw, cm);
-            if (first) {
-                best = v;
-                nan = _mm256_cmp_ps(v, v, _CMP_UNORD_Q);
-                if (idx) bidx = _mm256_set1_epi32((int)(ih * g->W + iw));
-                first = false;
-                continue;
-            }
+    int64_t lo = i0 >= 0 ? 0 : (-i0 + d - 1) / d;
+    int64_t hi = i0 > len - 1 ? 0 : (len - 1 - i0) / d + 1;
+    *t0 = lo;
+    *t1 = hi < k ? hi : k;
+}
+
+/* One channel vector (8 channels, the live ones in cm unless full) of output (oh, ow): taps
+ * a in [a0, a1) and b in [b0, b1) are the valid ones. Values in *best, 32-bit in-plane indices
+ * in *bidx when idx; returns the NaN mask (values path). idx and full are constants at each
+ * call. */
+static ALWAYS_INLINE __m256 cl_window(const cpu_maxpool_geom *g, const float *p, __m256i cm,
+                                      bool full, int64_t ih0, int64_t a0, int64_t a1, int64_t iw0,
+                                      int64_t b0, int64_t b1, bool idx, __m256 *best_out,
+                                      __m256i *bidx_out)
+{
+    if (a0 >= a1 || b0 >= b1) { /* no valid tap: -inf and index -1, as the scalar kernel */
+        *best_out = _mm256_set1_ps(-INFINITY);
+        *bidx_out = _mm256_set1_epi32(-1);
+        return _mm256_setzero_ps();
+    }
+    int64_t sb = g->dw * g->x_sw; /* step between taps along a row */
+    const float *q0 = p + (ih0 + a0 * g->dh) * g->x_sh + (iw0 + b0 * g->dw) * g->x_sw;
+    __m256 best = full ? _mm256_loadu_ps(q0) : _mm256_maskload_ps(q0, cm);
+    __m256 nan = _mm256_cmp_ps(best, best, _CMP_UNORD_Q);
+    __m256i bidx = _mm256_set1_epi32((int)((ih0 + a0 * g->dh) * g->W + iw0 + b0 * g->dw));
+    for (int64_t a = a0; a < a1; a++) {
+        const float *q = p + (ih0 + a * g->dh) * g->x_sh + iw0 * g->x_sw;
+        int64_t lin = (ih0 + a * g->dh) * g->W + iw0;
+        for (int64_t b = a == a0 ? b0 + 1 : b0; b < b1; b++) {
+            __m256 v = full ? _mm256_loadu_ps(q + b * sb) : _mm256_maskload_ps(q + b * sb, cm);
             if (!idx) {
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
                 best = _mm256_max_ps(best, v);
                 continue;
             }
-            __m256i lin = _mm256_set1_epi32((int)(ih * g->W + iw));
+            __m256i li = _mm256_set1_epi32((int)(lin + b * g->dw));
             __m256 m =
                 _mm256_or_ps(_mm256_cmp_ps(v, best, _CMP_GT_OQ), _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
             best = _mm256_blendv_ps(best, v, m);
             bidx = _mm256_castps_si256(
-                _mm256_blendv_ps(_mm256_castsi256_ps(bidx), _mm256_castsi256_ps(lin), m));
+                _mm256_blendv_ps(_mm256_castsi256_ps(bidx), _mm256_castsi256_ps(li), m));
         }
     }
     *best_out = best;
@@ -263,8 +275,30 @@ static inline __m256 cl_window(const cpu_maxpool_geom *g, const float *p, __m256
     return nan;
 }
 
+/* The 8 channel vectors of columns ow0 .. ow0+nw-1 (channels c0 .. c0+7) of output row oh. */
+static ALWAYS_INLINE int cl_tile(const cpu_maxpool_geom *g, const float *p, __m256i cm, bool full,
+                                 int64_t ih0, int64_t a0, int64_t a1, int64_t ow0, int64_t nw,
+                                 bool idx, __m256 *vals, __m256 *ids)
+{
+    int nanmask = 0;
+    for (int64_t j = 0; j < 8; j++) {
+        if (j >= nw) {
+            vals[j] = _mm256_setzero_ps();
+            ids[j] = _mm256_setzero_ps();
+            continue;
+        }
+        int64_t iw0 = (ow0 + j) * g->sw - g->pw, b0, b1;
+        tap_range(iw0, g->dw, g->kw, g->W, &b0, &b1);
+        __m256i bi;
+        __m256 nan = cl_window(g, p, cm, full, ih0, a0, a1, iw0, b0, b1, idx, &vals[j], &bi);
+        ids[j] = _mm256_castsi256_ps(bi);
+        if (!idx && _mm256_movemask_ps(nan)) nanmask |= 1 << j;
+    }
+    return nanmask;
+}
+
 /* units [u0, u1) of N*OH output rows of a channels-last input (x_sc == 1): for each block of 8
- * columns and 8 channels, 8 channel vectors are computed, transposed and stored as 8 runs of 8
+ * channels and 8 columns, 8 channel vectors are computed, transposed and stored as 8 runs of 8
  * columns in 8 output planes. */
 void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
 {
@@ -272,27 +306,27 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
     bool with_idx = g->idx != NULL;
     for (int64_t u = u0; u < u1; u++) {
         int64_t oh = u % g->OH, n = u / g->OH;
-        int64_t ih0 = oh * g->sh - g->ph;
-        for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8) {
-            int64_t nw = g->OW - ow0 < 8 ? g->OW - ow0 : 8;
-            for (int64_t c0 = 0; c0 < g->C; c0 += 8) {
-                int64_t cnt = g->C - c0 < 8 ? g->C - c0 : 8;
+        int64_t ih0 = oh * g->sh - g->ph, a0, a1;
+        tap_range(ih0, g->dh, g->kh, g->H, &a0, &a1);
+        /* channel blocks outside, columns inside: neighbouring windows share most taps, so
+         * one block's slice of the window rows is reused from L1 */
+        for (int64_t c0 = 0; c0 < g->C; c0 += 8) {
+            int64_t cnt = g->C - c0 < 8 ? g->C - c0 : 8;
+            for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8) {
+                int64_t nw = g->OW - ow0 < 8 ? g->OW - ow0 : 8;
                 __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt),
                                                 _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
                 const float *p = g->x + n * g->x_sn + c0;
                 __m256 vals[8], ids[8];
-                int nanmask = 0;
-                for (int64_t j = 0; j < 8; j++) {
-                    __m256i bi;
-                    if (j >= nw) {
-                        vals[j] = _mm256_setzero_ps();
-                        ids[j] = _mm256_setzero_ps();
-                        continue;
-                    }
-                    __m256 nan = cl_window(g, p, cm, ih0, ow0 + j, with_idx, &vals[j], &bi);
-                    ids[j] = _mm256_castsi256_ps(bi);
-                    if (!with_idx && _mm256_movemask_ps(nan)) nanmask |= 1 << j;
-                }
+                int nanmask;
+                if (cnt == 8 && !with_idx)
+                    nanmask = cl_tile(g, p, cm, true, ih0, a0, a1, ow0, nw, false, vals, ids);
+                else if (cnt == 8)
+                    nanmask = cl_tile(g, p, cm, true, ih0, a0, a1, ow0, nw, true, vals, ids);
+                else if (!with_idx)
+                    nanmask = cl_tile(g, p, cm, false, ih0, a0, a1, ow0, nw, false, vals, ids);
+                else
+                    nanmask = cl_tile(g, p, cm, false, ih0, a0, a1, ow0, nw, true, vals, ids);
                 transpose8(vals);
                 float *out = g->out + (n * g->C + c0) * plane + oh * g->OW + ow0;
                 if (with_idx) transpose8(ids);
