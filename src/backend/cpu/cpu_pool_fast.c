@@ -135,9 +135,9 @@ bool cpu_pool_max_fast(const em_op *op)
     } else if (isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C >= 8) {
         int64_t units = g.N * g.OH * ((g.C + 15) / 16);
         em_parallel_for(units, g.OW >= 256 ? 1 : 256 / g.OW + 1, cl_avx512, &g);
-    } else if (isa == CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
+    } else if (isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
         em_parallel_for(rows, row_grain, rows_avx2, &g);
-    } else if (isa == CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8) {
+    } else if (isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8) {
         int64_t work = g.OW * g.C;
         em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_avx2, &g);
     } else {
