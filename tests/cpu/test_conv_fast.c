@@ -1,7 +1,9 @@
 /* The transposed-GEMM path of the CPU convolution (cpu_conv.c: few output positions, many
  * reduction terms, as in weight gradients): conv2d and conv_transpose2d shapes that take it,
  * f32 and f64, bias and accumulation, several thread counts, against naive f64 references; and
- * the packed f32 forward path against the same references and the im2col + GEMM path. */
+ * the direct (stride 1) and packed f32 forward paths against the same references and the
+ * im2col + GEMM path. */
+#include "backend/cpu/cpu_conv_direct.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "harness.h"
 
@@ -134,8 +136,9 @@ static void same_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, i
     em_scope_end();
 }
 
-/* The packed f32 path (im2col rows written into the GEMM's B panels, cpu_conv.c) against an
- * f64 reference and against the im2col + GEMM path it replaces (the portable kernel set):
+/* The direct stride-1 path (B read from the padded image) and the packed f32 path (im2col rows
+ * written into the GEMM's B panels), cpu_conv.c, against an f64 reference and against the
+ * im2col + GEMM path they replace (the portable kernel set):
  * groups, strides, dilation, uneven pads, 1-D, K over one block, positions over one block
  * with tails, rows not a multiple of the register tile, bias or none, 1 and 2 threads. */
 static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, int64_t groups,
@@ -183,10 +186,11 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
     }
     em_shape os = one_d ? EM_SHAPE(B, Co, OW) : EM_SHAPE(B, Co, OH, OW);
     double tol = 2e-4 * sqrt((double)(Cg * kh * kw));
-    for (int portable = 0; portable <= 1; portable++)
+    for (int path = 0; path <= 2; path++) /* direct (stride 1), packed, portable im2col */
         for (int th = 1; th <= 2; th++) {
             em_set_num_threads(th);
-            cpu_gemm_use(portable ? "portable" : NULL);
+            cpu_gemm_use(path == 2 ? "portable" : NULL);
+            cpu_conv_direct_enable(path == 0);
             em_tensor *y = one_d ? em_conv1d(x, w, b, o) : em_conv2d(x, w, b, o);
             CHECK_OK("em_conv");
             char what[220];
@@ -196,10 +200,14 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
                      one_d ? "1d" : "2d", (long long)B, (long long)C, (long long)H, (long long)W,
                      (long long)Co, (long long)groups, (long long)kh, (long long)kw, (long long)st,
                      (long long)dil, (long long)pl, (long long)ph, bias,
-                     portable ? "portable" : cpu_gemm_kernel_name(), th);
+                     path == 2   ? "portable"
+                     : path == 1 ? "packed"
+                                 : "direct",
+                     th);
             h_check_tensor(what, y, ref, os, tol, tol);
         }
     cpu_gemm_use(NULL);
+    cpu_conv_direct_enable(true);
     em_set_num_threads(2);
     free(xv), free(wv), free(bv), free(ref);
     em_scope_end();
@@ -232,5 +240,7 @@ int main(void)
     packed_case(1, 1, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, true, false);  /* the CNN's first conv */
     packed_case(2, 7, 1, 900, 11, 1, 1, 5, 2, 1, 2, 2, true, true);   /* 1-D, 449 positions */
     packed_case(1, 2, 5, 5, 3, 1, 5, 5, 1, 1, 0, 0, false, false);    /* one output position */
+    packed_case(2, 3, 3, 20, 5, 1, 3, 3, 1, 1, 2, 0, true, false);    /* pads over the kernel */
+    packed_case(1, 8, 30, 9, 14, 2, 2, 4, 1, 3, 3, 3, false, false);  /* dilation 3, groups */
     return h_finish();
 }

@@ -4,6 +4,7 @@
  */
 #include "cpu.h"
 #include "cpu_cache.h"
+#include "cpu_conv_direct.h"
 #include "cpu_gemm.h"
 
 #include <stdatomic.h>
@@ -520,6 +521,151 @@ static int conv_fused(const conv_job *j, int64_t nb)
     return atomic_load(&f.failed) ? -1 : 1;
 }
 
+/* ---- direct stride-1 f32 2-D convolution (AVX2) ----------------------------------------
+ * With stride 1, the im2col value of position (oh, ow) under tap (a, e) is the zero-padded
+ * image at (oh + a*dh, ow + e*dw): on the padded grid (row length Wp) it is the padded plane
+ * read at q + a*dh*Wp + e*dw for q = oh*Wp + ow. So the register kernel reads its 16 positions
+ * of each reduction row straight from the padded image (one offset per row) and the 9x larger
+ * im2col panels are never written. Positions with ow >= OW (the last columns of each padded
+ * row) are computed and dropped when the tile is copied out with the bias. */
+
+static atomic_bool direct_off;
+
+void cpu_conv_direct_enable(bool on)
+{
+    atomic_store(&direct_off, !on);
+}
+
+typedef struct direct_conv {
+    const conv_job *j;
+    int64_t Hp, Wp, plane_p; /* padded image */
+    int64_t K, mp, nq, qblk, nblocks;
+    float *xp; /* padded images, xp_item floats per item */
+    int64_t xp_item;
+    float *ap;    /* packed weights, mp * K per group: 6 rows per k */
+    int64_t *off; /* K offsets into a group's padded planes */
+    atomic_bool failed;
+} direct_conv;
+
+static void direct_pad(void *ctx, int64_t p0, int64_t p1)
+{
+    const direct_conv *d = ctx;
+    const conv_job *j = d->j;
+    const geo *g = &j->g;
+    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
+    for (int64_t pi = p0; pi < p1; pi++) {
+        int64_t n = pi / j->cin, c = pi % j->cin;
+        const float *src = (const float *)j->x + (n * j->cin + c) * j->x_n;
+        float *dst = d->xp + n * d->xp_item + c * d->plane_p;
+        memset(dst, 0, (size_t)d->plane_p * sizeof(float));
+        for (int64_t h = 0; h < H; h++)
+            memcpy(dst + (h + pt) * d->Wp + pl, src + h * W, (size_t)W * sizeof(float));
+        if (c == j->cin - 1) /* the slack the last tiles read past the last plane */
+            memset(dst + d->plane_p, 0, (size_t)(d->xp_item - j->cin * d->plane_p) * sizeof(float));
+    }
+}
+
+static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
+{
+    const conv_job *j = d->j;
+    const geo *g = &j->g;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, OW = g->out[2];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t n = u / d->nblocks, q0 = (u % d->nblocks) * d->qblk;
+        int64_t nqb = d->nq - q0 < d->qblk ? d->nq - q0 : d->qblk;
+        for (int64_t gi = 0; gi < j->groups; gi++) {
+            const float *xg = d->xp + n * d->xp_item + gi * cig * d->plane_p;
+            const float *ap = d->ap + gi * d->mp * d->K;
+            for (int64_t pn = 0; pn < nqb; pn += 16) {
+                int nrr = (int)(nqb - pn < 16 ? nqb - pn : 16);
+                for (int64_t i0 = 0; i0 < cog; i0 += 6) {
+                    int mrr = (int)(cog - i0 < 6 ? cog - i0 : 6);
+                    cpu_conv_direct_6x16_avx2(d->K, ap + i0 * d->K, xg + q0 + pn, d->off,
+                                              yb + i0 * d->qblk + pn, d->qblk, mrr, nrr);
+                }
+            }
+            float *y = (float *)j->y + (n * j->cout + gi * cog) * j->y_n;
+            int64_t oh0 = q0 / d->Wp, ow0 = q0 % d->Wp;
+            for (int64_t co = 0; co < cog; co++) {
+                float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
+                const float *t = yb + co * d->qblk;
+                float *yr = y + co * j->y_n;
+                for (int64_t i = 0, oh = oh0, ow = ow0; i < nqb; i++) {
+                    if (ow < OW) yr[oh * OW + ow] = v + t[i];
+                    if (++ow == d->Wp) ow = 0, oh++;
+                }
+            }
+        }
+    }
+}
+
+static void direct_range(void *ctx, int64_t u0, int64_t u1)
+{
+    direct_conv *d = ctx;
+    int64_t cog = d->j->cout / d->j->groups;
+    /* malloc, not em_alloc: per-task scratch, like the GEMM's own packing buffers */
+    float *yb = malloc((size_t)((cog + 6) * d->qblk) * sizeof(float));
+    if (!yb) {
+        atomic_store(&d->failed, true);
+        return;
+    }
+    direct_units(d, u0, u1, yb);
+    free(yb);
+}
+
+/* Runs an f32 2-D stride-1 forward convolution through the direct AVX2 path: 1 when done, 0
+ * when the path does not apply (nothing written), -1 when memory ran out. */
+static int conv_direct(const conv_job *j, int64_t nb)
+{
+    const geo *g = &j->g;
+    if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
+        return 0;
+    /* with the AVX-512 kernel set the packed path's wider GEMM kernel is the better one */
+    if (g->s[1] != 1 || g->s[2] != 1 || strcmp(cpu_gemm_kernel_name(), "avx2") != 0 ||
+        atomic_load(&direct_off))
+        return 0;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, kn = g->k_n;
+    if (cig == 0 || cog == 0) return 0;
+    direct_conv d = {.j = j};
+    d.Wp = g->out[2] + (g->k[2] - 1) * g->d[2];
+    d.Hp = g->out[1] + (g->k[1] - 1) * g->d[1];
+    /* the padded image must hold the input where the forward's pads put it */
+    if (d.Wp < g->in[2] + g->p[2] || d.Hp < g->in[1] + g->p[1]) return 0;
+    d.plane_p = d.Hp * d.Wp;
+    d.K = cig * kn;
+    d.mp = (cog + 5) / 6 * 6;
+    d.nq = g->out[1] * d.Wp;
+    d.qblk = 384;
+    d.nblocks = (d.nq + d.qblk - 1) / d.qblk;
+    d.xp_item = j->cin * d.plane_p + 16 + (g->k[2] - 1) * g->d[2];
+    d.xp = scratch(nb * d.xp_item, sizeof(float));
+    d.ap = scratch(j->groups * d.mp * d.K, sizeof(float));
+    d.off = scratch(d.K, sizeof(int64_t));
+    int rc = -1;
+    if (!d.xp || !d.ap || !d.off) goto out;
+    for (int64_t k = 0; k < d.K; k++) {
+        int64_t ci = k / kn, t = k % kn, a = t / g->k[2], e = t % g->k[2];
+        d.off[k] = ci * d.plane_p + a * g->d[1] * d.Wp + e * g->d[2];
+    }
+    const float *w = (const float *)j->w; /* [cout, cig * kn] */
+    for (int64_t gi = 0; gi < j->groups; gi++)
+        for (int64_t i0 = 0; i0 < d.mp; i0 += 6)
+            for (int64_t k = 0; k < d.K; k++)
+                for (int64_t r = 0; r < 6; r++)
+                    d.ap[gi * d.mp * d.K + i0 * d.K + k * 6 + r] =
+                        i0 + r < cog ? w[(gi * cog + i0 + r) * d.K + k] : 0.0f;
+    atomic_init(&d.failed, false);
+    int64_t planes = nb * j->cin;
+    em_parallel_for(planes, d.plane_p >= 4096 ? 1 : 4096 / d.plane_p + 1, direct_pad, &d);
+    em_parallel_for(nb * d.nblocks, 1, direct_range, &d);
+    rc = atomic_load(&d.failed) ? -1 : 1;
+out:
+    cpu_cache_free(d.xp);
+    cpu_cache_free(d.ap);
+    cpu_cache_free(d.off);
+    return rc;
+}
+
 static void conv_items(void *ctx, int64_t b, int64_t e)
 {
     const conv_job *j = ctx;
@@ -592,7 +738,8 @@ static em_status exec_conv(const em_op *op)
         if (!yo) goto done;
     }
 
-    int fused = conv_fused(&j, nb);
+    int fused = conv_direct(&j, nb);
+    if (fused == 0) fused = conv_fused(&j, nb);
     if (fused != 0) {
         st = fused > 0 ? EM_OK : EM_ERR_OOM;
         if (fused > 0 && yo) {
