@@ -135,6 +135,30 @@ static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, co
     return em_reshape(s, EM_SHAPE(Co, C / G, ksize[0], ksize[1]));
 }
 
+/* The input gradient of a stride-1, ungrouped convolution as a forward convolution of gy with
+ * the kernel flipped and its two channel dims swapped, padded by dil * (k - 1) minus the
+ * forward's pads: the forward's direct path needs no column buffer and no scatter-add
+ * (col2im), which the conv_transpose adjoint does. NULL without an error when the geometry
+ * does not fit. */
+static em_tensor *input_grad_flipped(const em_tensor *gy, const em_tensor *w, const conv_geom *g,
+                                     const int64_t *ksz)
+{
+    int nsp = g->nsp;
+    if (g->groups != 1 || nsp > 2) return NULL;
+    em_conv_opts o = {.groups = 1};
+    for (int d = 0; d < nsp; d++) {
+        int64_t span = g->dil[d] * (ksz[d] - 1);
+        if (g->stride[d] != 1 || span < g->plo[d] || span < g->phi[d]) return NULL;
+        o.dilation[d] = g->dil[d];
+        o.pad_lo[d] = span - g->plo[d];
+        o.pad_hi[d] = span - g->phi[d];
+    }
+    em_axes sp = {.n = nsp};
+    for (int d = 0; d < nsp; d++) sp.d[d] = 2 + d;
+    em_tensor *wf = em_flip(em_transpose(w, 0, 1), sp); /* [C, Co, k...], taps reversed */
+    return conv_any(nsp, false, gy, wf, o);
+}
+
 /* t with a leading batch dim of 1 when the record was unbatched. */
 static em_tensor *batched(em_tensor *t, bool unbatched)
 {
@@ -168,7 +192,8 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
                     (lo - 1) * g.stride[d] - g.plo[d] - g.phi[d] + g.dil[d] * (ksz[d] - 1) + 1;
                 o.out_pad[d] = xsp[d] - base;
             }
-            c->gin[0] = conv_any(nsp, true, gy, w, o);
+            c->gin[0] = input_grad_flipped(gy, w, &g, ksz);
+            if (!c->gin[0] && !em_failed()) c->gin[0] = conv_any(nsp, true, gy, w, o);
         } else {
             c->gin[0] = crop(conv_any(nsp, false, gy, w, o), nsp, xsp);
         }
