@@ -241,6 +241,7 @@ int main(void)
     packed_case(2, 7, 1, 900, 11, 1, 1, 5, 2, 1, 2, 2, true, true);   /* 1-D, 449 positions */
     packed_case(1, 2, 5, 5, 3, 1, 5, 5, 1, 1, 0, 0, false, false);    /* one output position */
     packed_case(2, 3, 3, 20, 5, 1, 3, 3, 1, 1, 2, 0, true, false);    /* pads over the kernel */
+    packed_case(1, 25, 10, 21, 7, 1, 3, 3, 1, 1, 1, 1, true, false);  /* K = 225: a short block */
     packed_case(1, 8, 30, 9, 14, 2, 2, 4, 1, 3, 3, 3, false, false);  /* dilation 3, groups */
     return h_finish();
 }

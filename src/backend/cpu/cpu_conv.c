@@ -539,7 +539,7 @@ void cpu_conv_direct_enable(bool on)
 typedef struct direct_conv {
     const conv_job *j;
     int64_t Hp, Wp, plane_p; /* padded image */
-    int64_t K, mp, nq, qblk, nblocks;
+    int64_t K, kb, mp, nq, qblk, nblocks;
     float *xp; /* padded images, xp_item floats per item */
     int64_t xp_item;
     float *ap;    /* packed weights, mp * K per group: 6 rows per k */
@@ -576,12 +576,18 @@ static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
         for (int64_t gi = 0; gi < j->groups; gi++) {
             const float *xg = d->xp + n * d->xp_item + gi * cig * d->plane_p;
             const float *ap = d->ap + gi * d->mp * d->K;
-            for (int64_t pn = 0; pn < nqb; pn += 16) {
-                int nrr = (int)(nqb - pn < 16 ? nqb - pn : 16);
-                for (int64_t i0 = 0; i0 < cog; i0 += 6) {
-                    int mrr = (int)(cog - i0 < 6 ? cog - i0 : 6);
-                    cpu_conv_direct_6x16_avx2(d->K, ap + i0 * d->K, xg + q0 + pn, d->off,
-                                              yb + i0 * d->qblk + pn, d->qblk, mrr, nrr);
+            /* K in blocks, so that a block's slice of the weights and of the image rows
+             * stay in L1 while the tile sweeps the output channels */
+            for (int64_t k0 = 0; k0 < d->K; k0 += d->kb) {
+                int64_t kbn = d->K - k0 < d->kb ? d->K - k0 : d->kb;
+                for (int64_t pn = 0; pn < nqb; pn += 16) {
+                    int nrr = (int)(nqb - pn < 16 ? nqb - pn : 16);
+                    for (int64_t i0 = 0; i0 < cog; i0 += 6) {
+                        int mrr = (int)(cog - i0 < 6 ? cog - i0 : 6);
+                        cpu_conv_direct_6x16_avx2(kbn, ap + i0 * d->K + k0 * 6, xg + q0 + pn,
+                                                  d->off + k0, yb + i0 * d->qblk + pn, d->qblk, mrr,
+                                                  nrr, k0 > 0);
+                    }
                 }
             }
             float *y = (float *)j->y + (n * j->cout + gi * cog) * j->y_n;
@@ -633,6 +639,7 @@ static int conv_direct(const conv_job *j, int64_t nb)
     if (d.Wp < g->in[2] + g->p[2] || d.Hp < g->in[1] + g->p[1]) return 0;
     d.plane_p = d.Hp * d.Wp;
     d.K = cig * kn;
+    d.kb = 192; /* 6 x 192 weights and 192 image rows of 64 bytes: L1-sized */
     d.mp = (cog + 5) / 6 * 6;
     d.nq = g->out[1] * d.Wp;
     d.qblk = 384;

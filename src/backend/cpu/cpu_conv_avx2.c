@@ -6,7 +6,7 @@
 #include "cpu_conv_direct.h"
 
 void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
-                               float *C, int64_t ldc, int mr, int nr)
+                               float *C, int64_t ldc, int mr, int nr, bool accumulate)
 {
     /* twelve named accumulators: the tile stays in registers */
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
@@ -35,14 +35,19 @@ void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const
     }
     __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
         if (nr == 16) {
-            _mm256_storeu_ps(C + r * ldc, acc[r][0]);
-            _mm256_storeu_ps(C + r * ldc + 8, acc[r][1]);
+            if (accumulate) {
+                acc[r][0] = _mm256_add_ps(_mm256_loadu_ps(c), acc[r][0]);
+                acc[r][1] = _mm256_add_ps(_mm256_loadu_ps(c + 8), acc[r][1]);
+            }
+            _mm256_storeu_ps(c, acc[r][0]);
+            _mm256_storeu_ps(c + 8, acc[r][1]);
             continue;
         }
         float t[16];
         _mm256_storeu_ps(t, acc[r][0]);
         _mm256_storeu_ps(t + 8, acc[r][1]);
-        for (int j = 0; j < nr; j++) C[r * ldc + j] = t[j];
+        for (int j = 0; j < nr; j++) c[j] = accumulate ? c[j] + t[j] : t[j];
     }
 }
