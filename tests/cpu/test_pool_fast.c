@@ -23,6 +23,7 @@ static void make_inputs(const pcase *pc, int layout, bool nan, em_tensor **x32, 
         v[i] = (double)(int)(h_uniform() * 7) - 3;
         if (nan && h_uniform() < 0.03) v[i] = NAN;
         if (h_uniform() < 0.01) v[i] = -INFINITY;
+        if (v[i] == 0 && h_uniform() < 0.5) v[i] = -0.0; /* ties of signed zeros */
     }
     em_shape s = EM_SHAPE(pc->n, pc->c, pc->h, pc->w);
     em_tensor *b32, *b64;
@@ -90,6 +91,13 @@ static void check_case(const pcase *pc, int layout, bool nan, int nd)
                          isa, values_only);
                 em_shape os = em_tensor_shape(v64);
                 h_check_tensor(what, v32, rv, os, 0, 0);
+                /* the first maximum wins, so even the sign of a zero maximum must match */
+                double *gv = h_values(v32);
+                int64_t nout = em_tensor_numel(v64), bad = 0;
+                for (int64_t i = 0; i < nout; i++)
+                    if (gv[i] == 0 && signbit(gv[i]) != signbit(rv[i])) bad++;
+                CHECK(bad == 0, "%s: %lld zeros with the wrong sign", what, (long long)bad);
+                free(gv);
                 if (!values_only) h_check_tensor(what, i32, ri, os, 0, 0);
             }
     cpu_pool_fast_set_isa(-1);

@@ -78,7 +78,7 @@ static ALWAYS_INLINE void row_vec(const cpu_maxpool_geom *g, const float *p, int
             __m256 v = load_cols(row + off, sw, full, g->W - c0 - off);
             if (!io) {
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-                best = _mm256_max_ps(best, v);
+                best = _mm256_max_ps(v, best); /* v > best ? v : best: ties keep the first */
                 continue;
             }
             __m256i lin = _mm256_set1_epi32((int)(lins[a] + off));
@@ -259,7 +259,7 @@ static ALWAYS_INLINE __m256 cl_window(const cpu_maxpool_geom *g, const float *p,
             __m256 v = full ? _mm256_loadu_ps(q + b * sb) : _mm256_maskload_ps(q + b * sb, cm);
             if (!idx) {
                 nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-                best = _mm256_max_ps(best, v);
+                best = _mm256_max_ps(v, best); /* ties keep the first (signed zeros) */
                 continue;
             }
             __m256i li = _mm256_set1_epi32((int)(lin + b * g->dw));
