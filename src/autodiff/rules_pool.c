@@ -2,7 +2,8 @@
  * Average pooling, adaptive average pooling and interpolation are separable linear maps: per
  * spatial dim an [out, in] weight matrix that depends only on sizes and parameters, built on the
  * host and applied to the gradient with em_matmul (so the rule stays differentiable in g). Max
- * pooling routes the gradient through the saved argmax indices with a scatter-add. */
+ * pooling routes the gradient through the saved argmax indices with a scatter-add (values-only
+ * max pooling recomputes them first). */
 #include <math.h>
 #include <stdlib.h>
 
@@ -126,9 +127,9 @@ static em_tensor *linear_backward(ad_ctx *c, int nd, weights_fn wf)
 
 /* Max pooling: g scattered (added) to the argmax positions, flattened per sample-channel
  * plane. */
-static em_tensor *max_backward(ad_ctx *c, int nd)
+static em_tensor *max_backward(ad_ctx *c, int nd, em_tensor *idx)
 {
-    em_tensor *g = ad_gout(c, 0), *idx = c->out[1];
+    em_tensor *g = ad_gout(c, 0);
     em_shape in = ad_in_shape(c, 0);
     int64_t in_plane = 1, out_plane = 1;
     for (int d = 0; d < nd; d++) {
@@ -143,6 +144,29 @@ static em_tensor *max_backward(ad_ctx *c, int nd)
     return s ? em_reshape(s, in) : NULL;
 }
 
+/* Values-only max pooling kept no indices: they are recomputed from the saved input by the
+ * indexed kind (the same kernels, so the same argmax) and the gradient is routed as above. */
+static em_tensor *max_values_backward(ad_ctx *c, int nd)
+{
+    const em_op *op = c->op;
+    em_pool_opts o = {.ceil_mode = op->i[13] != 0};
+    for (int d = 0; d < nd; d++) {
+        o.kernel[d] = op->i[1 + d];
+        o.stride[d] = op->i[4 + d];
+        o.pad[d] = op->i[7 + d];
+        o.dilation[d] = op->i[10 + d];
+    }
+    em_tensor *x = em_detach(op->in[0]), *idx = NULL;
+    em_tensor *v = nd == 1   ? em_max_pool1d(x, o, &idx)
+                   : nd == 2 ? em_max_pool2d(x, o, &idx)
+                             : em_max_pool3d(x, o, &idx);
+    em_tensor *gin = v ? max_backward(c, nd, idx) : NULL;
+    em_release(v);
+    em_release(idx);
+    em_release(x);
+    return gin;
+}
+
 em_status ad_rule_pool(ad_ctx *c)
 {
     const em_op *op = c->op;
@@ -150,7 +174,8 @@ em_status ad_rule_pool(ad_ctx *c)
     int nd = (int)op->i[0];
     switch (op->kind) {
     case EM_OP_MAX_POOL:
-    case EM_OP_ADAPTIVE_MAX_POOL: c->gin[0] = max_backward(c, nd); break;
+    case EM_OP_ADAPTIVE_MAX_POOL: c->gin[0] = max_backward(c, nd, c->out[1]); break;
+    case EM_OP_MAX_POOL_VALUES: c->gin[0] = max_values_backward(c, nd); break;
     case EM_OP_AVG_POOL: c->gin[0] = linear_backward(c, nd, avg_weights); break;
     case EM_OP_ADAPTIVE_AVG_POOL: c->gin[0] = linear_backward(c, nd, adaptive_weights); break;
     case EM_OP_INTERPOLATE: c->gin[0] = linear_backward(c, nd, interp_weights); break;

@@ -376,10 +376,17 @@ static em_tensor *pool_forward(em_module *m, em_tensor *const *in, int n)
         return NULL;
     em_tensor *x = in[0];
     switch (p->kind) {
-    case POOL_MAX:
-        return p->nd == 1   ? em_max_pool1d(x, p->o, NULL)
-               : p->nd == 2 ? em_max_pool2d(x, p->o, NULL)
-                            : em_max_pool3d(x, p->o, NULL);
+    case POOL_MAX: {
+        /* When the op will be recorded, the indexed kind keeps the argmax for the backward
+         * pass; otherwise the values-only kind moves half the bytes. */
+        em_tensor *idx = NULL, **want = NULL;
+        if (em_grad_enabled() && em_tensor_requires_grad(x)) want = &idx;
+        em_tensor *y = p->nd == 1   ? em_max_pool1d(x, p->o, want)
+                       : p->nd == 2 ? em_max_pool2d(x, p->o, want)
+                                    : em_max_pool3d(x, p->o, want);
+        em_release(idx);
+        return y;
+    }
     case POOL_AVG:
         return p->nd == 1   ? em_avg_pool1d(x, p->o)
                : p->nd == 2 ? em_avg_pool2d(x, p->o)

@@ -89,7 +89,9 @@
     X(RFFT, "rfft", signal) X(IRFFT, "irfft", signal) \
     /* views: metadata only, never executed by a backend; recorded for autodiff and capture */ \
     X(RESHAPE, "reshape", view) X(PERMUTE, "permute", view) X(SLICE, "slice", view) \
-    X(EXPAND, "expand", view) X(FLIP, "flip", view) X(UNFOLD, "unfold", view)
+    X(EXPAND, "expand", view) X(FLIP, "flip", view) X(UNFOLD, "unfold", view) \
+    /* appended */ \
+    X(MAX_POOL_VALUES, "max_pool_values", nn)
 /* clang-format on */
 
 #endif

@@ -4,6 +4,8 @@
  *       i4..6 = stride, i7..9 = pad, i10..12 = dilation, i13 = ceil_mode,
  *       i14 = count_include_pad (avg). MAX_POOL has two outputs: values and i64 argmax indices
  *       flattened within each sample-channel plane (PyTorch's convention).
+ *   MAX_POOL_VALUES  the parameters of MAX_POOL and its values only (the indices are not asked
+ *       for): the forward moves half the bytes, and its backward rule recomputes the indices.
  *   ADAPTIVE_AVG_POOL / ADAPTIVE_MAX_POOL  i0 = nd, i1..3 = output sizes; max has two outputs.
  *   INTERPOLATE  i0 = nd (1 or 2), i1..2 = output sizes, i3 = mode (em_interp_mode),
  *       i4 = align_corners.
@@ -138,6 +140,11 @@ static em_tensor *max_pool(const char *fn, const em_tensor *x, int nd, em_pool_o
     int64_t ip[15], shape[EM_MAX_RANK];
     pool_params(&g, o, ip);
     int r = out_shape(x, nd, g.out, shape);
+    if (!indices) {
+        em_tensor *in = (em_tensor *)x;
+        return tn_run1(EM_OP_MAX_POOL_VALUES, tn_new(x->dtype, shape, r, x->storage->device), &in,
+                       1, ip, 15, NULL, 0);
+    }
     return run_with_indices(EM_OP_MAX_POOL, x, shape, r, ip, 15, indices);
 }
 

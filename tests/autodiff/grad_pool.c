@@ -1,10 +1,19 @@
 /* Gradient checks for max/avg pooling (1-D/2-D/3-D, padding, dilation, ceil_mode, the
- * count_include_pad rule, unbatched), adaptive pooling, interpolation (nearest, linear,
- * bilinear, bicubic, align_corners both ways, up and down) and pixel (un)shuffle; second order
- * for avg_pool2d, interpolate and pixel shuffle. */
+ * count_include_pad rule, unbatched; the values-only and the indexed kinds), adaptive pooling,
+ * interpolation (nearest, linear, bilinear, bicubic, align_corners both ways, up and down) and
+ * pixel (un)shuffle; second order for avg_pool2d, interpolate and pixel shuffle. */
 #include "grad.h"
 
-typedef enum pool_kind { P_MAX, P_AVG, P_AMAX, P_AAVG, P_INTERP, P_SHUF, P_UNSHUF } pool_kind;
+typedef enum pool_kind {
+    P_MAX,
+    P_MAXI,
+    P_AVG,
+    P_AMAX,
+    P_AAVG,
+    P_INTERP,
+    P_SHUF,
+    P_UNSHUF
+} pool_kind;
 
 typedef struct pool_case {
     const char *name;
@@ -32,6 +41,14 @@ static em_tensor *f_pool(em_tensor *const *in, int n, void *ctx)
             : c->nd == 2 ? em_max_pool2d(x, c->o, NULL)
                          : em_max_pool3d(x, c->o, NULL);
         break;
+    case P_MAXI: { /* the indexed kind: gradients through the kept indices */
+        em_tensor *idx = NULL;
+        y = c->nd == 1   ? em_max_pool1d(x, c->o, &idx)
+            : c->nd == 2 ? em_max_pool2d(x, c->o, &idx)
+                         : em_max_pool3d(x, c->o, &idx);
+        em_release(idx);
+        break;
+    }
     case P_AVG:
         y = c->nd == 1   ? em_avg_pool1d(x, c->o)
             : c->nd == 2 ? em_avg_pool2d(x, c->o)
@@ -59,6 +76,20 @@ static em_tensor *f_pool(em_tensor *const *in, int n, void *ctx)
 static const pool_case cases[] = {
     /* max pooling (random inputs: ties have probability zero) */
     {"max_pool2d k2", P_MAX, 2, {.kernel = {2, 2}}, .x = {2, 2, 4, 5}, .xr = 4, .second = true},
+    {"max_pool2d k2 indexed",
+     P_MAXI,
+     2,
+     {.kernel = {2, 2}},
+     .x = {2, 2, 4, 5},
+     .xr = 4,
+     .second = true},
+    {"max_pool2d k3 s1 pad 1 dil 2 indexed",
+     P_MAXI,
+     2,
+     {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}, .dilation = {2, 1}},
+     .x = {1, 2, 7, 6},
+     .xr = 4},
+    {"max_pool1d k2 indexed", P_MAXI, 1, {.kernel = {2}}, .x = {2, 3, 7}, .xr = 3},
     {"max_pool2d k3 s2 pad 1 ceil",
      P_MAX,
      2,

@@ -1,6 +1,10 @@
 /* The transposed-GEMM path of the CPU convolution (cpu_conv.c: few output positions, many
  * reduction terms, as in weight gradients): conv2d and conv_transpose2d shapes that take it,
- * f32 and f64, bias and accumulation, several thread counts, against naive f64 references. */
+ * f32 and f64, bias and accumulation, several thread counts, against naive f64 references; and
+ * the direct (stride 1) and packed f32 forward paths against the same references and the
+ * im2col + GEMM path. */
+#include "backend/cpu/cpu_conv_direct.h"
+#include "backend/cpu/cpu_gemm.h"
 #include "harness.h"
 
 static void conv_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co,
@@ -132,6 +136,83 @@ static void same_case(em_dtype dt, int64_t B, int64_t C, int64_t H, int64_t W, i
     em_scope_end();
 }
 
+/* The direct stride-1 path (B read from the padded image) and the packed f32 path (im2col rows
+ * written into the GEMM's B panels), cpu_conv.c, against an f64 reference and against the
+ * im2col + GEMM path they replace (the portable kernel set):
+ * groups, strides, dilation, uneven pads, 1-D, K over one block, positions over one block
+ * with tails, rows not a multiple of the register tile, bias or none, 1 and 2 threads. */
+static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, int64_t groups,
+                        int64_t kh, int64_t kw, int64_t st, int64_t dil, int64_t pl, int64_t ph,
+                        bool bias, bool one_d)
+{
+    em_scope_begin();
+    double *xv, *wv, *bv = NULL;
+    int64_t Cg = C / groups, Cog = Co / groups;
+    em_tensor *x = h_rand(EM_SHAPE(B, C, H, W), EM_F32, H_CONTIG, -1, 1, &xv);
+    em_tensor *w = h_rand(EM_SHAPE(Co, Cg, kh, kw), EM_F32, H_CONTIG, -1, 1, &wv);
+    em_tensor *b = bias ? h_rand(EM_SHAPE(Co), EM_F32, H_CONTIG, -1, 1, &bv) : NULL;
+    int64_t hp = one_d ? 0 : 1; /* 1-D: no padding, stride or dilation along H */
+    int64_t hs = one_d ? 1 : st, hd = one_d ? 1 : dil;
+    int64_t OH = (H + hp * (pl + ph) - hd * (kh - 1) - 1) / hs + 1;
+    int64_t OW = (W + pl + ph - dil * (kw - 1) - 1) / st + 1;
+    double *ref = calloc((size_t)(B * Co * OH * OW), sizeof(double));
+    for (int64_t n = 0; n < B; n++)
+        for (int64_t co = 0; co < Co; co++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double sum = bias ? bv[co] : 0;
+                    int64_t gi = co / Cog;
+                    for (int64_t c = 0; c < Cg; c++)
+                        for (int64_t a = 0; a < kh; a++)
+                            for (int64_t e = 0; e < kw; e++) {
+                                int64_t ih = oh * hs - hp * pl + a * hd;
+                                int64_t iw = ow * st - pl + e * dil;
+                                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                                sum += xv[((n * C + gi * Cg + c) * H + ih) * W + iw] *
+                                       wv[((co * Cg + c) * kh + a) * kw + e];
+                            }
+                    ref[((n * Co + co) * OH + oh) * OW + ow] = sum;
+                }
+    em_conv_opts o = {.stride = {st, st},
+                      .pad_lo = {pl, pl},
+                      .pad_hi = {ph, ph},
+                      .dilation = {dil, dil},
+                      .groups = groups};
+    if (one_d) { /* [B, C, W] with H == 1 and kh == 1: the 1-D op on the same values */
+        x = em_reshape(x, EM_SHAPE(B, C, W));
+        w = em_reshape(w, EM_SHAPE(Co, Cg, kw));
+        o = (em_conv_opts){
+            .stride = {st}, .pad_lo = {pl}, .pad_hi = {ph}, .dilation = {dil}, .groups = groups};
+    }
+    em_shape os = one_d ? EM_SHAPE(B, Co, OW) : EM_SHAPE(B, Co, OH, OW);
+    double tol = 2e-4 * sqrt((double)(Cg * kh * kw));
+    for (int path = 0; path <= 2; path++) /* direct (stride 1), packed, portable im2col */
+        for (int th = 1; th <= 2; th++) {
+            em_set_num_threads(th);
+            cpu_gemm_use(path == 2 ? "portable" : NULL);
+            cpu_conv_direct_enable(path == 0);
+            em_tensor *y = one_d ? em_conv1d(x, w, b, o) : em_conv2d(x, w, b, o);
+            CHECK_OK("em_conv");
+            char what[220];
+            snprintf(what, sizeof what,
+                     "packed conv%s [%lld,%lld,%lld,%lld] Co %lld groups %lld k%lldx%lld s%lld "
+                     "d%lld pads %lld/%lld bias %d %s threads %d",
+                     one_d ? "1d" : "2d", (long long)B, (long long)C, (long long)H, (long long)W,
+                     (long long)Co, (long long)groups, (long long)kh, (long long)kw, (long long)st,
+                     (long long)dil, (long long)pl, (long long)ph, bias,
+                     path == 2   ? "portable"
+                     : path == 1 ? "packed"
+                                 : "direct",
+                     th);
+            h_check_tensor(what, y, ref, os, tol, tol);
+        }
+    cpu_gemm_use(NULL);
+    cpu_conv_direct_enable(true);
+    em_set_num_threads(2);
+    free(xv), free(wv), free(bv), free(ref);
+    em_scope_end();
+}
+
 int main(void)
 {
     h_init();
@@ -151,5 +232,16 @@ int main(void)
         same_case(dts[i], 1, 64, 24, 24, 8, 3, 3, 1, 1, 1, 1, 1, 1);
         same_case(dts[i], 1, 16, 60, 60, 4, 7, 7, 1, 3, 3, 3, 3, 2); /* stride 2 */
     }
+    packed_case(3, 5, 11, 13, 7, 1, 3, 3, 1, 1, 1, 1, true, false);   /* odd sizes, Co < tile */
+    packed_case(2, 64, 9, 47, 13, 1, 3, 3, 1, 1, 1, 1, false, false); /* K = 576: three blocks */
+    packed_case(1, 3, 37, 41, 20, 1, 7, 7, 2, 1, 3, 3, true, false);  /* 7x7 stride 2 */
+    packed_case(2, 6, 10, 12, 9, 3, 3, 2, 1, 2, 2, 1, true, false);   /* groups, dilation */
+    packed_case(2, 4, 26, 31, 8, 2, 5, 3, 3, 1, 0, 2, false, false);  /* stride 3, uneven pads */
+    packed_case(1, 1, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, true, false);  /* the CNN's first conv */
+    packed_case(2, 7, 1, 900, 11, 1, 1, 5, 2, 1, 2, 2, true, true);   /* 1-D, 449 positions */
+    packed_case(1, 2, 5, 5, 3, 1, 5, 5, 1, 1, 0, 0, false, false);    /* one output position */
+    packed_case(2, 3, 3, 20, 5, 1, 3, 3, 1, 1, 2, 0, true, false);    /* pads over the kernel */
+    packed_case(1, 25, 10, 21, 7, 1, 3, 3, 1, 1, 1, 1, true, false);  /* K = 225: a short block */
+    packed_case(1, 8, 30, 9, 14, 2, 2, 4, 1, 3, 3, 3, false, false);  /* dilation 3, groups */
     return h_finish();
 }

@@ -1,8 +1,9 @@
-/* The f32 max-pool fast path (cpu_pool_fast.c, cpu_pool_avx512.c) against the portable kernel:
- * the same values in f64 go through the portable path, so values and argmax indices must match
- * exactly, over odd sizes and tails, stride/padding/dilation/ceil mode, 1-D and 2-D, contiguous,
- * channels-last, strided and flipped inputs, ties and NaNs, AVX-512 and scalar variants, and
- * several thread counts. */
+/* The f32 max-pool fast path (cpu_pool_fast.c, cpu_pool_avx2.c, cpu_pool_avx512.c) against the
+ * portable kernel: the same values in f64 go through the portable path, so values and argmax
+ * indices must match exactly, over odd sizes and tails, stride/padding/dilation/ceil mode, 1-D
+ * and 2-D, contiguous, channels-last, strided and flipped inputs, ties and NaNs, every
+ * instruction set the CPU has (scalar, AVX2, AVX-512), the indexed and the values-only kinds,
+ * and several thread counts. */
 #include "backend/cpu/cpu_pool_fast.h"
 #include "harness.h"
 
@@ -22,6 +23,7 @@ static void make_inputs(const pcase *pc, int layout, bool nan, em_tensor **x32, 
         v[i] = (double)(int)(h_uniform() * 7) - 3;
         if (nan && h_uniform() < 0.03) v[i] = NAN;
         if (h_uniform() < 0.01) v[i] = -INFINITY;
+        if (v[i] == 0 && h_uniform() < 0.5) v[i] = -0.0; /* ties of signed zeros */
     }
     em_shape s = EM_SHAPE(pc->n, pc->c, pc->h, pc->w);
     em_tensor *b32, *b64;
@@ -71,25 +73,34 @@ static void check_case(const pcase *pc, int layout, bool nan, int nd)
     em_tensor *ref = em_cast(v64, EM_F32);
     double *rv = h_values(ref), *ri = h_values(i64);
     for (int threads = 1; threads <= 3; threads++)
-        for (int scalar = 0; scalar <= 1; scalar++) {
-            em_set_num_threads(threads);
-            cpu_pool_fast_force_scalar(scalar);
-            em_tensor *v32 = nd == 2 ? em_max_pool2d(x32, o, &i32) : em_max_pool1d(x32, o, &i32);
-            CHECK_OK("f32 max_pool");
-            char what[200];
-            snprintf(
-                what, sizeof what,
-                "max_pool%dd [%lld,%lld,%lld,%lld] k%lldx%lld s%lldx%lld p%lldx%lld d%lldx%lld "
-                "ceil %d layout %d nan %d threads %d scalar %d",
-                nd, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
-                (long long)pc->k[0], (long long)pc->k[1], (long long)pc->s[0], (long long)pc->s[1],
-                (long long)pc->p[0], (long long)pc->p[1], (long long)pc->d[0], (long long)pc->d[1],
-                pc->ceil, layout, nan, threads, scalar);
-            em_shape os = em_tensor_shape(v64);
-            h_check_tensor(what, v32, rv, os, 0, 0);
-            h_check_tensor(what, i32, ri, os, 0, 0);
-        }
-    cpu_pool_fast_force_scalar(0);
+        for (int isa = CPU_POOL_SCALAR; isa <= CPU_POOL_AVX512; isa++)
+            for (int values_only = 0; values_only <= 1; values_only++) {
+                if (!cpu_pool_fast_set_isa(isa)) continue;
+                em_set_num_threads(threads);
+                em_tensor **ip = values_only ? NULL : &i32;
+                em_tensor *v32 = nd == 2 ? em_max_pool2d(x32, o, ip) : em_max_pool1d(x32, o, ip);
+                CHECK_OK("f32 max_pool");
+                char what[220];
+                snprintf(what, sizeof what,
+                         "max_pool%dd [%lld,%lld,%lld,%lld] k%lldx%lld s%lldx%lld p%lldx%lld "
+                         "d%lldx%lld ceil %d layout %d nan %d threads %d isa %d values-only %d",
+                         nd, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
+                         (long long)pc->k[0], (long long)pc->k[1], (long long)pc->s[0],
+                         (long long)pc->s[1], (long long)pc->p[0], (long long)pc->p[1],
+                         (long long)pc->d[0], (long long)pc->d[1], pc->ceil, layout, nan, threads,
+                         isa, values_only);
+                em_shape os = em_tensor_shape(v64);
+                h_check_tensor(what, v32, rv, os, 0, 0);
+                /* the first maximum wins, so even the sign of a zero maximum must match */
+                double *gv = h_values(v32);
+                int64_t nout = em_tensor_numel(v64), bad = 0;
+                for (int64_t i = 0; i < nout; i++)
+                    if (gv[i] == 0 && signbit(gv[i]) != signbit(rv[i])) bad++;
+                CHECK(bad == 0, "%s: %lld zeros with the wrong sign", what, (long long)bad);
+                free(gv);
+                if (!values_only) h_check_tensor(what, i32, ri, os, 0, 0);
+            }
+    cpu_pool_fast_set_isa(-1);
     em_set_num_threads(2);
     free(rv);
     free(ri);
@@ -110,6 +121,14 @@ int main(void)
         {1, 33, 5, 7, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},   /* classic 2x2 */
         {3, 1, 1, 1, {1, 1}, {1, 1}, {0, 0}, {1, 1}, false},    /* 1x1 planes */
         {1, 2, 3, 70, {1, 7}, {1, 1}, {0, 3}, {1, 1}, false},   /* wide row kernel */
+        {1, 24, 9, 40, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},  /* column tiles and a tail */
+        {2, 8, 6, 19, {2, 2}, {1, 1}, {0, 0}, {1, 1}, true},    /* exactly 8 channels */
+        {1, 9, 13, 33, {5, 3}, {2, 1}, {2, 1}, {2, 3}, true},   /* 8 + 1 channels, dilated */
+        {1, 3, 70, 5, {67, 1}, {1, 1}, {0, 0}, {1, 1}, false},  /* over 64 window rows */
+        {2, 5, 28, 28, {2, 2}, {2, 2}, {0, 0}, {1, 1}, false},  /* 2x2 stride 2, 14 columns */
+        {1, 3, 15, 15, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},   /* stride 2, ceil border */
+        {1, 2, 9, 53, {3, 3}, {2, 2}, {1, 1}, {1, 2}, false},   /* stride 2, dilated, padded */
+        {1, 2, 4, 35, {3, 2}, {1, 2}, {1, 0}, {1, 1}, false},   /* stride 2 rows reach the end */
     };
     int ncases = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < ncases; i++)

@@ -4,9 +4,12 @@
  */
 #include "cpu.h"
 #include "cpu_cache.h"
+#include "cpu_conv_direct.h"
 #include "cpu_gemm.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 /* im2col scratch alive at once is kept under this many bytes (the batch goes in pieces). */
 #define COL_BUDGET ((int64_t)256 << 20)
@@ -363,6 +366,313 @@ static void conv_item(const conv_job *j, int64_t n)
     }
 }
 
+/* ---- f32 2-D convolution with im2col written straight into the GEMM's packed panels ------
+ * The weights of every group are packed once per op into the micro-kernel's A panels (MR rows
+ * per k, zero padded); for each block of output positions and each block of KC reduction
+ * rows, the im2col rows are built in a small L1-resident buffer and scattered as the B panels
+ * (NR positions per k), then the register kernel accumulates into the output, which starts as
+ * the bias. Work units are (item, block of output positions); every output element sums the
+ * same K blocks in the same order whatever the thread count. */
+
+typedef struct fused_conv {
+    const conv_job *j;
+    const cpu_gemm_kernels *k;
+    int64_t mr, nr, kc, nc; /* register tile, K block, block of output positions */
+    int64_t mp;             /* cog rounded up to mr */
+    const float *ap;        /* packed weights: per group mp * K floats, K blocks in order */
+    int64_t nblocks;        /* blocks of output positions per item */
+    atomic_bool failed;     /* a task found no memory for its panels */
+} fused_conv;
+
+/* The kernel set cpu_sgemm would use, when it has register kernels (NULL for portable). */
+static const cpu_gemm_kernels *fused_kernels(void)
+{
+    const char *name = cpu_gemm_kernel_name();
+    if (!strcmp(name, "avx512")) return &cpu_gemm_kernels_avx512;
+    if (!strcmp(name, "avx2")) return &cpu_gemm_kernels_avx2;
+    return NULL;
+}
+
+/* Row kk of one item's im2col matrix (2-D windows) over output positions [j0, j0 + n): t[i]
+ * is the image value under tap kk of position j0 + i, or 0 in the padding. */
+static void col_row(const geo *g, const float *img, int64_t kk, int64_t j0, int64_t n, float *t)
+{
+    int64_t c = kk / g->k_n, tap = kk % g->k_n, a = tap / g->k[2], e = tap % g->k[2];
+    const float *src = img + c * g->in_n;
+    int64_t OW = g->out[2], W = g->in[2], s2 = g->s[2], off2 = e * g->d[2] - g->p[2];
+    int64_t lo, hi;
+    valid_range(W, OW, s2, g->p[2], e * g->d[2], &lo, &hi);
+    int64_t oh = j0 / OW, ow = j0 % OW;
+    for (int64_t i = 0; i < n; oh++, ow = 0) {
+        int64_t run = OW - ow < n - i ? OW - ow : n - i, end = ow + run;
+        int64_t ih = oh * g->s[1] - g->p[1] + a * g->d[1];
+        float *d = t + i - ow; /* d[o] is output column o of this row */
+        i += run;
+        if (ih < 0 || ih >= g->in[1] || lo >= hi) {
+            for (int64_t o = ow; o < end; o++) d[o] = 0;
+            continue;
+        }
+        int64_t vlo = lo > ow ? lo : ow, vhi = hi < end ? hi : end;
+        for (int64_t o = ow; o < vlo && o < end; o++) d[o] = 0;
+        const float *sr = src + ih * W;
+        if (s2 == 1) {
+            if (vhi > vlo) memcpy(d + vlo, sr + vlo + off2, (size_t)(vhi - vlo) * sizeof(float));
+        } else {
+            for (int64_t o = vlo; o < vhi; o++) d[o] = sr[o * s2 + off2];
+        }
+        for (int64_t o = vhi > vlo ? vhi : vlo; o < end; o++) d[o] = 0;
+    }
+}
+
+/* Units [u0, u1) of items x blocks of output positions; buf holds kc * nc + nc floats. */
+static void fused_units(const fused_conv *f, int64_t u0, int64_t u1, float *buf)
+{
+    const conv_job *j = f->j;
+    const geo *g = &j->g;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, K = cig * g->k_n;
+    int64_t mr = f->mr, nr = f->nr, kc = f->kc;
+    float *bp = buf, *tmp = buf + kc * f->nc;
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t n = u / f->nblocks, j0 = (u % f->nblocks) * f->nc;
+        int64_t ncb = j->y_n - j0 < f->nc ? j->y_n - j0 : f->nc;
+        int64_t npan = (ncb + nr - 1) / nr;
+        const float *xs = (const float *)j->x + n * j->cin * j->x_n;
+        float *ys = (float *)j->y + n * j->cout * j->y_n;
+        for (int64_t gi = 0; gi < j->groups; gi++) {
+            const float *xg = xs + gi * cig * j->x_n;
+            float *yg = ys + gi * cog * j->y_n + j0;
+            for (int64_t co = 0; co < cog; co++) {
+                float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
+                for (int64_t i = 0; i < ncb; i++) yg[co * j->y_n + i] = v;
+            }
+            for (int64_t k0 = 0; k0 < K; k0 += kc) {
+                int64_t kcb = K - k0 < kc ? K - k0 : kc;
+                /* B panels: panel p holds positions p*nr .. p*nr+nr-1, nr floats per k */
+                for (int64_t k = 0; k < kcb; k++) {
+                    col_row(g, xg, k0 + k, j0, ncb, tmp);
+                    for (int64_t i = ncb; i < npan * nr; i++) tmp[i] = 0;
+                    float *dst = bp + k * nr;
+                    if (nr == 16) /* a fixed-size copy compiles to a few vector moves */
+                        for (int64_t pn = 0; pn < npan; pn++)
+                            memcpy(dst + pn * kcb * 16, tmp + pn * 16, 16 * sizeof(float));
+                    else
+                        for (int64_t pn = 0; pn < npan; pn++)
+                            memcpy(dst + pn * kcb * nr, tmp + pn * nr, (size_t)nr * sizeof(float));
+                }
+                const float *ap = f->ap + gi * f->mp * K + k0 * f->mp;
+                for (int64_t pn = 0; pn < npan; pn++) {
+                    int nrr = (int)(ncb - pn * nr < nr ? ncb - pn * nr : nr);
+                    for (int64_t i0 = 0; i0 < cog; i0 += mr) {
+                        int mrr = (int)(cog - i0 < mr ? cog - i0 : mr);
+                        f->k->s_ukr(kcb, ap + i0 * kcb, bp + pn * kcb * nr,
+                                    yg + i0 * j->y_n + pn * nr, j->y_n, 1.0f, 1.0f, mrr, nrr);
+                    }
+                }
+            }
+        }
+    }
+}
+
+static void fused_range(void *ctx, int64_t u0, int64_t u1)
+{
+    fused_conv *f = ctx;
+    /* malloc, not em_alloc: per-task scratch, like the GEMM's own packing buffers */
+    float *buf = malloc((size_t)(f->kc * f->nc + f->nc) * sizeof(float));
+    if (!buf) {
+        atomic_store(&f->failed, true);
+        return;
+    }
+    fused_units(f, u0, u1, buf);
+    free(buf);
+}
+
+/* Runs an f32 2-D forward convolution through the packed path: 1 when done, 0 when the path
+ * does not apply (nothing written), -1 when memory ran out. */
+static int conv_fused(const conv_job *j, int64_t nb)
+{
+    const geo *g = &j->g;
+    if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
+        return 0;
+    const cpu_gemm_kernels *k = fused_kernels();
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, K = cig * g->k_n;
+    if (!k || cig == 0 || cog == 0 || K == 0) return 0;
+    fused_conv f = {.j = j, .k = k, .mr = k->s_mr, .nr = k->s_nr, .kc = k->s_kc};
+    f.nc = (384 + f.nr - 1) / f.nr * f.nr;
+    f.mp = (cog + f.mr - 1) / f.mr * f.mr;
+    f.nblocks = (j->y_n + f.nc - 1) / f.nc;
+    float *ap = scratch(j->groups * f.mp * K, sizeof(float));
+    if (!ap) return -1;
+    /* A panels: for group gi and K block k0, panel i0 holds rows i0 .. i0+mr-1, mr per k */
+    const float *w = (const float *)j->w;
+    for (int64_t gi = 0; gi < j->groups; gi++)
+        for (int64_t k0 = 0; k0 < K; k0 += f.kc) {
+            int64_t kcb = K - k0 < f.kc ? K - k0 : f.kc;
+            float *blk = ap + gi * f.mp * K + k0 * f.mp;
+            for (int64_t i0 = 0; i0 < f.mp; i0 += f.mr)
+                for (int64_t kk = 0; kk < kcb; kk++)
+                    for (int64_t r = 0; r < f.mr; r++)
+                        blk[(i0 * kcb) + kk * f.mr + r] =
+                            i0 + r < cog ? w[(gi * cog + i0 + r) * K + k0 + kk] : 0.0f;
+        }
+    f.ap = ap;
+    atomic_init(&f.failed, false);
+    em_parallel_for(nb * f.nblocks, 1, fused_range, &f);
+    cpu_cache_free(ap);
+    return atomic_load(&f.failed) ? -1 : 1;
+}
+
+/* ---- direct stride-1 f32 2-D convolution (AVX2) ----------------------------------------
+ * With stride 1, the im2col value of position (oh, ow) under tap (a, e) is the zero-padded
+ * image at (oh + a*dh, ow + e*dw): on the padded grid (row length Wp) it is the padded plane
+ * read at q + a*dh*Wp + e*dw for q = oh*Wp + ow. So the register kernel reads its 16 positions
+ * of each reduction row straight from the padded image (one offset per row) and the 9x larger
+ * im2col panels are never written. Positions with ow >= OW (the last columns of each padded
+ * row) are computed and dropped when the tile is copied out with the bias. */
+
+static atomic_bool direct_off;
+
+void cpu_conv_direct_enable(bool on)
+{
+    atomic_store(&direct_off, !on);
+}
+
+typedef struct direct_conv {
+    const conv_job *j;
+    int64_t Hp, Wp, plane_p; /* padded image */
+    int64_t K, kb, mp, nq, qblk, nblocks;
+    float *xp; /* padded images, xp_item floats per item */
+    int64_t xp_item;
+    float *ap;    /* packed weights, mp * K per group: 6 rows per k */
+    int64_t *off; /* K offsets into a group's padded planes */
+    atomic_bool failed;
+} direct_conv;
+
+static void direct_pad(void *ctx, int64_t p0, int64_t p1)
+{
+    const direct_conv *d = ctx;
+    const conv_job *j = d->j;
+    const geo *g = &j->g;
+    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
+    for (int64_t pi = p0; pi < p1; pi++) {
+        int64_t n = pi / j->cin, c = pi % j->cin;
+        const float *src = (const float *)j->x + (n * j->cin + c) * j->x_n;
+        float *dst = d->xp + n * d->xp_item + c * d->plane_p;
+        memset(dst, 0, (size_t)d->plane_p * sizeof(float));
+        for (int64_t h = 0; h < H; h++)
+            memcpy(dst + (h + pt) * d->Wp + pl, src + h * W, (size_t)W * sizeof(float));
+        if (c == j->cin - 1) /* the slack the last tiles read past the last plane */
+            memset(dst + d->plane_p, 0, (size_t)(d->xp_item - j->cin * d->plane_p) * sizeof(float));
+    }
+}
+
+static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
+{
+    const conv_job *j = d->j;
+    const geo *g = &j->g;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, OW = g->out[2];
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t n = u / d->nblocks, q0 = (u % d->nblocks) * d->qblk;
+        int64_t nqb = d->nq - q0 < d->qblk ? d->nq - q0 : d->qblk;
+        for (int64_t gi = 0; gi < j->groups; gi++) {
+            const float *xg = d->xp + n * d->xp_item + gi * cig * d->plane_p;
+            const float *ap = d->ap + gi * d->mp * d->K;
+            /* K in blocks, so that a block's slice of the weights and of the image rows
+             * stay in L1 while the tile sweeps the output channels */
+            for (int64_t k0 = 0; k0 < d->K; k0 += d->kb) {
+                int64_t kbn = d->K - k0 < d->kb ? d->K - k0 : d->kb;
+                for (int64_t pn = 0; pn < nqb; pn += 16) {
+                    int nrr = (int)(nqb - pn < 16 ? nqb - pn : 16);
+                    for (int64_t i0 = 0; i0 < cog; i0 += 6) {
+                        int mrr = (int)(cog - i0 < 6 ? cog - i0 : 6);
+                        cpu_conv_direct_6x16_avx2(kbn, ap + i0 * d->K + k0 * 6, xg + q0 + pn,
+                                                  d->off + k0, yb + i0 * d->qblk + pn, d->qblk, mrr,
+                                                  nrr, k0 > 0);
+                    }
+                }
+            }
+            float *y = (float *)j->y + (n * j->cout + gi * cog) * j->y_n;
+            int64_t oh0 = q0 / d->Wp, ow0 = q0 % d->Wp;
+            for (int64_t co = 0; co < cog; co++) {
+                float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
+                const float *t = yb + co * d->qblk;
+                float *yr = y + co * j->y_n;
+                for (int64_t i = 0, oh = oh0, ow = ow0; i < nqb; i++) {
+                    if (ow < OW) yr[oh * OW + ow] = v + t[i];
+                    if (++ow == d->Wp) ow = 0, oh++;
+                }
+            }
+        }
+    }
+}
+
+static void direct_range(void *ctx, int64_t u0, int64_t u1)
+{
+    direct_conv *d = ctx;
+    int64_t cog = d->j->cout / d->j->groups;
+    /* malloc, not em_alloc: per-task scratch, like the GEMM's own packing buffers */
+    float *yb = malloc((size_t)((cog + 6) * d->qblk) * sizeof(float));
+    if (!yb) {
+        atomic_store(&d->failed, true);
+        return;
+    }
+    direct_units(d, u0, u1, yb);
+    free(yb);
+}
+
+/* Runs an f32 2-D stride-1 forward convolution through the direct AVX2 path: 1 when done, 0
+ * when the path does not apply (nothing written), -1 when memory ran out. */
+static int conv_direct(const conv_job *j, int64_t nb)
+{
+    const geo *g = &j->g;
+    if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
+        return 0;
+    /* with the AVX-512 kernel set the packed path's wider GEMM kernel is the better one */
+    if (g->s[1] != 1 || g->s[2] != 1 || strcmp(cpu_gemm_kernel_name(), "avx2") != 0 ||
+        atomic_load(&direct_off))
+        return 0;
+    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, kn = g->k_n;
+    if (cig == 0 || cog == 0) return 0;
+    direct_conv d = {.j = j};
+    d.Wp = g->out[2] + (g->k[2] - 1) * g->d[2];
+    d.Hp = g->out[1] + (g->k[1] - 1) * g->d[1];
+    /* the padded image must hold the input where the forward's pads put it */
+    if (d.Wp < g->in[2] + g->p[2] || d.Hp < g->in[1] + g->p[1]) return 0;
+    d.plane_p = d.Hp * d.Wp;
+    d.K = cig * kn;
+    d.kb = 192; /* 6 x 192 weights and 192 image rows of 64 bytes: L1-sized */
+    d.mp = (cog + 5) / 6 * 6;
+    d.nq = g->out[1] * d.Wp;
+    d.qblk = 384;
+    d.nblocks = (d.nq + d.qblk - 1) / d.qblk;
+    d.xp_item = j->cin * d.plane_p + 16 + (g->k[2] - 1) * g->d[2];
+    d.xp = scratch(nb * d.xp_item, sizeof(float));
+    d.ap = scratch(j->groups * d.mp * d.K, sizeof(float));
+    d.off = scratch(d.K, sizeof(int64_t));
+    int rc = -1;
+    if (!d.xp || !d.ap || !d.off) goto out;
+    for (int64_t k = 0; k < d.K; k++) {
+        int64_t ci = k / kn, t = k % kn, a = t / g->k[2], e = t % g->k[2];
+        d.off[k] = ci * d.plane_p + a * g->d[1] * d.Wp + e * g->d[2];
+    }
+    const float *w = (const float *)j->w; /* [cout, cig * kn] */
+    for (int64_t gi = 0; gi < j->groups; gi++)
+        for (int64_t i0 = 0; i0 < d.mp; i0 += 6)
+            for (int64_t k = 0; k < d.K; k++)
+                for (int64_t r = 0; r < 6; r++)
+                    d.ap[gi * d.mp * d.K + i0 * d.K + k * 6 + r] =
+                        i0 + r < cog ? w[(gi * cog + i0 + r) * d.K + k] : 0.0f;
+    atomic_init(&d.failed, false);
+    int64_t planes = nb * j->cin;
+    em_parallel_for(planes, d.plane_p >= 4096 ? 1 : 4096 / d.plane_p + 1, direct_pad, &d);
+    em_parallel_for(nb * d.nblocks, 1, direct_range, &d);
+    rc = atomic_load(&d.failed) ? -1 : 1;
+out:
+    cpu_cache_free(d.xp);
+    cpu_cache_free(d.ap);
+    cpu_cache_free(d.off);
+    return rc;
+}
+
 static void conv_items(void *ctx, int64_t b, int64_t e)
 {
     const conv_job *j = ctx;
@@ -435,6 +745,17 @@ static em_status exec_conv(const em_op *op)
         if (!yo) goto done;
     }
 
+    int fused = conv_direct(&j, nb);
+    if (fused == 0) fused = conv_fused(&j, nb);
+    if (fused != 0) {
+        st = fused > 0 ? EM_OK : EM_ERR_OOM;
+        if (fused > 0 && yo) {
+            wrapped wy;
+            wrap(&wy, yo, ct, out);
+            cpu_copy_convert(out, &wy.t);
+        }
+        goto done;
+    }
     /* Work per item (multiply-adds) decides between batch-parallel items with inline GEMMs and
      * one item at a time with the GEMM on the pool; either gives the same numbers. */
     int64_t per_item = j.cout * (transposed ? j.x_n * (j.cin / j.groups) * g->k_n

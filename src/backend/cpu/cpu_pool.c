@@ -1,7 +1,8 @@
 /* CPU kernels for max/avg pooling (1-3 spatial dims), adaptive pooling, interpolation and pixel
  * (un)shuffle. Spatial shapes are handled as [D, H, W] with leading size-1 dims; every
- * sample-channel plane is independent and planes run in parallel. Contiguous f32 input is read
- * in place; anything else is first read into contiguous f64. */
+ * sample-channel plane is independent and planes run in parallel (MAX_POOL_VALUES is MAX_POOL
+ * without the index output). Contiguous f32 input is read in place; anything else is first read
+ * into contiguous f64. */
 #include "cpu.h"
 #include "cpu_pool_fast.h"
 
@@ -74,7 +75,7 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
     const pool_ctx *c = vctx;
     const geom *g = &c->g;
     em_tensor *out = c->op->out[0];
-    int64_t *idx_out = c->is_max ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
+    int64_t *idx_out = c->op->kind == EM_OP_MAX_POOL ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ibase = pl * g->in_plane, obase = pl * g->out_plane;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -110,7 +111,7 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
                     int64_t oi = obase + (od * g->out[1] + oh) * g->out[2] + ow;
                     if (c->is_max) {
                         wr(out, oi, best);
-                        idx_out[oi] = best_i;
+                        if (idx_out) idx_out[oi] = best_i;
                         continue;
                     }
                     if (c->include_pad) {
@@ -348,7 +349,8 @@ static em_status exec_shuffle(const em_op *op, bool inverse)
 em_status cpu_exec_pool(const em_op *op)
 {
     switch (op->kind) {
-    case EM_OP_MAX_POOL: return exec_pool(op, true);
+    case EM_OP_MAX_POOL:
+    case EM_OP_MAX_POOL_VALUES: return exec_pool(op, true);
     case EM_OP_AVG_POOL: return exec_pool(op, false);
     case EM_OP_ADAPTIVE_AVG_POOL: return exec_adaptive(op, false);
     case EM_OP_ADAPTIVE_MAX_POOL: return exec_adaptive(op, true);

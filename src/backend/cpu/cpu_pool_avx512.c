@@ -1,7 +1,8 @@
 /* AVX-512 pieces of the f32 max-pool fast path (cpu_pool_fast.c): 16 output columns at a time
  * for inputs with contiguous rows and stride-1 windows, 16 channels at a time for channels-last
  * inputs. Each tap blends the value and a 32-bit in-plane index (row * W + column offset) where
- * v > best or v is NaN, after the first valid tap initialises; planes are below 2^30 elements. */
+ * v > best or v is NaN, after the first valid tap initialises; planes are below 2^30 elements.
+ * A values-only op (g->idx == NULL) runs the same blends and skips the index stores. */
 #include <immintrin.h>
 
 #include "cpu_pool_fast.h"
@@ -49,6 +50,7 @@ void cpu_maxpool_rows_avx512(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
                     }
                 }
                 _mm512_storeu_ps(g->out + ob + ow, best);
+                if (!g->idx) continue;
                 __m512i base = _mm512_add_epi64(lane, _mm512_set1_epi64(ow - g->pw));
                 __m512i i0 = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(bidx));
                 __m512i i1 = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64(bidx, 1));
@@ -74,7 +76,7 @@ void cpu_maxpool_cl_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
         __mmask16 cm = (__mmask16)((1u << cnt) - 1);
         const float *p = g->x + n * g->x_sn + c0; /* x_sc == 1 */
         int64_t ih0 = oh * g->sh - g->ph;
-        int64_t *idx = g->idx + (n * g->C + c0) * plane + oh * g->OW;
+        int64_t *idx = g->idx ? g->idx + (n * g->C + c0) * plane + oh * g->OW : NULL;
         float *out = g->out + (n * g->C + c0) * plane + oh * g->OW;
         for (int64_t ow = 0; ow < g->OW; ow++) {
             int64_t iw0 = ow * g->sw - g->pw;
@@ -105,7 +107,7 @@ void cpu_maxpool_cl_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
             _mm512_storeu_si512(ids, bidx);
             for (int64_t l = 0; l < cnt; l++) {
                 out[l * plane + ow] = vals[l];
-                idx[l * plane + ow] = ids[l];
+                if (idx) idx[l * plane + ow] = ids[l];
             }
         }
     }

@@ -1,18 +1,41 @@
 /* Fast path of f32 max pooling (1-D and 2-D windows, any stride/padding/dilation, ceil mode):
- * reads f32 in place through its strides (no f64 copy) and, on AVX-512 machines, vectorises
- * over 16 output columns (inputs with contiguous rows, stride-1 windows) or over 16 channels
- * (channels-last inputs). Values and argmax indices match the portable kernel in cpu_pool.c
- * exactly (max is exact; the first maximum in window order wins; the last NaN wins when there
- * is one), so the thread split does not change results. */
+ * reads f32 in place through its strides (no f64 copy) and vectorises over output columns
+ * (inputs with contiguous rows, stride-1 windows) or over channels (channels-last inputs), 16
+ * lanes with AVX-512 and 8 with AVX2, picked at run time. Values and argmax indices match the
+ * portable kernel in cpu_pool.c exactly (max is exact; the first maximum in window order wins;
+ * the last NaN wins when there is one), so the thread split does not change results. The
+ * values-only kind (MAX_POOL_VALUES) runs the same kernels without the index stores. */
 #include "cpu_pool_fast.h"
 
 #include <stdatomic.h>
 
-static atomic_int force_scalar;
+static atomic_int isa_cap = -1;
 
-void cpu_pool_fast_force_scalar(int on)
+static int cpu_isa(void)
 {
-    atomic_store(&force_scalar, on);
+    static atomic_int has = -1;
+    int h = atomic_load(&has);
+    if (h < 0) {
+        __builtin_cpu_init();
+        h = CPU_POOL_SCALAR;
+        if (__builtin_cpu_supports("avx2")) h = CPU_POOL_AVX2;
+        if (__builtin_cpu_supports("avx512f")) h = CPU_POOL_AVX512;
+        atomic_store(&has, h);
+    }
+    return h;
+}
+
+bool cpu_pool_fast_set_isa(int isa)
+{
+    if (isa > cpu_isa()) return false;
+    atomic_store(&isa_cap, isa);
+    return true;
+}
+
+static int use_isa(void)
+{
+    int cap = atomic_load(&isa_cap), h = cpu_isa();
+    return cap >= 0 && cap < h ? cap : h;
 }
 
 void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow)
@@ -36,17 +59,7 @@ void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh
     }
     int64_t o = ((n * g->C + c) * g->OH + oh) * g->OW + ow;
     g->out[o] = best;
-    g->idx[o] = bi;
-}
-
-static bool use_avx512(void)
-{
-    static int has = -1;
-    if (has < 0) {
-        __builtin_cpu_init();
-        has = __builtin_cpu_supports("avx512f") != 0;
-    }
-    return has && !atomic_load(&force_scalar);
+    if (g->idx) g->idx[o] = bi;
 }
 
 static void rows_scalar(void *ctx, int64_t r0, int64_t r1)
@@ -58,29 +71,40 @@ static void rows_scalar(void *ctx, int64_t r0, int64_t r1)
     }
 }
 
-static void rows_avx(void *ctx, int64_t r0, int64_t r1)
+static void rows_avx512(void *ctx, int64_t r0, int64_t r1)
 {
     cpu_maxpool_rows_avx512(ctx, r0, r1);
 }
 
-static void cl_avx(void *ctx, int64_t u0, int64_t u1)
+static void cl_avx512(void *ctx, int64_t u0, int64_t u1)
 {
     cpu_maxpool_cl_avx512(ctx, u0, u1);
+}
+
+static void rows_avx2(void *ctx, int64_t r0, int64_t r1)
+{
+    cpu_maxpool_rows_avx2(ctx, r0, r1);
+}
+
+static void cl_avx2(void *ctx, int64_t u0, int64_t u1)
+{
+    cpu_maxpool_cl_avx2(ctx, u0, u1);
 }
 
 bool cpu_pool_max_fast(const em_op *op)
 {
     const em_tensor *x = op->in[0];
-    em_tensor *o = op->out[0], *oi = op->out[1];
+    em_tensor *o = op->out[0], *oi = op->kind == EM_OP_MAX_POOL ? op->out[1] : NULL;
     int nd = (int)op->i[0];
-    if (x->dtype != EM_F32 || o->dtype != EM_F32 || !oi || oi->dtype != EM_I64) return false;
+    if (x->dtype != EM_F32 || o->dtype != EM_F32) return false;
+    if (op->kind == EM_OP_MAX_POOL && (!oi || oi->dtype != EM_I64)) return false;
     if (nd < 1 || nd > 2) return false;
     int lead = x->rank - nd;
     if (lead > 2) return false;
     cpu_maxpool_geom g = {0};
     g.x = (const float *)tn_ptr(x);
     g.out = (float *)tn_ptr(o);
-    g.idx = (int64_t *)tn_ptr(oi);
+    g.idx = oi ? (int64_t *)tn_ptr(oi) : NULL;
     g.N = lead == 2 ? x->shape[0] : 1;
     g.C = lead >= 1 ? x->shape[lead - 1] : 1;
     g.x_sn = lead == 2 ? x->strides[0] : 0;
@@ -104,13 +128,20 @@ bool cpu_pool_max_fast(const em_op *op)
     int64_t rows = g.N * g.C * g.OH;
     if (rows == 0 || g.OW == 0) return true;
     bool small_plane = g.H * g.W < ((int64_t)1 << 30);
-    if (use_avx512() && small_plane && g.x_sw == 1 && g.sw == 1) {
-        em_parallel_for(rows, g.OW >= 4096 ? 1 : 4096 / g.OW + 1, rows_avx, &g);
-    } else if (use_avx512() && small_plane && g.x_sc == 1 && g.C >= 8) {
+    int isa = small_plane ? use_isa() : CPU_POOL_SCALAR;
+    int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
+    if (isa == CPU_POOL_AVX512 && g.x_sw == 1 && g.sw == 1) {
+        em_parallel_for(rows, row_grain, rows_avx512, &g);
+    } else if (isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C >= 8) {
         int64_t units = g.N * g.OH * ((g.C + 15) / 16);
-        em_parallel_for(units, g.OW >= 256 ? 1 : 256 / g.OW + 1, cl_avx, &g);
+        em_parallel_for(units, g.OW >= 256 ? 1 : 256 / g.OW + 1, cl_avx512, &g);
+    } else if (isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
+        em_parallel_for(rows, row_grain, rows_avx2, &g);
+    } else if (isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8) {
+        int64_t work = g.OW * g.C;
+        em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_avx2, &g);
     } else {
-        em_parallel_for(rows, g.OW >= 4096 ? 1 : 4096 / g.OW + 1, rows_scalar, &g);
+        em_parallel_for(rows, row_grain, rows_scalar, &g);
     }
     return true;
 }

@@ -6,7 +6,8 @@
 
 /* The geometry of one f32 max-pool op in 2-D form (1-D pooling has H = OH = kh = 1). Planes are
  * the leading dims (up to two: N and C); x_sn/x_sc are their strides, x_sh/x_sw the row and
- * column strides, all in elements. Output values and indices are contiguous. */
+ * column strides, all in elements. Output values and indices are contiguous; idx is NULL for a
+ * values-only op (MAX_POOL_VALUES). */
 typedef struct cpu_maxpool_geom {
     const float *x;
     float *out;
@@ -16,18 +17,25 @@ typedef struct cpu_maxpool_geom {
     int64_t x_sn, x_sc, x_sh, x_sw;
 } cpu_maxpool_geom;
 
-/* Runs a MAX_POOL op through the fast path when it applies (f32, 1-D/2-D windows, at most two
- * leading dims); false when it does not (nothing written). */
+/* Runs a MAX_POOL or MAX_POOL_VALUES op through the fast path when it applies (f32, 1-D/2-D
+ * windows, at most two leading dims); false when it does not (nothing written). */
 bool cpu_pool_max_fast(const em_op *op);
 /* AVX-512 pieces (cpu_pool_avx512.c): rows [r0, r1) of N*C*OH output rows for inputs whose
  * columns are contiguous (x_sw == 1, stride 1 windows), and units [u0, u1) of N*OH*ceil(C/16)
  * for channels-last inputs (x_sc == 1). Borders and tails go through cpu_maxpool_one. */
 void cpu_maxpool_rows_avx512(const cpu_maxpool_geom *g, int64_t r0, int64_t r1);
 void cpu_maxpool_cl_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
+/* AVX2 pieces (cpu_pool_avx2.c): rows [r0, r1) as above, 8 columns at a time, and units
+ * [u0, u1) of N*OH output rows for channels-last inputs (8 channels x 8 columns per block). */
+void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1);
+void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
 /* One output element (scalar reference of the fast path; same NaN and tie rules as the
  * portable kernel: the first maximum in window order, the last NaN when there is one). */
 void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow);
-/* Test hook: 0 auto, 1 forces the scalar fast path (no AVX-512). */
-void cpu_pool_fast_force_scalar(int on);
+/* Instruction sets of the fast path, best last. */
+enum { CPU_POOL_SCALAR, CPU_POOL_AVX2, CPU_POOL_AVX512 };
+/* Test hook: caps the instruction set the fast path uses (-1: the best the CPU has); returns
+ * false when the CPU lacks the one asked for. */
+bool cpu_pool_fast_set_isa(int isa);
 
 #endif

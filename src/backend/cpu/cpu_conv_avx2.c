@@ -1,0 +1,53 @@
+/* AVX2 + FMA register kernel of the direct stride-1 convolution (cpu_conv.c): a 6 x 16 tile of
+ * output channels x positions over the whole reduction, B read straight from the padded image
+ * (row k of B is the 16 floats at b + off[k]) instead of from packed im2col panels. */
+#include <immintrin.h>
+
+#include "cpu_conv_direct.h"
+
+void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
+                               float *C, int64_t ldc, int mr, int nr, bool accumulate)
+{
+    /* twelve named accumulators: the tile stays in registers */
+    __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
+    __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    for (int64_t k = 0; k < K; k++, Ap += 6) {
+        const float *q = b + off[k];
+        __m256 b0 = _mm256_loadu_ps(q), b1 = _mm256_loadu_ps(q + 8), a;
+        a = _mm256_broadcast_ss(Ap + 0);
+        c00 = _mm256_fmadd_ps(a, b0, c00);
+        c01 = _mm256_fmadd_ps(a, b1, c01);
+        a = _mm256_broadcast_ss(Ap + 1);
+        c10 = _mm256_fmadd_ps(a, b0, c10);
+        c11 = _mm256_fmadd_ps(a, b1, c11);
+        a = _mm256_broadcast_ss(Ap + 2);
+        c20 = _mm256_fmadd_ps(a, b0, c20);
+        c21 = _mm256_fmadd_ps(a, b1, c21);
+        a = _mm256_broadcast_ss(Ap + 3);
+        c30 = _mm256_fmadd_ps(a, b0, c30);
+        c31 = _mm256_fmadd_ps(a, b1, c31);
+        a = _mm256_broadcast_ss(Ap + 4);
+        c40 = _mm256_fmadd_ps(a, b0, c40);
+        c41 = _mm256_fmadd_ps(a, b1, c41);
+        a = _mm256_broadcast_ss(Ap + 5);
+        c50 = _mm256_fmadd_ps(a, b0, c50);
+        c51 = _mm256_fmadd_ps(a, b1, c51);
+    }
+    __m256 acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
+    for (int r = 0; r < mr; r++) {
+        float *c = C + r * ldc;
+        if (nr == 16) {
+            if (accumulate) {
+                acc[r][0] = _mm256_add_ps(_mm256_loadu_ps(c), acc[r][0]);
+                acc[r][1] = _mm256_add_ps(_mm256_loadu_ps(c + 8), acc[r][1]);
+            }
+            _mm256_storeu_ps(c, acc[r][0]);
+            _mm256_storeu_ps(c + 8, acc[r][1]);
+            continue;
+        }
+        float t[16];
+        _mm256_storeu_ps(t, acc[r][0]);
+        _mm256_storeu_ps(t + 8, acc[r][1]);
+        for (int j = 0; j < nr; j++) c[j] = accumulate ? c[j] + t[j] : t[j];
+    }
+}

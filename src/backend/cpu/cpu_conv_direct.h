@@ -1,0 +1,19 @@
+/* Register kernels of the direct stride-1 f32 convolution (cpu_conv.c, cpu_conv_avx2.c). */
+#ifndef EMBER_CPU_CONV_DIRECT_H
+#define EMBER_CPU_CONV_DIRECT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* C[mr, nr] (row stride ldc) = Ap . B over K steps, or C += Ap . B when accumulate: Ap holds
+ * 6 values per k (a packed row panel, zero padded), row k of B is the 16 floats at b + off[k]
+ * (all 16 readable even when nr < 16). mr <= 6, nr <= 16 cut the tile; one fused multiply-add
+ * per k, k ascending, then one add into C. */
+void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
+                               float *C, int64_t ldc, int mr, int nr, bool accumulate);
+
+/* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
+ * tests can run both on one machine; true (the default) returns to the direct path. */
+void cpu_conv_direct_enable(bool on);
+
+#endif
