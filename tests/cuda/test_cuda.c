@@ -556,6 +556,8 @@ static void test_max_pool(void)
             compare(what, dv, cv, 0, 0);
             what[0] = 'M';
             compare(what, di, ci, 0, 0);
+            what[0] = 'v'; /* values only (max_pool_values) */
+            compare(what, fns[cs[p].nd - 1](d, cs[p].o, NULL), cv, 0, 0);
             em_scope_end();
         }
 }

@@ -229,7 +229,7 @@ static bool be_supports(const em_op *op)
         return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
                (!conv || (op->i[16] <= 1 && op->i[0] >= 1 && op->i[0] <= 3));
     }
-    if (k == EM_OP_MAX_POOL) {
+    if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
         const em_tensor *x = op->in[0];
         int nd = (int)op->i[0];
         int64_t plane = 1;
@@ -1020,7 +1020,7 @@ typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t planes;
 } pool_arg;
 
-/* MAX_POOL (values and i64 indices; a NULL second output is a values-only pool). */
+/* MAX_POOL (values and i64 indices) and MAX_POOL_VALUES (one output: no indices written). */
 static em_status run_max_pool(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
@@ -1082,6 +1082,7 @@ static em_status be_exec(const em_op *op)
         if (be_supports(op)) return run_fold(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_MAX_POOL:
+    case EM_OP_MAX_POOL_VALUES:
         if (be_supports(op)) return run_max_pool(op, dev, what);
         return em_error(EM_ERR_UNSUPPORTED, "%s: not supported by the cuda backend", what);
     case EM_OP_LAYER_NORM:
