@@ -23,6 +23,7 @@ typedef struct uctx {
     domain dom;
     double p0, p1; /* op->f[0], op->f[1] */
     float p0f, p1f;
+    const cpu_fast_ops *fast; /* vector kernels, or NULL */
 } uctx;
 
 static const double SELU_ALPHA = 1.6732632423543772848170429916717;
@@ -131,8 +132,8 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_SELU: MAP(v > 0 ? ss * v : ss * sa * expm1f(v));
     case EM_OP_CELU: MAP(v > 0 ? v : a * expm1f(v * b));
     case EM_OP_GELU:
-        if (cpu_has_avx512()) {
-            cpu_gelu_f32_avx512(x, y, n);
+        if (c->fast) {
+            c->fast->gelu(x, y, n);
             break;
         }
         MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
@@ -414,6 +415,7 @@ em_status cpu_exec_unary(const em_op *op)
         .dt_out = o->dtype,
         .p0 = op->f[0],
         .p1 = op->f[1],
+        .fast = cpu_fast(),
     };
     if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
     c.p0f = (float)c.p0;

@@ -1,0 +1,264 @@
+/* AVX2+FMA row kernels behind cpu_fast.h (8 f32 lanes; f64 accumulation in two 4-lane halves).
+ * Compiled with -mavx2 -mfma (CMake gives *_avx2.c files their own flags); reached only through
+ * cpu_fast() on CPUs that have both. The same formulas as the AVX-512 kernels. */
+#include <immintrin.h>
+#include <math.h>
+
+#include "cpu_fast.h"
+
+/* Lanes [0, left) set (left clamped to 8), for maskload/maskstore and blends. */
+static inline __m256i tail_mask(int64_t left)
+{
+    const __m256i idx = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+    int l = left >= 8 ? 8 : (int)left;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(l), idx);
+}
+
+/* erf on [-4, 4] (clamped), the same rational approximation as cpu_unary.c's erf_fast. */
+static inline __m256 erf256(__m256 v)
+{
+    __m256 x = _mm256_min_ps(_mm256_set1_ps(4.0f), _mm256_max_ps(_mm256_set1_ps(-4.0f), v));
+    __m256 x2 = _mm256_mul_ps(x, x);
+    __m256 p = _mm256_fmadd_ps(x2, _mm256_set1_ps(-2.72614225801306e-10f),
+                               _mm256_set1_ps(2.77068142495902e-08f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.10102402082508e-06f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-5.69250639462346e-05f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-7.34990630326855e-04f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-2.95459980854025e-03f));
+    p = _mm256_fmadd_ps(x2, p, _mm256_set1_ps(-1.60960333262415e-02f));
+    __m256 q = _mm256_fmadd_ps(x2, _mm256_set1_ps(-1.45660718464996e-05f),
+                               _mm256_set1_ps(-2.13374055278905e-04f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.68282697438203e-03f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-7.37332916720468e-03f));
+    q = _mm256_fmadd_ps(x2, q, _mm256_set1_ps(-1.42647390514189e-02f));
+    return _mm256_div_ps(_mm256_mul_ps(x, p), q);
+}
+
+static inline __m256 gelu256(__m256 v)
+{
+    __m256 e = erf256(_mm256_mul_ps(v, _mm256_set1_ps(0.70710678118654752f)));
+    return _mm256_mul_ps(_mm256_mul_ps(_mm256_set1_ps(0.5f), v),
+                         _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+}
+
+static void gelu(const float *x, float *y, int64_t n)
+{
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = gelu256(_mm256_loadu_ps(x + i)), b = gelu256(_mm256_loadu_ps(x + i + 8));
+        _mm256_storeu_ps(y + i, a);
+        _mm256_storeu_ps(y + i + 8, b);
+    }
+    for (; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, gelu256(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+/* 2^k for integer lanes k in [-126, 127]. */
+static inline __m256 pow2i(__m256i k)
+{
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
+}
+
+/* exp(x) in f32 (Cephes-style range reduction, degree-6 polynomial); inputs below -104 give 0,
+ * NaN stays NaN. The scale 2^n is applied in two halves so that results in the subnormal range
+ * (n down to -150) round once, as AVX-512's scalef does. */
+static inline __m256 exp256(__m256 x)
+{
+    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x); /* NaN in x survives (second operand) */
+    x = _mm256_min_ps(_mm256_set1_ps(88.7f), x);
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p =
+        _mm256_fmadd_ps(_mm256_set1_ps(1.9875691500e-4f), r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
+    __m256i ni = _mm256_cvtps_epi32(n); /* NaN lanes give garbage, but y is NaN there */
+    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
+    return _mm256_mul_ps(_mm256_mul_ps(y, pow2i(n1)), pow2i(n2));
+}
+
+static inline void acc_pd(__m256d *lo, __m256d *hi, __m256 v)
+{
+    *lo = _mm256_add_pd(*lo, _mm256_cvtps_pd(_mm256_castps256_ps128(v)));
+    *hi = _mm256_add_pd(*hi, _mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)));
+}
+
+static inline double hsum_pd(__m256d v)
+{
+    __m128d s = _mm_add_pd(_mm256_castpd256_pd128(v), _mm256_extractf128_pd(v, 1));
+    return _mm_cvtsd_f64(_mm_add_sd(s, _mm_unpackhi_pd(s, s)));
+}
+
+static inline float hmax_ps(__m256 v)
+{
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_shuffle_ps(m, m, 1));
+    return _mm_cvtss_f32(m);
+}
+
+// x, y: [n] -> y = softmax(x) (or log_softmax): max, then exp and f64 sum (y holds the
+// exponentials), then one scaling pass; a row of a few KiB stays in L1 between the passes.
+static void softmax_row(const float *x, float *y, int64_t n, bool lg)
+{
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    __m256 mv = ninf, nan = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 v = _mm256_loadu_ps(x + i);
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mv = _mm256_max_ps(mv, v);
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
+        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+        mv = _mm256_max_ps(mv, v);
+    }
+    float mx = _mm256_movemask_ps(nan) ? NAN : hmax_ps(mv);
+    __m256 mb = _mm256_set1_ps(mx);
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(),
+            s3 = _mm256_setzero_pd();
+    for (i = 0; i + 16 <= n; i += 16) {
+        __m256 e0 = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
+        __m256 e1 = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mb));
+        if (!lg) {
+            _mm256_storeu_ps(y + i, e0);
+            _mm256_storeu_ps(y + i + 8, e1);
+        }
+        acc_pd(&s0, &s1, e0);
+        acc_pd(&s2, &s3, e1);
+    }
+    for (; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mb)),
+                                 _mm256_castsi256_ps(m));
+        if (!lg) _mm256_maskstore_ps(y + i, m, e);
+        acc_pd(&s0, &s1, e);
+    }
+    double sum = hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    if (lg) {
+        __m256 ls = _mm256_set1_ps((float)log(sum));
+        for (i = 0; i < n; i += 8) {
+            __m256i m = tail_mask(n - i);
+            __m256 v = _mm256_sub_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mb), ls);
+            _mm256_maskstore_ps(y + i, m, v);
+        }
+        return;
+    }
+    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
+    for (i = 0; i + 8 <= n; i += 8)
+        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_maskload_ps(y + i, m), inv));
+    }
+}
+
+/* Shifted sums of one f32 vector (zeros in masked-off lanes of d): s += d, q += d * d, in f64. */
+static inline void acc_moments(__m256d *s0, __m256d *s1, __m256d *q0, __m256d *q1, __m256 v,
+                               __m256d k, __m256d keep0, __m256d keep1)
+{
+    __m256d a = _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(v)), k), keep0);
+    __m256d c =
+        _mm256_and_pd(_mm256_sub_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(v, 1)), k), keep1);
+    *s0 = _mm256_add_pd(*s0, a);
+    *s1 = _mm256_add_pd(*s1, c);
+    *q0 = _mm256_fmadd_pd(a, a, *q0);
+    *q1 = _mm256_fmadd_pd(c, c, *q1);
+}
+
+// x, y: [n]; w, b: [n] or NULL -> y = (x - mean) / sqrt(var + eps) * w + b (rms: no mean).
+// One read for the statistics: sums of d = x - x[0] and d^2 in f64 (the shift keeps
+// sum(d^2)/n - mean(d)^2 free of cancellation when the mean is large), then one read and write.
+static void norm_row(const float *x, float *y, const float *w, const float *b, int64_t n,
+                     double eps, bool rms)
+{
+    double k = rms ? 0.0 : (double)x[0];
+    __m256d kv = _mm256_set1_pd(k), all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
+    __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8)
+        acc_moments(&s0, &s1, &q0, &q1, _mm256_loadu_ps(x + i), kv, all, all);
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256d m0 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_castsi256_si128(m)));
+        __m256d m1 = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(_mm256_extracti128_si256(m, 1)));
+        acc_moments(&s0, &s1, &q0, &q1, _mm256_maskload_ps(x + i, m), kv, m0, m1);
+    }
+    double sd = hsum_pd(_mm256_add_pd(s0, s1)) / (double)n;
+    double var = hsum_pd(_mm256_add_pd(q0, q1)) / (double)n;
+    double mean = 0;
+    if (!rms) {
+        mean = k + sd;
+        var -= sd * sd;
+        if (var < 0) var = 0;
+    }
+    __m256 mf = _mm256_set1_ps((float)mean), rs = _mm256_set1_ps((float)(1.0 / sqrt(var + eps)));
+    for (i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        bool full = i + 8 <= n;
+        __m256 v = full ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, m);
+        v = _mm256_mul_ps(_mm256_sub_ps(v, mf), rs);
+        if (w) v = _mm256_mul_ps(v, full ? _mm256_loadu_ps(w + i) : _mm256_maskload_ps(w + i, m));
+        if (b) v = _mm256_add_ps(v, full ? _mm256_loadu_ps(b + i) : _mm256_maskload_ps(b + i, m));
+        if (full)
+            _mm256_storeu_ps(y + i, v);
+        else
+            _mm256_maskstore_ps(y + i, m, v);
+    }
+}
+
+static double sum(const float *x, int64_t n)
+{
+    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    int64_t i = 0;
+    for (; i + 32 <= n; i += 32) {
+        acc_pd(&a0, &a1, _mm256_loadu_ps(x + i));
+        acc_pd(&a2, &a3, _mm256_loadu_ps(x + i + 8));
+        acc_pd(&a4, &a5, _mm256_loadu_ps(x + i + 16));
+        acc_pd(&a6, &a7, _mm256_loadu_ps(x + i + 24));
+    }
+    for (; i < n; i += 8) acc_pd(&a0, &a1, _mm256_maskload_ps(x + i, tail_mask(n - i)));
+    __m256d s = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)),
+                              _mm256_add_pd(_mm256_add_pd(a4, a5), _mm256_add_pd(a6, a7)));
+    return hsum_pd(s);
+}
+
+int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc)
+{
+    __m256 tv = _mm256_set1_ps(t);
+    int64_t i = from;
+    /* "not <=" and "not >=" are true for NaN lanes as well */
+    if (desc)
+        for (; i + 16 <= n; i += 16) {
+            __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NLE_UQ);
+            __m256 c = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NLE_UQ);
+            if (_mm256_movemask_ps(_mm256_or_ps(a, c))) break;
+        }
+    else
+        for (; i + 16 <= n; i += 16) {
+            __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NGE_UQ);
+            __m256 c = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NGE_UQ);
+            if (_mm256_movemask_ps(_mm256_or_ps(a, c))) break;
+        }
+    for (; i < n; i++)
+        if (desc ? !(x[i] <= t) : !(x[i] >= t)) return i;
+    return n;
+}
+
+const cpu_fast_ops cpu_fast_avx2_ops = {
+    .isa = "avx2",
+    .gelu = gelu,
+    .softmax_row = softmax_row,
+    .norm_row = norm_row,
+    .sum = sum,
+    .find_past = cpu_find_past_f32_avx2,
+};
