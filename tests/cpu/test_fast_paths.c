@@ -1,7 +1,9 @@
-/* The AVX-512 row kernels (cpu_fast_avx512.c: GELU, softmax/log_softmax, layer/RMS norm, whole
- * sum/mean) against the portable paths (cpu_fast_force_portable): odd lengths and tails, NaN and
- * infinities, strided inputs (which take the portable path), and bitwise-identical results for
- * 1, 2 and 3 threads. On CPUs without AVX-512 both sides are the portable path. */
+/* The vector row kernels (cpu_fast.h: AVX-512 or AVX2, whichever the CPU has: GELU,
+ * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test) and the
+ * power-of-two real FFT against the portable paths (cpu_fast_force_portable): odd lengths and
+ * tails, NaN and infinities, ties, strided inputs (which take the portable path), and
+ * bitwise-identical results for 1, 2 and 3 threads. On CPUs without AVX2 the element-wise
+ * sides are both the portable path. */
 #include <string.h>
 
 #include "backend/cpu/cpu_fast.h"
@@ -90,6 +92,76 @@ static void compare(const char *name, op1 f, em_shape s, bool specials, h_layout
     em_scope_end();
 }
 
+/* top-k of x: [rows, n] along the last dim against the portable selection: the same values and
+ * indices exactly (ties keep the lower index, NaN counts as the largest). */
+static void compare_topk(int64_t rows, int64_t n, int64_t k, bool largest, int kind,
+                         h_layout layout)
+{
+    em_scope_begin();
+    int64_t cnt = rows * n;
+    double *v = malloc(sizeof(double) * (size_t)cnt);
+    for (int64_t i = 0; i < cnt; i++) {
+        double u = h_uniform();
+        /* kind 0: distinct reals; 1: a few repeated values (ties); 2: with NaN and infinities */
+        v[i] = kind == 1 ? (double)(int)(u * 5) : 8 * u - 4;
+        if (kind == 2 && i % 37 == 5) v[i] = NAN;
+        if (kind == 2 && i % 53 == 7) v[i] = i % 2 ? INFINITY : -INFINITY;
+    }
+    em_tensor *x = h_from_values(v, EM_SHAPE(rows, n), EM_F32, layout);
+    em_tensor *rv = NULL, *ri = NULL;
+    cpu_fast_force_portable(true);
+    em_status st = em_topk(x, k, -1, largest, &rv, &ri);
+    cpu_fast_force_portable(false);
+    CHECK(st == EM_OK, "topk reference n=%lld k=%lld", (long long)n, (long long)k);
+    for (int th = 1; th <= 3; th++) {
+        em_set_num_threads(th);
+        em_tensor *gv = NULL, *gi = NULL;
+        st = em_topk(x, k, -1, largest, &gv, &gi);
+        CHECK(st == EM_OK && h_same_bytes(gv, rv) && h_same_bytes(gi, ri),
+              "topk rows=%lld n=%lld k=%lld largest=%d kind %d layout %d threads %d: same values "
+              "and indices as the portable path",
+              (long long)rows, (long long)n, (long long)k, (int)largest, kind, (int)layout, th);
+    }
+    em_set_num_threads(2);
+    free(v);
+    em_scope_end();
+}
+
+/* rfft of x: [rows, n] (power-of-two n: the half-length complex FFT) against the full-length
+ * complex FFT the portable path runs, for f32 and f64, padded and cropped. */
+static void compare_rfft(int64_t rows, int64_t len, int64_t n, em_dtype dt, h_layout layout)
+{
+    em_scope_begin();
+    em_tensor *x = h_rand(EM_SHAPE(rows, len), dt, layout, -1, 1, NULL);
+    cpu_fast_force_portable(true);
+    em_tensor *ref = em_rfft(x, 1, n);
+    cpu_fast_force_portable(false);
+    CHECK_OK("rfft reference");
+    double *rv = h_values(ref);
+    em_shape os = em_tensor_shape(ref);
+    int64_t on = em_shape_numel(os);
+    double big = 0;
+    for (int64_t i = 0; i < on; i++) big = fabs(rv[i]) > big ? fabs(rv[i]) : big;
+    double tol = (dt == EM_F64 ? 1e-12 : 2e-6) * (big > 1 ? big : 1);
+    em_tensor *first = NULL;
+    char what[160];
+    for (int th = 1; th <= 3; th++) {
+        em_set_num_threads(th);
+        em_tensor *y = em_rfft(x, 1, n);
+        CHECK_OK("rfft");
+        snprintf(what, sizeof what, "rfft rows=%lld len=%lld n=%lld %s layout %d threads %d",
+                 (long long)rows, (long long)len, (long long)n, em_dtype_name(dt), (int)layout, th);
+        h_check_tensor(what, y, rv, os, tol, 0);
+        if (!first)
+            first = y;
+        else
+            CHECK(h_same_bytes(first, y), "%s: same bits for every thread count", what);
+    }
+    em_set_num_threads(2);
+    free(rv);
+    em_scope_end();
+}
+
 int main(void)
 {
     h_init();
@@ -120,5 +192,27 @@ int main(void)
         compare("sum NaN", f_sum, EM_SHAPE(sums[i]), true, H_CONTIG, 1e-5);
     }
     compare("sum strided", f_sum, EM_SHAPE(300, 301), false, H_STRIDED, 1e-5);
+
+    int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000, 4099};
+    int64_t tk_ks[] = {1, 3, 10, 32};
+    for (size_t i = 0; i < sizeof tk_lens / sizeof *tk_lens; i++)
+        for (size_t j = 0; j < sizeof tk_ks / sizeof *tk_ks; j++) {
+            if (tk_ks[j] > tk_lens[i]) continue;
+            for (int kind = 0; kind < 3; kind++)
+                for (int largest = 0; largest < 2; largest++)
+                    compare_topk(5, tk_lens[i], tk_ks[j], largest, kind, H_CONTIG);
+            compare_topk(3, tk_lens[i], tk_ks[j], true, 2, H_TRANSPOSED);
+        }
+
+    /* every power of two from the shortest that takes the half-length FFT to lengths past one
+     * L2 block (breadth passes of radix 2 and 4), plus padding and cropping */
+    for (int64_t n = 16; n <= ((int64_t)1 << 19); n *= 2) {
+        compare_rfft(n <= 4096 ? 3 : 1, n, n, EM_F32, H_CONTIG);
+        if (n <= 4096 || n == ((int64_t)1 << 18)) compare_rfft(2, n, n, EM_F64, H_CONTIG);
+    }
+    compare_rfft(3, 64, 64, EM_F32, H_TRANSPOSED);
+    compare_rfft(3, 64, 64, EM_F16, H_STRIDED);
+    compare_rfft(2, 1000, 1024, EM_F32, H_CONTIG); /* padded */
+    compare_rfft(2, 3000, 2048, EM_F64, H_CONTIG); /* cropped */
     return h_finish();
 }

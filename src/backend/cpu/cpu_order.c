@@ -1,11 +1,13 @@
 /* CPU kernels for ordering ops: a stable merge sort of row indices keyed by the row's values
  * (doubles for floats with NaN as the largest, int64 for integers and bool), small-k top-k by
- * insertion into a sorted buffer, and the lower median. Rows are spread over the thread pool;
- * each row is independent, so results do not depend on the split. */
+ * insertion into a sorted buffer (contiguous f32 rows skip ahead with a vector threshold test), and
+ * the lower median. Rows are spread over the thread pool; each row is independent, so results do
+ * not depend on the split. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "cpu_fast.h"
 
 /* ---- comparators and the stable merge sort ----------------------------------------------- */
 
@@ -67,6 +69,29 @@ DEFINE_SORT(sort_f64_desc, double, GT_F64)
 DEFINE_SORT(sort_i64_asc, int64_t, LT_I64)
 DEFINE_SORT(sort_i64_desc, int64_t, GT_I64)
 
+/* Small-k top-k of one contiguous f32 row with the vector skip test: once the buffer holds k
+ * indices, find_past jumps to the next element that beats the current k-th value (or is NaN);
+ * the scalar insertion then decides with the same order as the sort. */
+static void topk_f32_row(const cpu_fast_ops *f, const float *x, int64_t *buf, int64_t n, int64_t k,
+                         bool desc)
+{
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (cnt == k) {
+            i = f->find_past(x, i, n, x[buf[k - 1]], desc);
+            if (i == n) break;
+            float t = x[buf[k - 1]];
+            if (desc ? !GT_F64(x[i], t) : !LT_F64(x[i], t)) continue;
+        }
+        int64_t j = cnt < k ? cnt++ : k - 1;
+        while (j > 0 && (desc ? GT_F64(x[i], x[buf[j - 1]]) : LT_F64(x[i], x[buf[j - 1]]))) {
+            buf[j] = buf[j - 1];
+            j--;
+        }
+        buf[j] = i;
+    }
+}
+
 /* ---- rows -------------------------------------------------------------------------------- */
 
 typedef struct order_ctx {
@@ -78,8 +103,22 @@ typedef struct order_ctx {
     size_t es;
     bool is_float;
     int64_t n, k; /* row length; outputs per row (SORT n, TOPK k, MEDIAN 1) */
+    const cpu_fast_ops *fast;
     atomic_bool failed;
 } order_ctx;
+
+/* The k chosen elements of one row (positions idx in x's row xr) to the values and indices. */
+static void put_row(const order_ctx *c, const int64_t *off, const char *xr, int64_t xs,
+                    const int64_t *idx)
+{
+    char *vr = c->base[1] + off[1] * (int64_t)c->es;
+    int64_t *ir = (int64_t *)c->base[2] + off[2];
+    int64_t vs = c->st[1][c->dim] * (int64_t)c->es, is = c->st[2][c->dim];
+    for (int64_t j = 0; j < c->k; j++) {
+        memcpy(vr + j * vs, xr + idx[j] * xs, c->es);
+        ir[j * is] = idx[j];
+    }
+}
 
 static void order_rows(void *vctx, int64_t b, int64_t e)
 {
@@ -109,6 +148,11 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
         }
         const char *xr = c->base[0] + off[0] * (int64_t)c->es;
         int64_t xs = c->st[0][c->dim] * (int64_t)c->es;
+        if (small_k && dt == EM_F32 && xs == 4 && c->fast && c->fast->find_past) {
+            topk_f32_row(c->fast, (const float *)xr, idx, n, c->k, desc);
+            put_row(c, off, xr, xs, idx);
+            continue;
+        }
         bool has_nan = false;
         int64_t first_nan = -1;
         for (int64_t j = 0; j < n; j++) {
@@ -135,13 +179,7 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
                 desc ? sort_i64_desc(ki, idx, tmp, n) : sort_i64_asc(ki, idx, tmp, n);
             if (op->kind == EM_OP_MEDIAN) idx[0] = idx[(n - 1) / 2];
         }
-        char *vr = c->base[1] + off[1] * (int64_t)c->es;
-        int64_t *ir = (int64_t *)c->base[2] + off[2];
-        int64_t vs = c->st[1][c->dim] * (int64_t)c->es, is = c->st[2][c->dim];
-        for (int64_t j = 0; j < c->k; j++) {
-            memcpy(vr + j * vs, xr + idx[j] * xs, c->es);
-            ir[j * is] = idx[j];
-        }
+        put_row(c, off, xr, xs, idx);
     }
     free(key);
     free(idx);
@@ -177,6 +215,7 @@ em_status cpu_exec_order(const em_op *op)
         c.st[2][d] = ix->strides[j];
         j++;
     }
+    c.fast = cpu_fast();
     c.base[0] = tn_ptr(x);
     c.base[1] = tn_ptr(v);
     c.base[2] = tn_ptr(ix);
