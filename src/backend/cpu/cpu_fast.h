@@ -23,6 +23,13 @@ typedef struct cpu_fast_ops {
     /* First index i >= from with x[i] > t (desc) or x[i] < t (!desc), or NaN, or n if none:
      * the skip test of the small-k top-k (NULL: no vector version). */
     int64_t (*find_past)(const float *x, int64_t from, int64_t n, float t, bool desc);
+    /* A pass of decimation-in-time FFT butterflies t in [t0, t1), t = block * h + k (h >= 4),
+     * over split re/im arrays: radix 2 (span h, blocks of 2h) or radix 4 (spans h and 2h,
+     * blocks of 4h); tw[h + k] = exp(-i pi k / h). As cpu_signal.c's portable passes. */
+    void (*fft_pass2)(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                      int64_t t0, int64_t t1);
+    void (*fft_pass4)(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                      int64_t t0, int64_t t1);
 } cpu_fast_ops;
 
 /* The kernels for this CPU, or NULL when none applies or cpu_fast_force_portable is on. */
@@ -31,8 +38,12 @@ const cpu_fast_ops *cpu_fast(void);
 void cpu_fast_force_portable(bool on);
 bool cpu_fast_portable_forced(void);
 
-/* The AVX2 skip test, shared by the AVX-512 table. */
+/* AVX2 kernels the AVX-512 table shares. */
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
+void cpu_fft_pass2_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                        int64_t t0, int64_t t1);
+void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                        int64_t t0, int64_t t1);
 
 extern const cpu_fast_ops cpu_fast_avx512_ops;
 extern const cpu_fast_ops cpu_fast_avx2_ops;

@@ -160,5 +160,8 @@ const cpu_fast_ops cpu_fast_avx512_ops = {
     .softmax_row = cpu_softmax_row_f32_avx512,
     .norm_row = cpu_norm_row_f32_avx512,
     .sum = cpu_sum_f32_avx512,
-    .find_past = cpu_find_past_f32_avx2, /* AVX-512 CPUs have AVX2 */
+    /* AVX-512 CPUs have AVX2 */
+    .find_past = cpu_find_past_f32_avx2,
+    .fft_pass2 = cpu_fft_pass2_avx2,
+    .fft_pass4 = cpu_fft_pass4_avx2,
 };

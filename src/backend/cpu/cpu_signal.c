@@ -263,8 +263,34 @@ static inline void rf_span4(double *restrict re, double *restrict im, const doub
     }
 }
 
-/* The first stages of one block of len points (len a power of two, >= 4): all of them. */
-static void rf_block(double *re, double *im, const rf_plan *p, int64_t len)
+/* A pass of butterflies t in [t0, t1), t = block * h + k: radix 2 (span h, blocks of 2h) or
+ * radix 4 (spans h and 2h, blocks of 4h); tw is the whole twiddle table. */
+static void rf_pass2(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                     int64_t t0, int64_t t1)
+{
+    while (t0 < t1) {
+        int64_t blk = t0 / h, k0 = t0 % h, k1 = t1 - blk * h < h ? t1 - blk * h : h;
+        rf_span2(re + blk * 2 * h, im + blk * 2 * h, twr + h, twi + h, h, k0, k1);
+        t0 = blk * h + k1;
+    }
+}
+
+static void rf_pass4(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                     int64_t t0, int64_t t1)
+{
+    while (t0 < t1) {
+        int64_t blk = t0 / h, k0 = t0 % h, k1 = t1 - blk * h < h ? t1 - blk * h : h;
+        rf_span4(re + blk * 4 * h, im + blk * 4 * h, twr, twi, h, k0, k1);
+        t0 = blk * h + k1;
+    }
+}
+
+typedef void (*rf_pass_fn)(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                           int64_t t0, int64_t t1);
+
+/* All stages of one block of len points (len a power of two, >= 4). */
+static void rf_block(double *re, double *im, const rf_plan *p, int64_t len, rf_pass_fn pass2,
+                     rf_pass_fn pass4)
 {
     /* spans 1 and 2 (twiddles 1; then 1 and -i) as one radix-4 step */
     for (int64_t b = 0; b < len; b += 4) {
@@ -276,12 +302,10 @@ static void rf_block(double *re, double *im, const rf_plan *p, int64_t len)
     }
     for (int64_t h = 4; h < len;) {
         if (4 * h <= len) {
-            for (int64_t b = 0; b < len; b += 4 * h)
-                rf_span4(re + b, im + b, p->twr, p->twi, h, 0, h);
+            pass4(re, im, p->twr, p->twi, h, 0, len / 4);
             h *= 4;
         } else {
-            for (int64_t b = 0; b < len; b += 2 * h)
-                rf_span2(re + b, im + b, p->twr + h, p->twi + h, h, 0, h);
+            pass2(re, im, p->twr, p->twi, h, 0, len / 2);
             h *= 2;
         }
     }
@@ -289,6 +313,7 @@ static void rf_block(double *re, double *im, const rf_plan *p, int64_t len)
 
 typedef struct rf_job {
     const rf_plan *p;
+    rf_pass_fn pass2, pass4;
     double *re, *im;
     int64_t h; /* breadth pass: first span */
     const char *x;
@@ -323,31 +348,20 @@ static void rf_leaves(void *ctx, int64_t b, int64_t e)
 {
     const rf_job *j = ctx;
     int64_t len = j->p->m < RF_LEAF ? j->p->m : RF_LEAF;
-    for (int64_t t = b; t < e; t++) rf_block(j->re + t * len, j->im + t * len, j->p, len);
+    for (int64_t t = b; t < e; t++)
+        rf_block(j->re + t * len, j->im + t * len, j->p, len, j->pass2, j->pass4);
 }
 
-/* One breadth pass: radix-4 (spans h, 2h) over butterfly groups t in [b, e), t = block * h + k. */
 static void rf_breadth4(void *ctx, int64_t b, int64_t e)
 {
     const rf_job *j = ctx;
-    int64_t h = j->h;
-    while (b < e) {
-        int64_t blk = b / h, k0 = b % h, k1 = e - blk * h < h ? e - blk * h : h;
-        rf_span4(j->re + blk * 4 * h, j->im + blk * 4 * h, j->p->twr, j->p->twi, h, k0, k1);
-        b = blk * h + k1;
-    }
+    j->pass4(j->re, j->im, j->p->twr, j->p->twi, j->h, b, e);
 }
 
 static void rf_breadth2(void *ctx, int64_t b, int64_t e)
 {
     const rf_job *j = ctx;
-    int64_t h = j->h;
-    while (b < e) {
-        int64_t blk = b / h, k0 = b % h, k1 = e - blk * h < h ? e - blk * h : h;
-        int64_t o = blk * 2 * h;
-        rf_span2(j->re + o, j->im + o, j->p->twr + h, j->p->twi + h, h, k0, k1);
-        b = blk * h + k1;
-    }
+    j->pass2(j->re, j->im, j->p->twr, j->p->twi, j->h, b, e);
 }
 
 static inline void rf_put(const rf_job *j, int64_t k, double re, double im)
@@ -392,7 +406,21 @@ static void rfft_pow2(const rf_plan *p, const char *x, int64_t xs, int64_t xlen,
                       char *y, int64_t ys, int64_t yc, em_dtype ydt, double *re, double *im)
 {
     int64_t m = p->m;
-    rf_job j = {p, re, im, 0, x, xs, xlen < p->n ? xlen : p->n, xdt, y, ys, yc, ydt};
+    const cpu_fast_ops *f = cpu_fast();
+    rf_job j = {p,
+                f ? f->fft_pass2 : rf_pass2,
+                f ? f->fft_pass4 : rf_pass4,
+                re,
+                im,
+                0,
+                x,
+                xs,
+                xlen < p->n ? xlen : p->n,
+                xdt,
+                y,
+                ys,
+                yc,
+                ydt};
     em_parallel_for(m, RF_GRAIN, rf_pack, &j);
     int64_t leaf = m < RF_LEAF ? m : RF_LEAF;
     em_parallel_for(m / leaf, 1, rf_leaves, &j);
