@@ -10,14 +10,16 @@
 
 typedef struct cpu_fast_ops {
     const char *isa;
-    /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path). */
-    void (*gelu)(const float *x, float *y, int64_t n);
+    /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).
+     * stream (here and below): a hint that y is large and not read soon, so stores may bypass
+     * the caches (AVX2 does; AVX-512 ignores it). */
+    void (*gelu)(const float *x, float *y, int64_t n, bool stream);
     /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
      * is NaN when any element is; the sum of exponentials accumulates in f64). */
-    void (*softmax_row)(const float *x, float *y, int64_t n, bool log);
+    void (*softmax_row)(const float *x, float *y, int64_t n, bool log, bool stream);
     /* Layer norm (or RMS norm) of one row: f64 mean and variance, then f32 affine. */
     void (*norm_row)(const float *x, float *y, const float *w, const float *b, int64_t n,
-                     double eps, bool rms);
+                     double eps, bool rms, bool stream);
     /* Sum of n floats in f64 (f64 lanes combined in a fixed order). */
     double (*sum)(const float *x, int64_t n);
     /* First index i >= from with x[i] > t (desc) or x[i] < t (!desc), or NaN, or n if none:
@@ -31,6 +33,9 @@ typedef struct cpu_fast_ops {
     void (*fft_pass4)(double *re, double *im, const double *twr, const double *twi, int64_t h,
                       int64_t t0, int64_t t1);
 } cpu_fast_ops;
+
+/* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
+#define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)
 
 /* The kernels for this CPU, or NULL when none applies or cpu_fast_force_portable is on. */
 const cpu_fast_ops *cpu_fast(void);

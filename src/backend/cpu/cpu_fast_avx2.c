@@ -3,6 +3,7 @@
  * cpu_fast() on CPUs that have both. The same formulas as the AVX-512 kernels. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "cpu_fast.h"
 
@@ -41,17 +42,61 @@ static inline __m256 gelu256(__m256 v)
                          _mm256_add_ps(_mm256_set1_ps(1.0f), e));
 }
 
-static void gelu(const float *x, float *y, int64_t n)
+/* Elements before y's first 32-byte boundary (at most n): stream stores need it aligned. */
+static inline int64_t head_len(const float *y, int64_t n)
+{
+    int64_t h = (int64_t)((32 - ((uintptr_t)y & 31)) & 31) / 4;
+    return h < n ? h : n;
+}
+
+static void gelu(const float *x, float *y, int64_t n, bool stream)
 {
     int64_t i = 0;
-    for (; i + 16 <= n; i += 16) {
-        __m256 a = gelu256(_mm256_loadu_ps(x + i)), b = gelu256(_mm256_loadu_ps(x + i + 8));
-        _mm256_storeu_ps(y + i, a);
-        _mm256_storeu_ps(y + i + 8, b);
+    if (stream && ((uintptr_t)y & 3) == 0) {
+        int64_t h = head_len(y, n);
+        if (h) {
+            __m256i m = tail_mask(h);
+            _mm256_maskstore_ps(y, m, gelu256(_mm256_maskload_ps(x, m)));
+        }
+        for (i = h; i + 16 <= n; i += 16) {
+            __m256 a = gelu256(_mm256_loadu_ps(x + i)), c = gelu256(_mm256_loadu_ps(x + i + 8));
+            _mm256_stream_ps(y + i, a);
+            _mm256_stream_ps(y + i + 8, c);
+        }
+        _mm_sfence();
+    } else {
+        for (; i + 16 <= n; i += 16) {
+            __m256 a = gelu256(_mm256_loadu_ps(x + i)), c = gelu256(_mm256_loadu_ps(x + i + 8));
+            _mm256_storeu_ps(y + i, a);
+            _mm256_storeu_ps(y + i + 8, c);
+        }
     }
     for (; i < n; i += 8) {
         __m256i m = tail_mask(n - i);
         _mm256_maskstore_ps(y + i, m, gelu256(_mm256_maskload_ps(x + i, m)));
+    }
+}
+
+/* y[0, n) = s * src[0, n) (src may be y); with stream, the aligned body goes around the caches. */
+static void scale_store(const float *src, float *y, int64_t n, __m256 s, bool stream)
+{
+    int64_t i = 0;
+    if (stream) {
+        int64_t h = head_len(y, n);
+        if (h) {
+            __m256i m = tail_mask(h);
+            _mm256_maskstore_ps(y, m, _mm256_mul_ps(_mm256_maskload_ps(src, m), s));
+        }
+        for (i = h; i + 8 <= n; i += 8)
+            _mm256_stream_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), s));
+        _mm_sfence();
+    } else {
+        for (; i + 8 <= n; i += 8)
+            _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), s));
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_maskload_ps(src + i, m), s));
     }
 }
 
@@ -61,13 +106,13 @@ static inline __m256 pow2i(__m256i k)
     return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
 }
 
-/* exp(x) in f32 (Cephes-style range reduction, degree-6 polynomial); inputs below -104 give 0,
- * NaN stays NaN. The scale 2^n is applied in two halves so that results in the subnormal range
- * (n down to -150) round once, as AVX-512's scalef does. */
-static inline __m256 exp256(__m256 x)
+/* exp(x) in f32 for softmax's arguments x <= 0 (or NaN): Cephes-style range reduction and
+ * degree-6 polynomial as the AVX-512 kernel; 2^n goes straight into the exponent bits, so
+ * results below exp(-86) (< 5e-38, where that would leave the normal range) flush to 0. -inf
+ * gives 0, NaN stays NaN. Fewer operations than a full-range exp: on CPUs that split 256-bit
+ * operations in two, softmax is bound by this arithmetic. */
+static inline __m256 exp256_nonpos(__m256 x)
 {
-    x = _mm256_max_ps(_mm256_set1_ps(-104.0f), x); /* NaN in x survives (second operand) */
-    x = _mm256_min_ps(_mm256_set1_ps(88.7f), x);
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
@@ -79,9 +124,9 @@ static inline __m256 exp256(__m256 x)
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
     p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
     __m256 y = _mm256_add_ps(_mm256_fmadd_ps(p, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0f));
-    __m256i ni = _mm256_cvtps_epi32(n); /* NaN lanes give garbage, but y is NaN there */
-    __m256i n1 = _mm256_srai_epi32(ni, 1), n2 = _mm256_sub_epi32(ni, n1);
-    return _mm256_mul_ps(_mm256_mul_ps(y, pow2i(n1)), pow2i(n2));
+    __m256i e = _mm256_slli_epi32(_mm256_cvtps_epi32(n), 23); /* NaN, -inf lanes: masked below */
+    __m256 v = _mm256_castsi256_ps(_mm256_add_epi32(_mm256_castps_si256(y), e));
+    return _mm256_and_ps(v, _mm256_cmp_ps(x, _mm256_set1_ps(-86.0f), _CMP_NLT_UQ));
 }
 
 static inline void acc_pd(__m256d *lo, __m256d *hi, __m256 v)
@@ -104,46 +149,46 @@ static inline float hmax_ps(__m256 v)
     return _mm_cvtss_f32(m);
 }
 
-// x, y: [n] -> y = softmax(x) (or log_softmax): max, then exp and f64 sum (y holds the
-// exponentials), then one scaling pass; a row of a few KiB stays in L1 between the passes.
-static void softmax_row(const float *x, float *y, int64_t n, bool lg)
+#define SOFTMAX_BUF 4096 /* floats: rows up to this keep their exponentials on the stack */
+
+// x, y: [n] -> y = softmax(x) (or log_softmax): max, then exp and f64 sum (the exponentials go
+// to y, or with stream to a buffer on the stack), then one scaling pass; a row of a few KiB
+// stays in L1 between the passes, and with stream y is written once, around the caches.
+static void softmax_row(const float *x, float *y, int64_t n, bool lg, bool stream)
 {
+    float buf[SOFTMAX_BUF];
+    float *e = stream && n <= SOFTMAX_BUF ? buf : y;
+    /* a NaN anywhere need not reach the max: its exponential makes the sum NaN, and with it
+     * every output, as the portable kernel's NaN max does */
     const __m256 ninf = _mm256_set1_ps(-INFINITY);
-    __m256 mv = ninf, nan = _mm256_setzero_ps();
+    __m256 mv = ninf;
     int64_t i = 0;
-    for (; i + 8 <= n; i += 8) {
-        __m256 v = _mm256_loadu_ps(x + i);
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        mv = _mm256_max_ps(mv, v);
-    }
+    for (; i + 8 <= n; i += 8) mv = _mm256_max_ps(mv, _mm256_loadu_ps(x + i));
     if (i < n) {
         __m256i m = tail_mask(n - i);
-        __m256 v = _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m));
-        nan = _mm256_or_ps(nan, _mm256_cmp_ps(v, v, _CMP_UNORD_Q));
-        mv = _mm256_max_ps(mv, v);
+        mv = _mm256_max_ps(
+            mv, _mm256_blendv_ps(ninf, _mm256_maskload_ps(x + i, m), _mm256_castsi256_ps(m)));
     }
-    float mx = _mm256_movemask_ps(nan) ? NAN : hmax_ps(mv);
-    __m256 mb = _mm256_set1_ps(mx);
-    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd(), s2 = _mm256_setzero_pd(),
-            s3 = _mm256_setzero_pd();
+    __m256 mb = _mm256_set1_ps(hmax_ps(mv));
+    /* f64 sums of pairs of vectors added in f32 (one rounding of 2^-24 per pair) */
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     for (i = 0; i + 16 <= n; i += 16) {
-        __m256 e0 = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
-        __m256 e1 = exp256(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mb));
+        __m256 v0 = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
+        __m256 v1 = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mb));
         if (!lg) {
-            _mm256_storeu_ps(y + i, e0);
-            _mm256_storeu_ps(y + i + 8, e1);
+            _mm256_storeu_ps(e + i, v0);
+            _mm256_storeu_ps(e + i + 8, v1);
         }
-        acc_pd(&s0, &s1, e0);
-        acc_pd(&s2, &s3, e1);
+        acc_pd(&s0, &s1, _mm256_add_ps(v0, v1));
     }
     for (; i < n; i += 8) {
         __m256i m = tail_mask(n - i);
-        __m256 e = _mm256_and_ps(exp256(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mb)),
+        __m256 v = _mm256_and_ps(exp256_nonpos(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mb)),
                                  _mm256_castsi256_ps(m));
-        if (!lg) _mm256_maskstore_ps(y + i, m, e);
-        acc_pd(&s0, &s1, e);
+        if (!lg) _mm256_maskstore_ps(e + i, m, v);
+        acc_pd(&s0, &s1, v);
     }
-    double sum = hsum_pd(_mm256_add_pd(_mm256_add_pd(s0, s1), _mm256_add_pd(s2, s3)));
+    double sum = hsum_pd(_mm256_add_pd(s0, s1));
     if (lg) {
         __m256 ls = _mm256_set1_ps((float)log(sum));
         for (i = 0; i < n; i += 8) {
@@ -153,13 +198,7 @@ static void softmax_row(const float *x, float *y, int64_t n, bool lg)
         }
         return;
     }
-    __m256 inv = _mm256_set1_ps((float)(1.0 / sum));
-    for (i = 0; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
-    if (i < n) {
-        __m256i m = tail_mask(n - i);
-        _mm256_maskstore_ps(y + i, m, _mm256_mul_ps(_mm256_maskload_ps(y + i, m), inv));
-    }
+    scale_store(e, y, n, _mm256_set1_ps((float)(1.0 / sum)), e != y);
 }
 
 /* Shifted sums of one f32 vector (zeros in masked-off lanes of d): s += d, q += d * d, in f64. */
@@ -175,11 +214,30 @@ static inline void acc_moments(__m256d *s0, __m256d *s1, __m256d *q0, __m256d *q
     *q1 = _mm256_fmadd_pd(c, c, *q1);
 }
 
+/* (x - mean) * rstd * w + b for the 8 elements at i (w, b may be NULL); masked: lanes of m. */
+static inline __m256 norm_full(const float *x, const float *w, const float *b, int64_t i, __m256 mf,
+                               __m256 rs)
+{
+    __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_loadu_ps(x + i), mf), rs);
+    if (w) v = _mm256_mul_ps(v, _mm256_loadu_ps(w + i));
+    if (b) v = _mm256_add_ps(v, _mm256_loadu_ps(b + i));
+    return v;
+}
+
+static inline __m256 norm_masked(const float *x, const float *w, const float *b, int64_t i,
+                                 __m256i m, __m256 mf, __m256 rs)
+{
+    __m256 v = _mm256_mul_ps(_mm256_sub_ps(_mm256_maskload_ps(x + i, m), mf), rs);
+    if (w) v = _mm256_mul_ps(v, _mm256_maskload_ps(w + i, m));
+    if (b) v = _mm256_add_ps(v, _mm256_maskload_ps(b + i, m));
+    return v;
+}
+
 // x, y: [n]; w, b: [n] or NULL -> y = (x - mean) / sqrt(var + eps) * w + b (rms: no mean).
 // One read for the statistics: sums of d = x - x[0] and d^2 in f64 (the shift keeps
 // sum(d^2)/n - mean(d)^2 free of cancellation when the mean is large), then one read and write.
 static void norm_row(const float *x, float *y, const float *w, const float *b, int64_t n,
-                     double eps, bool rms)
+                     double eps, bool rms, bool stream)
 {
     double k = rms ? 0.0 : (double)x[0];
     __m256d kv = _mm256_set1_pd(k), all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
@@ -202,17 +260,21 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
         if (var < 0) var = 0;
     }
     __m256 mf = _mm256_set1_ps((float)mean), rs = _mm256_set1_ps((float)(1.0 / sqrt(var + eps)));
-    for (i = 0; i < n; i += 8) {
+    i = 0;
+    if (stream) {
+        int64_t h = head_len(y, n);
+        if (h) {
+            __m256i m = tail_mask(h);
+            _mm256_maskstore_ps(y, m, norm_masked(x, w, b, 0, m, mf, rs));
+        }
+        for (i = h; i + 8 <= n; i += 8) _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));
+        _mm_sfence();
+    } else {
+        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, norm_full(x, w, b, i, mf, rs));
+    }
+    if (i < n) {
         __m256i m = tail_mask(n - i);
-        bool full = i + 8 <= n;
-        __m256 v = full ? _mm256_loadu_ps(x + i) : _mm256_maskload_ps(x + i, m);
-        v = _mm256_mul_ps(_mm256_sub_ps(v, mf), rs);
-        if (w) v = _mm256_mul_ps(v, full ? _mm256_loadu_ps(w + i) : _mm256_maskload_ps(w + i, m));
-        if (b) v = _mm256_add_ps(v, full ? _mm256_loadu_ps(b + i) : _mm256_maskload_ps(b + i, m));
-        if (full)
-            _mm256_storeu_ps(y + i, v);
-        else
-            _mm256_maskstore_ps(y + i, m, v);
+        _mm256_maskstore_ps(y + i, m, norm_masked(x, w, b, i, m, mf, rs));
     }
 }
 

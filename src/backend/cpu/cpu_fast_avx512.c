@@ -30,8 +30,9 @@ static inline __m512 erf512(__m512 v)
     return _mm512_div_ps(_mm512_mul_ps(x, p), q);
 }
 
-static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n)
+static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     const __m512 r2 = _mm512_set1_ps(0.70710678118654752f), half = _mm512_set1_ps(0.5f),
                  one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
@@ -70,8 +71,9 @@ static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
         *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg)
+static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     __m512 mv = _mm512_set1_ps(-INFINITY);
     __mmask16 nan = 0;
     for (int64_t i = 0; i < n; i += 16) {
@@ -108,8 +110,9 @@ static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool
 }
 
 static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
-                                    int64_t n, double eps, bool rms)
+                                    int64_t n, double eps, bool rms, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     double mean = 0;
     if (!rms) {
         __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();

@@ -47,6 +47,7 @@ typedef struct ln32_ctx {
     double eps;
     bool rms;
     const cpu_fast_ops *fast;
+    bool stream; /* the output is large: store around the caches */
 } ln32_ctx;
 
 static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
@@ -56,7 +57,7 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
         const float *x = c->x + r * c->inner;
         float *y = c->y + r * c->inner;
         if (c->fast) {
-            c->fast->norm_row(x, y, c->w, c->b, c->inner, c->eps, c->rms);
+            c->fast->norm_row(x, y, c->w, c->b, c->inner, c->eps, c->rms, c->stream);
             continue;
         }
         double mean = 0, var = 0;
@@ -102,7 +103,8 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
                       inner,
                       op->f[0],
                       rms,
-                      cpu_fast()};
+                      cpu_fast(),
+                      n * 4 >= CPU_FAST_STREAM_MIN};
         em_parallel_for(rows, grain, ln32_rows, &c);
         return EM_OK;
     }

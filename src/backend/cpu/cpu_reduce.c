@@ -674,6 +674,7 @@ typedef struct lplan {
     const char *xb;
     char *ob[2];
     const cpu_fast_ops *fast; /* vector row kernels, or NULL */
+    bool stream;              /* the output is large: store around the caches */
 } lplan;
 
 /* exp(x - m) over a chunk: in f32 for f32/f16/bf16 inputs (as PyTorch), in f64 for f64. */
@@ -689,8 +690,8 @@ static void exp_shift(double *b, int64_t n, double m, bool single)
 static void softmax_line(const lplan *p, const char *x, char *y)
 {
     if (p->xdt == EM_F32 && p->odt == EM_F32 && p->sx == 4 && p->so[0] == 4 && p->fast) {
-        p->fast->softmax_row((const float *)x, (float *)y, p->len,
-                             p->op->kind == EM_OP_LOG_SOFTMAX);
+        p->fast->softmax_row((const float *)x, (float *)y, p->len, p->op->kind == EM_OP_LOG_SOFTMAX,
+                             p->stream);
         return;
     }
     double b[CH];
@@ -836,6 +837,7 @@ static em_status exec_along(const em_op *op)
         p.n++;
     }
     if (rows == 0 || p.len == 0) return EM_OK;
+    p.stream = rows * p.len * (int64_t)em_dtype_size(p.odt) >= CPU_FAST_STREAM_MIN;
     em_parallel_for(rows, CPU_PAR_MIN / p.len + 1, lines_range, &p);
     return EM_OK;
 }

@@ -24,6 +24,7 @@ typedef struct uctx {
     double p0, p1; /* op->f[0], op->f[1] */
     float p0f, p1f;
     const cpu_fast_ops *fast; /* vector kernels, or NULL */
+    bool stream;              /* the output is large: vector kernels may store around the caches */
 } uctx;
 
 static const double SELU_ALPHA = 1.6732632423543772848170429916717;
@@ -133,7 +134,7 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_CELU: MAP(v > 0 ? v : a * expm1f(v * b));
     case EM_OP_GELU:
         if (c->fast) {
-            c->fast->gelu(x, y, n);
+            c->fast->gelu(x, y, n, c->stream);
             break;
         }
         MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
@@ -313,6 +314,10 @@ static void row_f32(char **p, const int64_t *s, int64_t n, void *vctx)
     float xb[CHUNK], yb[CHUNK];
     bool in_direct = c->dt_in == EM_F32 && s[1] == 4;
     bool out_direct = c->dt_out == EM_F32 && s[0] == 4;
+    if (in_direct && out_direct) { /* whole row in one call: no buffer to bound */
+        run_f32(c, (const float *)p[1], (float *)p[0], n);
+        return;
+    }
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = imin(CHUNK, n - i0);
         const char *in = p[1] + i0 * s[1];
@@ -418,6 +423,7 @@ em_status cpu_exec_unary(const em_op *op)
         .fast = cpu_fast(),
     };
     if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
+    c.stream = (int64_t)tn_numel(o) * (int64_t)em_dtype_size(o->dtype) >= CPU_FAST_STREAM_MIN;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
     switch (op->kind) {
