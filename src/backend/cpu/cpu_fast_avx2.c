@@ -100,12 +100,6 @@ static void scale_store(const float *src, float *y, int64_t n, __m256 s, bool st
     }
 }
 
-/* 2^k for integer lanes k in [-126, 127]. */
-static inline __m256 pow2i(__m256i k)
-{
-    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(k, _mm256_set1_epi32(127)), 23));
-}
-
 /* exp(x) in f32 for softmax's arguments x <= 0 (or NaN): Cephes-style range reduction and
  * degree-6 polynomial as the AVX-512 kernel; 2^n goes straight into the exponent bits, so
  * results below exp(-86) (< 5e-38, where that would leave the normal range) flush to 0. -inf
