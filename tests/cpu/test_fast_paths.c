@@ -94,11 +94,11 @@ static void compare(const char *name, op1 f, em_shape s, bool specials, h_layout
 
 /* top-k of x: [rows, n] along the last dim against the portable selection: the same values and
  * indices exactly (ties keep the lower index, NaN counts as the largest). */
-static void compare_topk(int64_t rows, int64_t n, int64_t k, bool largest, int kind,
-                         h_layout layout)
+static void compare_topk_at(em_shape shape, int dim, int64_t k, bool largest, int kind,
+                            h_layout layout)
 {
     em_scope_begin();
-    int64_t cnt = rows * n;
+    int64_t cnt = em_shape_numel(shape);
     double *v = malloc(sizeof(double) * (size_t)cnt);
     for (int64_t i = 0; i < cnt; i++) {
         double u = h_uniform();
@@ -107,24 +107,30 @@ static void compare_topk(int64_t rows, int64_t n, int64_t k, bool largest, int k
         if (kind == 2 && i % 37 == 5) v[i] = NAN;
         if (kind == 2 && i % 53 == 7) v[i] = i % 2 ? INFINITY : -INFINITY;
     }
-    em_tensor *x = h_from_values(v, EM_SHAPE(rows, n), EM_F32, layout);
+    em_tensor *x = h_from_values(v, shape, EM_F32, layout);
     em_tensor *rv = NULL, *ri = NULL;
     cpu_fast_force_portable(true);
-    em_status st = em_topk(x, k, -1, largest, &rv, &ri);
+    em_status st = em_topk(x, k, dim, largest, &rv, &ri);
     cpu_fast_force_portable(false);
-    CHECK(st == EM_OK, "topk reference n=%lld k=%lld", (long long)n, (long long)k);
+    CHECK(st == EM_OK, "topk reference numel=%lld k=%lld", (long long)cnt, (long long)k);
     for (int th = 1; th <= 3; th++) {
         em_set_num_threads(th);
         em_tensor *gv = NULL, *gi = NULL;
-        st = em_topk(x, k, -1, largest, &gv, &gi);
+        st = em_topk(x, k, dim, largest, &gv, &gi);
         CHECK(st == EM_OK && h_same_bytes(gv, rv) && h_same_bytes(gi, ri),
-              "topk rows=%lld n=%lld k=%lld largest=%d kind %d layout %d threads %d: same values "
-              "and indices as the portable path",
-              (long long)rows, (long long)n, (long long)k, (int)largest, kind, (int)layout, th);
+              "topk rank %d numel=%lld dim %d k=%lld largest=%d kind %d layout %d threads %d: "
+              "same values and indices as the portable path",
+              shape.rank, (long long)cnt, dim, (long long)k, (int)largest, kind, (int)layout, th);
     }
     em_set_num_threads(2);
     free(v);
     em_scope_end();
+}
+
+static void compare_topk(int64_t rows, int64_t n, int64_t k, bool largest, int kind,
+                         h_layout layout)
+{
+    compare_topk_at(EM_SHAPE(rows, n), -1, k, largest, kind, layout);
 }
 
 /* rfft of x: [rows, n] (power-of-two n: the half-length complex FFT) against the full-length
@@ -246,6 +252,17 @@ int main(void)
                     compare_topk(5, tk_lens[i], tk_ks[j], largest, kind, H_CONTIG);
             compare_topk(3, tk_lens[i], tk_ks[j], true, 2, H_TRANSPOSED);
         }
+
+    /* k = 1 down a dim that is not the last (the column path), column counts off the block */
+    for (int kind = 0; kind < 3; kind++)
+        for (int largest = 0; largest < 2; largest++) {
+            compare_topk_at(EM_SHAPE(16, 1100), 0, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(3, 7, 513), 1, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(5, 9, 4), 0, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(1, 33), 0, 1, largest, kind, H_CONTIG);
+        }
+    compare_topk_at(EM_SHAPE(16, 100), 0, 1, true, 2, H_TRANSPOSED);
+    compare_topk_at(EM_SHAPE(16, 100), 0, 3, true, 2, H_CONTIG);
 
     /* every power of two from the shortest that takes the half-length FFT to lengths past one
      * L2 block (breadth passes of radix 2 and 4), plus padding and cropping */

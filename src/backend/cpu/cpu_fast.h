@@ -32,6 +32,10 @@ typedef struct cpu_fast_ops {
                       int64_t t0, int64_t t1);
     void (*fft_pass4)(double *re, double *im, const double *twr, const double *twi, int64_t h,
                       int64_t t0, int64_t t1);
+    /* Top-1 down w columns of n rows (row i at x + i * stride): v[j] the largest (desc) or
+     * smallest, ix[j] its row; NaN beats everything, ties keep the lower row (n < 2^31). */
+    void (*col_top1)(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
+                     bool desc);
 } cpu_fast_ops;
 
 /* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
@@ -49,6 +53,8 @@ void cpu_fft_pass2_avx2(double *re, double *im, const double *twr, const double 
                         int64_t t0, int64_t t1);
 void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
                         int64_t t0, int64_t t1);
+void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
+                       bool desc);
 
 extern const cpu_fast_ops cpu_fast_avx512_ops;
 extern const cpu_fast_ops cpu_fast_avx2_ops;

@@ -405,6 +405,48 @@ void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double 
     }
 }
 
+/* Lanes where a comes before b: desc, a > b or a is NaN and b is not; else a < b or b is NaN
+ * and a is not (the sort's order with NaN as the largest). */
+static inline __m256 before(__m256 a, __m256 b, bool desc)
+{
+    __m256 an = _mm256_cmp_ps(a, a, _CMP_UNORD_Q), bn = _mm256_cmp_ps(b, b, _CMP_UNORD_Q);
+    if (desc) return _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_GT_OQ), _mm256_andnot_ps(bn, an));
+    return _mm256_or_ps(_mm256_cmp_ps(a, b, _CMP_LT_OQ), _mm256_andnot_ps(an, bn));
+}
+
+void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
+                       bool desc)
+{
+    int64_t j = 0;
+    for (; j + 8 <= w; j += 8) {
+        __m256 best = _mm256_loadu_ps(x + j);
+        __m256i at = _mm256_setzero_si256();
+        for (int64_t i = 1; i < n; i++) {
+            __m256 a = _mm256_loadu_ps(x + i * stride + j);
+            __m256 take = before(a, best, desc);
+            best = _mm256_blendv_ps(best, a, take);
+            at = _mm256_castps_si256(_mm256_blendv_ps(
+                _mm256_castsi256_ps(at), _mm256_castsi256_ps(_mm256_set1_epi32((int)i)), take));
+        }
+        _mm256_storeu_ps(v + j, best);
+        _mm256_storeu_si256((__m256i *)(ix + j), _mm256_cvtepi32_epi64(_mm256_castsi256_si128(at)));
+        _mm256_storeu_si256((__m256i *)(ix + j + 4),
+                            _mm256_cvtepi32_epi64(_mm256_extracti128_si256(at, 1)));
+    }
+    for (; j < w; j++) {
+        float best = x[j];
+        int64_t at = 0;
+        for (int64_t i = 1; i < n; i++) {
+            float a = x[i * stride + j];
+            bool take = desc ? (a > best || (a != a && best == best))
+                             : (a < best || (best != best && a == a));
+            if (take) best = a, at = i;
+        }
+        v[j] = best;
+        ix[j] = at;
+    }
+}
+
 const cpu_fast_ops cpu_fast_avx2_ops = {
     .isa = "avx2",
     .gelu = gelu,
@@ -414,4 +456,5 @@ const cpu_fast_ops cpu_fast_avx2_ops = {
     .find_past = cpu_find_past_f32_avx2,
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,
+    .col_top1 = cpu_col_top1_avx2,
 };

@@ -167,4 +167,5 @@ const cpu_fast_ops cpu_fast_avx512_ops = {
     .find_past = cpu_find_past_f32_avx2,
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,
+    .col_top1 = cpu_col_top1_avx2,
 };

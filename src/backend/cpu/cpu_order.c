@@ -1,8 +1,9 @@
 /* CPU kernels for ordering ops: a stable merge sort of row indices keyed by the row's values
  * (doubles for floats with NaN as the largest, int64 for integers and bool), small-k top-k by
- * insertion into a sorted buffer (contiguous f32 rows skip ahead with a vector threshold test), and
- * the lower median. Rows are spread over the thread pool; each row is independent, so results do
- * not depend on the split. */
+ * insertion into a sorted buffer (contiguous f32 rows skip ahead with a vector threshold test;
+ * top-1 of contiguous f32 down a dim other than the last runs column-wise), and the lower median.
+ * Rows are spread over the thread pool; each row is independent, so results do not depend on the
+ * split. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
@@ -90,6 +91,58 @@ static void topk_f32_row(const cpu_fast_ops *f, const float *x, int64_t *buf, in
         }
         buf[j] = i;
     }
+}
+
+/* ---- top-1 down a column ----------------------------------------------------------------- */
+
+/* k = 1 along a dim other than the last of a contiguous f32 tensor, x as [outer, n, inner]: the
+ * vector kernel keeps a running best per column over a block of columns, so that every read is
+ * sequential (the row path would gather each short row across the whole tensor). */
+#define COL_BLOCK 512
+
+typedef struct col1_ctx {
+    const cpu_fast_ops *f;
+    const float *x;
+    float *v;
+    int64_t *ix;
+    int64_t n, inner, per_outer; /* column blocks per outer index */
+    bool desc;
+} col1_ctx;
+
+static void col1_blocks(void *vctx, int64_t b, int64_t e)
+{
+    const col1_ctx *c = vctx;
+    for (int64_t t = b; t < e; t++) {
+        int64_t o = t / c->per_outer, j0 = (t % c->per_outer) * COL_BLOCK;
+        int64_t w = c->inner - j0 < COL_BLOCK ? c->inner - j0 : COL_BLOCK;
+        c->f->col_top1(c->x + o * c->n * c->inner + j0, c->n, c->inner, w, c->v + o * c->inner + j0,
+                       c->ix + o * c->inner + j0, c->desc);
+    }
+}
+
+static bool try_col1(const em_op *op, int dim, int64_t n, int64_t k)
+{
+    const em_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
+    const cpu_fast_ops *f = cpu_fast();
+    if (!f || !f->col_top1 || op->kind != EM_OP_TOPK || k != 1 || x->dtype != EM_F32 ||
+        x->rank < 2 || n > INT32_MAX || dim == x->rank - 1 || !tn_is_contiguous(x) ||
+        !tn_is_contiguous(v) || !tn_is_contiguous(ix))
+        return false;
+    col1_ctx cc = {f,
+                   (const float *)tn_ptr(x),
+                   (float *)tn_ptr(v),
+                   (int64_t *)tn_ptr(ix),
+                   n,
+                   1,
+                   0,
+                   op->i[2] != 0};
+    int64_t outer = 1;
+    for (int d = 0; d < dim; d++) outer *= x->shape[d];
+    for (int d = dim + 1; d < x->rank; d++) cc.inner *= x->shape[d];
+    cc.per_outer = (cc.inner + COL_BLOCK - 1) / COL_BLOCK;
+    int64_t blocks = outer * cc.per_outer;
+    em_parallel_for(blocks, CPU_PAR_MIN / (COL_BLOCK * n) + 1, col1_blocks, &cc);
+    return true;
 }
 
 /* ---- rows -------------------------------------------------------------------------------- */
@@ -225,6 +278,7 @@ em_status cpu_exec_order(const em_op *op)
     for (int d = 0; d < c.rank; d++)
         if (d != c.dim) rows *= c.shape[d];
     if (rows == 0 || c.k == 0) return EM_OK;
+    if (try_col1(op, c.dim, c.n, c.k)) return EM_OK;
     int64_t grain = CPU_PAR_MIN / (c.n ? c.n : 1) + 1;
     em_parallel_for(rows, grain, order_rows, &c);
     if (atomic_load(&c.failed))
