@@ -297,20 +297,16 @@ static double sum(const float *x, int64_t n)
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc)
 {
     __m256 tv = _mm256_set1_ps(t);
-    int64_t i = from;
     /* "not <=" and "not >=" are true for NaN lanes as well */
-    if (desc)
-        for (; i + 16 <= n; i += 16) {
-            __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NLE_UQ);
-            __m256 c = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NLE_UQ);
-            if (_mm256_movemask_ps(_mm256_or_ps(a, c))) break;
-        }
-    else
-        for (; i + 16 <= n; i += 16) {
-            __m256 a = _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NGE_UQ);
-            __m256 c = _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NGE_UQ);
-            if (_mm256_movemask_ps(_mm256_or_ps(a, c))) break;
-        }
+    int64_t i = from;
+    for (; i + 16 <= n; i += 16) {
+        __m256 a = desc ? _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NLE_UQ)
+                        : _mm256_cmp_ps(_mm256_loadu_ps(x + i), tv, _CMP_NGE_UQ);
+        __m256 c = desc ? _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NLE_UQ)
+                        : _mm256_cmp_ps(_mm256_loadu_ps(x + i + 8), tv, _CMP_NGE_UQ);
+        unsigned m = (unsigned)_mm256_movemask_ps(a) | (unsigned)_mm256_movemask_ps(c) << 8;
+        if (m) return i + __builtin_ctz(m);
+    }
     for (; i < n; i++)
         if (desc ? !(x[i] <= t) : !(x[i] >= t)) return i;
     return n;
