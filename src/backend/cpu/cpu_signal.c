@@ -355,8 +355,10 @@ static void rf_leaves(void *ctx, int64_t b, int64_t e)
 {
     const rf_job *j = ctx;
     int64_t len = j->p->m < RF_LEAF ? j->p->m : RF_LEAF;
-    for (int64_t t = b; t < e; t++)
+    for (int64_t t = b; t < e; t++) { /* gathered just before use: the block stays in L2 */
+        rf_pack(ctx, t * len, (t + 1) * len);
         rf_block(j->re + t * len, j->im + t * len, j->p, len, j->pass2, j->pass4);
+    }
 }
 
 static void rf_breadth4(void *ctx, int64_t b, int64_t e)
@@ -428,7 +430,6 @@ static void rfft_pow2(const rf_plan *p, const char *x, int64_t xs, int64_t xlen,
                 ys,
                 yc,
                 ydt};
-    em_parallel_for(m, RF_GRAIN, rf_pack, &j);
     int64_t leaf = m < RF_LEAF ? m : RF_LEAF;
     em_parallel_for(m / leaf, 1, rf_leaves, &j);
     for (int64_t h = leaf; h < m;) {
