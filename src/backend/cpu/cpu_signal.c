@@ -135,10 +135,10 @@ static void fft_forward(const fft_plan *p, double *a, double *work)
 /* ---- power-of-two real FFT: a complex FFT of n/2 points, then a split post-pass ------------
  * x: [n] real -> z[j] = x[2j] + i x[2j+1] (m = n/2 complex, split re/im arrays), gathered in
  * bit-reversed order -> decimation in time, natural order out: blocks of RF_LEAF points, each
- * small enough for L2, run their first stages, then the last stages run breadth-first over the
- * whole array in radix-4 passes (split over the threads) -> X[k] = E[k] + W^k O[k] with E, O
- * the spectra of the even and odd samples, read off Z[k] and conj(Z[m-k]). Every output's
- * arithmetic is the same whatever the split, so results do not depend on the thread count.
+ * small enough for L2, are gathered and run their first stages, then the last stages run
+ * breadth-first over the whole array in radix-4 passes (split over the threads) -> X[k] = E[k] +
+ * W^k O[k] with E, O the spectra of the even and odd samples, read off Z[k] and conj(Z[m-k]). Every
+ * output's arithmetic is the same whatever the split, so results do not depend on the thread count.
  * Plans (twiddles per stage, the post-pass twiddles, the bit reversal) are built once per size
  * and kept. */
 #define RF_LEAF  ((int64_t)1 << 15)
