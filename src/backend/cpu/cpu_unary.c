@@ -423,7 +423,8 @@ em_status cpu_exec_unary(const em_op *op)
         .fast = cpu_fast(),
     };
     if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
-    c.stream = (int64_t)tn_numel(o) * (int64_t)em_dtype_size(o->dtype) >= CPU_FAST_STREAM_MIN;
+    /* f32 outputs are written in place (contiguous); others go through a buffer on the stack */
+    c.stream = o->dtype == EM_F32 && (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
     switch (op->kind) {
