@@ -1,6 +1,7 @@
-/* AVX2+FMA row kernels behind cpu_fast.h (8 f32 lanes; f64 accumulation in two 4-lane halves).
- * Compiled with -mavx2 -mfma (CMake gives *_avx2.c files their own flags); reached only through
- * cpu_fast() on CPUs that have both. The same formulas as the AVX-512 kernels. */
+/* AVX2+FMA kernels behind cpu_fast.h (8 f32 lanes; f64 accumulation in two 4-lane halves), for
+ * the row ops, the top-k tests and the FFT passes. Compiled with -mavx2 -mfma (CMake gives
+ * *_avx2.c files their own flags); reached only through cpu_fast() on CPUs that have both. The
+ * AVX-512 kernels' formulas, except softmax's exp and layer norm's one-read statistics (below). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
