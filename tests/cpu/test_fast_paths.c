@@ -1,7 +1,9 @@
-/* The AVX-512 row kernels (cpu_fast_avx512.c: GELU, softmax/log_softmax, layer/RMS norm, whole
- * sum/mean) against the portable paths (cpu_fast_force_portable): odd lengths and tails, NaN and
- * infinities, strided inputs (which take the portable path), and bitwise-identical results for
- * 1, 2 and 3 threads. On CPUs without AVX-512 both sides are the portable path. */
+/* The vector row kernels (cpu_fast.h: AVX-512 or AVX2, whichever the CPU has: GELU,
+ * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test) and the
+ * power-of-two real FFT against the portable paths (cpu_fast_force_portable): odd lengths and
+ * tails, NaN and infinities, ties, strided inputs (which take the portable path), and
+ * bitwise-identical results for 1, 2 and 3 threads. On CPUs without AVX2 the element-wise
+ * sides are both the portable path. */
 #include <string.h>
 
 #include "backend/cpu/cpu_fast.h"
@@ -90,6 +92,118 @@ static void compare(const char *name, op1 f, em_shape s, bool specials, h_layout
     em_scope_end();
 }
 
+/* top-k of x: [rows, n] along the last dim against the portable selection: the same values and
+ * indices exactly (ties keep the lower index, NaN counts as the largest). */
+static void compare_topk_at(em_shape shape, int dim, int64_t k, bool largest, int kind,
+                            h_layout layout)
+{
+    em_scope_begin();
+    int64_t cnt = em_shape_numel(shape);
+    double *v = malloc(sizeof(double) * (size_t)cnt);
+    for (int64_t i = 0; i < cnt; i++) {
+        double u = h_uniform();
+        /* kind 0: distinct reals; 1: a few repeated values (ties); 2: with NaN and infinities */
+        v[i] = kind == 1 ? (double)(int)(u * 5) : 8 * u - 4;
+        if (kind == 2 && i % 37 == 5) v[i] = NAN;
+        if (kind == 2 && i % 53 == 7) v[i] = i % 2 ? INFINITY : -INFINITY;
+    }
+    em_tensor *x = h_from_values(v, shape, EM_F32, layout);
+    em_tensor *rv = NULL, *ri = NULL;
+    cpu_fast_force_portable(true);
+    em_status st = em_topk(x, k, dim, largest, &rv, &ri);
+    cpu_fast_force_portable(false);
+    CHECK(st == EM_OK, "topk reference numel=%lld k=%lld", (long long)cnt, (long long)k);
+    for (int th = 1; th <= 3; th++) {
+        em_set_num_threads(th);
+        em_tensor *gv = NULL, *gi = NULL;
+        st = em_topk(x, k, dim, largest, &gv, &gi);
+        CHECK(st == EM_OK && h_same_bytes(gv, rv) && h_same_bytes(gi, ri),
+              "topk rank %d numel=%lld dim %d k=%lld largest=%d kind %d layout %d threads %d: "
+              "same values and indices as the portable path",
+              shape.rank, (long long)cnt, dim, (long long)k, (int)largest, kind, (int)layout, th);
+    }
+    em_set_num_threads(2);
+    free(v);
+    em_scope_end();
+}
+
+static void compare_topk(int64_t rows, int64_t n, int64_t k, bool largest, int kind,
+                         h_layout layout)
+{
+    compare_topk_at(EM_SHAPE(rows, n), -1, k, largest, kind, layout);
+}
+
+/* rfft of x: [rows, n] (power-of-two n: the half-length complex FFT) against the full-length
+ * complex FFT the portable path runs, for f32 and f64, padded and cropped. */
+static void compare_rfft(int64_t rows, int64_t len, int64_t n, em_dtype dt, h_layout layout)
+{
+    em_scope_begin();
+    em_tensor *x = h_rand(EM_SHAPE(rows, len), dt, layout, -1, 1, NULL);
+    cpu_fast_force_portable(true);
+    em_tensor *ref = em_rfft(x, 1, n);
+    cpu_fast_force_portable(false);
+    CHECK_OK("rfft reference");
+    double *rv = h_values(ref);
+    em_shape os = em_tensor_shape(ref);
+    int64_t on = em_shape_numel(os);
+    double big = 0;
+    for (int64_t i = 0; i < on; i++) big = fabs(rv[i]) > big ? fabs(rv[i]) : big;
+    double tol = (dt == EM_F64 ? 1e-12 : 2e-6) * (big > 1 ? big : 1);
+    em_tensor *first = NULL;
+    char what[160];
+    for (int th = 1; th <= 3; th++) {
+        em_set_num_threads(th);
+        em_tensor *y = em_rfft(x, 1, n);
+        CHECK_OK("rfft");
+        snprintf(what, sizeof what, "rfft rows=%lld len=%lld n=%lld %s layout %d threads %d",
+                 (long long)rows, (long long)len, (long long)n, em_dtype_name(dt), (int)layout, th);
+        h_check_tensor(what, y, rv, os, tol, 0);
+        if (!first)
+            first = y;
+        else
+            CHECK(h_same_bytes(first, y), "%s: same bits for every thread count", what);
+    }
+    em_set_num_threads(2);
+    free(rv);
+    em_scope_end();
+}
+
+/* The vector FFT passes over ragged sub-ranges (the scalar lanes at the ends) against one call
+ * over the whole range (every lane vectorised): the same arithmetic up to rounding. */
+static void compare_fft_passes(void)
+{
+    const cpu_fast_ops *f = cpu_fast();
+    if (!f || !f->fft_pass2) return;
+    enum { M = 256 };
+    double twr[M], twi[M], re[2][M], im[2][M];
+    for (int64_t h = 1; h < M; h <<= 1)
+        for (int64_t k = 0; k < h; k++) {
+            twr[h + k] = cos(-3.14159265358979323846 * (double)k / (double)h);
+            twi[h + k] = sin(-3.14159265358979323846 * (double)k / (double)h);
+        }
+    for (int radix = 2; radix <= 4; radix += 2)
+        for (int64_t h = 4; h * radix <= M; h *= 2) {
+            for (int i = 0; i < M; i++) re[0][i] = re[1][i] = 2 * h_uniform() - 1;
+            for (int i = 0; i < M; i++) im[0][i] = im[1][i] = 2 * h_uniform() - 1;
+            int64_t total = M / radix, cuts[] = {0, 1, 6, 7, 13, 22, 23, 41, total};
+            void (*pass)(double *, double *, const double *, const double *, int64_t, int64_t,
+                         int64_t) = radix == 2 ? f->fft_pass2 : f->fft_pass4;
+            pass(re[0], im[0], twr, twi, h, 0, total);
+            for (int c = 0; c + 1 < (int)(sizeof cuts / sizeof *cuts); c++) {
+                int64_t a = cuts[c] < total ? cuts[c] : total;
+                int64_t b = cuts[c + 1] < total ? cuts[c + 1] : total;
+                if (a < b) pass(re[1], im[1], twr, twi, h, a, b);
+            }
+            double worst = 0;
+            for (int i = 0; i < M; i++) {
+                worst = fmax(worst, fabs(re[0][i] - re[1][i]));
+                worst = fmax(worst, fabs(im[0][i] - im[1][i]));
+            }
+            CHECK(worst < 1e-13, "fft pass radix %d h=%lld in ragged pieces: off by %g", radix,
+                  (long long)h, worst);
+        }
+}
+
 int main(void)
 {
     h_init();
@@ -111,6 +225,13 @@ int main(void)
             compare(ops[k].name, ops[k].f, EM_SHAPE(5, lens[i]), true, H_CONTIG, ops[k].tol);
             compare(ops[k].name, ops[k].f, EM_SHAPE(3, lens[i]), false, H_TRANSPOSED, ops[k].tol);
         }
+    /* outputs past CPU_FAST_STREAM_MIN take the streaming stores; odd row lengths start rows
+     * off the 32-byte boundary */
+    compare("gelu (streamed)", f_gelu, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
+    compare("softmax (streamed)", f_softmax, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
+    compare("log_softmax (streamed)", f_log_softmax, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
+    compare("layer_norm (streamed)", f_layer_norm, EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
+    compare("rms_norm (streamed)", f_rms_norm, EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
     /* whole sums: below, at and past the 65536-element block, with tails */
     int64_t sums[] = {65535, 65536, 65537, 3 * 65536 + 17, 1000003};
     for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
@@ -120,5 +241,39 @@ int main(void)
         compare("sum NaN", f_sum, EM_SHAPE(sums[i]), true, H_CONTIG, 1e-5);
     }
     compare("sum strided", f_sum, EM_SHAPE(300, 301), false, H_STRIDED, 1e-5);
+
+    int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000, 4099};
+    int64_t tk_ks[] = {1, 3, 10, 32};
+    for (size_t i = 0; i < sizeof tk_lens / sizeof *tk_lens; i++)
+        for (size_t j = 0; j < sizeof tk_ks / sizeof *tk_ks; j++) {
+            if (tk_ks[j] > tk_lens[i]) continue;
+            for (int kind = 0; kind < 3; kind++)
+                for (int largest = 0; largest < 2; largest++)
+                    compare_topk(5, tk_lens[i], tk_ks[j], largest, kind, H_CONTIG);
+            compare_topk(3, tk_lens[i], tk_ks[j], true, 2, H_TRANSPOSED);
+        }
+
+    /* k = 1 down a dim that is not the last (the column path), column counts off the block */
+    for (int kind = 0; kind < 3; kind++)
+        for (int largest = 0; largest < 2; largest++) {
+            compare_topk_at(EM_SHAPE(16, 1100), 0, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(3, 7, 513), 1, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(5, 9, 4), 0, 1, largest, kind, H_CONTIG);
+            compare_topk_at(EM_SHAPE(1, 33), 0, 1, largest, kind, H_CONTIG);
+        }
+    compare_topk_at(EM_SHAPE(16, 100), 0, 1, true, 2, H_TRANSPOSED);
+    compare_topk_at(EM_SHAPE(16, 100), 0, 3, true, 2, H_CONTIG);
+
+    /* every power of two from the shortest that takes the half-length FFT to lengths past one
+     * L2 block (breadth passes of radix 2 and 4), plus padding and cropping */
+    for (int64_t n = 16; n <= ((int64_t)1 << 19); n *= 2) {
+        compare_rfft(n <= 4096 ? 3 : 1, n, n, EM_F32, H_CONTIG);
+        if (n <= 4096 || n == ((int64_t)1 << 18)) compare_rfft(2, n, n, EM_F64, H_CONTIG);
+    }
+    compare_rfft(3, 64, 64, EM_F32, H_TRANSPOSED);
+    compare_rfft(3, 64, 64, EM_F16, H_STRIDED);
+    compare_rfft(2, 1000, 1024, EM_F32, H_CONTIG); /* padded */
+    compare_rfft(2, 3000, 2048, EM_F64, H_CONTIG); /* cropped */
+    compare_fft_passes();
     return h_finish();
 }

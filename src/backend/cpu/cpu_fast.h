@@ -1,26 +1,62 @@
-/* AVX-512 row kernels for the hot f32 element-wise, softmax, layer-norm and sum paths
- * (cpu_fast_avx512.c), used when cpu_has_avx512() and the operands are contiguous f32. Each
- * works on one row (or one block) in a fixed order, so results do not depend on the thread
- * count. */
+/* Vectorised row kernels for the hot f32 element-wise, softmax, layer-norm, sum, top-k and FFT
+ * paths, one set per ISA (cpu_fast_avx512.c, cpu_fast_avx2.c), reached through cpu_fast(): the
+ * table for the best ISA the CPU has, or NULL for the portable paths. Each kernel works on one
+ * row (or one block) in a fixed order, so results do not depend on the thread count. */
 #ifndef EMBER_CPU_FAST_H
 #define EMBER_CPU_FAST_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
-/* True on CPUs with AVX-512F, unless turned off (cpu_fast_force_portable, for tests). */
-bool cpu_has_avx512(void);
-void cpu_fast_force_portable(bool on);
+typedef struct cpu_fast_ops {
+    const char *isa;
+    /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).
+     * stream (here and below): a hint that y is large and not read soon, so stores may bypass
+     * the caches (AVX2 does; AVX-512 ignores it). */
+    void (*gelu)(const float *x, float *y, int64_t n, bool stream);
+    /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
+     * is NaN when any element is; the sum of exponentials accumulates in f64). */
+    void (*softmax_row)(const float *x, float *y, int64_t n, bool log, bool stream);
+    /* Layer norm (or RMS norm) of one row: f64 mean and variance, then f32 affine. */
+    void (*norm_row)(const float *x, float *y, const float *w, const float *b, int64_t n,
+                     double eps, bool rms, bool stream);
+    /* Sum of n floats in f64 (f64 lanes combined in a fixed order). */
+    double (*sum)(const float *x, int64_t n);
+    /* First index i >= from with x[i] > t (desc) or x[i] < t (!desc), or NaN, or n if none:
+     * the skip test of the small-k top-k (NULL: no vector version). */
+    int64_t (*find_past)(const float *x, int64_t from, int64_t n, float t, bool desc);
+    /* A pass of decimation-in-time FFT butterflies t in [t0, t1), t = block * h + k (h >= 4),
+     * over split re/im arrays: radix 2 (span h, blocks of 2h) or radix 4 (spans h and 2h,
+     * blocks of 4h); tw[h + k] = exp(-i pi k / h). As cpu_signal.c's portable passes. */
+    void (*fft_pass2)(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                      int64_t t0, int64_t t1);
+    void (*fft_pass4)(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                      int64_t t0, int64_t t1);
+    /* Top-1 down w columns of n rows (row i at x + i * stride): v[j] the largest (desc) or
+     * smallest, ix[j] its row; NaN beats everything, ties keep the lower row (n < 2^31). */
+    void (*col_top1)(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
+                     bool desc);
+} cpu_fast_ops;
 
-/* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path). */
-void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n);
-/* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
- * is NaN when any element is; the sum of exponentials accumulates in f64). */
-void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool log);
-/* Layer norm (or RMS norm) of one row: f64 mean and variance, then f32 affine. */
-void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b, int64_t n,
-                             double eps, bool rms);
-/* Sum of n floats in f64 (eight f64 lanes per half vector, combined in a fixed order). */
-double cpu_sum_f32_avx512(const float *x, int64_t n);
+/* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
+#define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)
+
+/* The kernels for this CPU, or NULL when none applies or cpu_fast_force_portable is on. */
+const cpu_fast_ops *cpu_fast(void);
+/* Turns every fast path off (tests compare against the portable kernels). */
+void cpu_fast_force_portable(bool on);
+bool cpu_fast_portable_forced(void);
+
+/* AVX2 kernels the AVX-512 table shares. */
+int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
+void cpu_fft_pass2_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                        int64_t t0, int64_t t1);
+void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
+                        int64_t t0, int64_t t1);
+void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
+                       bool desc);
+
+extern const cpu_fast_ops cpu_fast_avx512_ops;
+extern const cpu_fast_ops cpu_fast_avx2_ops;
 
 #endif

@@ -1,5 +1,5 @@
 /* AVX-512 row kernels behind cpu_fast.h. Compiled with AVX-512 flags (CMake gives *_avx512.c
- * files their own); callers check cpu_has_avx512() first. */
+ * files their own); reached only through cpu_fast() on CPUs with AVX-512F+DQ. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -30,8 +30,9 @@ static inline __m512 erf512(__m512 v)
     return _mm512_div_ps(_mm512_mul_ps(x, p), q);
 }
 
-void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n)
+static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     const __m512 r2 = _mm512_set1_ps(0.70710678118654752f), half = _mm512_set1_ps(0.5f),
                  one = _mm512_set1_ps(1.0f);
     for (int64_t i = 0; i < n; i += 16) {
@@ -70,8 +71,9 @@ static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
         *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg)
+static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     __m512 mv = _mm512_set1_ps(-INFINITY);
     __mmask16 nan = 0;
     for (int64_t i = 0; i < n; i += 16) {
@@ -107,9 +109,10 @@ void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg)
     }
 }
 
-void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b, int64_t n,
-                             double eps, bool rms)
+static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
+                                    int64_t n, double eps, bool rms, bool stream)
 {
+    (void)stream; /* the stores stay cached */
     double mean = 0;
     if (!rms) {
         __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
@@ -141,7 +144,7 @@ void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const flo
     }
 }
 
-double cpu_sum_f32_avx512(const float *x, int64_t n)
+static double cpu_sum_f32_avx512(const float *x, int64_t n)
 {
     __m512d a0 = _mm512_setzero_pd(), a1 = _mm512_setzero_pd(), a2 = _mm512_setzero_pd(),
             a3 = _mm512_setzero_pd();
@@ -153,3 +156,16 @@ double cpu_sum_f32_avx512(const float *x, int64_t n)
     for (; i < n; i += 16) acc_pd(&a0, &a1, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
     return _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(a0, a1), _mm512_add_pd(a2, a3)));
 }
+
+const cpu_fast_ops cpu_fast_avx512_ops = {
+    .isa = "avx512",
+    .gelu = cpu_gelu_f32_avx512,
+    .softmax_row = cpu_softmax_row_f32_avx512,
+    .norm_row = cpu_norm_row_f32_avx512,
+    .sum = cpu_sum_f32_avx512,
+    /* AVX-512 CPUs have AVX2 */
+    .find_past = cpu_find_past_f32_avx2,
+    .fft_pass2 = cpu_fft_pass2_avx2,
+    .fft_pass4 = cpu_fft_pass4_avx2,
+    .col_top1 = cpu_col_top1_avx2,
+};

@@ -46,6 +46,8 @@ typedef struct ln32_ctx {
     int64_t inner;
     double eps;
     bool rms;
+    const cpu_fast_ops *fast;
+    bool stream; /* the output is large: store around the caches */
 } ln32_ctx;
 
 static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
@@ -54,8 +56,8 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
     for (int64_t r = r0; r < r1; r++) {
         const float *x = c->x + r * c->inner;
         float *y = c->y + r * c->inner;
-        if (cpu_has_avx512()) {
-            cpu_norm_row_f32_avx512(x, y, c->w, c->b, c->inner, c->eps, c->rms);
+        if (c->fast) {
+            c->fast->norm_row(x, y, c->w, c->b, c->inner, c->eps, c->rms, c->stream);
             continue;
         }
         double mean = 0, var = 0;
@@ -100,7 +102,9 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
                       (float *)tn_ptr(out),
                       inner,
                       op->f[0],
-                      rms};
+                      rms,
+                      cpu_fast(),
+                      n * 4 >= CPU_FAST_STREAM_MIN};
         em_parallel_for(rows, grain, ln32_rows, &c);
         return EM_OK;
     }

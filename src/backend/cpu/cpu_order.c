@@ -1,11 +1,14 @@
 /* CPU kernels for ordering ops: a stable merge sort of row indices keyed by the row's values
  * (doubles for floats with NaN as the largest, int64 for integers and bool), small-k top-k by
- * insertion into a sorted buffer, and the lower median. Rows are spread over the thread pool;
- * each row is independent, so results do not depend on the split. */
+ * insertion into a sorted buffer (contiguous f32 rows skip ahead with a vector threshold test;
+ * top-1 of contiguous f32 down a dim other than the last runs column-wise), and the lower median.
+ * Rows are spread over the thread pool; each row is independent, so results do not depend on the
+ * split. */
 #include <stdatomic.h>
 #include <stdlib.h>
 
 #include "cpu.h"
+#include "cpu_fast.h"
 
 /* ---- comparators and the stable merge sort ----------------------------------------------- */
 
@@ -67,6 +70,81 @@ DEFINE_SORT(sort_f64_desc, double, GT_F64)
 DEFINE_SORT(sort_i64_asc, int64_t, LT_I64)
 DEFINE_SORT(sort_i64_desc, int64_t, GT_I64)
 
+/* Small-k top-k of one contiguous f32 row with the vector skip test: once the buffer holds k
+ * indices, find_past jumps to the next element that beats the current k-th value (or is NaN);
+ * the scalar insertion then decides with the same order as the sort. */
+static void topk_f32_row(const cpu_fast_ops *f, const float *x, int64_t *buf, int64_t n, int64_t k,
+                         bool desc)
+{
+    int64_t cnt = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (cnt == k) {
+            i = f->find_past(x, i, n, x[buf[k - 1]], desc);
+            if (i == n) break;
+            float t = x[buf[k - 1]];
+            if (desc ? !GT_F64(x[i], t) : !LT_F64(x[i], t)) continue;
+        }
+        int64_t j = cnt < k ? cnt++ : k - 1;
+        while (j > 0 && (desc ? GT_F64(x[i], x[buf[j - 1]]) : LT_F64(x[i], x[buf[j - 1]]))) {
+            buf[j] = buf[j - 1];
+            j--;
+        }
+        buf[j] = i;
+    }
+}
+
+/* ---- top-1 down a column ----------------------------------------------------------------- */
+
+/* k = 1 along a dim other than the last of a contiguous f32 tensor, x as [outer, n, inner]: the
+ * vector kernel keeps a running best per column over a block of columns, so that every read is
+ * sequential (the row path would gather each short row across the whole tensor). */
+#define COL_BLOCK 512
+
+typedef struct col1_ctx {
+    const cpu_fast_ops *f;
+    const float *x;
+    float *v;
+    int64_t *ix;
+    int64_t n, inner, per_outer; /* column blocks per outer index */
+    bool desc;
+} col1_ctx;
+
+static void col1_blocks(void *vctx, int64_t b, int64_t e)
+{
+    const col1_ctx *c = vctx;
+    for (int64_t t = b; t < e; t++) {
+        int64_t o = t / c->per_outer, j0 = (t % c->per_outer) * COL_BLOCK;
+        int64_t w = c->inner - j0 < COL_BLOCK ? c->inner - j0 : COL_BLOCK;
+        c->f->col_top1(c->x + o * c->n * c->inner + j0, c->n, c->inner, w, c->v + o * c->inner + j0,
+                       c->ix + o * c->inner + j0, c->desc);
+    }
+}
+
+static bool try_col1(const em_op *op, int dim, int64_t n, int64_t k)
+{
+    const em_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
+    const cpu_fast_ops *f = cpu_fast();
+    if (!f || !f->col_top1 || op->kind != EM_OP_TOPK || k != 1 || x->dtype != EM_F32 ||
+        x->rank < 2 || n > INT32_MAX || dim == x->rank - 1 || !tn_is_contiguous(x) ||
+        !tn_is_contiguous(v) || !tn_is_contiguous(ix))
+        return false;
+    col1_ctx cc = {f,
+                   (const float *)tn_ptr(x),
+                   (float *)tn_ptr(v),
+                   (int64_t *)tn_ptr(ix),
+                   n,
+                   1,
+                   0,
+                   op->i[2] != 0};
+    int64_t outer = 1;
+    for (int d = 0; d < dim; d++) outer *= x->shape[d];
+    for (int d = dim + 1; d < x->rank; d++) cc.inner *= x->shape[d];
+    cc.per_outer = (cc.inner + COL_BLOCK - 1) / COL_BLOCK;
+    int64_t blocks = outer * cc.per_outer;
+    em_parallel_for(blocks, CPU_PAR_MIN / (COL_BLOCK * n) + 1, col1_blocks, &cc);
+    return true;
+}
+
 /* ---- rows -------------------------------------------------------------------------------- */
 
 typedef struct order_ctx {
@@ -78,8 +156,22 @@ typedef struct order_ctx {
     size_t es;
     bool is_float;
     int64_t n, k; /* row length; outputs per row (SORT n, TOPK k, MEDIAN 1) */
+    const cpu_fast_ops *fast;
     atomic_bool failed;
 } order_ctx;
+
+/* The k chosen elements of one row (positions idx in x's row xr) to the values and indices. */
+static void put_row(const order_ctx *c, const int64_t *off, const char *xr, int64_t xs,
+                    const int64_t *idx)
+{
+    char *vr = c->base[1] + off[1] * (int64_t)c->es;
+    int64_t *ir = (int64_t *)c->base[2] + off[2];
+    int64_t vs = c->st[1][c->dim] * (int64_t)c->es, is = c->st[2][c->dim];
+    for (int64_t j = 0; j < c->k; j++) {
+        memcpy(vr + j * vs, xr + idx[j] * xs, c->es);
+        ir[j * is] = idx[j];
+    }
+}
 
 static void order_rows(void *vctx, int64_t b, int64_t e)
 {
@@ -109,6 +201,11 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
         }
         const char *xr = c->base[0] + off[0] * (int64_t)c->es;
         int64_t xs = c->st[0][c->dim] * (int64_t)c->es;
+        if (small_k && dt == EM_F32 && xs == 4 && c->fast && c->fast->find_past) {
+            topk_f32_row(c->fast, (const float *)xr, idx, n, c->k, desc);
+            put_row(c, off, xr, xs, idx);
+            continue;
+        }
         bool has_nan = false;
         int64_t first_nan = -1;
         for (int64_t j = 0; j < n; j++) {
@@ -135,13 +232,7 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
                 desc ? sort_i64_desc(ki, idx, tmp, n) : sort_i64_asc(ki, idx, tmp, n);
             if (op->kind == EM_OP_MEDIAN) idx[0] = idx[(n - 1) / 2];
         }
-        char *vr = c->base[1] + off[1] * (int64_t)c->es;
-        int64_t *ir = (int64_t *)c->base[2] + off[2];
-        int64_t vs = c->st[1][c->dim] * (int64_t)c->es, is = c->st[2][c->dim];
-        for (int64_t j = 0; j < c->k; j++) {
-            memcpy(vr + j * vs, xr + idx[j] * xs, c->es);
-            ir[j * is] = idx[j];
-        }
+        put_row(c, off, xr, xs, idx);
     }
     free(key);
     free(idx);
@@ -177,6 +268,7 @@ em_status cpu_exec_order(const em_op *op)
         c.st[2][d] = ix->strides[j];
         j++;
     }
+    c.fast = cpu_fast();
     c.base[0] = tn_ptr(x);
     c.base[1] = tn_ptr(v);
     c.base[2] = tn_ptr(ix);
@@ -186,6 +278,7 @@ em_status cpu_exec_order(const em_op *op)
     for (int d = 0; d < c.rank; d++)
         if (d != c.dim) rows *= c.shape[d];
     if (rows == 0 || c.k == 0) return EM_OK;
+    if (try_col1(op, c.dim, c.n, c.k)) return EM_OK;
     int64_t grain = CPU_PAR_MIN / (c.n ? c.n : 1) + 1;
     em_parallel_for(rows, grain, order_rows, &c);
     if (atomic_load(&c.failed))

@@ -673,6 +673,8 @@ typedef struct lplan {
     int64_t len, sx, so[2];                                          /* the scanned dim, bytes */
     const char *xb;
     char *ob[2];
+    const cpu_fast_ops *fast; /* vector row kernels, or NULL */
+    bool stream;              /* the output is large: store around the caches */
 } lplan;
 
 /* exp(x - m) over a chunk: in f32 for f32/f16/bf16 inputs (as PyTorch), in f64 for f64. */
@@ -687,9 +689,9 @@ static void exp_shift(double *b, int64_t n, double m, bool single)
 // x, y: one line of len elements -> y = softmax(x) or log_softmax(x)
 static void softmax_line(const lplan *p, const char *x, char *y)
 {
-    if (p->xdt == EM_F32 && p->odt == EM_F32 && p->sx == 4 && p->so[0] == 4 && cpu_has_avx512()) {
-        cpu_softmax_row_f32_avx512((const float *)x, (float *)y, p->len,
-                                   p->op->kind == EM_OP_LOG_SOFTMAX);
+    if (p->xdt == EM_F32 && p->odt == EM_F32 && p->sx == 4 && p->so[0] == 4 && p->fast) {
+        p->fast->softmax_row((const float *)x, (float *)y, p->len, p->op->kind == EM_OP_LOG_SOFTMAX,
+                             p->stream);
         return;
     }
     double b[CH];
@@ -812,6 +814,7 @@ static em_status exec_along(const em_op *op)
     p.odt = op->out[0]->dtype;
     p.ints = !em_dtype_is_float(x->dtype);
     p.xb = tn_ptr(x);
+    p.fast = cpu_fast();
     for (int k = 0; k < op->n_out; k++) p.ob[k] = tn_ptr(op->out[k]);
     int dim = (int)op->i[0];
     int64_t es = (int64_t)em_dtype_size(x->dtype);
@@ -834,18 +837,20 @@ static em_status exec_along(const em_op *op)
         p.n++;
     }
     if (rows == 0 || p.len == 0) return EM_OK;
+    p.stream = rows * p.len * (int64_t)em_dtype_size(p.odt) >= CPU_FAST_STREAM_MIN;
     em_parallel_for(rows, CPU_PAR_MIN / p.len + 1, lines_range, &p);
     return EM_OK;
 }
 
-/* Sum/mean of a whole contiguous f32 tensor: fixed blocks summed in f64 (AVX-512) in parallel,
- * partials added in block order, so the result does not depend on the thread count. */
+/* Sum/mean of a whole contiguous f32 tensor: fixed blocks summed in f64 (AVX-512 or AVX2) in
+ * parallel, partials added in block order, so the result does not depend on the thread count. */
 #define SUM_BLOCK ((int64_t)1 << 16)
 
 typedef struct sum_ctx {
     const float *x;
     int64_t n;
     double *part;
+    const cpu_fast_ops *fast;
 } sum_ctx;
 
 static void sum_blocks(void *vctx, int64_t b, int64_t e)
@@ -853,7 +858,7 @@ static void sum_blocks(void *vctx, int64_t b, int64_t e)
     const sum_ctx *c = vctx;
     for (int64_t k = b; k < e; k++) {
         int64_t lo = k * SUM_BLOCK, hi = lo + SUM_BLOCK < c->n ? lo + SUM_BLOCK : c->n;
-        c->part[k] = cpu_sum_f32_avx512(c->x + lo, hi - lo);
+        c->part[k] = c->fast->sum(c->x + lo, hi - lo);
     }
 }
 
@@ -862,14 +867,15 @@ static bool sum_all_f32(const em_op *op)
     const em_tensor *x = op->in[0];
     em_tensor *o = op->out[0];
     int64_t n = tn_numel(x);
+    const cpu_fast_ops *fast = cpu_fast();
     uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
     if (x->dtype != EM_F32 || o->dtype != EM_F32 || tn_numel(o) != 1 || n < SUM_BLOCK ||
-        ((uint32_t)op->i[0] & all) != all || !tn_is_contiguous(x) || !cpu_has_avx512())
+        ((uint32_t)op->i[0] & all) != all || !tn_is_contiguous(x) || !fast)
         return false;
     int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
     double *part = malloc((size_t)nb * sizeof(double));
     if (!part) return false;
-    sum_ctx c = {(const float *)tn_ptr(x), n, part};
+    sum_ctx c = {(const float *)tn_ptr(x), n, part, fast};
     em_parallel_for(nb, 1, sum_blocks, &c);
     double s = 0;
     for (int64_t k = 0; k < nb; k++) s += part[k];

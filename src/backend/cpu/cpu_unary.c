@@ -23,6 +23,8 @@ typedef struct uctx {
     domain dom;
     double p0, p1; /* op->f[0], op->f[1] */
     float p0f, p1f;
+    const cpu_fast_ops *fast; /* vector kernels, or NULL */
+    bool stream;              /* the output is large: vector kernels may store around the caches */
 } uctx;
 
 static const double SELU_ALPHA = 1.6732632423543772848170429916717;
@@ -131,8 +133,8 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_SELU: MAP(v > 0 ? ss * v : ss * sa * expm1f(v));
     case EM_OP_CELU: MAP(v > 0 ? v : a * expm1f(v * b));
     case EM_OP_GELU:
-        if (cpu_has_avx512()) {
-            cpu_gelu_f32_avx512(x, y, n);
+        if (c->fast) {
+            c->fast->gelu(x, y, n, c->stream);
             break;
         }
         MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
@@ -312,6 +314,10 @@ static void row_f32(char **p, const int64_t *s, int64_t n, void *vctx)
     float xb[CHUNK], yb[CHUNK];
     bool in_direct = c->dt_in == EM_F32 && s[1] == 4;
     bool out_direct = c->dt_out == EM_F32 && s[0] == 4;
+    if (in_direct && out_direct) { /* whole row in one call: no buffer to bound */
+        run_f32(c, (const float *)p[1], (float *)p[0], n);
+        return;
+    }
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = imin(CHUNK, n - i0);
         const char *in = p[1] + i0 * s[1];
@@ -414,8 +420,11 @@ em_status cpu_exec_unary(const em_op *op)
         .dt_out = o->dtype,
         .p0 = op->f[0],
         .p1 = op->f[1],
+        .fast = cpu_fast(),
     };
     if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
+    /* f32 outputs are written in place (contiguous); others go through a buffer on the stack */
+    c.stream = o->dtype == EM_F32 && (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
     switch (op->kind) {
