@@ -25,7 +25,13 @@ static em_status matmul_backward(ad_ctx *c)
         em_shape as = ad_in_shape(c, 0);
         c->gin[0] = a1 ? em_reshape(ad_sum_to(ga, EM_SHAPE(1, as.dims[0])), as) : ad_sum_to(ga, as);
     }
-    if (c->needs[1]) {
+    if (c->needs[1] && !b1 && A->rank == 2 && b->rank == 2 && b->strides[0] == 1 &&
+        b->strides[1] != 1) {
+        /* b is a transposed view (x @ W^T in a linear layer): compute the gradient in W's own
+         * layout, G^T @ A [N, K], and hand back its transpose, so the view's rule gives W a
+         * contiguous gradient (the optimizer then needs no copy) */
+        c->gin[1] = em_transpose(em_matmul(em_transpose(G, -1, -2), A), 0, 1);
+    } else if (c->needs[1]) {
         em_tensor *gb = em_matmul(em_transpose(A, -1, -2), G); /* [batch.., K, N] */
         em_shape bs = ad_in_shape(c, 1);
         c->gin[1] = b1 ? em_reshape(ad_sum_to(gb, EM_SHAPE(bs.dims[0], 1)), bs) : ad_sum_to(gb, bs);

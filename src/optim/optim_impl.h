@@ -67,6 +67,9 @@ typedef struct opt_coef {
 void opt_kernel_sgd(em_dtype dt, void *p, const void *g, void *buf, int64_t n, opt_coef k);
 void opt_kernel_adam(em_dtype dt, void *p, const void *g, void *m, void *v, void *vmax, int64_t n,
                      opt_coef k);
+/* The same loop built for AVX2 (optim_kernels_avx2.c); called by opt_kernel_adam. */
+void opt_kernel_adam_avx2(em_dtype dt, void *p, const void *g, void *m, void *v, void *vmax,
+                          int64_t n, opt_coef k);
 void opt_kernel_rmsprop(em_dtype dt, void *p, const void *g, void *sq, void *gavg, void *buf,
                         int64_t n, opt_coef k);
 void opt_kernel_adagrad(em_dtype dt, void *p, const void *g, void *sum, int64_t n, opt_coef k);

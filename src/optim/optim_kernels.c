@@ -3,6 +3,7 @@
  * restrict pointers that the compiler vectorises; f32 and f64 from one template. */
 #include <math.h>
 
+#include "optim_adam_body.h"
 #include "optim_impl.h"
 
 /* SGD (k.lr, k.wd; a = momentum, b = dampening; first: the buffer is new). */
@@ -29,39 +30,28 @@ void opt_kernel_sgd(em_dtype dt, void *p, const void *g, void *buf, int64_t n, o
     }
 }
 
-/* Adam / AdamW (a = beta1, b = beta2, c = step_size = lr / (1 - beta1^t), d = sqrt(1 - beta2^t),
- * flag: decoupled weight decay (AdamW), vmax != NULL: amsgrad). */
-#define ADAM_BODY(T)                                                                               \
-    T *restrict P = p, *restrict M = m, *restrict V = v, *restrict X = vmax;                       \
-    const T *restrict G = g;                                                                       \
-    const T b1 = (T)k.a, b2 = (T)k.b, c1 = (T)(1 - k.a), c2 = (T)(1 - k.b);                        \
-    const T nstep = (T)(-k.c), bc2 = (T)k.d, eps = (T)k.eps, wd = (T)k.wd;                         \
-    const T decay = (T)(1 - k.lr * k.wd);                                                          \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-        T gi = k.maximize ? -G[i] : G[i];                                                          \
-        if (k.flag)                                                                                \
-            P[i] = P[i] * decay;                                                                   \
-        else if (k.wd != 0)                                                                        \
-            gi = gi + wd * P[i];                                                                   \
-        M[i] = M[i] * b1 + c1 * gi;                                                                \
-        V[i] = V[i] * b2 + c2 * gi * gi;                                                           \
-        T s = V[i];                                                                                \
-        if (X) {                                                                                   \
-            X[i] = (s != s || s > X[i]) ? s : X[i];                                                \
-            s = X[i];                                                                              \
-        }                                                                                          \
-        T denom = (T)sqrt(s) / bc2 + eps;                                                          \
-        P[i] = P[i] + nstep * (M[i] / denom);                                                      \
+static void adam_portable(em_dtype dt, void *p, const void *g, void *m, void *v, void *vmax,
+                          int64_t n, opt_coef k)
+{
+    if (dt == EM_F64) {
+        ADAM_BODY(double, sqrt)
+    } else {
+        ADAM_BODY(float, sqrtf)
     }
+}
 
 void opt_kernel_adam(em_dtype dt, void *p, const void *g, void *m, void *v, void *vmax, int64_t n,
                      opt_coef k)
 {
-    if (dt == EM_F64) {
-        ADAM_BODY(double)
-    } else {
-        ADAM_BODY(float)
+#if defined(__x86_64__) || defined(__i386__)
+    static int avx2 = -1;
+    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+    if (avx2) {
+        opt_kernel_adam_avx2(dt, p, g, m, v, vmax, n, k);
+        return;
     }
+#endif
+    adam_portable(dt, p, g, m, v, vmax, n, k);
 }
 
 /* RMSprop (a = alpha, b = momentum, flag: centered; gavg/buf NULL when unused). */
