@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu_gemm.h"
 
@@ -161,11 +162,64 @@ static int64_t round_up(int64_t a, int64_t m)
     return (a + m - 1) / m * m;
 }
 
-static void *aligned_buf(int64_t elems, size_t es)
+/* Packing buffers are kept between calls (a few slots, the largest kept) so a product does not
+ * pay for fresh pages each time; big ones are 2 MiB aligned and asked to be huge pages, which
+ * spares the TLB when the micro-kernel walks the packed panels. */
+#define POOL_SLOTS 4
+#define HUGE_PAGE  ((size_t)2 << 20)
+
+typedef struct pool_buf {
+    void *p;
+    size_t cap;
+} pool_buf;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pool_buf pool[POOL_SLOTS];
+
+/* A buffer of at least elems * es bytes (64-byte aligned, 64 bytes of slack), or p == NULL. */
+static pool_buf buf_get(int64_t elems, size_t es)
 {
     size_t n = (size_t)round_up(elems * (int64_t)es + 64, 64);
-    return aligned_alloc(64, n);
+    pool_buf b = {0};
+    pthread_mutex_lock(&pool_lock);
+    int best = -1;
+    for (int i = 0; i < POOL_SLOTS; i++)
+        if (pool[i].p && pool[i].cap >= n && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
+    if (best >= 0) {
+        b = pool[best];
+        pool[best] = (pool_buf){0};
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (b.p) return b;
+    size_t align = n >= HUGE_PAGE ? HUGE_PAGE : 64;
+    b.cap = (n + align - 1) / align * align;
+    b.p = aligned_alloc(align, b.cap);
+#ifdef MADV_HUGEPAGE
+    if (b.p && align == HUGE_PAGE) madvise(b.p, b.cap, MADV_HUGEPAGE);
+#endif
+    if (!b.p) b.cap = 0;
+    return b;
 }
+
+/* Returns a buffer to the pool; the smallest one is freed when every slot is taken. */
+static void buf_put(pool_buf b)
+{
+    if (!b.p) return;
+    pthread_mutex_lock(&pool_lock);
+    int slot = 0;
+    for (int i = 1; i < POOL_SLOTS; i++)
+        if (!pool[i].p || (pool[slot].p && pool[i].cap < pool[slot].cap)) slot = i;
+    if (!pool[slot].p || pool[slot].cap < b.cap) {
+        pool_buf old = pool[slot];
+        pool[slot] = b;
+        b = old;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    free(b.p);
+}
+
+/* Prefetching a row a few k ahead keeps strided panel reads from waiting on each line. */
+#define PREFETCH(p) __builtin_prefetch(p)
 
 /* ---- the driver, once per element type --------------------------------------------------- */
 
@@ -189,6 +243,45 @@ static void *aligned_buf(int64_t elems, size_t es)
         T *Ap, *Bp;                                                                                \
     } P##ctx;                                                                                      \
                                                                                                    \
+    /* Full panels: dst[k * w + c] = s[k * ld + c] (copy_rows) or s[c * ld + k] (gather_cols).     \
+     * The switch hands the loops a constant width so they unroll and vectorise. */                \
+    static inline void P##copy_rows_w(T *restrict dst, const T *restrict s, int64_t ld,            \
+                                      int64_t kc, int w)                                           \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, dst += w, s += ld) {                                      \
+            PREFETCH(s + 8 * ld);                                                                  \
+            for (int c = 0; c < w; c++) dst[c] = s[c];                                             \
+        }                                                                                          \
+    }                                                                                              \
+    static void P##copy_rows(T *dst, const T *s, int64_t ld, int64_t kc, int w)                    \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 6: P##copy_rows_w(dst, s, ld, kc, 6); break;                                          \
+        case 8: P##copy_rows_w(dst, s, ld, kc, 8); break;                                          \
+        case 12: P##copy_rows_w(dst, s, ld, kc, 12); break;                                        \
+        case 16: P##copy_rows_w(dst, s, ld, kc, 16); break;                                        \
+        case 32: P##copy_rows_w(dst, s, ld, kc, 32); break;                                        \
+        default: P##copy_rows_w(dst, s, ld, kc, w); break;                                         \
+        }                                                                                          \
+    }                                                                                              \
+    static inline void P##gather_cols_w(T *restrict dst, const T *restrict s, int64_t ld,          \
+                                        int64_t kc, int w)                                         \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, dst += w)                                                 \
+            for (int c = 0; c < w; c++) dst[c] = s[c * ld + k];                                    \
+    }                                                                                              \
+    static void P##gather_cols(T *dst, const T *s, int64_t ld, int64_t kc, int w)                  \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 4: P##gather_cols_w(dst, s, ld, kc, 4); break;                                        \
+        case 6: P##gather_cols_w(dst, s, ld, kc, 6); break;                                        \
+        case 8: P##gather_cols_w(dst, s, ld, kc, 8); break;                                        \
+        case 12: P##gather_cols_w(dst, s, ld, kc, 12); break;                                      \
+        case 16: P##gather_cols_w(dst, s, ld, kc, 16); break;                                      \
+        default: P##gather_cols_w(dst, s, ld, kc, w); break;                                       \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     static void P##pack_b(void *vc, int64_t b, int64_t e)                                          \
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
@@ -197,12 +290,16 @@ static void *aligned_buf(int64_t elems, size_t es)
             int64_t j0 = g->jc + p * nr;                                                           \
             int n = (int)min64(nr, g->jc + g->nc - j0);                                            \
             T *dst = g->Bp + p * nr * g->kc;                                                       \
-            if (!g->tb) {                                                                          \
+            if (!g->tb && n == nr) {                                                               \
+                P##copy_rows(dst, g->B + g->pc * g->ldb + j0, g->ldb, g->kc, nr);                  \
+            } else if (!g->tb) {                                                                   \
                 for (int64_t k = 0; k < g->kc; k++, dst += nr) {                                   \
                     const T *s = g->B + (g->pc + k) * g->ldb + j0;                                 \
                     for (int c = 0; c < n; c++) dst[c] = s[c];                                     \
                     for (int c = n; c < nr; c++) dst[c] = 0;                                       \
                 }                                                                                  \
+            } else if (n == nr) {                                                                  \
+                P##gather_cols(dst, g->B + j0 * g->ldb + g->pc, g->ldb, g->kc, nr);                \
             } else {                                                                               \
                 for (int c = 0; c < nr; c++) {                                                     \
                     if (c >= n) {                                                                  \
@@ -224,7 +321,11 @@ static void *aligned_buf(int64_t elems, size_t es)
             int64_t i0 = g->ms + p * mr;                                                           \
             int m = (int)min64(mr, g->ms + g->mlen - i0);                                          \
             T *dst = g->Ap + p * mr * g->kc;                                                       \
-            if (g->ta) {                                                                           \
+            if (!g->ta && m == mr) {                                                               \
+                P##gather_cols(dst, g->A + i0 * g->lda + g->pc, g->lda, g->kc, mr);                \
+            } else if (g->ta && m == mr) {                                                         \
+                P##copy_rows(dst, g->A + g->pc * g->lda + i0, g->lda, g->kc, mr);                  \
+            } else if (g->ta) {                                                                    \
                 for (int64_t k = 0; k < g->kc; k++, dst += mr) {                                   \
                     const T *s = g->A + (g->pc + k) * g->lda + i0;                                 \
                     for (int r = 0; r < m; r++) dst[r] = s[r];                                     \
@@ -417,24 +518,24 @@ static void *aligned_buf(int64_t elems, size_t es)
             P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy))         \
             return;                                                                                \
         bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
-        T *Bp = NULL, *Ap = NULL;                                                                  \
+        pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
-            Bp = aligned_buf(kcap * round_up(min64(N, NC), nr), sizeof(T));                        \
-            Ap = aligned_buf(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                   \
-            if (!Bp || !Ap) small = true; /* out of memory: the unpacked path needs none */        \
+            Bb = buf_get(kcap * round_up(min64(N, NC), nr), sizeof(T));                            \
+            Ab = buf_get(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                       \
+            if (!Bb.p || !Ab.p) small = true; /* out of memory: the unpacked path needs none */    \
         }                                                                                          \
         if (small) {                                                                               \
-            free(Bp);                                                                              \
-            free(Ap);                                                                              \
+            buf_put(Bb);                                                                           \
+            buf_put(Ab);                                                                           \
             if (M == 1)                                                                            \
                 P##run(P##small_cols, &g, (N + SMALL_COLS - 1) / SMALL_COLS, 1, par);              \
             else                                                                                   \
                 P##run(P##small_rows, &g, M, 1, par);                                              \
             return;                                                                                \
         }                                                                                          \
-        g.Ap = Ap;                                                                                 \
-        g.Bp = Bp;                                                                                 \
+        g.Ap = Ab.p;                                                                               \
+        g.Bp = Bb.p;                                                                               \
         int threads = par ? em_get_num_threads() : 1;                                              \
         for (int64_t jc = 0; jc < N; jc += NC) {                                                   \
             g.jc = jc;                                                                             \
@@ -460,8 +561,8 @@ static void *aligned_buf(int64_t elems, size_t es)
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        free(Ap);                                                                                  \
-        free(Bp);                                                                                  \
+        buf_put(Ab);                                                                               \
+        buf_put(Bb);                                                                               \
     }
 
 DEFINE_GEMM(float, s_)

@@ -35,12 +35,21 @@
         }                                                                                          \
     } while (0)
 
+/* Asks for the tile's rows of C (first and last element of each) while the k loop runs, so
+ * the loads and stores at the end do not wait on memory. */
+#define PREFETCH_C(c, ldc, mr, nr)                                                                 \
+    for (int r = 0; r < (mr); r++) {                                                               \
+        _mm_prefetch((const char *)((c) + r * (ldc)), _MM_HINT_T0);                                \
+        _mm_prefetch((const char *)((c) + r * (ldc) + (nr)-1), _MM_HINT_T0);                       \
+    }
+
 /* c: [6, 16] f32 tile; a: 6 values per k; b: 16 values per k. */
 static void sgemm_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        float alpha, float beta, int mr, int nr)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    PREFETCH_C(c, ldc, mr, 16);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         __m256 x = _mm256_broadcast_ss(a);
@@ -73,6 +82,7 @@ static void dgemm_6x8(int64_t kc, const double *a, const double *b, double *c, i
 {
     __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256d c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    PREFETCH_C(c, ldc, mr, 8);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 8) {
         __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
         __m256d x = _mm256_broadcast_sd(a);
