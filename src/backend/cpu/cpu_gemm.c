@@ -238,7 +238,7 @@ static void buf_put(pool_buf b)
         int64_t mc;                                                                                \
         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
         /* current block */                                                                        \
-        int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk;                                              \
+        int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
     } P##ctx;                                                                                      \
@@ -344,13 +344,22 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Task t: rows [ic*MC, +MC) of the packed super-block, columns [js*jchunk, +jchunk). */       \
+    /* Task t: with nblk > 0, packs row panels [t * npan / nblk, (t + 1) * npan / nblk) of A       \
+     * itself (so they sit in this core's cache) and sweeps all columns of the B block; else       \
+     * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
     static void P##macro(void *vc, int64_t b, int64_t e)                                           \
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         for (int64_t t = b; t < e; t++) {                                                          \
-            int64_t i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                     \
-            int64_t j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);               \
+            int64_t i0, i1, j0 = 0, j1 = g->nc;                                                    \
+            if (g->nblk > 0) {                                                                     \
+                int64_t p0 = t * g->npan / g->nblk, p1 = (t + 1) * g->npan / g->nblk;              \
+                P##pack_a(vc, p0, p1);                                                             \
+                i0 = p0 * g->mr, i1 = min64(p1 * g->mr, g->mlen);                                  \
+            } else {                                                                               \
+                i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                         \
+                j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);                   \
+            }                                                                                      \
             for (int64_t jr = j0; jr < j1; jr += g->nr) {                                          \
                 const T *bp = g->Bp + (jr / g->nr) * g->nr * g->kc;                                \
                 int nr = (int)min64(g->nr, g->nc - jr);                                            \
@@ -549,9 +558,15 @@ static void buf_put(pool_buf b)
                 for (int64_t ms = 0; ms < M; ms += SUPER_M) {                                      \
                     g.ms = ms;                                                                     \
                     g.mlen = min64(SUPER_M, M - ms);                                               \
-                    int64_t npan_a = (g.mlen + mr - 1) / mr;                                       \
-                    P##run(P##pack_a, &g, npan_a, 1 + 16384 / (mr * g.kc), par);                   \
+                    g.npan = (g.mlen + mr - 1) / mr;                                               \
                     int64_t n_ic = (g.mlen + MC - 1) / MC;                                         \
+                    g.nblk = round_up(n_ic, threads);                                              \
+                    if (g.nblk <= g.npan) {                                                        \
+                        P##run(P##macro, &g, g.nblk, 1, par);                                      \
+                        continue;                                                                  \
+                    }                                                                              \
+                    g.nblk = 0;                                                                    \
+                    P##run(P##pack_a, &g, g.npan, 1 + 16384 / (mr * g.kc), par);                   \
                     g.nj = 1;                                                                      \
                     if (n_ic < 2 * threads && threads > 1)                                         \
                         g.nj = min64(npan_b, (2 * threads + n_ic - 1) / n_ic);                     \
