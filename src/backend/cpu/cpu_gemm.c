@@ -282,10 +282,36 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    /* npan full panels side by side: row k of B is read once, left to right, and split into       \
+     * the panels (dst + p * w * kc), so the reads stream instead of striding per panel. */        \
+    static inline void P##copy_panels_w(T *restrict dst, const T *restrict s, int64_t ld,          \
+                                        int64_t kc, int w, int64_t npan)                           \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, s += ld)                                                  \
+            for (int64_t p = 0; p < npan; p++)                                                     \
+                for (int c = 0; c < w; c++) dst[p * w * kc + k * w + c] = s[p * w + c];            \
+    }                                                                                              \
+    static void P##copy_panels(T *dst, const T *s, int64_t ld, int64_t kc, int w, int64_t npan)    \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 8: P##copy_panels_w(dst, s, ld, kc, 8, npan); break;                                  \
+        case 16: P##copy_panels_w(dst, s, ld, kc, 16, npan); break;                                \
+        case 32: P##copy_panels_w(dst, s, ld, kc, 32, npan); break;                                \
+        default: P##copy_panels_w(dst, s, ld, kc, w, npan); break;                                 \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     static void P##pack_b(void *vc, int64_t b, int64_t e)                                          \
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         int nr = g->nr;                                                                            \
+        if (!g->tb) { /* the full panels of [b, e) at once; a cut last panel below */              \
+            int64_t full = min64(e, g->nc / nr);                                                   \
+            if (full > b)                                                                          \
+                P##copy_panels(g->Bp + b * nr * g->kc, g->B + g->pc * g->ldb + g->jc + b * nr,     \
+                               g->ldb, g->kc, nr, full - b);                                       \
+            b = full > b ? full : b;                                                               \
+        }                                                                                          \
         for (int64_t p = b; p < e; p++) {                                                          \
             int64_t j0 = g->jc + p * nr;                                                           \
             int n = (int)min64(nr, g->jc + g->nc - j0);                                            \
