@@ -150,7 +150,7 @@ const char *cpu_gemm_kernel_name(void)
 #define SUPER_M    4096   /* rows of A packed at once */
 #define SMALL_COLS 256    /* column block of the unpacked path */
 #define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
-#define GEMV_BYTES 4096   /* output columns per task of an axpy-shaped GEMV, in bytes */
+#define GEMV_BYTES 8192   /* output columns per task of an axpy-shaped GEMV, in bytes */
 
 static int64_t min64(int64_t a, int64_t b)
 {

@@ -111,7 +111,8 @@ const char *cpu_gemm_kernel_name(void);
     }
 
 /* axpy: y = 0, then for each k ascending y[j] = fma(x[k], A[k, j], y[j]) (masked at the edge,
- * same rounding), four rows of A per pass over y. */
+ * same rounding), eight rows of A per pass over y (more streams from memory at once), then
+ * four, then one. */
 #define AXPY_FN(NAME)                                                                              \
     static void NAME(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
     {                                                                                              \
@@ -119,6 +120,37 @@ const char *cpu_gemm_kernel_name(void);
         int64_t nv = n - n % LANES;                                                                \
         for (int64_t j = 0; j < n; j++) y[j] = 0;                                                  \
         int64_t k = 0;                                                                             \
+        for (; k + 8 <= K; k += 8) {                                                               \
+            const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
+            const T *a4 = a3 + lda, *a5 = a4 + lda, *a6 = a5 + lda, *a7 = a6 + lda;                \
+            V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
+            V x4 = VSET1(x[k + 4]), x5 = VSET1(x[k + 5]), x6 = VSET1(x[k + 6]);                    \
+            V x7 = VSET1(x[k + 7]);                                                                \
+            for (int64_t j = 0; j < nv; j += LANES) {                                              \
+                V t = VLOAD(y + j);                                                                \
+                t = VFMA(x0, VLOAD(a0 + j), t);                                                    \
+                t = VFMA(x1, VLOAD(a1 + j), t);                                                    \
+                t = VFMA(x2, VLOAD(a2 + j), t);                                                    \
+                t = VFMA(x3, VLOAD(a3 + j), t);                                                    \
+                t = VFMA(x4, VLOAD(a4 + j), t);                                                    \
+                t = VFMA(x5, VLOAD(a5 + j), t);                                                    \
+                t = VFMA(x6, VLOAD(a6 + j), t);                                                    \
+                t = VFMA(x7, VLOAD(a7 + j), t);                                                    \
+                VSTORE(y + j, t);                                                                  \
+            }                                                                                      \
+            if (nv < n) {                                                                          \
+                V t = VMLOAD(tm, y + nv);                                                          \
+                t = VFMA(x0, VMLOAD(tm, a0 + nv), t);                                              \
+                t = VFMA(x1, VMLOAD(tm, a1 + nv), t);                                              \
+                t = VFMA(x2, VMLOAD(tm, a2 + nv), t);                                              \
+                t = VFMA(x3, VMLOAD(tm, a3 + nv), t);                                              \
+                t = VFMA(x4, VMLOAD(tm, a4 + nv), t);                                              \
+                t = VFMA(x5, VMLOAD(tm, a5 + nv), t);                                              \
+                t = VFMA(x6, VMLOAD(tm, a6 + nv), t);                                              \
+                t = VFMA(x7, VMLOAD(tm, a7 + nv), t);                                              \
+                VMSTORE(y + nv, tm, t);                                                            \
+            }                                                                                      \
+        }                                                                                          \
         for (; k + 4 <= K; k += 4) {                                                               \
             const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
             V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
