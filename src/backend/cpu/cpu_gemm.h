@@ -67,7 +67,8 @@ const char *cpu_gemm_kernel_name(void);
 
 /* One row's dot product uses two accumulators (k in steps of 2 * LANES), then one more
  * vector into the first, then the masked tail into the second, then a fixed reduction. The
- * four-row loop runs exactly that per row, so a row's result does not depend on its group. */
+ * six- and four-row loops run exactly that per row, so a row's result does not depend on its
+ * group. */
 #define DOT_ROW_DECL(r)                                                                            \
     V s##r##_0 = VZERO(), s##r##_1 = VZERO();                                                      \
     const T *a##r = A + (r)*lda;
@@ -98,6 +99,7 @@ const char *cpu_gemm_kernel_name(void);
         NROWS(DOT_ROW_OUT)                                                                         \
     } while (0)
 
+#define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define R4(X) X(0) X(1) X(2) X(3)
 #define R1(X) X(0)
 
@@ -106,6 +108,7 @@ const char *cpu_gemm_kernel_name(void);
     {                                                                                              \
         MASK tm = TAILMASK(K % LANES);                                                             \
         int64_t r = 0;                                                                             \
+        for (; r + 6 <= n; r += 6, A += 6 * lda, y += 6) DOT_ROWS(R6);                             \
         for (; r + 4 <= n; r += 4, A += 4 * lda, y += 4) DOT_ROWS(R4);                             \
         for (; r < n; r++, A += lda, y++) DOT_ROWS(R1);                                            \
     }
