@@ -237,6 +237,7 @@ static void buf_put(pool_buf b)
         int mr, nr;                                                                                \
         int64_t mc;                                                                                \
         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
+        void (*pack)(int64_t, const T *, int64_t, T *); /* full row-major A panels, or NULL */     \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
         T beta_blk;                                                                                \
@@ -347,7 +348,9 @@ static void buf_put(pool_buf b)
             int64_t i0 = g->ms + p * mr;                                                           \
             int m = (int)min64(mr, g->ms + g->mlen - i0);                                          \
             T *dst = g->Ap + p * mr * g->kc;                                                       \
-            if (!g->ta && m == mr) {                                                               \
+            if (!g->ta && m == mr && g->pack) {                                                    \
+                g->pack(g->kc, g->A + i0 * g->lda + g->pc, g->lda, dst);                           \
+            } else if (!g->ta && m == mr) {                                                        \
                 P##gather_cols(dst, g->A + i0 * g->lda + g->pc, g->lda, g->kc, mr);                \
             } else if (g->ta && m == mr) {                                                         \
                 P##copy_rows(dst, g->A + g->pc * g->lda + i0, g->lda, g->kc, mr);                  \
@@ -519,7 +522,8 @@ static void buf_put(pool_buf b)
     static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
                         int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
                         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        int mr, int nr, int64_t MC, int64_t KC, int64_t NC,                        \
+                        void (*pack)(int64_t, const T *, int64_t, T *), int mr, int nr,            \
+                        int64_t MC, int64_t KC, int64_t NC,                                        \
                         void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
                         void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
     {                                                                                              \
@@ -546,7 +550,8 @@ static void buf_put(pool_buf b)
                     .mr = mr,                                                                      \
                     .nr = nr,                                                                      \
                     .mc = MC,                                                                      \
-                    .ukr = ukr};                                                                   \
+                    .ukr = ukr,                                                                    \
+                    .pack = pack};                                                                 \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
         if ((M == 1 || N == 1) &&                                                                  \
@@ -613,14 +618,14 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_mr, k->s_nr,
-           k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
+    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a, k->s_mr,
+           k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, k->d_mr, k->d_nr,
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, k->d_mr, k->d_nr,
            k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
 }

@@ -35,13 +35,19 @@ typedef void (*cpu_sgemv_fn)(int64_t n, int64_t K, const float *A, int64_t lda, 
 typedef void (*cpu_dgemv_fn)(int64_t n, int64_t K, const double *A, int64_t lda, const double *x,
                              double *y);
 
-/* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC). */
+/* Packs one full row panel of a row-major A: dst[k * MR + r] = A[r * lda + k] for r < MR,
+ * k < kc (a plain copy, so any implementation gives the same bytes). */
+typedef void (*cpu_spack_fn)(int64_t kc, const float *A, int64_t lda, float *dst);
+
+/* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC);
+ * s_pack_a may be NULL (the driver's C loop packs then). */
 typedef struct cpu_gemm_kernels {
     const char *name;
     cpu_sgemm_ukr s_ukr;
     int s_mr, s_nr, s_mc, s_kc, s_nc;
     cpu_dgemm_ukr d_ukr;
     int d_mr, d_nr, d_mc, d_kc, d_nc;
+    cpu_spack_fn s_pack_a;
     cpu_sgemv_fn s_dot, s_axpy;
     cpu_dgemv_fn d_dot, d_axpy;
 } cpu_gemm_kernels;
