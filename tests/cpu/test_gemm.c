@@ -111,7 +111,7 @@ static void kernel_suite(const char *kern)
          * threads with a cut last panel, a product too short for a row block per thread (the
          * threads split the columns), and more columns than one NC block */
         {20, 37, 1100},
-        {301, 45, 530},
+        {175, 29, 530},
         {5, 300, 200},
         {8, 4100, 30},
         {3, 3300, 50},
@@ -144,7 +144,7 @@ static void thread_invariance(const char *kern)
     if (!cpu_gemm_use(kern)) return;
     static const gcase cases[] = {{150, 170, 300}, {1, 4000, 80}, {3000, 2, 60},
                                   {40, 2000, 9},   {3000, 1, 70}, {1, 2500, 333},
-                                  {397, 301, 777}, {5, 300, 200}, {13, 4200, 40}};
+                                  {197, 150, 777}, {5, 300, 200}, {13, 4200, 40}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gcase g = cases[c];
         for (int t = 0; t < 4; t++) {
