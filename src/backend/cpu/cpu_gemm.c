@@ -3,6 +3,7 @@
  * AVX-512 in their own files, chosen once at run time) sweeps the tiles of C. */
 #include <ember/core.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -240,6 +241,9 @@ static void buf_put(pool_buf b)
         void (*pack)(int64_t, const T *, int64_t, T *); /* full row-major A panels, or NULL */     \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
+        bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
+        int64_t npan_b, bgrain;                                                                    \
+        _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
     } P##ctx;                                                                                      \
@@ -373,6 +377,19 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    /* B packed by whichever tasks of the region are running: each claims chunks of panels         \
+     * until none are left. A task waits (after packing its A) only for panels claimed by          \
+     * running tasks, so the region cannot deadlock even when its tasks run one after another. */  \
+    static void P##share_b(const P##ctx *g)                                                        \
+    {                                                                                              \
+        int64_t p;                                                                                 \
+        while ((p = atomic_fetch_add(g->bnext, g->bgrain)) < g->npan_b) {                          \
+            int64_t e = min64(p + g->bgrain, g->npan_b);                                           \
+            P##pack_b((void *)g, p, e);                                                            \
+            atomic_fetch_add(g->bdone, e - p);                                                     \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
     /* Task t: with nblk > 0, packs row panels [t * npan / nblk, (t + 1) * npan / nblk) of A       \
      * itself (so they sit in this core's cache) and sweeps all columns of the B block; else       \
      * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
@@ -383,7 +400,10 @@ static void buf_put(pool_buf b)
             int64_t i0, i1, j0 = 0, j1 = g->nc;                                                    \
             if (g->nblk > 0) {                                                                     \
                 int64_t p0 = t * g->npan / g->nblk, p1 = (t + 1) * g->npan / g->nblk;              \
+                if (g->bshare) P##share_b(g);                                                      \
                 P##pack_a(vc, p0, p1);                                                             \
+                if (g->bshare)                                                                     \
+                    while (atomic_load(g->bdone) < g->npan_b) sched_yield();                       \
                 i0 = p0 * g->mr, i1 = min64(p1 * g->mr, g->mlen);                                  \
             } else {                                                                               \
                 i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                         \
@@ -585,7 +605,11 @@ static void buf_put(pool_buf b)
                 g.kc = min64(KC, K - pc);                                                          \
                 g.beta_blk = pc == 0 ? beta : (T)1;                                                \
                 int64_t npan_b = (g.nc + nr - 1) / nr;                                             \
-                P##run(P##pack_b, &g, npan_b, 1 + 16384 / (nr * g.kc), par);                       \
+                _Atomic int64_t bnext = 0, bdone = 0;                                              \
+                g.bnext = &bnext, g.bdone = &bdone;                                                \
+                g.npan_b = npan_b;                                                                 \
+                g.bgrain = 1 + 16384 / (nr * g.kc);                                                \
+                bool b_packed = false;                                                             \
                 for (int64_t ms = 0; ms < M; ms += SUPER_M) {                                      \
                     g.ms = ms;                                                                     \
                     g.mlen = min64(SUPER_M, M - ms);                                               \
@@ -593,9 +617,13 @@ static void buf_put(pool_buf b)
                     int64_t n_ic = (g.mlen + MC - 1) / MC;                                         \
                     g.nblk = round_up(n_ic, threads);                                              \
                     if (g.nblk <= g.npan) {                                                        \
+                        g.bshare = !b_packed; /* B packed inside this region: one wake-up less */  \
                         P##run(P##macro, &g, g.nblk, 1, par);                                      \
+                        b_packed = true;                                                           \
                         continue;                                                                  \
                     }                                                                              \
+                    if (!b_packed) P##run(P##pack_b, &g, npan_b, g.bgrain, par);                   \
+                    b_packed = true;                                                               \
                     g.nblk = 0;                                                                    \
                     P##run(P##pack_a, &g, g.npan, 1 + 16384 / (mr * g.kc), par);                   \
                     g.nj = 1;                                                                      \
