@@ -107,6 +107,14 @@ static void kernel_suite(const char *kern)
         {37, 70, 300},
         {250, 20, 130},
         {7, 250, 260},
+        /* several KC blocks for every kernel set (KC <= 512), row blocks shared between the
+         * threads with a cut last panel, a product too short for a row block per thread (the
+         * threads split the columns), and more columns than one NC block */
+        {20, 37, 1100},
+        {175, 29, 530},
+        {5, 300, 200},
+        {8, 4100, 30},
+        {3, 3300, 50},
         /* GEMV shapes: K and the output length off the vector widths, several blocks */
         {1, 1, 300},
         {1, 1037, 45},
@@ -135,7 +143,8 @@ static void thread_invariance(const char *kern)
 {
     if (!cpu_gemm_use(kern)) return;
     static const gcase cases[] = {{150, 170, 300}, {1, 4000, 80}, {3000, 2, 60},
-                                  {40, 2000, 9},   {3000, 1, 70}, {1, 2500, 333}};
+                                  {40, 2000, 9},   {3000, 1, 70}, {1, 2500, 333},
+                                  {197, 150, 777}, {5, 300, 200}, {13, 4200, 40}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gcase g = cases[c];
         for (int t = 0; t < 4; t++) {
@@ -173,7 +182,10 @@ int main(void)
     int threads = em_get_num_threads();
     static const char *const sets[] = {"portable", "avx2", "avx512"};
     for (int s = 0; s < 3; s++) {
-        kernel_suite(sets[s]);
+        for (int t = 1; t <= 2; t++) { /* the whole suite on 1 and on 2 threads */
+            em_set_num_threads(t);
+            kernel_suite(sets[s]);
+        }
         thread_invariance(sets[s]);
     }
     cpu_gemm_use(NULL);

@@ -3,9 +3,11 @@
  * AVX-512 in their own files, chosen once at run time) sweeps the tiles of C. */
 #include <ember/core.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "cpu_gemm.h"
 
@@ -149,7 +151,7 @@ const char *cpu_gemm_kernel_name(void)
 #define SUPER_M    4096   /* rows of A packed at once */
 #define SMALL_COLS 256    /* column block of the unpacked path */
 #define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
-#define GEMV_BYTES 4096   /* output columns per task of an axpy-shaped GEMV, in bytes */
+#define GEMV_BYTES 8192   /* output columns per task of an axpy-shaped GEMV, in bytes */
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -161,11 +163,64 @@ static int64_t round_up(int64_t a, int64_t m)
     return (a + m - 1) / m * m;
 }
 
-static void *aligned_buf(int64_t elems, size_t es)
+/* Packing buffers are kept between calls (a few slots, the largest kept) so a product does not
+ * pay for fresh pages each time; big ones are 2 MiB aligned and asked to be huge pages, which
+ * spares the TLB when the micro-kernel walks the packed panels. */
+#define POOL_SLOTS 4
+#define HUGE_PAGE  ((size_t)2 << 20)
+
+typedef struct pool_buf {
+    void *p;
+    size_t cap;
+} pool_buf;
+
+static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
+static pool_buf pool[POOL_SLOTS];
+
+/* A buffer of at least elems * es bytes (64-byte aligned, 64 bytes of slack), or p == NULL. */
+static pool_buf buf_get(int64_t elems, size_t es)
 {
     size_t n = (size_t)round_up(elems * (int64_t)es + 64, 64);
-    return aligned_alloc(64, n);
+    pool_buf b = {0};
+    pthread_mutex_lock(&pool_lock);
+    int best = -1;
+    for (int i = 0; i < POOL_SLOTS; i++)
+        if (pool[i].p && pool[i].cap >= n && (best < 0 || pool[i].cap < pool[best].cap)) best = i;
+    if (best >= 0) {
+        b = pool[best];
+        pool[best] = (pool_buf){0};
+    }
+    pthread_mutex_unlock(&pool_lock);
+    if (b.p) return b;
+    size_t align = n >= HUGE_PAGE ? HUGE_PAGE : 64;
+    b.cap = (n + align - 1) / align * align;
+    b.p = aligned_alloc(align, b.cap);
+#ifdef MADV_HUGEPAGE
+    if (b.p && align == HUGE_PAGE) madvise(b.p, b.cap, MADV_HUGEPAGE);
+#endif
+    if (!b.p) b.cap = 0;
+    return b;
 }
+
+/* Returns a buffer to the pool; the smallest one is freed when every slot is taken. */
+static void buf_put(pool_buf b)
+{
+    if (!b.p) return;
+    pthread_mutex_lock(&pool_lock);
+    int slot = 0;
+    for (int i = 1; i < POOL_SLOTS; i++)
+        if (!pool[i].p || (pool[slot].p && pool[i].cap < pool[slot].cap)) slot = i;
+    if (!pool[slot].p || pool[slot].cap < b.cap) {
+        pool_buf old = pool[slot];
+        pool[slot] = b;
+        b = old;
+    }
+    pthread_mutex_unlock(&pool_lock);
+    free(b.p);
+}
+
+/* Prefetching a row a few k ahead keeps strided panel reads from waiting on each line. */
+#define PREFETCH(p) __builtin_prefetch(p)
 
 /* ---- the driver, once per element type --------------------------------------------------- */
 
@@ -183,26 +238,99 @@ static void *aligned_buf(int64_t elems, size_t es)
         int mr, nr;                                                                                \
         int64_t mc;                                                                                \
         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
+        void (*pack)(int64_t, const T *, int64_t, T *); /* full row-major A panels, or NULL */     \
         /* current block */                                                                        \
-        int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk;                                              \
+        int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
+        bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
+        int64_t npan_b, bgrain;                                                                    \
+        _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
     } P##ctx;                                                                                      \
+                                                                                                   \
+    /* Full panels: dst[k * w + c] = s[k * ld + c] (copy_rows) or s[c * ld + k] (gather_cols).     \
+     * The switch hands the loops a constant width so they unroll and vectorise. */                \
+    static inline void P##copy_rows_w(T *restrict dst, const T *restrict s, int64_t ld,            \
+                                      int64_t kc, int w)                                           \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, dst += w, s += ld) {                                      \
+            PREFETCH(s + 8 * ld);                                                                  \
+            for (int c = 0; c < w; c++) dst[c] = s[c];                                             \
+        }                                                                                          \
+    }                                                                                              \
+    static void P##copy_rows(T *dst, const T *s, int64_t ld, int64_t kc, int w)                    \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 6: P##copy_rows_w(dst, s, ld, kc, 6); break;                                          \
+        case 8: P##copy_rows_w(dst, s, ld, kc, 8); break;                                          \
+        case 12: P##copy_rows_w(dst, s, ld, kc, 12); break;                                        \
+        case 16: P##copy_rows_w(dst, s, ld, kc, 16); break;                                        \
+        case 32: P##copy_rows_w(dst, s, ld, kc, 32); break;                                        \
+        default: P##copy_rows_w(dst, s, ld, kc, w); break;                                         \
+        }                                                                                          \
+    }                                                                                              \
+    static inline void P##gather_cols_w(T *restrict dst, const T *restrict s, int64_t ld,          \
+                                        int64_t kc, int w)                                         \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, dst += w)                                                 \
+            for (int c = 0; c < w; c++) dst[c] = s[c * ld + k];                                    \
+    }                                                                                              \
+    static void P##gather_cols(T *dst, const T *s, int64_t ld, int64_t kc, int w)                  \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 4: P##gather_cols_w(dst, s, ld, kc, 4); break;                                        \
+        case 6: P##gather_cols_w(dst, s, ld, kc, 6); break;                                        \
+        case 8: P##gather_cols_w(dst, s, ld, kc, 8); break;                                        \
+        case 12: P##gather_cols_w(dst, s, ld, kc, 12); break;                                      \
+        case 16: P##gather_cols_w(dst, s, ld, kc, 16); break;                                      \
+        default: P##gather_cols_w(dst, s, ld, kc, w); break;                                       \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* npan full panels side by side: row k of B is read once, left to right, and split into       \
+     * the panels (dst + p * w * kc), so the reads stream instead of striding per panel. */        \
+    static inline void P##copy_panels_w(T *restrict dst, const T *restrict s, int64_t ld,          \
+                                        int64_t kc, int w, int64_t npan)                           \
+    {                                                                                              \
+        for (int64_t k = 0; k < kc; k++, s += ld)                                                  \
+            for (int64_t p = 0; p < npan; p++)                                                     \
+                for (int c = 0; c < w; c++) dst[p * w * kc + k * w + c] = s[p * w + c];            \
+    }                                                                                              \
+    static void P##copy_panels(T *dst, const T *s, int64_t ld, int64_t kc, int w, int64_t npan)    \
+    {                                                                                              \
+        switch (w) {                                                                               \
+        case 8: P##copy_panels_w(dst, s, ld, kc, 8, npan); break;                                  \
+        case 16: P##copy_panels_w(dst, s, ld, kc, 16, npan); break;                                \
+        case 32: P##copy_panels_w(dst, s, ld, kc, 32, npan); break;                                \
+        default: P##copy_panels_w(dst, s, ld, kc, w, npan); break;                                 \
+        }                                                                                          \
+    }                                                                                              \
                                                                                                    \
     static void P##pack_b(void *vc, int64_t b, int64_t e)                                          \
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         int nr = g->nr;                                                                            \
+        if (!g->tb) { /* the full panels of [b, e) at once; a cut last panel below */              \
+            int64_t full = min64(e, g->nc / nr);                                                   \
+            if (full > b)                                                                          \
+                P##copy_panels(g->Bp + b * nr * g->kc, g->B + g->pc * g->ldb + g->jc + b * nr,     \
+                               g->ldb, g->kc, nr, full - b);                                       \
+            b = full > b ? full : b;                                                               \
+        }                                                                                          \
         for (int64_t p = b; p < e; p++) {                                                          \
             int64_t j0 = g->jc + p * nr;                                                           \
             int n = (int)min64(nr, g->jc + g->nc - j0);                                            \
             T *dst = g->Bp + p * nr * g->kc;                                                       \
-            if (!g->tb) {                                                                          \
+            if (!g->tb && n == nr) {                                                               \
+                P##copy_rows(dst, g->B + g->pc * g->ldb + j0, g->ldb, g->kc, nr);                  \
+            } else if (!g->tb) {                                                                   \
                 for (int64_t k = 0; k < g->kc; k++, dst += nr) {                                   \
                     const T *s = g->B + (g->pc + k) * g->ldb + j0;                                 \
                     for (int c = 0; c < n; c++) dst[c] = s[c];                                     \
                     for (int c = n; c < nr; c++) dst[c] = 0;                                       \
                 }                                                                                  \
+            } else if (n == nr) {                                                                  \
+                P##gather_cols(dst, g->B + j0 * g->ldb + g->pc, g->ldb, g->kc, nr);                \
             } else {                                                                               \
                 for (int c = 0; c < nr; c++) {                                                     \
                     if (c >= n) {                                                                  \
@@ -224,7 +352,13 @@ static void *aligned_buf(int64_t elems, size_t es)
             int64_t i0 = g->ms + p * mr;                                                           \
             int m = (int)min64(mr, g->ms + g->mlen - i0);                                          \
             T *dst = g->Ap + p * mr * g->kc;                                                       \
-            if (g->ta) {                                                                           \
+            if (!g->ta && m == mr && g->pack) {                                                    \
+                g->pack(g->kc, g->A + i0 * g->lda + g->pc, g->lda, dst);                           \
+            } else if (!g->ta && m == mr) {                                                        \
+                P##gather_cols(dst, g->A + i0 * g->lda + g->pc, g->lda, g->kc, mr);                \
+            } else if (g->ta && m == mr) {                                                         \
+                P##copy_rows(dst, g->A + g->pc * g->lda + i0, g->lda, g->kc, mr);                  \
+            } else if (g->ta) {                                                                    \
                 for (int64_t k = 0; k < g->kc; k++, dst += mr) {                                   \
                     const T *s = g->A + (g->pc + k) * g->lda + i0;                                 \
                     for (int r = 0; r < m; r++) dst[r] = s[r];                                     \
@@ -243,13 +377,38 @@ static void *aligned_buf(int64_t elems, size_t es)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Task t: rows [ic*MC, +MC) of the packed super-block, columns [js*jchunk, +jchunk). */       \
+    /* B packed by whichever tasks of the region are running: each claims chunks of panels         \
+     * until none are left. A task waits (after packing its A) only for panels claimed by          \
+     * running tasks, so the region cannot deadlock even when its tasks run one after another. */  \
+    static void P##share_b(const P##ctx *g)                                                        \
+    {                                                                                              \
+        int64_t p;                                                                                 \
+        while ((p = atomic_fetch_add(g->bnext, g->bgrain)) < g->npan_b) {                          \
+            int64_t e = min64(p + g->bgrain, g->npan_b);                                           \
+            P##pack_b((void *)g, p, e);                                                            \
+            atomic_fetch_add(g->bdone, e - p);                                                     \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* Task t: with nblk > 0, packs row panels [t * npan / nblk, (t + 1) * npan / nblk) of A       \
+     * itself (so they sit in this core's cache) and sweeps all columns of the B block; else       \
+     * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
     static void P##macro(void *vc, int64_t b, int64_t e)                                           \
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         for (int64_t t = b; t < e; t++) {                                                          \
-            int64_t i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                     \
-            int64_t j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);               \
+            int64_t i0, i1, j0 = 0, j1 = g->nc;                                                    \
+            if (g->nblk > 0) {                                                                     \
+                int64_t p0 = t * g->npan / g->nblk, p1 = (t + 1) * g->npan / g->nblk;              \
+                if (g->bshare) P##share_b(g);                                                      \
+                P##pack_a(vc, p0, p1);                                                             \
+                if (g->bshare)                                                                     \
+                    while (atomic_load(g->bdone) < g->npan_b) sched_yield();                       \
+                i0 = p0 * g->mr, i1 = min64(p1 * g->mr, g->mlen);                                  \
+            } else {                                                                               \
+                i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                         \
+                j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);                   \
+            }                                                                                      \
             for (int64_t jr = j0; jr < j1; jr += g->nr) {                                          \
                 const T *bp = g->Bp + (jr / g->nr) * g->nr * g->kc;                                \
                 int nr = (int)min64(g->nr, g->nc - jr);                                            \
@@ -383,7 +542,8 @@ static void *aligned_buf(int64_t elems, size_t es)
     static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
                         int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
                         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        int mr, int nr, int64_t MC, int64_t KC, int64_t NC,                        \
+                        void (*pack)(int64_t, const T *, int64_t, T *), int mr, int nr,            \
+                        int64_t MC, int64_t KC, int64_t NC,                                        \
                         void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
                         void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
     {                                                                                              \
@@ -410,31 +570,32 @@ static void *aligned_buf(int64_t elems, size_t es)
                     .mr = mr,                                                                      \
                     .nr = nr,                                                                      \
                     .mc = MC,                                                                      \
-                    .ukr = ukr};                                                                   \
+                    .ukr = ukr,                                                                    \
+                    .pack = pack};                                                                 \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
         if ((M == 1 || N == 1) &&                                                                  \
             P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy))         \
             return;                                                                                \
         bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
-        T *Bp = NULL, *Ap = NULL;                                                                  \
+        pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
-            Bp = aligned_buf(kcap * round_up(min64(N, NC), nr), sizeof(T));                        \
-            Ap = aligned_buf(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                   \
-            if (!Bp || !Ap) small = true; /* out of memory: the unpacked path needs none */        \
+            Bb = buf_get(kcap * round_up(min64(N, NC), nr), sizeof(T));                            \
+            Ab = buf_get(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                       \
+            if (!Bb.p || !Ab.p) small = true; /* out of memory: the unpacked path needs none */    \
         }                                                                                          \
         if (small) {                                                                               \
-            free(Bp);                                                                              \
-            free(Ap);                                                                              \
+            buf_put(Bb);                                                                           \
+            buf_put(Ab);                                                                           \
             if (M == 1)                                                                            \
                 P##run(P##small_cols, &g, (N + SMALL_COLS - 1) / SMALL_COLS, 1, par);              \
             else                                                                                   \
                 P##run(P##small_rows, &g, M, 1, par);                                              \
             return;                                                                                \
         }                                                                                          \
-        g.Ap = Ap;                                                                                 \
-        g.Bp = Bp;                                                                                 \
+        g.Ap = Ab.p;                                                                               \
+        g.Bp = Bb.p;                                                                               \
         int threads = par ? em_get_num_threads() : 1;                                              \
         for (int64_t jc = 0; jc < N; jc += NC) {                                                   \
             g.jc = jc;                                                                             \
@@ -444,13 +605,27 @@ static void *aligned_buf(int64_t elems, size_t es)
                 g.kc = min64(KC, K - pc);                                                          \
                 g.beta_blk = pc == 0 ? beta : (T)1;                                                \
                 int64_t npan_b = (g.nc + nr - 1) / nr;                                             \
-                P##run(P##pack_b, &g, npan_b, 1 + 16384 / (nr * g.kc), par);                       \
+                _Atomic int64_t bnext = 0, bdone = 0;                                              \
+                g.bnext = &bnext, g.bdone = &bdone;                                                \
+                g.npan_b = npan_b;                                                                 \
+                g.bgrain = 1 + 16384 / (nr * g.kc);                                                \
+                bool b_packed = false;                                                             \
                 for (int64_t ms = 0; ms < M; ms += SUPER_M) {                                      \
                     g.ms = ms;                                                                     \
                     g.mlen = min64(SUPER_M, M - ms);                                               \
-                    int64_t npan_a = (g.mlen + mr - 1) / mr;                                       \
-                    P##run(P##pack_a, &g, npan_a, 1 + 16384 / (mr * g.kc), par);                   \
+                    g.npan = (g.mlen + mr - 1) / mr;                                               \
                     int64_t n_ic = (g.mlen + MC - 1) / MC;                                         \
+                    g.nblk = round_up(n_ic, threads);                                              \
+                    if (g.nblk <= g.npan) {                                                        \
+                        g.bshare = !b_packed; /* B packed inside this region: one wake-up less */  \
+                        P##run(P##macro, &g, g.nblk, 1, par);                                      \
+                        b_packed = true;                                                           \
+                        continue;                                                                  \
+                    }                                                                              \
+                    if (!b_packed) P##run(P##pack_b, &g, npan_b, g.bgrain, par);                   \
+                    b_packed = true;                                                               \
+                    g.nblk = 0;                                                                    \
+                    P##run(P##pack_a, &g, g.npan, 1 + 16384 / (mr * g.kc), par);                   \
                     g.nj = 1;                                                                      \
                     if (n_ic < 2 * threads && threads > 1)                                         \
                         g.nj = min64(npan_b, (2 * threads + n_ic - 1) / n_ic);                     \
@@ -460,8 +635,8 @@ static void *aligned_buf(int64_t elems, size_t es)
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
-        free(Ap);                                                                                  \
-        free(Bp);                                                                                  \
+        buf_put(Ab);                                                                               \
+        buf_put(Bb);                                                                               \
     }
 
 DEFINE_GEMM(float, s_)
@@ -471,14 +646,14 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_mr, k->s_nr,
-           k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
+    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a, k->s_mr,
+           k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, k->d_mr, k->d_nr,
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, k->d_mr, k->d_nr,
            k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
 }

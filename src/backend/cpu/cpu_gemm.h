@@ -35,13 +35,19 @@ typedef void (*cpu_sgemv_fn)(int64_t n, int64_t K, const float *A, int64_t lda, 
 typedef void (*cpu_dgemv_fn)(int64_t n, int64_t K, const double *A, int64_t lda, const double *x,
                              double *y);
 
-/* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC). */
+/* Packs one full row panel of a row-major A: dst[k * MR + r] = A[r * lda + k] for r < MR,
+ * k < kc (a plain copy, so any implementation gives the same bytes). */
+typedef void (*cpu_spack_fn)(int64_t kc, const float *A, int64_t lda, float *dst);
+
+/* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC);
+ * s_pack_a may be NULL (the driver's C loop packs then). */
 typedef struct cpu_gemm_kernels {
     const char *name;
     cpu_sgemm_ukr s_ukr;
     int s_mr, s_nr, s_mc, s_kc, s_nc;
     cpu_dgemm_ukr d_ukr;
     int d_mr, d_nr, d_mc, d_kc, d_nc;
+    cpu_spack_fn s_pack_a;
     cpu_sgemv_fn s_dot, s_axpy;
     cpu_dgemv_fn d_dot, d_axpy;
 } cpu_gemm_kernels;
@@ -67,7 +73,8 @@ const char *cpu_gemm_kernel_name(void);
 
 /* One row's dot product uses two accumulators (k in steps of 2 * LANES), then one more
  * vector into the first, then the masked tail into the second, then a fixed reduction. The
- * four-row loop runs exactly that per row, so a row's result does not depend on its group. */
+ * six- and four-row loops run exactly that per row, so a row's result does not depend on its
+ * group. */
 #define DOT_ROW_DECL(r)                                                                            \
     V s##r##_0 = VZERO(), s##r##_1 = VZERO();                                                      \
     const T *a##r = A + (r)*lda;
@@ -98,6 +105,7 @@ const char *cpu_gemm_kernel_name(void);
         NROWS(DOT_ROW_OUT)                                                                         \
     } while (0)
 
+#define R6(X) X(0) X(1) X(2) X(3) X(4) X(5)
 #define R4(X) X(0) X(1) X(2) X(3)
 #define R1(X) X(0)
 
@@ -106,12 +114,14 @@ const char *cpu_gemm_kernel_name(void);
     {                                                                                              \
         MASK tm = TAILMASK(K % LANES);                                                             \
         int64_t r = 0;                                                                             \
+        for (; r + 6 <= n; r += 6, A += 6 * lda, y += 6) DOT_ROWS(R6);                             \
         for (; r + 4 <= n; r += 4, A += 4 * lda, y += 4) DOT_ROWS(R4);                             \
         for (; r < n; r++, A += lda, y++) DOT_ROWS(R1);                                            \
     }
 
 /* axpy: y = 0, then for each k ascending y[j] = fma(x[k], A[k, j], y[j]) (masked at the edge,
- * same rounding), four rows of A per pass over y. */
+ * same rounding), eight rows of A per pass over y (more streams from memory at once), then
+ * four, then one. */
 #define AXPY_FN(NAME)                                                                              \
     static void NAME(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
     {                                                                                              \
@@ -119,6 +129,37 @@ const char *cpu_gemm_kernel_name(void);
         int64_t nv = n - n % LANES;                                                                \
         for (int64_t j = 0; j < n; j++) y[j] = 0;                                                  \
         int64_t k = 0;                                                                             \
+        for (; k + 8 <= K; k += 8) {                                                               \
+            const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
+            const T *a4 = a3 + lda, *a5 = a4 + lda, *a6 = a5 + lda, *a7 = a6 + lda;                \
+            V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
+            V x4 = VSET1(x[k + 4]), x5 = VSET1(x[k + 5]), x6 = VSET1(x[k + 6]);                    \
+            V x7 = VSET1(x[k + 7]);                                                                \
+            for (int64_t j = 0; j < nv; j += LANES) {                                              \
+                V t = VLOAD(y + j);                                                                \
+                t = VFMA(x0, VLOAD(a0 + j), t);                                                    \
+                t = VFMA(x1, VLOAD(a1 + j), t);                                                    \
+                t = VFMA(x2, VLOAD(a2 + j), t);                                                    \
+                t = VFMA(x3, VLOAD(a3 + j), t);                                                    \
+                t = VFMA(x4, VLOAD(a4 + j), t);                                                    \
+                t = VFMA(x5, VLOAD(a5 + j), t);                                                    \
+                t = VFMA(x6, VLOAD(a6 + j), t);                                                    \
+                t = VFMA(x7, VLOAD(a7 + j), t);                                                    \
+                VSTORE(y + j, t);                                                                  \
+            }                                                                                      \
+            if (nv < n) {                                                                          \
+                V t = VMLOAD(tm, y + nv);                                                          \
+                t = VFMA(x0, VMLOAD(tm, a0 + nv), t);                                              \
+                t = VFMA(x1, VMLOAD(tm, a1 + nv), t);                                              \
+                t = VFMA(x2, VMLOAD(tm, a2 + nv), t);                                              \
+                t = VFMA(x3, VMLOAD(tm, a3 + nv), t);                                              \
+                t = VFMA(x4, VMLOAD(tm, a4 + nv), t);                                              \
+                t = VFMA(x5, VMLOAD(tm, a5 + nv), t);                                              \
+                t = VFMA(x6, VMLOAD(tm, a6 + nv), t);                                              \
+                t = VFMA(x7, VMLOAD(tm, a7 + nv), t);                                              \
+                VMSTORE(y + nv, tm, t);                                                            \
+            }                                                                                      \
+        }                                                                                          \
         for (; k + 4 <= K; k += 4) {                                                               \
             const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
             V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \

@@ -35,12 +35,21 @@
         }                                                                                          \
     } while (0)
 
+/* Asks for the tile's rows of C (first and last element of each) while the k loop runs, so
+ * the loads and stores at the end do not wait on memory. */
+#define PREFETCH_C(c, ldc, mr, nr)                                                                 \
+    for (int r = 0; r < (mr); r++) {                                                               \
+        _mm_prefetch((const char *)((c) + r * (ldc)), _MM_HINT_T0);                                \
+        _mm_prefetch((const char *)((c) + r * (ldc) + (nr)-1), _MM_HINT_T0);                       \
+    }
+
 /* c: [6, 16] f32 tile; a: 6 values per k; b: 16 values per k. */
 static void sgemm_6x16(int64_t kc, const float *a, const float *b, float *c, int64_t ldc,
                        float alpha, float beta, int mr, int nr)
 {
     __m256 c00 = _mm256_setzero_ps(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256 c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    PREFETCH_C(c, ldc, mr, 16);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 16) {
         __m256 b0 = _mm256_loadu_ps(b), b1 = _mm256_loadu_ps(b + 8);
         __m256 x = _mm256_broadcast_ss(a);
@@ -73,6 +82,7 @@ static void dgemm_6x8(int64_t kc, const double *a, const double *b, double *c, i
 {
     __m256d c00 = _mm256_setzero_pd(), c01 = c00, c10 = c00, c11 = c00, c20 = c00, c21 = c00;
     __m256d c30 = c00, c31 = c00, c40 = c00, c41 = c00, c50 = c00, c51 = c00;
+    PREFETCH_C(c, ldc, mr, 8);
     for (int64_t k = 0; k < kc; k++, a += 6, b += 8) {
         __m256d b0 = _mm256_loadu_pd(b), b1 = _mm256_loadu_pd(b + 4);
         __m256d x = _mm256_broadcast_sd(a);
@@ -97,6 +107,45 @@ static void dgemm_6x8(int64_t kc, const double *a, const double *b, double *c, i
     __m256d acc[6][2] = {{c00, c01}, {c10, c11}, {c20, c21}, {c30, c31}, {c40, c41}, {c50, c51}};
     STORE_TILE(double, __m256d, 4, 6, 8, _mm256_loadu_pd, _mm256_storeu_pd, _mm256_mul_pd,
                _mm256_fmadd_pd, _mm256_set1_pd);
+}
+
+/* One 6-row panel of a row-major A (cpu_spack_fn): eight k at a time, the six rows (and two
+ * zero rows) go through an 8x8 transpose; each k's six values are stored with a full vector
+ * that the next k overwrites, the last k of a group with a 4 + 2 store so nothing past the
+ * group is written. */
+static void spack_a6(int64_t kc, const float *A, int64_t lda, float *dst)
+{
+    const float *r0 = A, *r1 = r0 + lda, *r2 = r1 + lda, *r3 = r2 + lda, *r4 = r3 + lda,
+                *r5 = r4 + lda;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8, dst += 48) {
+        __m256 a0 = _mm256_loadu_ps(r0 + k), a1 = _mm256_loadu_ps(r1 + k);
+        __m256 a2 = _mm256_loadu_ps(r2 + k), a3 = _mm256_loadu_ps(r3 + k);
+        __m256 a4 = _mm256_loadu_ps(r4 + k), a5 = _mm256_loadu_ps(r5 + k);
+        __m256 z = _mm256_setzero_ps();
+        /* t: pairs of rows interleaved; u: four rows per 128-bit lane; o_j: k = j (and j + 4) */
+        __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
+        __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
+        __m256 t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5);
+        __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+        __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+        __m256 u4 = _mm256_shuffle_ps(t4, z, 0x44), u5 = _mm256_shuffle_ps(t4, z, 0xEE);
+        __m256 u6 = _mm256_shuffle_ps(t5, z, 0x44), u7 = _mm256_shuffle_ps(t5, z, 0xEE);
+        _mm256_storeu_ps(dst + 0, _mm256_permute2f128_ps(u0, u4, 0x20));
+        _mm256_storeu_ps(dst + 6, _mm256_permute2f128_ps(u1, u5, 0x20));
+        _mm256_storeu_ps(dst + 12, _mm256_permute2f128_ps(u2, u6, 0x20));
+        _mm256_storeu_ps(dst + 18, _mm256_permute2f128_ps(u3, u7, 0x20));
+        _mm256_storeu_ps(dst + 24, _mm256_permute2f128_ps(u0, u4, 0x31));
+        _mm256_storeu_ps(dst + 30, _mm256_permute2f128_ps(u1, u5, 0x31));
+        _mm256_storeu_ps(dst + 36, _mm256_permute2f128_ps(u2, u6, 0x31));
+        __m256 o7 = _mm256_permute2f128_ps(u3, u7, 0x31);
+        _mm_storeu_ps(dst + 42, _mm256_castps256_ps128(o7));
+        _mm_storel_pi((__m64 *)(void *)(dst + 46), _mm256_extractf128_ps(o7, 1));
+    }
+    for (; k < kc; k++, dst += 6) {
+        dst[0] = r0[k], dst[1] = r1[k], dst[2] = r2[k];
+        dst[3] = r3[k], dst[4] = r4[k], dst[5] = r5[k];
+    }
 }
 
 /* ---- GEMV kernels (cpu_gemm.h: dot and axpy) --------------------------------------------- */
@@ -171,15 +220,16 @@ const cpu_gemm_kernels cpu_gemm_kernels_avx2 = {
     .s_ukr = sgemm_6x16,
     .s_mr = 6,
     .s_nr = 16,
-    .s_mc = 240,
-    .s_kc = 256,
-    .s_nc = 3072,
+    .s_mc = 168,
+    .s_kc = 384,
+    .s_nc = 4096,
     .d_ukr = dgemm_6x8,
     .d_mr = 6,
     .d_nr = 8,
     .d_mc = 120,
     .d_kc = 256,
     .d_nc = 3072,
+    .s_pack_a = spack_a6,
     .s_dot = sdot_avx2,
     .s_axpy = saxpy_avx2,
     .d_dot = ddot_avx2,
