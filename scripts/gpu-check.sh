@@ -78,6 +78,14 @@ if [ -x $B/autodiff_gradcheck ]; then
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/autodiff_gradcheck
     grep -E '^FAIL' "$LOGS/gradcheck.log" | head -10
 fi
+if [ -d gpu-prebuilt/cpu ]; then
+    isa=$(grep -o -m1 'avx512[a-z]*' /proc/cpuinfo | head -1)
+    row "host CPU" "-" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); ${isa:+AVX-512 }$(nproc) threads"
+    for t in gpu-prebuilt/cpu/*; do
+        EMBER_FIXTURES=$PWD/tests/fixtures run_test "$(basename "$t") (host CPU)" "$(basename "$t").log" "$t"
+    done
+    EMBER_FIXTURES=$PWD/tests/fixtures run_test "op conformance (host CPU)" conformance_cpu.log $B/ops_conformance
+fi
 if [ $TRAIN = 1 ] && [ -x $B/fashion_mnist ]; then
     data=/usr/share/datasets/fashion-mnist
     [ -d gpu-prebuilt/data ] && data=gpu-prebuilt/data
