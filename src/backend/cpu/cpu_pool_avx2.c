@@ -9,29 +9,6 @@
 
 #include "cpu_pool_fast.h"
 
-/* One output (oh, ow) of plane p, scalar: the value, and its in-plane index in *bi. */
-static float scalar_at(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
-                       int64_t *bi)
-{
-    int64_t iw0 = ow * g->sw - g->pw;
-    float best = -INFINITY;
-    *bi = -1;
-    for (int64_t a = 0; a < g->kh; a++) {
-        int64_t ih = ih0 + a * g->dh;
-        if (ih < 0 || ih >= g->H) continue;
-        for (int64_t b = 0; b < g->kw; b++) {
-            int64_t iw = iw0 + b * g->dw;
-            if (iw < 0 || iw >= g->W) continue;
-            float v = p[ih * g->x_sh + iw * g->x_sw];
-            if (*bi < 0 || v > best || isnan(v)) {
-                best = v;
-                *bi = ih * g->W + iw;
-            }
-        }
-    }
-    return best;
-}
-
 /* Lanes [0, n) set, for masked loads and stores (n clamped to [0, 8]). */
 static inline __m256i lanes_below(int64_t n)
 {
@@ -101,7 +78,7 @@ static ALWAYS_INLINE void row_vec(const cpu_maxpool_geom *g, const float *p, int
             _mm256_storeu_ps(t, best);
             for (int64_t j = 0; j < cnt; j++) {
                 int64_t bi;
-                if (nm >> j & 1) t[j] = scalar_at(g, p, ih0, ow + j, &bi);
+                if (nm >> j & 1) t[j] = cpu_maxpool_window(g, p, ih0, ow + j, &bi);
             }
             best = _mm256_loadu_ps(t);
         }
@@ -180,7 +157,7 @@ void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
         }
         int64_t ow = 0, bi;
         for (; ow < lo && ow < g->OW; ow++) {
-            vo[ow] = scalar_at(g, p, ih0, ow, &bi);
+            vo[ow] = cpu_maxpool_window(g, p, ih0, ow, &bi);
             if (io) io[ow] = bi;
         }
         if (nvalid > 0 && fits && ow <= hi) {
@@ -195,7 +172,7 @@ void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
             ow = hi + 1;
         }
         for (; ow < g->OW; ow++) {
-            vo[ow] = scalar_at(g, p, ih0, ow, &bi);
+            vo[ow] = cpu_maxpool_window(g, p, ih0, ow, &bi);
             if (io) io[ow] = bi;
         }
     }

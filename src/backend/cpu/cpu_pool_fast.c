@@ -38,12 +38,12 @@ static int use_isa(void)
     return cap >= 0 && cap < h ? cap : h;
 }
 
-void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow)
+float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
+                         int64_t *bi)
 {
-    const float *p = g->x + n * g->x_sn + c * g->x_sc;
-    int64_t ih0 = oh * g->sh - g->ph, iw0 = ow * g->sw - g->pw;
+    int64_t iw0 = ow * g->sw - g->pw;
     float best = -INFINITY;
-    int64_t bi = -1;
+    *bi = -1;
     for (int64_t a = 0; a < g->kh; a++) {
         int64_t ih = ih0 + a * g->dh;
         if (ih < 0 || ih >= g->H) continue;
@@ -51,12 +51,20 @@ void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh
             int64_t iw = iw0 + b * g->dw;
             if (iw < 0 || iw >= g->W) continue;
             float v = p[ih * g->x_sh + iw * g->x_sw];
-            if (bi < 0 || v > best || isnan(v)) {
+            if (*bi < 0 || v > best || isnan(v)) {
                 best = v;
-                bi = ih * g->W + iw;
+                *bi = ih * g->W + iw;
             }
         }
     }
+    return best;
+}
+
+void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow)
+{
+    int64_t bi;
+    float best =
+        cpu_maxpool_window(g, g->x + n * g->x_sn + c * g->x_sc, oh * g->sh - g->ph, ow, &bi);
     int64_t o = ((n * g->C + c) * g->OH + oh) * g->OW + ow;
     g->out[o] = best;
     if (g->idx) g->idx[o] = bi;

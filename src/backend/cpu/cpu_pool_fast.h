@@ -32,6 +32,10 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
 /* One output element (scalar reference of the fast path; same NaN and tie rules as the
  * portable kernel: the first maximum in window order, the last NaN when there is one). */
 void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow);
+/* The window scan behind it: the maximum of the window at input row ih0, output column ow of
+ * plane p, and its in-plane index in *bi (-1 for an empty window). */
+float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
+                         int64_t *bi);
 /* Instruction sets of the fast path, best last. */
 enum { CPU_POOL_SCALAR, CPU_POOL_AVX2, CPU_POOL_AVX512 };
 /* Test hook: caps the instruction set the fast path uses (-1: the best the CPU has); returns
