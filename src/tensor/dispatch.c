@@ -176,8 +176,9 @@ em_status tn_dispatch(em_op *op)
             return em_error(EM_ERR_DEVICE, "em_%s: no backend for device index %d",
                             em_op_name(op->kind), dev.backend);
         }
-        bool fallback = dev.backend != 0 && !be->supports(op) && fallback_enabled();
-        if (!fallback && !be->supports(op)) {
+        bool supported = be->supports(op);
+        bool fallback = !supported && dev.backend != 0 && fallback_enabled();
+        if (!supported && !fallback) {
             drop_outputs(op);
             return em_error(EM_ERR_UNSUPPORTED, "em_%s: not supported by the %s backend for %s",
                             em_op_name(op->kind), be->name,
