@@ -253,8 +253,9 @@ static const char kernel_body2[] =
     "m; \\\n"
     "      y[bo + j * s.rout[0]] = (T)(op == OP_LOG_SOFTMAX ? v - ls : exp(v) / sum); } } }\n"
     "SOFTMAX(em_softmax_f32, float) SOFTMAX(em_softmax_f64, double)\n"
-    "/* batched matmul: 16 x 16 output tiles, K in steps of 16 through shared memory, products\n"
-    " * summed in f64 in a fixed order and rounded once; batch dims broadcast (stride 0) */\n"
+    "/* batched f64 matmul (f32, f16, bf16: kernels/matmul.cu, kernels/wgmma.cu): 16 x 16 output\n"
+    " * tiles, K in steps of 16 through shared memory, a fixed summation order; batch dims\n"
+    " * broadcast (stride 0) */\n"
     "struct mmidx { i64 bshape[8], ast[8], bst[8]; int R; i64 M, K, N, sam, sak, sbk, sbn, nbatch; "
     "};\n"
     "#define TS 16\n"
@@ -277,7 +278,7 @@ static const char kernel_body2[] =
     "      for (int k = 0; k < TS; k++) acc += As[ty][k] * Bs[k][tx]; \\\n"
     "      __syncthreads(); } \\\n"
     "    if (row < s.M && col < s.N) c[(bt * s.M + row) * s.N + col] = (T)acc; } }\n"
-    "MATMUL(em_matmul_f32, float) MATMUL(em_matmul_f64, double)\n";
+    "MATMUL(em_matmul_f64, double)\n";
 
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
