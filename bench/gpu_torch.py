@@ -3,8 +3,8 @@ around the work and torch.cuda.synchronize), one line per case ("case median min
 ms), plus PyTorch-only cases (tf32 matmul, device copy, layer_norm, max_pool2d, topk) for the
 table's reference column."""
 import sys
-import time
 
+import bench_timing
 import torch
 import torch.nn.functional as F
 
@@ -18,25 +18,10 @@ def selected(name):
 
 
 def run(name, fn, inner=1, reps=21, budget=2.0):
-    for _ in range(2):
+    def rep():
         for _ in range(inner):
             fn()
-        torch.cuda.synchronize()
-    t = []
-    start = time.perf_counter()
-    while len(t) < reps:
-        t0 = time.perf_counter()
-        for _ in range(inner):
-            fn()
-        torch.cuda.synchronize()
-        t.append((time.perf_counter() - t0) * 1e3)
-        if len(t) >= 3 and time.perf_counter() - start > budget:
-            break
-    t.sort()
-    n = len(t)
-    med = t[n // 2] if n % 2 else 0.5 * (t[n // 2 - 1] + t[n // 2])
-    print(f"{name}\t{med:.4f}\t{t[0]:.4f}\t{t[-1]:.4f}\t{t[n // 4]:.4f}\t{t[min(3 * n // 4, n - 1)]:.4f}\t{n}",
-          flush=True)
+    bench_timing.run(name, rep, 2, reps, budget, sync=torch.cuda.synchronize)
 
 
 print(f"torch_version\t{torch.__version__}")

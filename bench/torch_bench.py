@@ -1,10 +1,11 @@
 """PyTorch peer of bench/ember_bench.c: the same cases, 2 threads, one tab-separated timing line
 per case ("case median min max q1 q3 reps", milliseconds) as bench_common.h prints them."""
 import sys
-import time
 
 import torch
 import torch.nn.functional as F
+
+from bench_timing import run
 
 torch.set_num_threads(2)
 torch.manual_seed(0)
@@ -13,24 +14,6 @@ ARGS = sys.argv[1:]
 
 def selected(name):
     return not ARGS or any(name.startswith(a) for a in ARGS)
-
-
-def run(name, fn, warmup, reps, budget):
-    for _ in range(warmup):
-        fn()
-    t = []
-    start = time.perf_counter()
-    while len(t) < reps:
-        t0 = time.perf_counter()
-        fn()
-        t.append((time.perf_counter() - t0) * 1e3)
-        if len(t) >= 3 and time.perf_counter() - start > budget:
-            break
-    t.sort()
-    n = len(t)
-    med = t[n // 2] if n % 2 else 0.5 * (t[n // 2 - 1] + t[n // 2])
-    print(f"{name}\t{med:.4f}\t{t[0]:.4f}\t{t[-1]:.4f}\t{t[n // 4]:.4f}\t{t[min(3 * n // 4, n - 1)]:.4f}\t{n}",
-          flush=True)
 
 
 print(f"torch_version\t{torch.__version__}")
