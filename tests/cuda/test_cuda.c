@@ -663,7 +663,7 @@ static void test_int_ops(void)
             if (dts[t] == EM_BOOL && f < 5) continue; /* bool arithmetic promotes */
             em_scope_begin();
             em_tensor *ca, *da, *cb, *db;
-            double lo = dts[t] == EM_BOOL ? 0 : dts[t] == EM_U8 ? 0 : -120;
+            double lo = dts[t] == EM_BOOL || dts[t] == EM_U8 ? 0 : -120;
             double hi = dts[t] == EM_BOOL ? 2 : 120;
             mk(EM_SHAPE(37, 29), (int)(f % 3), dts[t], lo, hi, &ca, &da);
             mk(EM_SHAPE(29), 0, dts[t], lo, hi, &cb, &db);

@@ -459,6 +459,19 @@ typedef struct sig_ctx {
     atomic_bool failed;
 } sig_ctx;
 
+/* Element offsets in x and y of the start of row `row` (the rows run over every dim but dim). */
+static void row_offsets(const sig_ctx *c, int64_t row, int64_t *xo, int64_t *yo)
+{
+    *xo = *yo = 0;
+    for (int d = c->rank - 1; d >= 0; d--) {
+        if (d == c->dim) continue;
+        int64_t i = row % c->shape[d];
+        row /= c->shape[d];
+        *xo += i * c->xst[d];
+        *yo += i * c->yst[d];
+    }
+}
+
 static void sig_rows(void *vctx, int64_t b, int64_t e)
 {
     sig_ctx *c = vctx;
@@ -476,14 +489,8 @@ static void sig_rows(void *vctx, int64_t b, int64_t e)
             return;
         }
         for (int64_t row = b; row < e; row++) {
-            int64_t xo = 0, yo = 0, r = row;
-            for (int d = c->rank - 1; d >= 0; d--) {
-                if (d == c->dim) continue;
-                int64_t i = r % c->shape[d];
-                r /= c->shape[d];
-                xo += i * c->xst[d];
-                yo += i * c->yst[d];
-            }
+            int64_t xo, yo;
+            row_offsets(c, row, &xo, &yo);
             rfft_pow2(c->rf, xb + xo * (int64_t)xes, xs, c->xlen, x->dtype, yb + yo * (int64_t)yes,
                       ys, c->yst[c->rank], y->dtype, re, re + n / 2);
         }
@@ -499,14 +506,8 @@ static void sig_rows(void *vctx, int64_t b, int64_t e)
         return;
     }
     for (int64_t row = b; row < e; row++) {
-        int64_t xo = 0, yo = 0, r = row;
-        for (int d = c->rank - 1; d >= 0; d--) {
-            if (d == c->dim) continue;
-            int64_t i = r % c->shape[d];
-            r /= c->shape[d];
-            xo += i * c->xst[d];
-            yo += i * c->yst[d];
-        }
+        int64_t xo, yo;
+        row_offsets(c, row, &xo, &yo);
         if (forward) {
             /* x: [L] real -> a: [n] complex (padded or cropped) -> y: [n/2+1, 2] */
             int64_t L = c->xlen < n ? c->xlen : n;
