@@ -42,6 +42,7 @@ int h_finish(void)
     int64_t bytes = em_mem_get_stats().current_bytes - base_bytes;
     CHECK(bytes == 0, "%lld bytes leaked", (long long)bytes);
     CHECK(em_scope_depth() == 0, "%d scopes left open", em_scope_depth());
+    h_sim_report();
     printf("%d passed, %d failed\n", h_passed, h_failed);
     return h_failed ? 1 : 0;
 }

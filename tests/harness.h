@@ -14,6 +14,9 @@ extern int h_passed, h_failed;
 extern em_device h_dev;
 /* Registers the test-only "sim" backend (tests/sim_backend.c): host memory, copies only. */
 void h_register_sim_backend(void);
+/* With EMBER_SIM_ASK=cuda: prints which kinds the CUDA backend would not run (see sim_backend.c).
+ */
+void h_sim_report(void);
 /* em_from_i64 / em_from_f64 / em_from_f32 on h_dev. */
 static inline em_tensor *h_from_i64(const int64_t *data, em_shape shape)
 {
