@@ -41,7 +41,8 @@ else
     t0=$(date +%s.%N)
     if cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
         cmake --build $B -j "$(nproc)" >"$LOGS/build.log" 2>&1; then
-        cp $B/tests/cuda_test_cuda $B/tests/ops_conformance $B/tests/autodiff_gradcheck $B/ 2>/dev/null
+        cp $B/tests/cuda_test_cuda* $B/tests/ops_conformance $B/tests/autodiff_gradcheck \
+            $B/tests/optim_test_optim $B/ 2>/dev/null
         cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -Isrc -o $B/gpu_bench bench/gpu_bench.c $B/libember.a \
             -lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3) 2>>"$LOGS/build.log"
         row "build (cmake, Release)" "ok" "$(secs "$t0" "$(date +%s.%N)") s"
@@ -65,6 +66,17 @@ if [ -x $B/cuda_test_cuda ]; then
     run_test "test_cuda (cold kernel cache)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
     run_test "test_cuda (warm kernel cache)" test_cuda_warm.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
     grep -E 'FAIL|kernels' "$LOGS/test_cuda_cold.log" | head -20
+fi
+for t in $B/cuda_test_cuda_*; do # the per-family CUDA tests
+    [ -x "$t" ] || continue
+    n=$(basename "$t")
+    run_test "${n#cuda_}" "$n.log" "$t"
+    grep -E '^FAIL' "$LOGS/$n.log" | head -20
+done
+if [ -x $B/optim_test_optim ]; then # the optimizers' fused device updates against PyTorch
+    EMBER_FIXTURES=$PWD/tests/fixtures run_test "optimizers on cuda:0" optim.log \
+        env EMBER_TEST_DEVICE=cuda:0 $B/optim_test_optim
+    grep -E '^FAIL' "$LOGS/optim.log" | head -20
 fi
 if [ -x $B/ops_conformance ]; then
     LIMIT=170 run_test "op conformance on cuda:0 (+fallback)" conformance.log \

@@ -10,10 +10,14 @@ rm -rf "$P"
 mkdir -p "$P/lib" "$P/data"
 cmake -S . -B build-gpu-pre -DCMAKE_BUILD_TYPE=Release >/dev/null
 CPU_TESTS="cpu_test_gemm cpu_test_fast_paths cpu_test_pool_fast cpu_test_conv_fast cpu_test_cache"
-cmake --build build-gpu-pre -j 2 --target cuda_test_cuda ops_conformance autodiff_gradcheck \
-    fashion_mnist ember_static $CPU_TESTS >/dev/null
-cp build-gpu-pre/tests/cuda_test_cuda build-gpu-pre/tests/ops_conformance \
-    build-gpu-pre/tests/autodiff_gradcheck build-gpu-pre/fashion_mnist "$P/"
+# every tests/cuda/test_cuda*.c program, and the suites that take EMBER_TEST_DEVICE
+CUDA_TESTS=$(for f in tests/cuda/test_cuda*.c; do basename "$f" .c | sed 's/^/cuda_/'; done)
+cmake --build build-gpu-pre -j 2 --target $CUDA_TESTS ops_conformance autodiff_gradcheck \
+    optim_test_optim fashion_mnist ember_static $CPU_TESTS >/dev/null
+for t in $CUDA_TESTS ops_conformance autodiff_gradcheck optim_test_optim; do
+    cp "build-gpu-pre/tests/$t" "$P/"
+done
+cp build-gpu-pre/fashion_mnist "$P/"
 # the CPU fast-path tests too: the GPU machine's processor may have ISA extensions (AVX-512)
 # that the development machine lacks
 mkdir -p "$P/cpu"

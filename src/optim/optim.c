@@ -360,20 +360,43 @@ static em_dtype work_dtype(em_dtype dt)
     return dt == EM_F64 ? EM_F64 : EM_F32;
 }
 
-static bool is_fast(const em_tensor *t)
+/* The device whose memory the update of t runs in place: its own when t is a contiguous f32/f64
+ * tensor on the CPU or on a backend with a fused update; else none (backend -1), and the step
+ * updates a converted host copy. */
+static em_device update_device(const em_tensor *t)
 {
+    em_device d = em_tensor_device(t), none = {.backend = -1};
     em_dtype dt = em_tensor_dtype(t);
-    return (dt == EM_F32 || dt == EM_F64) && em_tensor_is_contiguous(t) &&
-           em_tensor_device(t).backend == 0;
+    if ((dt != EM_F32 && dt != EM_F64) || !em_tensor_is_contiguous(t)) return none;
+    if (d.backend == 0) return d;
+    const em_backend *b = em_backend_get(d.backend);
+    return b && b->update ? d : none;
 }
 
-/* State slot s, created on first use (zeros, or `fill`); NULL on failure. */
-static em_tensor *state_get(opt_param *p, int s, em_dtype dt, double fill, bool *fresh)
+/* A contiguous copy of t in dtype dt on device dev (a share of t when it already is one). */
+static em_tensor *work_copy(const em_tensor *t, em_dtype dt, em_device dev)
 {
-    if (fresh) *fresh = p->state[s] == NULL;
-    if (!p->state[s])
-        p->state[s] = plain_ref(em_full(em_tensor_shape(p->e->tensor), fill, dt, EM_CPU));
-    return p->state[s];
+    em_tensor *c = em_to_device((em_tensor *)t, dev);
+    if (c && em_tensor_dtype(c) != dt) c = em_cast(c, dt);
+    return em_contiguous(c);
+}
+
+/* State slot s on the device of w, created on first use (zeros, or `fill`), moved there when it
+ * lives elsewhere (restored state, or a module moved between steps); NULL on failure. */
+static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill)
+{
+    em_device dev = em_tensor_device(w);
+    em_dtype dt = em_tensor_dtype(w);
+    em_tensor *t = p->state[s];
+    if (t && (!em_device_equal(em_tensor_device(t), dev) || em_tensor_dtype(t) != dt ||
+              !em_tensor_is_contiguous(t))) {
+        em_tensor *moved = plain_ref(work_copy(t, dt, dev));
+        if (!moved) return NULL;
+        tn_release_ref(t);
+        p->state[s] = t = moved;
+    }
+    if (!t) p->state[s] = t = plain_ref(em_full(em_tensor_shape(w), fill, dt, dev));
+    return t;
 }
 
 static void *data_of(em_tensor *t)
@@ -381,31 +404,64 @@ static void *data_of(em_tensor *t)
     return t ? em_tensor_data(t) : NULL;
 }
 
+/* Runs u where w lives: the CPU kernels, or the device backend's fused update. */
+static em_status run_update(const em_tensor *w, const em_update *u)
+{
+    em_device d = em_tensor_device(w);
+    if (d.backend != 0) return em_backend_get(d.backend)->update(d.index, u);
+    em_dtype dt = u->dtype;
+    switch (u->kind) {
+    case EM_UPDATE_SGD: opt_kernel_sgd(dt, u->p, u->g, u->s[0], u->n, u->k); break;
+    case EM_UPDATE_ADAM:
+        opt_kernel_adam(dt, u->p, u->g, u->s[0], u->s[1], u->s[2], u->n, u->k);
+        break;
+    case EM_UPDATE_RMSPROP:
+        opt_kernel_rmsprop(dt, u->p, u->g, u->s[0], u->s[1], u->s[2], u->n, u->k);
+        break;
+    case EM_UPDATE_ADAGRAD: opt_kernel_adagrad(dt, u->p, u->g, u->s[0], u->n, u->k); break;
+    case EM_UPDATE_LION: opt_kernel_lion(dt, u->p, u->g, u->s[0], u->n, u->k); break;
+    case EM_UPDATE_MUON: opt_kernel_muon_momentum(dt, u->g, u->s[0], u->s[1], u->n, u->k); break;
+    case EM_UPDATE_AXPBY: opt_kernel_axpby(dt, u->p, u->g, u->n, u->k.a, u->k.b); break;
+    }
+    return EM_OK;
+}
+
+static em_update make_update(em_update_kind kind, em_tensor *w, const em_tensor *g, opt_coef k)
+{
+    return (em_update){.kind = kind,
+                       .dtype = em_tensor_dtype(w),
+                       .n = em_tensor_numel(w),
+                       .p = em_tensor_data(w),
+                       .g = g ? em_tensor_data(g) : NULL,
+                       .k = k};
+}
+
 static em_status muon_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g, double lr)
 {
-    em_dtype dt = em_tensor_dtype(w);
-    int64_t n = em_tensor_numel(w);
-    em_tensor *buf = state_get(p, 0, dt, 0, NULL);
-    em_tensor *u = em_empty(em_tensor_shape(w), dt, EM_CPU);
+    em_tensor *buf = state_get(p, 0, w, 0);
+    em_tensor *u = em_empty(em_tensor_shape(w), em_tensor_dtype(w), em_tensor_device(w));
     if (!buf || !u) return em_last_status();
     opt_coef k = {.a = o->muon.momentum, .nesterov = !o->muon.no_nesterov};
-    opt_kernel_muon_momentum(dt, em_tensor_data(g), em_tensor_data(buf), em_tensor_data(u), n, k);
+    em_update up = make_update(EM_UPDATE_MUON, w, g, k);
+    up.s[0] = em_tensor_data(buf);
+    up.s[1] = em_tensor_data(u);
+    em_status st = run_update(w, &up);
+    if (st != EM_OK) return st;
     em_tensor *x = em_contiguous(opt_newton_schulz(u, o->muon.ns_steps));
     if (!x) return em_last_status();
     double rows = (double)em_tensor_dim(w, 0), cols = (double)em_tensor_dim(w, 1);
     double scale = sqrt(fmax(1.0, rows / cols));
-    opt_kernel_axpby(dt, em_tensor_data(w), em_tensor_data(x), n, 1 - lr * p->wd, -lr * scale);
-    return EM_OK;
+    up = make_update(EM_UPDATE_AXPBY, w, x, (opt_coef){.a = 1 - lr * p->wd, .b = -lr * scale});
+    return run_update(w, &up);
 }
 
 static em_status adam_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g, double lr,
                              bool decoupled)
 {
-    em_dtype dt = em_tensor_dtype(w);
     double t = (double)p->step;
     const em_adam_cfg *c = &o->adam;
-    em_tensor *m = state_get(p, 0, dt, 0, NULL), *v = state_get(p, 1, dt, 0, NULL);
-    em_tensor *vmax = c->amsgrad ? state_get(p, 2, dt, 0, NULL) : NULL;
+    em_tensor *m = state_get(p, 0, w, 0), *v = state_get(p, 1, w, 0);
+    em_tensor *vmax = c->amsgrad ? state_get(p, 2, w, 0) : NULL;
     if (!m || !v || (c->amsgrad && !vmax)) return em_last_status();
     opt_coef k = {.lr = lr,
                   .wd = p->wd,
@@ -416,20 +472,17 @@ static em_status adam_update(em_optim *o, opt_param *p, em_tensor *w, const em_t
                   .eps = c->eps,
                   .maximize = c->maximize,
                   .flag = decoupled};
-    opt_kernel_adam(dt, em_tensor_data(w), em_tensor_data(g), data_of(m), data_of(v), data_of(vmax),
-                    em_tensor_numel(w), k);
-    return EM_OK;
+    em_update u = make_update(EM_UPDATE_ADAM, w, g, k);
+    u.s[0] = data_of(m), u.s[1] = data_of(v), u.s[2] = data_of(vmax);
+    return run_update(w, &u);
 }
 
-/* One parameter's update on w (CPU, contiguous, f32/f64) with gradient g (same). */
+/* One parameter's update on w (contiguous f32/f64 on the CPU or a device with a fused update)
+ * with gradient g (the same device, dtype and layout). */
 static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g)
 {
-    em_dtype dt = em_tensor_dtype(w);
-    int64_t n = em_tensor_numel(w);
     double lr = o->lr0 != 0 ? p->lr * (o->lr / o->lr0) : o->lr;
     double t = (double)p->step;
-    void *pw = em_tensor_data(w);
-    const void *pg = em_tensor_data(g);
     switch (o->kind) {
     case OPT_SGD: {
         opt_coef k = {.lr = lr,
@@ -438,17 +491,14 @@ static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor
                       .b = o->sgd.dampening,
                       .maximize = o->sgd.maximize,
                       .nesterov = o->sgd.nesterov};
-        void *buf = NULL;
+        em_update u = make_update(EM_UPDATE_SGD, w, g, k);
         if (k.a != 0) {
-            if (!p->state[0]) {
-                p->state[0] = plain_ref(em_empty(em_tensor_shape(w), dt, EM_CPU));
-                if (!p->state[0]) return em_last_status();
-                k.first = true;
-            }
-            buf = em_tensor_data(p->state[0]);
+            u.k.first = p->state[0] == NULL;
+            em_tensor *buf = state_get(p, 0, w, 0);
+            if (!buf) return em_last_status();
+            u.s[0] = em_tensor_data(buf);
         }
-        opt_kernel_sgd(dt, pw, pg, buf, n, k);
-        return EM_OK;
+        return run_update(w, &u);
     }
     case OPT_MUON:
         if (!p->fallback) return muon_update(o, p, w, g, lr);
@@ -457,9 +507,9 @@ static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor
     case OPT_ADAMW: return adam_update(o, p, w, g, lr, o->kind == OPT_ADAMW);
     case OPT_RMSPROP: {
         const em_rmsprop_cfg *c = &o->rms;
-        em_tensor *sq = state_get(p, 0, dt, 0, NULL);
-        em_tensor *buf = c->momentum > 0 ? state_get(p, 1, dt, 0, NULL) : NULL;
-        em_tensor *ga = c->centered ? state_get(p, 2, dt, 0, NULL) : NULL;
+        em_tensor *sq = state_get(p, 0, w, 0);
+        em_tensor *buf = c->momentum > 0 ? state_get(p, 1, w, 0) : NULL;
+        em_tensor *ga = c->centered ? state_get(p, 2, w, 0) : NULL;
         if (!sq || (c->momentum > 0 && !buf) || (c->centered && !ga)) return em_last_status();
         opt_coef k = {.lr = lr,
                       .wd = p->wd,
@@ -468,37 +518,32 @@ static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor
                       .eps = c->eps,
                       .maximize = c->maximize,
                       .flag = c->centered};
-        opt_kernel_rmsprop(dt, pw, pg, data_of(sq), data_of(ga), data_of(buf), n, k);
-        return EM_OK;
+        em_update u = make_update(EM_UPDATE_RMSPROP, w, g, k);
+        u.s[0] = data_of(sq), u.s[1] = data_of(ga), u.s[2] = data_of(buf);
+        return run_update(w, &u);
     }
     case OPT_ADAGRAD: {
         const em_adagrad_cfg *c = &o->ada;
-        em_tensor *sum = state_get(p, 0, dt, c->initial_accumulator_value, NULL);
+        em_tensor *sum = state_get(p, 0, w, c->initial_accumulator_value);
         if (!sum) return em_last_status();
         opt_coef k = {.lr = lr / (1 + (t - 1) * c->lr_decay),
                       .wd = p->wd,
                       .eps = c->eps,
                       .maximize = c->maximize};
-        opt_kernel_adagrad(dt, pw, pg, data_of(sum), n, k);
-        return EM_OK;
+        em_update u = make_update(EM_UPDATE_ADAGRAD, w, g, k);
+        u.s[0] = data_of(sum);
+        return run_update(w, &u);
     }
     case OPT_LION: {
-        em_tensor *m = state_get(p, 0, dt, 0, NULL);
+        em_tensor *m = state_get(p, 0, w, 0);
         if (!m) return em_last_status();
         opt_coef k = {.lr = lr, .wd = p->wd, .a = o->lion.beta1, .b = o->lion.beta2};
-        opt_kernel_lion(dt, pw, pg, data_of(m), n, k);
-        return EM_OK;
+        em_update u = make_update(EM_UPDATE_LION, w, g, k);
+        u.s[0] = data_of(m);
+        return run_update(w, &u);
     }
     }
     return em_error(EM_ERR_INTERNAL, "em_optim_step: unknown optimizer kind %d", (int)o->kind);
-}
-
-/* A CPU contiguous copy of t in dtype dt (t itself when it already is one and may be shared). */
-static em_tensor *work_copy(const em_tensor *t, em_dtype dt)
-{
-    em_tensor *c = em_to_device((em_tensor *)t, EM_CPU);
-    em_tensor *d = em_cast(c, dt);
-    return em_contiguous(d);
 }
 
 static em_status step_param(em_optim *o, opt_param *p, const em_grads *g)
@@ -511,12 +556,16 @@ static em_status step_param(em_optim *o, opt_param *p, const em_grads *g)
                         p->name, tn_dims_str(grad->shape, grad->rank),
                         tn_dims_str(param->shape, param->rank));
     em_dtype pdt = em_tensor_dtype(param), wdt = work_dtype(pdt);
-    em_tensor *gw = is_fast(grad) && em_tensor_dtype(grad) == wdt ? grad : work_copy(grad, wdt);
+    em_device dev = update_device(param);
+    bool in_place = dev.backend >= 0;
+    if (!in_place) dev = EM_CPU;
+    em_tensor *gw = work_copy(grad, wdt, dev);
     if (!gw) return em_last_status();
     p->step++;
-    if (is_fast(param)) return update(o, p, param, gw);
-    /* other dtypes, layouts or devices: update a converted copy, then swap it in */
-    em_tensor *w = em_clone(work_copy(param, wdt));
+    if (in_place) return update(o, p, param, gw);
+    /* other dtypes or layouts, or a device without a fused update: update a converted host
+     * copy, then swap it in */
+    em_tensor *w = em_clone(work_copy(param, wdt, EM_CPU));
     if (!w) return em_last_status();
     em_status st = update(o, p, w, gw);
     if (st != EM_OK) return st;
@@ -605,7 +654,8 @@ em_status em_optim_state_set(em_optim *o, const char *name, const em_tensor *t)
                                 tn_dims_str(t->shape, t->rank),
                                 tn_dims_str(p->e->tensor->shape, p->e->tensor->rank));
             em_scope_begin();
-            em_tensor *c = em_clone(work_copy(t, work_dtype(em_tensor_dtype(p->e->tensor))));
+            em_tensor *c =
+                em_clone(work_copy(t, work_dtype(em_tensor_dtype(p->e->tensor)), EM_CPU));
             em_tensor *own = c ? em_retain(c) : NULL;
             em_scope_end();
             if (!own) return em_last_status();

@@ -5,6 +5,7 @@
 
 #include <ember/optim.h>
 
+#include "../backend/backend.h"
 #include "../tensor/tensor_impl.h"
 
 typedef enum opt_kind {
@@ -59,10 +60,7 @@ const char *opt_state_name(const em_optim *o, const opt_param *p, int slot);
 
 /* ---- fused kernels over n contiguous elements (dt is EM_F32 or EM_F64) ------------------ */
 
-typedef struct opt_coef {
-    double lr, wd, a, b, c, d, eps; /* meaning per kernel, see optim_kernels.c */
-    bool maximize, nesterov, first, flag;
-} opt_coef;
+typedef em_update_coef opt_coef; /* the coefficients, shared with the device kernels */
 
 void opt_kernel_sgd(em_dtype dt, void *p, const void *g, void *buf, int64_t n, opt_coef k);
 void opt_kernel_adam(em_dtype dt, void *p, const void *g, void *m, void *v, void *vmax, int64_t n,

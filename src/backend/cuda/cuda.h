@@ -121,6 +121,9 @@ cuda_module_origin cuda_module_origin_of(int device);
 /* Path of the cache file for device's module ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
+/* The optimizers' fused update in device memory (cuda_optim.c; em_backend.update). */
+em_status cuda_update(int device, const em_update *u);
+
 /* The backend table (registered by backend.c when cuda_backend_probe() succeeds). */
 extern const em_backend cuda_backend;
 

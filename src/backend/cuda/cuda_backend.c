@@ -1101,4 +1101,5 @@ const em_backend cuda_backend = {
     .supports = be_supports,
     .exec = be_exec,
     .sync = be_sync,
+    .update = cuda_update,
 };
