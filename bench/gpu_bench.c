@@ -4,6 +4,7 @@
  * the CPU fallback (random numbers), but a case whose timed op ran on the CPU prints no line (the
  * report marks it "not native"). */
 #include <ember/ember.h>
+#include <ember/nn_seq.h>
 #include <math.h>
 
 #include "backend/backend.h"
@@ -19,7 +20,28 @@ typedef struct ctx {
     int inner; /* ops per timed rep (small ops) */
 } ctx;
 
-enum { K_MATMUL, K_ADD, K_NEG, K_SUM, K_SOFTMAX, K_TINY_ADD, K_LAYER_NORM, K_MAXPOOL };
+enum {
+    K_MATMUL,
+    K_ADD,
+    K_NEG,
+    K_SUM,
+    K_SOFTMAX,
+    K_TINY_ADD,
+    K_LAYER_NORM,
+    K_MAXPOOL,
+    K_TOPK1_DIM0,
+    K_TOPK10_LAST,
+    K_SDPA,
+    K_SDPA_CAUSAL,
+    K_TRAIN,       /* forward, cross entropy, backward, Adam step */
+    K_ENC_FORWARD, /* transformer encoder forward without grad */
+    K_ENC_TRAIN,   /* transformer encoder: forward, mean of squares, backward, Adam step */
+};
+
+/* the model cases' module, optimizer and targets */
+static em_module *net;
+static em_optim *opt;
+static em_tensor *targets;
 
 static void step(void *p)
 {
@@ -38,6 +60,36 @@ static void step(void *p)
             em_max_pool2d(c->a, (em_pool_opts){.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}},
                           NULL);
             break;
+        case K_TOPK1_DIM0:
+        case K_TOPK10_LAST: {
+            em_tensor *v = NULL, *ix = NULL;
+            bool last = c->kind == K_TOPK10_LAST;
+            em_topk(c->a, last ? 10 : 1, last ? -1 : 0, true, &v, &ix); /* the scope frees both */
+            break;
+        }
+        case K_SDPA:
+        case K_SDPA_CAUSAL:
+            em_sdpa(c->a, c->a, c->a, NULL, (em_sdpa_opts){.causal = c->kind == K_SDPA_CAUSAL});
+            break;
+        case K_TRAIN: {
+            em_tensor *loss = em_cross_entropy(em_forward(net, c->a), targets, (em_ce_cfg){0});
+            em_grads *g = em_backward(loss);
+            em_optim_step(opt, g);
+            em_grads_free(g);
+            break;
+        }
+        case K_ENC_FORWARD:
+            em_no_grad_begin();
+            em_forward(net, c->a);
+            em_no_grad_end();
+            break;
+        case K_ENC_TRAIN: {
+            em_tensor *y = em_forward(net, c->a);
+            em_grads *g = em_backward(em_mean(em_square(y), EM_ALL, false));
+            em_optim_step(opt, g);
+            em_grads_free(g);
+            break;
+        }
         }
         em_scope_end();
     }
@@ -68,10 +120,44 @@ static void run_case(const char *name, int kind, em_tensor *a, em_tensor *b, int
     bench_run(name, step, &c, 2, reps, budget);
 }
 
+/* A whole model step: timed even when some of its ops take the CPU fallback; a "note" line says
+ * which kinds did (per step) so the report can mark the case. */
+static void run_model_case(const char *name, int kind, em_tensor *a, int reps, double budget)
+{
+    ctx c = {a, NULL, kind, 1};
+    int64_t before[EM_OP_COUNT];
+    for (int k = 0; k < EM_OP_COUNT; k++) before[k] = tn_fallback_count((em_op_kind)k);
+    step(&c);
+    char note[1024] = "";
+    size_t len = 0;
+    for (int k = 0; k < EM_OP_COUNT && len < sizeof note - 64; k++) {
+        int64_t d = tn_fallback_count((em_op_kind)k) - before[k];
+        if (d > 0)
+            len += (size_t)snprintf(note + len, sizeof note - len, "%s%s x%lld", len ? ", " : "",
+                                    em_op_name((em_op_kind)k), (long long)d);
+    }
+    if (len) printf("note\t%s\tvia cpu per step: %s\n", name, note);
+    bench_run(name, step, &c, 2, reps, budget);
+}
+
+static void model_case(const char *name, em_module *m, em_shape xs, int64_t classes, int reps)
+{
+    net = m;
+    opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
+    em_tensor *x = em_randn(xs, EM_F32, dev);
+    targets = em_randint(0, classes, EM_SHAPE(xs.dims[0]), EM_I64, dev);
+    run_model_case(name, K_TRAIN, x, reps, 4.0);
+    em_optim_free(opt);
+    em_module_free(net);
+    em_release(x);
+    em_release(targets);
+}
+
 int main(int argc, char **argv)
 {
     em_backends_init();
-    dev = em_device_parse("cuda:0");
+    const char *dname = getenv("EMBER_BENCH_DEVICE"); /* another device, to try the cases out */
+    dev = em_device_parse(dname && *dname ? dname : "cuda:0");
     if (em_failed()) {
         printf("skipped: no CUDA device (%s)\n", em_last_error());
         return 0;
@@ -138,6 +224,57 @@ int main(int argc, char **argv)
         em_tensor *a = em_randn(EM_SHAPE(2, 128, 512, 512), EM_F32, dev);
         run_case("maxpool_k3s1", K_MAXPOOL, a, NULL, 1, 21, 2.0);
         em_release(a);
+    }
+    if (bench_selected(argc, argv, "topk")) {
+        em_tensor *a = em_randn(EM_SHAPE(16, 1024, 1024), EM_F32, dev);
+        if (bench_selected(argc, argv, "topk_k1_dim0"))
+            run_case("topk_k1_dim0", K_TOPK1_DIM0, a, NULL, 1, 21, 2.0);
+        if (bench_selected(argc, argv, "topk_k10_last"))
+            run_case("topk_k10_last", K_TOPK10_LAST, a, NULL, 1, 21, 2.0);
+        em_release(a);
+    }
+    /* attention: q = k = v [B=2, H=16, S=8192, D=128] bf16 */
+    if (bench_selected(argc, argv, "sdpa")) {
+        em_tensor *q = em_randn(EM_SHAPE(2, 16, 8192, 128), EM_BF16, dev);
+        if (bench_selected(argc, argv, "sdpa_bf16_8k"))
+            run_case("sdpa_bf16_8k", K_SDPA, q, NULL, 1, 11, 3.0);
+        if (bench_selected(argc, argv, "sdpa_bf16_8k_causal"))
+            run_case("sdpa_bf16_8k_causal", K_SDPA_CAUSAL, q, NULL, 1, 11, 3.0);
+        em_release(q);
+    }
+    if (bench_selected(argc, argv, "train_mlp")) {
+        em_module *m = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev),
+                                     em_relu_new(), em_linear_new(512, 512, dev), em_relu_new(),
+                                     em_linear_new(512, 10, dev), NULL);
+        model_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 10, 41);
+    }
+    if (bench_selected(argc, argv, "train_cnn")) {
+        em_module *m = em_sequential(
+            dev,
+            em_conv2d_new((em_conv2d_cfg){.in = 1, .out = 32, .kernel = {3, 3}, .padding = {1, 1}},
+                          dev),
+            em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}),
+            em_conv2d_new((em_conv2d_cfg){.in = 32, .out = 64, .kernel = {3, 3}, .padding = {1, 1}},
+                          dev),
+            em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}),
+            em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, dev), NULL);
+        model_case("train_cnn", m, EM_SHAPE(64, 1, 28, 28), 10, 41);
+    }
+    /* transformer encoder: d_model 768, 12 heads, 12 layers, feed-forward 2048 (PyTorch's
+     * default), no dropout, post-norm, batch first; input [2, 256, 768] f32 */
+    if (bench_selected(argc, argv, "encoder")) {
+        em_transformer_cfg cfg = {
+            .d_model = 768, .nhead = 12, .num_layers = 12, .no_dropout = true};
+        net = em_transformer_encoder_new(cfg, dev);
+        opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-4});
+        em_tensor *x = em_randn(EM_SHAPE(2, 256, 768), EM_F32, dev);
+        if (bench_selected(argc, argv, "encoder_fwd"))
+            run_model_case("encoder_fwd", K_ENC_FORWARD, x, 21, 3.0);
+        if (bench_selected(argc, argv, "encoder_train"))
+            run_model_case("encoder_train", K_ENC_TRAIN, x, 21, 4.0);
+        em_optim_free(opt);
+        em_module_free(net);
+        em_release(x);
     }
     if (bench_selected(argc, argv, "tiny_add")) {
         em_tensor *a = em_randn(EM_SHAPE(1), EM_F32, dev), *b = em_randn(EM_SHAPE(1), EM_F32, dev);

@@ -4,12 +4,17 @@ of bytes read + written for memory-bound cases, us per op for tiny_add)."""
 import sys
 
 
+NOTES = {}
+
+
 def read(path):
     d = {}
     for line in open(path):
         f = line.rstrip("\n").split("\t")
         if len(f) == 7:
             d[f[0]] = [float(x) for x in f[1:6]]
+        elif len(f) == 3 and f[0] == "note":
+            NOTES[f[1]] = f[2]
     return d
 
 
@@ -40,6 +45,9 @@ def rate(case, ms):
         return f"{BYTES[case] / (ms * 1e-3) / 1e12:.2f} TB/s"
     if case == "tiny_add":
         return f"{ms * 1e3:.1f} us/op"
+    if case.startswith("sdpa_"):  # B=2 H=16 S=8192 D=128: 4 B H S^2 D flops, half when causal
+        flops = 4 * 2 * 16 * 8192 ** 2 * 128 / (2 if case.endswith("causal") else 1)
+        return f"{flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     return ""
 
 
@@ -52,3 +60,5 @@ for case in list(dict.fromkeys(list(em) + list(pt))):
     es = f"{e:.4f}" if e is not None else "not native"
     ts = f"{t:.4f}" if t is not None else "-"
     print(f"| {case} | {es} | {ts} | {ratio} | {rate(case, e)} | {rate(case, t)} |")
+for case, note in NOTES.items():
+    print(f"\n{case}: {note}")

@@ -63,11 +63,64 @@ with torch.no_grad():
         x = torch.randn(2, 128, 512, 512, device=dev)
         run("maxpool_k3s1", lambda: F.max_pool2d(x, 3, 1, 1))
         del x
-    if selected("topk_k10_last"):
+    if selected("topk"):
         x = torch.randn(16, 1024, 1024, device=dev)
-        run("topk_k10_last", lambda: torch.topk(x, 10, -1))
+        if selected("topk_k1_dim0"):
+            run("topk_k1_dim0", lambda: torch.topk(x, 1, 0))
+        if selected("topk_k10_last"):
+            run("topk_k10_last", lambda: torch.topk(x, 10, -1))
         del x
+    if selected("sdpa"):
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        q = torch.randn(2, 16, 8192, 128, device=dev, dtype=torch.bfloat16)
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            if selected("sdpa_bf16_8k"):
+                run("sdpa_bf16_8k", lambda: F.scaled_dot_product_attention(q, q, q), reps=11, budget=3.0)
+            if selected("sdpa_bf16_8k_causal"):
+                run("sdpa_bf16_8k_causal", lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
+                    reps=11, budget=3.0)
+        del q
     if selected("tiny_add"):
         a = torch.randn(1, device=dev)
         b = torch.randn(1, device=dev)
         run("tiny_add", lambda: a + b, inner=1000, reps=11)
+
+
+def train_case(name, net, xshape, reps):
+    net = net.to(dev)
+    opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+    x = torch.randn(*xshape, device=dev)
+    y = torch.randint(0, 10, (xshape[0],), device=dev)
+
+    def step():
+        opt.zero_grad(set_to_none=True)
+        F.cross_entropy(net(x), y).backward()
+        opt.step()
+
+    run(name, step, reps=reps, budget=4.0)
+
+
+nn = torch.nn
+if selected("train_mlp"):
+    train_case("train_mlp", nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
+                                          nn.ReLU(), nn.Linear(512, 10)), (128, 1, 28, 28), 41)
+if selected("train_cnn"):
+    train_case("train_cnn", nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
+                                          nn.Flatten(), nn.Linear(64 * 7 * 7, 10)), (64, 1, 28, 28), 41)
+if selected("encoder"):
+    layer = nn.TransformerEncoderLayer(768, 12, dropout=0.0, batch_first=True)
+    enc = nn.TransformerEncoder(layer, 12, enable_nested_tensor=False).to(dev)
+    opt = torch.optim.Adam(enc.parameters(), lr=1e-4)
+    x = torch.randn(2, 256, 768, device=dev)
+    if selected("encoder_fwd"):
+        with torch.no_grad():
+            run("encoder_fwd", lambda: enc(x), reps=21, budget=3.0)
+
+    def enc_step():
+        opt.zero_grad(set_to_none=True)
+        enc(x).square().mean().backward()
+        opt.step()
+
+    if selected("encoder_train"):
+        run("encoder_train", enc_step, reps=21, budget=4.0)
