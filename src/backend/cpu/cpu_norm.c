@@ -5,6 +5,7 @@
 
 #include "cpu.h"
 #include "cpu_fast.h"
+#include "cpu_gemm.h"
 
 typedef struct norm_ctx {
     const double *x;
@@ -304,6 +305,145 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
     em_free(s);
 }
 
+/* ---- attention through the GEMM (f32/f64, matrix-like q, k, v) -------------------------------
+ * Per batch index and block of query rows: scores = scale Q K^T (one GEMM), the mask and a
+ * softmax per row in place, then out = P V (a second GEMM). Units (batch, block) run in parallel;
+ * the GEMMs inside a unit run on its thread. A unit whose V holds a non-finite value takes the
+ * row-by-row path above, which skips zero probabilities (0 * inf would make NaN here). */
+
+/* Operand layout of the last two dims: trans = stored transposed; ld = leading dimension. */
+static bool mat_layout(const em_tensor *t, bool *trans, int64_t *ld)
+{
+    int64_t rs = t->strides[t->rank - 2], cs = t->strides[t->rank - 1];
+    int64_t rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
+    if (cs == 1 || cols <= 1) {
+        *trans = false;
+        *ld = rows <= 1 ? (cols > 1 ? cols : 1) : rs;
+        return *ld >= cols;
+    }
+    if (rs == 1 || rows <= 1) {
+        *trans = true;
+        *ld = cs;
+        return *ld >= rows;
+    }
+    return false;
+}
+
+typedef struct sdpa_gemm_ctx {
+    sdpa_ctx *c;
+    int64_t lb, nblk;
+    bool tq, tk, tv;
+    int64_t ldq, ldk, ldv;
+    atomic_int oom;
+} sdpa_gemm_ctx;
+
+#define SDPA_BLOCK(T, GEMM, EXP)                                                                   \
+    do {                                                                                           \
+        T *sc = (T *)scratch;                                                                      \
+        const T *qp = (const T *)at(q, c->nb, bidx, i0, 0);                                        \
+        const T *kp = (const T *)at(k, c->nb, bidx, 0, 0);                                         \
+        const T *vp = (const T *)at(v, c->nb, bidx, 0, 0);                                         \
+        /* sc [rows, S] = scale * Q[i0:i0+rows] . K^T */                                           \
+        GEMM(g->tq, !g->tk, rows, c->S, c->E, (T)scale, qp, g->ldq, kp, g->ldk, 0, sc, c->S);      \
+        for (int64_t r = 0; r < rows; r++) {                                                       \
+            T *row = sc + r * c->S, mx = -INFINITY;                                                \
+            int64_t i = i0 + r;                                                                    \
+            for (int64_t j = 0; j < c->S; j++) {                                                   \
+                bool keep = !(causal && j > i);                                                    \
+                if (mask && mkind == 1)                                                            \
+                    keep = keep && *(const uint8_t *)mask_at(mask, c->nb, bidx, i, j);             \
+                T x = -INFINITY;                                                                   \
+                if (keep) {                                                                        \
+                    x = row[j];                                                                    \
+                    if (mask && mkind == 2)                                                        \
+                        x += (T)cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);        \
+                }                                                                                  \
+                row[j] = x;                                                                        \
+                if (x > mx) mx = x;                                                                \
+            }                                                                                      \
+            double sum = 0;                                                                        \
+            for (int64_t j = 0; j < c->S; j++) {                                                   \
+                T e = mx == -INFINITY ? (T)NAN : EXP(row[j] - mx);                                 \
+                row[j] = e;                                                                        \
+                sum += e;                                                                          \
+            }                                                                                      \
+            T inv = (T)(1 / sum);                                                                  \
+            for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                      \
+        }                                                                                          \
+        /* out [rows, Ev] = P . V */                                                               \
+        GEMM(false, g->tv, rows, c->Ev, c->S, (T)1, sc, c->S, vp, g->ldv, 0, (T *)dst, c->Ev);     \
+    } while (0)
+
+static bool finite_v(const sdpa_ctx *c, const em_tensor *v, const int64_t *bidx)
+{
+    for (int64_t j = 0; j < c->S; j++)
+        for (int64_t e = 0; e < c->Ev; e++)
+            if (!isfinite(cpu_get_f64(at(v, c->nb, bidx, j, e), v->dtype))) return false;
+    return true;
+}
+
+static void sdpa_gemm_units(void *vctx, int64_t u0, int64_t u1)
+{
+    sdpa_gemm_ctx *g = vctx;
+    sdpa_ctx *c = g->c;
+    const em_op *op = c->op;
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    em_tensor *out = op->out[0];
+    bool causal = op->i[0] != 0;
+    int mkind = (int)op->i[1];
+    double scale = op->f[0];
+    size_t es = em_dtype_size(out->dtype);
+    void *scratch = em_alloc((size_t)(g->lb * c->S) * es);
+    if (!scratch) {
+        atomic_store(&g->oom, 1);
+        return;
+    }
+    for (int64_t u = u0; u < u1; u++) {
+        int64_t b = u / g->nblk, i0 = (u % g->nblk) * g->lb;
+        int64_t rows = c->L - i0 < g->lb ? c->L - i0 : g->lb;
+        int64_t bidx[EM_MAX_RANK], rem = b;
+        for (int d = c->nb - 1; d >= 0; d--) {
+            bidx[d] = rem % c->bshape[d];
+            rem /= c->bshape[d];
+        }
+        char *dst = tn_ptr(out) + ((b * c->L + i0) * c->Ev) * (int64_t)es;
+        if (!finite_v(c, v, bidx)) {
+            sdpa_rows(c, b * c->L + i0, b * c->L + i0 + rows);
+            continue;
+        }
+        if (out->dtype == EM_F32)
+            SDPA_BLOCK(float, cpu_sgemm, expf);
+        else
+            SDPA_BLOCK(double, cpu_dgemm, exp);
+    }
+    em_free(scratch);
+}
+
+/* True when the GEMM path ran op (f32/f64, every operand matrix-like, S > 0). */
+static bool sdpa_gemm(sdpa_ctx *c, em_status *st)
+{
+    const em_op *op = c->op;
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    em_dtype dt = op->out[0]->dtype;
+    if ((dt != EM_F32 && dt != EM_F64) || q->dtype != dt || k->dtype != dt || v->dtype != dt ||
+        c->S == 0 || c->L == 0)
+        return false;
+    sdpa_gemm_ctx g = {.c = c};
+    if (!mat_layout(q, &g.tq, &g.ldq) || !mat_layout(k, &g.tk, &g.ldk) ||
+        !mat_layout(v, &g.tv, &g.ldv))
+        return false;
+    /* blocks of up to 64 query rows, and at most 2^20 scores of scratch per unit */
+    g.lb = c->L < 64 ? c->L : 64;
+    while (g.lb > 1 && g.lb * c->S > ((int64_t)1 << 20)) g.lb /= 2;
+    g.nblk = (c->L + g.lb - 1) / g.lb;
+    int64_t batches = tn_numel(op->out[0]) / (c->L * c->Ev);
+    atomic_init(&g.oom, 0);
+    em_parallel_for(batches * g.nblk, 1, sdpa_gemm_units, &g);
+    *st = atomic_load(&g.oom) || atomic_load(&c->oom) ? EM_ERR_OOM : EM_OK;
+    return true;
+}
+
 static em_status exec_sdpa(const em_op *op)
 {
     em_tensor *out = op->out[0];
@@ -319,8 +459,10 @@ static em_status exec_sdpa(const em_op *op)
     };
     int64_t rows = tn_numel(out) / (c.Ev ? c.Ev : 1);
     if (c.Ev == 0) return EM_OK;
-    int64_t grain = c.S * c.E > 4096 ? 1 : 16;
     atomic_init(&c.oom, 0);
+    em_status st;
+    if (sdpa_gemm(&c, &st)) return st;
+    int64_t grain = c.S * c.E > 4096 ? 1 : 16;
     em_parallel_for(rows, grain, sdpa_rows, &c);
     return atomic_load(&c.oom) ? EM_ERR_OOM : EM_OK;
 }
