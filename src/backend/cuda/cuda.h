@@ -81,20 +81,24 @@ bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
 void cuda_pool_empty_cache(int device);
 
 /* ---- kernels ----------------------------------------------------------------------------------
- * The module's source is the base source of cuda_kernels.c followed by every file of
- * src/backend/cuda/kernels/ (embedded at build time, NULL-terminated list). */
+ * Every file of src/backend/cuda/kernels/ is embedded at build time (NULL-terminated lists of
+ * sources and of their names without extension). Files whose names share the stem before the
+ * first '_' ("matmul", "matmul_wgmma") form one unit; each unit, after the base source of
+ * cuda_kernels.c, is its own NVRTC program and module. */
 extern const char *const cuda_embedded_sources[];
+extern const char *const cuda_embedded_names[];
 
-/* Compiles the whole module source with NVRTC for `arch` ("sm_90") without a device, to check
- * that it builds: EM_OK, EM_ERR_UNSUPPORTED when NVRTC cannot be loaded, else EM_ERR_DEVICE
- * with the compiler's log in the message. */
+/* Compiles every unit with NVRTC for `arch` ("sm_90") without a device (in parallel), to check
+ * that they build: EM_OK, EM_ERR_UNSUPPORTED when NVRTC cannot be loaded, else EM_ERR_DEVICE
+ * with the unit's name and the compiler's log in the message. */
 em_status cuda_compile_check(const char *arch);
 
 /* ---- kernel launch
  * ------------------------------------------------------------------------------- */
 
-/* Function `name` of device's kernel module, compiling it with NVRTC (or loading it from the
- * disk cache) on first use; NULL with the error recorded. */
+/* Function `name` of device's kernel modules, building them on first use (each unit from the
+ * disk cache or compiled by NVRTC, the missing ones in parallel); NULL with the error recorded.
+ * Found functions are remembered by name. */
 CUfunction cuda_kernel(int device, const char *name, const char *what);
 /* Launches f over n elements (grid-stride) with the given parameters. */
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);
@@ -117,8 +121,9 @@ typedef enum cuda_module_origin {
     CUDA_MODULE_COMPILED = 1, /* compiled by NVRTC in this process */
     CUDA_MODULE_CACHED = 2,   /* loaded from the disk cache */
 } cuda_module_origin;
+/* COMPILED when any unit was compiled in this process, CACHED when all came from the cache. */
 cuda_module_origin cuda_module_origin_of(int device);
-/* Path of the cache file for device's module ("" when caching is off). */
+/* The cache folder and name pattern of device's module files ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
 /* The optimizers' fused update in device memory (cuda_optim.c; em_backend.update). */

@@ -1,6 +1,7 @@
-/* The CUDA kernels: CUDA C source embedded here, compiled by NVRTC (loaded with dlopen) for the
- * device's own architecture on first use, and cached on disk keyed by a hash of the source, the
- * NVRTC version and the architecture. */
+/* The CUDA kernels: the base CUDA C source embedded here and the units of kernels/*.cu, each
+ * compiled by NVRTC (loaded with dlopen) for the device's own architecture on first use (in
+ * parallel), and cached on disk keyed by a hash of the unit's source, the NVRTC version and the
+ * architecture. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -343,19 +344,55 @@ static bool load_nvrtc(void)
     return ok;
 }
 
-/* ---- the module: built once per device ------------------------------------------------- */
+/* ---- the modules: one per unit, built once per device ---------------------------------- */
 
-#define CUDA_MAX_DEV 16
-static CUmodule modules[CUDA_MAX_DEV];
+#define CUDA_MAX_DEV   16
+#define CUDA_MAX_UNITS 32
+#define CUDA_MAX_FILES 64
+
+typedef struct kunit {
+    char stem[48];
+    int files[CUDA_MAX_FILES];
+    int nfiles;
+} kunit;
+
+static kunit units[CUDA_MAX_UNITS];
+static int n_units = -1;
+static CUmodule modules[CUDA_MAX_DEV][CUDA_MAX_UNITS];
+static bool built[CUDA_MAX_DEV];
 static cuda_module_origin origins[CUDA_MAX_DEV];
 static char cache_paths[CUDA_MAX_DEV][1024];
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* The full source: OP_* defines from the op IR, then the body. Caller frees. */
-static char *build_source(void)
+/* Groups the embedded files by stem (the name before the first '_'), in the embedded order. */
+static void find_units(void)
+{
+    if (n_units >= 0) return;
+    n_units = 0;
+    for (int i = 0; cuda_embedded_sources[i] && i < CUDA_MAX_FILES; i++) {
+        const char *name = cuda_embedded_names[i];
+        size_t len = strcspn(name, "_");
+        if (len >= sizeof units[0].stem) len = sizeof units[0].stem - 1;
+        int u = 0;
+        while (u < n_units && (strlen(units[u].stem) != len || strncmp(units[u].stem, name, len)))
+            u++;
+        if (u == n_units) {
+            if (n_units == CUDA_MAX_UNITS) break;
+            memcpy(units[u].stem, name, len);
+            units[u].stem[len] = '\0';
+            units[u].nfiles = 0;
+            n_units++;
+        }
+        units[u].files[units[u].nfiles++] = i;
+    }
+}
+
+/* A unit's source: OP_* defines from the op IR, the base source, then the unit's files. Caller
+ * frees. */
+static char *unit_source(const kunit *u)
 {
     size_t cap = sizeof kernel_body + sizeof kernel_body2 + 8192, len = 0;
-    for (int i = 0; cuda_embedded_sources[i]; i++) cap += strlen(cuda_embedded_sources[i]) + 1;
+    for (int f = 0; f < u->nfiles; f++) cap += strlen(cuda_embedded_sources[u->files[f]]) + 1;
     char *s = malloc(cap);
     if (!s) return NULL;
 #define DEF_OP(K) len += (size_t)snprintf(s + len, cap - len, "#define OP_%s %d\n", #K, EM_OP_##K);
@@ -369,9 +406,10 @@ static char *build_source(void)
     len += sizeof kernel_body - 1;
     memcpy(s + len, kernel_body2, sizeof kernel_body2);
     len += sizeof kernel_body2 - 1;
-    for (int i = 0; cuda_embedded_sources[i]; i++) {
-        size_t n = strlen(cuda_embedded_sources[i]);
-        memcpy(s + len, cuda_embedded_sources[i], n);
+    for (int f = 0; f < u->nfiles; f++) {
+        const char *src = cuda_embedded_sources[u->files[f]];
+        size_t n = strlen(src);
+        memcpy(s + len, src, n);
         len += n;
         s[len++] = '\n';
     }
@@ -431,11 +469,11 @@ static void write_file(const char *path, const void *data, size_t n)
     remove(tmp);
 }
 
-static em_status compile(int device, const char *src, const char *arch, char **cubin, size_t *n,
-                         const char *what)
+static em_status compile(int device, const char *unit, const char *src, const char *arch,
+                         char **cubin, size_t *n, const char *what)
 {
     nvrtcProgram prog = NULL;
-    nvrtcResult r = nvrtc.CreateProgram(&prog, src, "ember_kernels.cu", 0, NULL, NULL);
+    nvrtcResult r = nvrtc.CreateProgram(&prog, src, unit, 0, NULL, NULL);
     if (r != 0)
         return em_error(EM_ERR_DEVICE, "%s: nvrtcCreateProgram failed: %s", what,
                         nvrtc.GetErrorString(r));
@@ -452,8 +490,9 @@ static em_status compile(int device, const char *src, const char *arch, char **c
             nvrtc.GetProgramLog(prog, log);
             if (ln > 2000) log[2000] = '\0';
         }
-        em_error(EM_ERR_DEVICE, "%s: NVRTC could not compile the kernels for %s on cuda:%d: %s\n%s",
-                 what, arch, device, nvrtc.GetErrorString(r), log ? log : "");
+        em_error(EM_ERR_DEVICE,
+                 "%s: NVRTC could not compile the kernels of %s for %s on cuda:%d: %s\n%s", what,
+                 unit, arch, device, nvrtc.GetErrorString(r), log ? log : "");
         free(log);
         nvrtc.DestroyProgram(&prog);
         return EM_ERR_DEVICE;
@@ -472,25 +511,89 @@ static em_status compile(int device, const char *src, const char *arch, char **c
     return EM_OK;
 }
 
-em_status cuda_compile_check(const char *arch)
+/* One unit's build: its cubin from the cache file, else compiled (on a worker thread). */
+typedef struct unit_job {
+    const kunit *u;
+    int device;
+    const char *arch;
+    char name[64]; /* "<stem>.cu" for NVRTC's messages */
+    char path[1100];
+    char *src, *cubin;
+    size_t n;
+    bool compiled;
+    em_status st;
+    char err[2600];
+} unit_job;
+
+static void *compile_job(void *p)
 {
-    pthread_mutex_lock(&module_lock);
-    bool have = load_nvrtc();
-    pthread_mutex_unlock(&module_lock);
-    if (!have)
-        return em_error(EM_ERR_UNSUPPORTED, "cuda_compile_check: cannot load NVRTC (tried %s)",
-                        nvrtc_tried);
-    char *src = build_source();
-    if (!src) return em_error(EM_ERR_OOM, "cuda_compile_check: out of memory");
-    char *cubin = NULL;
-    size_t n = 0;
-    em_status st = compile(-1, src, arch, &cubin, &n, "cuda_compile_check");
-    free(src);
-    free(cubin);
-    return st;
+    unit_job *j = p;
+    j->st = compile(j->device, j->name, j->src, j->arch, &j->cubin, &j->n, "cuda");
+    if (j->st != EM_OK) snprintf(j->err, sizeof j->err, "%s", em_last_error());
+    em_clear_error();
+    j->compiled = true;
+    return NULL;
 }
 
-static em_status build_module(int device, const char *what)
+/* Compiles the jobs without a cubin, in parallel (one thread each; inline when a thread cannot
+ * start). The first failure's status, with its message recorded. */
+static em_status compile_jobs(unit_job *jobs, int n)
+{
+    pthread_t th[CUDA_MAX_UNITS];
+    bool started[CUDA_MAX_UNITS] = {false};
+    for (int i = 0; i < n; i++)
+        if (!jobs[i].cubin) started[i] = pthread_create(&th[i], NULL, compile_job, &jobs[i]) == 0;
+    for (int i = 0; i < n; i++) {
+        if (started[i])
+            pthread_join(th[i], NULL);
+        else if (!jobs[i].cubin)
+            compile_job(&jobs[i]);
+    }
+    for (int i = 0; i < n; i++)
+        if (jobs[i].st != EM_OK) return em_error(jobs[i].st, "%s", jobs[i].err);
+    return EM_OK;
+}
+
+static void free_jobs(unit_job *jobs, int n)
+{
+    for (int i = 0; i < n; i++) {
+        free(jobs[i].src);
+        free(jobs[i].cubin);
+    }
+    free(jobs);
+}
+
+/* Sources and cache paths of every unit for arch; NULL when out of memory. */
+static unit_job *make_jobs(int device, const char *arch, const char *cache_dir)
+{
+    find_units();
+    unit_job *jobs = calloc((size_t)(n_units ? n_units : 1), sizeof *jobs);
+    if (!jobs) return NULL;
+    int maj = 0, min = 0;
+    nvrtc.Version(&maj, &min);
+    int ver[2] = {maj, min};
+    for (int i = 0; i < n_units; i++) {
+        unit_job *j = &jobs[i];
+        j->u = &units[i];
+        j->device = device;
+        j->arch = arch;
+        j->st = EM_OK;
+        snprintf(j->name, sizeof j->name, "%.47s.cu", units[i].stem);
+        j->src = unit_source(&units[i]);
+        if (!j->src) {
+            free_jobs(jobs, n_units);
+            return NULL;
+        }
+        uint64_t h = fnv1a(0xcbf29ce484222325ull, j->src, strlen(j->src));
+        h = fnv1a(h, ver, sizeof ver);
+        if (cache_dir && *cache_dir)
+            snprintf(j->path, sizeof j->path, "%.900s/cuda-%.47s-%016llx-%s.cubin", cache_dir,
+                     units[i].stem, (unsigned long long)h, arch);
+    }
+    return jobs;
+}
+
+static em_status build_modules(int device, const char *what)
 {
     const cuda_device_info *d = cuda_device(device);
     if (!load_nvrtc())
@@ -498,81 +601,116 @@ static em_status build_module(int device, const char *what)
                         "%s: cannot load NVRTC to compile the CUDA kernels (tried %s; set the "
                         "config key cuda_nvrtc to the path of libnvrtc.so)",
                         what, nvrtc_tried);
-    char *src = build_source();
-    if (!src) return em_error(EM_ERR_OOM, "%s: out of memory building the kernel source", what);
-    int maj = 0, min = 0;
-    nvrtc.Version(&maj, &min);
     char arch[32];
     /* Hopper gets its architecture-specific target (sm_90a), which has the wgmma instructions */
     snprintf(arch, sizeof arch, "sm_%d%d%s", d->cc_major, d->cc_minor,
              d->cc_major == 9 && d->cc_minor == 0 ? "a" : "");
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, src, strlen(src));
-    int ver[2] = {maj, min};
-    h = fnv1a(h, ver, sizeof ver);
 
     /* the cache: cache_dir (config), default ~/.cache/ember; off when it cannot be written */
-    char *path = cache_paths[device];
-    path[0] = '\0';
     const char *dir = em_config_get("cache_dir");
     char dbuf[900];
     if (!dir || !*dir) {
         const char *home = getenv("HOME");
+        dir = NULL;
         if (home && *home) {
             snprintf(dbuf, sizeof dbuf, "%s/.cache/ember", home);
             dir = dbuf;
         }
     }
-    if (dir && *dir) {
-        mkdirs(dir);
-        snprintf(path, 1024, "%s/cuda-%016llx-%s.cubin", dir, (unsigned long long)h, arch);
-    }
+    if (dir) mkdirs(dir);
+    char *path = cache_paths[device];
+    path[0] = '\0';
+    if (dir) snprintf(path, 1024, "%s/cuda-<unit>-<hash>-%s.cubin", dir, arch);
 
-    size_t n = 0;
-    char *cubin = path[0] ? read_file(path, &n) : NULL;
-    cuda_module_origin origin = CUDA_MODULE_CACHED;
-    CUresult r = -1;
-    if (cubin) {
-        r = cuda_drv.cuModuleLoadData(&modules[device], cubin);
-        if (r != 0) { /* a stale or damaged file: rebuild it */
-            em_log_msg("cuda", EM_LOG_WARN, "ignoring unloadable kernel cache file %s", path);
-            free(cubin);
-            cubin = NULL;
+    unit_job *jobs = make_jobs(device, arch, dir);
+    if (!jobs) return em_error(EM_ERR_OOM, "%s: out of memory building the kernel source", what);
+    for (int i = 0; i < n_units; i++) {
+        unit_job *j = &jobs[i];
+        j->cubin = j->path[0] ? read_file(j->path, &j->n) : NULL;
+        CUresult r = j->cubin ? cuda_drv.cuModuleLoadData(&modules[device][i], j->cubin) : 1;
+        if (j->cubin && r != 0) { /* a stale or damaged file: rebuild it */
+            em_log_msg("cuda", EM_LOG_WARN, "ignoring unloadable kernel cache file %s", j->path);
+            free(j->cubin);
+            j->cubin = NULL;
         }
     }
-    if (!cubin) {
-        origin = CUDA_MODULE_COMPILED;
-        em_status st = compile(device, src, arch, &cubin, &n, what);
-        if (st != EM_OK) {
-            free(src);
-            return st;
-        }
-        r = cuda_drv.cuModuleLoadData(&modules[device], cubin);
-        if (r == 0 && path[0]) write_file(path, cubin, n);
+    em_status st = compile_jobs(jobs, n_units);
+    bool any = false;
+    for (int i = 0; i < n_units && st == EM_OK; i++) {
+        unit_job *j = &jobs[i];
+        if (!j->compiled) continue;
+        any = true;
+        CUresult r = cuda_drv.cuModuleLoadData(&modules[device][i], j->cubin);
+        if (r != 0) {
+            char call[96];
+            snprintf(call, sizeof call, "cuModuleLoadData(%s)", j->name);
+            st = cuda_fail(EM_ERR_DEVICE, r, what, call, device);
+        } else if (j->path[0])
+            write_file(j->path, j->cubin, j->n);
     }
-    free(cubin);
-    free(src);
-    if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuModuleLoadData", device);
-    origins[device] = origin;
-    em_log_msg("cuda", EM_LOG_INFO, "kernels for cuda:%d (%s) %s %s", device, arch,
-               origin == CUDA_MODULE_CACHED ? "loaded from" : "compiled; cached in",
-               path[0] ? path : "(no cache)");
+    free_jobs(jobs, n_units);
+    if (st != EM_OK) return st;
+    built[device] = true;
+    origins[device] = any ? CUDA_MODULE_COMPILED : CUDA_MODULE_CACHED;
+    em_log_msg("cuda", EM_LOG_INFO, "kernels for cuda:%d (%s, %d units) %s %s", device, arch,
+               n_units, any ? "compiled; cached in" : "loaded from", path[0] ? path : "(no cache)");
     return EM_OK;
 }
+
+em_status cuda_compile_check(const char *arch)
+{
+    pthread_mutex_lock(&module_lock);
+    bool have = load_nvrtc();
+    unit_job *jobs = have ? make_jobs(-1, arch, NULL) : NULL;
+    int n = n_units;
+    pthread_mutex_unlock(&module_lock);
+    if (!have)
+        return em_error(EM_ERR_UNSUPPORTED, "cuda_compile_check: cannot load NVRTC (tried %s)",
+                        nvrtc_tried);
+    if (!jobs) return em_error(EM_ERR_OOM, "cuda_compile_check: out of memory");
+    em_status st = compile_jobs(jobs, n);
+    free_jobs(jobs, n);
+    return st;
+}
+
+/* Functions found so far, per device: open addressing on the name's hash. */
+#define FN_SLOTS 2048
+typedef struct fn_slot {
+    uint64_t hash;
+    char *name;
+    CUfunction f;
+} fn_slot;
+static fn_slot fn_table[CUDA_MAX_DEV][FN_SLOTS];
 
 CUfunction cuda_kernel(int device, const char *name, const char *what)
 {
     if (cuda_enter(device, what) != EM_OK) return NULL;
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, name, strlen(name));
     pthread_mutex_lock(&module_lock);
-    em_status st = modules[device] ? EM_OK : build_module(device, what);
+    fn_slot *tab = fn_table[device];
+    size_t k = (size_t)h % FN_SLOTS;
+    for (size_t probe = 0; probe < FN_SLOTS && tab[k].name; probe++, k = (k + 1) % FN_SLOTS)
+        if (tab[k].hash == h && !strcmp(tab[k].name, name)) {
+            CUfunction f = tab[k].f;
+            pthread_mutex_unlock(&module_lock);
+            return f;
+        }
+    em_status st = built[device] ? EM_OK : build_modules(device, what);
+    CUfunction f = NULL;
+    CUresult r = 1;
+    for (int i = 0; st == EM_OK && i < n_units && !f; i++)
+        r = cuda_drv.cuModuleGetFunction(&f, modules[device][i], name);
+    if (f && !tab[k].name) { /* remember it (the table only fills up with thousands of names) */
+        tab[k].name = strdup(name);
+        tab[k].hash = h;
+        tab[k].f = tab[k].name ? f : NULL;
+    }
     pthread_mutex_unlock(&module_lock);
     if (st != EM_OK) return NULL;
-    CUfunction f = NULL;
-    CUresult r = cuda_drv.cuModuleGetFunction(&f, modules[device], name);
-    if (r != 0) {
+    if (!f) {
         char call[128];
         snprintf(call, sizeof call, "cuModuleGetFunction(\"%s\")", name);
         cuda_fail(EM_ERR_INTERNAL, r, what, call, device);
-        return NULL;
     }
     return f;
 }
