@@ -1,4 +1,4 @@
-/* The CUDA kernels: the base CUDA C source embedded here and the units of kernels/*.cu, each
+/* The CUDA kernels: the base CUDA C source embedded here and the units of kernels/ files, each
  * compiled by NVRTC (loaded with dlopen) for the device's own architecture on first use (in
  * parallel), and cached on disk keyed by a hash of the unit's source, the NVRTC version and the
  * architecture. */
