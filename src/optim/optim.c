@@ -401,7 +401,7 @@ static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill
 
 static void *data_of(em_tensor *t)
 {
-    return t ? em_tensor_data(t) : NULL;
+    return t ? tn_ptr(t) : NULL;
 }
 
 /* Runs u where w lives: the CPU kernels, or the device backend's fused update. */
@@ -431,8 +431,8 @@ static em_update make_update(em_update_kind kind, em_tensor *w, const em_tensor 
     return (em_update){.kind = kind,
                        .dtype = em_tensor_dtype(w),
                        .n = em_tensor_numel(w),
-                       .p = em_tensor_data(w),
-                       .g = g ? em_tensor_data(g) : NULL,
+                       .p = tn_ptr(w),
+                       .g = g ? tn_ptr(g) : NULL,
                        .k = k};
 }
 
@@ -443,8 +443,8 @@ static em_status muon_update(em_optim *o, opt_param *p, em_tensor *w, const em_t
     if (!buf || !u) return em_last_status();
     opt_coef k = {.a = o->muon.momentum, .nesterov = !o->muon.no_nesterov};
     em_update up = make_update(EM_UPDATE_MUON, w, g, k);
-    up.s[0] = em_tensor_data(buf);
-    up.s[1] = em_tensor_data(u);
+    up.s[0] = tn_ptr(buf);
+    up.s[1] = tn_ptr(u);
     em_status st = run_update(w, &up);
     if (st != EM_OK) return st;
     em_tensor *x = em_contiguous(opt_newton_schulz(u, o->muon.ns_steps));
@@ -496,7 +496,7 @@ static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor
             u.k.first = p->state[0] == NULL;
             em_tensor *buf = state_get(p, 0, w, 0);
             if (!buf) return em_last_status();
-            u.s[0] = em_tensor_data(buf);
+            u.s[0] = tn_ptr(buf);
         }
         return run_update(w, &u);
     }
