@@ -319,6 +319,31 @@ static void masked_fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
     size_t es = em_dtype_size(c->od);
     char *o = p[0];
     const char *x = p[1], *m = p[2];
+    /* by element width (the fill's bits), so the contiguous loops vectorise */
+#define MFILL_ROW(U)                                                                               \
+    do {                                                                                           \
+        U f;                                                                                       \
+        memcpy(&f, c->fill, sizeof f);                                                             \
+        if (s[0] == sizeof(U) && s[1] == sizeof(U) && s[2] == 1) {                                 \
+            U *restrict ou = (U *)o;                                                               \
+            const U *restrict xu = (const U *)x;                                                   \
+            const uint8_t *restrict mu = (const uint8_t *)m;                                       \
+            for (int64_t i = 0; i < n; i++) { /* branch-free select: masks are random */           \
+                U sel = (U)0 - (U)(mu[i] != 0);                                                    \
+                ou[i] = (U)((f & sel) | (xu[i] & (U)~sel));                                        \
+            }                                                                                      \
+        } else                                                                                     \
+            for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], m += s[2])                       \
+                memcpy(o, *(const uint8_t *)m ? (const void *)&f : x, sizeof(U));                  \
+    } while (0)
+    switch (es) {
+    case 1: MFILL_ROW(uint8_t); return;
+    case 2: MFILL_ROW(uint16_t); return;
+    case 4: MFILL_ROW(uint32_t); return;
+    case 8: MFILL_ROW(uint64_t); return;
+    default: break;
+    }
+#undef MFILL_ROW
     for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], m += s[2])
         memcpy(o, *(const uint8_t *)m ? (const char *)c->fill : x, es);
 }
