@@ -1,0 +1,249 @@
+// Ordering ops (sort, top-k, median) along one dim, mirroring cpu_order.c. Every element becomes
+// a 64-bit key whose unsigned order is the op's order (NaN largest, -0 equal to +0, inverted for
+// descending) and rows are sorted by (key, position): the positions make every key distinct, so
+// any correct sort gives the CPU's stable order. Uses rd_ldf / rd_ldi and struct rdline of
+// reduce.cu (one module).
+
+__device__ __forceinline__ u64 so_key(const void *x, int isf, int dt, i64 off, int desc)
+{
+    u64 k;
+    if (isf) {
+        double d = rd_ldf(x, dt, off);
+        if (d != d)
+            k = ~0ull;
+        else {
+            if (d == 0) d = 0.0; // -0 sorts with +0
+            u64 b = (u64)__double_as_longlong(d);
+            k = (b >> 63) ? ~b : b | 0x8000000000000000ull;
+        }
+    } else {
+        k = (u64)rd_ldi(x, dt, off) ^ 0x8000000000000000ull;
+    }
+    return desc ? ~k : k;
+}
+
+__device__ __forceinline__ void so_copy(const void *x, i64 xoff, void *v, i64 voff, int es)
+{
+    switch (es) {
+    case 1: ((unsigned char *)v)[voff] = ((const unsigned char *)x)[xoff]; break;
+    case 2: ((unsigned short *)v)[voff] = ((const unsigned short *)x)[xoff]; break;
+    case 4: ((unsigned *)v)[voff] = ((const unsigned *)x)[xoff]; break;
+    default: ((u64 *)v)[voff] = ((const u64 *)x)[xoff]; break;
+    }
+}
+
+struct soargs {
+    int op;   // 0 sort, 1 top-k, 2 median
+    int desc; // sort descending / top-k largest
+    int isf, dt, es;
+    i64 k; // outputs per row (sort: n, median: 1)
+};
+
+// Which sorted position row position j of the output takes (median: (n-1)/2, or the first NaN,
+// which an ascending order puts at the first key ~0).
+__device__ __forceinline__ i64 so_pick_median(const u64 *key, i64 n, i64 step)
+{
+    if (key[(n - 1) * step] == ~0ull) {
+        i64 lo = 0, hi = n - 1; // first position holding the NaN key
+        while (lo < hi) {
+            i64 mid = (lo + hi) / 2;
+            if (key[mid * step] == ~0ull)
+                hi = mid;
+            else
+                lo = mid + 1;
+        }
+        return lo;
+    }
+    return (n - 1) / 2;
+}
+
+// Rows of n <= 32: one thread per row, stable insertion sort in registers.
+extern "C" __global__ void em_so_small(soargs g, const void *x, void *vals, i64 *ind, rdline s)
+{
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < s.lines;
+         r += (i64)blockDim.x * gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        u64 key[32];
+        int pos[32];
+        int n = (int)s.len;
+        for (int i = 0; i < n; i++) {
+            u64 kv = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
+            int j = i;
+            while (j > 0 && kv < key[j - 1]) {
+                key[j] = key[j - 1];
+                pos[j] = pos[j - 1];
+                j--;
+            }
+            key[j] = kv;
+            pos[j] = i;
+        }
+        if (g.op == 2) {
+            int p = (int)so_pick_median(key, n, 1);
+            so_copy(x, xo + pos[p] * s.sx, vals, o0, g.es);
+            ind[o1] = pos[p];
+            continue;
+        }
+        for (int j = 0; j < (int)g.k; j++) {
+            so_copy(x, xo + pos[j] * s.sx, vals, o0 + j * s.s0, g.es);
+            ind[o1 + j * s.s1] = pos[j];
+        }
+    }
+}
+
+// Rows of n <= P (a power of two, P <= 4096): one block per row, bitonic sort of (key, position)
+// in shared memory (P * 12 bytes of dynamic shared memory).
+extern "C" __global__ void __launch_bounds__(512)
+    em_so_block(soargs g, const void *x, void *vals, i64 *ind, rdline s, int P)
+{
+    extern __shared__ u64 so_sh[];
+    u64 *key = so_sh;
+    int *pos = (int *)(so_sh + P);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    const i64 n = s.len;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        for (int i = tid; i < P; i += nt) {
+            key[i] = i < n ? so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc) : ~0ull;
+            pos[i] = i;
+        }
+        __syncthreads();
+        for (int size = 2; size <= P; size <<= 1) {
+            for (int stride = size >> 1; stride > 0; stride >>= 1) {
+                for (int i = tid; i < P / 2; i += nt) {
+                    int a = 2 * i - (i & (stride - 1)), b = a + stride;
+                    u64 ka = key[a], kb = key[b];
+                    int pa = pos[a], pb = pos[b];
+                    bool gt = ka > kb || (ka == kb && pa > pb);
+                    if (gt == ((a & size) == 0)) {
+                        key[a] = kb, key[b] = ka;
+                        pos[a] = pb, pos[b] = pa;
+                    }
+                }
+                __syncthreads();
+            }
+        }
+        if (g.op == 2) {
+            if (tid == 0) {
+                i64 p = so_pick_median(key, n, 1);
+                so_copy(x, xo + pos[p] * s.sx, vals, o0, g.es);
+                ind[o1] = pos[p];
+            }
+        } else {
+            for (i64 j = tid; j < g.k; j += nt) {
+                so_copy(x, xo + pos[j] * s.sx, vals, o0 + j * s.s0, g.es);
+                ind[o1 + j * s.s1] = pos[j];
+            }
+        }
+        __syncthreads();
+    }
+}
+
+// Longer rows: one thread per row, bottom-up merge sort of (key, position) in global scratch
+// (4 * n words per row: keys and positions, twice).
+extern "C" __global__ void em_so_long(soargs g, const void *x, void *vals, i64 *ind, rdline s,
+                                      u64 *scratch)
+{
+    const i64 n = s.len;
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < s.lines;
+         r += (i64)blockDim.x * gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        u64 *ka = scratch + r * 4 * n, *kb = ka + n;
+        i64 *pa = (i64 *)(kb + n), *pb = pa + n;
+        for (i64 i = 0; i < n; i++) {
+            ka[i] = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
+            pa[i] = i;
+        }
+        for (i64 w = 1; w < n; w *= 2) {
+            for (i64 lo = 0; lo < n; lo += 2 * w) {
+                i64 mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
+                i64 a = lo, b = mid, o = lo;
+                while (a < mid && b < hi) {
+                    if (ka[b] < ka[a])
+                        kb[o] = ka[b], pb[o++] = pa[b++];
+                    else
+                        kb[o] = ka[a], pb[o++] = pa[a++];
+                }
+                while (a < mid) kb[o] = ka[a], pb[o++] = pa[a++];
+                while (b < hi) kb[o] = ka[b], pb[o++] = pa[b++];
+            }
+            u64 *tk = ka;
+            ka = kb, kb = tk;
+            i64 *tp = pa;
+            pa = pb, pb = tp;
+        }
+        if (g.op == 2) {
+            i64 p = so_pick_median(ka, n, 1);
+            so_copy(x, xo + pa[p] * s.sx, vals, o0, g.es);
+            ind[o1] = pa[p];
+            continue;
+        }
+        for (i64 j = 0; j < g.k; j++) {
+            so_copy(x, xo + pa[j] * s.sx, vals, o0 + j * s.s0, g.es);
+            ind[o1 + j * s.s1] = pa[j];
+        }
+    }
+}
+
+// Top-k with small k (k <= 16) of rows longer than a block sort: one block per row; each thread
+// keeps the best k of its interleaved share in a sorted register list, then the lists are merged
+// pairwise in shared memory by a fixed tree. 128 threads.
+extern "C" __global__ void __launch_bounds__(128)
+    em_so_topk_small(soargs g, const void *x, void *vals, i64 *ind, rdline s)
+{
+    __shared__ u64 shk[128 * 16];
+    __shared__ i64 shp[128 * 16];
+    const int tid = threadIdx.x;
+    const int k = (int)g.k;
+    const i64 n = s.len;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        u64 key[16];
+        i64 pos[16];
+        int cnt = 0;
+        for (i64 i = tid; i < n; i += 128) {
+            u64 kv = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
+            if (cnt == k && kv >= key[k - 1]) continue; // later positions lose ties
+            int j = cnt < k ? cnt++ : k - 1;
+            while (j > 0 && kv < key[j - 1]) {
+                key[j] = key[j - 1];
+                pos[j] = pos[j - 1];
+                j--;
+            }
+            key[j] = kv;
+            pos[j] = i;
+        }
+        for (int j = 0; j < 16; j++) {
+            shk[tid * 16 + j] = j < cnt ? key[j] : ~0ull;
+            shp[tid * 16 + j] = j < cnt ? pos[j] : (i64)0x7fffffffffffffffll;
+        }
+        __syncthreads();
+        for (int w = 64; w > 0; w >>= 1) {
+            if (tid < w) {
+                const u64 *ak = shk + tid * 16, *bk = shk + (tid + w) * 16;
+                const i64 *ap = shp + tid * 16, *bp = shp + (tid + w) * 16;
+                u64 mk[16];
+                i64 mp[16];
+                int a = 0, b = 0;
+                for (int j = 0; j < k; j++) {
+                    bool tb = bk[b] < ak[a] || (bk[b] == ak[a] && bp[b] < ap[a]);
+                    if (tb)
+                        mk[j] = bk[b], mp[j] = bp[b++];
+                    else
+                        mk[j] = ak[a], mp[j] = ap[a++];
+                }
+                for (int j = 0; j < k; j++) shk[tid * 16 + j] = mk[j], shp[tid * 16 + j] = mp[j];
+            }
+            __syncthreads();
+        }
+        if (tid < k) {
+            i64 p = shp[tid];
+            so_copy(x, xo + p * s.sx, vals, o0 + tid * s.s0, g.es);
+            ind[o1 + tid * s.s1] = p;
+        }
+        __syncthreads();
+    }
+}
