@@ -36,8 +36,8 @@ bool cuda_reduce_supports(const em_op *op)
     const em_tensor *x = op->in[0];
     if (x->rank > 8 || (unsigned)x->dtype >= EM_DTYPE_COUNT) return false;
     em_op_kind k = op->kind;
-    bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX ||
-               k == EM_OP_CUMMIN || is_order(k);
+    bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX || k == EM_OP_CUMMIN ||
+               is_order(k);
     if (two && (op->n_out != 2 || !op->out[1] || op->out[1]->dtype != EM_I64)) return false;
     if (k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_out == 1 && em_dtype_is_float(x->dtype) &&
@@ -48,10 +48,36 @@ bool cuda_reduce_supports(const em_op *op)
 /* ---- mask reductions ------------------------------------------------------------------------ */
 
 /* cpu_reduce.c's `red` codes and the kernels' result-writing codes */
-enum { R_SUM, R_PROD, R_MAX, R_MIN, R_ARGMAX, R_ARGMIN, R_COUNT, R_SQDEV, R_EXPSUM, R_ABS1, R_SQ,
-       R_ABSMAX, R_ABSMIN, R_ABSPOW };
-enum { FIN_SUM, FIN_MEAN, FIN_MAXMIN, FIN_ARG, FIN_PAIR, FIN_VAR, FIN_STD, FIN_NORM, FIN_LSE,
-       FIN_ANY, FIN_ALL, FIN_COUNT };
+enum {
+    R_SUM,
+    R_PROD,
+    R_MAX,
+    R_MIN,
+    R_ARGMAX,
+    R_ARGMIN,
+    R_COUNT,
+    R_SQDEV,
+    R_EXPSUM,
+    R_ABS1,
+    R_SQ,
+    R_ABSMAX,
+    R_ABSMIN,
+    R_ABSPOW
+};
+enum {
+    FIN_SUM,
+    FIN_MEAN,
+    FIN_MAXMIN,
+    FIN_ARG,
+    FIN_PAIR,
+    FIN_VAR,
+    FIN_STD,
+    FIN_NORM,
+    FIN_LSE,
+    FIN_ANY,
+    FIN_ALL,
+    FIN_COUNT
+};
 
 typedef struct rdplan { /* matches `struct rdplan` in kernels/reduce.cu */
     int64_t kshape[8], kx[8], ko0[8], ko1[8];
@@ -104,8 +130,8 @@ static void plan_dims(rdplan *p, const em_op *op, uint32_t mask, bool keepdim)
         od++;
         if (n == 1) continue;
         int m = p->nk;
-        bool merge = m > 0 && p->kx[m - 1] == kx * n && p->ko0[m - 1] == ko0 * n &&
-                     p->ko1[m - 1] == ko1 * n;
+        bool merge =
+            m > 0 && p->kx[m - 1] == kx * n && p->ko0[m - 1] == ko0 * n && p->ko1[m - 1] == ko1 * n;
         if (merge)
             m--;
         else
@@ -216,18 +242,23 @@ static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *wh
 
 /* One pass of the plan: groups of G threads per (output, slice) task, partials combined by
  * em_rd_combine when the N elements are split. */
-static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x, void *o0,
-                             void *o1, double *center, const char *what)
+static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x, void *o0, void *o1,
+                             double *center, const char *what)
 {
-    long long G = 1;
-    while (G < 256 && G * 4 < s->N) G *= 2;
-    long long nsplit = 1;
-    if (s->N >= 16384 && s->M < 2048) {
-        nsplit = (s->N + 8191) / 8192;
-        long long cap = 4096 / s->M > 1 ? 4096 / s->M : 1;
-        if (nsplit > cap) nsplit = cap;
+    long long G = 1, nsplit = 1;
+    /* the innermost kept dim unit-stride in x: one thread per output, warps read along it */
+    int cols = s->nk > 0 && s->kx[s->nk - 1] == 1 && s->kshape[s->nk - 1] >= 32 && s->N >= 8;
+    if (cols) {
+        while (s->M * nsplit < 65536 && s->N / (nsplit * 2) >= 64) nsplit *= 2;
+    } else {
+        while (G < 256 && G * 4 < s->N) G *= 2;
+        if (s->N >= 16384 && s->M < 2048) {
+            nsplit = (s->N + 8191) / 8192;
+            long long cap = 4096 / s->M > 1 ? 4096 / s->M : 1;
+            if (nsplit > cap) nsplit = cap;
+        }
+        if (nsplit > 1) G = 256;
     }
-    if (nsplit > 1) G = 256;
     rdacc *part = NULL;
     if (nsplit > 1) {
         part = cuda_pool_alloc(dev, (size_t)(s->M * nsplit) * sizeof(rdacc));
@@ -243,7 +274,7 @@ static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x,
         if (blocks > (1 << 20)) blocks = 1 << 20;
         unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
         void *pp = part;
-        void *p1[] = {g, (void *)&x, &o0, &o1, (void *)s, &center, &pp, &nsplit, &Gi};
+        void *p1[] = {g, (void *)&x, &o0, &o1, (void *)s, &center, &pp, &nsplit, &Gi, &cols};
         st = cuda_launch_grid(dev, f, grid, block, p1, what);
         if (st == EM_OK && part) {
             long long nb2 = s->M < (1 << 20) ? s->M : (1 << 20);
@@ -432,7 +463,7 @@ static em_status run_order(const em_op *op, int dev, const char *what)
         void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
         return cuda_launch(dev, f, s.lines, params, what);
     }
-    if (g.op == 1 && g.k <= 16 && s.len > 4096) {
+    if (g.op == 1 && g.k <= 16 && s.len >= 512) {
         CUfunction f = cuda_kernel(dev, "em_so_topk_small", what);
         if (!f) return em_last_status();
         block[0] = 128;

@@ -3,7 +3,6 @@
 #ifndef EMBER_CUDA_REDUCE_H
 #define EMBER_CUDA_REDUCE_H
 
-
 #include "cuda.h"
 
 /* Whether kind is one of the kinds cuda_reduce.c answers for. */

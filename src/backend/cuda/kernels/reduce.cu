@@ -175,8 +175,8 @@ struct rdplan {
 
 struct rdacc {
     double s;
-    u64 u;  // integer sum / product, nonzero count
-    i64 v;  // integer max / min
+    u64 u;   // integer sum / product, nonzero count
+    i64 v;   // integer max / min
     i64 idx; // position of the max / min; -1 while empty
 };
 
@@ -188,7 +188,8 @@ __device__ __forceinline__ void rd_init(int r, rdacc &a)
     a.idx = -1;
 }
 
-__device__ __forceinline__ void rd_addf(int r, rdacc &a, double x, i64 j, double c, double p, bool single)
+__device__ __forceinline__ void rd_addf(int r, rdacc &a, double x, i64 j, double c, double p,
+                                        bool single)
 {
     switch (r) {
     case R_SUM: a.s += x; break;
@@ -313,9 +314,9 @@ __device__ __forceinline__ i64 rd_roff(const rdplan &s, i64 j)
 
 struct rdargs {
     int r, fin, ints, xdt, odt;
-    double p;     // norm order
-    i64 corr;     // var / std correction
-    int first;    // write the per-output value to center instead (first pass of var / lse)
+    double p;  // norm order
+    i64 corr;  // var / std correction
+    int first; // write the per-output value to center instead (first pass of var / lse)
 };
 
 __device__ void rd_finish(const rdargs &g, const rdplan &s, i64 o, const rdacc &a, void *out0,
@@ -374,12 +375,14 @@ __device__ void rd_finish(const rdargs &g, const rdplan &s, i64 o, const rdacc &
     }
 }
 
-// Groups of G threads (a power of two up to 256) reduce one task each: task t is slice t % nsplit
-// of output t / nsplit (nsplit fixed slices of the N elements). With nsplit 1 the group writes
-// the result, else its partial goes to part[t] for em_rd_combine.
+// Groups of G threads (a power of two up to 256) reduce one task each: task t is slice b of
+// output o (nsplit fixed slices of the N elements), with o = t / nsplit, b = t % nsplit, or with
+// `cols` (G = 1, neighbouring threads on neighbouring outputs: coalesced when the outputs are
+// unit-stride in x) o = t % M, b = t / M. With nsplit 1 the group writes the result, else its
+// partial goes to part[o * nsplit + b] for em_rd_combine.
 extern "C" __global__ void __launch_bounds__(256)
     em_rd_reduce(rdargs g, const void *x, void *out0, i64 *out1, rdplan s, double *center,
-                 rdacc *part, i64 nsplit, int G)
+                 rdacc *part, i64 nsplit, int G, int cols)
 {
     __shared__ rdacc sh[256];
     const int tid = threadIdx.x, lane = tid & (G - 1);
@@ -391,8 +394,12 @@ extern "C" __global__ void __launch_bounds__(256)
         i64 t = base + tid / G;
         rdacc a;
         rd_init(g.r, a);
+        i64 o = 0, b = 0;
         if (t < tasks) {
-            i64 o = t / nsplit, b = t - o * nsplit;
+            if (cols)
+                b = t / s.M, o = t - b * s.M;
+            else
+                o = t / nsplit, b = t - o * nsplit;
             i64 xo, p0, p1;
             rd_loc(s, o, &xo, &p0, &p1);
             i64 lo = b * chunk, hi = lo + chunk < s.N ? lo + chunk : s.N;
@@ -417,9 +424,9 @@ extern "C" __global__ void __launch_bounds__(256)
         }
         if (lane == 0 && t < tasks) {
             if (nsplit == 1)
-                rd_finish(g, s, t, a, out0, out1, center);
+                rd_finish(g, s, o, a, out0, out1, center);
             else
-                part[t] = a;
+                part[o * nsplit + b] = a;
         }
     }
 }
@@ -644,7 +651,8 @@ __device__ __forceinline__ void rd_softmax_warp(int logsm, const float *x, float
 {
     const int lane = threadIdx.x & 31;
     const i64 wpb = blockDim.x >> 5;
-    const bool vec = (len & 127) == 0 && ((((unsigned long long)x) | ((unsigned long long)y)) & 15) == 0;
+    const bool vec =
+        (len & 127) == 0 && ((((unsigned long long)x) | ((unsigned long long)y)) & 15) == 0;
     for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * wpb) {
         const float *xr = x + r * len;
         float v[V];
@@ -653,8 +661,7 @@ __device__ __forceinline__ void rd_softmax_warp(int logsm, const float *x, float
 #pragma unroll
             for (int k = 0; k < V / 4; k++) {
                 int j = (k * 32 + lane) * 4;
-                float4 q = j < len ? __ldcs((const float4 *)(xr + j))
-                                   : make_float4(m, m, m, m);
+                float4 q = j < len ? __ldcs((const float4 *)(xr + j)) : make_float4(m, m, m, m);
                 v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
             }
         } else {

@@ -64,9 +64,20 @@ extern "C" __global__ void em_so_small(soargs g, const void *x, void *vals, i64 
          r += (i64)blockDim.x * gridDim.x) {
         i64 xo, o0, o1;
         rd_line(s, r, &xo, &o0, &o1);
+        int n = (int)s.len;
+        if (g.op == 1 && g.k == 1) { // top-1: the first position of the smallest key
+            u64 best = so_key(x, g.isf, g.dt, xo, g.desc);
+            int bp = 0;
+            for (int i = 1; i < n; i++) {
+                u64 kv = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
+                if (kv < best) best = kv, bp = i;
+            }
+            so_copy(x, xo + bp * s.sx, vals, o0, g.es);
+            ind[o1] = bp;
+            continue;
+        }
         u64 key[32];
         int pos[32];
-        int n = (int)s.len;
         for (int i = 0; i < n; i++) {
             u64 kv = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
             int j = i;
@@ -187,7 +198,7 @@ extern "C" __global__ void em_so_long(soargs g, const void *x, void *vals, i64 *
     }
 }
 
-// Top-k with small k (k <= 16) of rows longer than a block sort: one block per row; each thread
+// Top-k with small k (k <= 16) of rows of 512 or more: one block per row; each thread
 // keeps the best k of its interleaved share in a sorted register list, then the lists are merged
 // pairwise in shared memory by a fixed tree. 128 threads.
 extern "C" __global__ void __launch_bounds__(128)
