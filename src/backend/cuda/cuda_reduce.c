@@ -39,6 +39,7 @@ bool cuda_reduce_supports(const em_op *op)
     bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX || k == EM_OP_CUMMIN ||
                is_order(k);
     if (two && (op->n_out != 2 || !op->out[1] || op->out[1]->dtype != EM_I64)) return false;
+    if (is_order(k) && x->rank && x->shape[op->i[0]] > INT32_MAX) return false;
     if (k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_out == 1 && em_dtype_is_float(x->dtype) &&
                em_dtype_is_float(op->out[0]->dtype);
@@ -374,13 +375,15 @@ static em_status run_scan(const em_op *op, int dev, const char *what)
     rdline s;
     plan_line(&s, op, (int)op->i[0], false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
-    CUfunction f = cuda_kernel(dev, "em_rd_scan", what);
+    bool block = s.len >= 256 || (s.lines < 1024 && s.len >= 16);
+    CUfunction f = cuda_kernel(dev, block ? "em_rd_scan_block" : "em_rd_scan", what);
     if (!f) return em_last_status();
     int kind = (int)(op->kind - EM_OP_CUMSUM), ints = !em_dtype_is_float(op->in[0]->dtype);
     int xdt = (int)op->in[0]->dtype, odt = (int)op->out[0]->dtype;
     const void *xp = tn_ptr(op->in[0]);
     void *yp = tn_ptr(op->out[0]), *ip = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
     void *params[] = {&kind, &ints, &xdt, &odt, (void *)&xp, &yp, &ip, &s};
+    if (block) return cuda_launch_blocks(dev, f, s.lines, params, what);
     return cuda_launch(dev, f, s.lines, params, what);
 }
 
@@ -435,6 +438,51 @@ typedef struct soargs { /* matches `struct soargs` in kernels/sort.cu */
     int64_t k;
 } soargs;
 
+#define SO_T 4096 /* the shared-memory tile of kernels/sort.cu */
+
+/* Rows longer than SO_T: every row padded to a power of two P and bitonic-sorted in a pooled
+ * buffer (tiles in shared memory, the long strides one launch each). */
+static em_status sort_long(int dev, soargs *g, rdline *s, const void *xp, void *vp, void *ip,
+                           const char *what)
+{
+    long long P = SO_T;
+    while (P < s->len) P *= 2;
+    long long total = s->lines * P;
+    char *buf = cuda_pool_alloc(dev, (size_t)total * 12);
+    if (!buf) return em_last_status();
+    void *key = buf, *pos = buf + (size_t)total * 8;
+    CUfunction fl = cuda_kernel(dev, "em_so_gload", what);
+    CUfunction fs = fl ? cuda_kernel(dev, "em_so_gshared", what) : NULL;
+    CUfunction fg = fs ? cuda_kernel(dev, "em_so_gstep", what) : NULL;
+    CUfunction fo = fg ? cuda_kernel(dev, "em_so_gout", what) : NULL;
+    em_status st = fo ? EM_OK : em_last_status();
+    long long tiles = total / SO_T < (1 << 20) ? total / SO_T : (1 << 20);
+    unsigned grid[3] = {(unsigned)tiles, 1, 1}, block[3] = {1024, 1, 1};
+    if (st == EM_OK) {
+        void *p1[] = {g, (void *)&xp, s, &P, &key, &pos};
+        st = cuda_launch(dev, fl, total, p1, what);
+    }
+    long long zero = 0;
+    if (st == EM_OK) {
+        void *p2[] = {&key, &pos, &total, &P, &zero};
+        st = cuda_launch_grid_smem(dev, fs, grid, block, SO_T * 12, p2, what);
+    }
+    for (long long size = 2 * SO_T; size <= P && st == EM_OK; size *= 2) {
+        for (long long stride = size / 2; stride >= SO_T && st == EM_OK; stride /= 2) {
+            void *p3[] = {&key, &pos, &total, &P, &size, &stride};
+            st = cuda_launch(dev, fg, total / 2, p3, what);
+        }
+        void *p2[] = {&key, &pos, &total, &P, &size};
+        if (st == EM_OK) st = cuda_launch_grid_smem(dev, fs, grid, block, SO_T * 12, p2, what);
+    }
+    if (st == EM_OK) {
+        void *p4[] = {g, (void *)&xp, &vp, &ip, s, &P, &key, &pos};
+        st = cuda_launch(dev, fo, s->lines * (g->op == 2 ? 1 : g->k), p4, what);
+    }
+    cuda_pool_free(dev, buf); /* stream order: the kernels above finish before any reuse */
+    return st;
+}
+
 static em_status run_order(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *v = op->out[0];
@@ -479,17 +527,7 @@ static em_status run_order(const em_op *op, int dev, const char *what)
         void *params[] = {&g, (void *)&xp, &vp, &ip, &s, &P};
         return cuda_launch_grid_smem(dev, f, grid, block, (unsigned)P * 12, params, what);
     }
-    /* longer rows: a merge sort per row in global scratch */
-    void *scratch = cuda_pool_alloc(dev, (size_t)(s.lines * s.len) * 32);
-    if (!scratch) return em_last_status();
-    CUfunction f = cuda_kernel(dev, "em_so_long", what);
-    em_status st = em_last_status();
-    if (f) {
-        void *params[] = {&g, (void *)&xp, &vp, &ip, &s, &scratch};
-        st = cuda_launch(dev, f, s.lines, params, what);
-    }
-    cuda_pool_free(dev, scratch);
-    return st;
+    return sort_long(dev, &g, &s, xp, vp, ip, what);
 }
 
 em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)

@@ -579,6 +579,124 @@ extern "C" __global__ void em_rd_scan(int op, int ints, int xdt, int odt, const 
     }
 }
 
+// Long lines: one block per line, tiles of 2048 elements, 8 consecutive ones per thread. A scan
+// state combines associatively (a before b), so the tile is scanned by warp shuffles, the warp
+// totals in order, and a carry across tiles. cummax / cummin keep the CPU's rule: a NaN always
+// takes over (the latest NaN wins), nothing replaces a NaN, ties move to the latest position.
+struct scst {
+    double f;
+    u64 u;
+    i64 v, i; // integer running max / min; its position (-1: no element yet)
+};
+
+__device__ __forceinline__ scst sc_id(int op)
+{
+    scst a;
+    a.f = op == 1 ? 1.0 : 0.0;
+    a.u = op == 1 ? 1 : 0;
+    a.v = 0;
+    a.i = -1;
+    return a;
+}
+
+__device__ __forceinline__ scst sc_one(int ints, const void *x, int xdt, i64 off, i64 k)
+{
+    scst a;
+    a.i = k;
+    if (ints) {
+        a.v = rd_ldi(x, xdt, off);
+        a.u = (u64)a.v;
+        a.f = 0;
+    } else {
+        a.f = rd_ldf(x, xdt, off);
+        a.u = 0;
+        a.v = 0;
+    }
+    return a;
+}
+
+__device__ __forceinline__ scst sc_comb(int op, int ints, scst a, const scst &b)
+{
+    if (op == 0 || op == 1) {
+        if (op == 0)
+            a.f += b.f, a.u += b.u;
+        else
+            a.f *= b.f, a.u *= b.u;
+        if (b.i >= 0) a.i = b.i;
+        return a;
+    }
+    if (b.i < 0) return a;
+    if (a.i < 0) return b;
+    bool mx = op == 2;
+    if (ints) return (mx ? b.v >= a.v : b.v <= a.v) ? b : a;
+    if (b.f != b.f) return b;
+    if (a.f != a.f) return a;
+    return (mx ? b.f >= a.f : b.f <= a.f) ? b : a;
+}
+
+__device__ __forceinline__ scst sc_up(scst a, int o)
+{
+    a.f = __shfl_up_sync(0xffffffffu, a.f, o);
+    a.u = __shfl_up_sync(0xffffffffu, a.u, o);
+    a.v = __shfl_up_sync(0xffffffffu, a.v, o);
+    a.i = __shfl_up_sync(0xffffffffu, a.i, o);
+    return a;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_scan_block(int op, int ints, int xdt, int odt, const void *x, void *y, i64 *yi, rdline s)
+{
+    __shared__ scst wsum[8];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        scst carry = sc_id(op);
+        for (i64 base = 0; base < s.len; base += 2048) {
+            i64 j0 = base + tid * 8;
+            scst agg = sc_id(op);
+            for (int e = 0; e < 8; e++)
+                if (j0 + e < s.len)
+                    agg =
+                        sc_comb(op, ints, agg, sc_one(ints, x, xdt, xo + (j0 + e) * s.sx, j0 + e));
+            scst inc = agg;
+            for (int o = 1; o < 32; o <<= 1) {
+                scst t = sc_up(inc, o);
+                if (lane >= o) inc = sc_comb(op, ints, t, inc);
+            }
+            scst exc = sc_up(inc, 1);
+            if (lane == 0) exc = sc_id(op);
+            if (lane == 31) wsum[w] = inc;
+            __syncthreads();
+            scst wp = sc_id(op), tot = sc_id(op);
+            for (int k = 0; k < 8; k++) {
+                if (k < w) wp = sc_comb(op, ints, wp, wsum[k]);
+                tot = sc_comb(op, ints, tot, wsum[k]);
+            }
+            scst st = sc_comb(op, ints, carry, sc_comb(op, ints, wp, exc));
+            for (int e = 0; e < 8; e++) {
+                i64 k = j0 + e;
+                if (k >= s.len) break;
+                st = sc_comb(op, ints, st, sc_one(ints, x, xdt, xo + k * s.sx, k));
+                if (op <= 1) {
+                    if (ints)
+                        rd_sti(y, odt, o0 + k * s.s0, (i64)st.u);
+                    else
+                        rd_stf(y, odt, o0 + k * s.s0, st.f);
+                } else {
+                    if (ints)
+                        rd_sti(y, odt, o0 + k * s.s0, st.v);
+                    else
+                        rd_stf(y, odt, o0 + k * s.s0, st.f);
+                    yi[o1 + k * s.s1] = st.i;
+                }
+            }
+            carry = sc_comb(op, ints, carry, tot);
+            __syncthreads();
+        }
+    }
+}
+
 // ---- softmax / log-softmax along one dim, any float dtype, strided: one block per line -----
 
 __device__ __forceinline__ double rd_bsum(double v, double *sh)

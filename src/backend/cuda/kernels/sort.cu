@@ -151,50 +151,91 @@ extern "C" __global__ void __launch_bounds__(512)
     }
 }
 
-// Longer rows: one thread per row, bottom-up merge sort of (key, position) in global scratch
-// (4 * n words per row: keys and positions, twice).
-extern "C" __global__ void em_so_long(soargs g, const void *x, void *vals, i64 *ind, rdline s,
-                                      u64 *scratch)
+// Longer rows: a bitonic sort of every row padded to P (a power of two) in global scratch,
+// key[row * P + i] and pos[row * P + i]. em_so_gload fills it, em_so_gshared sorts or merges
+// tiles of SO_T elements in shared memory, em_so_gstep does the compare-exchange steps whose
+// stride is SO_T or more, em_so_gout writes the first k (or the median) of every row.
+#define SO_T 4096
+
+extern "C" __global__ void em_so_gload(soargs g, const void *x, rdline s, i64 P, u64 *key,
+                                       unsigned *pos)
 {
-    const i64 n = s.len;
-    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < s.lines;
-         r += (i64)blockDim.x * gridDim.x) {
+    const i64 total = s.lines * P;
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+         t += (i64)blockDim.x * gridDim.x) {
+        i64 r = t / P, i = t - r * P;
+        if (i < s.len) {
+            i64 xo, o0, o1;
+            rd_line(s, r, &xo, &o0, &o1);
+            key[t] = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
+        } else {
+            key[t] = ~0ull;
+        }
+        pos[t] = (unsigned)i;
+    }
+}
+
+__device__ __forceinline__ void so_cx(u64 *key, unsigned *pos, i64 a, i64 b, bool up)
+{
+    u64 ka = key[a], kb = key[b];
+    unsigned pa = pos[a], pb = pos[b];
+    bool gt = ka > kb || (ka == kb && pa > pb);
+    if (gt == up) {
+        key[a] = kb, key[b] = ka;
+        pos[a] = pb, pos[b] = pa;
+    }
+}
+
+// size 0: sorts every tile (sizes 2 .. SO_T); else the strides SO_T / 2 .. 1 of bitonic merge
+// `size`. The direction of a pair comes from its position in the row.
+extern "C" __global__ void __launch_bounds__(1024)
+    em_so_gshared(u64 *key, unsigned *pos, i64 total, i64 P, i64 size)
+{
+    extern __shared__ u64 so_sh[];
+    u64 *k = so_sh;
+    unsigned *p = (unsigned *)(so_sh + SO_T);
+    const int tid = threadIdx.x, nt = blockDim.x;
+    for (i64 base = (i64)blockIdx.x * SO_T; base < total; base += (i64)gridDim.x * SO_T) {
+        for (int i = tid; i < SO_T; i += nt) k[i] = key[base + i], p[i] = pos[base + i];
+        __syncthreads();
+        i64 s0 = size ? size : 2, s1 = size ? size : SO_T;
+        for (i64 sz = s0; sz <= s1; sz <<= 1) {
+            for (int stride = (int)((size ? SO_T : sz) >> 1); stride > 0; stride >>= 1) {
+                for (int i = tid; i < SO_T / 2; i += nt) {
+                    int a = 2 * i - (i & (stride - 1));
+                    so_cx(k, p, a, a + stride, (((base + a) & (P - 1)) & sz) == 0);
+                }
+                __syncthreads();
+            }
+        }
+        for (int i = tid; i < SO_T; i += nt) key[base + i] = k[i], pos[base + i] = p[i];
+        __syncthreads();
+    }
+}
+
+extern "C" __global__ void em_so_gstep(u64 *key, unsigned *pos, i64 total, i64 P, i64 size,
+                                       i64 stride)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < total / 2;
+         i += (i64)blockDim.x * gridDim.x) {
+        i64 a = 2 * i - (i & (stride - 1));
+        so_cx(key, pos, a, a + stride, ((a & (P - 1)) & size) == 0);
+    }
+}
+
+extern "C" __global__ void em_so_gout(soargs g, const void *x, void *vals, i64 *ind, rdline s,
+                                      i64 P, const u64 *key, const unsigned *pos)
+{
+    const i64 kk = g.op == 2 ? 1 : g.k, total = s.lines * kk;
+    for (i64 t = (i64)blockIdx.x * blockDim.x + threadIdx.x; t < total;
+         t += (i64)blockDim.x * gridDim.x) {
+        i64 r = t / kk, j = t - r * kk;
         i64 xo, o0, o1;
         rd_line(s, r, &xo, &o0, &o1);
-        u64 *ka = scratch + r * 4 * n, *kb = ka + n;
-        i64 *pa = (i64 *)(kb + n), *pb = pa + n;
-        for (i64 i = 0; i < n; i++) {
-            ka[i] = so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc);
-            pa[i] = i;
-        }
-        for (i64 w = 1; w < n; w *= 2) {
-            for (i64 lo = 0; lo < n; lo += 2 * w) {
-                i64 mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n;
-                i64 a = lo, b = mid, o = lo;
-                while (a < mid && b < hi) {
-                    if (ka[b] < ka[a])
-                        kb[o] = ka[b], pb[o++] = pa[b++];
-                    else
-                        kb[o] = ka[a], pb[o++] = pa[a++];
-                }
-                while (a < mid) kb[o] = ka[a], pb[o++] = pa[a++];
-                while (b < hi) kb[o] = ka[b], pb[o++] = pa[b++];
-            }
-            u64 *tk = ka;
-            ka = kb, kb = tk;
-            i64 *tp = pa;
-            pa = pb, pb = tp;
-        }
-        if (g.op == 2) {
-            i64 p = so_pick_median(ka, n, 1);
-            so_copy(x, xo + pa[p] * s.sx, vals, o0, g.es);
-            ind[o1] = pa[p];
-            continue;
-        }
-        for (i64 j = 0; j < g.k; j++) {
-            so_copy(x, xo + pa[j] * s.sx, vals, o0 + j * s.s0, g.es);
-            ind[o1 + j * s.s1] = pa[j];
-        }
+        if (g.op == 2) j = so_pick_median(key + r * P, s.len, 1);
+        i64 q = pos[r * P + j];
+        so_copy(x, xo + q * s.sx, vals, o0 + (g.op == 2 ? 0 : j * s.s0), g.es);
+        ind[o1 + (g.op == 2 ? 0 : j * s.s1)] = q;
     }
 }
 
