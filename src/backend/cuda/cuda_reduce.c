@@ -511,7 +511,19 @@ static em_status run_order(const em_op *op, int dev, const char *what)
         void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
         return cuda_launch(dev, f, s.lines, params, what);
     }
-    if (g.op == 1 && g.k <= 16 && s.len >= 512) {
+    if (g.op == 1 && g.k <= 32 && s.len <= 1024) {
+        int vpl = 2;
+        while (32 * vpl < s.len) vpl *= 2;
+        char name[40];
+        snprintf(name, sizeof name, "em_so_topk_warp_v%d", vpl);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        long long wblocks = (s.lines + 7) / 8 < (1 << 20) ? (s.lines + 7) / 8 : (1 << 20);
+        grid[0] = (unsigned)wblocks;
+        void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (g.op == 1 && g.k <= 16 && s.len > 1024) {
         CUfunction f = cuda_kernel(dev, "em_so_topk_small", what);
         if (!f) return em_last_status();
         block[0] = 128;

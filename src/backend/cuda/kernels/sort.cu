@@ -239,7 +239,7 @@ extern "C" __global__ void em_so_gout(soargs g, const void *x, void *vals, i64 *
     }
 }
 
-// Top-k with small k (k <= 16) of rows of 512 or more: one block per row; each thread
+// Top-k with small k (k <= 16) of rows over 1024: one block per row; each thread
 // keeps the best k of its interleaved share in a sorted register list, then the lists are merged
 // pairwise in shared memory by a fixed tree. 128 threads.
 extern "C" __global__ void __launch_bounds__(128)
@@ -299,3 +299,62 @@ extern "C" __global__ void __launch_bounds__(128)
         __syncthreads();
     }
 }
+
+// Top-k with k <= 32 of rows of up to 32 * V elements: one warp per row, V keys per lane in
+// registers; k rounds each pick the smallest (key, position) pair after the previous pick by a
+// warp-wide minimum, so the picks come out in the stable order. Lane j writes pick j.
+template <int V>
+__device__ __forceinline__ void so_topk_warp(const soargs &g, const void *x, void *vals, i64 *ind,
+                                             const rdline &s)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    const int n = (int)s.len, k = (int)g.k;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < s.lines;
+         r += (i64)gridDim.x * wpb) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        u64 key[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            int i = v * 32 + lane;
+            key[v] = i < n ? so_key(x, g.isf, g.dt, xo + i * s.sx, g.desc) : ~0ull;
+        }
+        u64 pk = 0;
+        int pp = -1, mine = 0;
+        for (int j = 0; j < k; j++) {
+            u64 bk = ~0ull;
+            int bp = 0x7fffffff;
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                int p = v * 32 + lane;
+                u64 kv = key[v];
+                bool after = kv > pk || (kv == pk && p > pp);
+                if (after && (kv < bk || (kv == bk && p < bp))) bk = kv, bp = p;
+            }
+            for (int o = 16; o > 0; o >>= 1) {
+                u64 ok = __shfl_xor_sync(0xffffffffu, bk, o);
+                int op = __shfl_xor_sync(0xffffffffu, bp, o);
+                if (ok < bk || (ok == bk && op < bp)) bk = ok, bp = op;
+            }
+            pk = bk, pp = bp;
+            if (lane == j) mine = bp;
+        }
+        if (lane < k) {
+            so_copy(x, xo + (i64)mine * s.sx, vals, o0 + lane * s.s0, g.es);
+            ind[o1 + lane * s.s1] = mine;
+        }
+    }
+}
+
+#define SO_TOPK_WARP(V)                                                                            \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_so_topk_warp_v##V(soargs g, const void *x, void *vals, i64 *ind, rdline s)              \
+    {                                                                                              \
+        so_topk_warp<V>(g, x, vals, ind, s);                                                       \
+    }
+SO_TOPK_WARP(2)
+SO_TOPK_WARP(4)
+SO_TOPK_WARP(8)
+SO_TOPK_WARP(16)
+SO_TOPK_WARP(32)
