@@ -10,6 +10,7 @@
 #include "../cpu/cpu.h"
 #include "cuda.h"
 #include "cuda_ops.h"
+#include "cuda_reduce.h"
 
 static int be_device_count(void)
 {
@@ -89,11 +90,6 @@ static bool is_compare(em_op_kind k)
 #undef CASE
     default: return false;
     }
-}
-
-static bool is_reduce(em_op_kind k)
-{
-    return k == EM_OP_SUM || k == EM_OP_MEAN || k == EM_OP_MAX || k == EM_OP_MIN;
 }
 
 static bool is_f(em_dtype dt)
@@ -184,6 +180,7 @@ static bool scalar_form(const em_op *op)
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
+    if (cuda_reduce_claims(k)) return cuda_reduce_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -237,8 +234,6 @@ static bool be_supports(const em_op *op)
         return is_f(x->dtype) && op->out[0]->dtype == x->dtype && tn_is_contiguous(x) && nd >= 1 &&
                nd <= 3 && plane < ((int64_t)1 << 31) / 4;
     }
-    if (is_reduce(k) || k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
-        return op->n_in == 1 && op->n_out == 1 && is_f(o) && op->in[0]->dtype == o;
     return false;
 }
 
@@ -464,86 +459,6 @@ static em_status run_indexed(const em_op *op, int dev, const char *what)
     }
     void *params[] = {&x0, &x1, &y, &n, &a, &b};
     return cuda_launch(dev, f, n, params, what);
-}
-
-typedef struct ridx_arg { /* matches `struct ridx` in the kernel source */
-    int64_t kshape[8], kin[8], kout[8], rshape[8], rin[8], rout[8];
-    int kr, rr;
-    int64_t nout, nred;
-} ridx_arg;
-
-/* SUM MEAN MAX MIN over the dims in i[0] (bitmask), SOFTMAX LOG_SOFTMAX along dim i[0]. */
-static em_status run_reduce(const em_op *op, int dev, const char *what)
-{
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    bool soft = op->kind == EM_OP_SOFTMAX || op->kind == EM_OP_LOG_SOFTMAX;
-    ridx_arg s;
-    memset(&s, 0, sizeof s);
-    uint64_t mask = soft ? (x->rank ? 1ull << op->i[0] : 0) : (uint64_t)op->i[0];
-    bool keep = soft || op->i[1];
-    int od = 0;
-    s.nred = 1;
-    for (int d = 0; d < x->rank; d++) {
-        if (mask & (1ull << d)) {
-            s.rshape[s.rr] = x->shape[d];
-            s.rin[s.rr] = x->strides[d];
-            s.rout[s.rr] = keep ? o->strides[d] : 0;
-            s.nred *= x->shape[d];
-            s.rr++;
-            if (keep) od++;
-        } else {
-            s.kshape[s.kr] = x->shape[d];
-            s.kin[s.kr] = x->strides[d];
-            s.kout[s.kr] = o->strides[od++];
-            s.kr++;
-        }
-    }
-    if (soft && x->rank == 0) s.rr = 1, s.rshape[0] = 1;
-    s.nout = 1;
-    for (int d = 0; d < s.kr; d++) s.nout *= s.kshape[d];
-    if (s.nout == 0 || (soft && s.nred == 0)) return EM_OK;
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
-    if (soft && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
-        op->i[0] == x->rank - 1 && s.nred <= ROW_MAX) {
-        char rn[48];
-        snprintf(rn, sizeof rn, "em_softmax_rows_f32_v%d", row_vpt(s.nred));
-        CUfunction f = cuda_kernel(dev, rn, what);
-        if (!f) return em_last_status();
-        int logsm = op->kind == EM_OP_LOG_SOFTMAX;
-        long long rows = s.nout, len = s.nred;
-        void *params[] = {&logsm, &xp, &yp, &rows, &len};
-        return cuda_launch_blocks(dev, f, rows, params, what);
-    }
-    if (!soft && s.nred >= 32768 && s.nout < 1024) {
-        /* few outputs over many elements: split each output's elements over nsplit blocks */
-        long long nsplit = (s.nred + 16383) / 16384;
-        if (nsplit > 1024 / s.nout) nsplit = 1024 / s.nout > 1 ? 1024 / s.nout : 2;
-        double *part = cuda_pool_alloc(dev, (size_t)(s.nout * nsplit) * sizeof(double));
-        if (!part) return em_last_status();
-        char pn[40], fn[40];
-        snprintf(pn, sizeof pn, "em_reduce_part_%s", short_name(o->dtype));
-        snprintf(fn, sizeof fn, "em_reduce_fin_%s", short_name(o->dtype));
-        CUfunction fp = cuda_kernel(dev, pn, what), ff = fp ? cuda_kernel(dev, fn, what) : NULL;
-        em_status st = em_last_status();
-        if (fp && ff) {
-            int kind = (int)op->kind;
-            void *pp = part;
-            void *p1[] = {&kind, &xp, &pp, &s, &nsplit};
-            unsigned grid[3] = {(unsigned)nsplit, (unsigned)s.nout, 1}, block[3] = {256, 1, 1};
-            st = cuda_launch_grid(dev, fp, grid, block, p1, what);
-            void *p2[] = {&kind, &pp, &yp, &s, &nsplit};
-            if (st == EM_OK) st = cuda_launch_blocks(dev, ff, s.nout, p2, what);
-        }
-        cuda_pool_free(dev, part); /* stream order: the next user of the block runs after */
-        return st;
-    }
-    char name[40];
-    snprintf(name, sizeof name, "em_%s_%s", soft ? "softmax" : "reduce", short_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    int kind = (int)op->kind;
-    void *params[] = {&kind, &xp, &yp, &s};
-    return cuda_launch_blocks(dev, f, s.nout, params, what);
 }
 
 typedef struct mm_arg { /* matches `struct mmidx` in the kernel source */
@@ -1063,6 +978,7 @@ static em_status be_exec(const em_op *op)
     int dev = op->out[0]->storage->device.index;
     em_status st = cuda_enter(dev, what);
     if (st != EM_OK) return st;
+    if (cuda_reduce_claims(op->kind)) return cuda_reduce_exec(op, dev, what);
     switch (op->kind) {
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
@@ -1080,12 +996,6 @@ static em_status be_exec(const em_op *op)
     case EM_OP_MAX_POOL_VALUES: return run_max_pool(op, dev, what);
     case EM_OP_LAYER_NORM: return run_layer_norm(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
-    case EM_OP_SUM:
-    case EM_OP_MEAN:
-    case EM_OP_MAX:
-    case EM_OP_MIN:
-    case EM_OP_SOFTMAX:
-    case EM_OP_LOG_SOFTMAX: return run_reduce(op, dev, what);
     default: return run_elementwise(op, dev, what);
     }
 }

@@ -1,7 +1,6 @@
-// Bandwidth kernels: 16-byte vectorised f32 elementwise ops on contiguous tensors, two-stage
-// reductions for few outputs over many elements, and row kernels (softmax, log-softmax,
-// layer_norm) that read a row once into registers and write it once. Appended to the module
-// source by cuda_kernels.c (unary_f, binary_d, comb_, struct ridx, OP_* come from there).
+// Bandwidth kernels: 16-byte vectorised f32 elementwise ops on contiguous tensors and row
+// kernels (softmax, log-softmax, layer_norm) that read a row once into registers and write it once.
+// Appended to the module source by cuda_kernels.c (unary_f, binary_d, OP_* come from there).
 
 // y = f(x) over n contiguous floats; the vector part covers n / 4 float4s when x and y are
 // 16-byte aligned (the host checks), the rest is done element by element.
@@ -40,98 +39,6 @@ extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float 
     }
     i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) o[t] = (float)binary_d(op, (double)x[t], (double)y[t]);
-}
-
-// ---- two-stage reductions: output o's nred elements are split into nsplit fixed slices; block
-// (b, o) reduces slice b into part[o * nsplit + b] (double); em_reduce_fin combines the slices
-// of each output in order. The split depends only on the shapes, so results are reproducible.
-__device__ __forceinline__ i64 rin_fast(const ridx &s, i64 j)
-{
-    return s.rr == 1 ? j * s.rin[0] : rin_(s, j);
-}
-
-template <typename T>
-__device__ void reduce_part(int op, const T *x, double *part, const ridx &s, i64 nsplit)
-{
-    __shared__ double sh[RT];
-    double init = op == OP_MAX   ? -__longlong_as_double(0x7ff0000000000000ll)
-                  : op == OP_MIN ? __longlong_as_double(0x7ff0000000000000ll)
-                                 : 0.0;
-    // slices of a multiple of 4 elements, so contiguous f32 slices start 16-byte aligned
-    i64 chunk = ((s.nred + nsplit - 1) / nsplit + 3) & ~(i64)3;
-    for (i64 o = blockIdx.y; o < s.nout; o += gridDim.y) {
-        i64 bi, bo;
-        roffs(s, o, &bi, &bo);
-        i64 lo = blockIdx.x * chunk < s.nred ? blockIdx.x * chunk : s.nred;
-        i64 hi = lo + chunk < s.nred ? lo + chunk : s.nred;
-        // four independent chains keep four loads in flight per thread
-        double a0 = init, a1 = init, a2 = init, a3 = init;
-        i64 j = lo + threadIdx.x;
-        if (sizeof(T) == 4 && s.rr == 1 && s.rin[0] == 1 && ((bi + lo) & 3) == 0 && (chunk & 3) == 0 &&
-            (((unsigned long long)x) & 15) == 0) {
-            // contiguous f32: 16-byte loads, element 4q + e goes to chain e
-            const float4 *x4 = (const float4 *)(x + bi + lo);
-            i64 nq = (hi - lo) >> 2;
-            for (i64 q = threadIdx.x; q < nq; q += RT) {
-                float4 v = x4[q];
-                a0 = comb_(op, a0, (double)v.x);
-                a1 = comb_(op, a1, (double)v.y);
-                a2 = comb_(op, a2, (double)v.z);
-                a3 = comb_(op, a3, (double)v.w);
-            }
-            j = hi; // the tail below, element by element
-            for (i64 t = lo + nq * 4 + threadIdx.x; t < hi; t += RT) a0 = comb_(op, a0, (double)x[bi + t]);
-        }
-        for (; j + 3 * RT < hi; j += 4 * RT) {
-            double v0 = (double)x[bi + rin_fast(s, j)], v1 = (double)x[bi + rin_fast(s, j + RT)];
-            double v2 = (double)x[bi + rin_fast(s, j + 2 * RT)], v3 = (double)x[bi + rin_fast(s, j + 3 * RT)];
-            a0 = comb_(op, a0, v0);
-            a1 = comb_(op, a1, v1);
-            a2 = comb_(op, a2, v2);
-            a3 = comb_(op, a3, v3);
-        }
-        for (; j < hi; j += RT) a0 = comb_(op, a0, (double)x[bi + rin_fast(s, j)]);
-        double r = block_reduce(op, comb_(op, comb_(op, a0, a1), comb_(op, a2, a3)), sh);
-        if (threadIdx.x == 0) part[o * nsplit + blockIdx.x] = r;
-    }
-}
-
-extern "C" __global__ void em_reduce_part_f32(int op, const float *x, double *part, ridx s, i64 nsplit)
-{
-    reduce_part<float>(op, x, part, s, nsplit);
-}
-
-extern "C" __global__ void em_reduce_part_f64(int op, const double *x, double *part, ridx s, i64 nsplit)
-{
-    reduce_part<double>(op, x, part, s, nsplit);
-}
-
-// One block per output: thread t combines slices t, t + 256, ... in order, then the fixed tree.
-template <typename T>
-__device__ void reduce_fin(int op, const double *part, T *y, const ridx &s, i64 nsplit)
-{
-    __shared__ double sh[RT];
-    for (i64 o = blockIdx.x; o < s.nout; o += gridDim.x) {
-        i64 bi, bo;
-        roffs(s, o, &bi, &bo);
-        double r = threadIdx.x < nsplit ? part[o * nsplit + threadIdx.x]
-                                        : (op == OP_MAX   ? -__longlong_as_double(0x7ff0000000000000ll)
-                                           : op == OP_MIN ? __longlong_as_double(0x7ff0000000000000ll)
-                                                          : 0.0);
-        for (i64 b = threadIdx.x + RT; b < nsplit; b += RT) r = comb_(op, r, part[o * nsplit + b]);
-        r = block_reduce(op, r, sh);
-        if (threadIdx.x == 0) y[bo] = (T)(op == OP_MEAN ? r / (double)s.nred : r);
-    }
-}
-
-extern "C" __global__ void em_reduce_fin_f32(int op, const double *part, float *y, ridx s, i64 nsplit)
-{
-    reduce_fin<float>(op, part, y, s, nsplit);
-}
-
-extern "C" __global__ void em_reduce_fin_f64(int op, const double *part, double *y, ridx s, i64 nsplit)
-{
-    reduce_fin<double>(op, part, y, s, nsplit);
 }
 
 // ---- row kernels: one block of 256 threads per row of `len` contiguous elements (len <= 256 *

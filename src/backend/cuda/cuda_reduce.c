@@ -1,0 +1,551 @@
+/* Reductions over any set of dims (SUM MEAN PROD MAX MIN ARGMAX ARGMIN VAR STD NORM LOGSUMEXP
+ * ANY ALL COUNT_NONZERO MAX_DIM MIN_DIM), scans (CUMSUM CUMPROD CUMMAX CUMMIN), SOFTMAX and
+ * LOG_SOFTMAX along one dim, and SORT TOPK MEDIAN, for every dtype and any input strides, with
+ * the CPU backend's semantics (cpu_reduce.c, cpu_order.c). The kernels are in kernels/reduce.cu
+ * and kernels/sort.cu. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda_reduce.h"
+
+bool cuda_reduce_claims(em_op_kind k)
+{
+    return (k >= EM_OP_SUM && k <= EM_OP_LOG_SOFTMAX) || k == EM_OP_SORT || k == EM_OP_TOPK ||
+           k == EM_OP_MEDIAN;
+}
+
+static bool is_mask_kind(em_op_kind k)
+{
+    return k >= EM_OP_SUM && k <= EM_OP_MIN_DIM;
+}
+
+static bool is_scan(em_op_kind k)
+{
+    return k >= EM_OP_CUMSUM && k <= EM_OP_CUMMIN;
+}
+
+static bool is_order(em_op_kind k)
+{
+    return k == EM_OP_SORT || k == EM_OP_TOPK || k == EM_OP_MEDIAN;
+}
+
+bool cuda_reduce_supports(const em_op *op)
+{
+    if (op->n_in != 1 || op->n_out < 1 || !op->in[0] || !op->out[0]) return false;
+    const em_tensor *x = op->in[0];
+    if (x->rank > 8 || (unsigned)x->dtype >= EM_DTYPE_COUNT) return false;
+    em_op_kind k = op->kind;
+    bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX || k == EM_OP_CUMMIN ||
+               is_order(k);
+    if (two && (op->n_out != 2 || !op->out[1] || op->out[1]->dtype != EM_I64)) return false;
+    if (is_order(k) && x->rank && x->shape[op->i[0]] > INT32_MAX) return false;
+    if (k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
+        return op->n_out == 1 && em_dtype_is_float(x->dtype) &&
+               em_dtype_is_float(op->out[0]->dtype);
+    return true;
+}
+
+/* ---- mask reductions ------------------------------------------------------------------------ */
+
+/* cpu_reduce.c's `red` codes and the kernels' result-writing codes */
+enum {
+    R_SUM,
+    R_PROD,
+    R_MAX,
+    R_MIN,
+    R_ARGMAX,
+    R_ARGMIN,
+    R_COUNT,
+    R_SQDEV,
+    R_EXPSUM,
+    R_ABS1,
+    R_SQ,
+    R_ABSMAX,
+    R_ABSMIN,
+    R_ABSPOW
+};
+enum {
+    FIN_SUM,
+    FIN_MEAN,
+    FIN_MAXMIN,
+    FIN_ARG,
+    FIN_PAIR,
+    FIN_VAR,
+    FIN_STD,
+    FIN_NORM,
+    FIN_LSE,
+    FIN_ANY,
+    FIN_ALL,
+    FIN_COUNT
+};
+
+typedef struct rdplan { /* matches `struct rdplan` in kernels/reduce.cu */
+    int64_t kshape[8], kx[8], ko0[8], ko1[8];
+    int64_t rshape[8], rx[8];
+    int nk, nr;
+    int64_t M, N;
+} rdplan;
+
+typedef struct rdargs { /* matches `struct rdargs` */
+    int r, fin, ints, xdt, odt;
+    double p;
+    int64_t corr;
+    int first;
+} rdargs;
+
+typedef struct rdacc { /* matches `struct rdacc` */
+    double s;
+    uint64_t u;
+    int64_t v, idx;
+} rdacc;
+
+/* cpu_reduce.c's plan_dims in element strides: kept and reduced dims, size-1 dims dropped and
+ * neighbours that are contiguous across each other merged (row-major orders unchanged). */
+static void plan_dims(rdplan *p, const em_op *op, uint32_t mask, bool keepdim)
+{
+    const em_tensor *x = op->in[0];
+    memset(p, 0, sizeof *p);
+    p->M = p->N = 1;
+    int od = 0;
+    for (int d = 0; d < x->rank; d++) {
+        if ((mask >> d) & 1u) {
+            p->N *= x->shape[d];
+            if (x->shape[d] != 1) {
+                int n = p->nr;
+                if (n > 0 && p->rx[n - 1] == x->strides[d] * x->shape[d]) {
+                    p->rshape[n - 1] *= x->shape[d];
+                    p->rx[n - 1] = x->strides[d];
+                } else {
+                    p->rshape[n] = x->shape[d];
+                    p->rx[n] = x->strides[d];
+                    p->nr++;
+                }
+            }
+            if (keepdim) od++;
+            continue;
+        }
+        p->M *= x->shape[d];
+        int64_t n = x->shape[d], kx = x->strides[d];
+        int64_t ko0 = op->out[0]->strides[od], ko1 = op->n_out > 1 ? op->out[1]->strides[od] : 0;
+        od++;
+        if (n == 1) continue;
+        int m = p->nk;
+        bool merge =
+            m > 0 && p->kx[m - 1] == kx * n && p->ko0[m - 1] == ko0 * n && p->ko1[m - 1] == ko1 * n;
+        if (merge)
+            m--;
+        else
+            p->kshape[m] = 1;
+        p->kshape[m] *= n;
+        p->kx[m] = kx;
+        p->ko0[m] = ko0;
+        p->ko1[m] = ko1;
+        p->nk = m + 1;
+    }
+    if (p->nr == 0) {
+        p->rshape[0] = 1;
+        p->rx[0] = 0;
+        p->nr = 1;
+    }
+}
+
+static int red_of(const em_op *op, bool *ints)
+{
+    bool int_in = !em_dtype_is_float(op->in[0]->dtype);
+    *ints = false;
+    switch (op->kind) {
+    case EM_OP_SUM: *ints = int_in; return R_SUM;
+    case EM_OP_MEAN: return R_SUM;
+    case EM_OP_PROD: *ints = int_in; return R_PROD;
+    case EM_OP_MAX: *ints = int_in; return R_MAX;
+    case EM_OP_MIN: *ints = int_in; return R_MIN;
+    case EM_OP_ARGMAX:
+    case EM_OP_MAX_DIM: *ints = int_in; return R_ARGMAX;
+    case EM_OP_ARGMIN:
+    case EM_OP_MIN_DIM: *ints = int_in; return R_ARGMIN;
+    case EM_OP_ANY:
+    case EM_OP_ALL:
+    case EM_OP_COUNT_NONZERO: *ints = int_in; return R_COUNT;
+    case EM_OP_VAR:
+    case EM_OP_STD: return R_SQDEV;
+    case EM_OP_LOGSUMEXP: return R_EXPSUM;
+    case EM_OP_NORM: {
+        double q = op->f[0];
+        if (q == INFINITY) return R_ABSMAX;
+        if (q == -INFINITY) return R_ABSMIN;
+        if (q == 0) return R_COUNT;
+        if (q == 1) return R_ABS1;
+        if (q == 2) return R_SQ;
+        return R_ABSPOW;
+    }
+    default: return R_SUM;
+    }
+}
+
+static int fin_of(em_op_kind k)
+{
+    switch (k) {
+    case EM_OP_SUM:
+    case EM_OP_PROD: return FIN_SUM;
+    case EM_OP_MEAN: return FIN_MEAN;
+    case EM_OP_MAX:
+    case EM_OP_MIN: return FIN_MAXMIN;
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN: return FIN_ARG;
+    case EM_OP_MAX_DIM:
+    case EM_OP_MIN_DIM: return FIN_PAIR;
+    case EM_OP_VAR: return FIN_VAR;
+    case EM_OP_STD: return FIN_STD;
+    case EM_OP_NORM: return FIN_NORM;
+    case EM_OP_LOGSUMEXP: return FIN_LSE;
+    case EM_OP_ANY: return FIN_ANY;
+    case EM_OP_ALL: return FIN_ALL;
+    default: return FIN_COUNT;
+    }
+}
+
+static int sm_count(int dev)
+{
+    int n = 0;
+    const cuda_device_info *d = cuda_device(dev);
+    if (!d || cuda_drv.cuDeviceGetAttribute(&n, 16 /* MULTIPROCESSOR_COUNT */, d->dev) || n < 1)
+        n = 132;
+    return n;
+}
+
+/* Sum or mean of a whole contiguous, 16-byte aligned f32 tensor into an f32 scalar. */
+static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *what)
+{
+    const int64_t chunk = 16384;
+    long long nb = (n + chunk - 1) / chunk, cl = chunk, nl = n;
+    double *part = cuda_pool_alloc(dev, (size_t)nb * sizeof(double));
+    if (!part) return em_last_status();
+    CUfunction fp = cuda_kernel(dev, "em_rd_sum_part_f32", what);
+    CUfunction ff = fp ? cuda_kernel(dev, "em_rd_sum_fin_f32", what) : NULL;
+    em_status st = em_last_status();
+    if (fp && ff) {
+        const void *xp = tn_ptr(op->in[0]);
+        void *pp = part, *yp = tn_ptr(op->out[0]);
+        int mean = op->kind == EM_OP_MEAN;
+        long long grid = (long long)sm_count(dev) * 8;
+        if (grid > nb) grid = nb;
+        unsigned g1[3] = {(unsigned)grid, 1, 1}, b1[3] = {256, 1, 1};
+        void *p1[] = {&xp, &nl, &cl, &nb, &pp};
+        st = cuda_launch_grid(dev, fp, g1, b1, p1, what);
+        unsigned g2[3] = {1, 1, 1};
+        void *p2[] = {&pp, &nb, &yp, &mean, &nl};
+        if (st == EM_OK) st = cuda_launch_grid(dev, ff, g2, b1, p2, what);
+    }
+    cuda_pool_free(dev, part); /* stream order: the kernels above finish before any reuse */
+    return st;
+}
+
+/* One pass of the plan: groups of G threads per (output, slice) task, partials combined by
+ * em_rd_combine when the N elements are split. */
+static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x, void *o0, void *o1,
+                             double *center, const char *what)
+{
+    long long G = 1, nsplit = 1;
+    /* the innermost kept dim unit-stride in x: one thread per output, warps read along it */
+    int cols = s->nk > 0 && s->kx[s->nk - 1] == 1 && s->kshape[s->nk - 1] >= 32 && s->N >= 8;
+    if (cols) {
+        while (s->M * nsplit < 65536 && s->N / (nsplit * 2) >= 64) nsplit *= 2;
+    } else {
+        while (G < 256 && G * 4 < s->N) G *= 2;
+        if (s->N >= 16384 && s->M < 2048) {
+            nsplit = (s->N + 8191) / 8192;
+            long long cap = 4096 / s->M > 1 ? 4096 / s->M : 1;
+            if (nsplit > cap) nsplit = cap;
+        }
+        if (nsplit > 1) G = 256;
+    }
+    rdacc *part = NULL;
+    if (nsplit > 1) {
+        part = cuda_pool_alloc(dev, (size_t)(s->M * nsplit) * sizeof(rdacc));
+        if (!part) return em_last_status();
+    }
+    CUfunction f = cuda_kernel(dev, "em_rd_reduce", what);
+    CUfunction fc = f && part ? cuda_kernel(dev, "em_rd_combine", what) : NULL;
+    em_status st = em_last_status();
+    if (f && (!part || fc)) {
+        int Gi = (int)G;
+        long long per = 256 / G, tasks = s->M * nsplit;
+        long long blocks = (tasks + per - 1) / per;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
+        void *pp = part;
+        void *p1[] = {g, (void *)&x, &o0, &o1, (void *)s, &center, &pp, &nsplit, &Gi, &cols};
+        st = cuda_launch_grid(dev, f, grid, block, p1, what);
+        if (st == EM_OK && part) {
+            long long nb2 = s->M < (1 << 20) ? s->M : (1 << 20);
+            unsigned grid2[3] = {(unsigned)nb2, 1, 1};
+            void *p2[] = {g, &pp, &o0, &o1, (void *)s, &center, &nsplit};
+            st = cuda_launch_grid(dev, fc, grid2, block, p2, what);
+        }
+    }
+    if (part) cuda_pool_free(dev, part);
+    return st;
+}
+
+static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0];
+    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0, mask;
+    bool keepdim = op->i[1] != 0;
+    switch (op->kind) {
+    case EM_OP_ARGMAX:
+    case EM_OP_ARGMIN:
+    case EM_OP_MAX_DIM:
+    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
+    default: mask = (uint32_t)op->i[0] & all;
+    }
+    rdplan s;
+    plan_dims(&s, op, mask, keepdim && op->out[0]->rank == x->rank);
+    if (s.M == 0) return EM_OK;
+    if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
+        op->out[0]->dtype == EM_F32 && s.M == 1 && s.N >= 65536 && tn_is_contiguous(x) &&
+        ((uintptr_t)tn_ptr(x) & 15) == 0)
+        return sum_all_f32(op, dev, s.N, what);
+    rdargs g;
+    memset(&g, 0, sizeof g);
+    bool ints;
+    g.r = red_of(op, &ints);
+    g.ints = ints;
+    g.fin = fin_of(op->kind);
+    g.xdt = (int)x->dtype;
+    g.odt = (int)op->out[0]->dtype;
+    g.p = op->f[0];
+    g.corr = op->i[2];
+    const void *xp = tn_ptr(x);
+    void *o0 = tn_ptr(op->out[0]), *o1 = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    if (op->kind != EM_OP_VAR && op->kind != EM_OP_STD && op->kind != EM_OP_LOGSUMEXP)
+        return reduce_pass(dev, &g, &s, xp, o0, o1, NULL, what);
+    /* two passes: the per-output mean (var, std) or max (logsumexp), then the sum around it */
+    double *center = cuda_pool_alloc(dev, (size_t)s.M * sizeof(double));
+    if (!center) return em_last_status();
+    int second = g.r;
+    g.r = op->kind == EM_OP_LOGSUMEXP ? R_MAX : R_SUM;
+    g.first = 1;
+    em_status st = reduce_pass(dev, &g, &s, xp, o0, o1, center, what);
+    g.r = second;
+    g.first = 0;
+    if (st == EM_OK) st = reduce_pass(dev, &g, &s, xp, o0, o1, center, what);
+    cuda_pool_free(dev, center);
+    return st;
+}
+
+/* ---- along one dim: scans, softmax, ordering ------------------------------------------------- */
+
+typedef struct rdline { /* matches `struct rdline` in kernels/reduce.cu */
+    int64_t shape[8], xs[8], os0[8], os1[8];
+    int n;
+    int64_t lines, len, sx, s0, s1;
+} rdline;
+
+/* The lines along dim of x (rank 0: one line of one element); outputs have x's rank unless
+ * `dropped` (MEDIAN without keepdim), where dim is absent from them. */
+static void plan_line(rdline *s, const em_op *op, int dim, bool dropped)
+{
+    const em_tensor *x = op->in[0], *o0 = op->out[0], *o1 = op->n_out > 1 ? op->out[1] : NULL;
+    memset(s, 0, sizeof *s);
+    s->len = 1;
+    s->lines = 1;
+    for (int d = 0, j = 0; d < x->rank; d++) {
+        bool here = !(dropped && d == dim) && o0->rank > 0;
+        int64_t a = here ? o0->strides[j] : 0, b = here && o1 ? o1->strides[j] : 0;
+        if (!(dropped && d == dim)) j++;
+        if (d == dim) {
+            s->len = x->shape[d];
+            s->sx = x->strides[d];
+            s->s0 = a, s->s1 = b;
+            continue;
+        }
+        s->lines *= x->shape[d];
+        s->shape[s->n] = x->shape[d];
+        s->xs[s->n] = x->strides[d];
+        s->os0[s->n] = a;
+        s->os1[s->n] = b;
+        s->n++;
+    }
+}
+
+static em_status run_scan(const em_op *op, int dev, const char *what)
+{
+    rdline s;
+    plan_line(&s, op, (int)op->i[0], false);
+    if (s.lines == 0 || s.len == 0) return EM_OK;
+    bool block = s.len >= 256 || (s.lines < 1024 && s.len >= 16);
+    CUfunction f = cuda_kernel(dev, block ? "em_rd_scan_block" : "em_rd_scan", what);
+    if (!f) return em_last_status();
+    int kind = (int)(op->kind - EM_OP_CUMSUM), ints = !em_dtype_is_float(op->in[0]->dtype);
+    int xdt = (int)op->in[0]->dtype, odt = (int)op->out[0]->dtype;
+    const void *xp = tn_ptr(op->in[0]);
+    void *yp = tn_ptr(op->out[0]), *ip = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    void *params[] = {&kind, &ints, &xdt, &odt, (void *)&xp, &yp, &ip, &s};
+    if (block) return cuda_launch_blocks(dev, f, s.lines, params, what);
+    return cuda_launch(dev, f, s.lines, params, what);
+}
+
+static em_status run_softmax(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    rdline s;
+    int dim = x->rank ? (int)op->i[0] : 0;
+    plan_line(&s, op, dim, false);
+    if (s.lines == 0 || s.len == 0) return EM_OK;
+    int logsm = op->kind == EM_OP_LOG_SOFTMAX;
+    const void *xp = tn_ptr(x);
+    void *yp = tn_ptr(o);
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+        dim == x->rank - 1 && s.len <= 1024) {
+        int v = 4;
+        while (32 * v < s.len) v *= 2;
+        char name[40];
+        snprintf(name, sizeof name, "em_rd_softmax_warp_v%d", v);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        long long rows = s.lines;
+        int len = (int)s.len;
+        long long blocks = (rows + 7) / 8;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
+        void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+        dim == x->rank - 1 && s.len <= 8192) {
+        /* rows.cu: one block of 256 threads per row, up to 32 values per thread in registers */
+        int v = 1;
+        while (v < 32 && 256 * (int64_t)v < s.len) v *= 2;
+        char name[40];
+        snprintf(name, sizeof name, "em_softmax_rows_f32_v%d", v);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        long long rows = s.lines, len = s.len;
+        void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
+        return cuda_launch_blocks(dev, f, rows, params, what);
+    }
+    CUfunction f = cuda_kernel(dev, "em_rd_softmax", what);
+    if (!f) return em_last_status();
+    int xdt = (int)x->dtype, odt = (int)o->dtype;
+    void *params[] = {&logsm, &xdt, &odt, (void *)&xp, &yp, &s};
+    return cuda_launch_blocks(dev, f, s.lines, params, what);
+}
+
+typedef struct soargs { /* matches `struct soargs` in kernels/sort.cu */
+    int op, desc, isf, dt, es;
+    int64_t k;
+} soargs;
+
+#define SO_T 4096 /* the shared-memory tile of kernels/sort.cu */
+
+/* Rows longer than SO_T: every row padded to a power of two P and bitonic-sorted in a pooled
+ * buffer (tiles in shared memory, the long strides one launch each). */
+static em_status sort_long(int dev, soargs *g, rdline *s, const void *xp, void *vp, void *ip,
+                           const char *what)
+{
+    long long P = SO_T;
+    while (P < s->len) P *= 2;
+    long long total = s->lines * P;
+    char *buf = cuda_pool_alloc(dev, (size_t)total * 12);
+    if (!buf) return em_last_status();
+    void *key = buf, *pos = buf + (size_t)total * 8;
+    CUfunction fl = cuda_kernel(dev, "em_so_gload", what);
+    CUfunction fs = fl ? cuda_kernel(dev, "em_so_gshared", what) : NULL;
+    CUfunction fg = fs ? cuda_kernel(dev, "em_so_gstep", what) : NULL;
+    CUfunction fo = fg ? cuda_kernel(dev, "em_so_gout", what) : NULL;
+    em_status st = fo ? EM_OK : em_last_status();
+    long long tiles = total / SO_T < (1 << 20) ? total / SO_T : (1 << 20);
+    unsigned grid[3] = {(unsigned)tiles, 1, 1}, block[3] = {1024, 1, 1};
+    if (st == EM_OK) {
+        void *p1[] = {g, (void *)&xp, s, &P, &key, &pos};
+        st = cuda_launch(dev, fl, total, p1, what);
+    }
+    long long zero = 0;
+    if (st == EM_OK) {
+        void *p2[] = {&key, &pos, &total, &P, &zero};
+        st = cuda_launch_grid_smem(dev, fs, grid, block, SO_T * 12, p2, what);
+    }
+    for (long long size = 2 * SO_T; size <= P && st == EM_OK; size *= 2) {
+        for (long long stride = size / 2; stride >= SO_T && st == EM_OK; stride /= 2) {
+            void *p3[] = {&key, &pos, &total, &P, &size, &stride};
+            st = cuda_launch(dev, fg, total / 2, p3, what);
+        }
+        void *p2[] = {&key, &pos, &total, &P, &size};
+        if (st == EM_OK) st = cuda_launch_grid_smem(dev, fs, grid, block, SO_T * 12, p2, what);
+    }
+    if (st == EM_OK) {
+        void *p4[] = {g, (void *)&xp, &vp, &ip, s, &P, &key, &pos};
+        st = cuda_launch(dev, fo, s->lines * (g->op == 2 ? 1 : g->k), p4, what);
+    }
+    cuda_pool_free(dev, buf); /* stream order: the kernels above finish before any reuse */
+    return st;
+}
+
+static em_status run_order(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *v = op->out[0];
+    int dim = x->rank ? (int)op->i[0] : 0;
+    bool dropped = op->kind == EM_OP_MEDIAN && v->rank < x->rank;
+    rdline s;
+    plan_line(&s, op, dim, dropped);
+    if (x->rank == 0) s.len = 1;
+    soargs g;
+    memset(&g, 0, sizeof g);
+    g.op = op->kind == EM_OP_SORT ? 0 : op->kind == EM_OP_TOPK ? 1 : 2;
+    g.desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    g.isf = em_dtype_is_float(x->dtype);
+    g.dt = (int)x->dtype;
+    g.es = (int)em_dtype_size(x->dtype);
+    g.k = g.op == 0 ? s.len : g.op == 1 ? op->i[1] : 1;
+    if (s.lines == 0 || g.k == 0 || s.len == 0) return EM_OK;
+    const void *xp = tn_ptr(x);
+    void *vp = tn_ptr(v), *ip = tn_ptr(op->out[1]);
+    unsigned block[3] = {256, 1, 1};
+    long long blocks = s.lines < (1 << 20) ? s.lines : (1 << 20);
+    unsigned grid[3] = {(unsigned)blocks, 1, 1};
+    if (s.len <= 32) {
+        CUfunction f = cuda_kernel(dev, "em_so_small", what);
+        if (!f) return em_last_status();
+        void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
+        return cuda_launch(dev, f, s.lines, params, what);
+    }
+    if (g.op == 1 && g.k <= 32 && s.len <= 1024) {
+        int vpl = 2;
+        while (32 * vpl < s.len) vpl *= 2;
+        char name[40];
+        snprintf(name, sizeof name, "em_so_topk_warp_v%d", vpl);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        long long wblocks = (s.lines + 7) / 8 < (1 << 20) ? (s.lines + 7) / 8 : (1 << 20);
+        grid[0] = (unsigned)wblocks;
+        void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (g.op == 1 && g.k <= 16 && s.len > 1024) {
+        CUfunction f = cuda_kernel(dev, "em_so_topk_small", what);
+        if (!f) return em_last_status();
+        block[0] = 128;
+        void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (s.len <= 4096) {
+        int P = 64;
+        while (P < s.len) P *= 2;
+        CUfunction f = cuda_kernel(dev, "em_so_block", what);
+        if (!f) return em_last_status();
+        block[0] = P / 2 < 512 ? (unsigned)(P / 2) : 512;
+        void *params[] = {&g, (void *)&xp, &vp, &ip, &s, &P};
+        return cuda_launch_grid_smem(dev, f, grid, block, (unsigned)P * 12, params, what);
+    }
+    return sort_long(dev, &g, &s, xp, vp, ip, what);
+}
+
+em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)
+{
+    if (is_mask_kind(op->kind)) return run_mask_reduce(op, dev, what);
+    if (is_scan(op->kind)) return run_scan(op, dev, what);
+    if (is_order(op->kind)) return run_order(op, dev, what);
+    return run_softmax(op, dev, what);
+}

@@ -1,0 +1,843 @@
+// Reductions over any set of dims of strided inputs of every dtype, scans and softmax along one
+// dim (cuda_reduce.c launches them). They mirror cpu_reduce.c: floats accumulate in double,
+// integers and bool in 64-bit wrapping integers; each thread reduces a fixed interleaved subset
+// and a fixed tree combines the subsets, so results do not depend on timing. Arg-reductions
+// break ties by the lower position, which is what the CPU's sequential scan gives.
+
+// ---- element access by dtype (the em_dtype numbering) ------------------------------------
+#define RD_F64  0
+#define RD_F32  1
+#define RD_F16  2
+#define RD_BF16 3
+#define RD_I64  4
+#define RD_I32  5
+#define RD_I16  6
+#define RD_I8   7
+#define RD_U8   8
+#define RD_BOOL 9
+
+__device__ __forceinline__ float rd_h2f(unsigned short h)
+{
+    unsigned sign = ((unsigned)h & 0x8000u) << 16, e = ((unsigned)h >> 10) & 0x1fu, m = h & 0x3ffu;
+    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
+    if (e == 0) {
+        if (m == 0) return __uint_as_float(sign);
+        e = 113;
+        while (!(m & 0x400u)) {
+            m <<= 1;
+            e--;
+        }
+        return __uint_as_float(sign | (e << 23) | ((m & 0x3ffu) << 13));
+    }
+    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
+}
+
+__device__ __forceinline__ unsigned short rd_f2h(float f)
+{
+    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
+    if (ax >= 0x38800000u) {
+        unsigned odd = (ax >> 13) & 1u;
+        ax += 0xc8000fffu + odd;
+        return (unsigned short)(sign | (ax >> 13));
+    }
+    if (ax <= 0x33000000u) return (unsigned short)sign;
+    unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
+    unsigned k = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (k & 1u))) k++;
+    return (unsigned short)(sign | k);
+}
+
+__device__ __forceinline__ float rd_b2f(unsigned short b)
+{
+    return __uint_as_float((unsigned)b << 16);
+}
+
+__device__ __forceinline__ unsigned short rd_f2b(float f)
+{
+    unsigned x = __float_as_uint(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x0040u);
+    x += 0x7fffu + ((x >> 16) & 1u);
+    return (unsigned short)(x >> 16);
+}
+
+// element i (in elements) of p as double (cpu_get_f64)
+__device__ __forceinline__ double rd_ldf(const void *p, int dt, i64 i)
+{
+    switch (dt) {
+    case RD_F64: return ((const double *)p)[i];
+    case RD_F32: return (double)((const float *)p)[i];
+    case RD_F16: return (double)rd_h2f(((const unsigned short *)p)[i]);
+    case RD_BF16: return (double)rd_b2f(((const unsigned short *)p)[i]);
+    case RD_I64: return (double)((const i64 *)p)[i];
+    case RD_I32: return (double)((const int *)p)[i];
+    case RD_I16: return (double)((const short *)p)[i];
+    case RD_I8: return (double)((const signed char *)p)[i];
+    case RD_U8: return (double)((const unsigned char *)p)[i];
+    default: return ((const unsigned char *)p)[i] ? 1.0 : 0.0;
+    }
+}
+
+__device__ __forceinline__ i64 rd_f2i(double v)
+{
+    if (!(v > -9.2233720368547758e18 && v < 9.2233720368547758e18))
+        return (i64)0x8000000000000000ull;
+    return (i64)v;
+}
+
+// element i of p as a 64-bit integer (cpu_get_i64)
+__device__ __forceinline__ i64 rd_ldi(const void *p, int dt, i64 i)
+{
+    switch (dt) {
+    case RD_I64: return ((const i64 *)p)[i];
+    case RD_I32: return ((const int *)p)[i];
+    case RD_I16: return ((const short *)p)[i];
+    case RD_I8: return ((const signed char *)p)[i];
+    case RD_U8: return ((const unsigned char *)p)[i];
+    case RD_BOOL: return ((const unsigned char *)p)[i] ? 1 : 0;
+    default: return rd_f2i(rd_ldf(p, dt, i));
+    }
+}
+
+// cpu_set_i64
+__device__ __forceinline__ void rd_sti(void *p, int dt, i64 i, i64 v)
+{
+    switch (dt) {
+    case RD_I64: ((i64 *)p)[i] = v; break;
+    case RD_I32: ((int *)p)[i] = (int)(unsigned)(u64)v; break;
+    case RD_I16: ((short *)p)[i] = (short)(unsigned short)(u64)v; break;
+    case RD_I8: ((signed char *)p)[i] = (signed char)(unsigned char)(u64)v; break;
+    case RD_U8: ((unsigned char *)p)[i] = (unsigned char)(u64)v; break;
+    case RD_BOOL: ((unsigned char *)p)[i] = v != 0; break;
+    case RD_F64: ((double *)p)[i] = (double)v; break;
+    case RD_F32: ((float *)p)[i] = (float)v; break;
+    case RD_F16: ((unsigned short *)p)[i] = rd_f2h((float)v); break;
+    default: ((unsigned short *)p)[i] = rd_f2b((float)v); break;
+    }
+}
+
+// cpu_set_f64
+__device__ __forceinline__ void rd_stf(void *p, int dt, i64 i, double v)
+{
+    switch (dt) {
+    case RD_F64: ((double *)p)[i] = v; break;
+    case RD_F32: ((float *)p)[i] = (float)v; break;
+    case RD_F16: ((unsigned short *)p)[i] = rd_f2h((float)v); break;
+    case RD_BF16: ((unsigned short *)p)[i] = rd_f2b((float)v); break;
+    case RD_BOOL: ((unsigned char *)p)[i] = v != 0; break;
+    default: rd_sti(p, dt, i, rd_f2i(v)); break;
+    }
+}
+
+#define RD_INF __longlong_as_double(0x7ff0000000000000ll)
+
+// ---- mask reductions ------------------------------------------------------------------------
+
+// what one element contributes (cpu_reduce.c's `red`)
+#define R_SUM    0
+#define R_PROD   1
+#define R_MAX    2
+#define R_MIN    3
+#define R_ARGMAX 4
+#define R_ARGMIN 5
+#define R_COUNT  6
+#define R_SQDEV  7
+#define R_EXPSUM 8
+#define R_ABS1   9
+#define R_SQ     10
+#define R_ABSMAX 11
+#define R_ABSMIN 12
+#define R_ABSPOW 13
+
+// how the result is written
+#define FIN_SUM    0 // sum, prod
+#define FIN_MEAN   1
+#define FIN_MAXMIN 2
+#define FIN_ARG    3 // argmax, argmin: i64 position
+#define FIN_PAIR   4 // max_dim, min_dim: value and i64 position
+#define FIN_VAR    5
+#define FIN_STD    6
+#define FIN_NORM   7
+#define FIN_LSE    8
+#define FIN_ANY    9
+#define FIN_ALL    10
+#define FIN_COUNT  11
+
+// Kept dims (k*) index the outputs, reduced dims (r*) the N reduced elements in row-major
+// order; strides in elements of x (kx, rx), out[0] (ko0) and out[1] (ko1).
+struct rdplan {
+    i64 kshape[8], kx[8], ko0[8], ko1[8];
+    i64 rshape[8], rx[8];
+    int nk, nr;
+    i64 M, N;
+};
+
+struct rdacc {
+    double s;
+    u64 u;   // integer sum / product, nonzero count
+    i64 v;   // integer max / min
+    i64 idx; // position of the max / min; -1 while empty
+};
+
+__device__ __forceinline__ void rd_init(int r, rdacc &a)
+{
+    a.s = r == R_PROD ? 1.0 : r == R_MAX ? -RD_INF : (r == R_MIN || r == R_ABSMIN) ? RD_INF : 0.0;
+    a.u = r == R_PROD ? 1 : 0;
+    a.v = (r == R_MIN || r == R_ARGMIN) ? (i64)0x7fffffffffffffffll : (i64)0x8000000000000000ull;
+    a.idx = -1;
+}
+
+__device__ __forceinline__ void rd_addf(int r, rdacc &a, double x, i64 j, double c, double p,
+                                        bool single)
+{
+    switch (r) {
+    case R_SUM: a.s += x; break;
+    case R_PROD: a.s *= x; break;
+    case R_MAX:
+        if (a.s == a.s && (x > a.s || x != x)) a.s = x;
+        break;
+    case R_MIN:
+        if (a.s == a.s && (x < a.s || x != x)) a.s = x;
+        break;
+    case R_ARGMAX:
+        if (a.idx < 0 || (a.s == a.s && (x > a.s || x != x))) a.s = x, a.idx = j;
+        break;
+    case R_ARGMIN:
+        if (a.idx < 0 || (a.s == a.s && (x < a.s || x != x))) a.s = x, a.idx = j;
+        break;
+    case R_COUNT: a.u += x != 0; break;
+    case R_SQDEV: a.s += (x - c) * (x - c); break;
+    case R_EXPSUM: a.s += single ? (double)expf((float)(x - c)) : exp(x - c); break;
+    case R_ABS1: a.s += fabs(x); break;
+    case R_SQ: a.s += x * x; break;
+    case R_ABSMAX:
+        if (a.s == a.s && (fabs(x) > a.s || x != x)) a.s = fabs(x);
+        break;
+    case R_ABSMIN:
+        if (a.s == a.s && (fabs(x) < a.s || x != x)) a.s = fabs(x);
+        break;
+    default: a.s += pow(fabs(x), p); break;
+    }
+}
+
+__device__ __forceinline__ void rd_addi(int r, rdacc &a, i64 x, i64 j)
+{
+    switch (r) {
+    case R_SUM: a.u += (u64)x; break;
+    case R_PROD: a.u *= (u64)x; break;
+    case R_MAX:
+        if (x > a.v) a.v = x;
+        break;
+    case R_MIN:
+        if (x < a.v) a.v = x;
+        break;
+    case R_ARGMAX:
+        if (a.idx < 0 || x > a.v) a.v = x, a.idx = j;
+        break;
+    case R_ARGMIN:
+        if (a.idx < 0 || x < a.v) a.v = x, a.idx = j;
+        break;
+    case R_COUNT: a.u += x != 0; break;
+    default: break;
+    }
+}
+
+// a = a combined with b; for the arg-reductions b may cover earlier or later elements than a
+__device__ __forceinline__ void rd_comb(int r, bool ints, rdacc &a, const rdacc &b)
+{
+    switch (r) {
+    case R_PROD:
+        a.s *= b.s;
+        a.u *= b.u;
+        break;
+    case R_MAX:
+    case R_ABSMAX:
+        if (a.s == a.s && (b.s > a.s || b.s != b.s)) a.s = b.s;
+        if (b.v > a.v) a.v = b.v;
+        break;
+    case R_MIN:
+    case R_ABSMIN:
+        if (a.s == a.s && (b.s < a.s || b.s != b.s)) a.s = b.s;
+        if (b.v < a.v) a.v = b.v;
+        break;
+    case R_ARGMAX:
+    case R_ARGMIN: {
+        if (b.idx < 0) break;
+        bool take, mx = r == R_ARGMAX;
+        if (a.idx < 0)
+            take = true;
+        else if (ints)
+            take = (mx ? b.v > a.v : b.v < a.v) || (b.v == a.v && b.idx < a.idx);
+        else {
+            bool an = a.s != a.s, bn = b.s != b.s;
+            if (an || bn)
+                take = bn && (!an || b.idx < a.idx);
+            else
+                take = (mx ? b.s > a.s : b.s < a.s) || (b.s == a.s && b.idx < a.idx);
+        }
+        if (take) a = b;
+        break;
+    }
+    default:
+        a.s += b.s;
+        a.u += b.u;
+        break;
+    }
+}
+
+// offsets of output o in x, out[0] and out[1]
+__device__ __forceinline__ void rd_loc(const rdplan &s, i64 o, i64 *xo, i64 *o0, i64 *o1)
+{
+    i64 a = 0, b = 0, c = 0;
+    for (int d = s.nk - 1; d >= 0; d--) {
+        i64 q = o / s.kshape[d], i = o - q * s.kshape[d];
+        a += i * s.kx[d];
+        b += i * s.ko0[d];
+        c += i * s.ko1[d];
+        o = q;
+    }
+    *xo = a, *o0 = b, *o1 = c;
+}
+
+__device__ __forceinline__ i64 rd_roff(const rdplan &s, i64 j)
+{
+    if (s.nr == 1) return j * s.rx[0];
+    i64 off = 0;
+    for (int d = s.nr - 1; d >= 0; d--) {
+        i64 q = j / s.rshape[d];
+        off += (j - q * s.rshape[d]) * s.rx[d];
+        j = q;
+    }
+    return off;
+}
+
+struct rdargs {
+    int r, fin, ints, xdt, odt;
+    double p;  // norm order
+    i64 corr;  // var / std correction
+    int first; // write the per-output value to center instead (first pass of var / lse)
+};
+
+__device__ void rd_finish(const rdargs &g, const rdplan &s, i64 o, const rdacc &a, void *out0,
+                          i64 *out1, double *center)
+{
+    i64 xo, p0, p1;
+    rd_loc(s, o, &xo, &p0, &p1);
+    double n = (double)s.N;
+    if (g.first) {
+        center[o] = g.fin == FIN_LSE ? (isinf(a.s) ? 0.0 : a.s) : a.s / n;
+        return;
+    }
+    switch (g.fin) {
+    case FIN_SUM:
+        if (g.ints)
+            rd_sti(out0, g.odt, p0, (i64)a.u);
+        else
+            rd_stf(out0, g.odt, p0, a.s);
+        return;
+    case FIN_MEAN: rd_stf(out0, g.odt, p0, a.s / n); return;
+    case FIN_MAXMIN:
+    case FIN_PAIR:
+        if (g.ints)
+            rd_sti(out0, g.odt, p0, a.v);
+        else
+            rd_stf(out0, g.odt, p0, a.s);
+        if (g.fin == FIN_PAIR) out1[p1] = a.idx;
+        return;
+    case FIN_ARG: ((i64 *)out0)[p0] = a.idx; return;
+    case FIN_VAR:
+    case FIN_STD: {
+        double div = n - (double)g.corr;
+        double var = a.s / (div > 0 ? div : 0);
+        rd_stf(out0, g.odt, p0, g.fin == FIN_STD ? sqrt(var) : var);
+        return;
+    }
+    case FIN_NORM: {
+        double q = g.p, v;
+        if (isinf(q))
+            v = a.s;
+        else if (q == 0)
+            v = (double)a.u;
+        else if (q == 1)
+            v = a.s;
+        else if (q == 2)
+            v = sqrt(a.s);
+        else
+            v = pow(a.s, 1.0 / q);
+        rd_stf(out0, g.odt, p0, v);
+        return;
+    }
+    case FIN_LSE: rd_stf(out0, g.odt, p0, log(a.s) + center[o]); return;
+    case FIN_ANY: ((unsigned char *)out0)[p0] = a.u > 0; return;
+    case FIN_ALL: ((unsigned char *)out0)[p0] = a.u == (u64)s.N; return;
+    default: ((i64 *)out0)[p0] = (i64)a.u; return;
+    }
+}
+
+// Groups of G threads (a power of two up to 256) reduce one task each: task t is slice b of
+// output o (nsplit fixed slices of the N elements), with o = t / nsplit, b = t % nsplit, or with
+// `cols` (G = 1, neighbouring threads on neighbouring outputs: coalesced when the outputs are
+// unit-stride in x) o = t % M, b = t / M. With nsplit 1 the group writes the result, else its
+// partial goes to part[o * nsplit + b] for em_rd_combine.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_reduce(rdargs g, const void *x, void *out0, i64 *out1, rdplan s, double *center,
+                 rdacc *part, i64 nsplit, int G, int cols)
+{
+    __shared__ rdacc sh[256];
+    const int tid = threadIdx.x, lane = tid & (G - 1);
+    const int per = 256 / G;
+    const i64 tasks = s.M * nsplit;
+    const i64 chunk = nsplit > 1 ? (s.N + nsplit - 1) / nsplit : s.N;
+    const bool single = g.xdt != RD_F64;
+    for (i64 base = (i64)blockIdx.x * per; base < tasks; base += (i64)gridDim.x * per) {
+        i64 t = base + tid / G;
+        rdacc a;
+        rd_init(g.r, a);
+        i64 o = 0, b = 0;
+        if (t < tasks) {
+            if (cols)
+                b = t / s.M, o = t - b * s.M;
+            else
+                o = t / nsplit, b = t - o * nsplit;
+            i64 xo, p0, p1;
+            rd_loc(s, o, &xo, &p0, &p1);
+            i64 lo = b * chunk, hi = lo + chunk < s.N ? lo + chunk : s.N;
+            double c = center && !g.first ? center[o] : 0.0;
+            if (g.ints) {
+                for (i64 j = lo + lane; j < hi; j += G)
+                    rd_addi(g.r, a, rd_ldi(x, g.xdt, xo + rd_roff(s, j)), j);
+            } else {
+                for (i64 j = lo + lane; j < hi; j += G)
+                    rd_addf(g.r, a, rd_ldf(x, g.xdt, xo + rd_roff(s, j)), j, c, g.p, single);
+            }
+        }
+        if (G > 1) {
+            sh[tid] = a;
+            __syncthreads();
+            for (int w = G >> 1; w > 0; w >>= 1) {
+                if (lane < w) rd_comb(g.r, g.ints, sh[tid], sh[tid + w]);
+                __syncthreads();
+            }
+            a = sh[tid];
+            __syncthreads();
+        }
+        if (lane == 0 && t < tasks) {
+            if (nsplit == 1)
+                rd_finish(g, s, o, a, out0, out1, center);
+            else
+                part[o * nsplit + b] = a;
+        }
+    }
+}
+
+// One block per output: thread l combines partials l, l + 256, ... in order, then the fixed tree.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_combine(rdargs g, const rdacc *part, void *out0, i64 *out1, rdplan s, double *center,
+                  i64 nsplit)
+{
+    __shared__ rdacc sh[256];
+    const int tid = threadIdx.x;
+    for (i64 o = blockIdx.x; o < s.M; o += gridDim.x) {
+        rdacc a;
+        rd_init(g.r, a);
+        for (i64 b = tid; b < nsplit; b += 256) rd_comb(g.r, g.ints, a, part[o * nsplit + b]);
+        sh[tid] = a;
+        __syncthreads();
+        for (int w = 128; w > 0; w >>= 1) {
+            if (tid < w) rd_comb(g.r, g.ints, sh[tid], sh[tid + w]);
+            __syncthreads();
+        }
+        if (tid == 0) rd_finish(g, s, o, sh[0], out0, out1, center);
+        __syncthreads();
+    }
+}
+
+// Sum or mean of n contiguous f32 (x 16-byte aligned): slice b of `chunk` elements (a multiple
+// of 1024) is summed in double with 16-byte streaming loads, four in flight per thread, into
+// part[b]. Blocks stride over the nb slices, so the partials depend only on n.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_sum_part_f32(const float *x, i64 n, i64 chunk, i64 nb, double *part)
+{
+    __shared__ double sh[8];
+    const int tid = threadIdx.x;
+    for (i64 blk = blockIdx.x; blk < nb; blk += gridDim.x) {
+        i64 lo = blk * chunk, hi = lo + chunk < n ? lo + chunk : n;
+        double a0 = 0, a1 = 0, a2 = 0, a3 = 0;
+        const float4 *x4 = (const float4 *)(x + lo);
+        i64 nq = (hi - lo) >> 2, q = tid;
+        for (; q + 768 < nq; q += 1024) {
+            float4 u = __ldcs(x4 + q), v = __ldcs(x4 + q + 256), w = __ldcs(x4 + q + 512),
+                   z = __ldcs(x4 + q + 768);
+            a0 += ((double)u.x + (double)u.y) + ((double)u.z + (double)u.w);
+            a1 += ((double)v.x + (double)v.y) + ((double)v.z + (double)v.w);
+            a2 += ((double)w.x + (double)w.y) + ((double)w.z + (double)w.w);
+            a3 += ((double)z.x + (double)z.y) + ((double)z.z + (double)z.w);
+        }
+        for (; q < nq; q += 256) {
+            float4 u = __ldcs(x4 + q);
+            a0 += ((double)u.x + (double)u.y) + ((double)u.z + (double)u.w);
+        }
+        for (i64 t = lo + nq * 4 + tid; t < hi; t += 256) a1 += (double)x[t];
+        double v = (a0 + a1) + (a2 + a3);
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if ((tid & 31) == 0) sh[tid >> 5] = v;
+        __syncthreads();
+        if (tid == 0) {
+            double r = 0;
+            for (int k = 0; k < 8; k++) r += sh[k];
+            part[blk] = r;
+        }
+        __syncthreads();
+    }
+}
+
+// The nb partials summed in a fixed tree by one block; y = sum (or sum / n when mean).
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_sum_fin_f32(const double *part, i64 nb, float *y, int mean, i64 n)
+{
+    __shared__ double sh[256];
+    const int tid = threadIdx.x;
+    double a = 0;
+    for (i64 b = tid; b < nb; b += 256) a += part[b];
+    sh[tid] = a;
+    __syncthreads();
+    for (int w = 128; w > 0; w >>= 1) {
+        if (tid < w) sh[tid] += sh[tid + w];
+        __syncthreads();
+    }
+    if (tid == 0) y[0] = (float)(mean ? sh[0] / (double)n : sh[0]);
+}
+
+// ---- scans along one dim: one thread per line, sequential like the CPU -----------------------
+
+// Lines: the other dims (shape, strides of x, out[0], out[1] in elements); the scanned dim has
+// len elements at strides sx, s0, s1.
+struct rdline {
+    i64 shape[8], xs[8], os0[8], os1[8];
+    int n;
+    i64 lines, len, sx, s0, s1;
+};
+
+__device__ __forceinline__ void rd_line(const rdline &s, i64 r, i64 *xo, i64 *o0, i64 *o1)
+{
+    i64 a = 0, b = 0, c = 0;
+    for (int d = s.n - 1; d >= 0; d--) {
+        i64 q = r / s.shape[d], i = r - q * s.shape[d];
+        a += i * s.xs[d];
+        b += i * s.os0[d];
+        c += i * s.os1[d];
+        r = q;
+    }
+    *xo = a, *o0 = b, *o1 = c;
+}
+
+// op: 0 cumsum, 1 cumprod, 2 cummax, 3 cummin
+extern "C" __global__ void em_rd_scan(int op, int ints, int xdt, int odt, const void *x, void *y,
+                                      i64 *yi, rdline s)
+{
+    for (i64 r = (i64)blockIdx.x * blockDim.x + threadIdx.x; r < s.lines;
+         r += (i64)blockDim.x * gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        bool is_max = op == 2;
+        i64 best_i = 0, best_v = 0;
+        double best_f = 0;
+        if (ints) {
+            u64 uc = op == 1 ? 1 : 0;
+            for (i64 k = 0; k < s.len; k++) {
+                i64 v = rd_ldi(x, xdt, xo + k * s.sx);
+                if (op == 0)
+                    v = (i64)(uc += (u64)v);
+                else if (op == 1)
+                    v = (i64)(uc *= (u64)v);
+                else {
+                    if (k == 0 || (is_max ? v >= best_v : v <= best_v)) best_v = v, best_i = k;
+                    v = best_v;
+                    yi[o1 + k * s.s1] = best_i;
+                }
+                rd_sti(y, odt, o0 + k * s.s0, v);
+            }
+        } else {
+            double fc = op == 1 ? 1 : 0;
+            for (i64 k = 0; k < s.len; k++) {
+                double v = rd_ldf(x, xdt, xo + k * s.sx);
+                if (op == 0)
+                    v = fc += v;
+                else if (op == 1)
+                    v = fc *= v;
+                else {
+                    if (k == 0 || v != v ||
+                        (best_f == best_f && (is_max ? v >= best_f : v <= best_f)))
+                        best_f = v, best_i = k;
+                    v = best_f;
+                    yi[o1 + k * s.s1] = best_i;
+                }
+                rd_stf(y, odt, o0 + k * s.s0, v);
+            }
+        }
+    }
+}
+
+// Long lines: one block per line, tiles of 2048 elements, 8 consecutive ones per thread. A scan
+// state combines associatively (a before b), so the tile is scanned by warp shuffles, the warp
+// totals in order, and a carry across tiles. cummax / cummin keep the CPU's rule: a NaN always
+// takes over (the latest NaN wins), nothing replaces a NaN, ties move to the latest position.
+struct scst {
+    double f;
+    u64 u;
+    i64 v, i; // integer running max / min; its position (-1: no element yet)
+};
+
+__device__ __forceinline__ scst sc_id(int op)
+{
+    scst a;
+    a.f = op == 1 ? 1.0 : 0.0;
+    a.u = op == 1 ? 1 : 0;
+    a.v = 0;
+    a.i = -1;
+    return a;
+}
+
+__device__ __forceinline__ scst sc_one(int ints, const void *x, int xdt, i64 off, i64 k)
+{
+    scst a;
+    a.i = k;
+    if (ints) {
+        a.v = rd_ldi(x, xdt, off);
+        a.u = (u64)a.v;
+        a.f = 0;
+    } else {
+        a.f = rd_ldf(x, xdt, off);
+        a.u = 0;
+        a.v = 0;
+    }
+    return a;
+}
+
+__device__ __forceinline__ scst sc_comb(int op, int ints, scst a, const scst &b)
+{
+    if (op == 0 || op == 1) {
+        if (op == 0)
+            a.f += b.f, a.u += b.u;
+        else
+            a.f *= b.f, a.u *= b.u;
+        if (b.i >= 0) a.i = b.i;
+        return a;
+    }
+    if (b.i < 0) return a;
+    if (a.i < 0) return b;
+    bool mx = op == 2;
+    if (ints) return (mx ? b.v >= a.v : b.v <= a.v) ? b : a;
+    if (b.f != b.f) return b;
+    if (a.f != a.f) return a;
+    return (mx ? b.f >= a.f : b.f <= a.f) ? b : a;
+}
+
+__device__ __forceinline__ scst sc_up(scst a, int o)
+{
+    a.f = __shfl_up_sync(0xffffffffu, a.f, o);
+    a.u = __shfl_up_sync(0xffffffffu, a.u, o);
+    a.v = __shfl_up_sync(0xffffffffu, a.v, o);
+    a.i = __shfl_up_sync(0xffffffffu, a.i, o);
+    return a;
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_scan_block(int op, int ints, int xdt, int odt, const void *x, void *y, i64 *yi, rdline s)
+{
+    __shared__ scst wsum[8];
+    const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        scst carry = sc_id(op);
+        for (i64 base = 0; base < s.len; base += 2048) {
+            i64 j0 = base + tid * 8;
+            scst agg = sc_id(op);
+            for (int e = 0; e < 8; e++)
+                if (j0 + e < s.len)
+                    agg =
+                        sc_comb(op, ints, agg, sc_one(ints, x, xdt, xo + (j0 + e) * s.sx, j0 + e));
+            scst inc = agg;
+            for (int o = 1; o < 32; o <<= 1) {
+                scst t = sc_up(inc, o);
+                if (lane >= o) inc = sc_comb(op, ints, t, inc);
+            }
+            scst exc = sc_up(inc, 1);
+            if (lane == 0) exc = sc_id(op);
+            if (lane == 31) wsum[w] = inc;
+            __syncthreads();
+            scst wp = sc_id(op), tot = sc_id(op);
+            for (int k = 0; k < 8; k++) {
+                if (k < w) wp = sc_comb(op, ints, wp, wsum[k]);
+                tot = sc_comb(op, ints, tot, wsum[k]);
+            }
+            scst st = sc_comb(op, ints, carry, sc_comb(op, ints, wp, exc));
+            for (int e = 0; e < 8; e++) {
+                i64 k = j0 + e;
+                if (k >= s.len) break;
+                st = sc_comb(op, ints, st, sc_one(ints, x, xdt, xo + k * s.sx, k));
+                if (op <= 1) {
+                    if (ints)
+                        rd_sti(y, odt, o0 + k * s.s0, (i64)st.u);
+                    else
+                        rd_stf(y, odt, o0 + k * s.s0, st.f);
+                } else {
+                    if (ints)
+                        rd_sti(y, odt, o0 + k * s.s0, st.v);
+                    else
+                        rd_stf(y, odt, o0 + k * s.s0, st.f);
+                    yi[o1 + k * s.s1] = st.i;
+                }
+            }
+            carry = sc_comb(op, ints, carry, tot);
+            __syncthreads();
+        }
+    }
+}
+
+// ---- softmax / log-softmax along one dim, any float dtype, strided: one block per line -----
+
+__device__ __forceinline__ double rd_bsum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double r = 0;
+    for (int k = 0; k < 8; k++) r += sh[k];
+    return r;
+}
+
+__device__ __forceinline__ double rd_bmax(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        double u = __shfl_xor_sync(0xffffffffu, v, o);
+        if (v == v && (u > v || u != u)) v = u;
+    }
+    __syncthreads();
+    if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = v;
+    __syncthreads();
+    double r = sh[0];
+    for (int k = 1; k < 8; k++)
+        if (r == r && (sh[k] > r || sh[k] != sh[k])) r = sh[k];
+    return r;
+}
+
+// cpu_reduce.c's softmax_line: max, sum of exp(x - max) (in f32 for f32/f16/bf16), one write.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_softmax(int logsm, int xdt, int odt, const void *x, void *y, rdline s)
+{
+    __shared__ double sh[8];
+    const int tid = threadIdx.x;
+    const bool single = xdt != RD_F64;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        double m = -RD_INF;
+        for (i64 k = tid; k < s.len; k += 256) {
+            double v = rd_ldf(x, xdt, xo + k * s.sx);
+            if (m == m && (v > m || v != v)) m = v;
+        }
+        m = rd_bmax(m, sh);
+        double acc = 0;
+        for (i64 k = tid; k < s.len; k += 256) {
+            double v = rd_ldf(x, xdt, xo + k * s.sx);
+            acc += single ? (double)expf((float)(v - m)) : exp(v - m);
+        }
+        double sum = rd_bsum(acc, sh), ls = log(sum), inv = 1.0 / sum;
+        for (i64 k = tid; k < s.len; k += 256) {
+            double v = rd_ldf(x, xdt, xo + k * s.sx), o;
+            if (logsm)
+                o = (v - m) - ls;
+            else {
+                double e = single ? (double)expf((float)(v - m)) : exp(v - m);
+                if (odt == RD_F32) e = (double)(float)e; // the CPU keeps the f32-rounded exp
+                o = e * inv;
+            }
+            rd_stf(y, odt, o0 + k * s.s0, o);
+        }
+    }
+}
+
+// Contiguous f32 rows of len <= 1024, one warp per row: each lane keeps up to 32 values in
+// registers (len / 4 float4 loads when len % 128 == 0 and the base is 16-byte aligned).
+template <int V>
+__device__ __forceinline__ void rd_softmax_warp(int logsm, const float *x, float *y, i64 rows,
+                                                int len)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    const bool vec =
+        (len & 127) == 0 && ((((unsigned long long)x) | ((unsigned long long)y)) & 15) == 0;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < rows; r += (i64)gridDim.x * wpb) {
+        const float *xr = x + r * len;
+        float v[V];
+        float m = -__int_as_float(0x7f800000);
+        if (vec) {
+#pragma unroll
+            for (int k = 0; k < V / 4; k++) {
+                int j = (k * 32 + lane) * 4;
+                float4 q = j < len ? __ldcs((const float4 *)(xr + j)) : make_float4(m, m, m, m);
+                v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                int j = k * 32 + lane;
+                v[k] = j < len ? xr[j] : -__int_as_float(0x7f800000);
+            }
+        }
+#pragma unroll
+        for (int k = 0; k < V; k++)
+            if (m == m && (v[k] > m || v[k] != v[k])) m = v[k];
+        for (int o = 16; o > 0; o >>= 1) {
+            float u = __shfl_xor_sync(0xffffffffu, m, o);
+            if (m == m && (u > m || u != u)) m = u;
+        }
+        float acc = 0;
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            float d = v[k] - m, e = expf(d); // padding lanes give exp(-inf) = 0
+            acc += e;
+            v[k] = logsm ? d : e;
+        }
+        for (int o = 16; o > 0; o >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, o);
+        float inv = 1.0f / acc, ls = logf(acc);
+        float *yr = y + r * len;
+        if (vec) {
+#pragma unroll
+            for (int k = 0; k < V / 4; k++) {
+                int j = (k * 32 + lane) * 4;
+                if (j < len) {
+                    float4 q;
+                    if (logsm)
+                        q = make_float4(v[4 * k] - ls, v[4 * k + 1] - ls, v[4 * k + 2] - ls,
+                                        v[4 * k + 3] - ls);
+                    else
+                        q = make_float4(v[4 * k] * inv, v[4 * k + 1] * inv, v[4 * k + 2] * inv,
+                                        v[4 * k + 3] * inv);
+                    __stcs((float4 *)(yr + j), q);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < V; k++) {
+                int j = k * 32 + lane;
+                if (j < len) yr[j] = logsm ? v[k] - ls : v[k] * inv;
+            }
+        }
+    }
+}
+
+#define RD_SOFTMAX_WARP(V)                                                                         \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_rd_softmax_warp_v##V(int logsm, const float *x, float *y, i64 rows, int len)            \
+    {                                                                                              \
+        rd_softmax_warp<V>(logsm, x, y, rows, len);                                                \
+    }
+RD_SOFTMAX_WARP(4)
+RD_SOFTMAX_WARP(8)
+RD_SOFTMAX_WARP(16)
+RD_SOFTMAX_WARP(32)
