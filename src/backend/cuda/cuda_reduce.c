@@ -2,7 +2,7 @@
  * ANY ALL COUNT_NONZERO MAX_DIM MIN_DIM), scans (CUMSUM CUMPROD CUMMAX CUMMIN), SOFTMAX and
  * LOG_SOFTMAX along one dim, and SORT TOPK MEDIAN, for every dtype and any input strides, with
  * the CPU backend's semantics (cpu_reduce.c, cpu_order.c). The kernels are in kernels/reduce.cu
- * and kernels/sort.cu. */
+ * and kernels/reduce_sort.cu. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -433,12 +433,12 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, s.lines, params, what);
 }
 
-typedef struct soargs { /* matches `struct soargs` in kernels/sort.cu */
+typedef struct soargs { /* matches `struct soargs` in kernels/reduce_sort.cu */
     int op, desc, isf, dt, es;
     int64_t k;
 } soargs;
 
-#define SO_T 4096 /* the shared-memory tile of kernels/sort.cu */
+#define SO_T 4096 /* the shared-memory tile of kernels/reduce_sort.cu */
 
 /* Rows longer than SO_T: every row padded to a power of two P and bitonic-sorted in a pooled
  * buffer (tiles in shared memory, the long strides one launch each). */
