@@ -1,0 +1,371 @@
+// Normalisation (layer, RMS, group, batch), integer matmul and the real FFT pair. Inputs are read
+// through their element strides (struct nnv, up to 8 dims), outputs are contiguous. Floating
+// dtypes are a template code DT: 0 f32, 1 f64, 2 f16, 3 bf16; values are computed in double and
+// stored through f32 (as the CPU's cpu_set_f64 does).
+struct nnv {
+    i64 shape[8], st[8];
+    int rank;
+};
+
+// Offset in elements of row-major linear index lin of view v.
+__device__ __forceinline__ i64 nnv_off(const nnv &v, i64 lin)
+{
+    i64 o = 0;
+    for (int d = v.rank - 1; d > 0; d--) {
+        i64 q = lin / v.shape[d];
+        o += (lin - q * v.shape[d]) * v.st[d];
+        lin = q;
+    }
+    return o + lin * v.st[0];
+}
+
+template <int DT> __device__ __forceinline__ double nn_ld(const void *p, i64 i)
+{
+    if (DT == 0) return (double)((const float *)p)[i];
+    if (DT == 1) return ((const double *)p)[i];
+    unsigned short h = ((const unsigned short *)p)[i];
+    if (DT == 3) return (double)__uint_as_float((unsigned)h << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return (double)f;
+}
+
+template <int DT> __device__ __forceinline__ void nn_st(void *p, i64 i, double v)
+{
+    if (DT == 1) {
+        ((double *)p)[i] = v;
+        return;
+    }
+    float f = (float)v;
+    if (DT == 0) {
+        ((float *)p)[i] = f;
+        return;
+    }
+    unsigned short h;
+    if (DT == 3)
+        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    ((unsigned short *)p)[i] = h;
+}
+
+// Sum over the block (blockDim.x a multiple of 32, at most 1024) in a fixed order; every thread
+// gets the result. sh holds 32 doubles.
+__device__ double nn_block_sum(double v, double *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nw = blockDim.x >> 5;
+    __syncthreads(); // sh may still be read from a previous call
+    if (lane == 0) sh[warp] = v;
+    __syncthreads();
+    double t = lane < nw ? sh[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) t += __shfl_xor_sync(0xffffffffu, t, o);
+    return t;
+}
+
+// One block per row of `inner` elements (x linear index r * inner + i): mean (unless rms) and
+// biased variance in double, then (x - mean) * rstd, times w and plus b at parameter index
+// ((r % rg) * inner + i) / sp (layer/rms: rg = sp = 1; group norm: rg = groups, sp = spatial).
+template <int DT>
+__device__ void nn_norm(const void *x, nnv xv, void *y, const void *w, nnv wv, const void *b,
+                        nnv bv, i64 rows, i64 inner, i64 rg, i64 sp, int rms, double eps)
+{
+    __shared__ double sh[32];
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        i64 base = r * inner;
+        double mean = 0;
+        if (!rms) {
+            double s = 0;
+            for (i64 i = threadIdx.x; i < inner; i += blockDim.x)
+                s += nn_ld<DT>(x, nnv_off(xv, base + i));
+            mean = nn_block_sum(s, sh) / (double)inner;
+        }
+        double q = 0;
+        for (i64 i = threadIdx.x; i < inner; i += blockDim.x) {
+            double d = nn_ld<DT>(x, nnv_off(xv, base + i)) - mean;
+            q += d * d;
+        }
+        double rstd = 1.0 / sqrt(nn_block_sum(q, sh) / (double)inner + eps);
+        i64 pbase = (r % rg) * inner;
+        for (i64 i = threadIdx.x; i < inner; i += blockDim.x) {
+            double v = (nn_ld<DT>(x, nnv_off(xv, base + i)) - mean) * rstd;
+            i64 c = (pbase + i) / sp;
+            if (w) v *= nn_ld<DT>(w, nnv_off(wv, c));
+            if (b) v += nn_ld<DT>(b, nnv_off(bv, c));
+            nn_st<DT>(y, base + i, v);
+        }
+    }
+}
+
+// Batch norm with given statistics: x [N, C, sp] -> y = x * scale + shift per channel, scale =
+// w / sqrt(var + eps), shift = b - mean * scale (w, b optional).
+template <int DT>
+__device__ void nn_batch_norm(const void *x, nnv xv, void *y, const void *m, nnv mv,
+                              const void *var, nnv vv, const void *w, nnv wv, const void *b, nnv bv,
+                              i64 n, i64 C, i64 sp, double eps)
+{
+    GRID_LOOP(n)
+    {
+        i64 c = (i / sp) % C;
+        double scale = 1.0 / sqrt(nn_ld<DT>(var, nnv_off(vv, c)) + eps);
+        if (w) scale *= nn_ld<DT>(w, nnv_off(wv, c));
+        double shift =
+            (b ? nn_ld<DT>(b, nnv_off(bv, c)) : 0.0) - nn_ld<DT>(m, nnv_off(mv, c)) * scale;
+        nn_st<DT>(y, i, nn_ld<DT>(x, nnv_off(xv, i)) * scale + shift);
+    }
+}
+
+#define NN_NORM_KERNELS(S, DT)                                                                     \
+    extern "C" __global__ void em_nn_norm_##S(const void *x, nnv xv, void *y, const void *w,       \
+                                              nnv wv, const void *b, nnv bv, i64 rows, i64 inner,  \
+                                              i64 rg, i64 sp, int rms, double eps)                 \
+    {                                                                                              \
+        nn_norm<DT>(x, xv, y, w, wv, b, bv, rows, inner, rg, sp, rms, eps);                        \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_batch_norm_##S(                                               \
+        const void *x, nnv xv, void *y, const void *m, nnv mv, const void *var, nnv vv,            \
+        const void *w, nnv wv, const void *b, nnv bv, i64 n, i64 C, i64 sp, double eps)            \
+    {                                                                                              \
+        nn_batch_norm<DT>(x, xv, y, m, mv, var, vv, w, wv, b, bv, n, C, sp, eps);                  \
+    }
+NN_NORM_KERNELS(f32, 0)
+NN_NORM_KERNELS(f64, 1)
+NN_NORM_KERNELS(f16, 2)
+NN_NORM_KERNELS(bf16, 3)
+
+// ---- integer matmul: one thread per output element, products summed in order into a wrapping
+// 64-bit accumulator, stored truncated to the dtype (the CPU's i64 accumulate). mmidx comes
+// from the module prelude (batch dims broadcast through stride 0).
+template <typename T> __device__ void nn_imatmul(const T *a, const T *b, T *c, const mmidx &s)
+{
+    i64 total = s.nbatch * s.M * s.N;
+    GRID_LOOP(total)
+    {
+        i64 col = i % s.N, t = i / s.N, row = t % s.M, bt = t / s.M;
+        i64 ao = 0, bo = 0, r = bt;
+        for (int d = s.R - 1; d >= 0; d--) {
+            i64 q = r / s.bshape[d], cc = r - q * s.bshape[d];
+            ao += cc * s.ast[d];
+            bo += cc * s.bst[d];
+            r = q;
+        }
+        const T *ap = a + ao + row * s.sam;
+        const T *bp = b + bo + col * s.sbn;
+        u64 acc = 0;
+        for (i64 k = 0; k < s.K; k++) acc += (u64)(i64)ap[k * s.sak] * (u64)(i64)bp[k * s.sbk];
+        c[i] = (T)(i64)acc;
+    }
+}
+
+#define NN_IMATMUL(S, T)                                                                           \
+    extern "C" __global__ void em_nn_matmul_##S(const T *a, const T *b, T *c, mmidx s)             \
+    {                                                                                              \
+        nn_imatmul<T>(a, b, c, s);                                                                 \
+    }
+NN_IMATMUL(i64, long long)
+NN_IMATMUL(i32, int)
+NN_IMATMUL(i16, short)
+NN_IMATMUL(i8, signed char)
+NN_IMATMUL(u8, unsigned char)
+
+// ---- real FFT pair along one dim, in double ------------------------------------------------
+// The input is viewed as [outer, L, inner] (element strides so, sl, si; for IRFFT a trailing
+// (re, im) stride sc), the output as contiguous [outer, P, inner] (RFFT: P = n/2 + 1 complex,
+// IRFFT: P = n real). Twiddle angles use (k * t) mod n, so they stay exact for long signals.
+#define NN_PI 3.14159265358979323846
+
+struct fftg {
+    i64 outer, inner, L, n, P;
+    i64 so, sl, si, sc;
+};
+
+// Power-of-two lengths up to 2^NN_FFT_LOG run in shared memory, one block per signal; other
+// lengths (and longer ones) are summed directly per output.
+#define NN_FFT_LOG 12
+
+// In-place radix-2 FFT of m = 2^lg complex values in shared memory (re, im), sign -1 forward.
+__device__ void nn_fft_shared(double *re, double *im, int lg, double sign)
+{
+    int m = 1 << lg;
+    for (int i = threadIdx.x; i < m && lg > 0; i += blockDim.x) {
+        int j = (int)(__brev((unsigned)i) >> (32 - lg));
+        if (i < j) {
+            double tr = re[i], ti = im[i];
+            re[i] = re[j], im[i] = im[j];
+            re[j] = tr, im[j] = ti;
+        }
+    }
+    __syncthreads();
+    for (int h = 1; h < m; h <<= 1) {
+        for (int t = threadIdx.x; t < m / 2; t += blockDim.x) {
+            int k = t & (h - 1), p = (t - k) * 2 + k, q = p + h;
+            double s, c;
+            sincospi(sign * (double)k / (double)h, &s, &c);
+            double vr = re[q] * c - im[q] * s, vi = re[q] * s + im[q] * c;
+            double ur = re[p], ui = im[p];
+            re[p] = ur + vr, im[p] = ui + vi;
+            re[q] = ur - vr, im[q] = ui - vi;
+        }
+        __syncthreads();
+    }
+}
+
+// One block per signal (outer * inner of them), n a power of two <= 2^NN_FFT_LOG; dynamic shared
+// memory holds 2 n doubles.
+template <int DT> __device__ void nn_rfft_pow2(const void *x, void *y, const fftg &g, int lg)
+{
+    extern __shared__ double nn_fsh[];
+    double *re = nn_fsh, *im = nn_fsh + g.n;
+    i64 sig = g.outer * g.inner;
+    for (i64 s = blockIdx.x; s < sig; s += gridDim.x) {
+        i64 o = s / g.inner, in = s % g.inner;
+        for (i64 t = threadIdx.x; t < g.n; t += blockDim.x) {
+            re[t] = t < g.L ? nn_ld<DT>(x, o * g.so + t * g.sl + in * g.si) : 0.0;
+            im[t] = 0;
+        }
+        __syncthreads();
+        nn_fft_shared(re, im, lg, -1.0);
+        for (i64 k = threadIdx.x; k < g.P; k += blockDim.x) {
+            i64 oi = ((o * g.P + k) * g.inner + in) * 2;
+            nn_st<DT>(y, oi, re[k]);
+            nn_st<DT>(y, oi + 1, im[k]);
+        }
+        __syncthreads();
+    }
+}
+
+// The spectrum's value at bin k (hermitian, imag of DC and of the even-n Nyquist bin dropped).
+template <int DT>
+__device__ __forceinline__ void nn_bin(const void *x, const fftg &g, i64 o, i64 in, i64 k,
+                                       double &xr, double &xi)
+{
+    xr = xi = 0;
+    if (k >= g.L) return;
+    i64 off = o * g.so + k * g.sl + in * g.si;
+    xr = nn_ld<DT>(x, off);
+    if (k != 0 && 2 * k != g.n) xi = nn_ld<DT>(x, off + g.sc);
+}
+
+template <int DT> __device__ void nn_irfft_pow2(const void *x, void *y, const fftg &g, int lg)
+{
+    extern __shared__ double nn_fsh[];
+    double *re = nn_fsh, *im = nn_fsh + g.n;
+    i64 sig = g.outer * g.inner;
+    for (i64 s = blockIdx.x; s < sig; s += gridDim.x) {
+        i64 o = s / g.inner, in = s % g.inner;
+        for (i64 k = threadIdx.x; k <= g.n / 2; k += blockDim.x) {
+            double xr, xi;
+            nn_bin<DT>(x, g, o, in, k, xr, xi);
+            re[k] = xr, im[k] = xi;
+            if (k > 0 && k < g.n - k) re[g.n - k] = xr, im[g.n - k] = -xi;
+        }
+        __syncthreads();
+        nn_fft_shared(re, im, lg, 1.0);
+        double inv = 1.0 / (double)g.n;
+        for (i64 t = threadIdx.x; t < g.n; t += blockDim.x)
+            nn_st<DT>(y, (o * g.n + t) * g.inner + in, re[t] * inv);
+        __syncthreads();
+    }
+}
+
+// Direct sums, one thread per output value: RFFT bin k of signal (o, in).
+template <int DT> __device__ void nn_rfft_direct(const void *x, void *y, const fftg &g)
+{
+    i64 total = g.outer * g.P * g.inner, lim = g.L < g.n ? g.L : g.n;
+    GRID_LOOP(total)
+    {
+        i64 in = i % g.inner, t = i / g.inner, k = t % g.P, o = t / g.P;
+        const i64 base = o * g.so + in * g.si;
+        double sr = 0, si = 0;
+        i64 ph = 0; // k * j mod n
+        for (i64 j = 0; j < lim; j++) {
+            double v = nn_ld<DT>(x, base + j * g.sl), s, c;
+            sincospi(-2.0 * (double)ph / (double)g.n, &s, &c);
+            sr += v * c, si += v * s;
+            ph += k;
+            if (ph >= g.n) ph -= g.n;
+        }
+        nn_st<DT>(y, 2 * i, sr);
+        nn_st<DT>(y, 2 * i + 1, si);
+    }
+}
+
+// IRFFT sample t: (X0 + 2 sum_{0<k<n/2} Re(X_k e^{2 pi i k t / n}) + [even n] X_{n/2} (-1)^t) / n.
+template <int DT> __device__ void nn_irfft_direct(const void *x, void *y, const fftg &g)
+{
+    i64 total = g.outer * g.n * g.inner;
+    GRID_LOOP(total)
+    {
+        i64 in = i % g.inner, u = i / g.inner, t = u % g.n, o = u / g.n;
+        i64 kmax = g.n / 2 < g.L - 1 ? g.n / 2 : g.L - 1;
+        double acc = 0;
+        i64 ph = 0; // k * t mod n
+        for (i64 k = 0; k <= kmax; k++) {
+            double xr, xi, s, c;
+            nn_bin<DT>(x, g, o, in, k, xr, xi);
+            sincospi(2.0 * (double)ph / (double)g.n, &s, &c);
+            double term = xr * c - xi * s;
+            acc += (k == 0 || 2 * k == g.n) ? term : 2.0 * term;
+            ph += t;
+            if (ph >= g.n) ph -= g.n;
+        }
+        nn_st<DT>(y, i, acc / (double)g.n);
+    }
+}
+
+#define NN_FFT_KERNELS(S, DT)                                                                      \
+    extern "C" __global__ void em_nn_rfft_pow2_##S(const void *x, void *y, fftg g, int lg)         \
+    {                                                                                              \
+        nn_rfft_pow2<DT>(x, y, g, lg);                                                             \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_irfft_pow2_##S(const void *x, void *y, fftg g, int lg)        \
+    {                                                                                              \
+        nn_irfft_pow2<DT>(x, y, g, lg);                                                            \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_rfft_direct_##S(const void *x, void *y, fftg g)               \
+    {                                                                                              \
+        nn_rfft_direct<DT>(x, y, g);                                                               \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_irfft_direct_##S(const void *x, void *y, fftg g)              \
+    {                                                                                              \
+        nn_irfft_direct<DT>(x, y, g);                                                              \
+    }
+NN_FFT_KERNELS(f32, 0)
+NN_FFT_KERNELS(f64, 1)
+NN_FFT_KERNELS(f16, 2)
+NN_FFT_KERNELS(bf16, 3)
+
+// ---- f32 back to f16/bf16: n contiguous values (the f16/bf16 convolutions' results).
+extern "C" __global__ void em_nn_f32_to_f16(const float *x, void *y, i64 n)
+{
+    GRID_LOOP(n) nn_st<2>(y, i, (double)x[i]);
+}
+
+extern "C" __global__ void em_nn_f32_to_bf16(const float *x, void *y, i64 n)
+{
+    GRID_LOOP(n) nn_st<3>(y, i, (double)x[i]);
+}
+
+// ---- packing: n values of a strided view into a contiguous buffer of the same dtype, or of f32
+// when to_f32 (the f16/bf16 convolutions run in f32).
+template <int DT> __device__ void nn_pack(const void *x, nnv xv, void *y, i64 n, int to_f32)
+{
+    GRID_LOOP(n)
+    {
+        double v = nn_ld<DT>(x, nnv_off(xv, i));
+        if (to_f32)
+            ((float *)y)[i] = (float)v;
+        else
+            nn_st<DT>(y, i, v);
+    }
+}
+
+#define NN_PACK(S, DT)                                                                             \
+    extern "C" __global__ void em_nn_pack_##S(const void *x, nnv xv, void *y, i64 n, int to_f32)   \
+    {                                                                                              \
+        nn_pack<DT>(x, xv, y, n, to_f32);                                                          \
+    }
+NN_PACK(f32, 0)
+NN_PACK(f64, 1)
+NN_PACK(f16, 2)
+NN_PACK(bf16, 3)
