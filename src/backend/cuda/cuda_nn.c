@@ -156,6 +156,71 @@ static bool merge_dims(const em_tensor *t, int d0, int d1, int64_t *stride)
     return true;
 }
 
+/* m = 2^lg complex values per signal of the work buffer a, in place: bit reversal, then one
+ * launch per stage. */
+static em_status fft_pass(int dev, void *a, long long sig, int lg, double sign, const char *what)
+{
+    CUfunction rev = cuda_kernel(dev, "em_nn_fft_bitrev", what);
+    CUfunction stage = rev ? cuda_kernel(dev, "em_nn_fft_stage", what) : NULL;
+    if (!stage) return em_last_status();
+    long long m = 1LL << lg;
+    void *p1[] = {&a, &sig, &lg};
+    em_status st = cuda_launch(dev, rev, sig * m, p1, what);
+    for (long long h = 1; h < m && st == EM_OK; h <<= 1) {
+        void *p2[] = {&a, &sig, &lg, &h, &sign};
+        st = cuda_launch(dev, stage, sig * m / 2, p2, what);
+    }
+    return st;
+}
+
+/* Powers of two above the shared-memory size and every other length (Bluestein) through a
+ * pooled work buffer of complex doubles (kernels/nn.cu). */
+static em_status fft_global(int dev, void *xp, void *yp, fft_arg *g, int lg, bool pow2, bool inv,
+                            em_dtype dt, const char *what)
+{
+    int mlg = lg;
+    if (!pow2)
+        while (((int64_t)1 << mlg) < 2 * g->n - 1) mlg++;
+    long long m = 1LL << mlg, sig = g->outer * g->inner;
+    int iinv = inv, blue = !pow2;
+    void *a = cuda_pool_alloc(dev, (size_t)(sig * m) * 16);
+    void *b = a && blue ? cuda_pool_alloc(dev, (size_t)m * 16) : NULL;
+    if (!a || (blue && !b)) {
+        cuda_pool_free(dev, a);
+        return em_last_status();
+    }
+    em_status st = EM_OK;
+    if (blue) { /* the FFT of the chirp's conjugate, shared by every signal */
+        CUfunction f = cuda_kernel(dev, "em_nn_fft_bfill", what);
+        long long n = g->n, one = 1;
+        void *p[] = {&b, &n, &m};
+        st = f ? cuda_launch(dev, f, m, p, what) : em_last_status();
+        if (st == EM_OK) st = fft_pass(dev, b, one, mlg, -1.0, what);
+    }
+    CUfunction load = st == EM_OK ? kernel2(dev, "fft_load", dt, what) : NULL;
+    if (st == EM_OK && !load) st = em_last_status();
+    if (st == EM_OK) {
+        void *p[] = {&xp, &a, g, &m, &iinv, &blue};
+        st = cuda_launch(dev, load, sig * m, p, what);
+    }
+    if (st == EM_OK) st = fft_pass(dev, a, sig, mlg, inv && !blue ? 1.0 : -1.0, what);
+    if (st == EM_OK && blue) {
+        CUfunction f = cuda_kernel(dev, "em_nn_fft_bmul", what);
+        void *p[] = {&a, &b, &sig, &m};
+        st = f ? cuda_launch(dev, f, sig * m, p, what) : em_last_status();
+        if (st == EM_OK) st = fft_pass(dev, a, sig, mlg, 1.0, what);
+    }
+    CUfunction store = st == EM_OK ? kernel2(dev, "fft_store", dt, what) : NULL;
+    if (st == EM_OK && !store) st = em_last_status();
+    if (st == EM_OK) {
+        void *p[] = {&a, &yp, g, &m, &iinv, &blue};
+        st = cuda_launch(dev, store, sig * g->P, p, what);
+    }
+    cuda_pool_free(dev, a); /* stream order: the kernels above are done with them before reuse */
+    cuda_pool_free(dev, b);
+    return st;
+}
+
 static em_status run_fft(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *y = op->out[0];
@@ -187,7 +252,8 @@ static em_status run_fft(const em_op *op, int dev, const char *what)
     int lg = 0;
     while (((int64_t)1 << lg) < g.n) lg++;
     em_status st;
-    if (((int64_t)1 << lg) == g.n && lg <= 12) {
+    bool pow2 = ((int64_t)1 << lg) == g.n;
+    if (pow2 && lg <= 12) {
         CUfunction f = kernel2(dev, inv ? "irfft_pow2" : "rfft_pow2", x->dtype, what);
         int64_t sig = g.outer * g.inner;
         unsigned grid[3] = {(unsigned)(sig > (1 << 20) ? (1 << 20) : sig), 1, 1};
@@ -195,11 +261,12 @@ static em_status run_fft(const em_op *op, int dev, const char *what)
         void *params[] = {&xp, &yp, &g, &lg};
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, (unsigned)(2 * g.n * 8), params, what)
                : em_last_status();
-    } else {
+    } else if (!pow2 && g.n <= 32) {
         CUfunction f = kernel2(dev, inv ? "irfft_direct" : "rfft_direct", x->dtype, what);
         void *params[] = {&xp, &yp, &g};
         st = f ? cuda_launch(dev, f, g.outer * g.P * g.inner, params, what) : em_last_status();
-    }
+    } else
+        st = fft_global(dev, xp, yp, &g, lg, pow2, inv, x->dtype, what);
     cuda_pool_free(dev, tmp); /* stream order: the transform has read it before any reuse */
     return st;
 }

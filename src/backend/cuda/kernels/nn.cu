@@ -313,6 +313,127 @@ template <int DT> __device__ void nn_irfft_direct(const void *x, void *y, const 
     }
 }
 
+// ---- FFTs through global memory for the other lengths: sig signals of m = 2^lg complex values
+// (interleaved re, im) in a work buffer, one launch per radix-2 stage. A length n that is not a
+// power of two runs Bluestein's algorithm: a[t] = v[t] w[t] (chirp w[t] = exp(-i pi t^2 / n)),
+// zero-padded to m >= 2n - 1, convolved with conj(w) through FFT, multiply, inverse FFT, then
+// X[k] = w[k] conv[k] / m. IRFFT runs the forward transform of the conjugated spectrum (its real
+// part is the inverse's).
+__device__ __forceinline__ void nn_chirp(i64 k, i64 n, double &c, double &s)
+{
+    u64 q = ((u64)k * (u64)k) % (u64)(2 * n); // k^2 mod 2n keeps the angle small and exact
+    sincospi(-(double)q / (double)n, &s, &c);
+}
+
+extern "C" __global__ void em_nn_fft_bitrev(double *a, i64 sig, int lg)
+{
+    i64 m = (i64)1 << lg;
+    GRID_LOOP(sig * m)
+    {
+        i64 s = i >> lg, t = i & (m - 1);
+        i64 j = (i64)(__brevll((u64)t) >> (64 - lg));
+        if (t < j) {
+            double *p = a + 2 * (s * m + t), *q = a + 2 * (s * m + j);
+            double r0 = p[0], r1 = p[1];
+            p[0] = q[0], p[1] = q[1];
+            q[0] = r0, q[1] = r1;
+        }
+    }
+}
+
+// The butterflies of span h (all signals): u + w v and u - w v, w = exp(sign i pi k / h).
+extern "C" __global__ void em_nn_fft_stage(double *a, i64 sig, int lg, i64 h, double sign)
+{
+    i64 m = (i64)1 << lg, half = m >> 1;
+    GRID_LOOP(sig * half)
+    {
+        i64 s = i >> (lg - 1), t = i & (half - 1);
+        i64 k = t & (h - 1);
+        double *p = a + 2 * (s * m + (t - k) * 2 + k), *q = p + 2 * h;
+        double sn, c;
+        sincospi(sign * (double)k / (double)h, &sn, &c);
+        double vr = q[0] * c - q[1] * sn, vi = q[0] * sn + q[1] * c;
+        double ur = p[0], ui = p[1];
+        p[0] = ur + vr, p[1] = ui + vi;
+        q[0] = ur - vr, q[1] = ui - vi;
+    }
+}
+
+// b[t] = conj(w[|t|]) for the circular convolution's kernel, t in (-n, n) wrapped to [0, m).
+extern "C" __global__ void em_nn_fft_bfill(double *b, i64 n, i64 m)
+{
+    GRID_LOOP(m)
+    {
+        i64 k = i < n ? i : i > m - n ? m - i : -1;
+        double c = 0, s = 0;
+        if (k >= 0) nn_chirp(k, n, c, s);
+        b[2 * i] = c, b[2 * i + 1] = -s;
+    }
+}
+
+// a[s][t] *= b[t] (complex).
+extern "C" __global__ void em_nn_fft_bmul(double *a, const double *b, i64 sig, i64 m)
+{
+    GRID_LOOP(sig * m)
+    {
+        i64 t = i % m;
+        double xr = a[2 * i], xi = a[2 * i + 1], br = b[2 * t], bi = b[2 * t + 1];
+        a[2 * i] = xr * br - xi * bi, a[2 * i + 1] = xr * bi + xi * br;
+    }
+}
+
+// Work buffer from the input: inv = 0 RFFT (x real), 1 IRFFT (the hermitian spectrum of length
+// n); blue: times the chirp (IRFFT: conjugated first).
+template <int DT>
+__device__ void nn_fft_load(const void *x, double *a, fftg g, i64 m, int inv, int blue)
+{
+    GRID_LOOP(g.outer * g.inner * m)
+    {
+        i64 s = i / m, t = i % m, o = s / g.inner, in = s % g.inner;
+        double vr = 0, vi = 0;
+        if (t < g.n) {
+            if (!inv) {
+                if (t < g.L) vr = nn_ld<DT>(x, o * g.so + t * g.sl + in * g.si);
+            } else {
+                bool up = 2 * t > g.n;
+                nn_bin<DT>(x, g, o, in, up ? g.n - t : t, vr, vi);
+                if (up != (bool)blue) vi = -vi;
+            }
+            if (blue) {
+                double c, sn;
+                nn_chirp(t, g.n, c, sn);
+                double r = vr * c - vi * sn;
+                vi = vr * sn + vi * c, vr = r;
+            }
+        }
+        a[2 * i] = vr, a[2 * i + 1] = vi;
+    }
+}
+
+// The output from the work buffer (blue: scaled by 1/m and times the chirp).
+template <int DT>
+__device__ void nn_fft_store(const double *a, void *y, fftg g, i64 m, int inv, int blue)
+{
+    GRID_LOOP(g.outer * g.inner * g.P)
+    {
+        i64 in = i % g.inner, u = i / g.inner, k = u % g.P, o = u / g.P;
+        const double *p = a + 2 * ((o * g.inner + in) * m + k);
+        double re = p[0], im = p[1];
+        if (blue) {
+            double c, sn;
+            nn_chirp(k, g.n, c, sn);
+            double r = (re * c - im * sn) / (double)m;
+            im = (re * sn + im * c) / (double)m, re = r;
+        }
+        if (inv)
+            nn_st<DT>(y, i, re / (double)g.n);
+        else {
+            nn_st<DT>(y, 2 * i, re);
+            nn_st<DT>(y, 2 * i + 1, im);
+        }
+    }
+}
+
 #define NN_FFT_KERNELS(S, DT)                                                                      \
     extern "C" __global__ void em_nn_rfft_pow2_##S(const void *x, void *y, fftg g, int lg)         \
     {                                                                                              \
@@ -329,6 +450,16 @@ template <int DT> __device__ void nn_irfft_direct(const void *x, void *y, const 
     extern "C" __global__ void em_nn_irfft_direct_##S(const void *x, void *y, fftg g)              \
     {                                                                                              \
         nn_irfft_direct<DT>(x, y, g);                                                              \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_fft_load_##S(const void *x, double *a, fftg g, i64 m,         \
+                                                  int inv, int blue)                               \
+    {                                                                                              \
+        nn_fft_load<DT>(x, a, g, m, inv, blue);                                                    \
+    }                                                                                              \
+    extern "C" __global__ void em_nn_fft_store_##S(const double *a, void *y, fftg g, i64 m,        \
+                                                   int inv, int blue)                              \
+    {                                                                                              \
+        nn_fft_store<DT>(a, y, g, m, inv, blue);                                                   \
     }
 NN_FFT_KERNELS(f32, 0)
 NN_FFT_KERNELS(f64, 1)
