@@ -211,6 +211,12 @@ static void test_conv(void)
          {.groups = 3, .stride = {2, 2}, .pad_lo = {1, 1}, .pad_hi = {1, 1}, .out_pad = {1, 0}},
          1},
         {2, true, EM_SHAPE(1, 8, 20, 20), EM_SHAPE(8, 1, 4, 4), {.groups = 8, .stride = {2, 2}}, 0},
+        {2, /* 16 outputs per group: im2col + the matmul batched over (sample, group) */
+         false,
+         EM_SHAPE(2, 8, 30, 31),
+         EM_SHAPE(32, 4, 3, 3),
+         {.groups = 2, .stride = {1, 2}, .pad_lo = {1, 0}, .pad_hi = {1, 2}},
+         2},
         {2,
          false,
          EM_SHAPE(2, 3, 65, 66),

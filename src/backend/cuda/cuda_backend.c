@@ -923,8 +923,22 @@ static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m
     return run_matmul(&mm, dev, what);
 }
 
-/* CONV as im2col + a matmul batched over (sample, group) (+ bias); CONV_TRANSPOSE as that
- * matmul + col2im (+ bias). Strided inputs are packed first; f16/bf16 run in f32. */
+/* CONV with few output channels per group (depthwise ...): one thread per output (nn.cu). */
+static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                             const em_tensor *y, const conv_arg *g, long long cout, long long G,
+                             const char *what)
+{
+    CUfunction f = cuda_kernel(
+        dev, y->dtype == EM_F64 ? "em_nn_conv_direct_f64" : "em_nn_conv_direct_f32", what);
+    if (!f) return em_last_status();
+    void *xp = tn_ptr(x), *wp = tn_ptr(w), *bp = b ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    void *params[] = {&xp, &wp, &bp, &yp, (void *)g, &cout, &G};
+    return cuda_launch(dev, f, tn_numel(y), params, what);
+}
+
+/* CONV as im2col + a matmul batched over (sample, group) (+ bias), or the direct kernel for
+ * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
+ * inputs are packed first; f16/bf16 run in f32. */
 static em_status run_conv(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
@@ -971,6 +985,12 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
     g.n = N;
     g.c = tr ? Cy : Cx;
     int64_t K = g.c * Kt, L = tr ? Lx : Ly;
+    if (st == EM_OK && !tr && Cy / G < 16) { /* few outputs per group: the direct kernel */
+        st = conv_direct(dev, x, w, op->n_in > 2 ? &in[2] : NULL, &yt, &g, Cy, G, what);
+        if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
+        for (int i = 0; i < 4; i++) cuda_pool_free(dev, bufs[i]);
+        return st;
+    }
     void *cols =
         st == EM_OK ? cuda_pool_alloc(dev, (size_t)(N * K * L) * em_dtype_size(cdt) + 16) : NULL;
     if (st == EM_OK && !cols) st = em_last_status();

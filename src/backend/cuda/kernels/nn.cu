@@ -500,3 +500,52 @@ NN_PACK(f32, 0)
 NN_PACK(f64, 1)
 NN_PACK(f16, 2)
 NN_PACK(bf16, 3)
+
+// ---- direct convolution for few output channels per group (depthwise and the like), where an
+// im2col + matmul would run mostly empty tiles: one thread per output element, x [n][c][img...],
+// w [cout][c / G][k...], y [n][cout][blk...] contiguous (convg from conv.cu: img = the input's
+// sizes, blk = the output's), bias optional.
+template <typename T, typename A>
+__device__ void nn_conv_direct(const T *x, const T *w, const T *bias, T *y, const convg &g,
+                               i64 cout, i64 G)
+{
+    const i64 L = g.blk[0] * g.blk[1] * g.blk[2], ip = g.img[0] * g.img[1] * g.img[2];
+    const i64 Kt = g.k[0] * g.k[1] * g.k[2], cg = g.c / G, og = cout / G;
+    GRID_LOOP(g.n * cout * L)
+    {
+        i64 l = i % L, r = i / L, co = r % cout, n = r / cout;
+        i64 b2 = l % g.blk[2], t = l / g.blk[2], b1 = t % g.blk[1], b0 = t / g.blk[1];
+        i64 o0 = b0 * g.s[0] - g.p[0], o1 = b1 * g.s[1] - g.p[1], o2 = b2 * g.s[2] - g.p[2];
+        const T *xg = x + (n * g.c + (co / og) * cg) * ip;
+        const T *wc = w + co * cg * Kt;
+        A acc = 0;
+        for (i64 ci = 0; ci < cg; ci++, xg += ip, wc += Kt)
+            for (i64 k0 = 0; k0 < g.k[0]; k0++) {
+                i64 x0 = o0 + k0 * g.d[0];
+                if (x0 < 0 || x0 >= g.img[0]) continue;
+                for (i64 k1 = 0; k1 < g.k[1]; k1++) {
+                    i64 x1 = o1 + k1 * g.d[1];
+                    if (x1 < 0 || x1 >= g.img[1]) continue;
+                    const T *xr = xg + (x0 * g.img[1] + x1) * g.img[2];
+                    const T *wr = wc + (k0 * g.k[1] + k1) * g.k[2];
+                    for (i64 k2 = 0; k2 < g.k[2]; k2++) {
+                        i64 x2 = o2 + k2 * g.d[2];
+                        if (x2 >= 0 && x2 < g.img[2]) acc += (A)xr[x2] * (A)wr[k2];
+                    }
+                }
+            }
+        y[i] = (T)(acc + (bias ? (A)bias[co] : (A)0));
+    }
+}
+
+extern "C" __global__ void em_nn_conv_direct_f32(const float *x, const float *w, const float *b,
+                                                 float *y, convg g, i64 cout, i64 G)
+{
+    nn_conv_direct<float, float>(x, w, b, y, g, cout, G);
+}
+
+extern "C" __global__ void em_nn_conv_direct_f64(const double *x, const double *w, const double *b,
+                                                 double *y, convg g, i64 cout, i64 G)
+{
+    nn_conv_direct<double, double>(x, w, b, y, g, cout, G);
+}
