@@ -76,9 +76,11 @@ static bool norm_ok(const em_op *op)
     return true;
 }
 
-/* Threads per block for rows of `inner` elements: a multiple of 32 up to 256. */
-static unsigned row_threads(int64_t inner)
+/* Threads per block for `rows` rows of `inner` elements: a multiple of 32 up to 256, or 1024 for
+ * few long rows (group norm's), so that the device fills up. */
+static unsigned row_threads(int64_t rows, int64_t inner)
 {
+    if (inner >= 8192 && rows < 2048) return 1024;
     int64_t t = (inner + 31) / 32 * 32;
     return (unsigned)(t < 32 ? 32 : t > 256 ? 256 : t);
 }
@@ -110,7 +112,7 @@ static em_status run_norm(const em_op *op, int dev, const char *what)
     double eps = op->f[0];
     void *params[] = {&xp, &xv, &yp, &wp, &wv, &bp, &bv, &rows, &inner, &rg, &sp, &irms, &eps};
     unsigned grid[3] = {(unsigned)(rows > (1 << 20) ? (1 << 20) : rows), 1, 1};
-    unsigned block[3] = {row_threads(inner), 1, 1};
+    unsigned block[3] = {row_threads(rows, inner), 1, 1};
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
