@@ -116,9 +116,9 @@ __device__ void nn_batch_norm(const void *x, nnv xv, void *y, const void *m, nnv
 }
 
 #define NN_NORM_KERNELS(S, DT)                                                                     \
-    extern "C" __global__ void em_nn_norm_##S(const void *x, nnv xv, void *y, const void *w,       \
-                                              nnv wv, const void *b, nnv bv, i64 rows, i64 inner,  \
-                                              i64 rg, i64 sp, int rms, double eps)                 \
+    extern "C" __global__ void __launch_bounds__(1024)                                             \
+        em_nn_norm_##S(const void *x, nnv xv, void *y, const void *w, nnv wv, const void *b,       \
+                       nnv bv, i64 rows, i64 inner, i64 rg, i64 sp, int rms, double eps)           \
     {                                                                                              \
         nn_norm<DT>(x, xv, y, w, wv, b, bv, rows, inner, rg, sp, rms, eps);                        \
     }                                                                                              \
