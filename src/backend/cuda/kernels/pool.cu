@@ -9,7 +9,7 @@ struct poolg {
     i64 planes;
 };
 
-template <int H, typename T> __device__ __forceinline__ float pool_f(T v)
+template <int H, typename T> __device__ __forceinline__ float maxpool_h2f(T v)
 {
     if (H == 2) return __uint_as_float((unsigned)v << 16);
     float f;
@@ -17,10 +17,10 @@ template <int H, typename T> __device__ __forceinline__ float pool_f(T v)
     return f;
 }
 
-template <int H, typename V, typename T> __device__ __forceinline__ V pool_val(T v)
+template <int H, typename V, typename T> __device__ __forceinline__ V maxpool_val(T v)
 {
     if (H == 0) return (V)v;
-    return (V)pool_f<H>(v);
+    return (V)maxpool_h2f<H>(v);
 }
 
 // Grid: x over output positions of a plane (32-bit index arithmetic), y over planes.
@@ -50,7 +50,7 @@ __device__ void max_pool(const T *x, T *y, i64 *idx, const poolg &g)
                         if (iw < 0 || iw >= i2) continue;
                         int li = (id * i1 + ih) * i2 + iw;
                         T raw = xp[li];
-                        V v = pool_val<H, V>(raw);
+                        V v = maxpool_val<H, V>(raw);
                         if (bi < 0 || v > best || v != v) {
                             best = v;
                             braw = raw;
