@@ -110,10 +110,13 @@ static em_status run_norm(const em_op *op, int dev, const char *what)
     void *wp = w ? tn_ptr(w) : NULL, *bp = b ? tn_ptr(b) : NULL;
     int irms = rms;
     double eps = op->f[0];
-    void *params[] = {&xp, &xv, &yp, &wp, &wv, &bp, &bv, &rows, &inner, &rg, &sp, &irms, &eps};
+    int cached = inner <= 6144; /* the row in 48 KiB of shared memory */
+    void *params[] = {&xp,   &xv,    &yp, &wp, &wv,   &bp,  &bv,
+                      &rows, &inner, &rg, &sp, &irms, &eps, &cached};
     unsigned grid[3] = {(unsigned)(rows > (1 << 20) ? (1 << 20) : rows), 1, 1};
     unsigned block[3] = {row_threads(rows, inner), 1, 1};
-    return cuda_launch_grid(dev, f, grid, block, params, what);
+    unsigned smem = cached ? (unsigned)(inner * 8) : 0;
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 
 static em_status run_batch_norm(const em_op *op, int dev, const char *what)

@@ -66,29 +66,34 @@ __device__ double nn_block_sum(double v, double *sh)
 // One block per row of `inner` elements (x linear index r * inner + i): mean (unless rms) and
 // biased variance in double, then (x - mean) * rstd, times w and plus b at parameter index
 // ((r % rg) * inner + i) / sp (layer/rms: rg = sp = 1; group norm: rg = groups, sp = spatial).
+// With `cached`, dynamic shared memory holds the row (inner doubles), so x is read once; each
+// thread reads back only the elements it stored.
 template <int DT>
 __device__ void nn_norm(const void *x, nnv xv, void *y, const void *w, nnv wv, const void *b,
-                        nnv bv, i64 rows, i64 inner, i64 rg, i64 sp, int rms, double eps)
+                        nnv bv, i64 rows, i64 inner, i64 rg, i64 sp, int rms, double eps,
+                        int cached)
 {
     __shared__ double sh[32];
+    extern __shared__ double nn_rowsh[];
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         i64 base = r * inner;
-        double mean = 0;
-        if (!rms) {
-            double s = 0;
-            for (i64 i = threadIdx.x; i < inner; i += blockDim.x)
-                s += nn_ld<DT>(x, nnv_off(xv, base + i));
-            mean = nn_block_sum(s, sh) / (double)inner;
+        double s = 0;
+        for (i64 i = threadIdx.x; i < inner && (!rms || cached); i += blockDim.x) {
+            double v = nn_ld<DT>(x, nnv_off(xv, base + i));
+            if (cached) nn_rowsh[i] = v;
+            s += v;
         }
+        double mean = rms ? 0.0 : nn_block_sum(s, sh) / (double)inner;
         double q = 0;
         for (i64 i = threadIdx.x; i < inner; i += blockDim.x) {
-            double d = nn_ld<DT>(x, nnv_off(xv, base + i)) - mean;
+            double d = (cached ? nn_rowsh[i] : nn_ld<DT>(x, nnv_off(xv, base + i))) - mean;
             q += d * d;
         }
         double rstd = 1.0 / sqrt(nn_block_sum(q, sh) / (double)inner + eps);
         i64 pbase = (r % rg) * inner;
         for (i64 i = threadIdx.x; i < inner; i += blockDim.x) {
-            double v = (nn_ld<DT>(x, nnv_off(xv, base + i)) - mean) * rstd;
+            double v = cached ? nn_rowsh[i] : nn_ld<DT>(x, nnv_off(xv, base + i));
+            v = (v - mean) * rstd;
             i64 c = (pbase + i) / sp;
             if (w) v *= nn_ld<DT>(w, nnv_off(wv, c));
             if (b) v += nn_ld<DT>(b, nnv_off(bv, c));
@@ -116,11 +121,11 @@ __device__ void nn_batch_norm(const void *x, nnv xv, void *y, const void *m, nnv
 }
 
 #define NN_NORM_KERNELS(S, DT)                                                                     \
-    extern "C" __global__ void __launch_bounds__(1024)                                             \
-        em_nn_norm_##S(const void *x, nnv xv, void *y, const void *w, nnv wv, const void *b,       \
-                       nnv bv, i64 rows, i64 inner, i64 rg, i64 sp, int rms, double eps)           \
+    extern "C" __global__ void __launch_bounds__(1024) em_nn_norm_##S(                             \
+        const void *x, nnv xv, void *y, const void *w, nnv wv, const void *b, nnv bv, i64 rows,    \
+        i64 inner, i64 rg, i64 sp, int rms, double eps, int cached)                                \
     {                                                                                              \
-        nn_norm<DT>(x, xv, y, w, wv, b, bv, rows, inner, rg, sp, rms, eps);                        \
+        nn_norm<DT>(x, xv, y, w, wv, b, bv, rows, inner, rg, sp, rms, eps, cached);                \
     }                                                                                              \
     extern "C" __global__ void em_nn_batch_norm_##S(                                               \
         const void *x, nnv xv, void *y, const void *m, nnv mv, const void *var, nnv vv,            \
