@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
+#include "cuda_nn.h"
 #include "cuda_ops.h"
 #include "cuda_reduce.h"
 
@@ -177,10 +178,22 @@ static bool scalar_form(const em_op *op)
            tn_is_contiguous(x) && tn_is_contiguous(op->out[0]);
 }
 
+/* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
+ * first), any groups, 1 to 3 spatial dims. */
+static bool conv_ok(const em_op *op)
+{
+    em_dtype dt = op->out[0]->dtype;
+    if (!(is_f(dt) || dt == EM_F16 || dt == EM_BF16) || !tn_is_contiguous(op->out[0])) return false;
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i]->dtype != dt) return false;
+    return op->i[0] >= 1 && op->i[0] <= 3;
+}
+
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
     if (cuda_reduce_claims(k)) return cuda_reduce_supports(op);
+    if (cuda_nn_claims(k)) return cuda_nn_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -208,9 +221,9 @@ static bool be_supports(const em_op *op)
                op->in[1]->dtype == EM_BOOL;
     if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MATMUL)
-        return op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) && op->in[0]->dtype == o &&
-               op->in[1]->dtype == o;
-    if (k == EM_OP_LAYER_NORM) return layer_norm_ok(op);
+        return (op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) &&
+                op->in[0]->dtype == o && op->in[1]->dtype == o) ||
+               cuda_nn_int_matmul_ok(op);
     if (k == EM_OP_RAND_UNIFORM || k == EM_OP_RAND_NORMAL || k == EM_OP_BERNOULLI)
         return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
                (op->n_in == 0 ||
@@ -219,19 +232,19 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_DROPOUT)
         return is_f(op->out[0]->dtype) && op->in[0]->dtype == op->out[0]->dtype &&
                tn_is_contiguous(op->in[0]) && tn_is_contiguous(op->out[0]);
-    if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE || k == EM_OP_IM2COL || k == EM_OP_COL2IM) {
+    if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
+    if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) {
         for (int i = 0; i < op->n_in; i++)
             if (op->in[i]->dtype != op->out[0]->dtype || !tn_is_contiguous(op->in[i])) return false;
-        bool conv = k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE;
-        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
-               (!conv || (op->i[16] <= 1 && op->i[0] >= 1 && op->i[0] <= 3));
+        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]);
     }
     if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
         const em_tensor *x = op->in[0];
         int nd = (int)op->i[0];
         int64_t plane = 1;
         for (int d = x->rank - nd; d < x->rank && d >= 0; d++) plane *= x->shape[d];
-        return is_f(x->dtype) && op->out[0]->dtype == x->dtype && tn_is_contiguous(x) && nd >= 1 &&
+        return (is_f(x->dtype) || x->dtype == EM_F16 || x->dtype == EM_BF16) &&
+               op->out[0]->dtype == x->dtype && tn_is_contiguous(op->out[0]) && nd >= 1 &&
                nd <= 3 && plane < ((int64_t)1 << 31) / 4;
     }
     return false;
@@ -594,6 +607,7 @@ static bool tf32_allowed(void)
 static em_status run_matmul(const em_op *op, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    if (!em_dtype_is_float(o->dtype)) return cuda_nn_int_matmul(op, dev, what);
     mm_arg s;
     memset(&s, 0, sizeof s);
     bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
@@ -761,7 +775,7 @@ typedef struct conv_arg { /* matches `struct convg` in kernels/conv.cu */
     int64_t n, c;
 } conv_arg;
 
-/* A stack tensor on device storage `st` (caller-filled), rank <= 3, given shape and strides. */
+/* A stack tensor on device storage `st` (caller-filled), rank <= 4, given shape and strides. */
 static em_tensor view3(em_storage *st, em_dtype dt, int64_t offset, int rank, const int64_t *shape,
                        const int64_t *strides)
 {
@@ -777,20 +791,6 @@ static em_tensor view3(em_storage *st, em_dtype dt, int64_t offset, int rank, co
 }
 
 static em_status run_matmul(const em_op *op, int dev, const char *what);
-
-/* C[b] = A[b] . B[b] with A [M, K] (a_batch: stride 0 when false) through run_matmul. */
-static em_status mm3(int dev, em_tensor *a, em_tensor *b, em_tensor *c, int64_t M, int64_t K,
-                     int64_t N, int64_t nb, const char *what)
-{
-    em_op mm;
-    memset(&mm, 0, sizeof mm);
-    mm.kind = EM_OP_MATMUL;
-    mm.n_in = 2;
-    mm.n_out = 1;
-    mm.in[0] = a, mm.in[1] = b, mm.out[0] = c;
-    mm.i[2] = M, mm.i[3] = K, mm.i[4] = N, mm.i[5] = 1, mm.i[6] = nb;
-    return run_matmul(&mm, dev, what);
-}
 
 static em_status launch_conv_kernel(int dev, const char *fam, em_dtype dt, const void *in,
                                     void *out, const conv_arg *g, long long n, const char *what)
@@ -816,12 +816,70 @@ static em_status bias_add(int dev, const em_tensor *y, const em_tensor *b, long 
     return cuda_launch(dev, f, total, params, what);
 }
 
-/* CONV as im2col + matmul (+ bias); CONV_TRANSPOSE as matmul + col2im (+ bias). Groups 1. */
+/* C[n, g] = A[g] . B[n, g] through run_matmul: A [G, M, K] (a_g: its group stride), B [N, G, K, L]
+ * (strides b_n, b_g, b_k), C contiguous [N, G, M, L]. */
+static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m, int64_t a_k,
+                           const em_tensor *B, int64_t b_n, int64_t b_g, int64_t b_k, em_tensor *C,
+                           int64_t N, int64_t G, int64_t M, int64_t K, int64_t L, const char *what)
+{
+    int64_t ash[4] = {1, G, M, K}, ast[4] = {0, a_g, a_m, a_k};
+    int64_t bsh[4] = {N, G, K, L}, bst[4] = {b_n, b_g, b_k, 1};
+    int64_t csh[4] = {N, G, M, L}, cst[4] = {G * M * L, M * L, L, 1};
+    em_tensor at = view3(A->storage, A->dtype, A->offset, 4, ash, ast);
+    em_tensor bt = view3(B->storage, B->dtype, B->offset, 4, bsh, bst);
+    em_tensor ct = view3(C->storage, C->dtype, C->offset, 4, csh, cst);
+    em_op mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = EM_OP_MATMUL;
+    mm.n_in = 2;
+    mm.n_out = 1;
+    mm.in[0] = &at, mm.in[1] = &bt, mm.out[0] = &ct;
+    mm.i[2] = M, mm.i[3] = K, mm.i[4] = L, mm.i[5] = 2, mm.i[6] = N, mm.i[7] = G;
+    return run_matmul(&mm, dev, what);
+}
+
+/* CONV with few output channels per group (depthwise ...): one thread per output (nn.cu). */
+static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                             const em_tensor *y, const conv_arg *g, long long cout, long long G,
+                             const char *what)
+{
+    CUfunction f = cuda_kernel(
+        dev, y->dtype == EM_F64 ? "em_nn_conv_direct_f64" : "em_nn_conv_direct_f32", what);
+    if (!f) return em_last_status();
+    void *xp = tn_ptr(x), *wp = tn_ptr(w), *bp = b ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    void *params[] = {&xp, &wp, &bp, &yp, (void *)g, &cout, &G};
+    return cuda_launch(dev, f, tn_numel(y), params, what);
+}
+
+/* CONV as im2col + a matmul batched over (sample, group) (+ bias), or the direct kernel for
+ * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
+ * inputs are packed first; f16/bf16 run in f32. */
 static em_status run_conv(const em_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
+    const em_tensor *y = op->out[0];
     bool tr = op->kind == EM_OP_CONV_TRANSPOSE;
     int S = (int)op->i[0];
+    int64_t G = op->i[16] > 1 ? op->i[16] : 1;
+    if (tn_numel(y) == 0) return EM_OK;
+    bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
+    em_dtype cdt = half ? EM_F32 : y->dtype;
+    em_tensor in[3], yt = *y;
+    em_storage ins[3], ys;
+    void *bufs[4] = {NULL, NULL, NULL, NULL};
+    em_status st = EM_OK;
+    for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
+    for (int i = 0; i < op->n_in && st == EM_OK; i++)
+        st = cuda_nn_stage(dev, op->in[i], half, &in[i], &ins[i], &bufs[i], what);
+    if (st == EM_OK && half) {
+        bufs[3] = cuda_pool_alloc(dev, (size_t)tn_numel(y) * 4);
+        if (!bufs[3]) st = em_last_status();
+        ys = *y->storage;
+        ys.data = bufs[3];
+        yt.storage = &ys;
+        yt.offset = 0;
+        yt.dtype = EM_F32;
+    }
+    const em_tensor *x = &in[0], *w = &in[1];
     bool unb = x->rank == S + 1;
     int64_t N = unb ? 1 : x->shape[0], Cx = x->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
     conv_arg g;
@@ -830,45 +888,49 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
     for (int i = 0; i < 3; i++) {
         int j = i - (3 - S);
         int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
-                ys = j >= 0 ? y->shape[y->rank - S + j] : 1;
-        g.img[i] = tr ? ys : xs; /* the image is the conv's input, the transpose's output */
-        g.blk[i] = tr ? xs : ys;
+                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
+        g.img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
+        g.blk[i] = tr ? xs : yss;
         g.k[i] = j >= 0 ? w->shape[2 + j] : 1;
         g.s[i] = j >= 0 ? op->i[1 + j] : 1;
         g.p[i] = j >= 0 ? op->i[4 + j] : 0;
         g.d[i] = j >= 0 ? op->i[10 + j] : 1;
-        Kt *= g.k[i], Lx *= xs, Ly *= ys;
+        Kt *= g.k[i], Lx *= xs, Ly *= yss;
     }
     g.n = N;
     g.c = tr ? Cy : Cx;
     int64_t K = g.c * Kt, L = tr ? Lx : Ly;
-    if (tn_numel(y) == 0) return EM_OK;
-    size_t es = em_dtype_size(y->dtype);
-    void *cols = cuda_pool_alloc(dev, (size_t)(N * K * L) * es + 16);
-    if (!cols) return em_last_status();
+    if (st == EM_OK && !tr && Cy / G < 16) { /* few outputs per group: the direct kernel */
+        st = conv_direct(dev, x, w, op->n_in > 2 ? &in[2] : NULL, &yt, &g, Cy, G, what);
+        if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
+        for (int i = 0; i < 4; i++) cuda_pool_free(dev, bufs[i]);
+        return st;
+    }
+    void *cols =
+        st == EM_OK ? cuda_pool_alloc(dev, (size_t)(N * K * L) * em_dtype_size(cdt) + 16) : NULL;
+    if (st == EM_OK && !cols) st = em_last_status();
     em_storage cs = *y->storage;
     cs.data = cols;
-    em_status st = EM_OK;
     int64_t cshape[3] = {N, K, L}, cstr[3] = {K * L, L, 1};
-    em_tensor ct = view3(&cs, y->dtype, 0, 3, cshape, cstr);
-    if (!tr) {
-        st = launch_conv_kernel(dev, "im2col", y->dtype, tn_ptr(x), cols, &g, N * K * L, what);
-        int64_t ash[2] = {Cy, K}, ast[2] = {K, 1}, ysh[3] = {N, Cy, L}, yst[3] = {Cy * L, L, 1};
-        em_tensor at = view3(w->storage, w->dtype, w->offset, 2, ash, ast);
-        em_tensor ot = view3(y->storage, y->dtype, y->offset, 3, ysh, yst);
-        if (st == EM_OK) st = mm3(dev, &at, &ct, &ot, Cy, K, L, N, what);
-    } else {
-        /* cols[n] = W^T [Cout*Kt, Cin] . x[n] [Cin, Lin] */
-        int64_t ash[2] = {K, Cx}, ast[2] = {1, K}, xsh[3] = {N, Cx, Lx}, xst[3] = {Cx * Lx, Lx, 1};
-        em_tensor at = view3(w->storage, w->dtype, w->offset, 2, ash, ast);
-        em_tensor xt = view3(x->storage, x->dtype, x->offset, 3, xsh, xst);
-        st = mm3(dev, &at, &xt, &ct, K, Cx, Lx, N, what);
+    em_tensor ct = view3(&cs, cdt, 0, 3, cshape, cstr);
+    if (st == EM_OK && !tr) {
+        /* y[n, g] [Cy/G, L] = w[g] [Cy/G, K/G] . cols[n, g] [K/G, L] */
+        st = launch_conv_kernel(dev, "im2col", cdt, tn_ptr(x), cols, &g, N * K * L, what);
+        int64_t M = Cy / G, Kg = K / G;
         if (st == EM_OK)
-            st =
-                launch_conv_kernel(dev, "col2im", y->dtype, cols, tn_ptr(y), &g, tn_numel(y), what);
+            st = mm_groups(dev, w, M * Kg, Kg, 1, &ct, K * L, Kg * L, L, &yt, N, G, M, Kg, L, what);
+    } else if (st == EM_OK) {
+        /* cols[n, g] [Cy/G * Kt, Lx] = w[g]^T . x[n, g] [Cx/G, Lx], w[g] [Cx/G, Cy/G * Kt] */
+        int64_t M = K / G, Cg = Cx / G;
+        st = mm_groups(dev, w, Cg * M, 1, M, x, Cx * Lx, Cg * Lx, Lx, &ct, N, G, M, Cg, Lx, what);
+        if (st == EM_OK)
+            st = launch_conv_kernel(dev, "col2im", cdt, cols, tn_ptr(&yt), &g, tn_numel(y), what);
     }
-    if (st == EM_OK && op->n_in > 2) st = bias_add(dev, y, op->in[2], Cy, Ly, what);
-    cuda_pool_free(dev, cols); /* stream order: the kernels above read it before any reuse */
+    if (st == EM_OK && op->n_in > 2) st = bias_add(dev, &yt, &in[2], Cy, Ly, what);
+    if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, cols);
+    for (int i = 0; i < 4; i++) cuda_pool_free(dev, bufs[i]);
     return st;
 }
 
@@ -935,10 +997,9 @@ typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t planes;
 } pool_arg;
 
-/* MAX_POOL (values and i64 indices) and MAX_POOL_VALUES (one output: no indices written). */
-static em_status run_max_pool(const em_op *op, int dev, const char *what)
+static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const em_tensor *o = op->out[0];
     int nd = (int)op->i[0];
     pool_arg g;
     memset(&g, 0, sizeof g);
@@ -957,7 +1018,10 @@ static em_status run_max_pool(const em_op *op, int dev, const char *what)
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
     char name[32];
-    snprintf(name, sizeof name, "em_max_pool_%s", short_name(o->dtype));
+    snprintf(name, sizeof name, "em_max_pool_%s",
+             o->dtype == EM_F16    ? "f16"
+             : o->dtype == EM_BF16 ? "bf16"
+                                   : short_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
@@ -968,6 +1032,21 @@ static em_status run_max_pool(const em_op *op, int dev, const char *what)
                         (unsigned)(g.planes > 65535 ? 65535 : g.planes), 1};
     unsigned block[3] = {256, 1, 1};
     return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
+/* MAX_POOL (values and i64 indices) and MAX_POOL_VALUES (one output: no indices written); a
+ * strided input is packed contiguous first. */
+static em_status run_max_pool(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    if (tn_numel(o) == 0) return EM_OK;
+    em_tensor xc;
+    em_storage xs;
+    void *tmp = NULL;
+    em_status st = cuda_nn_stage(dev, op->in[0], false, &xc, &xs, &tmp, what);
+    if (st == EM_OK) st = max_pool_contig(op, &xc, dev, what);
+    cuda_pool_free(dev, tmp); /* stream order: the pool has read it before any reuse */
+    return st;
 }
 
 /* tn_dispatch calls this only for records be_supports accepted. */
@@ -994,7 +1073,13 @@ static em_status be_exec(const em_op *op)
     case EM_OP_COL2IM: return run_fold(op, dev, what);
     case EM_OP_MAX_POOL:
     case EM_OP_MAX_POOL_VALUES: return run_max_pool(op, dev, what);
-    case EM_OP_LAYER_NORM: return run_layer_norm(op, dev, what);
+    case EM_OP_LAYER_NORM:
+        return layer_norm_ok(op) ? run_layer_norm(op, dev, what) : cuda_nn_exec(op, dev, what);
+    case EM_OP_RMS_NORM:
+    case EM_OP_GROUP_NORM:
+    case EM_OP_BATCH_NORM:
+    case EM_OP_RFFT:
+    case EM_OP_IRFFT: return cuda_nn_exec(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
     default: return run_elementwise(op, dev, what);
     }
