@@ -1,0 +1,14 @@
+/* The CUDA backend's index, combine and resampling ops (cuda_index.c, cuda_resample.c). */
+#ifndef EMBER_CUDA_INDEX_H
+#define EMBER_CUDA_INDEX_H
+
+#include "../backend.h"
+
+/* True for the kinds cuda_index.c owns: the index and combine families, pixel (un)shuffle. */
+bool cuda_index_claims(em_op_kind kind);
+/* Whether cuda_index_exec runs op (decides alone for the kinds it claims). */
+bool cuda_index_supports(const em_op *op);
+/* Runs a supported op on device dev (its context current); `what` names it in errors. */
+em_status cuda_index_exec(const em_op *op, int dev, const char *what);
+
+#endif
