@@ -53,7 +53,11 @@ bool cuda_index_claims(em_op_kind k)
     case EM_OP_ROLL:
     case EM_OP_PAD:
     case EM_OP_PIXEL_SHUFFLE:
-    case EM_OP_PIXEL_UNSHUFFLE: return true;
+    case EM_OP_PIXEL_UNSHUFFLE:
+    case EM_OP_AVG_POOL:
+    case EM_OP_ADAPTIVE_AVG_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL:
+    case EM_OP_INTERPOLATE: return true;
     default: return false;
     }
 }
@@ -69,6 +73,10 @@ bool cuda_index_supports(const em_op *op)
     em_dtype o = op->out[0]->dtype;
     if (!sized(o) || op->n_in < 1) return false;
     switch (op->kind) {
+    case EM_OP_AVG_POOL:
+    case EM_OP_ADAPTIVE_AVG_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL:
+    case EM_OP_INTERPOLATE: return cuda_resample_supports(op);
     case EM_OP_MASKED_SELECT:
     case EM_OP_NONZERO: return sized(op->in[0]->dtype);
     case EM_OP_SCATTER:
@@ -576,6 +584,10 @@ em_status cuda_index_exec(const em_op *op, int dev, const char *what)
     case EM_OP_CAT: return run_cat(op, dev, what);
     case EM_OP_PIXEL_SHUFFLE:
     case EM_OP_PIXEL_UNSHUFFLE: return run_shuffle(op, dev, what);
+    case EM_OP_AVG_POOL:
+    case EM_OP_ADAPTIVE_AVG_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL:
+    case EM_OP_INTERPOLATE: return cuda_resample_exec(op, dev, what);
     default: return run_map(op, dev, what);
     }
 }
