@@ -185,6 +185,21 @@ static em_status copy_convert(int dev, em_dtype xdt, const void *x, const int64_
     return cuda_launch(dev, f, n, params, what);
 }
 
+em_status cuda_index_to_contiguous(int dev, const em_tensor *x, em_dtype dt, void *dst,
+                                   const char *what)
+{
+    int64_t ys[EM_MAX_RANK];
+    tn_contiguous_strides(x->shape, x->rank, ys);
+    if (x->dtype == dt && tn_is_contiguous(x)) {
+        size_t nbytes = (size_t)tn_numel(x) * em_dtype_size(dt);
+        if (nbytes == 0) return EM_OK;
+        CUresult r = cuda_drv.cuMemcpyDtoD(dp(dst), dp(tn_ptr(x)), nbytes);
+        return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoD", dev) : EM_OK;
+    }
+    return copy_convert(dev, x->dtype, tn_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank,
+                        what);
+}
+
 /* The contiguous dst (x's shape and dtype) = x. */
 static em_status copy_into(int dev, const em_tensor *x, const em_tensor *dst, const char *what)
 {
