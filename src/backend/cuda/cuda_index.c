@@ -196,8 +196,7 @@ em_status cuda_index_to_contiguous(int dev, const em_tensor *x, em_dtype dt, voi
         CUresult r = cuda_drv.cuMemcpyDtoD(dp(dst), dp(tn_ptr(x)), nbytes);
         return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoD", dev) : EM_OK;
     }
-    return copy_convert(dev, x->dtype, tn_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank,
-                        what);
+    return copy_convert(dev, x->dtype, tn_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank, what);
 }
 
 /* The contiguous dst (x's shape and dtype) = x. */
@@ -306,6 +305,67 @@ static em_status run_gather(const em_op *op, int dev, const char *what)
 
 /* ---- scatter-style writes ----------------------------------------------------------------- */
 
+/* INDEX_ADD with many source rows per line (embedding backward: [tokens, D] into [num, D]):
+ * the index is read back and sorted stably by value on the host (a counting sort), then one
+ * thread per (destination, line) adds its sources in the CPU's order. out already holds x. */
+static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *g, long long lines,
+                                  const char *what)
+{
+    const em_tensor *index = op->in[1], *src = op->in[2], *out = op->out[0];
+    int64_t m = g->shape[g->dim], n = out->shape[g->dim];
+    size_t words = (size_t)(m + (n + 1) + n);
+    int64_t *h = em_alloc(words * sizeof *h + (size_t)n * sizeof *h);
+    void *d = cuda_pool_alloc(dev, words * sizeof(int64_t));
+    if (!h || !d) {
+        em_free(h);
+        if (d) cuda_pool_free(dev, d);
+        return em_error(EM_ERR_OOM, "%s: out of memory for the sorted index", what);
+    }
+    em_status st = EM_OK;
+    int64_t *perm = h, *offs = h + m, *ids = offs + n + 1, *vals = ids + n;
+    /* the index values as i64 (any dtype and stride, converted on the device) */
+    void *tmp = cuda_pool_alloc(dev, (size_t)m * sizeof(int64_t));
+    if (!tmp) st = em_last_status();
+    if (st == EM_OK) st = cuda_index_to_contiguous(dev, index, EM_I64, tmp, what);
+    int64_t *hv = st == EM_OK ? em_alloc((size_t)m * sizeof *hv) : NULL;
+    if (st == EM_OK && !hv) st = em_error(EM_ERR_OOM, "%s: out of memory for the index", what);
+    if (st == EM_OK) st = to_host(dev, hv, tmp, (size_t)m * sizeof *hv, what);
+    if (tmp) cuda_pool_free(dev, tmp);
+    long long nids = 0;
+    if (st == EM_OK) {
+        memset(offs, 0, (size_t)(n + 1) * sizeof *offs);
+        for (int64_t k = 0; k < m; k++) offs[hv[k] + 1]++;
+        for (int64_t j = 0; j < n; j++) {
+            if (offs[j + 1]) ids[nids++] = j;
+            offs[j + 1] += offs[j];
+        }
+        memcpy(vals, offs, (size_t)n * sizeof *vals); /* the next free slot of each bucket */
+        for (int64_t k = 0; k < m; k++) perm[vals[hv[k]]++] = k;
+        st = to_dev(dev, d, h, words * sizeof *h, what);
+    }
+    em_free(hv);
+    em_free(h);
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, "idx_add_sorted", what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK && nids > 0) {
+        void *yp = tn_ptr(out);
+        const void *sp = tn_ptr(src);
+        int dt = dtype_code(out->dtype);
+        double alpha = op->f[0];
+        long long ialpha = (long long)op->f[0];
+        int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1;
+        void *params[] = {&yp,    &dt,    (void *)&sp, (void *)g, &alpha, &ialpha,
+                          &lines, &dperm, &doffs,      &dids,     &nids};
+        long long gy = (lines + 255) / 256;
+        unsigned grid[3] = {(unsigned)(nids < 0x7fffffff ? nids : 0x7fffffff),
+                            (unsigned)(gy < 65535 ? gy : 65535), 1};
+        unsigned block[3] = {256, 1, 1};
+        st = cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (d) cuda_pool_free(dev, d); /* stream order: the kernel reads it before any reuse */
+    return st;
+}
+
 // SCATTER x: [..., n, ...], index, src: [..., m, ...] -> out: x's shape (loop over index);
 // INDEX_ADD index: [m], src: x's shape with n replaced by m (loop over src)
 static em_status run_scatter(const em_op *op, int dev, const char *what)
@@ -335,6 +395,7 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
     }
     long long m = g.shape[dim], lines = m ? tn_numel(loop) / m : 0;
     if (lines == 0 || m == 0) return EM_OK;
+    if (add && m >= 32 && out->rank > 0) return index_add_sorted(op, dev, &g, lines, what);
     const void *sp = tn_ptr(src);
     void *tmp = NULL;
     if (!add && src->rank == 0) { /* one value, converted once to out's dtype (stride 0) */

@@ -243,8 +243,8 @@ __device__ __forceinline__ void idx_seti(void *p, i64 o, int dt, i64 v)
 __device__ __forceinline__ double idx_combine_f(int mode, double a, double b)
 {
     switch (mode) {
-    case 1: return a + b;
-    case 2: return a * b;
+    case 1: return __dadd_rn(a, b); // never contracted: the CPU rounds the product first
+    case 2: return __dmul_rn(a, b);
     case 3:
         return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : (b < a ? b : a);
     case 4:
@@ -294,7 +294,7 @@ extern "C" __global__ void idx_scatter(void *y, int dt, const void *ix, int ik, 
                 }
             } else if (dt <= 3) {
                 double b = idx_getf(src, s, dt);
-                idx_setf(y, o, dt, idx_combine_f(mode, idx_getf(y, o, dt), alpha * b));
+                idx_setf(y, o, dt, idx_combine_f(mode, idx_getf(y, o, dt), __dmul_rn(alpha, b)));
             } else {
                 i64 b = (i64)((u64)idx_geti(src, s, dt) * (u64)ialpha);
                 idx_seti(y, o, dt, idx_combine_i(mode, idx_geti(y, o, dt), b));
@@ -413,5 +413,67 @@ extern "C" __global__ void idx_convert(const void *x, int xdt, void *y, int ydt,
             ((unsigned char *)y)[yo] = idx_ld(x, xo, xdt) != 0.0;
         else
             idx_st(y, yo, ydt, idx_ld(x, xo, xdt));
+    }
+}
+
+// ---- index_add by destination (many source rows per line: embedding backward) ---------------
+// The host sorts the source positions k by index value, stably (a counting sort), into perm;
+// destination j takes perm[offs[j] .. offs[j + 1]). One thread per (destination, line) adds its
+// sources in increasing k, rounding to the dtype after every step as the CPU's serial loop does.
+__device__ __forceinline__ double idx_roundf(int dt, double v)
+{
+    switch (dt) {
+    case 0: return v;
+    case 1: return (double)(float)v;
+    case 2: return idx_h2f(idx_f2h((float)v));
+    default: return __uint_as_float((unsigned)idx_f2bf((float)v) << 16);
+    }
+}
+
+__device__ __forceinline__ i64 idx_wrap(int dt, i64 v)
+{
+    switch (dt) {
+    case 4: return v;
+    case 5: return (int)(unsigned)(u64)v;
+    case 6: return (short)(unsigned short)(u64)v;
+    case 7: return (signed char)(unsigned char)(u64)v;
+    case 8: return (unsigned char)(u64)v;
+    default: return v != 0;
+    }
+}
+
+extern "C" __global__ void idx_add_sorted(void *y, int dt, const void *src, idx_scatterg g,
+                                          double alpha, i64 ialpha, i64 lines, const i64 *perm,
+                                          const i64 *offs, const i64 *ids, i64 nids)
+{
+    for (i64 b = blockIdx.x; b < nids; b += gridDim.x) {
+        const i64 j = ids[b], e0 = offs[j], e1 = offs[j + 1];
+        for (i64 line = (i64)blockIdx.y * blockDim.x + threadIdx.x; line < lines;
+             line += (i64)gridDim.y * blockDim.x) {
+            i64 r = line, yo = 0, so = 0;
+            for (int d = g.rank - 1; d >= 0; d--) {
+                if (d == g.dim) continue;
+                i64 q = r / g.shape[d], c = r - q * g.shape[d];
+                yo += c * g.ys[d];
+                so += c * g.ss[d];
+                r = q;
+            }
+            yo += j * g.sd;
+            const i64 sk = g.ss[g.dim];
+            if (dt <= 3) {
+                double acc = idx_getf(y, yo, dt);
+                for (i64 e = e0; e < e1; e++)
+                    acc = idx_roundf(
+                        dt, __dadd_rn(acc, __dmul_rn(alpha, idx_getf(src, so + perm[e] * sk, dt))));
+                idx_setf(y, yo, dt, acc);
+            } else {
+                i64 acc = idx_geti(y, yo, dt);
+                for (i64 e = e0; e < e1; e++) {
+                    i64 v = (i64)((u64)idx_geti(src, so + perm[e] * sk, dt) * (u64)ialpha);
+                    acc = idx_wrap(dt, (i64)((u64)acc + (u64)v));
+                }
+                idx_seti(y, yo, dt, acc);
+            }
+        }
     }
 }
