@@ -1,6 +1,6 @@
 // Average pooling, adaptive average/max pooling and interpolation (host side: cuda_resample.c),
 // one thread per output element, mirroring the CPU kernels of cpu_pool.c: the same scan order,
-// f64 accumulation, and f64 arithmetic kept free of contractions where the CPU rounds each step.
+// f64 accumulation, and f64 arithmetic kept free of contractions (the CPU rounds each step).
 // Spatial dims are padded to three with leading size-1 dims; x is read through its strides (the
 // leading dims are the planes), y is contiguous. Float dtypes through index.cu's dtype helpers.
 struct rs_geom {
@@ -106,16 +106,19 @@ __device__ __forceinline__ double rs_src(i64 o, i64 in, i64 out, int align, bool
     return (!cubic && s < 0) ? 0.0 : s;
 }
 
+__device__ __forceinline__ double rs_mad(double a, double b, double c)
+{
+    return __dadd_rn(__dmul_rn(a, b), c); // rounded twice, as the CPU's a * b + c
+}
+
+// The CPU's cubic_w step by step: ((A x - 5A) x + 8A) x - 4A outside, ((A+2) x - (A+3)) x x + 1
+// inside (A = -0.75; the constants are exact).
 __device__ __forceinline__ double rs_cubic_w(double t, int k)
 {
     const double A = -0.75;
-    double v;
-    switch (k) {
-    case 0: v = t + 1; return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A;
-    case 1: v = t; return ((A + 2) * v - (A + 3)) * v * v + 1;
-    case 2: v = 1 - t; return ((A + 2) * v - (A + 3)) * v * v + 1;
-    default: v = 2 - t; return ((A * v - 5 * A) * v + 8 * A) * v - 4 * A;
-    }
+    double v = k == 0 ? t + 1 : k == 1 ? t : k == 2 ? 1 - t : 2 - t;
+    if (k == 0 || k == 3) return rs_mad(rs_mad(rs_mad(A, v, -5 * A), v, 8 * A), v, -4 * A);
+    return __dadd_rn(__dmul_rn(__dmul_rn(rs_mad(A + 2, v, -(A + 3)), v), v), 1.0);
 }
 
 __device__ __forceinline__ i64 rs_clamp(i64 v, i64 lo, i64 hi)
@@ -162,7 +165,7 @@ extern "C" __global__ void rs_interp(const void *x, int dt, void *y, rs_geom g)
                 row = __dadd_rn(
                     row, __dmul_rn(rs_cubic_w(tw, b), idx_getf(x, base + hh * hs + ww * ws, dt)));
             }
-            v = __dadd_rn(v, __dmul_rn(rs_cubic_w(th, a), row));
+            v = rs_mad(rs_cubic_w(th, a), row, v);
         }
     }
     idx_setf(y, i, dt, v);
