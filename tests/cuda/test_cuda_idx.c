@@ -101,6 +101,14 @@ static em_tensor *c_scatter_scalar(em_tensor *const *in)
 {
     return em_scatter(em_transpose(in[0], 0, 1), 1, in[1], in[2], EM_SCATTER_ADD);
 }
+static em_tensor *c_scatter_1d_add(em_tensor *const *in)
+{
+    return em_scatter(in[0], 0, in[1], in[2], EM_SCATTER_ADD);
+}
+static em_tensor *c_scatter_1d_max(em_tensor *const *in)
+{
+    return em_scatter(in[0], 0, em_flip(in[1], EM_AXES(0)), in[2], EM_SCATTER_MAX);
+}
 static em_tensor *c_index_select(em_tensor *const *in)
 {
     return em_index_select(in[0], 0, in[1]);
@@ -280,6 +288,13 @@ static void test_scatter_family(void)
                          randint(0, 300, EM_SHAPE(1000, 700), EM_I32),
                          em_full(EM_SCALAR, 0.25, EM_F64, EM_CPU)};
     run_case("scatter add of a rank-0 src, transposed x", c_scatter_scalar, in5, 3, 0);
+    /* a 1-D index: one line, sorted by destination */
+    em_tensor *in8[3] = {em_randn(EM_SHAPE(1000), EM_F32, EM_CPU),
+                         randint(0, 1000, EM_SHAPE(100000), EM_I64),
+                         em_randn(EM_SHAPE(100003), EM_F32, EM_CPU)};
+    run_case("scatter add, 1-D index of 100000", c_scatter_1d_add, in8, 3, 0);
+    run_case("scatter max, 1-D flipped index", c_scatter_1d_max, in8, 3, 0);
+    run_case("scatter assign, 1-D index", c_scatter_assign, in8, 3, 0);
     /* embedding backward's shape: many tokens into a small table */
     em_tensor *in6[3] = {em_zeros(EM_SHAPE(5000, 64), EM_F32, EM_CPU),
                          randint(0, 5000, EM_SHAPE(70001), EM_I64),

@@ -305,7 +305,8 @@ static em_status run_gather(const em_op *op, int dev, const char *what)
 
 /* ---- scatter-style writes ----------------------------------------------------------------- */
 
-/* INDEX_ADD with many source rows per line (embedding backward: [tokens, D] into [num, D]):
+/* INDEX_ADD with many source rows per line (embedding backward: [tokens, D] into [num, D]), and
+ * SCATTER of a 1-D index (one line):
  * the index is read back and sorted stably by value on the host (a counting sort), then one
  * thread per (destination, line) adds its sources in the CPU's order. out already holds x. */
 static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *g, long long lines,
@@ -351,11 +352,13 @@ static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *
         void *yp = tn_ptr(out);
         const void *sp = tn_ptr(src);
         int dt = dtype_code(out->dtype);
-        double alpha = op->f[0];
-        long long ialpha = (long long)op->f[0];
+        bool add = op->kind == EM_OP_INDEX_ADD;
+        int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
+        double alpha = add ? op->f[0] : 1.0;
+        long long ialpha = add ? (long long)op->f[0] : 1;
         int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1;
-        void *params[] = {&yp,    &dt,    (void *)&sp, (void *)g, &alpha, &ialpha,
-                          &lines, &dperm, &doffs,      &dids,     &nids};
+        void *params[] = {&yp,     &dt,    (void *)&sp, (void *)g, &mode, &alpha,
+                          &ialpha, &lines, &dperm,      &doffs,    &dids, &nids};
         long long gy = (lines + 255) / 256;
         unsigned grid[3] = {(unsigned)(nids < 0x7fffffff ? nids : 0x7fffffff),
                             (unsigned)(gy < 65535 ? gy : 65535), 1};
@@ -395,7 +398,9 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
     }
     long long m = g.shape[dim], lines = m ? tn_numel(loop) / m : 0;
     if (lines == 0 || m == 0) return EM_OK;
-    if (add && m >= 32 && out->rank > 0) return index_add_sorted(op, dev, &g, lines, what);
+    /* many sources per line: by destination (index_add; scatter with a 1-D index and src) */
+    if (m >= 32 && out->rank > 0 && (add || (index->rank == 1 && src->rank == 1)))
+        return index_add_sorted(op, dev, &g, lines, what);
     const void *sp = tn_ptr(src);
     void *tmp = NULL;
     if (!add && src->rank == 0) { /* one value, converted once to out's dtype (stride 0) */

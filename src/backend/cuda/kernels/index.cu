@@ -416,7 +416,7 @@ extern "C" __global__ void idx_convert(const void *x, int xdt, void *y, int ydt,
     }
 }
 
-// ---- index_add by destination (many source rows per line: embedding backward) ---------------
+// ---- index_add (and 1-D scatter) by destination: many source rows per line ------------------
 // The host sorts the source positions k by index value, stably (a counting sort), into perm;
 // destination j takes perm[offs[j] .. offs[j + 1]). One thread per (destination, line) adds its
 // sources in increasing k, rounding to the dtype after every step as the CPU's serial loop does.
@@ -443,8 +443,9 @@ __device__ __forceinline__ i64 idx_wrap(int dt, i64 v)
 }
 
 extern "C" __global__ void idx_add_sorted(void *y, int dt, const void *src, idx_scatterg g,
-                                          double alpha, i64 ialpha, i64 lines, const i64 *perm,
-                                          const i64 *offs, const i64 *ids, i64 nids)
+                                          int mode, double alpha, i64 ialpha, i64 lines,
+                                          const i64 *perm, const i64 *offs, const i64 *ids,
+                                          i64 nids)
 {
     for (i64 b = blockIdx.x; b < nids; b += gridDim.x) {
         const i64 j = ids[b], e0 = offs[j], e1 = offs[j + 1];
@@ -460,17 +461,30 @@ extern "C" __global__ void idx_add_sorted(void *y, int dt, const void *src, idx_
             }
             yo += j * g.sd;
             const i64 sk = g.ss[g.dim];
-            if (dt <= 3) {
+            if (mode == 0) { // assign: the last source wins, its bytes unchanged
+                const i64 s = so + perm[e1 - 1] * sk;
+                const int es = dt == 0 || dt == 4   ? 8
+                               : dt == 1 || dt == 5 ? 4
+                               : dt <= 3 || dt == 6 ? 2
+                                                    : 1;
+                switch (es) {
+                case 8: ((u64 *)y)[yo] = ((const u64 *)src)[s]; break;
+                case 4: ((unsigned *)y)[yo] = ((const unsigned *)src)[s]; break;
+                case 2: ((unsigned short *)y)[yo] = ((const unsigned short *)src)[s]; break;
+                default: ((unsigned char *)y)[yo] = ((const unsigned char *)src)[s]; break;
+                }
+            } else if (dt <= 3) {
                 double acc = idx_getf(y, yo, dt);
-                for (i64 e = e0; e < e1; e++)
-                    acc = idx_roundf(
-                        dt, __dadd_rn(acc, __dmul_rn(alpha, idx_getf(src, so + perm[e] * sk, dt))));
+                for (i64 e = e0; e < e1; e++) {
+                    double b = __dmul_rn(alpha, idx_getf(src, so + perm[e] * sk, dt));
+                    acc = idx_roundf(dt, idx_combine_f(mode, acc, b));
+                }
                 idx_setf(y, yo, dt, acc);
             } else {
                 i64 acc = idx_geti(y, yo, dt);
                 for (i64 e = e0; e < e1; e++) {
                     i64 v = (i64)((u64)idx_geti(src, so + perm[e] * sk, dt) * (u64)ialpha);
-                    acc = idx_wrap(dt, (i64)((u64)acc + (u64)v));
+                    acc = idx_wrap(dt, idx_combine_i(mode, acc, v));
                 }
                 idx_seti(y, yo, dt, acc);
             }
