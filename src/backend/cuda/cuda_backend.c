@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
+#include "cuda_index.h"
 #include "cuda_nn.h"
 #include "cuda_ops.h"
 #include "cuda_reduce.h"
@@ -194,6 +195,7 @@ static bool be_supports(const em_op *op)
     em_op_kind k = op->kind;
     if (cuda_reduce_claims(k)) return cuda_reduce_supports(op);
     if (cuda_nn_claims(k)) return cuda_nn_supports(op);
+    if (cuda_index_claims(k)) return cuda_index_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -233,11 +235,8 @@ static bool be_supports(const em_op *op)
         return is_f(op->out[0]->dtype) && op->in[0]->dtype == op->out[0]->dtype &&
                tn_is_contiguous(op->in[0]) && tn_is_contiguous(op->out[0]);
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
-    if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) {
-        for (int i = 0; i < op->n_in; i++)
-            if (op->in[i]->dtype != op->out[0]->dtype || !tn_is_contiguous(op->in[i])) return false;
-        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]);
-    }
+    if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) /* any strides: run_fold copies first */
+        return em_dtype_is_float(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
         const em_tensor *x = op->in[0];
         int nd = (int)op->i[0];
@@ -953,8 +952,38 @@ static em_status run_fold(const em_op *op, int dev, const char *what)
     g.n = unb ? 1 : imgt->shape[0];
     g.c = imgt->shape[unb ? 0 : 1];
     if (tn_numel(y) == 0) return EM_OK;
-    return launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, tn_ptr(x), tn_ptr(y), &g,
-                              tn_numel(y), what);
+    /* f16/bf16: im2col moves 16-bit elements; col2im sums in f32 buffers (as the CPU does) */
+    bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
+    em_dtype ct = half && !unfold ? EM_F32 : x->dtype;
+    const void *src = tn_ptr(x);
+    void *tmp = NULL, *img = NULL;
+    em_status st = EM_OK;
+    if (ct != x->dtype || !tn_is_contiguous(x)) {
+        tmp = cuda_pool_alloc(dev, (size_t)tn_numel(x) * em_dtype_size(ct));
+        st = tmp ? cuda_index_to_contiguous(dev, x, ct, tmp, what) : em_last_status();
+        src = tmp;
+    }
+    if (st == EM_OK && unfold && half) {
+        CUfunction f = cuda_kernel(dev, "em_im2col_u16", what);
+        void *yp = tn_ptr(y);
+        void *params[] = {(void *)&src, &yp, &g};
+        st = f ? cuda_launch(dev, f, tn_numel(y), params, what) : em_last_status();
+    } else if (st == EM_OK && half) {
+        img = cuda_pool_alloc(dev, (size_t)tn_numel(y) * sizeof(float));
+        st = img ? launch_conv_kernel(dev, "col2im", EM_F32, src, img, &g, tn_numel(y), what)
+                 : em_last_status();
+        em_storage is = *y->storage;
+        is.data = img;
+        em_tensor it = *y;
+        it.storage = &is, it.offset = 0, it.dtype = EM_F32;
+        if (st == EM_OK) st = cuda_index_to_contiguous(dev, &it, y->dtype, tn_ptr(y), what);
+    } else if (st == EM_OK) {
+        st = launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, src, tn_ptr(y), &g,
+                                tn_numel(y), what);
+    }
+    if (tmp) cuda_pool_free(dev, tmp); /* stream order: the kernels above read them first */
+    if (img) cuda_pool_free(dev, img);
+    return st;
 }
 
 /* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1}. */
@@ -1058,6 +1087,7 @@ static em_status be_exec(const em_op *op)
     em_status st = cuda_enter(dev, what);
     if (st != EM_OK) return st;
     if (cuda_reduce_claims(op->kind)) return cuda_reduce_exec(op, dev, what);
+    if (cuda_index_claims(op->kind)) return cuda_index_exec(op, dev, what);
     switch (op->kind) {
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);

@@ -80,3 +80,9 @@ template <typename T> __device__ void bias_add(T *y, const T *bias, i64 c, i64 L
     }
 CONV_KERNELS(f32, float)
 CONV_KERNELS(f64, double)
+
+// im2col only moves elements (0 is +0.0 in f16 and bf16 too): one kernel for both 16-bit floats
+extern "C" __global__ void em_im2col_u16(const unsigned short *x, unsigned short *cols, convg g)
+{
+    im2col_nd<unsigned short>(x, cols, g);
+}
