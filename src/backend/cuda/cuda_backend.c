@@ -837,7 +837,7 @@ static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m
     return run_matmul(&mm, dev, what);
 }
 
-/* CONV with few output channels per group (depthwise ...): one thread per output (nn.cu). */
+/* CONV with few output channels per group (depthwise ...): one thread per output (conv_nn.cu). */
 static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
                              const em_tensor *y, const conv_arg *g, long long cout, long long G,
                              const char *what)

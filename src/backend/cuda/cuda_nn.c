@@ -1,5 +1,5 @@
 /* CUDA host code for LAYER_NORM (the cases the row kernel of rows.cu does not take), RMS_NORM,
- * GROUP_NORM, BATCH_NORM, RFFT, IRFFT and integer MATMUL, with kernels in kernels/nn.cu; also
+ * GROUP_NORM, BATCH_NORM, RFFT, IRFFT and integer MATMUL, with kernels in kernels/conv_nn.cu; also
  * the staging (strided -> contiguous, f16/bf16 -> f32) the convolutions and pools use. */
 #include <stdio.h>
 #include <string.h>
@@ -7,12 +7,12 @@
 #include "cuda.h"
 #include "cuda_nn.h"
 
-typedef struct nnv_arg { /* matches `struct nnv` in kernels/nn.cu */
+typedef struct nnv_arg { /* matches `struct nnv` in kernels/conv_nn.cu */
     int64_t shape[8], st[8];
     int rank;
 } nnv_arg;
 
-typedef struct fft_arg { /* matches `struct fftg` in kernels/nn.cu */
+typedef struct fft_arg { /* matches `struct fftg` in kernels/conv_nn.cu */
     int64_t outer, inner, L, n, P;
     int64_t so, sl, si, sc;
 } fft_arg;
@@ -179,7 +179,7 @@ static em_status fft_pass(int dev, void *a, long long sig, int lg, double sign, 
 }
 
 /* Powers of two above the shared-memory size and every other length (Bluestein) through a
- * pooled work buffer of complex doubles (kernels/nn.cu). */
+ * pooled work buffer of complex doubles (kernels/conv_nn.cu). */
 static em_status fft_global(int dev, void *xp, void *yp, fft_arg *g, int lg, bool pow2, bool inv,
                             em_dtype dt, const char *what)
 {

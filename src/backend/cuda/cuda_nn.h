@@ -1,5 +1,5 @@
 /* The CUDA backend's normalisation, real FFT, integer matmul and the staging helpers its
- * convolution and pooling use (cuda_nn.c, kernels/nn.cu). */
+ * convolution and pooling use (cuda_nn.c, kernels/conv_nn.cu). */
 #ifndef EMBER_CUDA_NN_H
 #define EMBER_CUDA_NN_H
 

@@ -1,4 +1,4 @@
-/* The CUDA backend's average pooling, adaptive pooling and interpolation (kernels/resample.cu):
+/* The CUDA backend's average pooling, adaptive pooling and interpolation (kernels/index_resample.cu):
  * float dtypes, any input strides, contiguous outputs; reached through cuda_index.c. */
 #include <stdio.h>
 #include <string.h>
@@ -6,7 +6,7 @@
 #include "cuda.h"
 #include "cuda_index.h"
 
-typedef struct rs_geom { /* matches `struct rs_geom` in kernels/resample.cu */
+typedef struct rs_geom { /* matches `struct rs_geom` in kernels/index_resample.cu */
     int64_t in[3], out[3], k[3], s[3], p[3], d[3];
     int64_t lead[2], lst[2], xs[3];
     int64_t planes;
