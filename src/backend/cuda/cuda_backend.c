@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
+#include "cuda_attention.h"
 #include "cuda_ops.h"
 
 static int be_device_count(void)
@@ -184,6 +185,7 @@ static bool scalar_form(const em_op *op)
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
+    if (cuda_attn_claims(k)) return cuda_attn_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -1080,6 +1082,7 @@ static em_status be_exec(const em_op *op)
     case EM_OP_MAX_POOL_VALUES: return run_max_pool(op, dev, what);
     case EM_OP_LAYER_NORM: return run_layer_norm(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
+    case EM_OP_SDPA: return cuda_attn_exec(op, dev, what);
     case EM_OP_SUM:
     case EM_OP_MEAN:
     case EM_OP_MAX:

@@ -1,0 +1,168 @@
+/* SDPA on the CUDA backend: f16/bf16 records with head dim 64 or 128, no mask and rows the
+ * tensor cores can load take the flash kernel; everything else (every float dtype, bool and
+ * additive masks, causal, broadcast batch dims, any strides) the general kernel, which computes
+ * in f64 as the CPU does. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_attention.h"
+
+typedef struct attn_geo { /* matches struct attn_geo in kernels/attention.cu */
+    int64_t bshape[8];
+    int64_t qb[8], kb[8], vb[8], mb[8];
+    int64_t qs[2], ks[2], vs[2], ms[2];
+    int64_t L, S, E, Ev, nbatch;
+    double scale;
+    int nb, causal, mkind;
+} attn_geo;
+
+typedef struct attn_flash_arg { /* matches struct attn_flash_arg in kernels/attention.cu */
+    int64_t bshape[8];
+    int64_t qb[8], kb[8], vb[8];
+    int64_t qs, ks, vs;
+    int64_t L, S, nbatch;
+    float scale_log2;
+    int nb, causal;
+} attn_flash_arg;
+
+bool cuda_attn_claims(em_op_kind k)
+{
+    return k == EM_OP_SDPA;
+}
+
+static bool attn_dtype(em_dtype dt)
+{
+    return dt == EM_F32 || dt == EM_F64 || dt == EM_F16 || dt == EM_BF16;
+}
+
+bool cuda_attn_supports(const em_op *op)
+{
+    if (op->n_in < 3 || op->n_in > 4 || op->n_out != 1) return false;
+    em_dtype dt = op->out[0]->dtype;
+    if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !tn_is_contiguous(op->out[0])) return false;
+    for (int i = 0; i < 3; i++)
+        if (op->in[i]->dtype != dt) return false;
+    if (op->n_in == 4) {
+        em_dtype m = op->in[3]->dtype;
+        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+    }
+    return true;
+}
+
+/* Batch strides of t (elements) right-aligned to the nb output batch dims, 0 where broadcast. */
+static void batch_strides(const em_tensor *t, int nb, int64_t *st)
+{
+    int lead = nb - (t->rank - 2);
+    for (int d = 0; d < nb; d++) {
+        int td = d - lead;
+        st[d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+    }
+}
+
+static const char *dt_name(em_dtype dt)
+{
+    return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_F16 ? "f16" : "bf16";
+}
+
+/* The flash kernel's conditions: f16/bf16, no mask, E = Ev of 64 or 128, S > 0, rows contiguous
+ * with row and batch strides multiples of 8 halves and 16-byte aligned bases (every cp.async chunk
+ * inside one row). Config cuda_flash = off keeps the general kernel. */
+static bool flash_ok(const em_op *op, int64_t E, int64_t Ev, int64_t S)
+{
+    const char *cfg = em_config_get("cuda_flash");
+    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
+    em_dtype dt = op->out[0]->dtype;
+    if ((dt != EM_F16 && dt != EM_BF16) || op->n_in != 3 || E != Ev || (E != 64 && E != 128) ||
+        S == 0)
+        return false;
+    for (int i = 0; i < 3; i++) {
+        const em_tensor *t = op->in[i];
+        if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 ||
+            ((uintptr_t)tn_ptr(t) & 15))
+            return false;
+        for (int d = 0; d < t->rank - 2; d++)
+            if (t->shape[d] != 1 && t->strides[d] % 8) return false;
+    }
+    return true;
+}
+
+static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const char *what)
+{
+    attn_flash_arg a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.bshape, g->bshape, sizeof a.bshape);
+    memcpy(a.qb, g->qb, sizeof a.qb);
+    memcpy(a.kb, g->kb, sizeof a.kb);
+    memcpy(a.vb, g->vb, sizeof a.vb);
+    a.qs = g->qs[0], a.ks = g->ks[0], a.vs = g->vs[0];
+    a.L = g->L, a.S = g->S, a.nbatch = g->nbatch;
+    a.scale_log2 = (float)(g->scale * 1.4426950408889634);
+    a.nb = g->nb, a.causal = g->causal;
+    char name[40];
+    snprintf(name, sizeof name, "em_attn_flash_%s_d%d", dt_name(op->out[0]->dtype), (int)g->E);
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int64_t work = (g->L + 127) / 128 * g->nbatch;
+    unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+    unsigned block[3] = {256, 1, 1};
+    /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
+    unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
+    void *qp = tn_ptr(op->in[0]), *kp = tn_ptr(op->in[1]), *vp = tn_ptr(op->in[2]);
+    void *op_ = tn_ptr(op->out[0]);
+    void *params[] = {&qp, &kp, &vp, &op_, &a};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
+
+em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
+    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    attn_geo g;
+    memset(&g, 0, sizeof g);
+    g.nb = o->rank - 2;
+    g.nbatch = 1;
+    for (int d = 0; d < g.nb; d++) g.bshape[d] = o->shape[d], g.nbatch *= o->shape[d];
+    g.L = o->shape[g.nb];
+    g.Ev = o->shape[g.nb + 1];
+    g.S = k->shape[k->rank - 2];
+    g.E = q->shape[q->rank - 1];
+    if (g.nbatch == 0 || g.L == 0 || g.Ev == 0) return EM_OK;
+    batch_strides(q, g.nb, g.qb);
+    batch_strides(k, g.nb, g.kb);
+    batch_strides(v, g.nb, g.vb);
+    g.qs[0] = q->strides[q->rank - 2], g.qs[1] = q->strides[q->rank - 1];
+    g.ks[0] = k->strides[k->rank - 2], g.ks[1] = k->strides[k->rank - 1];
+    g.vs[0] = v->strides[v->rank - 2], g.vs[1] = v->strides[v->rank - 1];
+    g.scale = op->f[0];
+    g.causal = op->i[0] != 0;
+    g.mkind = m ? (int)op->i[1] : 0;
+    if (m) {
+        /* the mask broadcast to [batch..., L, S], right-aligned */
+        int lead = g.nb + 2 - m->rank;
+        int64_t st[10];
+        for (int d = 0; d < g.nb + 2; d++) {
+            int md = d - lead;
+            st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
+        }
+        memcpy(g.mb, st, sizeof(int64_t) * (size_t)g.nb);
+        g.ms[0] = st[g.nb], g.ms[1] = st[g.nb + 1];
+    }
+    if (flash_ok(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
+    char name[40];
+    snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    /* q row and scores cached in dynamic shared memory (doubles) when they fit in 40 KiB */
+    int cache_q = g.E <= 1024;
+    int64_t qbytes = cache_q ? g.E * 8 : 0;
+    int cache_s = g.S * 8 + qbytes <= 40 * 1024;
+    unsigned smem = (unsigned)(qbytes + (cache_s ? g.S * 8 : 0));
+    int64_t rows = g.nbatch * g.L;
+    unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
+    unsigned block[3] = {128, 1, 1};
+    void *qp = tn_ptr(q), *kp = tn_ptr(k), *vp = tn_ptr(v), *op_ = tn_ptr(o);
+    void *mp = m ? tn_ptr(m) : NULL;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &g, &cache_q, &cache_s};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
