@@ -166,6 +166,11 @@ static void test_flash(void)
         em_tensor *v1 = rnd(EM_SHAPE(2, 1, 300, 64), dt, -1, 1);
         check("flash k, v broadcast over heads", q4, k1, v1, NULL, same, same, (em_sdpa_opts){0},
               atol, rtol, true);
+        /* k, v stored [.., D, S] (gathered into contiguous buffers first), q flipped */
+        em_tensor *kt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        em_tensor *vt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        check("flash transposed k, v, flipped q", q4, kt, vt, NULL, flip0, trans,
+              (em_sdpa_opts){.causal = true}, atol, rtol, true);
         em_tensor *k0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
         em_tensor *v0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
         check("flash k, v of rank 2", q4, k0, v0, NULL, same, same, (em_sdpa_opts){.causal = true},

@@ -50,13 +50,15 @@ bool cuda_attn_supports(const em_op *op)
     return true;
 }
 
-/* Batch strides of t (elements) right-aligned to the nb output batch dims, 0 where broadcast. */
-static void batch_strides(const em_tensor *t, int nb, int64_t *st)
+/* Batch strides (elements) of a tensor of the given shape and strides, right-aligned to the nb
+ * output batch dims, 0 where broadcast. */
+static void batch_strides(const int64_t *shape, const int64_t *strides, int rank, int nb,
+                          int64_t *st)
 {
-    int lead = nb - (t->rank - 2);
+    int lead = nb - (rank - 2);
     for (int d = 0; d < nb; d++) {
         int td = d - lead;
-        st[d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
+        st[d] = td < 0 || shape[td] == 1 ? 0 : strides[td];
     }
 }
 
@@ -65,37 +67,58 @@ static const char *dt_name(em_dtype dt)
     return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_F16 ? "f16" : "bf16";
 }
 
-/* The flash kernel's conditions: f16/bf16, no mask, E = Ev of 64 or 128, S > 0, rows contiguous
- * with row and batch strides multiples of 8 halves and 16-byte aligned bases (every cp.async chunk
- * inside one row). Config cuda_flash = off keeps the general kernel. */
-static bool flash_ok(const em_op *op, int64_t E, int64_t Ev, int64_t S)
+/* The flash kernel's cases: f16/bf16, no mask, E = Ev of 64 or 128, S > 0. Config
+ * cuda_flash = off keeps the general kernel. */
+static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
 {
     const char *cfg = em_config_get("cuda_flash");
     if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
     em_dtype dt = op->out[0]->dtype;
-    if ((dt != EM_F16 && dt != EM_BF16) || op->n_in != 3 || E != Ev || (E != 64 && E != 128) ||
-        S == 0)
+    return (dt == EM_F16 || dt == EM_BF16) && op->n_in == 3 && E == Ev && (E == 64 || E == 128) &&
+           S > 0;
+}
+
+/* The layout the flash kernel loads: rows contiguous, row and batch strides multiples of 8 halves
+ * and a 16-byte aligned base, so every 16-byte cp.async chunk lies inside one row. */
+static bool flash_layout(const em_tensor *t)
+{
+    if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 || ((uintptr_t)tn_ptr(t) & 15))
         return false;
-    for (int i = 0; i < 3; i++) {
-        const em_tensor *t = op->in[i];
-        if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 ||
-            ((uintptr_t)tn_ptr(t) & 15))
-            return false;
-        for (int d = 0; d < t->rank - 2; d++)
-            if (t->shape[d] != 1 && t->strides[d] % 8) return false;
-    }
+    for (int d = 0; d < t->rank - 2; d++)
+        if (t->shape[d] != 1 && t->strides[d] % 8) return false;
     return true;
 }
 
-static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const char *what)
+typedef struct attn_strided { /* matches `struct strided` of the base kernel source */
+    int64_t shape[16];
+    int64_t strides[16];
+    int rank;
+} attn_strided;
+
+/* t gathered into a contiguous pooled buffer (the base source's strided copy kernel). */
+static void *packed(const em_tensor *t, int dev, const char *what)
 {
-    attn_flash_arg a;
-    memset(&a, 0, sizeof a);
-    memcpy(a.bshape, g->bshape, sizeof a.bshape);
-    memcpy(a.qb, g->qb, sizeof a.qb);
-    memcpy(a.kb, g->kb, sizeof a.kb);
-    memcpy(a.vb, g->vb, sizeof a.vb);
-    a.qs = g->qs[0], a.ks = g->ks[0], a.vs = g->vs[0];
+    long long n = tn_numel(t);
+    void *y = cuda_pool_alloc(dev, (size_t)n * 2);
+    if (!y) return NULL;
+    attn_strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = t->rank;
+    for (int d = 0; d < t->rank; d++) s.shape[d] = t->shape[d], s.strides[d] = t->strides[d];
+    CUfunction f = cuda_kernel(dev, "em_strided_2", what);
+    void *x = tn_ptr(t);
+    void *params[] = {&x, &y, &n, &s};
+    if (!f || cuda_launch(dev, f, n, params, what) != EM_OK) {
+        cuda_pool_free(dev, y);
+        return NULL;
+    }
+    return y;
+}
+
+static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_flash_arg *ap,
+                              void *const ptr[3], int dev, const char *what)
+{
+    attn_flash_arg a = *ap;
     a.L = g->L, a.S = g->S, a.nbatch = g->nbatch;
     a.scale_log2 = (float)(g->scale * 1.4426950408889634);
     a.nb = g->nb, a.causal = g->causal;
@@ -108,10 +131,41 @@ static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const ch
     unsigned block[3] = {256, 1, 1};
     /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
-    void *qp = tn_ptr(op->in[0]), *kp = tn_ptr(op->in[1]), *vp = tn_ptr(op->in[2]);
-    void *op_ = tn_ptr(op->out[0]);
+    void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
     void *params[] = {&qp, &kp, &vp, &op_, &a};
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
+
+/* Inputs in another layout are first gathered into contiguous pooled buffers. */
+static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const char *what)
+{
+    attn_flash_arg a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.bshape, g->bshape, sizeof a.bshape);
+    memcpy(a.qb, g->qb, sizeof a.qb);
+    memcpy(a.kb, g->kb, sizeof a.kb);
+    memcpy(a.vb, g->vb, sizeof a.vb);
+    a.qs = g->qs[0], a.ks = g->ks[0], a.vs = g->vs[0];
+    void *ptr[3], *tmp[3] = {NULL, NULL, NULL};
+    int64_t *bst[3] = {a.qb, a.kb, a.vb}, *rst[3] = {&a.qs, &a.ks, &a.vs};
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++) {
+        const em_tensor *t = op->in[i];
+        ptr[i] = tn_ptr(t);
+        if (flash_layout(t)) continue;
+        tmp[i] = ptr[i] = packed(t, dev, what);
+        if (!tmp[i]) {
+            st = em_last_status();
+            break;
+        }
+        int64_t cs[EM_MAX_RANK], n = 1;
+        for (int d = t->rank - 1; d >= 0; d--) cs[d] = n, n *= t->shape[d];
+        batch_strides(t->shape, cs, t->rank, g->nb, bst[i]);
+        *rst[i] = cs[t->rank - 2];
+    }
+    if (st == EM_OK) st = launch_flash(op, g, &a, ptr, dev, what);
+    for (int i = 0; i < 3; i++) cuda_pool_free(dev, tmp[i]); /* stream order: read before reuse */
+    return st;
 }
 
 em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
@@ -128,9 +182,9 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
     g.S = k->shape[k->rank - 2];
     g.E = q->shape[q->rank - 1];
     if (g.nbatch == 0 || g.L == 0 || g.Ev == 0) return EM_OK;
-    batch_strides(q, g.nb, g.qb);
-    batch_strides(k, g.nb, g.kb);
-    batch_strides(v, g.nb, g.vb);
+    batch_strides(q->shape, q->strides, q->rank, g.nb, g.qb);
+    batch_strides(k->shape, k->strides, k->rank, g.nb, g.kb);
+    batch_strides(v->shape, v->strides, v->rank, g.nb, g.vb);
     g.qs[0] = q->strides[q->rank - 2], g.qs[1] = q->strides[q->rank - 1];
     g.ks[0] = k->strides[k->rank - 2], g.ks[1] = k->strides[k->rank - 1];
     g.vs[0] = v->strides[v->rank - 2], g.vs[1] = v->strides[v->rank - 1];
@@ -148,7 +202,7 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
         memcpy(g.mb, st, sizeof(int64_t) * (size_t)g.nb);
         g.ms[0] = st[g.nb], g.ms[1] = st[g.nb + 1];
     }
-    if (flash_ok(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
+    if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
     char name[40];
     snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
