@@ -474,8 +474,9 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
     }
 }
 
+// D = 64 fits in 128 registers, so two blocks share a multiprocessor; D = 128 takes one.
 #define ATTN_FLASH(NAME, BF, D)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
+    extern "C" __global__ void __launch_bounds__(256, D == 64 ? 2 : 1)                             \
         NAME(const unsigned short *q, const unsigned short *k, const unsigned short *v,            \
              unsigned short *out, attn_flash_arg g)                                                \
     {                                                                                              \
