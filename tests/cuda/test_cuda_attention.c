@@ -1,9 +1,10 @@
 /* em_sdpa on the CUDA backend against the CPU backend on the same inputs, on sizes the
  * conformance suite does not reach: the flash kernel (f16/bf16, head dims 64 and 128, several key
- * tiles, tails, causal with L != S, permuted and broadcast inputs) and the general kernel (every
- * float dtype, bool and additive masks, keys and head dims past its shared-memory caches, more
- * than 512 value columns, more than 2^16 rows, transposed and flipped inputs, empty and fully
- * masked cases). Without a CUDA device it prints one line and passes. */
+ * tiles, tails, causal with L != S, bool and additive masks, permuted, transposed and broadcast
+ * inputs) and the general kernel (every float dtype, bool and additive masks, keys and head dims
+ * past its shared-memory caches, more than 512 value columns, more than 2^16 rows, transposed and
+ * flipped inputs, empty and fully masked cases). Without a CUDA device it prints one line and
+ * passes. */
 #include <string.h>
 
 #include "backend/backend.h"
@@ -54,6 +55,16 @@ static em_tensor *rnd(em_shape s, em_dtype dt, double lo, double hi)
     double *v = malloc((size_t)n * sizeof *v + 8);
     for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * h_uniform();
     em_tensor *t = em_from_data(v, EM_F64, s, dt, EM_CPU);
+    free(v);
+    return t;
+}
+
+/* A cpu bool mask [L, S], true with probability `keep`, row `dead` all false. */
+static em_tensor *bool_mask(int64_t L, int64_t S, double keep, int64_t dead)
+{
+    double *v = malloc((size_t)(L * S) * sizeof *v + 8);
+    for (int64_t i = 0; i < L * S; i++) v[i] = i / S != dead && h_uniform() < keep;
+    em_tensor *t = em_from_data(v, EM_F64, EM_SHAPE(L, S), EM_BOOL, EM_CPU);
     free(v);
     return t;
 }
@@ -171,6 +182,18 @@ static void test_flash(void)
         em_tensor *vt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
         check("flash transposed k, v, flipped q", q4, kt, vt, NULL, flip0, trans,
               (em_sdpa_opts){.causal = true}, atol, rtol, true);
+        /* masks: bool [L, S] with a fully masked row (NaN), additive [B, 1, L, S] */
+        em_tensor *bm = bool_mask(250, 300, 0.7, 77);
+        check("flash bool mask", q4, k1, v1, bm, same, same, (em_sdpa_opts){0}, atol, rtol, true);
+        check("flash bool mask causal", q4, k1, v1, bm, same, same, (em_sdpa_opts){.causal = true},
+              atol, rtol, true);
+        em_tensor *am = rnd(EM_SHAPE(2, 1, 250, 300), dt, -3, 0);
+        check("flash additive mask", q4, k1, v1, am, same, same, (em_sdpa_opts){.scale = 0.3}, atol,
+              rtol, true);
+        em_tensor *qb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        em_tensor *kb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        check("flash D=128 bool mask L=S=1000", qb, kb, kb, bool_mask(1000, 1000, 0.5, 999), same,
+              same, (em_sdpa_opts){0}, atol, rtol, false);
         em_tensor *k0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
         em_tensor *v0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
         check("flash k, v of rank 2", q4, k0, v0, NULL, same, same, (em_sdpa_opts){.causal = true},

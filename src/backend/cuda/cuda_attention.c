@@ -1,7 +1,7 @@
-/* SDPA on the CUDA backend: f16/bf16 records with head dim 64 or 128, no mask and rows the
- * tensor cores can load take the flash kernel; everything else (every float dtype, bool and
- * additive masks, causal, broadcast batch dims, any strides) the general kernel, which computes
- * in f64 as the CPU does. */
+/* SDPA on the CUDA backend: f16/bf16 records with head dim 64 or 128 take the flash kernel (any
+ * mask, causal or not; inputs the tensor cores cannot load in place are gathered first); every
+ * other record (f32, f64, other head dims, E != Ev, S = 0) the general kernel, which takes any
+ * strides and computes in f64 as the CPU does. */
 #include <stdio.h>
 #include <string.h>
 
@@ -19,11 +19,12 @@ typedef struct attn_geo { /* matches struct attn_geo in kernels/attention.cu */
 
 typedef struct attn_flash_arg { /* matches struct attn_flash_arg in kernels/attention.cu */
     int64_t bshape[8];
-    int64_t qb[8], kb[8], vb[8];
+    int64_t qb[8], kb[8], vb[8], mb[8];
     int64_t qs, ks, vs;
+    int64_t ms[2];
     int64_t L, S, nbatch;
-    float scale_log2;
-    int nb, causal;
+    float scale_log2, inv_scale;
+    int nb, causal, mkind;
 } attn_flash_arg;
 
 bool cuda_attn_claims(em_op_kind k)
@@ -67,15 +68,14 @@ static const char *dt_name(em_dtype dt)
     return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_F16 ? "f16" : "bf16";
 }
 
-/* The flash kernel's cases: f16/bf16, no mask, E = Ev of 64 or 128, S > 0. Config
+/* The flash kernel's cases: f16/bf16, E = Ev of 64 or 128, S > 0 (any mask). Config
  * cuda_flash = off keeps the general kernel. */
 static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
 {
     const char *cfg = em_config_get("cuda_flash");
     if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
     em_dtype dt = op->out[0]->dtype;
-    return (dt == EM_F16 || dt == EM_BF16) && op->n_in == 3 && E == Ev && (E == 64 || E == 128) &&
-           S > 0;
+    return (dt == EM_F16 || dt == EM_BF16) && E == Ev && (E == 64 || E == 128) && S > 0;
 }
 
 /* The layout the flash kernel loads: rows contiguous, row and batch strides multiples of 8 halves
@@ -121,9 +121,15 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     attn_flash_arg a = *ap;
     a.L = g->L, a.S = g->S, a.nbatch = g->nbatch;
     a.scale_log2 = (float)(g->scale * 1.4426950408889634);
-    a.nb = g->nb, a.causal = g->causal;
+    a.inv_scale = (float)(1.0 / g->scale);
+    a.nb = g->nb, a.causal = g->causal, a.mkind = g->mkind;
+    memcpy(a.mb, g->mb, sizeof a.mb);
+    a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
     char name[40];
-    snprintf(name, sizeof name, "em_attn_flash_%s_d%d", dt_name(op->out[0]->dtype), (int)g->E);
+    snprintf(name, sizeof name, "em_attn_flash_%s_d%d%s", dt_name(op->out[0]->dtype), (int)g->E,
+             g->mkind == 1   ? "_mbool"
+             : g->mkind == 2 ? "_madd"
+                             : "");
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     int64_t work = (g->L + 127) / 128 * g->nbatch;
@@ -132,7 +138,8 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
     void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
-    void *params[] = {&qp, &kp, &vp, &op_, &a};
+    void *mp = g->mkind ? tn_ptr(op->in[3]) : NULL;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &a};
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 

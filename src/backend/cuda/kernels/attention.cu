@@ -209,7 +209,8 @@ ATTN_GENERAL(em_attn_general_bf16, 3)
 // base 2 (scores times scale * log2 e), with the row max and sum kept per thread and combined over
 // the four lanes that share a row. Causal (key j > query i masked): tiles past the block's last
 // row are skipped, and blocks start from the heaviest. Inputs: last dim contiguous, row strides
-// multiples of 8 halves, 16-byte aligned bases (the host checks); out [..., L, D] contiguous.
+// multiples of 8 halves, 16-byte aligned bases (the host checks); out [..., L, D] contiguous. A
+// mask (bool: false drops the key; additive, of the input type) is read per score, any strides.
 
 #define ATTN_BM 128
 #define ATTN_BN 64
@@ -276,16 +277,29 @@ __device__ __forceinline__ float attn_exp2(float x)
 
 struct attn_flash_arg {
     i64 bshape[8];
-    i64 qb[8], kb[8], vb[8]; // batch strides (elements), 0 where broadcast
-    i64 qs, ks, vs;          // row strides (elements)
+    i64 qb[8], kb[8], vb[8], mb[8]; // batch strides (elements), 0 where broadcast
+    i64 qs, ks, vs;                 // row strides (elements)
+    i64 ms[2];                      // mask row and column strides (0 where broadcast)
     i64 L, S, nbatch;
     float scale_log2; // scale * log2(e)
-    int nb, causal;
+    float inv_scale;  // an additive mask enters the raw scores as add / scale
+    int nb, causal, mkind;
 };
 
-template <int BF, int D>
+template <int BF> __device__ __forceinline__ float attn_h2f(unsigned short h)
+{
+    if (BF) return __uint_as_float((unsigned)h << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+// MK: the mask kind (0 none, 1 bool, 2 additive), fixed per kernel so the plain one keeps its
+// registers.
+template <int BF, int D, int MK>
 __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
-                           const unsigned short *v, unsigned short *out, const attn_flash_arg &g)
+                           const unsigned short *v, const void *mask, unsigned short *out,
+                           const attn_flash_arg &g)
 {
     constexpr int P = D + 8;        // smem pitch in halves
     constexpr int KT = D / 16;      // k-steps of S = Q K^T
@@ -314,12 +328,13 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
             mb = work - bt * mblocks;
         }
         const i64 m0 = mb * ATTN_BM;
-        i64 qo = 0, ko = 0, vo = 0, rem = bt;
+        i64 qo = 0, ko = 0, vo = 0, mo = 0, rem = bt;
         for (int d = g.nb - 1; d >= 0; d--) {
             i64 qt = rem / g.bshape[d], c = rem - qt * g.bshape[d];
             qo += c * g.qb[d];
             ko += c * g.kb[d];
             vo += c * g.vb[d];
+            mo += c * g.mb[d];
             rem = qt;
         }
         const unsigned short *qg = q + qo, *kg = k + ko, *vg = v + vo;
@@ -386,8 +401,8 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
                     attn_mma<BF>(s[2 * p], qf[kk], b0, b1);
                     attn_mma<BF>(s[2 * p + 1], qf[kk], b2, b3);
                 }
-            // masks: keys past S, and causal keys past the row
-            const bool edge = n0 + ATTN_BN > S || (g.causal && n0 + ATTN_BN - 1 > m0 + r0);
+            // masks: keys past S, causal keys past the row, the mask tensor
+            const bool edge = n0 + ATTN_BN > S || (g.causal && n0 + ATTN_BN - 1 > m0 + r0) || MK;
             if (edge) {
 #pragma unroll
                 for (int n = 0; n < NT; n++)
@@ -395,7 +410,16 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
                     for (int e = 0; e < 4; e++) {
                         i64 j = n0 + n * 8 + (lane & 3) * 2 + (e & 1);
                         i64 i = qi0 + (e >> 1) * 8;
-                        if (j >= S || (g.causal && j > i)) s[n][e] = ninf;
+                        if (j >= S || (g.causal && j > i))
+                            s[n][e] = ninf;
+                        else if (MK && i < L) {
+                            i64 mi = mo + i * g.ms[0] + j * g.ms[1];
+                            if (MK == 1) {
+                                if (!((const unsigned char *)mask)[mi]) s[n][e] = ninf;
+                            } else
+                                s[n][e] +=
+                                    attn_h2f<BF>(((const unsigned short *)mask)[mi]) * g.inv_scale;
+                        }
                     }
             }
             // online softmax, two rows per thread
@@ -474,15 +498,17 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
     }
 }
 
-// D = 64 fits in 128 registers, so two blocks share a multiprocessor; D = 128 takes one.
-#define ATTN_FLASH(NAME, BF, D)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, D == 64 ? 2 : 1)                             \
+// D = 64 without a mask fits in 128 registers, so two blocks share a multiprocessor; else one.
+#define ATTN_FLASH(NAME, BF, D, MK)                                                                \
+    extern "C" __global__ void __launch_bounds__(256, D == 64 && !MK ? 2 : 1)                      \
         NAME(const unsigned short *q, const unsigned short *k, const unsigned short *v,            \
-             unsigned short *out, attn_flash_arg g)                                                \
+             const void *mask, unsigned short *out, attn_flash_arg g)                              \
     {                                                                                              \
-        attn_flash<BF, D>(q, k, v, out, g);                                                        \
+        attn_flash<BF, D, MK>(q, k, v, mask, out, g);                                              \
     }
-ATTN_FLASH(em_attn_flash_f16_d64, 0, 64)
-ATTN_FLASH(em_attn_flash_f16_d128, 0, 128)
-ATTN_FLASH(em_attn_flash_bf16_d64, 1, 64)
-ATTN_FLASH(em_attn_flash_bf16_d128, 1, 128)
+#define ATTN_FLASH3(NAME, BF, D)                                                                   \
+    ATTN_FLASH(NAME, BF, D, 0) ATTN_FLASH(NAME##_mbool, BF, D, 1) ATTN_FLASH(NAME##_madd, BF, D, 2)
+ATTN_FLASH3(em_attn_flash_f16_d64, 0, 64)
+ATTN_FLASH3(em_attn_flash_f16_d128, 0, 128)
+ATTN_FLASH3(em_attn_flash_bf16_d64, 1, 64)
+ATTN_FLASH3(em_attn_flash_bf16_d128, 1, 128)
