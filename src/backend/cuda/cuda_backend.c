@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
+#include "cuda_attention.h"
 #include "cuda_index.h"
 #include "cuda_nn.h"
 #include "cuda_ops.h"
@@ -196,6 +197,7 @@ static bool be_supports(const em_op *op)
     if (cuda_reduce_claims(k)) return cuda_reduce_supports(op);
     if (cuda_nn_claims(k)) return cuda_nn_supports(op);
     if (cuda_index_claims(k)) return cuda_index_supports(op);
+    if (cuda_attn_claims(k)) return cuda_attn_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -1111,6 +1113,7 @@ static em_status be_exec(const em_op *op)
     case EM_OP_RFFT:
     case EM_OP_IRFFT: return cuda_nn_exec(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
+    case EM_OP_SDPA: return cuda_attn_exec(op, dev, what);
     default: return run_elementwise(op, dev, what);
     }
 }

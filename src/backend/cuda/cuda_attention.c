@@ -1,0 +1,229 @@
+/* SDPA on the CUDA backend: f16/bf16 records with head dim 64 or 128 take the flash kernel (any
+ * mask, causal or not; inputs the tensor cores cannot load in place are gathered first); every
+ * other record (f32, f64, other head dims, E != Ev, S = 0) the general kernel, which takes any
+ * strides and computes in f64 as the CPU does. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_attention.h"
+
+typedef struct attn_geo { /* matches struct attn_geo in kernels/attention.cu */
+    int64_t bshape[8];
+    int64_t qb[8], kb[8], vb[8], mb[8];
+    int64_t qs[2], ks[2], vs[2], ms[2];
+    int64_t L, S, E, Ev, nbatch;
+    double scale;
+    int nb, causal, mkind;
+} attn_geo;
+
+typedef struct attn_flash_arg { /* matches struct attn_flash_arg in kernels/attention.cu */
+    int64_t bshape[8];
+    int64_t qb[8], kb[8], vb[8], mb[8];
+    int64_t qs, ks, vs;
+    int64_t ms[2];
+    int64_t L, S, nbatch;
+    float scale_log2, inv_scale;
+    int nb, causal, mkind;
+} attn_flash_arg;
+
+bool cuda_attn_claims(em_op_kind k)
+{
+    return k == EM_OP_SDPA;
+}
+
+static bool attn_dtype(em_dtype dt)
+{
+    return dt == EM_F32 || dt == EM_F64 || dt == EM_F16 || dt == EM_BF16;
+}
+
+bool cuda_attn_supports(const em_op *op)
+{
+    if (op->n_in < 3 || op->n_in > 4 || op->n_out != 1) return false;
+    em_dtype dt = op->out[0]->dtype;
+    if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !tn_is_contiguous(op->out[0])) return false;
+    for (int i = 0; i < 3; i++)
+        if (op->in[i]->dtype != dt) return false;
+    if (op->n_in == 4) {
+        em_dtype m = op->in[3]->dtype;
+        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+    }
+    return true;
+}
+
+/* Batch strides (elements) of a tensor of the given shape and strides, right-aligned to the nb
+ * output batch dims, 0 where broadcast. */
+static void batch_strides(const int64_t *shape, const int64_t *strides, int rank, int nb,
+                          int64_t *st)
+{
+    int lead = nb - (rank - 2);
+    for (int d = 0; d < nb; d++) {
+        int td = d - lead;
+        st[d] = td < 0 || shape[td] == 1 ? 0 : strides[td];
+    }
+}
+
+static const char *dt_name(em_dtype dt)
+{
+    return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_F16 ? "f16" : "bf16";
+}
+
+/* The flash kernel's cases: f16/bf16, E = Ev of 64 or 128, S > 0 (any mask). Config
+ * cuda_flash = off keeps the general kernel. */
+static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
+{
+    const char *cfg = em_config_get("cuda_flash");
+    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
+    em_dtype dt = op->out[0]->dtype;
+    return (dt == EM_F16 || dt == EM_BF16) && E == Ev && (E == 64 || E == 128) && S > 0;
+}
+
+/* The layout the flash kernel loads: rows contiguous, row and batch strides multiples of 8 halves
+ * and a 16-byte aligned base, so every 16-byte cp.async chunk lies inside one row. */
+static bool flash_layout(const em_tensor *t)
+{
+    if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 || ((uintptr_t)tn_ptr(t) & 15))
+        return false;
+    for (int d = 0; d < t->rank - 2; d++)
+        if (t->shape[d] != 1 && t->strides[d] % 8) return false;
+    return true;
+}
+
+typedef struct attn_strided { /* matches `struct strided` of the base kernel source */
+    int64_t shape[16];
+    int64_t strides[16];
+    int rank;
+} attn_strided;
+
+/* t gathered into a contiguous pooled buffer (the base source's strided copy kernel). */
+static void *packed(const em_tensor *t, int dev, const char *what)
+{
+    long long n = tn_numel(t);
+    void *y = cuda_pool_alloc(dev, (size_t)n * 2);
+    if (!y) return NULL;
+    attn_strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = t->rank;
+    for (int d = 0; d < t->rank; d++) s.shape[d] = t->shape[d], s.strides[d] = t->strides[d];
+    CUfunction f = cuda_kernel(dev, "em_strided_2", what);
+    void *x = tn_ptr(t);
+    void *params[] = {&x, &y, &n, &s};
+    if (!f || cuda_launch(dev, f, n, params, what) != EM_OK) {
+        cuda_pool_free(dev, y);
+        return NULL;
+    }
+    return y;
+}
+
+static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_flash_arg *ap,
+                              void *const ptr[3], int dev, const char *what)
+{
+    attn_flash_arg a = *ap;
+    a.L = g->L, a.S = g->S, a.nbatch = g->nbatch;
+    a.scale_log2 = (float)(g->scale * 1.4426950408889634);
+    a.inv_scale = (float)(1.0 / g->scale);
+    a.nb = g->nb, a.causal = g->causal, a.mkind = g->mkind;
+    memcpy(a.mb, g->mb, sizeof a.mb);
+    a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
+    char name[40];
+    snprintf(name, sizeof name, "em_attn_flash_%s_d%d%s", dt_name(op->out[0]->dtype), (int)g->E,
+             g->mkind == 1   ? "_mbool"
+             : g->mkind == 2 ? "_madd"
+                             : "");
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    int64_t work = (g->L + 127) / 128 * g->nbatch;
+    unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+    unsigned block[3] = {256, 1, 1};
+    /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
+    unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
+    void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
+    void *mp = g->mkind ? tn_ptr(op->in[3]) : NULL;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &a};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
+
+/* Inputs in another layout are first gathered into contiguous pooled buffers. */
+static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const char *what)
+{
+    attn_flash_arg a;
+    memset(&a, 0, sizeof a);
+    memcpy(a.bshape, g->bshape, sizeof a.bshape);
+    memcpy(a.qb, g->qb, sizeof a.qb);
+    memcpy(a.kb, g->kb, sizeof a.kb);
+    memcpy(a.vb, g->vb, sizeof a.vb);
+    a.qs = g->qs[0], a.ks = g->ks[0], a.vs = g->vs[0];
+    void *ptr[3], *tmp[3] = {NULL, NULL, NULL};
+    int64_t *bst[3] = {a.qb, a.kb, a.vb}, *rst[3] = {&a.qs, &a.ks, &a.vs};
+    em_status st = EM_OK;
+    for (int i = 0; i < 3 && st == EM_OK; i++) {
+        const em_tensor *t = op->in[i];
+        ptr[i] = tn_ptr(t);
+        if (flash_layout(t)) continue;
+        tmp[i] = ptr[i] = packed(t, dev, what);
+        if (!tmp[i]) {
+            st = em_last_status();
+            break;
+        }
+        int64_t cs[EM_MAX_RANK], n = 1;
+        for (int d = t->rank - 1; d >= 0; d--) cs[d] = n, n *= t->shape[d];
+        batch_strides(t->shape, cs, t->rank, g->nb, bst[i]);
+        *rst[i] = cs[t->rank - 2];
+    }
+    if (st == EM_OK) st = launch_flash(op, g, &a, ptr, dev, what);
+    for (int i = 0; i < 3; i++) cuda_pool_free(dev, tmp[i]); /* stream order: read before reuse */
+    return st;
+}
+
+em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
+    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    attn_geo g;
+    memset(&g, 0, sizeof g);
+    g.nb = o->rank - 2;
+    g.nbatch = 1;
+    for (int d = 0; d < g.nb; d++) g.bshape[d] = o->shape[d], g.nbatch *= o->shape[d];
+    g.L = o->shape[g.nb];
+    g.Ev = o->shape[g.nb + 1];
+    g.S = k->shape[k->rank - 2];
+    g.E = q->shape[q->rank - 1];
+    if (g.nbatch == 0 || g.L == 0 || g.Ev == 0) return EM_OK;
+    batch_strides(q->shape, q->strides, q->rank, g.nb, g.qb);
+    batch_strides(k->shape, k->strides, k->rank, g.nb, g.kb);
+    batch_strides(v->shape, v->strides, v->rank, g.nb, g.vb);
+    g.qs[0] = q->strides[q->rank - 2], g.qs[1] = q->strides[q->rank - 1];
+    g.ks[0] = k->strides[k->rank - 2], g.ks[1] = k->strides[k->rank - 1];
+    g.vs[0] = v->strides[v->rank - 2], g.vs[1] = v->strides[v->rank - 1];
+    g.scale = op->f[0];
+    g.causal = op->i[0] != 0;
+    g.mkind = m ? (int)op->i[1] : 0;
+    if (m) {
+        /* the mask broadcast to [batch..., L, S], right-aligned */
+        int lead = g.nb + 2 - m->rank;
+        int64_t st[10];
+        for (int d = 0; d < g.nb + 2; d++) {
+            int md = d - lead;
+            st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
+        }
+        memcpy(g.mb, st, sizeof(int64_t) * (size_t)g.nb);
+        g.ms[0] = st[g.nb], g.ms[1] = st[g.nb + 1];
+    }
+    if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
+    char name[40];
+    snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    /* q row and scores cached in dynamic shared memory (doubles) when they fit in 40 KiB */
+    int cache_q = g.E <= 1024;
+    int64_t qbytes = cache_q ? g.E * 8 : 0;
+    int cache_s = g.S * 8 + qbytes <= 40 * 1024;
+    unsigned smem = (unsigned)(qbytes + (cache_s ? g.S * 8 : 0));
+    int64_t rows = g.nbatch * g.L;
+    unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
+    unsigned block[3] = {128, 1, 1};
+    void *qp = tn_ptr(q), *kp = tn_ptr(k), *vp = tn_ptr(v), *op_ = tn_ptr(o);
+    void *mp = m ? tn_ptr(m) : NULL;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &g, &cache_q, &cache_s};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}

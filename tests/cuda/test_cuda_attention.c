@@ -1,0 +1,281 @@
+/* em_sdpa on the CUDA backend against the CPU backend on the same inputs, on sizes the
+ * conformance suite does not reach: the flash kernel (f16/bf16, head dims 64 and 128, several key
+ * tiles, tails, causal with L != S, bool and additive masks, permuted, transposed and broadcast
+ * inputs) and the general kernel (every float dtype, bool and additive masks, keys and head dims
+ * past its shared-memory caches, more than 512 value columns, more than 2^16 rows, transposed and
+ * flipped inputs, empty and fully masked cases). Without a CUDA device it prints one line and
+ * passes. */
+#include <string.h>
+
+#include "backend/backend.h"
+#include "harness.h"
+#include "tensor/op.h"
+
+static em_device dev;
+
+static bool close_or_same(double got, double want, double atol, double rtol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+/* got (device) and want (cpu) as f64, elementwise; reports the first mismatch. */
+static void compare(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol)
+{
+    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
+    if (!got || !want) return;
+    CHECK(em_tensor_device(got).backend == dev.backend, "%s: result not on the device", what);
+    int64_t n = em_tensor_numel(want);
+    CHECK(em_tensor_numel(got) == n, "%s: %lld elements, want %lld", what,
+          (long long)em_tensor_numel(got), (long long)n);
+    if (em_tensor_numel(got) != n) return;
+    double *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
+    em_to_data(got, g, EM_F64, n);
+    CHECK_OK("em_to_data");
+    em_to_data(want, w, EM_F64, n);
+    CHECK_OK("em_to_data");
+    int64_t bad = -1;
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!close_or_same(g[i], w[i], atol, rtol) && bad < 0) bad = i;
+        if (isfinite(w[i]) && fabs(g[i] - w[i]) > worst) worst = fabs(g[i] - w[i]);
+    }
+    CHECK(bad < 0, "%s: element %lld is %.9g, want %.9g (n=%lld, largest difference %.3g)", what,
+          (long long)bad, bad < 0 ? 0.0 : g[bad], bad < 0 ? 0.0 : w[bad], (long long)n, worst);
+    free(g);
+    free(w);
+}
+
+/* A cpu tensor of shape s with values uniform in [lo, hi), rounded to dt. */
+static em_tensor *rnd(em_shape s, em_dtype dt, double lo, double hi)
+{
+    int64_t n = 1;
+    for (int d = 0; d < s.rank; d++) n *= s.dims[d];
+    double *v = malloc((size_t)n * sizeof *v + 8);
+    for (int64_t i = 0; i < n; i++) v[i] = lo + (hi - lo) * h_uniform();
+    em_tensor *t = em_from_data(v, EM_F64, s, dt, EM_CPU);
+    free(v);
+    return t;
+}
+
+/* A cpu bool mask [L, S], true with probability `keep`, row `dead` all false. */
+static em_tensor *bool_mask(int64_t L, int64_t S, double keep, int64_t dead)
+{
+    double *v = malloc((size_t)(L * S) * sizeof *v + 8);
+    for (int64_t i = 0; i < L * S; i++) v[i] = i / S != dead && h_uniform() < keep;
+    em_tensor *t = em_from_data(v, EM_F64, EM_SHAPE(L, S), EM_BOOL, EM_CPU);
+    free(v);
+    return t;
+}
+
+static em_tensor *on_dev(em_tensor *t)
+{
+    return t ? em_to_device(t, dev) : NULL;
+}
+
+typedef em_tensor *(*view_fn)(em_tensor *);
+
+static em_tensor *same(em_tensor *t)
+{
+    return t;
+}
+
+/* [B, L, H, D] stored, seen as [B, H, L, D] (rows H * D apart, the usual projection layout) */
+static em_tensor *heads(em_tensor *t)
+{
+    return em_permute(t, EM_AXES(0, 2, 1, 3));
+}
+
+/* the last two dims stored transposed */
+static em_tensor *trans(em_tensor *t)
+{
+    return em_transpose(t, -2, -1);
+}
+
+static em_tensor *flip0(em_tensor *t)
+{
+    return em_flip(t, EM_AXES(0));
+}
+
+/* Runs em_sdpa on the cpu tensors (after `view`) and on device copies of them (the same view),
+ * and compares; with `general` also with the flash kernel switched off. */
+static void check(const char *what, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
+                  view_fn vq, view_fn vk, em_sdpa_opts o, double atol, double rtol, bool general)
+{
+    em_scope_begin();
+    em_tensor *want = em_sdpa(vq(q), vk(k), vk(v), m, o);
+    CHECK_OK(what);
+    em_tensor *qd = vq(on_dev(q)), *kd = vk(on_dev(k)), *vd = vk(on_dev(v)), *md = on_dev(m);
+    int64_t before = tn_fallback_count(EM_OP_SDPA);
+    compare(what, em_sdpa(qd, kd, vd, md, o), want, atol, rtol);
+    CHECK(tn_fallback_count(EM_OP_SDPA) == before, "%s: ran on the cpu", what);
+    if (general) {
+        char name[160];
+        snprintf(name, sizeof name, "%s (general kernel)", what);
+        em_config_set("cuda_flash", "off");
+        double tol = em_tensor_dtype(want) == EM_BF16 ? 8e-3 : 1e-3; /* an ulp of the output */
+        compare(name, em_sdpa(qd, kd, vd, md, o), want, 1e-6, tol);
+        em_config_set("cuda_flash", NULL);
+    }
+    em_scope_end();
+}
+
+/* The flash kernel: f16 and bf16, head dims 64 and 128. */
+static void test_flash(void)
+{
+    static const struct {
+        int64_t B, H, L, S;
+        bool causal;
+    } cases[] = {
+        {2, 3, 300, 517, false},   {2, 3, 300, 517, true},   {1, 2, 129, 129, true},
+        {1, 2, 2048, 2048, false}, {1, 2, 2048, 2048, true}, {1, 1, 700, 200, true},
+        {1, 1, 200, 700, true},    {3, 1, 1, 64, false},     {1, 2, 64, 1, true},
+    };
+    em_dtype dts[2] = {EM_BF16, EM_F16};
+    int64_t dims[2] = {64, 128};
+    for (int t = 0; t < 2; t++)
+        for (int di = 0; di < 2; di++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+                em_dtype dt = dts[t];
+                int64_t D = dims[di], B = cases[c].B, H = cases[c].H, L = cases[c].L,
+                        S = cases[c].S;
+                /* bf16: the probabilities are rounded to bf16 for the P V product */
+                double atol = dt == EM_BF16 ? 4e-3 : 1e-3, rtol = dt == EM_BF16 ? 1.6e-2 : 2e-3;
+                em_scope_begin();
+                char name[160];
+                snprintf(name, sizeof name, "flash %s D=%lld B=%lld H=%lld L=%lld S=%lld%s",
+                         em_dtype_name(dt), (long long)D, (long long)B, (long long)H, (long long)L,
+                         (long long)S, cases[c].causal ? " causal" : "");
+                em_sdpa_opts o = {.causal = cases[c].causal};
+                em_tensor *q = rnd(EM_SHAPE(B, H, L, D), dt, -1, 1);
+                em_tensor *k = rnd(EM_SHAPE(B, H, S, D), dt, -1, 1);
+                em_tensor *v = rnd(EM_SHAPE(B, H, S, D), dt, -1, 1);
+                check(name, q, k, v, NULL, same, same, o, atol, rtol, L * S <= 300 * 517);
+                /* larger scores: a sharper softmax */
+                snprintf(name, sizeof name, "flash %s D=%lld L=%lld S=%lld scale 0.5%s",
+                         em_dtype_name(dt), (long long)D, (long long)L, (long long)S,
+                         cases[c].causal ? " causal" : "");
+                o.scale = 0.5;
+                check(name, q, k, v, NULL, same, same, o, atol, rtol, false);
+                em_scope_end();
+            }
+    /* q, k, v as [B, H, L, D] views of [B, L, H, D] projections; k and v broadcast over H */
+    for (int t = 0; t < 2; t++) {
+        em_dtype dt = dts[t];
+        double atol = dt == EM_BF16 ? 4e-3 : 1e-3, rtol = dt == EM_BF16 ? 1.6e-2 : 2e-3;
+        em_scope_begin();
+        em_tensor *q = rnd(EM_SHAPE(2, 333, 4, 128), dt, -1, 1);
+        em_tensor *k = rnd(EM_SHAPE(2, 400, 4, 128), dt, -1, 1);
+        em_tensor *v = rnd(EM_SHAPE(2, 400, 4, 128), dt, -1, 1);
+        check("flash permuted heads", q, k, v, NULL, heads, heads, (em_sdpa_opts){0}, atol, rtol,
+              true);
+        check("flash permuted heads causal", q, k, v, NULL, heads, heads,
+              (em_sdpa_opts){.causal = true}, atol, rtol, false);
+        em_tensor *q4 = rnd(EM_SHAPE(2, 3, 250, 64), dt, -1, 1);
+        em_tensor *k1 = rnd(EM_SHAPE(2, 1, 300, 64), dt, -1, 1);
+        em_tensor *v1 = rnd(EM_SHAPE(2, 1, 300, 64), dt, -1, 1);
+        check("flash k, v broadcast over heads", q4, k1, v1, NULL, same, same, (em_sdpa_opts){0},
+              atol, rtol, true);
+        /* k, v stored [.., D, S] (gathered into contiguous buffers first), q flipped */
+        em_tensor *kt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        em_tensor *vt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        check("flash transposed k, v, flipped q", q4, kt, vt, NULL, flip0, trans,
+              (em_sdpa_opts){.causal = true}, atol, rtol, true);
+        /* masks: bool [L, S] with a fully masked row (NaN), additive [B, 1, L, S] */
+        em_tensor *bm = bool_mask(250, 300, 0.7, 77);
+        check("flash bool mask", q4, k1, v1, bm, same, same, (em_sdpa_opts){0}, atol, rtol, true);
+        check("flash bool mask causal", q4, k1, v1, bm, same, same, (em_sdpa_opts){.causal = true},
+              atol, rtol, true);
+        em_tensor *am = rnd(EM_SHAPE(2, 1, 250, 300), dt, -3, 0);
+        check("flash additive mask", q4, k1, v1, am, same, same, (em_sdpa_opts){.scale = 0.3}, atol,
+              rtol, true);
+        em_tensor *qb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        em_tensor *kb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        check("flash D=128 bool mask L=S=1000", qb, kb, kb, bool_mask(1000, 1000, 0.5, 999), same,
+              same, (em_sdpa_opts){0}, atol, rtol, false);
+        em_tensor *k0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
+        em_tensor *v0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
+        check("flash k, v of rank 2", q4, k0, v0, NULL, same, same, (em_sdpa_opts){.causal = true},
+              atol, rtol, false);
+        em_scope_end();
+    }
+}
+
+/* The general kernel: every float dtype, masks, long rows, many rows, strided inputs. */
+static void test_general(void)
+{
+    em_dtype dts[4] = {EM_F64, EM_F32, EM_F16, EM_BF16};
+    for (int t = 0; t < 4; t++) {
+        em_dtype dt = dts[t];
+        double tol = dt == EM_F64 ? 1e-12 : dt == EM_F32 ? 1e-6 : dt == EM_F16 ? 1e-3 : 8e-3;
+        char name[160];
+        em_scope_begin();
+        /* masks: bool [L, S] over the batch, additive [B, 1, L, S] over the heads */
+        em_tensor *q = rnd(EM_SHAPE(2, 3, 37, 20), dt, -1, 1);
+        em_tensor *k = rnd(EM_SHAPE(2, 3, 300, 20), dt, -1, 1);
+        em_tensor *v = rnd(EM_SHAPE(2, 3, 300, 9), dt, -1, 1);
+        em_tensor *bm = em_gt_scalar(rnd(EM_SHAPE(37, 300), EM_F32, 0, 1), 0.3);
+        em_tensor *am = rnd(EM_SHAPE(2, 1, 37, 300), dt, -3, 0);
+        snprintf(name, sizeof name, "general %s bool mask", em_dtype_name(dt));
+        check(name, q, k, v, bm, same, same, (em_sdpa_opts){0}, tol, tol, false);
+        snprintf(name, sizeof name, "general %s bool mask causal", em_dtype_name(dt));
+        check(name, q, k, v, bm, same, same, (em_sdpa_opts){.causal = true}, tol, tol, false);
+        snprintf(name, sizeof name, "general %s additive mask scale 0.7", em_dtype_name(dt));
+        check(name, q, k, v, am, same, same, (em_sdpa_opts){.scale = 0.7}, tol, tol, false);
+        /* S past the score cache, E past the q cache, Ev over 512 (several passes) */
+        em_tensor *ql = rnd(EM_SHAPE(1, 3, 1100), dt, -1, 1);
+        em_tensor *kl = rnd(EM_SHAPE(1, 6000, 1100), dt, -0.2, 0.2);
+        em_tensor *vl = rnd(EM_SHAPE(1, 6000, 700), dt, -1, 1);
+        snprintf(name, sizeof name, "general %s S=6000 E=1100 Ev=700", em_dtype_name(dt));
+        check(name, ql, kl, vl, NULL, same, same, (em_sdpa_opts){0}, tol, tol, false);
+        snprintf(name, sizeof name, "general %s S=6000 E=1100 Ev=700 causal", em_dtype_name(dt));
+        check(name, ql, kl, vl, NULL, same, same, (em_sdpa_opts){.causal = true}, tol, tol, false);
+        /* more than 2^16 query rows */
+        em_tensor *qm = rnd(EM_SHAPE(70000, 1, 8), dt, -1, 1);
+        em_tensor *km = rnd(EM_SHAPE(70000, 5, 8), dt, -1, 1);
+        em_tensor *vm = rnd(EM_SHAPE(70000, 5, 3), dt, -1, 1);
+        snprintf(name, sizeof name, "general %s 70000 batches", em_dtype_name(dt));
+        check(name, qm, km, vm, NULL, same, same, (em_sdpa_opts){0}, tol, tol, false);
+        /* transposed k and v storage, flipped q */
+        em_tensor *qf = rnd(EM_SHAPE(3, 50, 16), dt, -1, 1);
+        em_tensor *kt = rnd(EM_SHAPE(3, 16, 70), dt, -1, 1);
+        em_tensor *vt = rnd(EM_SHAPE(3, 16, 70), dt, -1, 1);
+        snprintf(name, sizeof name, "general %s transposed k, v, flipped q", em_dtype_name(dt));
+        check(name, qf, kt, vt, NULL, flip0, trans, (em_sdpa_opts){.causal = true}, tol, tol,
+              false);
+        em_scope_end();
+    }
+    em_scope_begin();
+    /* fully masked rows give NaN; S = 0 gives zeros */
+    em_tensor *q = rnd(EM_SHAPE(2, 4, 8), EM_F32, -1, 1);
+    em_tensor *none = em_zeros(EM_SHAPE(4, 6), EM_BOOL, EM_CPU);
+    em_tensor *k = rnd(EM_SHAPE(2, 6, 8), EM_F32, -1, 1);
+    check("general fully masked", q, k, k, none, same, same, (em_sdpa_opts){0}, 0, 0, false);
+    em_tensor *k0 = em_zeros(EM_SHAPE(2, 0, 8), EM_F32, EM_CPU);
+    check("general S = 0", q, k0, k0, NULL, same, same, (em_sdpa_opts){0}, 0, 0, false);
+    em_tensor *q0 = em_zeros(EM_SHAPE(2, 0, 8), EM_F32, EM_CPU);
+    check("general L = 0", q0, k, k, NULL, same, same, (em_sdpa_opts){0}, 0, 0, false);
+    /* f16/bf16 with a head dim the flash kernel does not take */
+    em_tensor *qh = rnd(EM_SHAPE(2, 100, 96), EM_BF16, -1, 1);
+    em_tensor *kh = rnd(EM_SHAPE(2, 130, 96), EM_BF16, -1, 1);
+    check("general bf16 D=96", qh, kh, kh, NULL, same, same, (em_sdpa_opts){.causal = true}, 1e-6,
+          8e-3, false);
+    em_scope_end();
+}
+
+int main(void)
+{
+    h_init();
+    h_dev = EM_CPU;
+    em_backends_init();
+    if (em_backend_find("cuda") < 0) {
+        printf("skipped: no CUDA device\n");
+        return h_finish();
+    }
+    dev = em_device_parse("cuda:0");
+    CHECK_OK("em_device_parse(\"cuda:0\")");
+    test_general();
+    test_flash();
+    return h_finish();
+}
