@@ -456,6 +456,8 @@ static void test_matmul_tiles(const char *tile)
                                      {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
                                      {EM_SHAPE(2, 1, 136, 24), EM_SHAPE(3, 24, 8)},
                                      {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
+                                     /* f32 split-K (few tiles, K >= 512), batched */
+                                     {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},
                                      {EM_SHAPE(8, 16), EM_SHAPE(16)},
                                      {EM_SHAPE(16), EM_SHAPE(16, 8)}};
     const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};
@@ -487,11 +489,10 @@ static void test_matmul_tiles(const char *tile)
  * differ from the CPU's by about 2^-11 of the products' magnitude. */
 static void test_matmul_tf32(void)
 {
-    static const em_shape ps[][2] = {{EM_SHAPE(200, 264), EM_SHAPE(264, 136)},
-                                     {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
-                                     {EM_SHAPE(2, 1, 132, 20), EM_SHAPE(3, 20, 12)},
-                                     {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
-                                     {EM_SHAPE(5, 7), EM_SHAPE(7, 3)}};
+    static const em_shape ps[][2] = {
+        {EM_SHAPE(200, 264), EM_SHAPE(264, 136)},       {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
+        {EM_SHAPE(2, 1, 132, 20), EM_SHAPE(3, 20, 12)}, {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
+        {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},     {EM_SHAPE(5, 7), EM_SHAPE(7, 3)}};
     em_config_set("cuda_tf32", "1");
     for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
         for (int la = 0; la < 2; la++)

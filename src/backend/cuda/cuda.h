@@ -49,6 +49,7 @@ typedef struct cuda_device_info {
     CUdevice dev;
     CUcontext ctx;
     int cc_major, cc_minor;
+    int sm_count; /* streaming multiprocessors */
     char name[128];
 } cuda_device_info;
 

@@ -605,6 +605,61 @@ static bool tf32_allowed(void)
 }
 
 /* MATMUL from its record (see ops_linalg.c): a tiled shared-memory kernel per batch. */
+/* Split-K for f32 products whose 128 x 128 tiles would leave most multiprocessors idle (a
+ * transformer's [512, 768] x [768, 2304]: 72 blocks on 132 SMs): the K dim is cut into `parts`
+ * equal slices, run as an extra batch dim into a pooled f32 buffer, and the slices are summed in
+ * order (deterministic). Returns 1 when the product is wide enough already. */
+static int split_k_parts(int dev, const mm_arg *s)
+{
+    const cuda_device_info *d = cuda_device(dev);
+    int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
+    int64_t want = 2 * (int64_t)d->sm_count;
+    if (s->R >= 8 || s->K < 512 || blocks >= want) return 1;
+    int parts = 1;
+    for (int p = 2; p <= 16; p++)
+        if (s->K % (8 * p) == 0 && s->K / p >= 128 && blocks * parts < want) parts = p;
+    return parts;
+}
+
+static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int dev, const char *what)
+{
+    mm_arg t = *s;
+    int64_t slice = s->K / parts;
+    t.bshape[t.R] = parts; /* the innermost batch dim walks the K slices */
+    t.ast[t.R] = slice * s->sak;
+    t.bst[t.R] = slice * s->sbk;
+    t.R++;
+    t.K = slice;
+    t.nbatch = s->nbatch * parts;
+    long long mn = s->M * s->N, nb = s->nbatch;
+    float *ws = cuda_pool_alloc(dev, (size_t)(mn * t.nbatch) * sizeof(float));
+    if (!ws) return em_last_status();
+    void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *wp = ws, *cp = tn_ptr(op->out[0]);
+    void *params[] = {&ap, &bp, &wp, &t};
+    unsigned zb = (unsigned)(t.nbatch > 65535 ? 65535 : t.nbatch);
+    unsigned grid[3] = {(unsigned)((s->N + 127) / 128), (unsigned)((s->M + 127) / 128), zb};
+    unsigned block[3] = {256, 1, 1};
+    int at, bt;
+    bool tf32 = tf32_allowed() && tc_layout(op, &t, &at, &bt, 4);
+    char name[40];
+    snprintf(name, sizeof name, tf32 ? "em_mm_tf32_%c%c" : "em_mm_sgemm", at ? 't' : 'n',
+             bt ? 't' : 'n');
+    CUfunction f = cuda_kernel(dev, name, what);
+    em_status st = f ? EM_OK : em_last_status();
+    if (st == EM_OK && tf32)
+        st = cuda_launch_grid_smem(dev, f, grid, block, 3 * 2 * 128 * 36 * 4, params, what);
+    else if (st == EM_OK)
+        st = cuda_launch_grid(dev, f, grid, block, params, what);
+    CUfunction g = st == EM_OK ? cuda_kernel(dev, "em_mm_splitk_sum_f32", what) : NULL;
+    if (st == EM_OK && !g) st = em_last_status();
+    if (st == EM_OK) {
+        void *sp[] = {&wp, &cp, &mn, &nb, &parts};
+        st = cuda_launch(dev, g, mn * nb, sp, what);
+    }
+    cuda_pool_free(dev, ws);
+    return st;
+}
+
 static em_status run_matmul(const em_op *op, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
@@ -660,13 +715,15 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         if (grid[1] > 65535)
             return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
         int at, bt;
-        if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4)) {
+        if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4) && split_k_parts(dev, &s) == 1) {
             snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
             CUfunction f = cuda_kernel(dev, name, what);
             if (!f) return em_last_status();
             /* 3 stages of two 128 x 32 float tiles, rows padded to 36 (matmul.cu) */
             return cuda_launch_grid_smem(dev, f, grid, block, 3 * 2 * 128 * 36 * 4, params, what);
         }
+        int parts = split_k_parts(dev, &s);
+        if (parts > 1) return run_split_k(op, &s, parts, dev, what);
         CUfunction f = cuda_kernel(dev, "em_mm_sgemm", what);
         if (!f) return em_last_status();
         return cuda_launch_grid(dev, f, grid, block, params, what);

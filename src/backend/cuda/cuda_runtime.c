@@ -12,6 +12,7 @@ cuda_driver cuda_drv;
 
 #define CUDA_MAX_DEVICES                             16
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR 75
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT     16
 #define CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR 76
 
 static pthread_once_t probe_once = PTHREAD_ONCE_INIT;
@@ -79,6 +80,10 @@ static void probe(void)
                                       d->dev);
         cuda_drv.cuDeviceGetAttribute(&d->cc_minor, CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR,
                                       d->dev);
+        if (cuda_drv.cuDeviceGetAttribute(&d->sm_count, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT,
+                                          d->dev) != 0 ||
+            d->sm_count < 1)
+            d->sm_count = 1;
         if (cuda_drv.cuDeviceGetName(d->name, (int)sizeof d->name, d->dev) != 0)
             strcpy(d->name, "?");
         n_devices++;

@@ -520,3 +520,17 @@ TF_KERNEL(em_mm_tf32_nn, 0, 0)
 TF_KERNEL(em_mm_tf32_nt, 0, 1)
 TF_KERNEL(em_mm_tf32_tn, 1, 0)
 TF_KERNEL(em_mm_tf32_tt, 1, 1)
+
+// Split-K: out[b, i] = sum over p of ws[(b * parts + p) * mn + i], the slices in order.
+extern "C" __global__ void em_mm_splitk_sum_f32(const float *ws, float *out, i64 mn, i64 nb,
+                                                int parts)
+{
+    GRID_LOOP(mn * nb)
+    {
+        i64 b = i / mn, e = i - b * mn;
+        const float *w = ws + b * parts * mn + e;
+        float acc = 0.f;
+        for (int p = 0; p < parts; p++) acc += w[p * mn];
+        out[i] = acc;
+    }
+}
