@@ -9,6 +9,7 @@
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
+#include "cuda_elementwise.h"
 #include "cuda_ops.h"
 
 static int be_device_count(void)
@@ -184,6 +185,7 @@ static bool scalar_form(const em_op *op)
 static bool be_supports(const em_op *op)
 {
     em_op_kind k = op->kind;
+    if (cuda_ew_claims(k)) return cuda_ew_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -1063,6 +1065,7 @@ static em_status be_exec(const em_op *op)
     int dev = op->out[0]->storage->device.index;
     em_status st = cuda_enter(dev, what);
     if (st != EM_OK) return st;
+    if (cuda_ew_claims(op->kind)) return cuda_ew_exec(op, dev, what);
     switch (op->kind) {
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
