@@ -271,6 +271,19 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
         void *params[] = {&kind, &xp, &yp, &op_, &n};
         return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
     }
+    int which = (int)op->i[0];
+    if ((which == 1 || which == 2) && float_arith(op->kind) && o->dtype == EM_F32 &&
+        op->in[which - 1]->rank == 0 && op->in[which - 1]->dtype == EM_F64 &&
+        op->in[2 - which]->dtype == EM_F32 && same_shape(op->in[2 - which], o) &&
+        tn_is_contiguous(op->in[2 - which]) && tn_is_contiguous(o)) {
+        /* a *_scalar form on a contiguous f32 tensor */
+        void *tp = tn_ptr(op->in[2 - which]), *sp = tn_ptr(op->in[which - 1]);
+        int aligned = (((uintptr_t)tp | (uintptr_t)op_) & 15) == 0;
+        CUfunction f = cuda_kernel(dev, "ew_binary_fs", what);
+        if (!f) return em_last_status();
+        void *params[] = {&kind, &tp, &sp, &which, &op_, &n, &aligned};
+        return cuda_launch(dev, f, aligned ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
+    }
     ew_idx s;
     make_idx(&s, op->in, 2, o);
     if (ff && dt == EM_F32) {

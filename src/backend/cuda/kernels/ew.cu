@@ -391,6 +391,32 @@ extern "C" __global__ void ew_binary_ff(int op, const float *x, const float *y, 
     EW_END
 }
 
+// contiguous f32 x (op) a wrapped f64 scalar *sp (which = 2; which = 1: *sp (op) x), the scalar
+// rounded to f32 first as the CPU does; float4 loads when x and o are 16-byte aligned (aligned)
+extern "C" __global__ void ew_binary_fs(int op, const float *x, const double *sp, int which,
+                                        float *o, i64 n, int aligned)
+{
+    double sv = (double)(float)*sp;
+    i64 t0 = (i64)blockIdx.x * blockDim.x + threadIdx.x, step = (i64)blockDim.x * gridDim.x;
+    i64 done = 0;
+    if (aligned) {
+        i64 n4 = n >> 2;
+        const float4 *x4 = (const float4 *)x;
+        float4 *o4 = (float4 *)o;
+        for (i64 i = t0; i < n4; i += step) {
+            float4 v = x4[i], r;
+            r.x = (float)(which == 2 ? ew_fop(op, v.x, sv) : ew_fop(op, sv, v.x));
+            r.y = (float)(which == 2 ? ew_fop(op, v.y, sv) : ew_fop(op, sv, v.y));
+            r.z = (float)(which == 2 ? ew_fop(op, v.z, sv) : ew_fop(op, sv, v.z));
+            r.w = (float)(which == 2 ? ew_fop(op, v.w, sv) : ew_fop(op, sv, v.w));
+            o4[i] = r;
+        }
+        done = n4 * 4;
+    }
+    for (i64 i = done + t0; i < n; i += step)
+        o[i] = (float)(which == 2 ? ew_fop(op, x[i], sv) : ew_fop(op, sv, x[i]));
+}
+
 // where: o = c ? a : b (c bool), a and b converted to the output dtype
 extern "C" __global__ void ew_where(const unsigned char *c, const void *a, int da, const void *b,
                                     int db, void *o, int dout, i64 n, ew_idx s)
@@ -468,11 +494,15 @@ extern "C" __global__ void ew_lerp(const void *a, int da, const void *b, int db,
     if (f32mode) {
         float av = ((const float *)a)[f[0]], bv = ((const float *)b)[f[1]];
         float wv = (float)ew_getf(w, dw, f[2]);
-        ((float *)o)[f[3]] = fabsf(wv) < 0.5f ? av + wv * (bv - av) : bv - (bv - av) * (1 - wv);
+        float d = bv - av;
+        ((float *)o)[f[3]] = fabsf(wv) < 0.5f ? __fadd_rn(av, __fmul_rn(wv, d))
+                                              : __fsub_rn(bv, __fmul_rn(d, 1 - wv));
     } else {
         double av = ew_getf(a, da, f[0]), bv = ew_getf(b, db, f[1]);
         double wv = ew_round(ew_getf(w, dw, f[2]), cdt);
-        ew_setf(o, dout, f[3], fabs(wv) < 0.5 ? av + wv * (bv - av) : bv - (bv - av) * (1 - wv));
+        double d = bv - av;
+        ew_setf(o, dout, f[3],
+                fabs(wv) < 0.5 ? __dadd_rn(av, __dmul_rn(wv, d)) : __dsub_rn(bv, __dmul_rn(d, 1 - wv)));
     }
     EW_END
 }
@@ -493,7 +523,7 @@ extern "C" __global__ void ew_cast(const void *x, int dx, void *o, int dout, i64
     EW_END
 }
 
-// ---- creation ---------------------------------------------------------------------------------
+// ---- creation (the _rn intrinsics keep products and sums rounded apart, as on the CPU) ------
 
 // kind 0 arange (a start, b step), 1 linspace (a start, b end), 2 eye (cols columns); contiguous
 extern "C" __global__ void ew_range(int kind, void *o, int dout, i64 n, double a, double b, i64 cols)
@@ -502,9 +532,11 @@ extern "C" __global__ void ew_range(int kind, void *o, int dout, i64 n, double a
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
         double v;
         if (kind == 0)
-            v = a + (double)i * b;
+            v = __dadd_rn(a, __dmul_rn((double)i, b));
         else if (kind == 1)
-            v = n == 1 ? a : i < n / 2 ? a + step * (double)i : b - step * (double)(n - 1 - i);
+            v = n == 1       ? a
+                : i < n / 2 ? __dadd_rn(a, __dmul_rn(step, (double)i))
+                            : __dsub_rn(b, __dmul_rn(step, (double)(n - 1 - i)));
         else
             v = (i / cols) == (i % cols) ? 1.0 : 0.0;
         ew_setf(o, dout, i, v);

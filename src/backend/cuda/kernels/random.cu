@@ -135,10 +135,10 @@ extern "C" __global__ void ew_rng(int kind, void *y, int dt, i64 n, u64 seed, u6
 {
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
         if (kind == 0) {
-            ew_setf(y, dt, i, a + uniform_at(seed, off, (u64)i) * (b - a));
+            ew_setf(y, dt, i, __dadd_rn(a, __dmul_rn(uniform_at(seed, off, (u64)i), b - a)));
             if (b > a && ew_getf(y, dt, i) >= b) ew_setf(y, dt, i, ew_below(b, dt));
         } else if (kind == 1)
-            ew_setf(y, dt, i, a + b * normal_at(seed, off, (u64)i));
+            ew_setf(y, dt, i, __dadd_rn(a, __dmul_rn(b, normal_at(seed, off, (u64)i))));
         else if (kind == 2) {
             double p = a;
             if (pp) {
