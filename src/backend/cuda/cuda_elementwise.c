@@ -347,11 +347,12 @@ static em_status run_select(const em_op *op, int dev, const char *what)
         return cuda_launch(dev, f, n, params, what);
     }
     if (op->kind == EM_OP_LERP) {
-        /* the CPU's f32 row: a, b and out contiguous, one weight */
-        int f32mode =
-            o->dtype == EM_F32 && op->in[0]->dtype == EM_F32 && op->in[1]->dtype == EM_F32 &&
-            tn_numel(op->in[2]) == 1 && same_shape(op->in[0], o) && same_shape(op->in[1], o) &&
-            tn_is_contiguous(op->in[0]) && tn_is_contiguous(op->in[1]) && tn_is_contiguous(o);
+        /* the CPU's f32 row (cpu_loop collapses dims as make_idx does): f32 a, b and out of
+         * unit stride along the innermost dim, w constant along it */
+        int last = s.rank - 1;
+        int f32mode = o->dtype == EM_F32 && op->in[0]->dtype == EM_F32 &&
+                      op->in[1]->dtype == EM_F32 && last >= 0 && s.st[0][last] == 1 &&
+                      s.st[1][last] == 1 && s.st[2][last] == 0 && s.st[3][last] == 1;
         if (!(f = cuda_kernel(dev, "ew_lerp", what))) return em_last_status();
         void *params[] = {&p[0], &d[0], &p[1], &d[1],    &p[2], &d[2],
                           &yp,   &dout, &cdt,  &f32mode, &n,    &s};
