@@ -5,15 +5,15 @@
 // conversions bit for bit (src/backend/cpu/cpu.h, src/core/dtype.c). Operands are strided
 // views described by struct ew_idx (rank-collapsed by the host, element strides, out last).
 
-#define EW_F64 0
-#define EW_F32 1
-#define EW_F16 2
+#define EW_F64  0
+#define EW_F32  1
+#define EW_F16  2
 #define EW_BF16 3
-#define EW_I64 4
-#define EW_I32 5
-#define EW_I16 6
-#define EW_I8 7
-#define EW_U8 8
+#define EW_I64  4
+#define EW_I32  5
+#define EW_I16  6
+#define EW_I8   7
+#define EW_U8   8
 #define EW_BOOL 9
 
 // up to 4 operands over the output's (collapsed) shape; operand 3 is the output
@@ -43,7 +43,8 @@ __device__ __forceinline__ void ew_offs(const ew_idx &s, i64 i, i64 *o)
 }
 
 #define EW_LOOP(n)                                                                                 \
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)blockDim.x * gridDim.x) { \
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                              \
+         i += (i64)blockDim.x * gridDim.x) {                                                       \
         i64 f[4];                                                                                  \
         ew_offs(s, i, f);
 #define EW_END }
@@ -179,7 +180,10 @@ __device__ __forceinline__ bool ew_isfloat(int dt)
 
 __device__ __forceinline__ int ew_size(int dt)
 {
-    return dt == EW_F64 || dt == EW_I64 ? 8 : dt == EW_F32 || dt == EW_I32 ? 4 : dt <= EW_I16 ? 2 : 1;
+    return dt == EW_F64 || dt == EW_I64   ? 8
+           : dt == EW_F32 || dt == EW_I32 ? 4
+           : dt <= EW_I16                 ? 2
+                                          : 1;
 }
 
 // element i of (p, pd) into element j of (o, od): raw copy for one dtype, exact between
@@ -244,13 +248,14 @@ __device__ __forceinline__ i64 ew_unary_int(int op, i64 v, int dti, double lo, d
     }
 }
 
-extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, void *y, int dto, i64 n,
-                                    double a, double b, ew_idx s)
+extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, void *y, int dto,
+                                    i64 n, double a, double b, ew_idx s)
 {
     float af = (float)a, bf = (float)b;
     EW_LOOP(n)
     if (dom == 0) {
-        float v = dti == EW_I64 ? (float)((const long long *)x)[f[0]] : (float)ew_getf(x, dti, f[0]);
+        float v =
+            dti == EW_I64 ? (float)((const long long *)x)[f[0]] : (float)ew_getf(x, dti, f[0]);
         float r = unary_f(op, v, af, bf);
         if (dto == EW_F32)
             ((float *)y)[f[3]] = r;
@@ -268,8 +273,10 @@ extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, voi
             r = op == OP_ISFINITE ? 1 : op == OP_LOGICAL_NOT ? ew_geti(x, dti, f[0]) == 0 : 0;
         else {
             double v = ew_getf(x, dti, f[0]);
-            r = op == OP_ISNAN ? isnan(v) != 0 : op == OP_ISINF ? isinf(v) != 0
-                : op == OP_ISFINITE ? isfinite(v) != 0 : v == 0;
+            r = op == OP_ISNAN      ? isnan(v) != 0
+                : op == OP_ISINF    ? isinf(v) != 0
+                : op == OP_ISFINITE ? isfinite(v) != 0
+                                    : v == 0;
         }
         ((unsigned char *)y)[f[3]] = r;
     }
@@ -502,7 +509,8 @@ extern "C" __global__ void ew_lerp(const void *a, int da, const void *b, int db,
         double wv = ew_round(ew_getf(w, dw, f[2]), cdt);
         double d = bv - av;
         ew_setf(o, dout, f[3],
-                fabs(wv) < 0.5 ? __dadd_rn(av, __dmul_rn(wv, d)) : __dsub_rn(bv, __dmul_rn(d, 1 - wv)));
+                fabs(wv) < 0.5 ? __dadd_rn(av, __dmul_rn(wv, d))
+                               : __dsub_rn(bv, __dmul_rn(d, 1 - wv)));
     }
     EW_END
 }
@@ -526,15 +534,17 @@ extern "C" __global__ void ew_cast(const void *x, int dx, void *o, int dout, i64
 // ---- creation (the _rn intrinsics keep products and sums rounded apart, as on the CPU) ------
 
 // kind 0 arange (a start, b step), 1 linspace (a start, b end), 2 eye (cols columns); contiguous
-extern "C" __global__ void ew_range(int kind, void *o, int dout, i64 n, double a, double b, i64 cols)
+extern "C" __global__ void ew_range(int kind, void *o, int dout, i64 n, double a, double b,
+                                    i64 cols)
 {
     double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)blockDim.x * gridDim.x) {
         double v;
         if (kind == 0)
             v = __dadd_rn(a, __dmul_rn((double)i, b));
         else if (kind == 1)
-            v = n == 1       ? a
+            v = n == 1      ? a
                 : i < n / 2 ? __dadd_rn(a, __dmul_rn(step, (double)i))
                             : __dsub_rn(b, __dmul_rn(step, (double)(n - 1 - i)));
         else
@@ -547,7 +557,8 @@ extern "C" __global__ void ew_range(int kind, void *o, int dout, i64 n, double a
 extern "C" __global__ void ew_one_hot(const void *idx, int di, long long *o, i64 n, i64 classes,
                                       ew_idx s)
 {
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)blockDim.x * gridDim.x) {
         i64 k = i / classes, c = i - k * classes, f[4];
         ew_offs(s, k, f);
         o[i] = ew_geti(idx, di, f[0]) == c;
