@@ -12,6 +12,7 @@
 #include "cuda_attention.h"
 #include "cuda_index.h"
 #include "cuda_nn.h"
+#include "cuda_elementwise.h"
 #include "cuda_ops.h"
 #include "cuda_reduce.h"
 
@@ -198,6 +199,7 @@ static bool be_supports(const em_op *op)
     if (cuda_nn_claims(k)) return cuda_nn_supports(op);
     if (cuda_index_claims(k)) return cuda_index_supports(op);
     if (cuda_attn_claims(k)) return cuda_attn_supports(op);
+    if (cuda_ew_claims(k)) return cuda_ew_supports(op);
     if (k == EM_OP_FILL) return op->n_out == 1 && plain_size(op->out[0]->dtype);
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
@@ -1147,6 +1149,7 @@ static em_status be_exec(const em_op *op)
     if (st != EM_OK) return st;
     if (cuda_reduce_claims(op->kind)) return cuda_reduce_exec(op, dev, what);
     if (cuda_index_claims(op->kind)) return cuda_index_exec(op, dev, what);
+    if (cuda_ew_claims(op->kind)) return cuda_ew_exec(op, dev, what);
     switch (op->kind) {
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);

@@ -108,3 +108,59 @@ extern "C" __global__ void em_dropout_f64(const double *x, double *y, i64 n, u64
 {
     dropout<double>(x, y, n, seed, off, p, scale);
 }
+
+// ---- any dtype (kernels/ew.cu's element access); the output is contiguous --------------------
+
+// largest value of dt strictly below hi (`below` in cpu_create.c)
+__device__ double ew_below(double hi, int dt)
+{
+    if (dt == EW_F32) return nextafterf((float)hi, -__int_as_float(0x7f800000));
+    if (dt == EW_F16 || dt == EW_BF16) {
+        unsigned short h = dt == EW_F16 ? ew_f32_to_f16((float)hi) : ew_f32_to_bf16((float)hi);
+        if ((h & 0x7fff) == 0)
+            h = 0x8001;
+        else if (h & 0x8000)
+            h = (unsigned short)(h + 1);
+        else
+            h = (unsigned short)(h - 1);
+        return dt == EW_F16 ? ew_f16_to_f32(h) : ew_bf16_to_f32(h);
+    }
+    return nextafter(hi, -__longlong_as_double(0x7ff0000000000000ll));
+}
+
+// kind 0 uniform [a, b), 1 normal a + b z, 2 Bernoulli(p) with p = a or operand 0 of s (pp, dp),
+// 3 randint lo + [0, range) with lo = ilo, range = irange
+extern "C" __global__ void ew_rng(int kind, void *y, int dt, i64 n, u64 seed, u64 off, double a,
+                                  double b, const void *pp, int dp, i64 ilo, i64 irange, ew_idx s)
+{
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
+        if (kind == 0) {
+            ew_setf(y, dt, i, __dadd_rn(a, __dmul_rn(uniform_at(seed, off, (u64)i), b - a)));
+            if (b > a && ew_getf(y, dt, i) >= b) ew_setf(y, dt, i, ew_below(b, dt));
+        } else if (kind == 1)
+            ew_setf(y, dt, i, __dadd_rn(a, __dmul_rn(b, normal_at(seed, off, (u64)i))));
+        else if (kind == 2) {
+            double p = a;
+            if (pp) {
+                i64 f[4];
+                ew_offs(s, i, f);
+                p = ew_getf(pp, dp, f[0]);
+            }
+            ew_setf(y, dt, i, uniform_at(seed, off, (u64)i) < p ? 1.0 : 0.0);
+        } else {
+            i64 k = (i64)(uniform_at(seed, off, (u64)i) * (double)irange);
+            if (k >= irange) k = irange - 1;
+            ew_seti(y, dt, i, ilo + k);
+        }
+    }
+}
+
+// dropout of a strided x (operand 0) into a contiguous y of any float dtype
+extern "C" __global__ void ew_dropout(const void *x, int dx, void *y, int dt, i64 n, u64 seed,
+                                      u64 off, double p, double scale, ew_idx s)
+{
+    EW_LOOP(n)
+    double v = uniform_at(seed, off, (u64)i) >= p ? ew_getf(x, dx, f[0]) * scale : 0.0;
+    ew_setf(y, dt, i, v);
+    EW_END
+}
