@@ -1,8 +1,7 @@
 /* The CUDA backend's table: memory and copies through the pool and the driver, supports() and
- * exec() for the ops implemented so far: FILL, COPY, CAST among f32/f64/i64; for f32/f64 the
- * elementwise unary, binary and comparison ops (any strides, NumPy broadcasting), WHERE,
- * MASKED_FILL, CLAMP with scalar bounds, and the reductions SUM MEAN MAX MIN over any dims and
- * SOFTMAX LOG_SOFTMAX over one dim, and batched MATMUL. */
+ * exec(). Each op family has its own file (cuda_elementwise.c, cuda_reduce.c, cuda_index.c,
+ * cuda_nn.c, cuda_attention.c, cuda_optim.c); this one keeps FILL, COPY, MASKED_FILL, the float
+ * MATMUL kernels (tensor cores, split-K), conv, im2col/col2im, max_pool and layer_norm rows. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -70,40 +69,9 @@ static em_status be_sync(int device)
 
 /* ---- which ops ---------------------------------------------------------------------------- */
 
-static bool is_unary(em_op_kind k)
-{
-    switch (k) {
-#define CASE(K) case EM_OP_##K:
-        CUDA_UNARY_OPS(CASE) return true;
-    default: return false;
-    }
-}
-
-static bool is_binary(em_op_kind k)
-{
-    switch (k) {
-        CUDA_BINARY_OPS(CASE) return true;
-    default: return false;
-    }
-}
-
-static bool is_compare(em_op_kind k)
-{
-    switch (k) {
-        CUDA_COMPARE_OPS(CASE) return true;
-#undef CASE
-    default: return false;
-    }
-}
-
 static bool is_f(em_dtype dt)
 {
     return dt == EM_F32 || dt == EM_F64;
-}
-
-static bool castable(em_dtype dt)
-{
-    return dt == EM_F32 || dt == EM_F64 || dt == EM_I64;
 }
 
 static bool plain_size(em_dtype dt)
@@ -134,53 +102,6 @@ static bool layer_norm_ok(const em_op *op)
     return len <= ROW_MAX;
 }
 
-static bool is_int(em_dtype dt)
-{
-    return dt == EM_I64 || dt == EM_I32 || dt == EM_I16 || dt == EM_I8 || dt == EM_U8 ||
-           dt == EM_BOOL;
-}
-
-static bool is_logical(em_op_kind k)
-{
-    return k == EM_OP_LOGICAL_AND || k == EM_OP_LOGICAL_OR || k == EM_OP_LOGICAL_XOR;
-}
-
-/* The integer/bool kernels of kernels/intops.cu: comparisons and logical ops (-> bool) and the
- * wrapping add/sub/mul/minimum/maximum, both inputs of one integer dtype; logical ops on floats. */
-static bool int_kernel_ok(const em_op *op)
-{
-    em_op_kind k = op->kind;
-    if (op->n_in != 2 || op->in[0]->dtype != op->in[1]->dtype) return false;
-    em_dtype a = op->in[0]->dtype, o = op->out[0]->dtype;
-    if (is_logical(k)) return o == EM_BOOL && (is_int(a) || is_f(a));
-    if (!is_int(a)) return false;
-    if (is_compare(k)) return o == EM_BOOL;
-    return (k == EM_OP_ADD || k == EM_OP_SUB || k == EM_OP_MUL || k == EM_OP_MINIMUM ||
-            k == EM_OP_MAXIMUM) &&
-           o == a && a != EM_BOOL;
-}
-
-static const char *int_suffix(em_dtype dt)
-{
-    switch (dt) {
-    case EM_I64: return "i64";
-    case EM_I32: return "i32";
-    case EM_I16: return "i16";
-    case EM_I8: return "i8";
-    default: return "u8"; /* u8 and bool */
-    }
-}
-
-/* A *_scalar form (ops_binary.c): i[0] names the rank-0 f64 scalar input (1 or 2); the other is
- * a contiguous f32/f64 tensor of the output's dtype. */
-static bool scalar_form(const em_op *op)
-{
-    if (op->n_in != 2 || (op->i[0] != 1 && op->i[0] != 2)) return false;
-    const em_tensor *s = op->in[op->i[0] - 1], *x = op->in[2 - op->i[0]];
-    return s->rank == 0 && s->dtype == EM_F64 && is_f(x->dtype) && op->out[0]->dtype == x->dtype &&
-           tn_is_contiguous(x) && tn_is_contiguous(op->out[0]);
-}
-
 /* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
  * first), any groups, 1 to 3 spatial dims. */
 static bool conv_ok(const em_op *op)
@@ -204,40 +125,14 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_COPY)
         return op->n_in == 1 && op->in[0]->dtype == op->out[0]->dtype &&
                plain_size(op->in[0]->dtype);
-    if (k == EM_OP_CAST) {
-        em_dtype a = op->in[0]->dtype, b = op->out[0]->dtype;
-        return (a == b && plain_size(a)) || (castable(a) && castable(b));
-    }
-    if (is_unary(k))
-        return op->n_in == 1 && is_f(op->in[0]->dtype) && op->out[0]->dtype == op->in[0]->dtype;
-    if (is_binary(k) && scalar_form(op)) return true;
-    if ((is_binary(k) || is_compare(k) || is_logical(k)) && int_kernel_ok(op)) return true;
-    if (is_binary(k) || is_compare(k)) {
-        if (op->n_in != 2) return false;
-        em_dtype a = op->in[0]->dtype;
-        return is_f(a) && op->in[1]->dtype == a &&
-               op->out[0]->dtype == (is_compare(k) ? EM_BOOL : a);
-    }
     em_dtype o = op->out[0]->dtype;
-    if (k == EM_OP_WHERE)
-        return op->n_in == 3 && op->in[0]->dtype == EM_BOOL && plain_size(o) &&
-               op->in[1]->dtype == o && op->in[2]->dtype == o;
     if (k == EM_OP_MASKED_FILL)
         return op->n_in == 2 && plain_size(o) && op->in[0]->dtype == o &&
                op->in[1]->dtype == EM_BOOL;
-    if (k == EM_OP_CLAMP) return op->i[0] == 0 && op->n_in == 1 && is_f(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MATMUL)
         return (op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) &&
                 op->in[0]->dtype == o && op->in[1]->dtype == o) ||
                cuda_nn_int_matmul_ok(op);
-    if (k == EM_OP_RAND_UNIFORM || k == EM_OP_RAND_NORMAL || k == EM_OP_BERNOULLI)
-        return is_f(op->out[0]->dtype) && tn_is_contiguous(op->out[0]) &&
-               (op->n_in == 0 ||
-                (op->in[0]->dtype == op->out[0]->dtype && tn_is_contiguous(op->in[0])));
-    if (k == EM_OP_RANDINT) return op->out[0]->dtype == EM_I64 && tn_is_contiguous(op->out[0]);
-    if (k == EM_OP_DROPOUT)
-        return is_f(op->out[0]->dtype) && op->in[0]->dtype == op->out[0]->dtype &&
-               tn_is_contiguous(op->in[0]) && tn_is_contiguous(op->out[0]);
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
     if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) /* any strides: run_fold copies first */
         return em_dtype_is_float(o) && op->in[0]->dtype == o;
@@ -323,50 +218,6 @@ static const char *short_name(em_dtype dt)
     return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : "i64";
 }
 
-static em_status run_cast(const em_op *op, int dev, const char *what)
-{
-    const em_tensor *in = op->in[0], *o = op->out[0];
-    if (in->dtype == o->dtype) return run_copy(op, dev, what);
-    char name[32];
-    snprintf(name, sizeof name, "em_cast_%s_%s", short_name(in->dtype), short_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    long long n = tn_numel(o);
-    void *x = tn_ptr(in), *y = tn_ptr(o), *tmp = NULL;
-    if (!tn_is_contiguous(in) && n > 0) {
-        /* gather into a contiguous buffer of the input's dtype first */
-        tmp = cuda_pool_alloc(dev, (size_t)n * em_dtype_size(in->dtype));
-        if (!tmp) return em_last_status();
-        em_tensor t = *in;
-        em_storage st = *in->storage;
-        st.data = tmp;
-        t.storage = &st;
-        t.offset = 0;
-        tn_contiguous_strides(t.shape, t.rank, t.strides);
-        em_op cp = *op;
-        cp.kind = EM_OP_COPY;
-        cp.out[0] = &t;
-        em_status s = run_copy(&cp, dev, what);
-        if (s != EM_OK) {
-            cuda_pool_free(dev, tmp);
-            return s;
-        }
-        x = tmp;
-    }
-    void *params[] = {&x, &y, &n};
-    em_status s = cuda_launch(dev, f, n, params, what);
-    if (tmp) cuda_pool_free(dev, tmp); /* same stream: later work cannot overtake the cast */
-    return s;
-}
-
-static bool same_shape(const em_tensor *a, const em_tensor *b)
-{
-    if (a->rank != b->rank) return false;
-    for (int d = 0; d < a->rank; d++)
-        if (a->shape[d] != b->shape[d]) return false;
-    return true;
-}
-
 typedef struct bidx_arg { /* matches `struct bidx` in the kernel source */
     int64_t shape[8];
     int64_t st[4][8];
@@ -390,90 +241,24 @@ static void fill_bidx(const em_op *op, bidx_arg *b)
     }
 }
 
-/* Integer/bool ops, logical ops, and WHERE / MASKED_FILL of dtypes other than f32/f64. */
-static em_status run_indexed_bytes(const em_op *op, int dev, const char *what)
+/* MASKED_FILL of every dtype (x, mask broadcast; the fill value converted as the CPU does):
+ * a byte-moving kernel by element size. */
+static em_status run_masked_fill(const em_op *op, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
     bidx_arg b;
     fill_bidx(op, &b);
-    em_op_kind k = op->kind;
     long long n = tn_numel(o);
     void *y = tn_ptr(o), *x0 = tn_ptr(op->in[0]), *x1 = tn_ptr(op->in[1]);
     char name[40];
-    if (k == EM_OP_WHERE || k == EM_OP_MASKED_FILL) {
-        const char *sz = size_suffix(em_dtype_size(o->dtype));
-        snprintf(name, sizeof name, "em_%s_s%s", k == EM_OP_WHERE ? "where" : "mfill", sz);
-        CUfunction f = cuda_kernel(dev, name, what);
-        if (!f) return em_last_status();
-        if (k == EM_OP_WHERE) {
-            void *x2 = tn_ptr(op->in[2]);
-            void *params[] = {&x0, &x1, &x2, &y, &n, &b};
-            return cuda_launch(dev, f, n, params, what);
-        }
-        unsigned char pat[8] = {0};
-        cpu_set_f64(pat, o->dtype, op->f[0]); /* the CPU's conversion of the fill value */
-        unsigned long long pattern = 0;
-        memcpy(&pattern, pat, em_dtype_size(o->dtype));
-        void *params[] = {&x0, &x1, &y, &n, &pattern, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    em_dtype a = op->in[0]->dtype;
-    if (is_f(a))
-        snprintf(name, sizeof name, "em_logical_b_%s", short_name(a));
-    else
-        snprintf(name, sizeof name, "em_int_b_%s", int_suffix(a));
+    snprintf(name, sizeof name, "em_mfill_s%s", size_suffix(em_dtype_size(o->dtype)));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    int kind = (int)k;
-    void *params[] = {&kind, &x0, &x1, &y, &n, &b};
-    return cuda_launch(dev, f, n, params, what);
-}
-
-/* The broadcast/strided kernels: unary, binary, compare, WHERE, MASKED_FILL, CLAMP. */
-static em_status run_indexed(const em_op *op, int dev, const char *what)
-{
-    const em_tensor *o = op->out[0];
-    em_op_kind k = op->kind;
-    if (is_logical(k) || ((is_binary(k) || is_compare(k)) && is_int(op->in[0]->dtype)) ||
-        ((k == EM_OP_WHERE || k == EM_OP_MASKED_FILL) && !is_f(o->dtype)))
-        return run_indexed_bytes(op, dev, what);
-    bidx_arg b;
-    fill_bidx(op, &b);
-    const char *fam = is_unary(k)        ? "unary_b"
-                      : is_binary(k)     ? "binary_b"
-                      : is_compare(k)    ? "compare_b"
-                      : k == EM_OP_WHERE ? "where"
-                      : k == EM_OP_CLAMP ? "clamp"
-                                         : "masked_fill";
-    em_dtype dt = is_compare(k) ? op->in[0]->dtype : o->dtype;
-    char name[40];
-    snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    int kind = (int)k;
-    long long n = tn_numel(o);
-    void *y = tn_ptr(o), *x0 = tn_ptr(op->in[0]);
-    void *x1 = op->n_in > 1 ? tn_ptr(op->in[1]) : NULL,
-         *x2 = op->n_in > 2 ? tn_ptr(op->in[2]) : NULL;
-    double a = op->f[0], c = op->f[1];
-    if (k == EM_OP_CELU) c = 1.0 / a;
-    if (is_unary(k)) {
-        void *params[] = {&kind, &x0, &y, &n, &a, &c, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    if (is_binary(k) || is_compare(k)) {
-        void *params[] = {&kind, &x0, &x1, &y, &n, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    if (k == EM_OP_WHERE) {
-        void *params[] = {&x0, &x1, &x2, &y, &n, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    if (k == EM_OP_CLAMP) {
-        void *params[] = {&x0, &y, &n, &a, &c, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    void *params[] = {&x0, &x1, &y, &n, &a, &b};
+    unsigned char pat[8] = {0};
+    cpu_set_f64(pat, o->dtype, op->f[0]);
+    unsigned long long pattern = 0;
+    memcpy(&pattern, pat, em_dtype_size(o->dtype));
+    void *params[] = {&x0, &x1, &y, &n, &pattern, &b};
     return cuda_launch(dev, f, n, params, what);
 }
 
@@ -742,70 +527,6 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
-static em_status run_binary_scalar(const em_op *op, int dev, const char *what)
-{
-    int which = (int)op->i[0];
-    const em_tensor *s = op->in[which - 1], *x = op->in[2 - which], *o = op->out[0];
-    char name[32];
-    snprintf(name, sizeof name, "em_binary_s_%s", short_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    int kind = (int)op->kind;
-    long long n = tn_numel(o);
-    void *xp = tn_ptr(x), *sp = tn_ptr(s), *yp = tn_ptr(o);
-    void *params[] = {&kind, &xp, &sp, &yp, &n, &which};
-    return cuda_launch(dev, f, n, params, what);
-}
-
-/* The contiguous same-shape fast kernels, else the indexed ones. */
-static em_status run_elementwise(const em_op *op, int dev, const char *what)
-{
-    if (is_binary(op->kind) && scalar_form(op) && op->in[0]->dtype != op->in[1]->dtype)
-        return run_binary_scalar(op, dev, what);
-    const em_tensor *o = op->out[0];
-    bool fast = (is_unary(op->kind) || is_binary(op->kind) || is_compare(op->kind)) &&
-                is_f(op->in[0]->dtype) && tn_is_contiguous(o);
-    for (int i = 0; i < op->n_in && fast; i++)
-        fast = same_shape(op->in[i], o) && tn_is_contiguous(op->in[i]);
-    if (!fast) return run_indexed(op, dev, what);
-    em_dtype dt = op->in[0]->dtype;
-    long long n = tn_numel(o);
-    int kind = (int)op->kind;
-    void *y = tn_ptr(o);
-    void *x = tn_ptr(op->in[0]);
-    uintptr_t al = (uintptr_t)y | (uintptr_t)x | (op->n_in > 1 ? (uintptr_t)tn_ptr(op->in[1]) : 0);
-    if (dt == EM_F32 && !is_compare(op->kind) && (al & 15) == 0) {
-        /* 16-byte loads and stores: float4 per thread, the last n % 4 one by one */
-        CUfunction f =
-            cuda_kernel(dev, op->n_in == 1 ? "em_unary_v4_f32" : "em_binary_v4_f32", what);
-        if (!f) return em_last_status();
-        long long threads = n / 4 > 4 ? n / 4 : 4;
-        if (op->n_in == 1) {
-            double a = op->f[0], b = op->f[1];
-            if (op->kind == EM_OP_CELU) b = 1.0 / a;
-            void *params[] = {&kind, &x, &y, &n, &a, &b};
-            return cuda_launch(dev, f, threads, params, what);
-        }
-        void *x2 = tn_ptr(op->in[1]);
-        void *params[] = {&kind, &x, &x2, &y, &n};
-        return cuda_launch(dev, f, threads, params, what);
-    }
-    const char *fam = is_unary(op->kind) ? "unary" : is_binary(op->kind) ? "binary" : "compare";
-    char name[32];
-    snprintf(name, sizeof name, "em_%s_%s", fam, short_name(dt));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    if (op->n_in == 1) {
-        double a = op->f[0], b = op->f[1];
-        if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
-        void *params[] = {&kind, &x, &y, &n, &a, &b};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    void *x2 = tn_ptr(op->in[1]);
-    void *params[] = {&kind, &x, &x2, &y, &n};
-    return cuda_launch(dev, f, n, params, what);
-}
-
 static em_status run_layer_norm(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
@@ -1047,41 +768,6 @@ static em_status run_fold(const em_op *op, int dev, const char *what)
     return st;
 }
 
-/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1}. */
-static em_status run_random(const em_op *op, int dev, const char *what)
-{
-    const em_tensor *o = op->out[0];
-    long long n = tn_numel(o);
-    if (n == 0) return EM_OK;
-    unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
-    void *yp = tn_ptr(o);
-    char name[32];
-    if (op->kind == EM_OP_RANDINT) {
-        long long lo = op->i[2], range = op->i[3] - op->i[2];
-        CUfunction f = cuda_kernel(dev, "em_randint_i64", what);
-        if (!f) return em_last_status();
-        void *params[] = {&yp, &n, &seed, &off, &lo, &range};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    if (op->kind == EM_OP_DROPOUT) {
-        double p = op->f[0], scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
-        snprintf(name, sizeof name, "em_dropout_%s", short_name(o->dtype));
-        CUfunction f = cuda_kernel(dev, name, what);
-        if (!f) return em_last_status();
-        void *xp = tn_ptr(op->in[0]);
-        void *params[] = {&xp, &yp, &n, &seed, &off, &p, &scale};
-        return cuda_launch(dev, f, n, params, what);
-    }
-    int kind = op->kind == EM_OP_RAND_UNIFORM ? 0 : op->kind == EM_OP_RAND_NORMAL ? 1 : 2;
-    double a = op->f[0], b = op->f[1];
-    void *pp = op->n_in == 1 ? tn_ptr(op->in[0]) : NULL;
-    snprintf(name, sizeof name, "em_rng_%s", short_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    void *params[] = {&kind, &yp, &n, &seed, &off, &a, &b, &pp};
-    return cuda_launch(dev, f, n, params, what);
-}
-
 typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t in[3], out[3], k[3], s[3], p[3], d[3];
     int64_t planes;
@@ -1153,12 +839,6 @@ static em_status be_exec(const em_op *op)
     switch (op->kind) {
     case EM_OP_FILL: return run_fill(op, dev, what);
     case EM_OP_COPY: return run_copy(op, dev, what);
-    case EM_OP_CAST: return run_cast(op, dev, what);
-    case EM_OP_RAND_UNIFORM:
-    case EM_OP_RAND_NORMAL:
-    case EM_OP_BERNOULLI:
-    case EM_OP_RANDINT:
-    case EM_OP_DROPOUT: return run_random(op, dev, what);
     case EM_OP_CONV:
     case EM_OP_CONV_TRANSPOSE: return run_conv(op, dev, what);
     case EM_OP_IM2COL:
@@ -1174,7 +854,8 @@ static em_status be_exec(const em_op *op)
     case EM_OP_IRFFT: return cuda_nn_exec(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
     case EM_OP_SDPA: return cuda_attn_exec(op, dev, what);
-    default: return run_elementwise(op, dev, what);
+    case EM_OP_MASKED_FILL: return run_masked_fill(op, dev, what);
+    default: return em_error(EM_ERR_INTERNAL, "%s: no cuda exec for this kind", what);
     }
 }
 

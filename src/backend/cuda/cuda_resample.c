@@ -1,5 +1,6 @@
-/* The CUDA backend's average pooling, adaptive pooling and interpolation (kernels/index_resample.cu):
- * float dtypes, any input strides, contiguous outputs; reached through cuda_index.c. */
+/* The CUDA backend's average pooling, adaptive pooling and interpolation
+ * (kernels/index_resample.cu): float dtypes, any input strides, contiguous outputs; reached through
+ * cuda_index.c. */
 #include <stdio.h>
 #include <string.h>
 

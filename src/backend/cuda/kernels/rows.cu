@@ -177,26 +177,3 @@ ROW_KERNELS(4)
 ROW_KERNELS(8)
 ROW_KERNELS(16)
 ROW_KERNELS(32)
-
-
-// Binary op of a contiguous tensor and a rank-0 f64 scalar on the device (the *_scalar forms):
-// which = 2: o = x (op) s; which = 1: o = s (op) x. Computed in double and rounded once.
-template <typename T>
-__device__ void binary_scalar(int op, const T *x, const double *sp, T *o, i64 n, int which)
-{
-    double sv = *sp;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
-        o[i] = (T)(which == 2 ? binary_d(op, (double)x[i], sv) : binary_d(op, sv, (double)x[i]));
-}
-
-extern "C" __global__ void em_binary_s_f32(int op, const float *x, const double *s, float *o, i64 n,
-                                           int which)
-{
-    binary_scalar<float>(op, x, s, o, n, which);
-}
-
-extern "C" __global__ void em_binary_s_f64(int op, const double *x, const double *s, double *o,
-                                           i64 n, int which)
-{
-    binary_scalar<double>(op, x, s, o, n, which);
-}
