@@ -546,6 +546,11 @@ static void test_max_pool(void)
         {2, EM_SHAPE(3, 9, 11), {.kernel = {3, 2}, .stride = {2, 1}}},
         {1, EM_SHAPE(2, 3, 40), {.kernel = {4}, .stride = {3}, .pad = {2}}},
         {3, EM_SHAPE(1, 2, 6, 7, 8), {.kernel = {2, 3, 2}, .stride = {2, 2, 2}, .pad = {1, 1, 0}}},
+        /* several 32 x 16 output tiles of the shared-memory kernel, partial ones at the edges */
+        {2, EM_SHAPE(2, 3, 70, 45), {.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}}},
+        {2,
+         EM_SHAPE(1, 2, 90, 130),
+         {.kernel = {5, 3}, .stride = {2, 3}, .pad = {2, 1}, .dilation = {2, 1}}},
     };
     em_tensor *(*fns[3])(const em_tensor *, em_pool_opts,
                          em_tensor **) = {em_max_pool1d, em_max_pool2d, em_max_pool3d};

@@ -793,15 +793,29 @@ static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, c
     g.planes = in_plane ? tn_numel(x) / in_plane : 0;
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
-    char name[32];
-    snprintf(name, sizeof name, "em_max_pool_%s",
-             o->dtype == EM_F16    ? "f16"
-             : o->dtype == EM_BF16 ? "bf16"
-                                   : short_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
+    char name[40];
+    const char *dn = o->dtype == EM_F16    ? "f16"
+                     : o->dtype == EM_BF16 ? "bf16"
+                                           : short_name(o->dtype);
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     void *ip = op->n_out > 1 && op->out[1] ? tn_ptr(op->out[1]) : NULL;
+    /* 2-D windows: 32 x 16 outputs per block from an input tile in shared memory (pool.cu) */
+    int iw_t = (int)((32 - 1) * g.s[2] + (g.k[2] - 1) * g.d[2] + 1);
+    int ih_t = (int)((16 - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);
+    size_t tile = (size_t)iw_t * (size_t)ih_t * em_dtype_size(o->dtype);
+    if (g.in[0] == 1 && g.k[0] == 1 && tile <= 48 * 1024 && g.out[1] <= 16 * 65535) {
+        snprintf(name, sizeof name, "em_max_pool_tiled_%s", dn);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        void *params[] = {&xp, &yp, &ip, &g, &iw_t, &ih_t};
+        unsigned grid[3] = {(unsigned)((g.out[2] + 31) / 32), (unsigned)((g.out[1] + 15) / 16),
+                            (unsigned)(g.planes > 65535 ? 65535 : g.planes)};
+        unsigned block[3] = {256, 1, 1};
+        return cuda_launch_grid_smem(dev, f, grid, block, (unsigned)tile, params, what);
+    }
+    snprintf(name, sizeof name, "em_max_pool_%s", dn);
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
     void *params[] = {&xp, &yp, &ip, &g};
     int64_t out_plane = g.planes ? n / g.planes : 0;
     unsigned grid[3] = {(unsigned)((out_plane + 255) / 256),

@@ -89,3 +89,88 @@ extern "C" __global__ void em_max_pool_bf16(const unsigned short *x, unsigned sh
 {
     max_pool<unsigned short, float, 2>(x, y, idx, g);
 }
+
+// 2-D pooling (in[0] = k[0] = 1) through shared memory: a block covers MPT_W x MPT_H outputs of
+// one plane and first loads the input tile they read (iw_t x ih_t elements, coalesced), then
+// every output scans its window there in the same order, with the same rule and the same bounds
+// checks as max_pool above, so values and indices are identical. Grid: x, y over output tiles,
+// z over planes.
+#define MPT_W 32
+#define MPT_H 16
+template <typename T, typename V = T, int H = 0>
+__device__ void max_pool_tiled(const T *x, T *y, i64 *idx, const poolg &g, int iw_t, int ih_t)
+{
+    extern __shared__ __align__(16) unsigned char mpt_smem[];
+    T *tile = (T *)mpt_smem;
+    const int i1 = (int)g.in[1], i2 = (int)g.in[2], o1 = (int)g.out[1], o2 = (int)g.out[2];
+    const int k1 = (int)g.k[1], k2 = (int)g.k[2], s1 = (int)g.s[1], s2 = (int)g.s[2];
+    const int d1 = (int)g.d[1], d2 = (int)g.d[2];
+    const int ow0 = blockIdx.x * MPT_W, oh0 = blockIdx.y * MPT_H;
+    const int bw = ow0 * s2 - (int)g.p[2], bh = oh0 * s1 - (int)g.p[1]; // the tile's origin
+    const int ip = i1 * i2, op = o1 * o2, nt = iw_t * ih_t;
+    const int tx = threadIdx.x % MPT_W, ty = threadIdx.x / MPT_W, rows = blockDim.x / MPT_W;
+    for (i64 pl = blockIdx.z; pl < g.planes; pl += gridDim.z) {
+        const T *xp = x + pl * ip;
+        __syncthreads(); // the previous plane's tile is no longer read
+        for (int t = threadIdx.x; t < nt; t += blockDim.x) {
+            int r = t / iw_t, c = t - r * iw_t, ih = bh + r, iw = bw + c;
+            tile[t] = ih >= 0 && ih < i1 && iw >= 0 && iw < i2 ? xp[ih * i2 + iw] : (T)0;
+        }
+        __syncthreads();
+        for (int rr = ty; rr < MPT_H; rr += rows) {
+            int oh = oh0 + rr, ow = ow0 + tx;
+            if (oh >= o1 || ow >= o2) continue;
+            int sh = oh * s1 - (int)g.p[1], sw = ow * s2 - (int)g.p[2];
+            V best = (V)0;
+            T braw = (T)0;
+            int bi = -1;
+            for (int b = 0; b < k1; b++) {
+                int ih = sh + b * d1;
+                if (ih < 0 || ih >= i1) continue;
+                for (int e = 0; e < k2; e++) {
+                    int iw = sw + e * d2;
+                    if (iw < 0 || iw >= i2) continue;
+                    T raw = tile[(ih - bh) * iw_t + (iw - bw)];
+                    V v = maxpool_val<H, V>(raw);
+                    if (bi < 0 || v > best || v != v) {
+                        best = v;
+                        braw = raw;
+                        bi = ih * i2 + iw;
+                    }
+                }
+            }
+            T ninf = H == 1   ? (T)0xfc00
+                     : H == 2 ? (T)0xff80
+                              : (T)-__int_as_float(0x7f800000);
+            i64 o = pl * op + (i64)oh * o2 + ow;
+            y[o] = bi < 0 ? ninf : braw;
+            if (idx) idx[o] = bi;
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_max_pool_tiled_f32(const float *x, float *y, i64 *idx, poolg g, int iw_t, int ih_t)
+{
+    max_pool_tiled<float>(x, y, idx, g, iw_t, ih_t);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_max_pool_tiled_f64(const double *x, double *y, i64 *idx, poolg g, int iw_t, int ih_t)
+{
+    max_pool_tiled<double>(x, y, idx, g, iw_t, ih_t);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_max_pool_tiled_f16(const unsigned short *x, unsigned short *y, i64 *idx, poolg g, int iw_t,
+                          int ih_t)
+{
+    max_pool_tiled<unsigned short, float, 1>(x, y, idx, g, iw_t, ih_t);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_max_pool_tiled_bf16(const unsigned short *x, unsigned short *y, i64 *idx, poolg g,
+                           int iw_t, int ih_t)
+{
+    max_pool_tiled<unsigned short, float, 2>(x, y, idx, g, iw_t, ih_t);
+}
