@@ -402,9 +402,9 @@ static int split_k_parts(int dev, const mm_arg *s)
     int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
     int64_t want = 2 * (int64_t)d->sm_count;
     if (s->R >= 8 || s->K < 512 || blocks >= want) return 1;
-    int parts = 1;
-    for (int p = 2; p <= 16; p++)
-        if (s->K % (8 * p) == 0 && s->K / p >= 128 && blocks * parts < want) parts = p;
+    int parts = 1; /* the fewest slices that fill the GPU, else the most that K allows */
+    for (int p = 2; p <= 16 && blocks * parts < want; p++)
+        if (s->K % (8 * p) == 0 && s->K / p >= 128) parts = p;
     return parts;
 }
 
