@@ -560,7 +560,7 @@ static void test_max_pool(void)
             em_scope_begin();
             em_tensor *c, *d;
             mk(cs[p].x, 0, dts[t], -3, 3, &c, &d);
-            if (p == 0) { /* NaNs where x > 2.8 */
+            if (p == 0 || p == 6 || p == 8) { /* NaNs where x > 2.8 */
                 em_tensor *nan = em_scalar(NAN, dts[t], EM_CPU);
                 c = em_where(em_gt(c, em_scalar(2.8, dts[t], EM_CPU)), nan, c);
                 d = em_to_device(c, dev);

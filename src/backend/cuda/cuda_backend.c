@@ -799,6 +799,19 @@ static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, c
                                            : short_name(o->dtype);
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     void *ip = op->n_out > 1 && op->out[1] ? tn_ptr(op->out[1]) : NULL;
+    /* values of 3 x 3 windows, stride 1: a column walk over a shared-memory tile (pool.cu) */
+    if (!ip && (o->dtype == EM_F32 || o->dtype == EM_F64) && g.in[0] == 1 && g.k[0] == 1 &&
+        g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
+        g.p[1] <= 2 && g.p[2] <= 2 && g.out[1] <= 16 * 65535) {
+        snprintf(name, sizeof name, "em_max_pool3s1_%s", dn);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        void *params[] = {&xp, &yp, &g};
+        unsigned grid[3] = {(unsigned)((g.out[2] + 127) / 128), (unsigned)((g.out[1] + 15) / 16),
+                            (unsigned)(g.planes > 65535 ? 65535 : g.planes)};
+        unsigned block[3] = {128, 1, 1};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
     /* 2-D windows: 32 x 16 outputs per block from an input tile in shared memory (pool.cu) */
     int iw_t = (int)((32 - 1) * g.s[2] + (g.k[2] - 1) * g.d[2] + 1);
     int ih_t = (int)((16 - 1) * g.s[1] + (g.k[1] - 1) * g.d[1] + 1);

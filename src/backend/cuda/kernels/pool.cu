@@ -174,3 +174,61 @@ extern "C" __global__ void __launch_bounds__(256)
 {
     max_pool_tiled<unsigned short, float, 2>(x, y, idx, g, iw_t, ih_t);
 }
+
+// Values only, 3 x 3 windows, stride 1, dilation 1 (2-D): a block covers 128 output columns x 16
+// rows of one plane. The input tile (130 x 18) goes to shared memory with -inf where the window
+// leaves the input; for values this is exact: a -inf pad only ever stands in for a maximum of
+// -inf, and an empty window gives -inf as the general kernel does. Each thread walks one column
+// down the tile: the max of 3 along the row (kept for the last three rows), then of those 3
+// rows, with max_pool's rule (the later value wins when greater or NaN) applied rows outer,
+// columns inner, so the result is the general scan's.
+#define MP3_W 128
+#define MP3_H 16
+template <typename T> __device__ __forceinline__ T mp3_comb(T best, T v)
+{
+    return (v > best || v != v) ? v : best;
+}
+
+template <typename T> __device__ void max_pool_3x3s1(const T *x, T *y, const poolg &g)
+{
+    __shared__ T tile[MP3_H + 2][MP3_W + 2];
+    const int i1 = (int)g.in[1], i2 = (int)g.in[2], o1 = (int)g.out[1], o2 = (int)g.out[2];
+    const int ow0 = blockIdx.x * MP3_W, oh0 = blockIdx.y * MP3_H;
+    const int bw = ow0 - (int)g.p[2], bh = oh0 - (int)g.p[1];
+    const T ninf = (T)-__int_as_float(0x7f800000);
+    const int c = threadIdx.x;
+    for (i64 pl = blockIdx.z; pl < g.planes; pl += gridDim.z) {
+        const T *xp = x + pl * (i64)i1 * i2;
+        __syncthreads();
+        for (int t = threadIdx.x; t < (MP3_H + 2) * (MP3_W + 2); t += blockDim.x) {
+            int r = t / (MP3_W + 2), cc = t - r * (MP3_W + 2), ih = bh + r, iw = bw + cc;
+            tile[r][cc] = ih >= 0 && ih < i1 && iw >= 0 && iw < i2 ? xp[(i64)ih * i2 + iw] : ninf;
+        }
+        __syncthreads();
+        const int ow = ow0 + c;
+        if (ow < o2) {
+            T *yp = y + pl * (i64)o1 * o2 + ow;
+            T h0 = ninf, h1 = ninf;
+#pragma unroll
+            for (int r = 0; r < MP3_H + 2; r++) {
+                T h = mp3_comb(mp3_comb(tile[r][c], tile[r][c + 1]), tile[r][c + 2]);
+                int oh = oh0 + r - 2;
+                if (r >= 2 && oh < o1) yp[(i64)oh * o2] = mp3_comb(mp3_comb(h0, h1), h);
+                h0 = h1;
+                h1 = h;
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(MP3_W) em_max_pool3s1_f32(const float *x, float *y,
+                                                                       poolg g)
+{
+    max_pool_3x3s1<float>(x, y, g);
+}
+
+extern "C" __global__ void __launch_bounds__(MP3_W) em_max_pool3s1_f64(const double *x, double *y,
+                                                                       poolg g)
+{
+    max_pool_3x3s1<double>(x, y, g);
+}
