@@ -138,6 +138,27 @@ static void run_model_case(const char *name, int kind, em_tensor *a, int reps, d
     }
     if (len) printf("note\t%s\tvia cpu per step: %s\n", name, note);
     bench_run(name, step, &c, 2, reps, budget);
+    const char *pe = getenv("EMBER_BENCH_PROFILE");
+    if (pe && *pe == '1') { /* one more step with every op synchronised and timed, by kind */
+        tn_profile_reset();
+        tn_profile_enable(true);
+        step(&c);
+        tn_profile_enable(false);
+        double total = 0, s[EM_OP_COUNT];
+        int64_t n[EM_OP_COUNT];
+        for (int k = 0; k < EM_OP_COUNT; k++)
+            tn_profile_get((em_op_kind)k, &n[k], &s[k]), total += s[k];
+        fprintf(stderr, "%s: one step with each op synchronised: %.3f ms\n", name, total * 1e3);
+        for (int r = 0; r < 12; r++) {
+            int best = -1;
+            for (int k = 0; k < EM_OP_COUNT; k++)
+                if (n[k] && (best < 0 || s[k] > s[best])) best = k;
+            if (best < 0) break;
+            fprintf(stderr, "  %-16s %5lld ops %8.3f ms\n", em_op_name((em_op_kind)best),
+                    (long long)n[best], s[best] * 1e3);
+            n[best] = 0;
+        }
+    }
 }
 
 static void model_case(const char *name, em_module *m, em_shape xs, int64_t classes, int reps)

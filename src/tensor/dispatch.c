@@ -3,6 +3,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../backend/backend.h"
 #include "op.h"
@@ -23,6 +24,33 @@ static _Atomic int64_t op_counts[EM_OP_COUNT];
 static _Atomic int64_t fallback_counts[EM_OP_COUNT];
 static em_op_recorder recorder;
 static void *recorder_user;
+/* per-kind op timing (tn_profile_enable): executed ops are synchronised and timed */
+static atomic_bool profiling;
+static _Atomic int64_t prof_ns[EM_OP_COUNT], prof_n[EM_OP_COUNT];
+
+void tn_profile_enable(bool on)
+{
+    atomic_store(&profiling, on);
+}
+
+void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds)
+{
+    bool ok = kind >= 0 && kind < EM_OP_COUNT;
+    *count = ok ? atomic_load(&prof_n[kind]) : 0;
+    *seconds = ok ? (double)atomic_load(&prof_ns[kind]) * 1e-9 : 0;
+}
+
+void tn_profile_reset(void)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++) atomic_store(&prof_ns[k], 0), atomic_store(&prof_n[k], 0);
+}
+
+static int64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
 
 const char *em_op_name(em_op_kind kind)
 {
@@ -184,7 +212,14 @@ em_status tn_dispatch(em_op *op)
                             em_op_name(op->kind), be->name,
                             em_dtype_name(op->n_in ? op->in[0]->dtype : op->out[0]->dtype));
         }
+        bool prof = atomic_load(&profiling);
+        int64_t t0 = prof ? now_ns() : 0;
         em_status st = fallback ? run_on_cpu(op, be) : be->exec(op);
+        if (prof) {
+            if (st == EM_OK && be->sync) st = be->sync(dev.index);
+            atomic_fetch_add(&prof_ns[op->kind], now_ns() - t0);
+            atomic_fetch_add(&prof_n[op->kind], 1);
+        }
         if (st != EM_OK) {
             drop_outputs(op);
             if (em_last_status() == EM_OK)

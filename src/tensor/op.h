@@ -49,6 +49,11 @@ void tn_set_recorder(em_op_recorder fn, void *user);
 
 /* How many times each kind has been dispatched in this process (conformance coverage). */
 int64_t tn_op_count(em_op_kind kind);
+/* Per-kind timing for profiling: while enabled, every executed op is followed by a sync of its
+ * device and its wall time is added to its kind's total (slows every op: a diagnostic). */
+void tn_profile_enable(bool on);
+void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds);
+void tn_profile_reset(void);
 /* How many of those ran on the CPU for a device backend that lacks them (config cpu_fallback). */
 int64_t tn_fallback_count(em_op_kind kind);
 
