@@ -138,7 +138,8 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
             }
             // masks: keys past S, causal keys past the row, the mask tensor. Key n0 + jr
             // of row qi0 + ir (jr < 64, ir < 32) is past S when jr >= slim and past the row
-            // when jr > cd + ir (both clamped to int, where they decide the same).
+            // when jr > cd + ir (both clamped to int, where they decide the same); with
+            // jr = (lane & 3) * 2 + jc, key jc of row ir is dropped when jc >= lim.
             const bool edge = n0 + ATTN_BN > S || (g.causal && n0 + ATTN_BN - 1 > m0 + r0) || MK;
             if (edge) {
                 const int slim = (int)(S - n0 < ATTN_BN ? S - n0 : ATTN_BN);
@@ -152,13 +153,13 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
                     const int ir = h * 8;
                     const i64 i = qi0 + ir;
                     const i64 mrb = mo + i * g.ms[0] + (n0 + (lane & 3) * 2) * g.ms[1];
+                    const int lim = min(slim, cd + ir + 1) - (lane & 3) * 2;
 #pragma unroll
                     for (int n = 0; n < NT; n++)
 #pragma unroll
                         for (int e = 0; e < 2; e++) {
-                            const int jr = n * 8 + (lane & 3) * 2 + e;
                             float &x = s[h >> 1][n][2 * (h & 1) + e];
-                            if (jr >= slim || jr > cd + ir)
+                            if (n * 8 + e >= lim)
                                 x = ninf;
                             else if (MK && i < L) {
                                 i64 mi = mrb + (n * 8 + e) * g.ms[1];
