@@ -3,8 +3,8 @@
  * tiles, tails, causal with L != S, bool and additive masks, permuted, transposed and broadcast
  * inputs) and the general kernel (every float dtype, bool and additive masks, keys and head dims
  * past its shared-memory caches, more than 512 value columns, more than 2^16 rows, transposed and
- * flipped inputs, empty and fully masked cases). Without a CUDA device it prints one line and
- * passes. */
+ * flipped inputs, empty and fully masked cases). The flash cases run under both forward kernels
+ * (config cuda_flash_variant 1 and 2). Without a CUDA device it prints one line and passes. */
 #include <string.h>
 
 #include "backend/backend.h"
@@ -98,11 +98,19 @@ static em_tensor *flip0(em_tensor *t)
     return em_flip(t, EM_AXES(0));
 }
 
+/* The flash kernel variant under test (config cuda_flash_variant; NULL: the default). */
+static const char *flash_variant;
+
 /* Runs em_sdpa on the cpu tensors (after `view`) and on device copies of them (the same view),
- * and compares; with `general` also with the flash kernel switched off. */
-static void check(const char *what, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
+ * and compares; with `general` also with the flash kernel switched off (once, under the default
+ * variant). */
+static void check(const char *what0, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
                   view_fn vq, view_fn vk, em_sdpa_opts o, double atol, double rtol, bool general)
 {
+    char what[200];
+    snprintf(what, sizeof what, "%s%s%s", what0, flash_variant ? " variant " : "",
+             flash_variant ? flash_variant : "");
+    general = general && !flash_variant;
     em_scope_begin();
     em_tensor *want = em_sdpa(vq(q), vk(k), vk(v), m, o);
     CHECK_OK(what);
@@ -111,7 +119,7 @@ static void check(const char *what, em_tensor *q, em_tensor *k, em_tensor *v, em
     compare(what, em_sdpa(qd, kd, vd, md, o), want, atol, rtol);
     CHECK(tn_fallback_count(EM_OP_SDPA) == before, "%s: ran on the cpu", what);
     if (general) {
-        char name[160];
+        char name[220];
         snprintf(name, sizeof name, "%s (general kernel)", what);
         em_config_set("cuda_flash", "off");
         double tol = em_tensor_dtype(want) == EM_BF16 ? 8e-3 : 1e-3; /* an ulp of the output */
@@ -277,5 +285,11 @@ int main(void)
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_general();
     test_flash();
+    /* the flash cases again with the second forward kernel (kernels/attention_flash2.cu) */
+    flash_variant = "2";
+    em_config_set("cuda_flash_variant", flash_variant);
+    test_flash();
+    em_config_set("cuda_flash_variant", NULL);
+    flash_variant = NULL;
     return h_finish();
 }

@@ -125,8 +125,12 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     a.nb = g->nb, a.causal = g->causal, a.mkind = g->mkind;
     memcpy(a.mb, g->mb, sizeof a.mb);
     a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
+    /* config cuda_flash_variant = 2: kernels/attention_flash2.cu (4 warps of 32 rows) */
+    const char *var = em_config_get("cuda_flash_variant");
+    bool v2 = var && !strcmp(var, "2");
     char name[40];
-    snprintf(name, sizeof name, "em_attn_flash_%s_d%d%s", dt_name(op->out[0]->dtype), (int)g->E,
+    snprintf(name, sizeof name, "em_attn_flash%s_%s_d%d%s", v2 ? "2" : "",
+             dt_name(op->out[0]->dtype), (int)g->E,
              g->mkind == 1   ? "_mbool"
              : g->mkind == 2 ? "_madd"
                              : "");
@@ -134,7 +138,7 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     if (!f) return em_last_status();
     int64_t work = (g->L + 127) / 128 * g->nbatch;
     unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
-    unsigned block[3] = {256, 1, 1};
+    unsigned block[3] = {v2 ? 128 : 256, 1, 1};
     /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
     void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
