@@ -285,8 +285,8 @@ int main(void)
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_general();
     test_flash();
-    /* the flash cases again with the second forward kernel (kernels/attention_flash2.cu) */
-    flash_variant = "2";
+    /* the flash cases again with the other forward kernel (kernels/attention.cu) */
+    flash_variant = "1";
     em_config_set("cuda_flash_variant", flash_variant);
     test_flash();
     em_config_set("cuda_flash_variant", NULL);

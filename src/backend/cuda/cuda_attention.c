@@ -125,9 +125,10 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     a.nb = g->nb, a.causal = g->causal, a.mkind = g->mkind;
     memcpy(a.mb, g->mb, sizeof a.mb);
     a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
-    /* config cuda_flash_variant = 2: kernels/attention_flash2.cu (4 warps of 32 rows) */
+    /* kernels/attention_flash2.cu (4 warps of 32 rows; 1.4x variant 1 on the H200), unless the
+       config cuda_flash_variant is 1: kernels/attention.cu (8 warps of 16 rows) */
     const char *var = em_config_get("cuda_flash_variant");
-    bool v2 = var && !strcmp(var, "2");
+    bool v2 = !(var && !strcmp(var, "1"));
     char name[40];
     snprintf(name, sizeof name, "em_attn_flash%s_%s_d%d%s", v2 ? "2" : "",
              dt_name(op->out[0]->dtype), (int)g->E,
