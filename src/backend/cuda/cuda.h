@@ -127,6 +127,10 @@ cuda_module_origin cuda_module_origin_of(int device);
 /* The cache folder and name pattern of device's module files ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
+/* Runs a float MATMUL record (batch dims, strides and layouts as the op IR allows) on device's
+ * kernels; for other host code of the backend that multiplies views of its own buffers. */
+em_status cuda_matmul(const em_op *op, int dev, const char *what);
+
 /* The optimizers' fused update in device memory (cuda_optim.c; em_backend.update). */
 em_status cuda_update(int device, const em_update *u);
 

@@ -1,7 +1,8 @@
 /* SDPA on the CUDA backend: f16/bf16 records with head dim 64 or 128 take the flash kernel (any
- * mask, causal or not; inputs the tensor cores cannot load in place are gathered first); every
- * other record (f32, f64, other head dims, E != Ev, S = 0) the general kernel, which takes any
- * strides and computes in f64 as the CPU does. */
+ * mask, causal or not; inputs the tensor cores cannot load in place are gathered first); f32/f64
+ * records whose scores fit in 1 GiB go through the matmul kernels (the CPU's GEMM path); every
+ * other record (other head dims, E != Ev, S = 0, a non-finite V) the general kernel, which takes
+ * any strides and computes in f64 as the CPU's row path does. */
 #include <stdio.h>
 #include <string.h>
 
@@ -180,6 +181,117 @@ static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const ch
     return st;
 }
 
+/* A view over a pooled buffer of dt: shape [bshape..., rows, cols], contiguous. */
+static em_tensor buffer_view(em_storage *st, em_dtype dt, const attn_geo *g, int64_t rows,
+                             int64_t cols)
+{
+    em_tensor t;
+    memset(&t, 0, sizeof t);
+    t.refcount = 1;
+    t.dtype = dt;
+    t.storage = st;
+    t.rank = g->nb + 2;
+    for (int d = 0; d < g->nb; d++) t.shape[d] = g->bshape[d];
+    t.shape[g->nb] = rows, t.shape[g->nb + 1] = cols;
+    int64_t stride = 1;
+    for (int d = t.rank - 1; d >= 0; d--) t.strides[d] = stride, stride *= t.shape[d];
+    return t;
+}
+
+/* out = a . b as a MATMUL record over the output's batch dims (a, b broadcast). */
+static em_status batched_mm(const em_tensor *a, const em_tensor *b, em_tensor *c, const attn_geo *g,
+                            int64_t M, int64_t K, int64_t N, int dev, const char *what)
+{
+    em_op mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = EM_OP_MATMUL;
+    mm.n_in = 2, mm.n_out = 1;
+    mm.in[0] = (em_tensor *)a, mm.in[1] = (em_tensor *)b, mm.out[0] = c;
+    mm.i[2] = M, mm.i[3] = K, mm.i[4] = N, mm.i[5] = g->nb;
+    for (int d = 0; d < g->nb; d++) mm.i[6 + d] = g->bshape[d];
+    return cuda_matmul(&mm, dev, what);
+}
+
+/* Whether v holds a NaN or an infinity (one small kernel and a 4-byte read back). */
+static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, bool *bad)
+{
+    int *flag = cuda_pool_alloc(dev, sizeof(int));
+    if (!flag) return em_last_status();
+    int zero = 0, hit = 0;
+    CUresult r = cuda_drv.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)flag, &zero, sizeof zero);
+    em_status st = r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoD", dev) : EM_OK;
+    attn_strided s;
+    memset(&s, 0, sizeof s);
+    s.rank = v->rank;
+    for (int d = 0; d < v->rank; d++) s.shape[d] = v->shape[d], s.strides[d] = v->strides[d];
+    long long n = tn_numel(v);
+    CUfunction f =
+        st == EM_OK
+            ? cuda_kernel(
+                  dev, v->dtype == EM_F64 ? "em_attn_nonfinite_f64" : "em_attn_nonfinite_f32", what)
+            : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    void *vp = tn_ptr(v), *fp = flag;
+    void *params[] = {&vp, &n, &s, &fp};
+    if (st == EM_OK) st = cuda_launch(dev, f, n, params, what);
+    if (st == EM_OK) {
+        r = cuda_drv.cuMemcpyDtoH(&hit, (CUdeviceptr)(uintptr_t)flag, sizeof hit);
+        if (r) st = cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoH", dev);
+    }
+    cuda_pool_free(dev, flag);
+    *bad = hit != 0;
+    return st;
+}
+
+/* f32/f64 records whose scores fit in 1 GiB: scores = Q K^T by the matmul kernels into a pooled
+ * buffer, scaled, masked and turned into probabilities in place (kernels/attention_rows.cu),
+ * then out = P V by the matmul kernels; the CPU's GEMM path, step for step. A V holding a
+ * non-finite value takes the general kernel instead, which skips zero probabilities as the CPU
+ * does (here 0 * inf would be NaN). *done says whether this path ran. */
+static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, const char *what,
+                               bool *done)
+{
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    em_tensor *o = op->out[0];
+    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    em_dtype dt = o->dtype;
+    size_t es = em_dtype_size(dt);
+    *done = false;
+    if ((dt != EM_F32 && dt != EM_F64) || g->S == 0 ||
+        (double)g->nbatch * (double)g->L * (double)g->S * (double)es > (double)(1u << 30))
+        return EM_OK;
+    bool bad = false;
+    em_status st = v_nonfinite(v, dev, what, &bad);
+    if (st != EM_OK || bad) return st;
+    void *buf = cuda_pool_alloc(dev, (size_t)(g->nbatch * g->L * g->S) * es);
+    if (!buf) return em_last_status();
+    em_storage bs = *o->storage;
+    bs.data = buf;
+    em_tensor sc = buffer_view(&bs, dt, g, g->L, g->S);
+    em_tensor kt = *k; /* K^T: the last two dims swapped */
+    kt.shape[k->rank - 2] = k->shape[k->rank - 1], kt.shape[k->rank - 1] = k->shape[k->rank - 2];
+    kt.strides[k->rank - 2] = k->strides[k->rank - 1];
+    kt.strides[k->rank - 1] = k->strides[k->rank - 2];
+    st = batched_mm(q, &kt, &sc, g, g->L, g->E, g->S, dev, what);
+    CUfunction f = NULL;
+    if (st == EM_OK) {
+        f = cuda_kernel(dev, dt == EM_F64 ? "em_attn_rows_f64" : "em_attn_rows_f32", what);
+        if (!f) st = em_last_status();
+    }
+    if (st == EM_OK) {
+        int64_t rows = g->nbatch * g->L;
+        unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
+        unsigned block[3] = {256, 1, 1};
+        void *sp = buf, *mp = m ? tn_ptr(m) : NULL;
+        void *params[] = {&sp, &mp, (void *)g};
+        st = cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    if (st == EM_OK) st = batched_mm(&sc, v, o, g, g->L, g->S, g->Ev, dev, what);
+    cuda_pool_free(dev, buf); /* stream order: the second product has read it */
+    *done = st == EM_OK;
+    return st;
+}
+
 em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
 {
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
@@ -215,6 +327,9 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
         g.ms[0] = st[g.nb], g.ms[1] = st[g.nb + 1];
     }
     if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
+    bool done = false;
+    em_status mst = run_by_matmul(op, &g, dev, what, &done);
+    if (mst != EM_OK || done) return mst;
     char name[40];
     snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);

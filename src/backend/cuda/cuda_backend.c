@@ -852,6 +852,11 @@ static em_status run_max_pool(const em_op *op, int dev, const char *what)
     return st;
 }
 
+em_status cuda_matmul(const em_op *op, int dev, const char *what)
+{
+    return run_matmul(op, dev, what);
+}
+
 /* tn_dispatch calls this only for records be_supports accepted. */
 static em_status be_exec(const em_op *op)
 {
