@@ -426,7 +426,7 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
     unsigned zb = (unsigned)(t.nbatch > 65535 ? 65535 : t.nbatch);
     unsigned grid[3] = {(unsigned)((s->N + 127) / 128), (unsigned)((s->M + 127) / 128), zb};
     unsigned block[3] = {256, 1, 1};
-    int at, bt;
+    int at = 0, bt = 0;
     bool tf32 = tf32_allowed() && tc_layout(op, &t, &at, &bt, 4);
     char name[40];
     snprintf(name, sizeof name, tf32 ? "em_mm_tf32_%c%c" : "em_mm_sgemm", at ? 't' : 'n',

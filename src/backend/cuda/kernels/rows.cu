@@ -11,36 +11,16 @@ extern "C" __global__ void em_unary_v4_f32(int op, const float *x, float *y, i64
     i64 n4 = n >> 2;
     const float4 *x4 = (const float4 *)x;
     float4 *y4 = (float4 *)y;
-    const i64 step = (i64)blockDim.x * gridDim.x;
-    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    // two float4 loads in flight per thread before either is used
-    for (; i + step < n4; i += 2 * step) {
-        float4 v = x4[i], w = x4[i + step];
-        v.x = unary_f(op, v.x, af, bf), v.y = unary_f(op, v.y, af, bf);
-        v.z = unary_f(op, v.z, af, bf), v.w = unary_f(op, v.w, af, bf);
-        w.x = unary_f(op, w.x, af, bf), w.y = unary_f(op, w.y, af, bf);
-        w.z = unary_f(op, w.z, af, bf), w.w = unary_f(op, w.w, af, bf);
-        y4[i] = v;
-        y4[i + step] = w;
-    }
-    if (i < n4) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
         float4 v = x4[i];
-        v.x = unary_f(op, v.x, af, bf), v.y = unary_f(op, v.y, af, bf);
-        v.z = unary_f(op, v.z, af, bf), v.w = unary_f(op, v.w, af, bf);
+        v.x = unary_f(op, v.x, af, bf);
+        v.y = unary_f(op, v.y, af, bf);
+        v.z = unary_f(op, v.z, af, bf);
+        v.w = unary_f(op, v.w, af, bf);
         y4[i] = v;
     }
     i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) y[t] = unary_f(op, x[t], af, bf);
-}
-
-__device__ __forceinline__ float4 binary_v4(int op, float4 a, float4 b)
-{
-    float4 r;
-    r.x = (float)binary_d(op, (double)a.x, (double)b.x);
-    r.y = (float)binary_d(op, (double)a.y, (double)b.y);
-    r.z = (float)binary_d(op, (double)a.z, (double)b.z);
-    r.w = (float)binary_d(op, (double)a.w, (double)b.w);
-    return r;
 }
 
 extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float *y, float *o,
@@ -49,15 +29,14 @@ extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float 
     i64 n4 = n >> 2;
     const float4 *x4 = (const float4 *)x, *y4 = (const float4 *)y;
     float4 *o4 = (float4 *)o;
-    const i64 step = (i64)blockDim.x * gridDim.x;
-    i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x;
-    // four float4 loads in flight per thread before any is used
-    for (; i + step < n4; i += 2 * step) {
-        float4 a0 = x4[i], b0 = y4[i], a1 = x4[i + step], b1 = y4[i + step];
-        o4[i] = binary_v4(op, a0, b0);
-        o4[i + step] = binary_v4(op, a1, b1);
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+        float4 a = x4[i], b = y4[i], r;
+        r.x = (float)binary_d(op, (double)a.x, (double)b.x);
+        r.y = (float)binary_d(op, (double)a.y, (double)b.y);
+        r.z = (float)binary_d(op, (double)a.z, (double)b.z);
+        r.w = (float)binary_d(op, (double)a.w, (double)b.w);
+        o4[i] = r;
     }
-    if (i < n4) o4[i] = binary_v4(op, x4[i], y4[i]);
     i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
     if (t < n) o[t] = (float)binary_d(op, (double)x[t], (double)y[t]);
 }
