@@ -238,7 +238,8 @@ static void buf_put(pool_buf b)
         int mr, nr;                                                                                \
         int64_t mc;                                                                                \
         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
-        void (*pack)(int64_t, const T *, int64_t, T *); /* full row-major A panels, or NULL */     \
+        void (*pack)(int64_t, const T *, int64_t, T *);    /* full row-major A panels, or NULL */  \
+        void (*pack_bt)(int64_t, const T *, int64_t, T *); /* full transposed B panels, or NULL */ \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
         bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
@@ -329,6 +330,8 @@ static void buf_put(pool_buf b)
                     for (int c = 0; c < n; c++) dst[c] = s[c];                                     \
                     for (int c = n; c < nr; c++) dst[c] = 0;                                       \
                 }                                                                                  \
+            } else if (n == nr && g->pack_bt) {                                                    \
+                g->pack_bt(g->kc, g->B + j0 * g->ldb + g->pc, g->ldb, dst);                        \
             } else if (n == nr) {                                                                  \
                 P##gather_cols(dst, g->B + j0 * g->ldb + g->pc, g->ldb, g->kc, nr);                \
             } else {                                                                               \
@@ -542,7 +545,8 @@ static void buf_put(pool_buf b)
     static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
                         int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
                         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        void (*pack)(int64_t, const T *, int64_t, T *), int mr, int nr,            \
+                        void (*pack)(int64_t, const T *, int64_t, T *),                            \
+                        void (*pack_bt)(int64_t, const T *, int64_t, T *), int mr, int nr,         \
                         int64_t MC, int64_t KC, int64_t NC,                                        \
                         void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
                         void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
@@ -571,7 +575,8 @@ static void buf_put(pool_buf b)
                     .nr = nr,                                                                      \
                     .mc = MC,                                                                      \
                     .ukr = ukr,                                                                    \
-                    .pack = pack};                                                                 \
+                    .pack = pack,                                                                  \
+                    .pack_bt = pack_bt};                                                           \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
         if ((M == 1 || N == 1) &&                                                                  \
@@ -646,14 +651,14 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a, k->s_mr,
-           k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
+    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
+           k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, k->d_mr, k->d_nr,
-           k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL, k->d_mr,
+           k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
 }
