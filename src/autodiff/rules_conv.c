@@ -112,13 +112,14 @@ static em_tensor *weight_grad_stacked(const em_tensor *x, const em_tensor *gy, c
         return NULL;
     int64_t Lt = (N * Hs - kh + 1) * OW;
     int64_t xpad[4] = {0, 0, p0, p0}, gpad[4] = {0, 0, 0, kh - 1};
-    const em_tensor *xs = p0 ? em_pad(x, xpad, 2, EM_PAD_CONSTANT, 0.0) : x;
-    em_tensor *x1 =
-        em_reshape(em_contiguous(em_transpose(xs, 0, 1)), EM_SHAPE(1, C, N * Hs, x->shape[3]));
+    /* the pads write the [C, N, ...] order out in the same pass */
+    em_tensor *xt = em_transpose(x, 0, 1), *gt = em_transpose(gy, 0, 1);
+    em_tensor *xs = p0 ? em_pad(xt, xpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(xt);
+    em_tensor *x1 = em_reshape(xs, EM_SHAPE(1, C, N * Hs, x->shape[3]));
     int64_t kern[2] = {kh, kw}, one[2] = {1, 1}, pad[2] = {0, p1};
     em_tensor *cols = em_reshape(em_im2col(x1, kern, one, pad, one), EM_SHAPE(ckk, Lt));
-    const em_tensor *gp = kh > 1 ? em_pad(gy, gpad, 2, EM_PAD_CONSTANT, 0.0) : gy;
-    em_tensor *g2 = em_reshape(em_contiguous(em_transpose(gp, 0, 1)), EM_SHAPE(Co, N * Hs * OW));
+    em_tensor *gp = kh > 1 ? em_pad(gt, gpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(gt);
+    em_tensor *g2 = em_reshape(gp, EM_SHAPE(Co, N * Hs * OW));
     em_tensor *gl = em_slice(g2, 1, 0, Lt, 1);
     /* the longer of the two output dims as the product's columns */
     em_tensor *gw =
