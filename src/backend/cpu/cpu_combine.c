@@ -79,6 +79,10 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
     }
     char *ybase = (char *)y->storage->data + y->offset * (int64_t)es;
     const char *xbase = (const char *)x->storage->data + x->offset * (int64_t)es;
+    /* whole rows copied and x's rows back to back: consecutive rows of a plane that read
+     * consecutive rows of x go as one copy */
+    bool whole = c->run_lo == 0 && c->run_hi == nlast && c->run_x == 0 && xs == (int64_t)es &&
+                 last > 0 && x->strides[last - 1] == nlast;
     for (int64_t row = b; row < e; row++) {
         char *yrow = ybase + row * nlast * (int64_t)es; /* y is contiguous */
         int64_t xoff = 0;
@@ -90,6 +94,13 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
         }
         if (fill) {
             fill_elems(c, yrow, nlast);
+        } else if (whole) {
+            const int64_t *mp = c->map[last - 1];
+            int64_t h = idx[last - 1], k = 1, hn = y->shape[last - 1];
+            while (h + k < hn && row + k < e && mp[h + k] == mp[h] + k) k++;
+            memcpy(yrow, xbase + xoff * (int64_t)es, (size_t)(k * nlast) * es);
+            idx[last - 1] += k - 1; /* the step below moves past the last copied row */
+            row += k - 1;
         } else if (c->run_hi >= 0 && xs == (int64_t)es) {
             const char *xrow = xbase + (xoff + c->run_x) * (int64_t)es;
             fill_elems(c, yrow, c->run_lo);
