@@ -92,6 +92,42 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     return r ? em_transpose(r, 0, 1) : NULL;
 }
 
+/* The weight gradient of an ungrouped stride-1, undilated 2-D convolution over a batch as ONE
+ * product with the batch inside the reduction: the images, padded by p rows at top and bottom,
+ * are stacked along H into one [1, C, N*Hs, W] image, whose im2col [C*kh*kw, Lt] holds every
+ * image's windows plus kh - 1 rows of windows straddling two images; gy, padded with kh - 1
+ * zero rows under each image, lines up with those columns and zeroes the straddling ones:
+ * gw = gy' [Co, Lt] . cols^T. No per-sample products and no [N, Co, C*kk] partial sums to add
+ * up. NULL without an error when the geometry does not fit. */
+static em_tensor *weight_grad_stacked(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+                                      const int64_t *ksize)
+{
+    if (g->nsp != 2 || g->groups != 1 || x->rank != 4) return NULL;
+    for (int d = 0; d < 2; d++)
+        if (g->stride[d] != 1 || g->dil[d] != 1 || g->plo[d] != g->phi[d]) return NULL;
+    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], Co = gy->shape[1];
+    int64_t kh = ksize[0], kw = ksize[1], p0 = g->plo[0], p1 = g->plo[1];
+    int64_t Hs = H + 2 * p0, OH = gy->shape[2], OW = gy->shape[3], ckk = C * kh * kw;
+    if (N < 2 || OH != Hs - kh + 1 || OW != x->shape[3] + 2 * p1 - kw + 1 || OH <= 0 || OW <= 0)
+        return NULL;
+    int64_t Lt = (N * Hs - kh + 1) * OW;
+    int64_t xpad[4] = {0, 0, p0, p0}, gpad[4] = {0, 0, 0, kh - 1};
+    /* the pads write the [C, N, ...] order out in the same pass */
+    em_tensor *xt = em_transpose(x, 0, 1), *gt = em_transpose(gy, 0, 1);
+    em_tensor *xs = p0 ? em_pad(xt, xpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(xt);
+    em_tensor *x1 = em_reshape(xs, EM_SHAPE(1, C, N * Hs, x->shape[3]));
+    int64_t kern[2] = {kh, kw}, one[2] = {1, 1}, pad[2] = {0, p1};
+    em_tensor *cols = em_reshape(em_im2col(x1, kern, one, pad, one), EM_SHAPE(ckk, Lt));
+    em_tensor *gp = kh > 1 ? em_pad(gt, gpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(gt);
+    em_tensor *g2 = em_reshape(gp, EM_SHAPE(Co, N * Hs * OW));
+    em_tensor *gl = em_slice(g2, 1, 0, Lt, 1);
+    /* the longer of the two output dims as the product's columns */
+    em_tensor *gw =
+        ckk >= Co ? em_matmul(gl, em_transpose(cols, 0, 1))
+                  : em_contiguous(em_transpose(em_matmul(cols, em_transpose(gl, 0, 1)), 0, 1));
+    return em_reshape(gw, EM_SHAPE(Co, C, kh, kw));
+}
+
 /* The same weight gradient for 1-D and 2-D convolutions with symmetric padding, as im2col of x
  * (1-D as 2-D with a 1 x k kernel) followed
  * by one matmul per (sample, group), summed over the batch:
@@ -116,6 +152,8 @@ static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, co
         return r ? em_reshape(r, EM_SHAPE(r->shape[0], r->shape[1], ksize[0])) : NULL;
     }
     if (g->nsp != 2 || g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
+    em_tensor *st = weight_grad_stacked(x, gy, g, ksize);
+    if (st || em_failed()) return st;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
     for (int d = 0; d < 2; d++) {

@@ -27,14 +27,6 @@ static em_status exec_cat(const em_op *op)
 
 /* ---- index-map copy ---------------------------------------------------------------------- */
 
-typedef struct map_ctx {
-    const em_tensor *x, *y;
-    int rank;
-    int64_t *map[EM_MAX_RANK]; /* per output dim: input coordinate or -1 */
-    unsigned char fill[8];     /* the constant, in y's dtype */
-    size_t es;
-} map_ctx;
-
 static inline void put_elem(char *dst, const char *src, size_t es)
 {
     switch (es) {
@@ -43,6 +35,30 @@ static inline void put_elem(char *dst, const char *src, size_t es)
     case 2: memcpy(dst, src, 2); break;
     default: *dst = *src; break;
     }
+}
+
+typedef struct map_ctx {
+    const em_tensor *x, *y;
+    int rank;
+    int64_t *map[EM_MAX_RANK]; /* per output dim: input coordinate or -1 */
+    unsigned char fill[8];     /* the constant, in y's dtype */
+    size_t es;
+    /* the last dim's map is fill for j < run_lo, run_x + (j - run_lo) on [run_lo, run_hi) and
+     * fill after (constant pads; identity maps): rows then copy in one piece (run_hi = -1: not) */
+    int64_t run_lo, run_hi, run_x;
+    bool zero_fill; /* the constant's bytes are all zero */
+} map_ctx;
+
+/* n elements of the constant at dst. */
+static void fill_elems(const map_ctx *c, char *dst, int64_t n)
+{
+    if (n <= 0) return;
+    if (c->zero_fill) {
+        memset(dst, 0, (size_t)n * c->es);
+        return;
+    }
+    for (int64_t j = 0; j < n; j++)
+        put_elem(dst + j * (int64_t)c->es, (const char *)c->fill, c->es);
 }
 
 /* Output rows [b, e) (every dim but the last). */
@@ -63,6 +79,10 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
     }
     char *ybase = (char *)y->storage->data + y->offset * (int64_t)es;
     const char *xbase = (const char *)x->storage->data + x->offset * (int64_t)es;
+    /* whole rows copied and x's rows back to back: consecutive rows of a plane that read
+     * consecutive rows of x go as one copy */
+    bool whole = c->run_lo == 0 && c->run_hi == nlast && c->run_x == 0 && xs == (int64_t)es &&
+                 last > 0 && x->strides[last - 1] == nlast;
     for (int64_t row = b; row < e; row++) {
         char *yrow = ybase + row * nlast * (int64_t)es; /* y is contiguous */
         int64_t xoff = 0;
@@ -73,8 +93,19 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
             xoff += m * x->strides[d];
         }
         if (fill) {
-            for (int64_t j = 0; j < nlast; j++)
-                put_elem(yrow + j * (int64_t)es, (const char *)c->fill, es);
+            fill_elems(c, yrow, nlast);
+        } else if (whole) {
+            const int64_t *mp = c->map[last - 1];
+            int64_t h = idx[last - 1], k = 1, hn = y->shape[last - 1];
+            while (h + k < hn && row + k < e && mp[h + k] == mp[h] + k) k++;
+            memcpy(yrow, xbase + xoff * (int64_t)es, (size_t)(k * nlast) * es);
+            idx[last - 1] += k - 1; /* the step below moves past the last copied row */
+            row += k - 1;
+        } else if (c->run_hi >= 0 && xs == (int64_t)es) {
+            const char *xrow = xbase + (xoff + c->run_x) * (int64_t)es;
+            fill_elems(c, yrow, c->run_lo);
+            memcpy(yrow + c->run_lo * (int64_t)es, xrow, (size_t)(c->run_hi - c->run_lo) * es);
+            fill_elems(c, yrow + c->run_hi * (int64_t)es, nlast - c->run_hi);
         } else {
             const char *xrow = xbase + xoff * (int64_t)es;
             for (int64_t j = 0; j < nlast; j++) {
@@ -155,6 +186,21 @@ static em_status exec_map(const em_op *op)
             }
         }
         p += y->shape[d];
+    }
+    c.zero_fill = true;
+    for (size_t k = 0; k < c.es; k++)
+        if (c.fill[k]) c.zero_fill = false;
+    /* is the last dim's map fill, one ascending run, fill? */
+    const int64_t *ml = c.map[r - 1];
+    int64_t nl = y->shape[r - 1], lo_j = 0;
+    while (lo_j < nl && ml[lo_j] < 0) lo_j++;
+    int64_t hi_j = lo_j;
+    while (hi_j < nl && ml[hi_j] == ml[lo_j] + (hi_j - lo_j)) hi_j++;
+    int64_t tail = hi_j;
+    while (tail < nl && ml[tail] < 0) tail++;
+    c.run_hi = -1;
+    if (tail == nl) {
+        c.run_lo = lo_j, c.run_hi = hi_j, c.run_x = hi_j > lo_j ? ml[lo_j] : 0;
     }
     int64_t rows = tn_numel(y) / y->shape[r - 1];
     int64_t grain = CPU_PAR_MIN / y->shape[r - 1] + 1;

@@ -596,9 +596,15 @@ static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
                 float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
                 const float *t = yb + co * d->qblk;
                 float *yr = y + co * j->y_n;
-                for (int64_t i = 0, oh = oh0, ow = ow0; i < nqb; i++) {
-                    if (ow < OW) yr[oh * OW + ow] = v + t[i];
-                    if (++ow == d->Wp) ow = 0, oh++;
+                /* one padded row at a time: its first OW positions are outputs, the rest the
+                 * columns that wrap into the right padding */
+                for (int64_t i = 0, oh = oh0, ow = ow0; i < nqb; oh++, ow = 0) {
+                    int64_t run = d->Wp - ow < nqb - i ? d->Wp - ow : nqb - i;
+                    int64_t nout = ow < OW ? (OW - ow < run ? OW - ow : run) : 0;
+                    float *o = yr + oh * OW + ow;
+                    const float *ti = t + i;
+                    for (int64_t q = 0; q < nout; q++) o[q] = v + ti[q];
+                    i += run;
                 }
             }
         }

@@ -238,11 +238,13 @@ static void buf_put(pool_buf b)
         int mr, nr;                                                                                \
         int64_t mc;                                                                                \
         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int);                  \
-        void (*pack)(int64_t, const T *, int64_t, T *); /* full row-major A panels, or NULL */     \
+        void (*pack)(int64_t, const T *, int64_t, T *);    /* full row-major A panels, or NULL */  \
+        void (*pack_bt)(int64_t, const T *, int64_t, T *); /* full transposed B panels, or NULL */ \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
         bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
         int64_t npan_b, bgrain;                                                                    \
+        int64_t ntask, task_elems; /* long_k: tasks and buffer floats per task */                  \
         _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
@@ -329,6 +331,8 @@ static void buf_put(pool_buf b)
                     for (int c = 0; c < n; c++) dst[c] = s[c];                                     \
                     for (int c = n; c < nr; c++) dst[c] = 0;                                       \
                 }                                                                                  \
+            } else if (n == nr && g->pack_bt) {                                                    \
+                g->pack_bt(g->kc, g->B + j0 * g->ldb + g->pc, g->ldb, dst);                        \
             } else if (n == nr) {                                                                  \
                 P##gather_cols(dst, g->B + j0 * g->ldb + g->pc, g->ldb, g->kc, nr);                \
             } else {                                                                               \
@@ -417,6 +421,45 @@ static void buf_put(pool_buf b)
                     T *c = g->C + (g->ms + ir) * g->ldc + g->jc + jr;                              \
                     g->ukr(g->kc, ap, bp, c, g->ldc, g->alpha, g->beta_blk,                        \
                            (int)min64(g->mr, g->mlen - ir), nr);                                   \
+                }                                                                                  \
+            }                                                                                      \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* A long reduction into a small C (weight gradients: K = batch x positions): task t owns      \
+     * column panels [t * np / ntask, (t + 1) * np / ntask) and runs every KC block itself,        \
+     * packing all of A and its own B panels into its slice of Ap, so one pool wake-up serves      \
+     * the whole product instead of one per KC block. Each C element gets the same packed          \
+     * values, KC blocks and micro-kernel calls as on the general path (the same bits). */         \
+    static void P##long_k(void *vc, int64_t b, int64_t e)                                          \
+    {                                                                                              \
+        const P##ctx *g0 = vc;                                                                     \
+        int mr = g0->mr, nr = g0->nr;                                                              \
+        int64_t np = (g0->N + nr - 1) / nr, apan = (g0->M + mr - 1) / mr;                          \
+        int64_t kb = g0->kc; /* the KC block, set by the caller */                                 \
+        for (int64_t t = b; t < e; t++) {                                                          \
+            int64_t p0 = t * np / g0->ntask, p1 = (t + 1) * np / g0->ntask;                        \
+            if (p1 <= p0) continue;                                                                \
+            P##ctx g = *g0;                                                                        \
+            g.Ap = g0->Ap + t * g0->task_elems;                                                    \
+            g.Bp = g.Ap + apan * mr * kb;                                                          \
+            g.jc = p0 * nr;                                                                        \
+            g.nc = min64(p1 * nr, g0->N) - g.jc;                                                   \
+            g.ms = 0, g.mlen = g0->M;                                                              \
+            for (int64_t pc = 0; pc < g0->K; pc += kb) {                                           \
+                g.pc = pc;                                                                         \
+                g.kc = min64(kb, g0->K - pc);                                                      \
+                g.beta_blk = pc == 0 ? g0->beta : (T)1;                                            \
+                P##pack_b(&g, 0, p1 - p0);                                                         \
+                P##pack_a(&g, 0, apan);                                                            \
+                for (int64_t jr = 0; jr < g.nc; jr += nr) {                                        \
+                    const T *bp = g.Bp + (jr / nr) * nr * g.kc;                                    \
+                    int n = (int)min64(nr, g.nc - jr);                                             \
+                    for (int64_t ir = 0; ir < g.M; ir += mr) {                                     \
+                        const T *ap = g.Ap + (ir / mr) * mr * g.kc;                                \
+                        g.ukr(g.kc, ap, bp, g.C + ir * g.ldc + g.jc + jr, g.ldc, g.alpha,          \
+                              g.beta_blk, (int)min64(mr, g.M - ir), n);                            \
+                    }                                                                              \
                 }                                                                                  \
             }                                                                                      \
         }                                                                                          \
@@ -542,7 +585,8 @@ static void buf_put(pool_buf b)
     static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
                         int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
                         void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        void (*pack)(int64_t, const T *, int64_t, T *), int mr, int nr,            \
+                        void (*pack)(int64_t, const T *, int64_t, T *),                            \
+                        void (*pack_bt)(int64_t, const T *, int64_t, T *), int mr, int nr,         \
                         int64_t MC, int64_t KC, int64_t NC,                                        \
                         void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
                         void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
@@ -571,7 +615,8 @@ static void buf_put(pool_buf b)
                     .nr = nr,                                                                      \
                     .mc = MC,                                                                      \
                     .ukr = ukr,                                                                    \
-                    .pack = pack};                                                                 \
+                    .pack = pack,                                                                  \
+                    .pack_bt = pack_bt};                                                           \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
         if ((M == 1 || N == 1) &&                                                                  \
@@ -597,6 +642,23 @@ static void buf_put(pool_buf b)
         g.Ap = Ab.p;                                                                               \
         g.Bp = Bb.p;                                                                               \
         int threads = par ? em_get_num_threads() : 1;                                              \
+        if (threads > 1 && K >= 4 * KC && M <= MC && N <= NC && (N + nr - 1) / nr >= threads) {    \
+            /* long_k: per task all of A and its share of the B panels, for one KC block */        \
+            int64_t kcap = min64(K, KC), np = (N + nr - 1) / nr;                                   \
+            g.ntask = threads;                                                                     \
+            g.task_elems = round_up(kcap * (round_up(M, mr) + (np / threads + 1) * nr), 16);       \
+            g.kc = kcap;                                                                           \
+            pool_buf Lb = buf_get(g.task_elems * threads, sizeof(T));                              \
+            if (Lb.p) {                                                                            \
+                g.Ap = Lb.p;                                                                       \
+                P##run(P##long_k, &g, threads, 1, true);                                           \
+                buf_put(Lb);                                                                       \
+                buf_put(Ab);                                                                       \
+                buf_put(Bb);                                                                       \
+                return;                                                                            \
+            }                                                                                      \
+            g.Ap = Ab.p;                                                                           \
+        }                                                                                          \
         for (int64_t jc = 0; jc < N; jc += NC) {                                                   \
             g.jc = jc;                                                                             \
             g.nc = min64(NC, N - jc);                                                              \
@@ -646,14 +708,14 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
                int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a, k->s_mr,
-           k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
+    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
+           k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
     const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, k->d_mr, k->d_nr,
-           k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL, k->d_mr,
+           k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
 }

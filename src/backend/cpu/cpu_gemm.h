@@ -39,8 +39,12 @@ typedef void (*cpu_dgemv_fn)(int64_t n, int64_t K, const double *A, int64_t lda,
  * k < kc (a plain copy, so any implementation gives the same bytes). */
 typedef void (*cpu_spack_fn)(int64_t kc, const float *A, int64_t lda, float *dst);
 
+/* Packs one full column panel of a transposed B (B^T row-major, ldb): dst[k * NR + c] =
+ * B[c * ldb + k] for c < NR, k < kc (a plain copy, like cpu_spack_fn). */
+typedef void (*cpu_spack_bt_fn)(int64_t kc, const float *B, int64_t ldb, float *dst);
+
 /* One ISA's kernels with their register tile (MR x NR) and cache blocks (MC, KC, NC);
- * s_pack_a may be NULL (the driver's C loop packs then). */
+ * s_pack_a and s_pack_bt may be NULL (the driver's C loops pack then). */
 typedef struct cpu_gemm_kernels {
     const char *name;
     cpu_sgemm_ukr s_ukr;
@@ -48,6 +52,7 @@ typedef struct cpu_gemm_kernels {
     cpu_dgemm_ukr d_ukr;
     int d_mr, d_nr, d_mc, d_kc, d_nc;
     cpu_spack_fn s_pack_a;
+    cpu_spack_bt_fn s_pack_bt;
     cpu_sgemv_fn s_dot, s_axpy;
     cpu_dgemv_fn d_dot, d_axpy;
 } cpu_gemm_kernels;

@@ -148,6 +148,46 @@ static void spack_a6(int64_t kc, const float *A, int64_t lda, float *dst)
     }
 }
 
+/* Eight rows r[0..7] of 8 floats from column k on, transposed: dst[i * ld + j] = r[j][k + i]. */
+static inline void transpose8(const float *const *r, int64_t k, float *dst, int64_t ld)
+{
+    __m256 a0 = _mm256_loadu_ps(r[0] + k), a1 = _mm256_loadu_ps(r[1] + k);
+    __m256 a2 = _mm256_loadu_ps(r[2] + k), a3 = _mm256_loadu_ps(r[3] + k);
+    __m256 a4 = _mm256_loadu_ps(r[4] + k), a5 = _mm256_loadu_ps(r[5] + k);
+    __m256 a6 = _mm256_loadu_ps(r[6] + k), a7 = _mm256_loadu_ps(r[7] + k);
+    __m256 t0 = _mm256_unpacklo_ps(a0, a1), t1 = _mm256_unpackhi_ps(a0, a1);
+    __m256 t2 = _mm256_unpacklo_ps(a2, a3), t3 = _mm256_unpackhi_ps(a2, a3);
+    __m256 t4 = _mm256_unpacklo_ps(a4, a5), t5 = _mm256_unpackhi_ps(a4, a5);
+    __m256 t6 = _mm256_unpacklo_ps(a6, a7), t7 = _mm256_unpackhi_ps(a6, a7);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    _mm256_storeu_ps(dst + 0 * ld, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_storeu_ps(dst + 1 * ld, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_storeu_ps(dst + 2 * ld, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_storeu_ps(dst + 3 * ld, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_storeu_ps(dst + 4 * ld, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_storeu_ps(dst + 5 * ld, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_storeu_ps(dst + 6 * ld, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_storeu_ps(dst + 7 * ld, _mm256_permute2f128_ps(u3, u7, 0x31));
+}
+
+/* A full 16-column panel of a transposed B: two 8x8 transposes per 8 values of k instead of
+ * sixteen strided gathers per k. */
+static void spack_bt16(int64_t kc, const float *B, int64_t ldb, float *dst)
+{
+    const float *r[16];
+    for (int c = 0; c < 16; c++) r[c] = B + c * ldb;
+    int64_t k = 0;
+    for (; k + 8 <= kc; k += 8, dst += 128) {
+        transpose8(r, k, dst, 16);
+        transpose8(r + 8, k, dst + 8, 16);
+    }
+    for (; k < kc; k++, dst += 16)
+        for (int c = 0; c < 16; c++) dst[c] = r[c][k];
+}
+
 /* ---- GEMV kernels (cpu_gemm.h: dot and axpy) --------------------------------------------- */
 
 /* Fixed-order horizontal sums. */
@@ -230,6 +270,7 @@ const cpu_gemm_kernels cpu_gemm_kernels_avx2 = {
     .d_kc = 256,
     .d_nc = 3072,
     .s_pack_a = spack_a6,
+    .s_pack_bt = spack_bt16,
     .s_dot = sdot_avx2,
     .s_axpy = saxpy_avx2,
     .d_dot = ddot_avx2,

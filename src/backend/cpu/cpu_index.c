@@ -276,6 +276,80 @@ static void run_scatter(int rank, const int64_t *shape, em_tensor *out, int dim,
     cpu_loop(rank, shape, 3, base, st, scatter_row, &c, false);
 }
 
+/* Scatter-add along the last dim of a matrix (max-pool gradients, say): x [R, n] (rows
+ * contiguous or one broadcast value), index i64 [r, m] and src [>= r, >= m] with contiguous rows.
+ * Duplicates can only meet within a row, so rows go in parallel; each row is first x's row, then
+ * its entries in order with the generic path's arithmetic (the sum in double), so the bytes are
+ * the generic path's. */
+typedef struct scatter_rows_ctx {
+    bool dbl;
+    int64_t n, m, irows;
+    const char *x, *idx, *src;
+    int64_t xs0, xs1, is0, ss0; /* row strides (elements); xs1 is 0 or 1 */
+    char *out;
+} scatter_rows_ctx;
+
+static void scatter_add_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const scatter_rows_ctx *c = vctx;
+    for (int64_t r = r0; r < r1; r++) {
+        const int64_t *ix = (const int64_t *)c->idx + r * c->is0;
+        if (c->dbl) {
+            double *o = (double *)c->out + r * c->n;
+            const double *xr = (const double *)c->x + r * c->xs0, *sr;
+            if (c->xs1)
+                memcpy(o, xr, (size_t)c->n * sizeof *o);
+            else
+                for (int64_t j = 0; j < c->n; j++) o[j] = xr[0];
+            if (r >= c->irows) continue;
+            sr = (const double *)c->src + r * c->ss0;
+            for (int64_t i = 0; i < c->m; i++) o[ix[i]] = o[ix[i]] + sr[i];
+        } else {
+            float *o = (float *)c->out + r * c->n;
+            const float *xr = (const float *)c->x + r * c->xs0, *sr;
+            if (c->xs1)
+                memcpy(o, xr, (size_t)c->n * sizeof *o);
+            else
+                for (int64_t j = 0; j < c->n; j++) o[j] = xr[0];
+            if (r >= c->irows) continue;
+            sr = (const float *)c->src + r * c->ss0;
+            for (int64_t i = 0; i < c->m; i++) o[ix[i]] = (float)((double)o[ix[i]] + (double)sr[i]);
+        }
+    }
+}
+
+/* The fast path above when the operands fit it (true: done). */
+static bool scatter_add_fast(const em_op *op)
+{
+    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    em_tensor *out = op->out[0];
+    if (op->i[1] != EM_SCATTER_ADD || x->rank != 2 || op->i[0] != 1 ||
+        (x->dtype != EM_F32 && x->dtype != EM_F64) || src->dtype != x->dtype || src->rank != 2 ||
+        index->dtype != EM_I64 || !tn_is_contiguous(out) ||
+        (x->strides[1] != 0 && x->strides[1] != 1) ||
+        (index->shape[1] > 1 && index->strides[1] != 1) ||
+        (index->shape[1] > 1 && src->strides[1] != 1))
+        return false;
+    scatter_rows_ctx c = {.dbl = x->dtype == EM_F64,
+                          .n = x->shape[1],
+                          .m = index->shape[1],
+                          .irows = index->shape[0],
+                          .x = tn_ptr(x),
+                          .idx = tn_ptr(index),
+                          .src = tn_ptr(src),
+                          .xs0 = x->strides[0],
+                          .xs1 = x->strides[1],
+                          .is0 = index->strides[0],
+                          .ss0 = src->strides[0],
+                          .out = tn_ptr(out)};
+    int64_t rows = x->shape[0], per = c.n + c.m;
+    if (rows * per < CPU_PAR_MIN)
+        scatter_add_rows(&c, 0, rows);
+    else
+        em_parallel_for(rows, CPU_PAR_MIN / (per ? per : 1) + 1, scatter_add_rows, &c);
+    return true;
+}
+
 // x: [..., n, ...], index and src: [..., m, ...] (src at least index's size) -> out: x's shape
 static em_status exec_scatter(const em_op *op)
 {
@@ -285,6 +359,7 @@ static em_status exec_scatter(const em_op *op)
     int mode = (int)op->i[1];
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
+    if (scatter_add_fast(op)) return EM_OK;
     cpu_copy_convert(out, x);
     int64_t ies = (int64_t)em_dtype_size(index->dtype);
     int64_t ist[EM_MAX_RANK] = {0}, sst[EM_MAX_RANK] = {0};
