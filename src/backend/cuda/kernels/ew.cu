@@ -51,60 +51,6 @@ __device__ __forceinline__ void ew_offs(const ew_idx &s, i64 i, i64 *o)
 
 // ---- f16 / bf16 bit conversions (src/core/dtype.c) ----------------------------------------
 
-__device__ __forceinline__ unsigned short ew_f32_to_f16(float fv)
-{
-    unsigned x = __float_as_uint(fv);
-    unsigned sign = (x >> 16) & 0x8000u;
-    unsigned ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        unsigned odd = (ax >> 13) & 1u;
-        ax += 0xc8000fffu + odd;
-        return (unsigned short)(sign | (ax >> 13));
-    }
-    if (ax <= 0x33000000u) return (unsigned short)sign;
-    unsigned e = ax >> 23;
-    unsigned m = (ax & 0x7fffffu) | 0x800000u;
-    unsigned shift = 126u - e;
-    unsigned k = m >> shift;
-    unsigned rem = m & ((1u << shift) - 1u);
-    unsigned half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (k & 1u))) k++;
-    return (unsigned short)(sign | k);
-}
-
-__device__ __forceinline__ float ew_f16_to_f32(unsigned short h)
-{
-    unsigned sign = ((unsigned)h & 0x8000u) << 16;
-    unsigned e = ((unsigned)h >> 10) & 0x1fu;
-    unsigned m = (unsigned)h & 0x3ffu;
-    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
-    if (e == 0) {
-        if (m == 0) return __uint_as_float(sign);
-        e = 113;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            e--;
-        }
-        return __uint_as_float(sign | (e << 23) | ((m & 0x3ffu) << 13));
-    }
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-__device__ __forceinline__ unsigned short ew_f32_to_bf16(float fv)
-{
-    unsigned x = __float_as_uint(fv);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x0040u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (unsigned short)(x >> 16);
-}
-
-__device__ __forceinline__ float ew_bf16_to_f32(unsigned short b)
-{
-    return __uint_as_float((unsigned)b << 16);
-}
-
 // ---- element access (cpu_get_f64, cpu_get_i64, cpu_set_i64, cpu_set_f64) ------------------
 
 __device__ __forceinline__ double ew_getf(const void *p, int dt, i64 i)
@@ -112,8 +58,8 @@ __device__ __forceinline__ double ew_getf(const void *p, int dt, i64 i)
     switch (dt) {
     case EW_F64: return ((const double *)p)[i];
     case EW_F32: return ((const float *)p)[i];
-    case EW_F16: return ew_f16_to_f32(((const unsigned short *)p)[i]);
-    case EW_BF16: return ew_bf16_to_f32(((const unsigned short *)p)[i]);
+    case EW_F16: return em_h2f(((const unsigned short *)p)[i]);
+    case EW_BF16: return em_b2f(((const unsigned short *)p)[i]);
     case EW_I64: return (double)((const long long *)p)[i];
     case EW_I32: return ((const int *)p)[i];
     case EW_I16: return ((const short *)p)[i];
@@ -155,8 +101,8 @@ __device__ __forceinline__ void ew_seti(void *p, int dt, i64 i, i64 v)
     case EW_BOOL: ((unsigned char *)p)[i] = v != 0; break;
     case EW_F64: ((double *)p)[i] = (double)v; break;
     case EW_F32: ((float *)p)[i] = (float)v; break;
-    case EW_F16: ((unsigned short *)p)[i] = ew_f32_to_f16((float)v); break;
-    case EW_BF16: ((unsigned short *)p)[i] = ew_f32_to_bf16((float)v); break;
+    case EW_F16: ((unsigned short *)p)[i] = em_f2h((float)v); break;
+    case EW_BF16: ((unsigned short *)p)[i] = em_f2b((float)v); break;
     default: break;
     }
 }
@@ -166,8 +112,8 @@ __device__ __forceinline__ void ew_setf(void *p, int dt, i64 i, double v)
     switch (dt) {
     case EW_F64: ((double *)p)[i] = v; break;
     case EW_F32: ((float *)p)[i] = (float)v; break;
-    case EW_F16: ((unsigned short *)p)[i] = ew_f32_to_f16((float)v); break;
-    case EW_BF16: ((unsigned short *)p)[i] = ew_f32_to_bf16((float)v); break;
+    case EW_F16: ((unsigned short *)p)[i] = em_f2h((float)v); break;
+    case EW_BF16: ((unsigned short *)p)[i] = em_f2b((float)v); break;
     case EW_BOOL: ((unsigned char *)p)[i] = v != 0; break;
     default: ew_seti(p, dt, i, ew_f2i(v)); break;
     }
@@ -218,8 +164,8 @@ __device__ __forceinline__ double ew_round(double v, int cdt)
 {
     switch (cdt) {
     case EW_F32: return (float)v;
-    case EW_F16: return ew_f16_to_f32(ew_f32_to_f16((float)v));
-    case EW_BF16: return ew_bf16_to_f32(ew_f32_to_bf16((float)v));
+    case EW_F16: return em_h2f(em_f2h((float)v));
+    case EW_BF16: return em_b2f(em_f2b((float)v));
     default: return v;
     }
 }
@@ -260,9 +206,9 @@ extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, voi
         if (dto == EW_F32)
             ((float *)y)[f[3]] = r;
         else if (dto == EW_F16)
-            ((unsigned short *)y)[f[3]] = ew_f32_to_f16(r);
+            ((unsigned short *)y)[f[3]] = em_f2h(r);
         else
-            ((unsigned short *)y)[f[3]] = ew_f32_to_bf16(r);
+            ((unsigned short *)y)[f[3]] = em_f2b(r);
     } else if (dom == 1) {
         ((double *)y)[f[3]] = unary_d(op, ((const double *)x)[f[0]], a, b);
     } else if (dom == 2) {

@@ -116,14 +116,14 @@ __device__ double ew_below(double hi, int dt)
 {
     if (dt == EW_F32) return nextafterf((float)hi, -__int_as_float(0x7f800000));
     if (dt == EW_F16 || dt == EW_BF16) {
-        unsigned short h = dt == EW_F16 ? ew_f32_to_f16((float)hi) : ew_f32_to_bf16((float)hi);
+        unsigned short h = dt == EW_F16 ? em_f2h((float)hi) : em_f2b((float)hi);
         if ((h & 0x7fff) == 0)
             h = 0x8001;
         else if (h & 0x8000)
             h = (unsigned short)(h + 1);
         else
             h = (unsigned short)(h - 1);
-        return dt == EW_F16 ? ew_f16_to_f32(h) : ew_bf16_to_f32(h);
+        return dt == EW_F16 ? em_h2f(h) : em_b2f(h);
     }
     return nextafter(hi, -__longlong_as_double(0x7ff0000000000000ll));
 }

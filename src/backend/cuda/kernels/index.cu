@@ -154,54 +154,12 @@ extern "C" __global__ void idx_check(const void *ix, int ik, i64 n, idx_gatherg 
 
 // ---- element loads and stores by dtype code (the CPU's cpu_get_* / cpu_set_* conversions)
 // dtype codes: 0 f64, 1 f32, 2 f16, 3 bf16, 4 i64, 5 i32, 6 i16, 7 i8, 8 u8, 9 bool
-__device__ __forceinline__ float idx_h2f(unsigned short h)
-{
-    unsigned sign = ((unsigned)h & 0x8000u) << 16, e = ((unsigned)h >> 10) & 0x1fu,
-             m = (unsigned)h & 0x3ffu;
-    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
-    if (e == 0) {
-        if (m == 0) return __uint_as_float(sign);
-        e = 113;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            e--;
-        }
-        return __uint_as_float(sign | (e << 23) | ((m & 0x3ffu) << 13));
-    }
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-__device__ __forceinline__ unsigned short idx_f2h(float f)
-{
-    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        unsigned odd = (ax >> 13) & 1u;
-        ax += 0xc8000fffu + odd;
-        return (unsigned short)(sign | (ax >> 13));
-    }
-    if (ax <= 0x33000000u) return (unsigned short)sign;
-    unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
-    unsigned k = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (k & 1u))) k++;
-    return (unsigned short)(sign | k);
-}
-
-__device__ __forceinline__ unsigned short idx_f2bf(float f)
-{
-    unsigned x = __float_as_uint(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x0040u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (unsigned short)(x >> 16);
-}
-
 __device__ __forceinline__ double idx_getf(const void *p, i64 o, int dt)
 {
     switch (dt) {
     case 0: return ((const double *)p)[o];
     case 1: return ((const float *)p)[o];
-    case 2: return idx_h2f(((const unsigned short *)p)[o]);
+    case 2: return em_h2f(((const unsigned short *)p)[o]);
     default: return __uint_as_float((unsigned)((const unsigned short *)p)[o] << 16);
     }
 }
@@ -211,8 +169,8 @@ __device__ __forceinline__ void idx_setf(void *p, i64 o, int dt, double v)
     switch (dt) {
     case 0: ((double *)p)[o] = v; break;
     case 1: ((float *)p)[o] = (float)v; break;
-    case 2: ((unsigned short *)p)[o] = idx_f2h((float)v); break;
-    default: ((unsigned short *)p)[o] = idx_f2bf((float)v); break;
+    case 2: ((unsigned short *)p)[o] = em_f2h((float)v); break;
+    default: ((unsigned short *)p)[o] = em_f2b((float)v); break;
     }
 }
 
@@ -425,8 +383,8 @@ __device__ __forceinline__ double idx_roundf(int dt, double v)
     switch (dt) {
     case 0: return v;
     case 1: return (double)(float)v;
-    case 2: return idx_h2f(idx_f2h((float)v));
-    default: return __uint_as_float((unsigned)idx_f2bf((float)v) << 16);
+    case 2: return em_h2f(em_f2h((float)v));
+    default: return __uint_as_float((unsigned)em_f2b((float)v) << 16);
     }
 }
 

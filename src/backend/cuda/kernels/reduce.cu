@@ -16,60 +16,14 @@
 #define RD_U8   8
 #define RD_BOOL 9
 
-__device__ __forceinline__ float rd_h2f(unsigned short h)
-{
-    unsigned sign = ((unsigned)h & 0x8000u) << 16, e = ((unsigned)h >> 10) & 0x1fu, m = h & 0x3ffu;
-    if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
-    if (e == 0) {
-        if (m == 0) return __uint_as_float(sign);
-        e = 113;
-        while (!(m & 0x400u)) {
-            m <<= 1;
-            e--;
-        }
-        return __uint_as_float(sign | (e << 23) | ((m & 0x3ffu) << 13));
-    }
-    return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));
-}
-
-__device__ __forceinline__ unsigned short rd_f2h(float f)
-{
-    unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
-    if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
-    if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);
-    if (ax >= 0x38800000u) {
-        unsigned odd = (ax >> 13) & 1u;
-        ax += 0xc8000fffu + odd;
-        return (unsigned short)(sign | (ax >> 13));
-    }
-    if (ax <= 0x33000000u) return (unsigned short)sign;
-    unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;
-    unsigned k = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);
-    if (rem > half || (rem == half && (k & 1u))) k++;
-    return (unsigned short)(sign | k);
-}
-
-__device__ __forceinline__ float rd_b2f(unsigned short b)
-{
-    return __uint_as_float((unsigned)b << 16);
-}
-
-__device__ __forceinline__ unsigned short rd_f2b(float f)
-{
-    unsigned x = __float_as_uint(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x0040u);
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (unsigned short)(x >> 16);
-}
-
 // element i (in elements) of p as double (cpu_get_f64)
 __device__ __forceinline__ double rd_ldf(const void *p, int dt, i64 i)
 {
     switch (dt) {
     case RD_F64: return ((const double *)p)[i];
     case RD_F32: return (double)((const float *)p)[i];
-    case RD_F16: return (double)rd_h2f(((const unsigned short *)p)[i]);
-    case RD_BF16: return (double)rd_b2f(((const unsigned short *)p)[i]);
+    case RD_F16: return (double)em_h2f(((const unsigned short *)p)[i]);
+    case RD_BF16: return (double)em_b2f(((const unsigned short *)p)[i]);
     case RD_I64: return (double)((const i64 *)p)[i];
     case RD_I32: return (double)((const int *)p)[i];
     case RD_I16: return (double)((const short *)p)[i];
@@ -112,8 +66,8 @@ __device__ __forceinline__ void rd_sti(void *p, int dt, i64 i, i64 v)
     case RD_BOOL: ((unsigned char *)p)[i] = v != 0; break;
     case RD_F64: ((double *)p)[i] = (double)v; break;
     case RD_F32: ((float *)p)[i] = (float)v; break;
-    case RD_F16: ((unsigned short *)p)[i] = rd_f2h((float)v); break;
-    default: ((unsigned short *)p)[i] = rd_f2b((float)v); break;
+    case RD_F16: ((unsigned short *)p)[i] = em_f2h((float)v); break;
+    default: ((unsigned short *)p)[i] = em_f2b((float)v); break;
     }
 }
 
@@ -123,8 +77,8 @@ __device__ __forceinline__ void rd_stf(void *p, int dt, i64 i, double v)
     switch (dt) {
     case RD_F64: ((double *)p)[i] = v; break;
     case RD_F32: ((float *)p)[i] = (float)v; break;
-    case RD_F16: ((unsigned short *)p)[i] = rd_f2h((float)v); break;
-    case RD_BF16: ((unsigned short *)p)[i] = rd_f2b((float)v); break;
+    case RD_F16: ((unsigned short *)p)[i] = em_f2h((float)v); break;
+    case RD_BF16: ((unsigned short *)p)[i] = em_f2b((float)v); break;
     case RD_BOOL: ((unsigned char *)p)[i] = v != 0; break;
     default: rd_sti(p, dt, i, rd_f2i(v)); break;
     }
