@@ -655,3 +655,51 @@ bool h_same_bytes(const em_tensor *a, const em_tensor *b)
     free(y);
     return ok;
 }
+
+static bool close_or_same(double got, double want, double atol, double rtol)
+{
+    if (isnan(want)) return isnan(got);
+    if (isinf(want)) return got == want;
+    return fabs(got - want) <= atol + rtol * fabs(want);
+}
+
+void h_compare_dev(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol,
+                   em_device dev)
+{
+    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
+    if (!got || !want) return;
+    CHECK(em_tensor_device(got).backend == dev.backend, "%s: result not on the device", what);
+    CHECK(em_tensor_dtype(got) == em_tensor_dtype(want), "%s: dtype %s, want %s", what,
+          em_dtype_name(em_tensor_dtype(got)), em_dtype_name(em_tensor_dtype(want)));
+    int64_t n = em_tensor_numel(want);
+    CHECK(em_tensor_numel(got) == n, "%s: %lld elements, want %lld", what,
+          (long long)em_tensor_numel(got), (long long)n);
+    if (em_tensor_numel(got) != n) return;
+    int64_t bad = -1;
+    if (!em_dtype_is_float(em_tensor_dtype(want))) { /* integers and bool: exactly */
+        int64_t *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
+        em_to_data(got, g, EM_I64, n);
+        em_to_data(want, w, EM_I64, n);
+        CHECK_OK("em_to_data");
+        for (int64_t i = 0; i < n && bad < 0; i++)
+            if (g[i] != w[i]) bad = i;
+        CHECK(bad < 0, "%s: element %lld of %lld is %lld, want %lld", what, (long long)bad,
+              (long long)n, bad < 0 ? 0LL : (long long)g[bad], bad < 0 ? 0LL : (long long)w[bad]);
+        free(g);
+        free(w);
+        return;
+    }
+    double *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
+    em_to_data(got, g, EM_F64, n);
+    em_to_data(want, w, EM_F64, n);
+    CHECK_OK("em_to_data");
+    double worst = 0;
+    for (int64_t i = 0; i < n; i++) {
+        if (!close_or_same(g[i], w[i], atol, rtol) && bad < 0) bad = i;
+        if (isfinite(w[i]) && fabs(g[i] - w[i]) > worst) worst = fabs(g[i] - w[i]);
+    }
+    CHECK(bad < 0, "%s: element %lld of %lld is %.17g, want %.17g (largest difference %.3g)", what,
+          (long long)bad, (long long)n, bad < 0 ? 0.0 : g[bad], bad < 0 ? 0.0 : w[bad], worst);
+    free(g);
+    free(w);
+}

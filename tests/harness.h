@@ -31,6 +31,12 @@ static inline em_tensor *h_from_f32(const float *data, em_shape shape)
     return em_from_data(data, EM_F32, shape, EM_F32, h_dev);
 }
 
+/* got (a result on dev) against want (the CPU's) elementwise: integers and bool exactly, floats
+ * within atol + rtol |want| (NaN matches NaN, infinities match exactly); also checks the device,
+ * dtype and size, and reports the first mismatch and the largest difference under `what`. */
+void h_compare_dev(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol,
+                   em_device dev);
+
 /* Turns on allocator guards, seeds the generator, notes the memory baseline. Call first. */
 void h_init(void);
 /* Checks guards, live tensors and bytes against the baseline, prints "N passed, N failed",

@@ -13,38 +13,10 @@
 
 static em_device dev;
 
-static bool close_or_same(double got, double want, double atol, double rtol)
-{
-    if (isnan(want)) return isnan(got);
-    if (isinf(want)) return got == want;
-    return fabs(got - want) <= atol + rtol * fabs(want);
-}
-
 /* got (device) and want (cpu) as f64, elementwise; reports the first mismatch. */
 static void compare(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol)
 {
-    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
-    if (!got || !want) return;
-    CHECK(em_tensor_device(got).backend == dev.backend, "%s: result not on the device", what);
-    int64_t n = em_tensor_numel(want);
-    CHECK(em_tensor_numel(got) == n, "%s: %lld elements, want %lld", what,
-          (long long)em_tensor_numel(got), (long long)n);
-    if (em_tensor_numel(got) != n) return;
-    double *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
-    em_to_data(got, g, EM_F64, n);
-    CHECK_OK("em_to_data");
-    em_to_data(want, w, EM_F64, n);
-    CHECK_OK("em_to_data");
-    int64_t bad = -1;
-    double worst = 0;
-    for (int64_t i = 0; i < n; i++) {
-        if (!close_or_same(g[i], w[i], atol, rtol) && bad < 0) bad = i;
-        if (isfinite(w[i]) && fabs(g[i] - w[i]) > worst) worst = fabs(g[i] - w[i]);
-    }
-    CHECK(bad < 0, "%s: element %lld is %.9g, want %.9g (n=%lld, largest difference %.3g)", what,
-          (long long)bad, bad < 0 ? 0.0 : g[bad], bad < 0 ? 0.0 : w[bad], (long long)n, worst);
-    free(g);
-    free(w);
+    h_compare_dev(what, got, want, atol, rtol, dev);
 }
 
 /* A cpu tensor of shape s with values uniform in [lo, hi), rounded to dt. */

@@ -48,48 +48,10 @@ static void mk(em_shape sh, em_dtype dt, int layout, vmode m, double lo, double 
     }
 }
 
-static bool close_or_same(double got, double want, double atol, double rtol)
-{
-    if (isnan(want)) return isnan(got);
-    if (isinf(want)) return got == want;
-    return fabs(got - want) <= atol + rtol * fabs(want);
-}
-
 /* got (device) against want (CPU): i64 and bool exactly, floats within atol + rtol * |want|. */
 static void compare(const char *what, em_tensor *got, em_tensor *want, double atol, double rtol)
 {
-    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
-    if (!got || !want) return;
-    CHECK(em_tensor_device(got).backend == dev.backend, "%s: result not on the device", what);
-    int64_t n = em_tensor_numel(want);
-    CHECK(em_tensor_numel(got) == n, "%s: %lld elements, want %lld", what,
-          (long long)em_tensor_numel(got), (long long)n);
-    if (em_tensor_numel(got) != n) return;
-    CHECK(em_tensor_dtype(got) == em_tensor_dtype(want), "%s: dtype %s, want %s", what,
-          em_dtype_name(em_tensor_dtype(got)), em_dtype_name(em_tensor_dtype(want)));
-    bool exact = !em_dtype_is_float(em_tensor_dtype(want));
-    double *g = malloc((size_t)n * 8 + 8), *w = malloc((size_t)n * 8 + 8);
-    if (exact) {
-        int64_t *gi = (int64_t *)g, *wi = (int64_t *)w;
-        em_to_data(got, gi, EM_I64, n);
-        em_to_data(want, wi, EM_I64, n);
-        int64_t bad = -1;
-        for (int64_t i = 0; i < n && bad < 0; i++)
-            if (gi[i] != wi[i]) bad = i;
-        CHECK(bad < 0, "%s: element %lld is %lld, want %lld (n=%lld)", what, (long long)bad,
-              bad < 0 ? 0LL : (long long)gi[bad], bad < 0 ? 0LL : (long long)wi[bad], (long long)n);
-    } else {
-        em_to_data(got, g, EM_F64, n);
-        em_to_data(want, w, EM_F64, n);
-        int64_t bad = -1;
-        for (int64_t i = 0; i < n && bad < 0; i++)
-            if (!close_or_same(g[i], w[i], atol, rtol)) bad = i;
-        CHECK(bad < 0, "%s: element %lld is %.17g, want %.17g (n=%lld)", what, (long long)bad,
-              bad < 0 ? 0.0 : g[bad], bad < 0 ? 0.0 : w[bad], (long long)n);
-    }
-    CHECK_OK(what);
-    free(g);
-    free(w);
+    h_compare_dev(what, got, want, atol, rtol, dev);
 }
 
 static double tol(em_dtype dt)
