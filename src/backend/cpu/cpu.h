@@ -140,4 +140,24 @@ em_status cpu_exec_conv(const em_op *op); /* conv, conv_transpose, im2col, col2i
 em_status cpu_exec_pool(const em_op *op); /* pools, adaptive pools, interpolate, pixel shuffle */
 em_status cpu_exec_norm(const em_op *op); /* norms, sdpa, dropout */
 
+/* The accumulations of the reductions (cpu_reduce.c; the CUDA reductions use the same codes). */
+typedef enum cpu_red {
+    R_SUM,    /* s += x (ints: u += x) */
+    R_PROD,   /* s *= x (ints: u *= x) */
+    R_MAX,    /* NaN-propagating max (ints: v) */
+    R_MIN,    /* NaN-propagating min (ints: v) */
+    R_ARGMAX, /* max with its first position; the first NaN wins */
+    R_ARGMIN,
+    R_COUNT,  /* u += x != 0 */
+    R_SQDEV,  /* s += (x - c)^2 */
+    R_EXPSUM, /* s += exp(x - c) */
+    R_ABS1,   /* s += |x| */
+    R_SQ,     /* s += x^2 */
+    R_ABSMAX, /* NaN-propagating max |x| */
+    R_ABSMIN,
+    R_ABSPOW, /* s += |x|^p */
+} cpu_red;
+/* The accumulation a reduction kind needs; *ints: integer inputs accumulate as integers. */
+cpu_red cpu_red_of(const em_op *op, bool *ints);
+
 #endif

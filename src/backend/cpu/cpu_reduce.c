@@ -73,22 +73,7 @@ static double lanesum(const double *x, int64_t n)
 /* ---- mask reductions --------------------------------------------------------------------- */
 
 /* What one element contributes, whatever the op kind that asked. */
-typedef enum red {
-    R_SUM,    /* s += x (ints: u += x) */
-    R_PROD,   /* s *= x (ints: u *= x) */
-    R_MAX,    /* NaN-propagating max (ints: v) */
-    R_MIN,    /* NaN-propagating min (ints: v) */
-    R_ARGMAX, /* max with its first position; the first NaN wins */
-    R_ARGMIN,
-    R_COUNT,  /* u += x != 0 */
-    R_SQDEV,  /* s += (x - c)^2 */
-    R_EXPSUM, /* s += exp(x - c) */
-    R_ABS1,   /* s += |x| */
-    R_SQ,     /* s += x^2 */
-    R_ABSMAX, /* NaN-propagating max |x| */
-    R_ABSMIN,
-    R_ABSPOW, /* s += |x|^p */
-} red;
+typedef cpu_red red;
 
 typedef struct acc {
     double s;
@@ -592,7 +577,8 @@ static bool try_columns(const rplan *p)
     return false;
 }
 
-static red red_of(const em_op *op, bool *ints)
+/* The accumulation a reduction kind needs; *ints: integer inputs accumulate as integers. */
+red cpu_red_of(const em_op *op, bool *ints)
 {
     bool int_in = !em_dtype_is_float(op->in[0]->dtype);
     *ints = false;
@@ -643,7 +629,7 @@ static em_status exec_mask_reduce(const em_op *op)
     plan_dims(&p, op, mask, keepdim && op->out[0]->rank == x->rank);
     if (p.M == 0) return EM_OK;
     if (try_columns(&p)) return EM_OK;
-    p.r = red_of(op, &p.ints);
+    p.r = cpu_red_of(op, &p.ints);
     p.p = op->f[0];
     if (op->kind == EM_OP_VAR || op->kind == EM_OP_STD || op->kind == EM_OP_LOGSUMEXP) {
         double *first = em_alloc((size_t)(p.M ? p.M : 1) * sizeof *first);

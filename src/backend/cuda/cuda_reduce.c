@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../cpu/cpu.h"
 #include "cuda_reduce.h"
 
 bool cuda_reduce_claims(em_op_kind k)
@@ -48,23 +49,7 @@ bool cuda_reduce_supports(const em_op *op)
 
 /* ---- mask reductions ------------------------------------------------------------------------ */
 
-/* cpu_reduce.c's `red` codes and the kernels' result-writing codes */
-enum {
-    R_SUM,
-    R_PROD,
-    R_MAX,
-    R_MIN,
-    R_ARGMAX,
-    R_ARGMIN,
-    R_COUNT,
-    R_SQDEV,
-    R_EXPSUM,
-    R_ABS1,
-    R_SQ,
-    R_ABSMAX,
-    R_ABSMIN,
-    R_ABSPOW
-};
+/* the accumulation codes are cpu.h's cpu_red (the kernels read the same numbers) */
 enum {
     FIN_SUM,
     FIN_MEAN,
@@ -147,39 +132,6 @@ static void plan_dims(rdplan *p, const em_op *op, uint32_t mask, bool keepdim)
         p->rshape[0] = 1;
         p->rx[0] = 0;
         p->nr = 1;
-    }
-}
-
-static int red_of(const em_op *op, bool *ints)
-{
-    bool int_in = !em_dtype_is_float(op->in[0]->dtype);
-    *ints = false;
-    switch (op->kind) {
-    case EM_OP_SUM: *ints = int_in; return R_SUM;
-    case EM_OP_MEAN: return R_SUM;
-    case EM_OP_PROD: *ints = int_in; return R_PROD;
-    case EM_OP_MAX: *ints = int_in; return R_MAX;
-    case EM_OP_MIN: *ints = int_in; return R_MIN;
-    case EM_OP_ARGMAX:
-    case EM_OP_MAX_DIM: *ints = int_in; return R_ARGMAX;
-    case EM_OP_ARGMIN:
-    case EM_OP_MIN_DIM: *ints = int_in; return R_ARGMIN;
-    case EM_OP_ANY:
-    case EM_OP_ALL:
-    case EM_OP_COUNT_NONZERO: *ints = int_in; return R_COUNT;
-    case EM_OP_VAR:
-    case EM_OP_STD: return R_SQDEV;
-    case EM_OP_LOGSUMEXP: return R_EXPSUM;
-    case EM_OP_NORM: {
-        double q = op->f[0];
-        if (q == INFINITY) return R_ABSMAX;
-        if (q == -INFINITY) return R_ABSMIN;
-        if (q == 0) return R_COUNT;
-        if (q == 1) return R_ABS1;
-        if (q == 2) return R_SQ;
-        return R_ABSPOW;
-    }
-    default: return R_SUM;
     }
 }
 
@@ -310,7 +262,7 @@ static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
     rdargs g;
     memset(&g, 0, sizeof g);
     bool ints;
-    g.r = red_of(op, &ints);
+    g.r = cpu_red_of(op, &ints);
     g.ints = ints;
     g.fin = fin_of(op->kind);
     g.xdt = (int)x->dtype;
