@@ -127,6 +127,18 @@ cuda_module_origin cuda_module_origin_of(int device);
 /* The cache folder and name pattern of device's module files ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
+/* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of the base source):
+ * batch shape and the operands' batch strides (0 where broadcast), M K N, the row/column
+ * strides of A [M, K] and B [K, N], the number of batch entries. */
+typedef struct cuda_mm_geom {
+    int64_t bshape[8], ast[8], bst[8];
+    int R;
+    int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
+} cuda_mm_geom;
+/* Fills g from op (ops_linalg.c: i0/i1 mark 1-D operands, i2..i4 = M K N, i5 = batch rank R,
+ * i6.. = batch shape). */
+void cuda_mm_geometry(const em_op *op, cuda_mm_geom *g);
+
 /* Runs a float MATMUL record (batch dims, strides and layouts as the op IR allows) on device's
  * kernels; for other host code of the backend that multiplies views of its own buffers. */
 em_status cuda_matmul(const em_op *op, int dev, const char *what);

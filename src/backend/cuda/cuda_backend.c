@@ -262,11 +262,27 @@ static em_status run_masked_fill(const em_op *op, int dev, const char *what)
     return cuda_launch(dev, f, n, params, what);
 }
 
-typedef struct mm_arg { /* matches `struct mmidx` in the kernel source */
-    int64_t bshape[8], ast[8], bst[8];
-    int R;
-    int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
-} mm_arg;
+typedef cuda_mm_geom mm_arg;
+
+void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
+{
+    const em_tensor *a = op->in[0], *b = op->in[1];
+    memset(s, 0, sizeof *s);
+    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    s->M = op->i[2], s->K = op->i[3], s->N = op->i[4], s->R = (int)op->i[5];
+    s->nbatch = 1;
+    for (int d = 0; d < s->R; d++) {
+        s->bshape[d] = op->i[6 + d];
+        s->nbatch *= s->bshape[d];
+        int ad = d - (s->R - (a->rank - 2)), bd = d - (s->R - (b->rank - 2));
+        s->ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
+        s->bst[d] = b1 || bd < 0 || b->shape[bd] == 1 ? 0 : b->strides[bd];
+    }
+    s->sam = a1 ? 0 : a->strides[a->rank - 2];
+    s->sak = a->strides[a->rank - 1];
+    s->sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
+    s->sbn = b1 ? 0 : b->strides[b->rank - 1];
+}
 
 /* Whether the tensor-core kernels can read both operands: each has a unit-stride dim (the
  * 16-byte chunks run along it), that dim's extent, the other stride and the batch strides are
@@ -452,21 +468,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
     if (!em_dtype_is_float(o->dtype)) return cuda_nn_int_matmul(op, dev, what);
     mm_arg s;
-    memset(&s, 0, sizeof s);
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
-    s.M = op->i[2], s.K = op->i[3], s.N = op->i[4], s.R = (int)op->i[5];
-    s.nbatch = 1;
-    for (int d = 0; d < s.R; d++) {
-        s.bshape[d] = op->i[6 + d];
-        s.nbatch *= s.bshape[d];
-        int ad = d - (s.R - (a->rank - 2)), bd = d - (s.R - (b->rank - 2));
-        s.ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
-        s.bst[d] = b1 || bd < 0 || b->shape[bd] == 1 ? 0 : b->strides[bd];
-    }
-    s.sam = a1 ? 0 : a->strides[a->rank - 2];
-    s.sak = a->strides[a->rank - 1];
-    s.sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
-    s.sbn = b1 ? 0 : b->strides[b->rank - 1];
+    cuda_mm_geometry(op, &s);
     if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
     void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
     void *params[] = {&ap, &bp, &cp, &s};

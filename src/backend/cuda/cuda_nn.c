@@ -17,11 +17,7 @@ typedef struct fft_arg { /* matches `struct fftg` in kernels/conv_nn.cu */
     int64_t so, sl, si, sc;
 } fft_arg;
 
-typedef struct imm_arg { /* matches `struct mmidx` in the module prelude */
-    int64_t bshape[8], ast[8], bst[8];
-    int R;
-    int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
-} imm_arg;
+typedef cuda_mm_geom imm_arg;
 
 static bool is_float(em_dtype dt)
 {
@@ -327,21 +323,7 @@ em_status cuda_nn_int_matmul(const em_op *op, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
     imm_arg s;
-    memset(&s, 0, sizeof s);
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
-    s.M = op->i[2], s.K = op->i[3], s.N = op->i[4], s.R = (int)op->i[5];
-    s.nbatch = 1;
-    for (int d = 0; d < s.R; d++) {
-        s.bshape[d] = op->i[6 + d];
-        s.nbatch *= s.bshape[d];
-        int ad = d - (s.R - (a->rank - 2)), bd = d - (s.R - (b->rank - 2));
-        s.ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
-        s.bst[d] = b1 || bd < 0 || b->shape[bd] == 1 ? 0 : b->strides[bd];
-    }
-    s.sam = a1 ? 0 : a->strides[a->rank - 2];
-    s.sak = a->strides[a->rank - 1];
-    s.sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
-    s.sbn = b1 ? 0 : b->strides[b->rank - 1];
+    cuda_mm_geometry(op, &s);
     long long total = s.nbatch * s.M * s.N;
     if (total == 0) return EM_OK;
     char name[32];
