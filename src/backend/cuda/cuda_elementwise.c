@@ -261,6 +261,18 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
         char name[32];
         bool v4 =
             dt == EM_F32 && !cmp && (((uintptr_t)xp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0;
+        const char *arith = op->kind == EM_OP_ADD   ? "add"
+                            : op->kind == EM_OP_SUB ? "sub"
+                            : op->kind == EM_OP_MUL ? "mul"
+                            : op->kind == EM_OP_DIV ? "div"
+                                                    : NULL;
+        if (v4 && arith) { /* kernels/rows.cu: in f32, the same results */
+            snprintf(name, sizeof name, "em_%s_v4_f32", arith);
+            CUfunction f = cuda_kernel(dev, name, what);
+            if (!f) return em_last_status();
+            void *params[] = {&xp, &yp, &op_, &n};
+            return cuda_launch(dev, f, n / 4 > 4 ? n / 4 : 4, params, what);
+        }
         if (v4)
             snprintf(name, sizeof name, "em_binary_v4_f32");
         else

@@ -41,6 +41,48 @@ extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float 
     if (t < n) o[t] = (float)binary_d(op, (double)x[t], (double)y[t]);
 }
 
+// add, sub, mul and div of contiguous f32 in f32 arithmetic: one IEEE f32 operation rounds as
+// the f64 operation rounded to f32 does (f64 carries more than 2 x 24 + 2 bits), so these give
+// the general kernel's results without its per-element op switch and conversions.
+template <int K> __device__ __forceinline__ float arith_f(float a, float b)
+{
+    return K == 0 ? a + b : K == 1 ? a - b : K == 2 ? a * b : a / b;
+}
+
+template <int K> __device__ void arith_v4(const float *x, const float *y, float *o, i64 n)
+{
+    i64 n4 = n >> 2;
+    const float4 *x4 = (const float4 *)x, *y4 = (const float4 *)y;
+    float4 *o4 = (float4 *)o;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+        float4 a = x4[i], b = y4[i], r;
+        r.x = arith_f<K>(a.x, b.x);
+        r.y = arith_f<K>(a.y, b.y);
+        r.z = arith_f<K>(a.z, b.z);
+        r.w = arith_f<K>(a.w, b.w);
+        o4[i] = r;
+    }
+    i64 t = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x;
+    if (t < n) o[t] = arith_f<K>(x[t], y[t]);
+}
+
+extern "C" __global__ void em_add_v4_f32(const float *x, const float *y, float *o, i64 n)
+{
+    arith_v4<0>(x, y, o, n);
+}
+extern "C" __global__ void em_sub_v4_f32(const float *x, const float *y, float *o, i64 n)
+{
+    arith_v4<1>(x, y, o, n);
+}
+extern "C" __global__ void em_mul_v4_f32(const float *x, const float *y, float *o, i64 n)
+{
+    arith_v4<2>(x, y, o, n);
+}
+extern "C" __global__ void em_div_v4_f32(const float *x, const float *y, float *o, i64 n)
+{
+    arith_v4<3>(x, y, o, n);
+}
+
 // ---- row kernels: one block of 256 threads per row of `len` contiguous elements (len <= 256 *
 // VPT); each thread keeps its elements (tid, tid + 256, ...) in VPT registers.
 
