@@ -160,4 +160,10 @@ typedef enum cpu_red {
 /* The accumulation a reduction kind needs; *ints: integer inputs accumulate as integers. */
 cpu_red cpu_red_of(const em_op *op, bool *ints);
 
+/* REPEAT, ROLL, PAD (shared with the CUDA backend): *xv is x aligned with the output's rank, and
+ * maps (when not NULL) receives, for each output dim d from maps + off[d], the input
+ * coordinate each output coordinate reads (-1: PAD's fill value). Returns the number of map
+ * entries (the sum of the output's dims). */
+int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off);
+
 #endif

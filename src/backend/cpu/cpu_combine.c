@@ -141,30 +141,25 @@ static int64_t pad_src(em_pad_mode mode, int64_t k, int64_t n)
     }
 }
 
-/* REPEAT, ROLL, PAD: y is a fresh contiguous tensor of x's dtype. */
-static em_status exec_map(const em_op *op)
+int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off)
 {
     const em_tensor *y = op->out[0];
-    em_tensor xv = *op->in[0];
     int r = y->rank;
-    if (tn_numel(y) == 0) return EM_OK;
-    if (r == 0) {
-        memcpy(tn_ptr(y), tn_ptr(&xv), em_dtype_size(y->dtype));
-        return EM_OK;
-    }
-    if (op->kind == EM_OP_REPEAT && xv.rank < r) { /* align x with the trailing dims */
-        int lead = r - xv.rank;
+    *xv = *op->in[0];
+    if (op->kind == EM_OP_REPEAT && xv->rank < r) { /* align x with the trailing dims */
+        int lead = r - xv->rank;
         for (int d = r - 1; d >= 0; d--) {
-            xv.shape[d] = d >= lead ? xv.shape[d - lead] : 1;
-            xv.strides[d] = d >= lead ? xv.strides[d - lead] : 0;
+            xv->shape[d] = d >= lead ? xv->shape[d - lead] : 1;
+            xv->strides[d] = d >= lead ? xv->strides[d - lead] : 0;
         }
-        xv.rank = r;
+        xv->rank = r;
     }
-    map_ctx c = {.x = &xv, .y = y, .rank = r, .es = em_dtype_size(y->dtype)};
     int64_t total = 0;
-    for (int d = 0; d < r; d++) total += y->shape[d];
-    int64_t *buf = malloc((size_t)total * sizeof *buf);
-    if (!buf) return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
+    for (int d = 0; d < r; d++) {
+        if (off) off[d] = total;
+        total += y->shape[d];
+    }
+    if (!maps) return total;
     int64_t shift[EM_MAX_RANK] = {0}, lo[EM_MAX_RANK] = {0};
     em_pad_mode mode = EM_PAD_CONSTANT;
     if (op->kind == EM_OP_ROLL) {
@@ -172,12 +167,10 @@ static em_status exec_map(const em_op *op)
     } else if (op->kind == EM_OP_PAD) {
         mode = (em_pad_mode)op->i[0];
         for (int k = 0; k < op->i[1]; k++) lo[r - 1 - k] = op->i[2 + 2 * k];
-        cpu_set_f64(c.fill, y->dtype, op->f[0]);
     }
-    int64_t *p = buf;
+    int64_t *p = maps;
     for (int d = 0; d < r; d++) {
-        int64_t n = xv.shape[d];
-        c.map[d] = p;
+        int64_t n = xv->shape[d];
         for (int64_t j = 0; j < y->shape[d]; j++) {
             switch (op->kind) {
             case EM_OP_REPEAT: p[j] = j % n; break;
@@ -187,6 +180,28 @@ static em_status exec_map(const em_op *op)
         }
         p += y->shape[d];
     }
+    return total;
+}
+
+/* REPEAT, ROLL, PAD: y is a fresh contiguous tensor of x's dtype. */
+static em_status exec_map(const em_op *op)
+{
+    const em_tensor *y = op->out[0];
+    int r = y->rank;
+    if (tn_numel(y) == 0) return EM_OK;
+    if (r == 0) {
+        memcpy(tn_ptr(y), tn_ptr(op->in[0]), em_dtype_size(y->dtype));
+        return EM_OK;
+    }
+    em_tensor xv;
+    int64_t off[EM_MAX_RANK];
+    int64_t total = cpu_map_plan(op, &xv, NULL, off);
+    map_ctx c = {.x = &xv, .y = y, .rank = r, .es = em_dtype_size(y->dtype)};
+    int64_t *buf = malloc((size_t)total * sizeof *buf);
+    if (!buf) return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
+    cpu_map_plan(op, &xv, buf, off);
+    for (int d = 0; d < r; d++) c.map[d] = buf + off[d];
+    if (op->kind == EM_OP_PAD) cpu_set_f64(c.fill, y->dtype, op->f[0]);
     c.zero_fill = true;
     for (size_t k = 0; k < c.es; k++)
         if (c.fill[k]) c.zero_fill = false;

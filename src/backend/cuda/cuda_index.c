@@ -536,26 +536,6 @@ static em_status run_cat(const em_op *op, int dev, const char *what)
     return EM_OK;
 }
 
-static int64_t pos_mod(int64_t a, int64_t n)
-{
-    int64_t m = a % n;
-    return m < 0 ? m + n : m;
-}
-
-static int64_t pad_src(em_pad_mode mode, int64_t k, int64_t n)
-{
-    if (k >= 0 && k < n) return k;
-    switch (mode) {
-    case EM_PAD_REFLECT:
-        if (k < 0) k = -k;
-        if (k >= n) k = 2 * (n - 1) - k;
-        return k;
-    case EM_PAD_REPLICATE: return k < 0 ? 0 : n - 1;
-    case EM_PAD_CIRCULAR: return pos_mod(k, n);
-    default: return -1;
-    }
-}
-
 /* REPEAT, ROLL, PAD: per-dim maps from output to input coordinates (-1: the pad value) built
  * here as the CPU builds them, then one gather over the contiguous output. */
 static em_status run_map(const em_op *op, int dev, const char *what)
@@ -570,48 +550,22 @@ static em_status run_map(const em_op *op, int dev, const char *what)
         CUresult res = cuda_drv.cuMemcpyDtoD(dp(tn_ptr(y)), dp(tn_ptr(&xv)), es);
         return res ? cuda_fail(EM_ERR_DEVICE, res, what, "cuMemcpyDtoD", dev) : EM_OK;
     }
-    if (op->kind == EM_OP_REPEAT && xv.rank < r) { /* align x with the trailing dims */
-        int lead = r - xv.rank;
-        for (int d = r - 1; d >= 0; d--) {
-            xv.shape[d] = d >= lead ? xv.shape[d - lead] : 1;
-            xv.strides[d] = d >= lead ? xv.strides[d - lead] : 0;
-        }
-        xv.rank = r;
-    }
+    int64_t off[EM_MAX_RANK];
+    int64_t total = cpu_map_plan(op, &xv, NULL, off);
     idx_mapg g;
     memset(&g, 0, sizeof g);
     g.rank = r;
-    int64_t total = 0;
-    for (int d = 0; d < r; d++) {
-        g.shape[d] = y->shape[d];
-        g.xs[d] = xv.strides[d];
-        g.moff[d] = total;
-        total += y->shape[d];
-    }
-    int64_t shift[EM_MAX_RANK] = {0}, lo[EM_MAX_RANK] = {0};
-    em_pad_mode mode = EM_PAD_CONSTANT;
+    for (int d = 0; d < r; d++)
+        g.shape[d] = y->shape[d], g.xs[d] = xv.strides[d], g.moff[d] = off[d];
     unsigned long long fill = 0;
-    if (op->kind == EM_OP_ROLL) {
-        for (int k = 0; k < op->i[0]; k++) shift[op->i[1 + 2 * k]] += op->i[2 + 2 * k];
-    } else if (op->kind == EM_OP_PAD) {
-        mode = (em_pad_mode)op->i[0];
-        for (int k = 0; k < op->i[1]; k++) lo[r - 1 - k] = op->i[2 + 2 * k];
+    if (op->kind == EM_OP_PAD) {
         unsigned char pat[8] = {0};
         cpu_set_f64(pat, y->dtype, op->f[0]);
         memcpy(&fill, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
     }
     int64_t *maps = em_alloc((size_t)total * sizeof *maps);
     if (!maps) return em_error(EM_ERR_OOM, "%s: out of memory", what);
-    for (int d = 0; d < r; d++) {
-        int64_t len = xv.shape[d], *p = maps + g.moff[d];
-        for (int64_t j = 0; j < y->shape[d]; j++) {
-            switch (op->kind) {
-            case EM_OP_REPEAT: p[j] = j % len; break;
-            case EM_OP_ROLL: p[j] = pos_mod(j - pos_mod(shift[d], len), len); break;
-            default: p[j] = pad_src(mode, j - lo[d], len); break;
-            }
-        }
-    }
+    cpu_map_plan(op, &xv, maps, off);
     void *dmaps = cuda_pool_alloc(dev, (size_t)total * sizeof *maps);
     em_status st =
         dmaps ? to_dev(dev, dmaps, maps, (size_t)total * sizeof *maps, what) : em_last_status();
