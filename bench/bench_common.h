@@ -23,12 +23,10 @@ static int bench_cmp(const void *a, const void *b)
 }
 
 /* Runs fn warmup times, then up to reps times (at least 3, stopping after budget_s seconds),
- * and prints the line. EMBER_BENCH_QUICK=1 runs it once after one warm-up (for profilers). */
+ * and prints the line. */
 static inline void bench_run(const char *name, void (*fn)(void *), void *ctx, int warmup, int reps,
                              double budget_s)
 {
-    const char *quick = getenv("EMBER_BENCH_QUICK");
-    if (quick && *quick == '1') warmup = 1, reps = 1;
     for (int i = 0; i < warmup; i++) fn(ctx);
     double t[256];
     int n = 0;
