@@ -398,8 +398,9 @@ static void test_reduce(void)
 
 static void test_matmul_tiles(const char *tile);
 
-/* f16/bf16 products go through three kernels: wgmma (2-D, sm_90), and the mma.sync ones with
- * 128 x 128 or 128 x 256 tiles; each pass forces one. */
+/* f16/bf16 products go through the wgmma kernel (2-D, sm_90: TMA loads, 128- or 256-column
+ * tiles) and the mma.sync ones with 128 x 128 or 128 x 256 tiles; each
+ * pass forces one. */
 static void test_matmul(void)
 {
     em_config_set("cuda_wgmma", "off");
@@ -407,6 +408,8 @@ static void test_matmul(void)
     test_matmul_tiles("wide");
     em_config_set("cuda_wgmma", "on");
     test_matmul_tiles("auto");
+    test_matmul_tiles("narrow");
+    test_matmul_tiles("wide");
 }
 
 static void test_matmul_tiles(const char *tile)
@@ -428,6 +431,11 @@ static void test_matmul_tiles(const char *tile)
                                      {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
                                      {EM_SHAPE(2, 1, 136, 24), EM_SHAPE(3, 24, 8)},
                                      {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
+                                     /* wgmma: a K tail in the last stage, K below one stage
+                                        (A read M-major), more tiles than multiprocessors */
+                                     {EM_SHAPE(300, 1000), EM_SHAPE(1000, 520)},
+                                     {EM_SHAPE(136, 36), EM_SHAPE(36, 72)},
+                                     {EM_SHAPE(1100, 72), EM_SHAPE(72, 4100)},
                                      /* f32 split-K (few tiles, K >= 512), batched */
                                      {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},
                                      {EM_SHAPE(8, 16), EM_SHAPE(16)},
@@ -464,7 +472,8 @@ static void test_matmul_tf32(void)
     static const em_shape ps[][2] = {
         {EM_SHAPE(200, 264), EM_SHAPE(264, 136)},       {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
         {EM_SHAPE(2, 1, 132, 20), EM_SHAPE(3, 20, 12)}, {EM_SHAPE(256, 512), EM_SHAPE(512, 384)},
-        {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},     {EM_SHAPE(5, 7), EM_SHAPE(7, 3)}};
+        {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},     {EM_SHAPE(5, 7), EM_SHAPE(7, 3)},
+        {EM_SHAPE(136, 36), EM_SHAPE(36, 72)},          {EM_SHAPE(1100, 72), EM_SHAPE(72, 4100)}};
     em_config_set("cuda_tf32", "1");
     for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
         for (int la = 0; la < 2; la++)

@@ -41,6 +41,11 @@ typedef struct cuda_driver {
     CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
     CUresult (*cuGetErrorName)(CUresult, const char **);
     CUresult (*cuGetErrorString)(CUresult, const char **);
+    /* optional (NULL when the driver lacks it): tensor maps for the Hopper bulk tensor copies */
+    CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr,
+                                       const uint64_t *dims, const uint64_t *strides,
+                                       const unsigned *box, const unsigned *estrides,
+                                       int interleave, int swizzle, int l2promotion, int oobfill);
 } cuda_driver;
 
 extern cuda_driver cuda_drv;

@@ -309,22 +309,23 @@ static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_
     return s->K > 0;
 }
 
-/* The Hopper kernel (kernels/wgmma.cu): one 2-D product (no batch), both sides at least 64,
- * K a multiple of 8; config cuda_wgmma = off keeps the mma.sync kernels. */
+/* The Hopper kernels (kernels/matmul_wgmma.cu): one 2-D product (no batch), both sides at least
+ * 64; config cuda_wgmma = off keeps the mma.sync kernels. */
 static bool wgmma_ok(int dev, const mm_arg *s)
 {
     const cuda_device_info *d = cuda_device(dev);
     const char *v = em_config_get("cuda_wgmma");
     if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
     return d && d->cc_major == 9 && d->cc_minor == 0 && s->nbatch == 1 && s->M >= 64 &&
-           s->N >= 64 && s->K > 0 && s->K % 8 == 0;
+           s->N >= 64 && s->K > 0 && s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
 }
 
-/* Launches em_transpose_2: dst [cols][rows] contiguous from src [rows][cols] (row stride lds). */
-static em_status transpose2(int dev, const void *src, void *dst, long long rows, long long cols,
+/* Launches em_transpose_4: dst [cols][rows] contiguous from src [rows][cols] (row stride lds),
+ * 4-byte elements. */
+static em_status transpose4(int dev, const void *src, void *dst, long long rows, long long cols,
                             long long lds, const char *what)
 {
-    CUfunction f = cuda_kernel(dev, "em_transpose_2", what);
+    CUfunction f = cuda_kernel(dev, "em_transpose_4", what);
     if (!f) return em_last_status();
     unsigned grid[3] = {(unsigned)((cols + 31) / 32), (unsigned)((rows + 31) / 32), 1};
     unsigned block[3] = {32, 8, 1};
@@ -333,55 +334,104 @@ static em_status transpose2(int dev, const void *src, void *dst, long long rows,
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
-/* f16/bf16 product on wgmma: A must be K-major ([M][K]) and B K-major ([N][K]); an operand stored
- * the other way is transposed into a pooled buffer first. EM_ERR_UNSUPPORTED (nothing recorded)
- * when the layout does not fit; the caller then takes the mma.sync kernels. */
+/* A tensor map (CUtensorMap: 128 opaque bytes, 64-byte aligned) as the kernel takes it. */
+typedef struct cuda_tmap {
+    _Alignas(64) uint64_t w[16];
+} cuda_tmap;
+
+/* A 2-D operand [outer][inner] (rows ld_bytes apart) read in boxes of box_in x box_out elements
+ * with the 128-byte swizzle; elements past the edges read as zero. */
+static bool encode_tmap(cuda_tmap *m, int esz, const void *p, int64_t inner, int64_t outer,
+                        int64_t ld_bytes, unsigned box_in, unsigned box_out)
+{
+    /* CU_TENSOR_MAP_DATA_TYPE_ UINT16 = 1, FLOAT32 = 7: the copy moves bits */
+    uint64_t dims[2] = {(uint64_t)inner, (uint64_t)outer}, strides[1] = {(uint64_t)ld_bytes};
+    unsigned box[2] = {box_in, box_out}, es[2] = {1, 1};
+    /* no interleave, CU_TENSOR_MAP_SWIZZLE_128B = 3, L2 promotion 128B = 2, zero fill */
+    return cuda_drv.cuTensorMapEncodeTiled(m, esz == 2 ? 1 : 7, 2, (void *)p, dims, strides, box,
+                                           es, 0, 3, 2, 0) == 0;
+}
+
+/* Whether the operand with unit stride along `unit` (1 = K, 0 = the other dim) fits a tensor map:
+ * the other stride positive and a multiple of 16 bytes. */
+static int tma_major(int64_t s_other, int64_t s_k, int esz)
+{
+    int64_t q = 16 / esz;
+    if (s_k == 1 && s_other > 0 && s_other % q == 0) return 0; /* K-major */
+    if (s_other == 1 && s_k > 0 && s_k % q == 0) return 1;     /* MN-major */
+    return -1;
+}
+
+/* f16/bf16 (or f32 on TF32) product on the TMA wgmma kernel. K-major or MN-major operands are
+ * read in place (TF32 takes K-major only: an MN-major operand is transposed into a pooled buffer
+ * first). EM_ERR_UNSUPPORTED (nothing recorded) when the layout does not fit. */
 static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    const bool tf32 = o->dtype == EM_F32;
+    if (!cuda_drv.cuTensorMapEncodeTiled) return EM_ERR_UNSUPPORTED;
+    const int esz = tf32 ? 4 : 2;
     const void *ap = tn_ptr(a), *bp = tn_ptr(b);
-    long long M = s->M, N = s->N, K = s->K, lda, ldb;
-    bool ta, tb;
-    if (s->sak == 1 && s->sam % 8 == 0 && !((uintptr_t)ap & 15))
-        ta = false, lda = s->sam;
-    else if (s->sam == 1)
-        ta = true, lda = K;
-    else
-        return EM_ERR_UNSUPPORTED;
-    if (s->sbk == 1 && s->sbn % 8 == 0 && !((uintptr_t)bp & 15))
-        tb = false, ldb = s->sbn;
-    else if (s->sbn == 1)
-        tb = true, ldb = K;
-    else
-        return EM_ERR_UNSUPPORTED;
+    if (((uintptr_t)ap | (uintptr_t)bp) & 15) return EM_ERR_UNSUPPORTED;
+    int am = tma_major(s->sam, s->sak, esz), bn = tma_major(s->sbn, s->sbk, esz);
+    if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
+    int64_t M = s->M, N = s->N, K = s->K;
+    int64_t lda = am ? s->sak : s->sam, ldb = bn ? s->sbk : s->sbn;
     void *tmpa = NULL, *tmpb = NULL;
     em_status st = EM_OK;
-    if (ta) {
-        tmpa = cuda_pool_alloc(dev, (size_t)(M * K) * 2);
+    if (tf32 && (am || bn) && K % 4) return EM_ERR_UNSUPPORTED;
+    if (tf32 && am) { /* A [K][M] -> [M][K] */
+        tmpa = cuda_pool_alloc(dev, (size_t)(M * K) * 4);
         if (!tmpa) return em_last_status();
-        st = transpose2(dev, ap, tmpa, K, M, s->sak, what);
-        ap = tmpa;
+        st = transpose4(dev, ap, tmpa, K, M, lda, what);
+        ap = tmpa, lda = K, am = 0;
     }
-    if (tb && st == EM_OK) {
-        tmpb = cuda_pool_alloc(dev, (size_t)(N * K) * 2);
-        st = tmpb ? transpose2(dev, bp, tmpb, K, N, s->sbk, what) : em_last_status();
-        bp = tmpb;
+    if (tf32 && bn && st == EM_OK) { /* B [K][N] -> [N][K] */
+        tmpb = cuda_pool_alloc(dev, (size_t)(N * K) * 4);
+        st = tmpb ? transpose4(dev, bp, tmpb, K, N, ldb, what) : em_last_status();
+        bp = tmpb, ldb = K, bn = 0;
+    }
+    const cuda_device_info *d = cuda_device(dev);
+    /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
+       (a 128-column tile is taken to cost 0.55 of a 256-column one) */
+    int64_t tm = (M + 127) / 128, sm = d->sm_count;
+    int64_t waves_w = (tm * ((N + 255) / 256) + sm - 1) / sm;
+    int64_t waves_n = (tm * ((N + 127) / 128) + sm - 1) / sm;
+    const char *tile = em_config_get("cuda_mm_tile");
+    bool wide = tile && !strcmp(tile, "wide")     ? true
+                : tile && !strcmp(tile, "narrow") ? false
+                                                  : (double)waves_w <= 0.55 * (double)waves_n;
+    unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)esz;
+    int64_t tiles = tm * ((N + bnw - 1) / bnw);
+    cuda_tmap ma, mb;
+    if (st == EM_OK) {
+        bool ok = am ? encode_tmap(&ma, esz, ap, M, K, lda * esz, 64, bke)
+                     : encode_tmap(&ma, esz, ap, K, M, lda * esz, bke, 128);
+        ok = ok && (bn ? encode_tmap(&mb, esz, bp, N, K, ldb * esz, 64, bke)
+                       : encode_tmap(&mb, esz, bp, K, N, ldb * esz, bke, bnw));
+        if (!ok)
+            st = em_error(EM_ERR_DEVICE, "%s: cuTensorMapEncodeTiled refused an operand", what);
     }
     if (st == EM_OK) {
-        CUfunction f =
-            cuda_kernel(dev, o->dtype == EM_BF16 ? "em_mm_wg_bf16" : "em_mm_wg_f16", what);
+        char name[40];
+        snprintf(name, sizeof name, "em_mm_tw_%s_%c%c%c",
+                 tf32                  ? "tf32"
+                 : o->dtype == EM_BF16 ? "bf16"
+                                       : "f16",
+                 am ? 'm' : 'k', bn ? 'n' : 'k', wide ? 'w' : 'n');
+        CUfunction f = cuda_kernel(dev, name, what);
         if (!f)
             st = em_last_status();
         else {
             void *cp = tn_ptr(o);
-            void *params[] = {(void *)&ap, (void *)&bp, &cp, &M, &N, &K, &lda, &ldb};
-            unsigned grid[3] = {(unsigned)((N + 255) / 256), (unsigned)((M + 127) / 128), 1};
-            unsigned block[3] = {256, 1, 1};
-            /* 3 stages of a 128 x 64 A tile and a 256 x 64 B tile (wgmma.cu; 4 measured no faster)
-             */
-            st = grid[1] > 65535 ? em_error(EM_ERR_UNSUPPORTED, "%s: too many rows", what)
-                                 : cuda_launch_grid_smem(dev, f, grid, block,
-                                                         3 * (128 + 256) * 64 * 2, params, what);
+            int mi = (int)M, ni = (int)N, ki = (int)K;
+            void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki};
+            unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
+            unsigned block[3] = {384, 1, 1};
+            /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
+               alignment slack and the 8 mbarriers */
+            unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
+            st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
         }
     }
     cuda_pool_free(dev, tmpa); /* stream order: the product has read them before any reuse */
@@ -504,6 +554,10 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         if (grid[1] > 65535)
             return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
         int at, bt;
+        if (tf32_allowed() && wgmma_ok(dev, &s) && split_k_parts(dev, &s) == 1) {
+            em_status st = run_wgmma(op, &s, dev, what);
+            if (st != EM_ERR_UNSUPPORTED) return st;
+        }
         if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4) && split_k_parts(dev, &s) == 1) {
             snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
             CUfunction f = cuda_kernel(dev, name, what);

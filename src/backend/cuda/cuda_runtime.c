@@ -68,6 +68,8 @@ static void probe(void)
         em_log_msg("cuda", EM_LOG_WARN, "libcuda lacks a driver function Ember needs; no cuda");
         return;
     }
+    void *tm = dlsym(lib, "cuTensorMapEncodeTiled"); /* optional: CUDA 12 and later */
+    memcpy(&cuda_drv.cuTensorMapEncodeTiled, &tm, sizeof tm);
     if (cuda_drv.cuInit(0) != 0) return;
     int count = 0;
     if (cuda_drv.cuDeviceGetCount(&count) != 0 || count <= 0) return;

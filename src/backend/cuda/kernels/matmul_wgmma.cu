@@ -1,143 +1,264 @@
-// Hopper matmul for f16 and bf16: warpgroup MMA (wgmma.mma_async m64n256k16, f32 accumulation)
-// reading both operands from shared memory, sm_90 only. Block tiles 128 x 256 x 64, two
-// warpgroups of 64 x 256, 3 cp.async stages. Both operands K-major: A [M][K] (lda), B as [N][K]
-// (ldb); the host transposes an operand stored the other way first. Shared tiles use the
-// 128-byte swizzled layout: each tile row is 128 bytes (64 elements of K) with its 16-byte chunk
-// kc stored at position kc ^ (row % 8), groups of 8 rows 1024 bytes apart (the descriptor's
-// stride byte offset); tiles start 1024-byte aligned. A warp's cp.async writes then cover whole
-// rows (no bank conflicts) while its global reads stay coalesced.
+// Hopper matmul for f16, bf16 and TF32: warpgroup MMA (wgmma.mma_async m64n256 / m64n128, f32
+// accumulation) reading both operands from shared memory, fed by the bulk tensor copy engine
+// (TMA), sm_90a only. Shared tiles use the 128-byte swizzled layout the copy engine writes: each
+// tile row is 128 bytes with its 16-byte chunk kc at position kc ^ (row % 8), groups of 8 rows
+// 1024 bytes apart (the descriptor's stride byte offset); tiles start 1024-byte aligned.
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // sm_90a: the wgmma instructions
-#define WG_BK 64
-#define WG_STAGES 3
-#define WG_A_BYTES (128 * WG_BK * 2)
-#define WG_B_BYTES (256 * WG_BK * 2)
-#define WG_STAGE_BYTES (WG_A_BYTES + WG_B_BYTES)
-
-// byte offset of 16-byte chunk kc of row r in a [rows][64] K-major swizzled tile
-__device__ __forceinline__ unsigned wg_chunk(int r, int kc)
-{
-    return (unsigned)(r * 128 + ((kc ^ (r & 7)) << 4));
-}
-
-__device__ __forceinline__ unsigned long long wg_desc(unsigned addr)
-{
-    return (unsigned long long)((addr & 0x3FFFF) >> 4) | (1ull << 16) |
-           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
-}
-
-// One m64n256k16 product, D += A . B; TY is the operand type in the instruction's name.
-#define WGMMA_256(TY)                                                                              \
+// One m64n256 product, D += A . B: OP names shape and types ("m64n256k16.f32.bf16.bf16"), TAIL the
+// immediates (scale-d, the operand scales and, for 16-bit types, the transpose flags).
+#define WGMMA_256(OP, TAIL)                                                                              \
     asm volatile("{\n"                                                                             \
-                 "wgmma.mma_async.sync.aligned.m64n256k16.f32." TY "." TY " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, 1, 1, 1, 0, 0;\n"   \
+                 "wgmma.mma_async.sync.aligned." OP " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, %128, %129, " TAIL ";\n"   \
                  "}\n"                                                                             \
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])                                                              \
                  : "l"(da), "l"(db))
 
-template <int BF>
-__device__ __forceinline__ void wgmma_256(float *d, unsigned long long da, unsigned long long db)
+// The same for m64n128 (64 accumulators).
+#define WGMMA_128(OP, TAIL) \
+    asm volatile("{\n" \
+                 "wgmma.mma_async.sync.aligned." OP " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, %64, %65, " TAIL ";\n" \
+                 "}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                 : "l"(da), "l"(db))
+
+// Block tiles 128 x BN (BN = 256 or 128), BK = 128 bytes of K (64 f16/bf16, 32 tf32), 4 stages.
+// Warpgroup 0 is the producer: one thread issues the bulk tensor copies (cp.async.bulk.tensor,
+// 128-byte swizzle, zero fill past the edges) into a stage once both consumers have released it,
+// and the copies complete on the stage's `full` mbarrier. Warpgroups 1 and 2 are the consumers,
+// 64 rows each: they wait on `full`, issue the stage's wgmma products, keep one batch in flight,
+// and release the stage before on its `empty` mbarrier (one arrival per consumer warp). setmaxnreg
+// moves registers from the producer (40) to the consumers (232). The grid holds one block per
+// multiprocessor; each loops over output tiles (grouped 16 row tiles at a time for L2 reuse), so
+// the producer fills the next tile's stages while the consumers store the last one.
+// Operand layouts: K-major ([rows][K], one TMA box of BK x rows) or MN-major ([K][rows], boxes of
+// 64 rows x 64 K, one 8 KiB atom column each; wgmma's transpose flag, descriptor LBO = 8 KiB
+// between the columns). TY: 0 f16, 1 bf16, 2 tf32 (K-major only, f32 output).
+#define TW_STAGES 4
+#define TW_A_BYTES (128 * 128)
+
+struct __align__(64) em_tmap {
+    unsigned long long w[16];
+};
+
+__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
 {
-    if (BF)
-        WGMMA_256("bf16");
-    else
-        WGMMA_256("f16");
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
 
-template <int BF>
-__device__ void wg_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,
-                          i64 M, i64 N, i64 K, i64 lda, i64 ldb)
+__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
 {
-    extern __shared__ __align__(1024) unsigned char wsm[];
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2, w = warp & 3;
-    const i64 m0 = (i64)blockIdx.y * 128, n0 = (i64)blockIdx.x * 256;
-    const int ktiles = (int)((K + WG_BK - 1) / WG_BK);
-    const unsigned base = smem_u32(wsm);
-    float d[128];
-#pragma unroll
-    for (int i = 0; i < 128; i++) d[i] = 0.f;
-    auto load_stage = [&](int stage, int kt) {
-        unsigned sa = base + stage * WG_STAGE_BYTES, sb = sa + WG_A_BYTES;
-        const i64 k0 = (i64)kt * WG_BK;
-#pragma unroll
-        for (int i = 0; i < 4; i++) { // A: 128 rows x 8 chunks
-            int ch = tid + i * 256, r = ch >> 3, kc = ch & 7;
-            i64 m = m0 + r, k = k0 + kc * 8;
-            bool v = m < M && k < K;
-            cp_async16(sa + wg_chunk(r, kc), v ? a + m * lda + k : a, v);
-        }
-#pragma unroll
-        for (int i = 0; i < 8; i++) { // B: 256 rows x 8 chunks
-            int ch = tid + i * 256, r = ch >> 3, kc = ch & 7;
-            i64 n = n0 + r, k = k0 + kc * 8;
-            bool v = n < N && k < K;
-            cp_async16(sb + wg_chunk(r, kc), v ? b + n * ldb + k : b, v);
-        }
-    };
-#pragma unroll
-    for (int st = 0; st < WG_STAGES - 1; st++) {
-        if (st < ktiles) load_stage(st, st);
-        asm volatile("cp.async.commit_group;\n" ::);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
+                 "r"(bytes)
+                 : "memory");
+}
+
+__device__ __forceinline__ void mbar_arrive(unsigned bar)
+{
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
+
+// Waits until the phase of parity `parity` has completed.
+__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
+{
+    unsigned done = 0;
+    while (!done)
+        asm volatile("{\n.reg .pred p;\n"
+                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     "selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(bar), "r"(parity)
+                     : "memory");
+}
+
+// Box of map at element coordinates (c0 innermost, c1) into shared dst; completes on bar.
+__device__ __forceinline__ void tma_load_2d(unsigned dst, const em_tmap *map, int c0, int c1,
+                                            unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
+                 : "memory");
+}
+
+// Shared-memory descriptor of a 128-byte swizzled operand: 8-row groups 1024 bytes apart, lbo the
+// byte distance between 64-element atom columns (MN-major; unused for K-major).
+__device__ __forceinline__ unsigned long long tw_desc(unsigned addr, unsigned lbo)
+{
+    return (unsigned long long)((addr & 0x3FFFF) >> 4) | ((unsigned long long)(lbo >> 4) << 16) |
+           ((unsigned long long)(1024 >> 4) << 32) | (1ull << 62);
+}
+
+template <int TY, int TA, int TB, int BN>
+__device__ __forceinline__ void tw_mma(float *d, unsigned long long da, unsigned long long db)
+{
+    if constexpr (TY == 2) {
+        if constexpr (BN == 256)
+            WGMMA_256("m64n256k8.f32.tf32.tf32", "1, 1, 1");
+        else
+            WGMMA_128("m64n128k8.f32.tf32.tf32", "1, 1, 1");
+    } else if constexpr (BN == 256) {
+        if constexpr (TY == 1 && !TA && !TB) WGMMA_256("m64n256k16.f32.bf16.bf16", "1, 1, 1, 0, 0");
+        if constexpr (TY == 1 && !TA && TB) WGMMA_256("m64n256k16.f32.bf16.bf16", "1, 1, 1, 0, 1");
+        if constexpr (TY == 1 && TA && !TB) WGMMA_256("m64n256k16.f32.bf16.bf16", "1, 1, 1, 1, 0");
+        if constexpr (TY == 1 && TA && TB) WGMMA_256("m64n256k16.f32.bf16.bf16", "1, 1, 1, 1, 1");
+        if constexpr (TY == 0 && !TA && !TB) WGMMA_256("m64n256k16.f32.f16.f16", "1, 1, 1, 0, 0");
+        if constexpr (TY == 0 && !TA && TB) WGMMA_256("m64n256k16.f32.f16.f16", "1, 1, 1, 0, 1");
+        if constexpr (TY == 0 && TA && !TB) WGMMA_256("m64n256k16.f32.f16.f16", "1, 1, 1, 1, 0");
+        if constexpr (TY == 0 && TA && TB) WGMMA_256("m64n256k16.f32.f16.f16", "1, 1, 1, 1, 1");
+    } else {
+        if constexpr (TY == 1 && !TA && !TB) WGMMA_128("m64n128k16.f32.bf16.bf16", "1, 1, 1, 0, 0");
+        if constexpr (TY == 1 && !TA && TB) WGMMA_128("m64n128k16.f32.bf16.bf16", "1, 1, 1, 0, 1");
+        if constexpr (TY == 1 && TA && !TB) WGMMA_128("m64n128k16.f32.bf16.bf16", "1, 1, 1, 1, 0");
+        if constexpr (TY == 1 && TA && TB) WGMMA_128("m64n128k16.f32.bf16.bf16", "1, 1, 1, 1, 1");
+        if constexpr (TY == 0 && !TA && !TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 0, 0");
+        if constexpr (TY == 0 && !TA && TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 0, 1");
+        if constexpr (TY == 0 && TA && !TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 1, 0");
+        if constexpr (TY == 0 && TA && TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 1, 1");
     }
-    // Iteration kt: wait for tile kt, start its products, let the products of kt - 1 finish
-    // (one batch stays in flight), then refill the stage kt - 1 used.
-    for (int kt = 0; kt < ktiles; kt++) {
-        asm volatile("cp.async.wait_group %0;\n" ::"n"(WG_STAGES - 2));
-        asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-        __syncthreads();
-        unsigned sa = base + (kt % WG_STAGES) * WG_STAGE_BYTES + wg * 64 * 128;
-        unsigned sb = base + (kt % WG_STAGES) * WG_STAGE_BYTES + WG_A_BYTES;
-        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-        for (int kk = 0; kk < WG_BK / 16; kk++)
-            wgmma_256<BF>(d, wg_desc(sa + kk * 32), wg_desc(sb + kk * 32));
-        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        __syncthreads(); // both warpgroups are done with stage kt - 1
-        int nt = kt + WG_STAGES - 1;
-        if (nt < ktiles) load_stage(nt % WG_STAGES, nt);
-        asm volatile("cp.async.commit_group;\n" ::);
+}
+
+// Output tile t of tm x tn: 16 row tiles at a time, walking the rows fastest.
+__device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
+{
+    const int per = 16 * tn, g = t / per, r = t - g * per, first = g * 16;
+    const int gs = tm - first < 16 ? tm - first : 16;
+    mt = first + r % gs;
+    nt = r / gs;
+}
+
+template <int TY, int TA, int TB, int BN>
+__device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K)
+{
+    constexpr int B_BYTES = BN * 128, STAGE = TW_A_BYTES + B_BYTES, BK = TY == 2 ? 32 : 64;
+    extern __shared__ __align__(1024) unsigned char tws[];
+    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
+    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn;
+    const int kts = (K + BK - 1) / BK;
+    if (tid == 0) {
+        for (int s = 0; s < TW_STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    asm volatile("cp.async.wait_group 0;\n" ::);
-    // d[4j + e]: row wg*64 + w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
+    __syncthreads();
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int mt, nt;
+                tw_tile(t, tm, tn, mt, nt);
+                const int m0 = mt * 128, n0 = nt * BN;
+                for (int kt = 0; kt < kts; kt++, it++) {
+                    const int s = it % TW_STAGES;
+                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
+                    const unsigned full = full0 + 8 * s, sa = base + s * STAGE,
+                                   sb = sa + TW_A_BYTES;
+                    mbar_expect_tx(full, STAGE);
+                    const int k0 = kt * BK;
+                    if (TA) {
+                        tma_load_2d(sa, ma, m0, k0, full);
+                        tma_load_2d(sa + 8192, ma, m0 + 64, k0, full);
+                    } else
+                        tma_load_2d(sa, ma, k0, m0, full);
+                    if (TB) {
 #pragma unroll
-    for (int j = 0; j < 32; j++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            i64 row = m0 + wg * 64 + w * 16 + (lane >> 2) + h * 8;
-            i64 col = n0 + j * 8 + (lane & 3) * 2;
-            if (row >= M || col >= N) continue;
-            unsigned v = pack2<BF>(d[4 * j + 2 * h], d[4 * j + 2 * h + 1]);
-            unsigned short *p = c + row * N + col;
-            if (col + 1 < N && (N & 1) == 0)
-                *(unsigned *)p = v;
-            else {
-                p[0] = (unsigned short)(v & 0xffff);
-                if (col + 1 < N) p[1] = (unsigned short)(v >> 16);
+                        for (int j = 0; j < BN / 64; j++)
+                            tma_load_2d(sb + 8192 * j, mb, n0 + 64 * j, k0, full);
+                    } else
+                        tma_load_2d(sb, mb, k0, n0, full);
+                }
             }
         }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
+        int it = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            int mt, nt;
+            tw_tile(t, tm, tn, mt, nt);
+            float d[BN / 2];
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+            for (int kt = 0; kt < kts; kt++, it++) {
+                const int s = it % TW_STAGES;
+                mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
+                const unsigned sa = base + s * STAGE + cw * 8192, sb = base + s * STAGE + TW_A_BYTES;
+                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+                    tw_mma<TY, TA, TB, BN>(d, tw_desc(sa + kk * (TA ? 2048 : 32), 8192),
+                                           tw_desc(sb + kk * (TB ? 2048 : 32), 8192));
+                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+            // d[4j + e]: row w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
+            const i64 r0 = (i64)mt * 128 + cw * 64 + w * 16 + (lane >> 2);
+            const i64 c0 = (i64)nt * BN + (lane & 3) * 2;
+#pragma unroll
+            for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    const i64 row = r0 + h * 8, col = c0 + j * 8;
+                    if (row >= M || col >= N) continue;
+                    const float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                    if constexpr (TY == 2) {
+                        float *p = (float *)c + row * N + col;
+                        if (col + 1 < N && (N & 1) == 0)
+                            *(float2 *)p = make_float2(x, y);
+                        else {
+                            p[0] = x;
+                            if (col + 1 < N) p[1] = y;
+                        }
+                    } else {
+                        const unsigned v = pack2<TY>(x, y);
+                        unsigned short *p = (unsigned short *)c + row * N + col;
+                        if (col + 1 < N && (N & 1) == 0)
+                            *(unsigned *)p = v;
+                        else {
+                            p[0] = (unsigned short)(v & 0xffff);
+                            if (col + 1 < N) p[1] = (unsigned short)(v >> 16);
+                        }
+                    }
+                }
+        }
+    }
 }
 
-extern "C" __global__ void __launch_bounds__(256, 1)
-    em_mm_wg_bf16(const unsigned short *a, const unsigned short *b, unsigned short *c, i64 M, i64 N,
-                  i64 K, i64 lda, i64 ldb)
-{
-    wg_matmul<1>(a, b, c, M, N, K, lda, ldb);
-}
-
-extern "C" __global__ void __launch_bounds__(256, 1)
-    em_mm_wg_f16(const unsigned short *a, const unsigned short *b, unsigned short *c, i64 M, i64 N,
-                 i64 K, i64 lda, i64 ldb)
-{
-    wg_matmul<0>(a, b, c, M, N, K, lda, ldb);
-}
+// em_mm_tw_<type>_<a><b><bn>: a = k (A is [M][K]) or m ([K][M]), b = k ([N][K]) or n ([K][N]),
+// bn = w (256-column tiles) or n (128).
+#define TW_KERNEL(name, TY, TA, TB, BN)                                                            \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, void *c,      \
+             int M, int N, int K)                                                                  \
+    {                                                                                              \
+        tw_matmul<TY, TA, TB, BN>(&ma, &mb, c, M, N, K);                                           \
+    }
+#define TW_LAYOUTS(ty, TY, BN, bn)                                                                 \
+    TW_KERNEL(em_mm_tw_##ty##_kk##bn, TY, 0, 0, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_kn##bn, TY, 0, 1, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_mk##bn, TY, 1, 0, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_mn##bn, TY, 1, 1, BN)
+TW_LAYOUTS(bf16, 1, 256, w)
+TW_LAYOUTS(bf16, 1, 128, n)
+TW_LAYOUTS(f16, 0, 256, w)
+TW_LAYOUTS(f16, 0, 128, n)
+TW_KERNEL(em_mm_tw_tf32_kkw, 2, 0, 0, 256)
+TW_KERNEL(em_mm_tw_tf32_kkn, 2, 0, 0, 128)
 #endif
 
-// dst[c][r] = src[r][c] for 2-byte elements: src [rows][cols] with row stride lds, dst
+// dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
 // contiguous [cols][rows]; 32 x 32 tiles through shared memory (padded against bank conflicts).
-extern "C" __global__ void em_transpose_2(const unsigned short *src, unsigned short *dst, i64 rows,
-                                          i64 cols, i64 lds)
+template <typename T>
+__device__ void transpose_tile(const T *src, T *dst, i64 rows, i64 cols, i64 lds)
 {
-    __shared__ unsigned short t[32][33];
+    __shared__ T t[32][33];
     i64 r0 = (i64)blockIdx.y * 32, c0 = (i64)blockIdx.x * 32;
     for (int i = threadIdx.y; i < 32; i += 8) {
         i64 r = r0 + i, cc = c0 + threadIdx.x;
@@ -148,4 +269,10 @@ extern "C" __global__ void em_transpose_2(const unsigned short *src, unsigned sh
         i64 cc = c0 + i, r = r0 + threadIdx.x;
         if (r < rows && cc < cols) dst[cc * rows + r] = t[threadIdx.x][i];
     }
+}
+
+extern "C" __global__ void em_transpose_4(const unsigned *src, unsigned *dst, i64 rows, i64 cols,
+                                          i64 lds)
+{
+    transpose_tile(src, dst, rows, cols, lds);
 }
