@@ -474,6 +474,26 @@ static int split_k_parts(int dev, const mm_arg *s)
     return parts;
 }
 
+/* The f32 kernel for s: em_mm_sgemm_v4_<a><b> (16-byte loads; a = k or m, the contiguous dim of
+ * A, b = k or n for B) when both operands' contiguous dims, other strides and batch strides are
+ * positive multiples of 4 floats and the bases 16-byte aligned, else em_mm_sgemm (any strides). */
+static void sgemm_name(const em_op *op, const mm_arg *s, char name[40])
+{
+    const void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]);
+    bool ok = !(((uintptr_t)ap | (uintptr_t)bp) & 15);
+    for (int d = 0; d < s->R; d++) ok = ok && s->ast[d] % 4 == 0 && s->bst[d] % 4 == 0;
+    char ac = s->sak == 1 && s->sam > 0 && s->sam % 4 == 0 && s->K % 4 == 0   ? 'k'
+              : s->sam == 1 && s->sak > 0 && s->sak % 4 == 0 && s->M % 4 == 0 ? 'm'
+                                                                              : 0;
+    char bc = s->sbk == 1 && s->sbn > 0 && s->sbn % 4 == 0 && s->K % 4 == 0   ? 'k'
+              : s->sbn == 1 && s->sbk > 0 && s->sbk % 4 == 0 && s->N % 4 == 0 ? 'n'
+                                                                              : 0;
+    if (ok && ac && bc && s->K > 1)
+        snprintf(name, 40, "em_mm_sgemm_v4_%c%c", ac, bc);
+    else
+        snprintf(name, 40, "em_mm_sgemm");
+}
+
 static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int dev, const char *what)
 {
     mm_arg t = *s;
@@ -495,8 +515,10 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
     int at = 0, bt = 0;
     bool tf32 = tf32_allowed() && tc_layout(op, &t, &at, &bt, 4);
     char name[40];
-    snprintf(name, sizeof name, tf32 ? "em_mm_tf32_%c%c" : "em_mm_sgemm", at ? 't' : 'n',
-             bt ? 't' : 'n');
+    if (tf32)
+        snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
+    else
+        sgemm_name(op, &t, name);
     CUfunction f = cuda_kernel(dev, name, what);
     em_status st = f ? EM_OK : em_last_status();
     if (st == EM_OK && tf32)
@@ -567,7 +589,8 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         }
         int parts = split_k_parts(dev, &s);
         if (parts > 1) return run_split_k(op, &s, parts, dev, what);
-        CUfunction f = cuda_kernel(dev, "em_mm_sgemm", what);
+        sgemm_name(op, &s, name);
+        CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
         return cuda_launch_grid(dev, f, grid, block, params, what);
     } else
