@@ -467,7 +467,7 @@ static em_status run_order(const em_op *op, int dev, const char *what)
         int vpl = 2;
         while (32 * vpl < s.len) vpl *= 2;
         char name[40];
-        snprintf(name, sizeof name, "em_so_topk_warp_v%d", vpl);
+        snprintf(name, sizeof name, "em_so_topk_warp%s_v%d", g.es <= 4 ? "32" : "", vpl);
         CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
         long long wblocks = (s.lines + 7) / 8 < (1 << 20) ? (s.lines + 7) / 8 : (1 << 20);

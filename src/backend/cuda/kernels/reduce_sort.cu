@@ -347,11 +347,81 @@ __device__ __forceinline__ void so_topk_warp(const soargs &g, const void *x, voi
     }
 }
 
+// so_key's order in 32 bits, for dtypes of at most 4 bytes (every value is exact in a float or an
+// int): NaN largest, -0 with +0, desc reverses.
+__device__ __forceinline__ unsigned so_key32(const void *x, int isf, int dt, i64 off, int desc)
+{
+    unsigned k;
+    if (isf) {
+        float f = (float)rd_ldf(x, dt, off);
+        if (f != f)
+            k = ~0u;
+        else {
+            if (f == 0) f = 0.f;
+            unsigned b = __float_as_uint(f);
+            k = (b >> 31) ? ~b : b | 0x80000000u;
+        }
+    } else
+        k = (unsigned)(int)rd_ldi(x, dt, off) ^ 0x80000000u;
+    return desc ? ~k : k;
+}
+
+// so_topk_warp for dtypes of at most 4 bytes: each element is one 64-bit word, key << 32 |
+// position, so (key, position) order is integer order; a round takes the minimum word above the
+// last pick, over four independent chains per lane and then across the warp.
+template <int V>
+__device__ __forceinline__ void so_topk_warp32(const soargs &g, const void *x, void *vals, i64 *ind,
+                                               const rdline &s)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    const int n = (int)s.len, k = (int)g.k;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < s.lines;
+         r += (i64)gridDim.x * wpb) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        u64 w[V];
+#pragma unroll
+        for (int v = 0; v < V; v++) {
+            int i = v * 32 + lane;
+            w[v] = i < n ? (u64)so_key32(x, g.isf, g.dt, xo + i * s.sx, g.desc) << 32 | (unsigned)i
+                         : ~0ull;
+        }
+        u64 last = 0;
+        int mine = 0;
+        for (int j = 0; j < k; j++) {
+            u64 b[4] = {~0ull, ~0ull, ~0ull, ~0ull};
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                u64 c = j == 0 || w[v] > last ? w[v] : ~0ull;
+                b[v & 3] = c < b[v & 3] ? c : b[v & 3];
+            }
+            u64 best = b[0] < b[1] ? b[0] : b[1], b23 = b[2] < b[3] ? b[2] : b[3];
+            best = best < b23 ? best : b23;
+            for (int o = 16; o > 0; o >>= 1) {
+                u64 other = __shfl_xor_sync(0xffffffffu, best, o);
+                best = other < best ? other : best;
+            }
+            last = best;
+            if (lane == j) mine = (int)(unsigned)best;
+        }
+        if (lane < k) {
+            so_copy(x, xo + (i64)mine * s.sx, vals, o0 + lane * s.s0, g.es);
+            ind[o1 + lane * s.s1] = mine;
+        }
+    }
+}
+
 #define SO_TOPK_WARP(V)                                                                            \
     extern "C" __global__ void __launch_bounds__(256)                                              \
         em_so_topk_warp_v##V(soargs g, const void *x, void *vals, i64 *ind, rdline s)              \
     {                                                                                              \
         so_topk_warp<V>(g, x, vals, ind, s);                                                       \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_so_topk_warp32_v##V(soargs g, const void *x, void *vals, i64 *ind, rdline s)            \
+    {                                                                                              \
+        so_topk_warp32<V>(g, x, vals, ind, s);                                                     \
     }
 SO_TOPK_WARP(2)
 SO_TOPK_WARP(4)
