@@ -203,6 +203,16 @@ int main(int argc, char **argv)
             em_release(b);
         }
     em_config_set("cuda_tf32", "0");
+    /* f32 matrix-vector products, A [4096][4096] times x and x times A (10 per timed rep) */
+    for (int t = 0; t < 2; t++) {
+        const char *name = t ? "gemv_t_4096" : "gemv_n_4096";
+        if (!bench_selected(argc, argv, name)) continue;
+        em_tensor *a = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev),
+                  *x = em_randn(EM_SHAPE(4096), EM_F32, dev);
+        run_case(name, K_MATMUL, t ? x : a, t ? a : x, 10, 21, 2.0);
+        em_release(a);
+        em_release(x);
+    }
     /* the mma.sync kernel (128 x 128 tiles) at sizes where wgmma is chosen, for comparison */
     for (int n = 4096; n <= 8192; n *= 2) {
         char name[64];

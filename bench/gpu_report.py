@@ -22,7 +22,7 @@ def inner(case):
     """Ops per timed repetition in both programs (small cases repeat the op)."""
     if case == "tiny_add":
         return 1000
-    if case == "layer_norm" or (case.startswith("matmul_") and int(case.rsplit("_", 1)[1]) <= 2048):
+    if case in ("layer_norm", "gemv_n_4096", "gemv_t_4096") or (case.startswith("matmul_") and int(case.rsplit("_", 1)[1]) <= 2048):
         return 10
     return 1
 
@@ -32,7 +32,8 @@ for d in (em, pt):
     for case in d:
         d[case] = [v / inner(case) for v in d[case]]
 BYTES = {"copy_256m": 8 << 28, "add_256m": 12 << 28, "neg_256m": 8 << 28, "sum_256m": 4 << 28,
-         "softmax": 8 << 26, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24}
+         "softmax": 8 << 26, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
+         "gemv_n_4096": 4 << 24, "gemv_t_4096": 4 << 24}
 
 
 def rate(case, ms):

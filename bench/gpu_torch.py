@@ -38,6 +38,13 @@ with torch.no_grad():
                 run(case, lambda: a @ b, inner=10 if n <= 2048 else 1)
                 del a, b
     torch.backends.cuda.matmul.allow_tf32 = False
+    for t in (0, 1):
+        case = "gemv_t_4096" if t else "gemv_n_4096"
+        if selected(case):
+            a = torch.randn(4096, 4096, device=dev)
+            x = torch.randn(4096, device=dev)
+            run(case, (lambda: x @ a) if t else (lambda: a @ x), inner=10)
+            del a, x
     big = 1 << 28
     a = torch.randn(big, device=dev)
     b = torch.randn(big, device=dev)

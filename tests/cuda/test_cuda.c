@@ -436,6 +436,12 @@ static void test_matmul_tiles(const char *tile)
                                      {EM_SHAPE(300, 1000), EM_SHAPE(1000, 520)},
                                      {EM_SHAPE(136, 36), EM_SHAPE(36, 72)},
                                      {EM_SHAPE(1100, 72), EM_SHAPE(72, 4100)},
+                                     /* matrix-vector kernels: long rows, many k slices,
+                                        batches */
+                                     {EM_SHAPE(3000, 520), EM_SHAPE(520)},
+                                     {EM_SHAPE(520), EM_SHAPE(520, 3000)},
+                                     {EM_SHAPE(1, 4100), EM_SHAPE(4100, 300)},
+                                     {EM_SHAPE(2, 1, 700), EM_SHAPE(3, 700, 1)},
                                      /* f32 split-K (few tiles, K >= 512), batched */
                                      {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},
                                      {EM_SHAPE(8, 16), EM_SHAPE(16)},

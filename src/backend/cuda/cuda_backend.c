@@ -535,6 +535,49 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
     return st;
 }
 
+/* Matrix-vector products (N == 1 or M == 1) of f32, f16 or bf16 on the memory-bound kernels of
+ * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column over
+ * k slices, as many (up to 64) as it takes to give every multiprocessor two blocks, their sums
+ * added in slice order. */
+static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    const char *tn = o->dtype == EM_F32 ? "f32" : o->dtype == EM_F16 ? "f16" : "bf16";
+    void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *cp = tn_ptr(o);
+    unsigned block[3] = {256, 1, 1};
+    char name[40];
+    snprintf(name, sizeof name, "em_gemv_%s_%s", s->N == 1 ? "rows" : "cols", tn);
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    if (s->N == 1) {
+        int64_t blocks = (s->nbatch * s->M + 7) / 8;
+        unsigned grid[3] = {(unsigned)(blocks < (1 << 20) ? blocks : (1 << 20)), 1, 1};
+        void *params[] = {&ap, &bp, &cp, (void *)s};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    int64_t nb = s->nbatch < 65535 ? s->nbatch : 65535, cb = (s->N + 255) / 256 * nb;
+    int parts = 1;
+    while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)
+        parts *= 2;
+    float *ws = NULL;
+    if (parts > 1) {
+        ws = cuda_pool_alloc(dev, (size_t)(s->nbatch * parts * s->N) * sizeof(float));
+        if (!ws) return em_last_status();
+    }
+    unsigned grid[3] = {(unsigned)((s->N + 255) / 256), (unsigned)parts, (unsigned)nb};
+    void *params[] = {&ap, &bp, &cp, &ws, (void *)s, &parts};
+    em_status st = cuda_launch_grid(dev, f, grid, block, params, what);
+    if (st == EM_OK && parts > 1) {
+        snprintf(name, sizeof name, "em_gemv_sum_%s", tn);
+        CUfunction g = cuda_kernel(dev, name, what);
+        long long n = s->N, nbt = s->nbatch;
+        void *sp[] = {&ws, &cp, &n, &nbt, &parts};
+        st = g ? cuda_launch(dev, g, n * nbt, sp, what) : em_last_status();
+    }
+    cuda_pool_free(dev, ws);
+    return st;
+}
+
 static em_status run_matmul(const em_op *op, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
@@ -542,6 +585,8 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     mm_arg s;
     cuda_mm_geometry(op, &s);
     if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
+    if ((s.M == 1 || s.N == 1) && (o->dtype == EM_F32 || o->dtype == EM_F16 || o->dtype == EM_BF16))
+        return run_gemv(op, &s, dev, what);
     void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
     void *params[] = {&ap, &bp, &cp, &s};
     unsigned zb = (unsigned)(s.nbatch > 65535 ? 65535 : s.nbatch);
