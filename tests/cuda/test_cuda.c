@@ -731,9 +731,11 @@ static void test_scalar_ops(void)
 
 static void test_layer_norm(void)
 {
+    /* (5, 1000), (3, 4096), (2, 2052): the float4 kernel, rows of 250 to 1024 float4 */
     static const em_shape xs[] = {EM_SHAPE(7, 300), EM_SHAPE(4, 5, 6), EM_SHAPE(3, 8192),
-                                  EM_SHAPE(2, 1)};
-    static const int nn[] = {1, 2, 1, 1};
+                                  EM_SHAPE(2, 1),   EM_SHAPE(5, 1000), EM_SHAPE(3, 4096),
+                                  EM_SHAPE(2, 2052)};
+    static const int nn[] = {1, 2, 1, 1, 1, 1, 1};
     const em_dtype dts[] = {EM_F32, EM_F64};
     for (int t = 0; t < 2; t++)
         for (size_t p = 0; p < sizeof xs / sizeof xs[0]; p++)

@@ -668,7 +668,11 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     void *bp = op->i[2] ? tn_ptr(op->in[next++]) : NULL;
     double eps = op->f[0];
     char name[40];
-    snprintf(name, sizeof name, "em_layer_norm_rows_%s_v%d", short_name(o->dtype), row_vpt(len));
+    int vpt = row_vpt(len);
+    bool x4 = o->dtype == EM_F32 && len % 4 == 0 && vpt >= 4 && vpt <= 16 &&
+              !(((uintptr_t)xp | (uintptr_t)yp | (uintptr_t)wp | (uintptr_t)bp) & 15);
+    snprintf(name, sizeof name, "em_layer_norm_rows_%s%s_v%d", short_name(o->dtype), x4 ? "x4" : "",
+             vpt);
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     void *params[] = {&xp, &wp, &bp, &yp, &rows, &len, &eps};

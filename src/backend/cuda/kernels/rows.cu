@@ -154,6 +154,57 @@ __device__ void softmax_rows(int logsm, const float *x, float *y, i64 rows, i64 
 
 // layer_norm over rows of len contiguous elements: mean and (biased) variance in double from the
 // registers, then y = (x - mean) * rstd * w + b (w, b optional, contiguous [len]).
+// f32 rows whose length is a multiple of 4, 16-byte aligned (VPT >= 4): float4 loads and stores, per-thread
+// partial sums in f32 (at most VPT terms) added across the block in double, and the output
+// computed in f32 from the double mean and rstd rounded to f32.
+template <int VPT>
+__device__ void layer_norm_rows_f32x4(const float *x, const float *w, const float *bias, float *y,
+                                      i64 rows, i64 len, double eps)
+{
+    __shared__ double shd[8];
+    const int tid = threadIdx.x;
+    constexpr int NV = VPT / 4;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float4 *xr = (const float4 *)(x + r * len);
+        const i64 n4 = len / 4;
+        float4 v[NV];
+        float s = 0.f;
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const i64 j = tid + k * 256;
+            v[k] = j < n4 ? xr[j] : make_float4(0.f, 0.f, 0.f, 0.f);
+            s += (v[k].x + v[k].y) + (v[k].z + v[k].w);
+        }
+        const double mean = row_sum((double)s, shd) / (double)len;
+        const float mf = (float)mean;
+        float q = 0.f;
+#pragma unroll
+        for (int k = 0; k < NV; k++)
+            if (tid + k * 256 < n4) {
+                const float a = v[k].x - mf, b = v[k].y - mf, c = v[k].z - mf, d = v[k].w - mf;
+                q += (a * a + b * b) + (c * c + d * d);
+            }
+        const float rs = (float)(1.0 / sqrt(row_sum((double)q, shd) / (double)len + eps));
+        float4 *yr = (float4 *)(y + r * len);
+#pragma unroll
+        for (int k = 0; k < NV; k++) {
+            const i64 j = tid + k * 256;
+            if (j >= n4) continue;
+            float4 o = make_float4((v[k].x - mf) * rs, (v[k].y - mf) * rs, (v[k].z - mf) * rs,
+                                   (v[k].w - mf) * rs);
+            if (w) {
+                const float4 g = ((const float4 *)w)[j];
+                o.x *= g.x, o.y *= g.y, o.z *= g.z, o.w *= g.w;
+            }
+            if (bias) {
+                const float4 b = ((const float4 *)bias)[j];
+                o.x += b.x, o.y += b.y, o.z += b.z, o.w += b.w;
+            }
+            yr[j] = o;
+        }
+    }
+}
+
 template <typename T, int VPT>
 __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64 rows, i64 len,
                                 double eps)
@@ -213,6 +264,16 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
     {                                                                                              \
         layer_norm_rows<double, V>(x, w, b, y, rows, len, eps);                                    \
     }
+// Four blocks per multiprocessor (64 registers) keep 64 KiB of rows in flight on each.
+#define LN_X4(V)                                                                                   \
+    extern "C" __global__ void __launch_bounds__(256, 4) em_layer_norm_rows_f32x4_v##V(            \
+        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)  \
+    {                                                                                              \
+        layer_norm_rows_f32x4<V>(x, w, b, y, rows, len, eps);                                      \
+    }
+LN_X4(4)
+LN_X4(8)
+LN_X4(16)
 ROW_KERNELS(1)
 ROW_KERNELS(2)
 ROW_KERNELS(4)
