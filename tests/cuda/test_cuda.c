@@ -441,7 +441,8 @@ static void test_matmul_tiles(const char *tile)
                                      {EM_SHAPE(3000, 520), EM_SHAPE(520)},
                                      {EM_SHAPE(520), EM_SHAPE(520, 3000)},
                                      {EM_SHAPE(1, 4100), EM_SHAPE(4100, 300)},
-                                     {EM_SHAPE(2, 1, 700), EM_SHAPE(3, 700, 1)},
+                                     {EM_SHAPE(2, 1, 1, 700), EM_SHAPE(3, 700, 1)},
+                                     {EM_SHAPE(3, 1, 900), EM_SHAPE(3, 900, 1028)},
                                      /* f32 split-K (few tiles, K >= 512), batched */
                                      {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},
                                      {EM_SHAPE(8, 16), EM_SHAPE(16)},

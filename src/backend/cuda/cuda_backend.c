@@ -545,8 +545,12 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
     const char *tn = o->dtype == EM_F32 ? "f32" : o->dtype == EM_F16 ? "f16" : "bf16";
     void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *cp = tn_ptr(o);
     unsigned block[3] = {256, 1, 1};
+    bool ok4 = true; /* f32 columns as float4: every row of B and the output 16-byte aligned */
+    for (int d = 0; d < s->R; d++) ok4 = ok4 && s->bst[d] % 4 == 0;
+    bool cols4 = ok4 && s->N > 1 && o->dtype == EM_F32 && s->sbn == 1 && s->N % 4 == 0 &&
+                 s->sbk % 4 == 0 && !((uintptr_t)bp & 15);
     char name[40];
-    snprintf(name, sizeof name, "em_gemv_%s_%s", s->N == 1 ? "rows" : "cols", tn);
+    snprintf(name, sizeof name, "em_gemv_%s_%s", s->N == 1 ? "rows" : cols4 ? "cols4" : "cols", tn);
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     if (s->N == 1) {
@@ -555,7 +559,8 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
         void *params[] = {&ap, &bp, &cp, (void *)s};
         return cuda_launch_grid(dev, f, grid, block, params, what);
     }
-    int64_t nb = s->nbatch < 65535 ? s->nbatch : 65535, cb = (s->N + 255) / 256 * nb;
+    int64_t cpb = cols4 ? 1024 : 256; /* columns per block */
+    int64_t nb = s->nbatch < 65535 ? s->nbatch : 65535, cb = (s->N + cpb - 1) / cpb * nb;
     int parts = 1;
     while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)
         parts *= 2;
@@ -564,7 +569,7 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
         ws = cuda_pool_alloc(dev, (size_t)(s->nbatch * parts * s->N) * sizeof(float));
         if (!ws) return em_last_status();
     }
-    unsigned grid[3] = {(unsigned)((s->N + 255) / 256), (unsigned)parts, (unsigned)nb};
+    unsigned grid[3] = {(unsigned)((s->N + cpb - 1) / cpb), (unsigned)parts, (unsigned)nb};
     void *params[] = {&ap, &bp, &cp, &ws, (void *)s, &parts};
     em_status st = cuda_launch_grid(dev, f, grid, block, params, what);
     if (st == EM_OK && parts > 1) {
@@ -621,7 +626,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         if (grid[1] > 65535)
             return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
         int at, bt;
-        if (tf32_allowed() && wgmma_ok(dev, &s) && split_k_parts(dev, &s) == 1) {
+        if (tf32_allowed() && wgmma_ok(dev, &s)) {
             em_status st = run_wgmma(op, &s, dev, what);
             if (st != EM_ERR_UNSUPPORTED) return st;
         }

@@ -87,6 +87,49 @@ __device__ __forceinline__ void gemv_cols(const void *a, const void *b, void *c,
     }
 }
 
+// gemv_cols for f32 with B's columns contiguous (sbn == 1) and 16-byte aligned rows: a thread
+// takes four neighbouring columns, one float4 per k, four k in flight.
+__device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float *c, float *ws,
+                                           const mmidx &s, int parts)
+{
+    const i64 n = 4 * ((i64)blockIdx.x * blockDim.x + threadIdx.x);
+    const i64 slice = (s.K + parts - 1) / parts, k0 = blockIdx.y * slice;
+    const i64 k1 = k0 + slice < s.K ? k0 + slice : s.K;
+    if (n >= s.N) return;
+    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
+        i64 ao, bo;
+        batch_offsets(s, bt, ao, bo);
+        const float *x = a + ao, *bb = b + bo + n;
+        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+        auto step = [&](float xv, float4 y) {
+            acc.x = fmaf(xv, y.x, acc.x);
+            acc.y = fmaf(xv, y.y, acc.y);
+            acc.z = fmaf(xv, y.z, acc.z);
+            acc.w = fmaf(xv, y.w, acc.w);
+        };
+        i64 k = k0;
+        for (; k + 4 <= k1; k += 4) {
+            const float4 y0 = *(const float4 *)(bb + k * s.sbk);
+            const float4 y1 = *(const float4 *)(bb + (k + 1) * s.sbk);
+            const float4 y2 = *(const float4 *)(bb + (k + 2) * s.sbk);
+            const float4 y3 = *(const float4 *)(bb + (k + 3) * s.sbk);
+            step(x[k * s.sak], y0);
+            step(x[(k + 1) * s.sak], y1);
+            step(x[(k + 2) * s.sak], y2);
+            step(x[(k + 3) * s.sak], y3);
+        }
+        for (; k < k1; k++) step(x[k * s.sak], *(const float4 *)(bb + k * s.sbk));
+        float *o = parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
+        *(float4 *)o = acc;
+    }
+}
+
+extern "C" __global__ void em_gemv_cols4_f32(const float *a, const float *b, float *c, float *ws,
+                                             mmidx s, int parts)
+{
+    gemv_cols4(a, b, c, ws, s, parts);
+}
+
 template <int TY>
 __device__ __forceinline__ void gemv_sum(const float *ws, void *c, i64 N, i64 nb, int parts)
 {

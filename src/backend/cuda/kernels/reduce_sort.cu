@@ -349,20 +349,23 @@ __device__ __forceinline__ void so_topk_warp(const soargs &g, const void *x, voi
 
 // so_key's order in 32 bits, for dtypes of at most 4 bytes (every value is exact in a float or an
 // int): NaN largest, -0 with +0, desc reverses.
-__device__ __forceinline__ unsigned so_key32(const void *x, int isf, int dt, i64 off, int desc)
+__device__ __forceinline__ unsigned so_key32f(float f, int desc)
 {
     unsigned k;
-    if (isf) {
-        float f = (float)rd_ldf(x, dt, off);
-        if (f != f)
-            k = ~0u;
-        else {
-            if (f == 0) f = 0.f;
-            unsigned b = __float_as_uint(f);
-            k = (b >> 31) ? ~b : b | 0x80000000u;
-        }
-    } else
-        k = (unsigned)(int)rd_ldi(x, dt, off) ^ 0x80000000u;
+    if (f != f)
+        k = ~0u;
+    else {
+        if (f == 0) f = 0.f;
+        unsigned b = __float_as_uint(f);
+        k = (b >> 31) ? ~b : b | 0x80000000u;
+    }
+    return desc ? ~k : k;
+}
+
+__device__ __forceinline__ unsigned so_key32(const void *x, int isf, int dt, i64 off, int desc)
+{
+    if (isf) return so_key32f((float)rd_ldf(x, dt, off), desc);
+    unsigned k = (unsigned)(int)rd_ldi(x, dt, off) ^ 0x80000000u;
     return desc ? ~k : k;
 }
 
@@ -381,12 +384,22 @@ __device__ __forceinline__ void so_topk_warp32(const soargs &g, const void *x, v
         i64 xo, o0, o1;
         rd_line(s, r, &xo, &o0, &o1);
         u64 w[V];
+        if (g.dt == RD_F32) { // no dtype switch between the loads: all V in flight at once
+            const float *xf = (const float *)x + xo;
 #pragma unroll
-        for (int v = 0; v < V; v++) {
-            int i = v * 32 + lane;
-            w[v] = i < n ? (u64)so_key32(x, g.isf, g.dt, xo + i * s.sx, g.desc) << 32 | (unsigned)i
-                         : ~0ull;
-        }
+            for (int v = 0; v < V; v++) {
+                int i = v * 32 + lane;
+                float f = i < n ? xf[i * s.sx] : 0.f;
+                w[v] = i < n ? (u64)so_key32f(f, g.desc) << 32 | (unsigned)i : ~0ull;
+            }
+        } else
+#pragma unroll
+            for (int v = 0; v < V; v++) {
+                int i = v * 32 + lane;
+                w[v] = i < n ? (u64)so_key32(x, g.isf, g.dt, xo + i * s.sx, g.desc) << 32 |
+                                   (unsigned)i
+                             : ~0ull;
+            }
         u64 last = 0;
         int mine = 0;
         for (int j = 0; j < k; j++) {
