@@ -668,8 +668,13 @@ extern "C" __global__ void em_mm_splitk_sum_f32(const float *ws, float *out, i64
     {
         i64 b = i / mn, e = i - b * mn;
         const float *w = ws + b * parts * mn + e;
+        float v[16]; // the loads first, then the adds in slice order
+#pragma unroll
+        for (int p = 0; p < 16; p++) v[p] = p < parts ? w[p * mn] : 0.f;
         float acc = 0.f;
-        for (int p = 0; p < parts; p++) acc += w[p * mn];
+#pragma unroll
+        for (int p = 0; p < 16; p++)
+            if (p < parts) acc += v[p];
         out[i] = acc;
     }
 }

@@ -88,7 +88,7 @@ __device__ __forceinline__ void gemv_cols(const void *a, const void *b, void *c,
 }
 
 // gemv_cols for f32 with B's columns contiguous (sbn == 1) and 16-byte aligned rows: a thread
-// takes four neighbouring columns, one float4 per k, four k in flight.
+// takes four neighbouring columns, one float4 per k, eight k in flight.
 __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float *c, float *ws,
                                            const mmidx &s, int parts)
 {
@@ -108,15 +108,12 @@ __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float
             acc.w = fmaf(xv, y.w, acc.w);
         };
         i64 k = k0;
-        for (; k + 4 <= k1; k += 4) {
-            const float4 y0 = *(const float4 *)(bb + k * s.sbk);
-            const float4 y1 = *(const float4 *)(bb + (k + 1) * s.sbk);
-            const float4 y2 = *(const float4 *)(bb + (k + 2) * s.sbk);
-            const float4 y3 = *(const float4 *)(bb + (k + 3) * s.sbk);
-            step(x[k * s.sak], y0);
-            step(x[(k + 1) * s.sak], y1);
-            step(x[(k + 2) * s.sak], y2);
-            step(x[(k + 3) * s.sak], y3);
+        for (; k + 8 <= k1; k += 8) {
+            float4 y[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++) y[q] = *(const float4 *)(bb + (k + q) * s.sbk);
+#pragma unroll
+            for (int q = 0; q < 8; q++) step(x[(k + q) * s.sak], y[q]);
         }
         for (; k < k1; k++) step(x[k * s.sak], *(const float4 *)(bb + k * s.sbk));
         float *o = parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
@@ -130,6 +127,7 @@ extern "C" __global__ void em_gemv_cols4_f32(const float *a, const float *b, flo
     gemv_cols4(a, b, c, ws, s, parts);
 }
 
+// Slice sums in slice order; eight loads issued before their adds (the adds stay in order).
 template <int TY>
 __device__ __forceinline__ void gemv_sum(const float *ws, void *c, i64 N, i64 nb, int parts)
 {
@@ -138,7 +136,15 @@ __device__ __forceinline__ void gemv_sum(const float *ws, void *c, i64 N, i64 nb
         const i64 bt = i / N, n = i - bt * N;
         const float *w = ws + bt * parts * N + n;
         float acc = 0.f;
-        for (int p = 0; p < parts; p++) acc += w[p * N];
+        int p = 0;
+        for (; p + 8 <= parts; p += 8) {
+            float v[8];
+#pragma unroll
+            for (int q = 0; q < 8; q++) v[q] = w[(p + q) * N];
+#pragma unroll
+            for (int q = 0; q < 8; q++) acc += v[q];
+        }
+        for (; p < parts; p++) acc += w[p * N];
         gv_st<TY>(c, i, acc);
     }
 }
