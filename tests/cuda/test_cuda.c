@@ -472,6 +472,44 @@ static void test_matmul_tiles(const char *tile)
                 }
 }
 
+/* The wgmma kernel's two tile widths add each output's products in the same order, so the tile
+ * choice (the tuner's, or the rule's) never changes a result: both agree bit for bit. Then a
+ * product large enough to be tuned (2^30 multiply-adds) against the CPU. */
+static void test_matmul_tile_widths(void)
+{
+    static const em_shape ps[][2] = {{EM_SHAPE(300, 1000), EM_SHAPE(1000, 520)},
+                                     {EM_SHAPE(1100, 72), EM_SHAPE(72, 4100)}};
+    const em_dtype dts[] = {EM_BF16, EM_F16, EM_F32};
+    for (int t = 0; t < 3; t++)
+        for (size_t p = 0; p < 2; p++)
+            for (int la = 0; la < 2; la++) {
+                em_scope_begin();
+                em_config_set("cuda_tf32", dts[t] == EM_F32 ? "1" : "0");
+                em_tensor *ca, *da, *cb, *db;
+                mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
+                mk(ps[p][1], 1 - la, dts[t], -1, 1, &cb, &db);
+                em_config_set("cuda_mm_tile", "wide");
+                em_tensor *w = em_matmul(da, db);
+                em_config_set("cuda_mm_tile", "narrow");
+                em_tensor *n = em_matmul(da, db);
+                char what[96];
+                snprintf(what, sizeof what, "matmul tile widths %s %s layout %d",
+                         em_dtype_name(dts[t]), tn_dims_str(ps[p][0].dims, 2), la);
+                compare(what, n, w, 0, 0);
+                em_scope_end();
+            }
+    em_config_set("cuda_mm_tile", "auto");
+    em_config_set("cuda_tf32", "0");
+    em_scope_begin();
+    em_tensor *ca, *da, *cb, *db;
+    mk(EM_SHAPE(1024, 1024), 0, EM_BF16, -1, 1, &ca, &da);
+    mk(EM_SHAPE(1024, 1024), 0, EM_BF16, -1, 1, &cb, &db);
+    compare("matmul bf16 1024^3 (tuned)", em_matmul(da, db), em_matmul(ca, cb), 2e-2, 1.6e-2);
+    compare("matmul bf16 1024^3 (tuned, again)", em_matmul(da, db), em_matmul(ca, cb), 2e-2,
+            1.6e-2);
+    em_scope_end();
+}
+
 /* f32 matmul on TF32 tensor cores (cuda_tf32 on): operands keep 10 mantissa bits, so results
  * differ from the CPU's by about 2^-11 of the products' magnitude. */
 static void test_matmul_tf32(void)
@@ -838,6 +876,7 @@ int main(void)
     test_reduce();
     test_matmul();
     test_matmul_tf32();
+    test_matmul_tile_widths();
     test_layer_norm();
     test_scalar_ops();
     test_max_pool();

@@ -3,8 +3,11 @@
  * cuda_nn.c, cuda_attention.c, cuda_optim.c); this one keeps FILL, COPY, MASKED_FILL, the float
  * MATMUL kernels (tensor cores, split-K), conv, im2col/col2im, max_pool and layer_norm rows. */
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
@@ -362,6 +365,175 @@ static int tma_major(int64_t s_other, int64_t s_k, int esz)
     return -1;
 }
 
+/* One product on the TMA wgmma kernel: operands (am / bn: MN-major), sizes, leading dims. */
+typedef struct tw_args {
+    int dev, esz;
+    const char *type; /* "bf16", "f16", "tf32" */
+    int am, bn;
+    const void *ap, *bp;
+    void *cp;
+    int64_t M, N, K, lda, ldb;
+    const char *what;
+} tw_args;
+
+/* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles. */
+static em_status run_tw(const tw_args *t, bool wide)
+{
+    const cuda_device_info *d = cuda_device(t->dev);
+    unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)t->esz;
+    int64_t tiles = (t->M + 127) / 128 * ((t->N + bnw - 1) / bnw);
+    cuda_tmap ma, mb;
+    bool ok = t->am ? encode_tmap(&ma, t->esz, t->ap, t->M, t->K, t->lda * t->esz, 64, bke)
+                    : encode_tmap(&ma, t->esz, t->ap, t->K, t->M, t->lda * t->esz, bke, 128);
+    ok = ok && (t->bn ? encode_tmap(&mb, t->esz, t->bp, t->N, t->K, t->ldb * t->esz, 64, bke)
+                      : encode_tmap(&mb, t->esz, t->bp, t->K, t->N, t->ldb * t->esz, bke, bnw));
+    if (!ok)
+        return em_error(EM_ERR_DEVICE, "%s: cuTensorMapEncodeTiled refused an operand", t->what);
+    char name[40];
+    snprintf(name, sizeof name, "em_mm_tw_%s_%c%c%c", t->type, t->am ? 'm' : 'k', t->bn ? 'n' : 'k',
+             wide ? 'w' : 'n');
+    CUfunction f = cuda_kernel(t->dev, name, t->what);
+    if (!f) return em_last_status();
+    void *cp = t->cp;
+    int mi = (int)t->M, ni = (int)t->N, ki = (int)t->K;
+    void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki};
+    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
+    unsigned block[3] = {384, 1, 1};
+    /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
+       alignment slack and the 8 mbarriers */
+    unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
+    return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
+}
+
+/* ---- the tile width, tuned on first use ------------------------------------------------------
+ * With config cuda_autotune on (the default), a product shape (type, layouts, M, N, K) of at
+ * least 2^30 multiply-adds first runs both tile widths (a warm-up, then the best of three timed
+ * runs each, synchronised) and keeps the faster; decisions are kept for the process and appended
+ * to <cache dir>/cuda-mm-tune-sm<cc>-<SMs>.txt, read back on the next start; the product then
+ * runs once more with the chosen width. Smaller products and cuda_autotune = off take the wave
+ * count rule at the end. */
+typedef struct tune_entry {
+    char type[8];
+    int am, bn;
+    int64_t M, N, K;
+    int wide;
+} tune_entry;
+
+static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
+static tune_entry *tunes;
+static int n_tunes, cap_tunes;
+static bool tunes_read;
+static char tune_path[1100];
+
+static void tune_add(const tune_entry *e)
+{
+    if (n_tunes == cap_tunes) {
+        int cap = cap_tunes ? 2 * cap_tunes : 64;
+        tune_entry *t = realloc(tunes, (size_t)cap * sizeof *t);
+        if (!t) return;
+        tunes = t, cap_tunes = cap;
+    }
+    tunes[n_tunes++] = *e;
+}
+
+static const tune_entry *tune_find(const tw_args *t)
+{
+    for (int i = 0; i < n_tunes; i++) {
+        const tune_entry *e = &tunes[i];
+        if (!strcmp(e->type, t->type) && e->am == t->am && e->bn == t->bn && e->M == t->M &&
+            e->N == t->N && e->K == t->K)
+            return e;
+    }
+    return NULL;
+}
+
+/* Reads the decisions file once (caller holds tune_lock). */
+static void tune_read(int dev)
+{
+    if (tunes_read) return;
+    tunes_read = true;
+    const char *pat = cuda_module_cache_path(dev), *slash = strrchr(pat, '/');
+    const cuda_device_info *d = cuda_device(dev);
+    if (!slash || !d) return;
+    snprintf(tune_path, sizeof tune_path, "%.*s/cuda-mm-tune-sm%d%d-%d.txt", (int)(slash - pat),
+             pat, d->cc_major, d->cc_minor, d->sm_count);
+    FILE *f = fopen(tune_path, "r");
+    if (!f) return;
+    tune_entry e;
+    long long M, N, K;
+    while (fscanf(f, "%7s %d %d %lld %lld %lld %d", e.type, &e.am, &e.bn, &M, &N, &K, &e.wide) ==
+           7) {
+        e.M = M, e.N = N, e.K = K;
+        tune_add(&e);
+    }
+    fclose(f);
+}
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* The best of three synchronised runs of one width after a warm-up; < 0 on failure. */
+static double time_tw(const tw_args *t, bool wide)
+{
+    double best = -1;
+    for (int r = 0; r < 4; r++) {
+        double t0 = now_s();
+        if (run_tw(t, wide) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
+        double dt = now_s() - t0;
+        if (r > 0 && (best < 0 || dt < best)) best = dt;
+    }
+    return best;
+}
+
+/* 256-column tiles (wide) or 128-column ones for t. */
+static bool tile_width(const tw_args *t)
+{
+    const char *tile = em_config_get("cuda_mm_tile");
+    if (tile && !strcmp(tile, "wide")) return true;
+    if (tile && !strcmp(tile, "narrow")) return false;
+    const char *v = em_config_get("cuda_autotune");
+    bool tune = !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
+    if (tune && (double)t->M * (double)t->N * (double)t->K >= 1073741824.0) {
+        pthread_mutex_lock(&tune_lock);
+        tune_read(t->dev);
+        const tune_entry *e = tune_find(t);
+        int wide = e ? e->wide : -1;
+        if (wide < 0) {
+            double tn = time_tw(t, false), tw = tn >= 0 ? time_tw(t, true) : -1;
+            if (tw >= 0) {
+                tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K};
+                snprintf(n.type, sizeof n.type, "%s", t->type);
+                n.wide = wide = tw <= tn;
+                tune_add(&n);
+                FILE *f = tune_path[0] ? fopen(tune_path, "a") : NULL;
+                if (f) {
+                    fprintf(f, "%s %d %d %lld %lld %lld %d\n", n.type, n.am, n.bn, (long long)n.M,
+                            (long long)n.N, (long long)n.K, n.wide);
+                    fclose(f);
+                }
+                em_log_msg("cuda", EM_LOG_INFO,
+                           "matmul %s %lld x %lld x %lld: 256-column tiles %.3f ms, 128-column "
+                           "%.3f ms",
+                           t->type, (long long)t->M, (long long)t->N, (long long)t->K, tw * 1e3,
+                           tn * 1e3);
+            } else
+                em_clear_error(); /* a failed trial: the rule decides, the real run reports */
+        }
+        pthread_mutex_unlock(&tune_lock);
+        if (wide >= 0) return wide;
+    }
+    /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
+       (a 128-column tile is taken to cost 0.55 of a 256-column one) */
+    int64_t tm = (t->M + 127) / 128, sm = cuda_device(t->dev)->sm_count;
+    int64_t waves_w = (tm * ((t->N + 255) / 256) + sm - 1) / sm;
+    int64_t waves_n = (tm * ((t->N + 127) / 128) + sm - 1) / sm;
+    return (double)waves_w <= 0.55 * (double)waves_n;
+}
+
 /* f16/bf16 (or f32 on TF32) product on the TMA wgmma kernel. K-major or MN-major operands are
  * read in place (TF32 takes K-major only: an MN-major operand is transposed into a pooled buffer
  * first). EM_ERR_UNSUPPORTED (nothing recorded) when the layout does not fit. */
@@ -391,48 +563,24 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
         st = tmpb ? transpose4(dev, bp, tmpb, K, N, ldb, what) : em_last_status();
         bp = tmpb, ldb = K, bn = 0;
     }
-    const cuda_device_info *d = cuda_device(dev);
-    /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
-       (a 128-column tile is taken to cost 0.55 of a 256-column one) */
-    int64_t tm = (M + 127) / 128, sm = d->sm_count;
-    int64_t waves_w = (tm * ((N + 255) / 256) + sm - 1) / sm;
-    int64_t waves_n = (tm * ((N + 127) / 128) + sm - 1) / sm;
-    const char *tile = em_config_get("cuda_mm_tile");
-    bool wide = tile && !strcmp(tile, "wide")     ? true
-                : tile && !strcmp(tile, "narrow") ? false
-                                                  : (double)waves_w <= 0.55 * (double)waves_n;
-    unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)esz;
-    int64_t tiles = tm * ((N + bnw - 1) / bnw);
-    cuda_tmap ma, mb;
     if (st == EM_OK) {
-        bool ok = am ? encode_tmap(&ma, esz, ap, M, K, lda * esz, 64, bke)
-                     : encode_tmap(&ma, esz, ap, K, M, lda * esz, bke, 128);
-        ok = ok && (bn ? encode_tmap(&mb, esz, bp, N, K, ldb * esz, 64, bke)
-                       : encode_tmap(&mb, esz, bp, K, N, ldb * esz, bke, bnw));
-        if (!ok)
-            st = em_error(EM_ERR_DEVICE, "%s: cuTensorMapEncodeTiled refused an operand", what);
-    }
-    if (st == EM_OK) {
-        char name[40];
-        snprintf(name, sizeof name, "em_mm_tw_%s_%c%c%c",
-                 tf32                  ? "tf32"
-                 : o->dtype == EM_BF16 ? "bf16"
-                                       : "f16",
-                 am ? 'm' : 'k', bn ? 'n' : 'k', wide ? 'w' : 'n');
-        CUfunction f = cuda_kernel(dev, name, what);
-        if (!f)
-            st = em_last_status();
-        else {
-            void *cp = tn_ptr(o);
-            int mi = (int)M, ni = (int)N, ki = (int)K;
-            void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki};
-            unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
-            unsigned block[3] = {384, 1, 1};
-            /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
-               alignment slack and the 8 mbarriers */
-            unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
-            st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
-        }
+        tw_args t = {.dev = dev,
+                     .esz = esz,
+                     .type = tf32                  ? "tf32"
+                             : o->dtype == EM_BF16 ? "bf16"
+                                                   : "f16",
+                     .am = am,
+                     .bn = bn,
+                     .ap = ap,
+                     .bp = bp,
+                     .cp = tn_ptr(o),
+                     .M = M,
+                     .N = N,
+                     .K = K,
+                     .lda = lda,
+                     .ldb = ldb,
+                     .what = what};
+        st = run_tw(&t, tile_width(&t));
     }
     cuda_pool_free(dev, tmpa); /* stream order: the product has read them before any reuse */
     cuda_pool_free(dev, tmpb);
