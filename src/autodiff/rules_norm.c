@@ -2,6 +2,7 @@
  * dropout. Statistics, scores and masks are recomputed from the inputs with Ember ops, so the
  * rules run on every backend and, recorded under create_graph, give second derivatives. */
 #include <math.h>
+#include <string.h>
 
 #include "autodiff_impl.h"
 
@@ -146,6 +147,7 @@ static void batch_norm(ad_ctx *c)
 }
 
 /* The fused form: one SDPA_BACKWARD record, where the backend runs it natively, grad mode is off
+ * (config sdpa_fused_backward = off: never)
  * (with create_graph the composed ops below are recorded, which gives second derivatives) and
  * no additive mask needs a gradient (that gradient is dS itself). False: compose. A fully
  * masked row gives no gradient there, where the composed form spreads its NaN. */
@@ -155,6 +157,8 @@ static bool sdpa_fused(ad_ctx *c)
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
     int mkind = (int)op->i[1];
     if (em_grad_enabled() || (mask && mkind == 2 && c->needs[3]) || !c->out[0]) return false;
+    const char *cfg = em_config_get("sdpa_fused_backward");
+    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
     em_tensor *g = ad_gout(c, 0);
     if (g && g->dtype != op->in[0]->dtype) g = em_cast(g, op->in[0]->dtype);
     if (!g) return false;

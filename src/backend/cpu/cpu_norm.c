@@ -479,6 +479,7 @@ typedef struct bwd_geo {
     int nb;
     const int64_t *bshape;
     int64_t L, S, E, Ev, lb; /* lb: query rows per block */
+    atomic_int *oom;         /* set when a task could not get its scratch */
 } bwd_geo;
 
 /* rows x cols of t at batch index bidx from row r0, widened into dst (row-major, ld cols). */
@@ -522,10 +523,12 @@ typedef struct bwd_rows_ctx {
     const int64_t *bidx;
     int64_t i0;
     void *p, *dp, *dd; /* [rows, S] scores then probabilities; [rows, S] dP then dS; [rows] D */
-    bool dbl, second;  /* second: turn dP into dS, else scores into P and compute D */
+    const void *o, *g; /* [rows, Ev] the block's output and output gradient */
+    const cpu_fast_ops *fast;
+    bool dbl, second; /* second: turn dP into dS, else scores into P and compute D */
 } bwd_rows_ctx;
 
-#define SDPA_BWD_ROWS(T, EXP)                                                                      \
+#define SDPA_BWD_ROWS(T, EXP, FAST)                                                                \
     do {                                                                                           \
         T *P = (T *)x->p, *DP = (T *)x->dp, *DD = (T *)x->dd;                                      \
         for (int64_t r = r0; r < r1; r++) {                                                        \
@@ -554,18 +557,21 @@ typedef struct bwd_rows_ctx {
                 DD[r] = 0;                                                                         \
                 continue;                                                                          \
             }                                                                                      \
-            double sum = 0;                                                                        \
-            for (int64_t j = 0; j < c->S; j++) {                                                   \
-                T e = EXP(row[j] - mx);                                                            \
-                row[j] = e;                                                                        \
-                sum += e;                                                                          \
+            if (FAST) { /* the softmax kernel em_softmax runs */                                   \
+                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, false);         \
+            } else {                                                                               \
+                double sum = 0;                                                                    \
+                for (int64_t j = 0; j < c->S; j++) {                                               \
+                    T e = EXP(row[j] - mx);                                                        \
+                    row[j] = e;                                                                    \
+                    sum += e;                                                                      \
+                }                                                                                  \
+                T inv = (T)(1 / sum);                                                              \
+                for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                  \
             }                                                                                      \
-            T inv = (T)(1 / sum);                                                                  \
-            for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                      \
+            const T *orow = (const T *)x->o + r * c->Ev, *grow = (const T *)x->g + r * c->Ev;      \
             double d = 0;                                                                          \
-            for (int64_t e = 0; e < c->Ev; e++)                                                    \
-                d += cpu_get_f64(at(o, c->nb, x->bidx, i, e), o->dtype) *                          \
-                     cpu_get_f64(at(g, c->nb, x->bidx, i, e), g->dtype);                           \
+            for (int64_t e = 0; e < c->Ev; e++) d += (double)orow[e] * (double)grow[e];            \
             DD[r] = (T)d;                                                                          \
         }                                                                                          \
     } while (0)
@@ -575,14 +581,13 @@ static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
     const bwd_rows_ctx *x = vctx;
     const bwd_geo *c = x->c;
     const em_op *op = c->op;
-    const em_tensor *o = op->in[3], *g = op->in[4];
     const em_tensor *mask = op->n_in > 5 ? op->in[5] : NULL;
     bool causal = op->i[0] != 0;
     int mkind = (int)op->i[1];
     if (x->dbl)
-        SDPA_BWD_ROWS(double, exp);
+        SDPA_BWD_ROWS(double, exp, (const cpu_fast_ops *)NULL);
     else
-        SDPA_BWD_ROWS(float, expf);
+        SDPA_BWD_ROWS(float, expf, x->fast);
 }
 
 #define SDPA_BWD_GEMM(T, GEMM)                                                                     \
@@ -603,33 +608,15 @@ static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
         GEMM(true, false, c.S, c.E, rows, sc, DP, c.S, Qb, c.E, (T)(i0 ? 1 : 0), dK, c.E);         \
     } while (0)
 
-static em_status exec_sdpa_backward(const em_op *op)
+/* Batch indices [b0, b1) of the record, one after the other with their own scratch. */
+static void bwd_batches(void *vctx, int64_t b0, int64_t b1)
 {
+    const bwd_geo *cp = vctx;
+    bwd_geo c = *cp;
+    const em_op *op = c.op;
     em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
-    int nb = dq->rank - 2;
-    bwd_geo c = {
-        .op = op,
-        .nb = nb,
-        .bshape = dq->shape,
-        .L = dq->shape[nb],
-        .E = dq->shape[nb + 1],
-        .S = dk->shape[nb],
-        .Ev = dv->shape[nb + 1],
-    };
-    int64_t nbatch = 1;
-    for (int d = 0; d < nb; d++) nbatch *= dq->shape[d];
-    size_t es = em_dtype_size(dq->dtype);
-    if (c.L == 0 || c.S == 0 || nbatch == 0) { /* no scores: every gradient is zero */
-        memset(tn_ptr(dq), 0, (size_t)tn_numel(dq) * es);
-        memset(tn_ptr(dk), 0, (size_t)tn_numel(dk) * es);
-        memset(tn_ptr(dv), 0, (size_t)tn_numel(dv) * es);
-        return EM_OK;
-    }
     bool dbl = dq->dtype == EM_F64;
     size_t ts = dbl ? sizeof(double) : sizeof(float);
-    /* blocks of query rows holding at most 2^20 scores (two such matrices per block) */
-    c.lb = c.L;
-    while (c.lb > 16 && c.lb * c.S > ((int64_t)1 << 20)) c.lb = (c.lb + 1) / 2;
     double scale = op->f[0];
     int64_t lb = c.lb;
     void *kbuf = em_alloc((size_t)(c.S * c.E) * ts), *vbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
@@ -637,13 +624,15 @@ static em_status exec_sdpa_backward(const em_op *op)
     void *qbuf = em_alloc((size_t)(lb * c.E) * ts), *gbuf = em_alloc((size_t)(lb * c.Ev) * ts);
     void *dqbuf = em_alloc((size_t)(lb * c.E) * ts), *ddbuf = em_alloc((size_t)lb * ts);
     void *pbuf = em_alloc((size_t)(lb * c.S) * ts), *dpbuf = em_alloc((size_t)(lb * c.S) * ts);
-    em_status st = EM_OK;
-    if (!kbuf || !vbuf || !dkbuf || !dvbuf || !qbuf || !gbuf || !dqbuf || !ddbuf || !pbuf || !dpbuf)
-        st = EM_ERR_OOM;
+    void *obuf = em_alloc((size_t)(lb * c.Ev) * ts);
+    bool ok =
+        kbuf && vbuf && dkbuf && dvbuf && qbuf && gbuf && dqbuf && ddbuf && pbuf && dpbuf && obuf;
+    if (!ok) atomic_store(cp->oom, 1);
     int64_t grain = c.S * (c.E + c.Ev) > 4096 ? 1 : 8;
-    for (int64_t b = 0; b < nbatch && st == EM_OK; b++) {
+    const cpu_fast_ops *fast = dbl ? NULL : cpu_fast();
+    for (int64_t b = b0; b < b1 && ok; b++) {
         int64_t bidx[EM_MAX_RANK], rem = b;
-        for (int d = nb - 1; d >= 0; d--) {
+        for (int d = c.nb - 1; d >= 0; d--) {
             bidx[d] = rem % c.bshape[d];
             rem /= c.bshape[d];
         }
@@ -653,7 +642,8 @@ static em_status exec_sdpa_backward(const em_op *op)
             int64_t rows = c.L - i0 < lb ? c.L - i0 : lb;
             load_rows(op->in[0], &c, bidx, i0, rows, c.E, qbuf, dbl);
             load_rows(op->in[4], &c, bidx, i0, rows, c.Ev, gbuf, dbl);
-            bwd_rows_ctx rx = {&c, bidx, i0, pbuf, dpbuf, ddbuf, dbl, false};
+            load_rows(op->in[3], &c, bidx, i0, rows, c.Ev, obuf, dbl);
+            bwd_rows_ctx rx = {&c, bidx, i0, pbuf, dpbuf, ddbuf, obuf, gbuf, fast, dbl, false};
             if (dbl)
                 SDPA_BWD_GEMM(double, cpu_dgemm);
             else
@@ -673,7 +663,44 @@ static em_status exec_sdpa_backward(const em_op *op)
     em_free(ddbuf);
     em_free(pbuf);
     em_free(dpbuf);
-    return st == EM_OK ? EM_OK : em_error(st, "em_sdpa_backward: out of memory");
+    em_free(obuf);
+}
+
+static em_status exec_sdpa_backward(const em_op *op)
+{
+    em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    int nb = dq->rank - 2;
+    atomic_int oom;
+    atomic_init(&oom, 0);
+    bwd_geo c = {
+        .op = op,
+        .nb = nb,
+        .bshape = dq->shape,
+        .L = dq->shape[nb],
+        .E = dq->shape[nb + 1],
+        .S = dk->shape[nb],
+        .Ev = dv->shape[nb + 1],
+        .oom = &oom,
+    };
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++) nbatch *= dq->shape[d];
+    size_t es = em_dtype_size(dq->dtype);
+    if (c.L == 0 || c.S == 0 || nbatch == 0) { /* no scores: every gradient is zero */
+        memset(tn_ptr(dq), 0, (size_t)tn_numel(dq) * es);
+        memset(tn_ptr(dk), 0, (size_t)tn_numel(dk) * es);
+        memset(tn_ptr(dv), 0, (size_t)tn_numel(dv) * es);
+        return EM_OK;
+    }
+    /* blocks of query rows holding at most 2^20 scores (two such matrices per block) */
+    c.lb = c.L;
+    while (c.lb > 16 && c.lb * c.S > ((int64_t)1 << 20)) c.lb = (c.lb + 1) / 2;
+    /* enough batch indices for every thread: one per task (the GEMMs inside run inline);
+       otherwise one after the other, each spread over the pool by its GEMMs and row loops */
+    if (nbatch >= 2 * (int64_t)em_get_num_threads())
+        em_parallel_for(nbatch, 1, bwd_batches, &c);
+    else
+        bwd_batches(&c, 0, nbatch);
+    return atomic_load(&oom) ? em_error(EM_ERR_OOM, "em_sdpa_backward: out of memory") : EM_OK;
 }
 
 typedef struct drop_ctx {
