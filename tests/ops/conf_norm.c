@@ -325,6 +325,46 @@ static void check_sdpa_backward(void)
             free(mv);
             em_scope_end();
         }
+    /* the shapes of the CUDA flash backward (f16/bf16, head dim 64): k and v per batch index */
+    for (int t = 2; t < 4; t++)
+        for (int c = 0; c < 2; c++) {
+            em_dtype dt = float_dtypes[t];
+            em_scope_begin();
+            const int64_t B = 2, L = 70, S = 65, E = 64;
+            double *qv, *kv, *vv, *gv;
+            em_tensor *q = h_rand(EM_SHAPE(B, L, E), dt, H_CONTIG, -1, 1, &qv);
+            em_tensor *kt = h_rand(EM_SHAPE(B, S, E), dt, H_CONTIG, -1, 1, &kv);
+            em_tensor *v = h_rand(EM_SHAPE(B, S, E), dt, H_CONTIG, -1, 1, &vv);
+            em_tensor *g = h_rand(EM_SHAPE(B, L, E), dt, H_CONTIG, -1, 1, &gv);
+            double scale = 0.125;
+            em_tensor *o = em_sdpa(q, kt, v, NULL, (em_sdpa_opts){.causal = c == 1});
+            double *ov = o ? h_values(o) : NULL;
+            double *dq = malloc(sizeof(double) * B * L * E),
+                   *dk = malloc(sizeof(double) * B * S * E),
+                   *dv = malloc(sizeof(double) * B * S * E);
+            em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
+            em_status st =
+                o ? tn_sdpa_backward(q, kt, v, o, g, NULL, 0, c == 1, scale, false, &gq, &gk, &gvv)
+                  : EM_ERR_INTERNAL;
+            CHECK(st == EM_OK, "sdpa_backward %s D=64: %s", em_dtype_name(dt), em_last_error());
+            if (st == EM_OK && ov) {
+                ref_sdpa_bwd(qv, kv, vv, ov, gv, B, L, S, E, E, true, NULL, 0, c == 1, scale, dq,
+                             dk, dv);
+                double tol = tol_for(dt) * 2;
+                h_check_tensor("sdpa_backward D=64 dq", gq, dq, EM_SHAPE(B, L, E), tol, tol);
+                h_check_tensor("sdpa_backward D=64 dk", gk, dk, EM_SHAPE(B, S, E), tol, tol);
+                h_check_tensor("sdpa_backward D=64 dv", gvv, dv, EM_SHAPE(B, S, E), tol, tol);
+            }
+            free(ov);
+            free(dq);
+            free(dk);
+            free(dv);
+            free(qv);
+            free(kv);
+            free(vv);
+            free(gv);
+            em_scope_end();
+        }
     /* no keys or no queries: zero gradients */
     em_scope_begin();
     em_tensor *q = em_ones(EM_SHAPE(2, 3, 4), EM_F32, h_dev),
