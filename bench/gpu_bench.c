@@ -284,10 +284,13 @@ int main(int argc, char **argv)
         attn_k = em_requires_grad(em_randn(s, EM_BF16, dev), true);
         attn_v = em_requires_grad(em_randn(s, EM_BF16, dev), true);
         attn_g = em_randn(s, EM_BF16, dev);
+        int64_t fused = tn_op_count(EM_OP_SDPA_BACKWARD);
         if (bench_selected(argc, argv, "sdpa_fwbw_bf16_8k"))
             run_case("sdpa_fwbw_bf16_8k", K_SDPA_FWBW, q, NULL, 1, 11, 4.0);
         if (bench_selected(argc, argv, "sdpa_fwbw_bf16_8k_causal"))
             run_case("sdpa_fwbw_bf16_8k_causal", K_SDPA_FWBW_CAUSAL, q, NULL, 1, 11, 4.0);
+        if (tn_op_count(EM_OP_SDPA_BACKWARD) == fused)
+            printf("note\tsdpa_fwbw_bf16_8k\tthe backward composed ops (no fused sdpa_backward)\n");
         em_release(q);
         em_release(attn_k);
         em_release(attn_v);
