@@ -277,8 +277,10 @@ static void compare_rel(const char *what, em_tensor *got, em_tensor *want, doubl
     }
     CHECK(bad < 0, "%s: element %lld is %g, expected %g", what, (long long)bad,
           bad < 0 ? 0 : a[bad], bad < 0 ? 0 : b[bad]);
-    CHECK(err <= tol * (mx > 0 ? mx : 1), "%s: max error %.3g at %lld (%g vs %g) over max |%g|",
-          what, err, (long long)worst, a[worst], b[worst], mx);
+    /* gradients that vanish (S = 1: dS = dP - D = 0) leave rounding noise: a floor of 1e-3 */
+    CHECK(err <= tol * (mx > 1e-3 ? mx : 1e-3),
+          "%s: max error %.3g at %lld (%g vs %g) over max |%g|", what, err, (long long)worst,
+          a[worst], b[worst], mx);
     free(a);
     free(b);
 }
