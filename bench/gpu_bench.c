@@ -33,10 +33,15 @@ enum {
     K_TOPK10_LAST,
     K_SDPA,
     K_SDPA_CAUSAL,
+    K_SDPA_FWBW, /* sdpa forward and backward (the vector-Jacobian product with a fixed seed) */
+    K_SDPA_FWBW_CAUSAL,
     K_TRAIN,       /* forward, cross entropy, backward, Adam step */
     K_ENC_FORWARD, /* transformer encoder forward without grad */
     K_ENC_TRAIN,   /* transformer encoder: forward, mean of squares, backward, Adam step */
 };
+
+/* the attention forward-backward cases' keys, values and output gradient (q is ctx.a) */
+static em_tensor *attn_k, *attn_v, *attn_g;
 
 /* the model cases' module, optimizer and targets */
 static em_module *net;
@@ -71,6 +76,14 @@ static void step(void *p)
         case K_SDPA_CAUSAL:
             em_sdpa(c->a, c->a, c->a, NULL, (em_sdpa_opts){.causal = c->kind == K_SDPA_CAUSAL});
             break;
+        case K_SDPA_FWBW:
+        case K_SDPA_FWBW_CAUSAL: {
+            em_tensor *y = em_sdpa(c->a, attn_k, attn_v, NULL,
+                                   (em_sdpa_opts){.causal = c->kind == K_SDPA_FWBW_CAUSAL});
+            em_grads *g = em_backward_with(&y, &attn_g, 1, (em_backward_opts){0});
+            em_grads_free(g);
+            break;
+        }
         case K_TRAIN: {
             em_tensor *loss = em_cross_entropy(em_forward(net, c->a), targets, (em_ce_cfg){0});
             em_grads *g = em_backward(loss);
@@ -272,6 +285,26 @@ int main(int argc, char **argv)
         if (bench_selected(argc, argv, "sdpa_bf16_8k_causal"))
             run_case("sdpa_bf16_8k_causal", K_SDPA_CAUSAL, q, NULL, 1, 11, 3.0);
         em_release(q);
+    }
+    /* attention forward and backward: q, k, v [2, 16, 8192, 128] bf16 leaves, a fixed output
+       gradient; the backward is the fused record (kernels/attention_bwd.cu) */
+    if (bench_selected(argc, argv, "sdpa_fwbw")) {
+        em_shape s = EM_SHAPE(2, 16, 8192, 128);
+        em_tensor *q = em_requires_grad(em_randn(s, EM_BF16, dev), true);
+        attn_k = em_requires_grad(em_randn(s, EM_BF16, dev), true);
+        attn_v = em_requires_grad(em_randn(s, EM_BF16, dev), true);
+        attn_g = em_randn(s, EM_BF16, dev);
+        int64_t fused = tn_op_count(EM_OP_SDPA_BACKWARD);
+        if (bench_selected(argc, argv, "sdpa_fwbw_bf16_8k"))
+            run_case("sdpa_fwbw_bf16_8k", K_SDPA_FWBW, q, NULL, 1, 11, 4.0);
+        if (bench_selected(argc, argv, "sdpa_fwbw_bf16_8k_causal"))
+            run_case("sdpa_fwbw_bf16_8k_causal", K_SDPA_FWBW_CAUSAL, q, NULL, 1, 11, 4.0);
+        if (tn_op_count(EM_OP_SDPA_BACKWARD) == fused)
+            printf("note\tsdpa_fwbw_bf16_8k\tthe backward composed ops (no fused sdpa_backward)\n");
+        em_release(q);
+        em_release(attn_k);
+        em_release(attn_v);
+        em_release(attn_g);
     }
     if (bench_selected(argc, argv, "train_mlp")) {
         em_module *m = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev),

@@ -46,6 +46,9 @@ def rate(case, ms):
         return f"{BYTES[case] / (ms * 1e-3) / 1e12:.2f} TB/s"
     if case == "tiny_add":
         return f"{ms * 1e3:.1f} us/op"
+    if case.startswith("sdpa_fwbw_"):  # forward 4 B H S^2 D flops, backward 10 (FlashAttention-2's count)
+        flops = 14 * 2 * 16 * 8192 ** 2 * 128 / (2 if case.endswith("causal") else 1)
+        return f"{flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case.startswith("sdpa_"):  # B=2 H=16 S=8192 D=128: 4 B H S^2 D flops, half when causal
         flops = 4 * 2 * 16 * 8192 ** 2 * 128 / (2 if case.endswith("causal") else 1)
         return f"{flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s"

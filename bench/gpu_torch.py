@@ -87,6 +87,25 @@ with torch.no_grad():
                 run("sdpa_bf16_8k_causal", lambda: F.scaled_dot_product_attention(q, q, q, is_causal=True),
                     reps=11, budget=3.0)
         del q
+    if selected("sdpa_fwbw"):
+        # forward and backward with a fixed output gradient (torch.autograd.grad: no .grad
+        # accumulation), as bench/gpu_bench.c's sdpa_fwbw cases
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+        shape = (2, 16, 8192, 128)
+        qkv = [torch.randn(*shape, device=dev, dtype=torch.bfloat16, requires_grad=True) for _ in range(3)]
+        gy = torch.randn(*shape, device=dev, dtype=torch.bfloat16)
+
+        def fwbw(causal):
+            with torch.enable_grad():
+                y = F.scaled_dot_product_attention(*qkv, is_causal=causal)
+                torch.autograd.grad(y, qkv, gy)
+
+        with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+            if selected("sdpa_fwbw_bf16_8k"):
+                run("sdpa_fwbw_bf16_8k", lambda: fwbw(False), reps=11, budget=4.0)
+            if selected("sdpa_fwbw_bf16_8k_causal"):
+                run("sdpa_fwbw_bf16_8k_causal", lambda: fwbw(True), reps=11, budget=4.0)
+        del qkv, gy
     if selected("tiny_add"):
         a = torch.randn(1, device=dev)
         b = torch.randn(1, device=dev)

@@ -2,6 +2,7 @@
  * dropout. Statistics, scores and masks are recomputed from the inputs with Ember ops, so the
  * rules run on every backend and, recorded under create_graph, give second derivatives. */
 #include <math.h>
+#include <string.h>
 
 #include "autodiff_impl.h"
 
@@ -145,12 +146,38 @@ static void batch_norm(ad_ctx *c)
     }
 }
 
+/* The fused form: one SDPA_BACKWARD record, where the backend runs it natively, grad mode is off
+ * (config sdpa_fused_backward = off: never)
+ * (with create_graph the composed ops below are recorded, which gives second derivatives) and
+ * no additive mask needs a gradient (that gradient is dS itself). False: compose. A fully
+ * masked row gives no gradient there, where the composed form spreads its NaN. */
+static bool sdpa_fused(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    int mkind = (int)op->i[1];
+    if (em_grad_enabled() || (mask && mkind == 2 && c->needs[3]) || !c->out[0]) return false;
+    const char *cfg = em_config_get("sdpa_fused_backward");
+    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
+    em_tensor *g = ad_gout(c, 0);
+    if (g && g->dtype != op->in[0]->dtype) g = em_cast(g, op->in[0]->dtype);
+    if (!g) return false;
+    em_tensor *d[3];
+    em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, mkind,
+                                    op->i[0] != 0, op->f[0], true, &d[0], &d[1], &d[2]);
+    if (st == EM_ERR_UNSUPPORTED && !em_failed()) return false;
+    for (int i = 0; i < 3 && st == EM_OK; i++)
+        if (c->needs[i]) c->gin[i] = ad_sum_to(d[i], ad_in_shape(c, i));
+    return true;
+}
+
 /* q [..., L, E], k [..., S, E], v [..., S, Ev], mask broadcast to [..., L, S]. Recomputes
  * P = softmax(q k^T * scale + mask) with masked positions at -inf, then
  *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P, -1)), dq = dS k scale, dk = dS^T q scale,
  * each summed back over the batch dims its input was broadcast along. */
 static void sdpa(ad_ctx *c)
 {
+    if (sdpa_fused(c)) return;
     const em_op *op = c->op;
     em_tensor *q = wide(op->in[0]), *k = wide(op->in[1]), *v = wide(op->in[2]);
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;

@@ -170,6 +170,13 @@ static void drop_outputs(em_op *op)
     }
 }
 
+bool tn_supported(const em_op *op)
+{
+    em_device dev = op->n_in > 0 ? op->in[0]->storage->device : op->out[0]->storage->device;
+    const em_backend *be = em_backend_get(dev.backend);
+    return be && be->supports(op);
+}
+
 em_status tn_dispatch(em_op *op)
 {
     if (op->kind < 0 || op->kind >= EM_OP_COUNT) {

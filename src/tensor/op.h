@@ -16,7 +16,7 @@ typedef enum em_op_kind {
 } em_op_kind;
 
 #define EM_OP_MAX_IN  6
-#define EM_OP_MAX_OUT 2
+#define EM_OP_MAX_OUT 3
 #define EM_OP_MAX_I   40
 #define EM_OP_MAX_F   4
 
@@ -56,6 +56,20 @@ void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds);
 void tn_profile_reset(void);
 /* How many of those ran on the CPU for a device backend that lacks them (config cpu_fallback). */
 int64_t tn_fallback_count(em_op_kind kind);
+
+/* Whether the backend of op's first input runs op itself (no CPU fallback counted): lets a
+ * caller choose between a fused record and a composition of ops. */
+bool tn_supported(const em_op *op);
+
+/* The gradients of em_sdpa (an SDPA_BACKWARD record, see ops_norm.c): from q, k, v, the forward
+ * output o, its gradient g and the optional mask (mask_kind 1 bool, 2 additive), writes dq
+ * [B..., L, E], dk [B..., S, E], dv [B..., S, Ev] over the output's batch dims B (not summed
+ * back over broadcast dims), in q's dtype. With `probe`, returns EM_ERR_UNSUPPORTED without
+ * recording an error when the backend would not run the record natively. */
+em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                           const em_tensor *o, const em_tensor *g, const em_tensor *mask,
+                           int mask_kind, bool causal, double scale, bool probe, em_tensor **dq,
+                           em_tensor **dk, em_tensor **dv);
 
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters

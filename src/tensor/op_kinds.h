@@ -91,7 +91,8 @@
     X(RESHAPE, "reshape", view) X(PERMUTE, "permute", view) X(SLICE, "slice", view) \
     X(EXPAND, "expand", view) X(FLIP, "flip", view) X(UNFOLD, "unfold", view) \
     /* appended */ \
-    X(MAX_POOL_VALUES, "max_pool_values", nn)
+    X(MAX_POOL_VALUES, "max_pool_values", nn) \
+    X(SDPA_BACKWARD, "sdpa_backward", nn)
 /* clang-format on */
 
 #endif

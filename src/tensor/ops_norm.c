@@ -9,6 +9,12 @@
  *               i2 = has bias; f0 = eps
  *   SDPA        in: q [..., L, E], k [..., S, E], v [..., S, Ev], [mask]; i0 = causal,
  *               i1 = mask kind (0 none, 1 bool keep-mask, 2 additive float); f0 = scale
+ *   SDPA_BACKWARD in: q, k, v, o (the SDPA output), g (its gradient, o's shape), [mask];
+ *               out: dq [B..., L, E], dk [B..., S, E], dv [B..., S, Ev] over o's batch dims B
+ *               (contiguous, q's dtype; not summed over broadcast dims); i0, i1, f0 as SDPA.
+ *               P = softmax(scale q k^T + mask) with a fully masked row all zero (the forward
+ *               gives NaN there), D = rowsum(g * o), dS = P * (g v^T - D):
+ *               dv = P^T g, dq = scale dS k, dk = scale dS^T q
  *   DROPOUT     in: x; i0 = seed, i1 = offset (element k is kept when uniform k of the Philox
  *               stream is >= p); f0 = p. */
 #include <math.h>
@@ -239,6 +245,56 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
     double f[1] = {scale};
     em_tensor *out = tn_new(q->dtype, oshape, r2 + 2, q->storage->device);
     return tn_run1(EM_OP_SDPA, out, in, mask ? 4 : 3, ip, 2, f, 1);
+}
+
+em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                           const em_tensor *o, const em_tensor *g, const em_tensor *mask,
+                           int mask_kind, bool causal, double scale, bool probe, em_tensor **dq,
+                           em_tensor **dk, em_tensor **dv)
+{
+    *dq = *dk = *dv = NULL;
+    int nb = o->rank - 2;
+    int64_t L = o->shape[nb], E = q->shape[q->rank - 1], S = k->shape[k->rank - 2];
+    int64_t Ev = v->shape[v->rank - 1];
+    int64_t shp[3][EM_MAX_RANK];
+    for (int t = 0; t < 3; t++) memcpy(shp[t], o->shape, sizeof(int64_t) * (size_t)nb);
+    shp[0][nb] = L, shp[0][nb + 1] = E;
+    shp[1][nb] = S, shp[1][nb + 1] = E;
+    shp[2][nb] = S, shp[2][nb + 1] = Ev;
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_SDPA_BACKWARD;
+    op.in[0] = (em_tensor *)q, op.in[1] = (em_tensor *)k, op.in[2] = (em_tensor *)v;
+    op.in[3] = (em_tensor *)o, op.in[4] = (em_tensor *)g, op.in[5] = (em_tensor *)mask;
+    op.n_in = mask ? 6 : 5;
+    op.i[0] = causal, op.i[1] = mask ? mask_kind : 0;
+    op.f[0] = scale;
+    if (probe) {
+        /* supports() reads shapes and dtypes only: describe the outputs without memory */
+        em_tensor desc[3];
+        for (int t = 0; t < 3; t++) {
+            memset(&desc[t], 0, sizeof desc[t]);
+            desc[t].dtype = q->dtype;
+            desc[t].rank = nb + 2;
+            desc[t].storage = o->storage;
+            int64_t st = 1;
+            for (int d = nb + 1; d >= 0; d--) {
+                desc[t].shape[d] = shp[t][d];
+                desc[t].strides[d] = st;
+                st *= shp[t][d];
+            }
+            op.out[t] = &desc[t];
+        }
+        op.n_out = 3;
+        if (!tn_supported(&op)) return EM_ERR_UNSUPPORTED;
+    }
+    em_device dev = q->storage->device;
+    for (int t = 0; t < 3; t++) op.out[t] = tn_new(q->dtype, shp[t], nb + 2, dev);
+    op.n_out = 3;
+    em_status st = tn_dispatch(&op);
+    if (st != EM_OK) return st;
+    *dq = op.out[0], *dk = op.out[1], *dv = op.out[2];
+    return EM_OK;
 }
 
 em_tensor *em_dropout(const em_tensor *x, double p, bool train)

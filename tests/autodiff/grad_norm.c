@@ -329,10 +329,61 @@ static void low_precision_checks(void)
     low_precision_sdpa(EM_F16);
 }
 
+/* The fused backward record (sdpa_backward) against the composed rule (config
+ * sdpa_fused_backward = off) on the same graph: every float dtype, causal, bool and additive
+ * masks, many batch indices (the CPU runs them in parallel), one, and k, v broadcast. */
+static void sdpa_fused_case(em_shape qs, em_shape ks, em_dtype dt, bool causal, int mk)
+{
+    em_scope_begin();
+    em_tensor *q = em_randn(qs, dt, h_dev), *k = em_randn(ks, dt, h_dev);
+    em_tensor *v = em_randn(ks, dt, h_dev);
+    int64_t L = qs.dims[qs.rank - 2], S = ks.dims[ks.rank - 2];
+    em_tensor *m = NULL; /* a bool mask keeps the diagonal, so no row is fully masked */
+    if (mk == 1)
+        m = em_logical_or(em_gt_scalar(em_rand(EM_SHAPE(L, S), EM_F32, h_dev), 0.3),
+                          em_ne_scalar(em_eye(L, S, EM_F32, h_dev), 0));
+    if (mk == 2) m = em_mul_scalar(em_rand(EM_SHAPE(L, S), dt, h_dev), -2);
+    em_tensor *g[2][3];
+    for (int side = 0; side < 2; side++) {
+        em_config_set("sdpa_fused_backward", side ? "off" : NULL);
+        em_tensor *x[3] = {em_requires_grad(em_detach(q), true),
+                           em_requires_grad(em_detach(k), true),
+                           em_requires_grad(em_detach(v), true)};
+        em_tensor *y = em_sdpa(x[0], x[1], x[2], m, (em_sdpa_opts){.causal = causal});
+        em_grads *gr = em_backward(em_sum(em_square(y), EM_ALL, false));
+        for (int i = 0; i < 3; i++) g[side][i] = em_cast(em_grad(gr, x[i]), EM_F64);
+    }
+    em_config_set("sdpa_fused_backward", NULL);
+    CHECK_OK("sdpa fused vs composed");
+    double tol = dt == EM_F64 ? 1e-10 : dt == EM_F32 ? 1e-4 : 3e-2;
+    for (int i = 0; i < 3 && !em_failed(); i++) {
+        double err = em_item_f64(em_max(em_abs(em_sub(g[0][i], g[1][i])), EM_ALL, false));
+        double mx = em_item_f64(em_max(em_abs(g[1][i]), EM_ALL, false));
+        CHECK(err <= tol * (mx > 0 ? mx : 1),
+              "sdpa fused vs composed %s causal %d mask %d input %d: %g over %g", em_dtype_name(dt),
+              causal, mk, i, err, mx);
+    }
+    em_clear_error();
+    em_scope_end();
+}
+
+static void sdpa_fused_checks(void)
+{
+    static const em_dtype dts[4] = {EM_F64, EM_F32, EM_BF16, EM_F16};
+    for (int t = 0; t < 4; t++)
+        for (int c = 0; c < 2; c++)
+            for (int mk = 0; mk < 3; mk++) {
+                sdpa_fused_case(EM_SHAPE(4, 3, 13, 8), EM_SHAPE(4, 3, 20, 8), dts[t], c, mk);
+                sdpa_fused_case(EM_SHAPE(1, 21, 4), EM_SHAPE(1, 17, 4), dts[t], c, mk);
+                sdpa_fused_case(EM_SHAPE(2, 3, 9, 8), EM_SHAPE(11, 8), dts[t], c, mk);
+            }
+}
+
 void grad_norm(void)
 {
     norm_checks();
     sdpa_checks();
+    sdpa_fused_checks();
     drop_checks();
     low_precision_checks();
 }

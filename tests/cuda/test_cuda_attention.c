@@ -4,7 +4,9 @@
  * inputs) and the general kernel (every float dtype, bool and additive masks, keys and head dims
  * past its shared-memory caches, more than 512 value columns, more than 2^16 rows, transposed and
  * flipped inputs, empty and fully masked cases). The flash cases run under both forward kernels
- * (config cuda_flash_variant 1 and 2). Without a CUDA device it prints one line and passes. */
+ * (config cuda_flash_variant 1 and 2). The fused backward (SDPA_BACKWARD) against the cpu's
+ * record on the same shapes, layouts and masks, and through the autodiff rule. Without a CUDA
+ * device it prints one line and passes. */
 #include <string.h>
 
 #include "backend/backend.h"
@@ -253,6 +255,196 @@ static void test_general(void)
     em_scope_end();
 }
 
+/* ---- the fused backward (SDPA_BACKWARD, kernels/attention_bwd.cu) ------------------------- */
+
+/* max |got - want| over max |want| (got from the device), both finite where want is. */
+static void compare_rel(const char *what, em_tensor *got, em_tensor *want, double tol)
+{
+    CHECK(got && want, "%s: missing result (%s)", what, em_last_error());
+    if (!got || !want) return;
+    CHECK(em_shape_equal(em_tensor_shape(got), em_tensor_shape(want)), "%s: shape", what);
+    double *a = h_values(em_to_device(got, EM_CPU)), *b = h_values(want);
+    int64_t n = em_tensor_numel(want);
+    double mx = 0, err = 0;
+    int64_t worst = 0, bad = -1;
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(b[i]) || !isfinite(a[i])) {
+            if (bad < 0 && !(isnan(a[i]) && isnan(b[i])) && a[i] != b[i]) bad = i;
+            continue;
+        }
+        if (fabs(b[i]) > mx) mx = fabs(b[i]);
+        if (fabs(a[i] - b[i]) > err) err = fabs(a[i] - b[i]), worst = i;
+    }
+    CHECK(bad < 0, "%s: element %lld is %g, expected %g", what, (long long)bad,
+          bad < 0 ? 0 : a[bad], bad < 0 ? 0 : b[bad]);
+    /* gradients that vanish (S = 1: dS = dP - D = 0) leave rounding noise: a floor of 1e-3 */
+    CHECK(err <= tol * (mx > 1e-3 ? mx : 1e-3),
+          "%s: max error %.3g at %lld (%g vs %g) over max |%g|", what, err, (long long)worst,
+          a[worst], b[worst], mx);
+    free(a);
+    free(b);
+}
+
+/* The record on cpu tensors (after the views) and on device copies (same views): the forward
+ * output o and the gradient g come from the cpu, so both sides differentiate the same values. */
+static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
+                      view_fn vq, view_fn vk, em_sdpa_opts o)
+{
+    em_scope_begin();
+    em_tensor *qc = vq(q), *kc = vk(k), *vc = vk(v);
+    int mk = m ? (em_tensor_dtype(m) == EM_BOOL ? 1 : 2) : 0;
+    double scale = o.scale > 0
+                       ? o.scale
+                       : 1 / sqrt((double)em_tensor_shape(q).dims[em_tensor_shape(q).rank - 1]);
+    em_tensor *out = em_sdpa(qc, kc, vc, m, o);
+    em_tensor *g = rnd(em_tensor_shape(out), em_tensor_dtype(q), -1, 1);
+    em_tensor *want[3] = {NULL, NULL, NULL}, *got[3] = {NULL, NULL, NULL};
+    tn_sdpa_backward(qc, kc, vc, out, g, m, mk, o.causal, scale, false, &want[0], &want[1],
+                     &want[2]);
+    CHECK_OK(what);
+    em_tensor *qd = vq(on_dev(q)), *kd = vk(on_dev(k)), *vd = vk(on_dev(v));
+    int64_t before = tn_fallback_count(EM_OP_SDPA_BACKWARD);
+    em_status st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), mk, o.causal,
+                                    scale, true, &got[0], &got[1], &got[2]);
+    CHECK(st == EM_OK, "%s: the device declined or failed: %s", what, em_last_error());
+    CHECK(tn_fallback_count(EM_OP_SDPA_BACKWARD) == before, "%s: ran on the cpu", what);
+    /* bf16: P and dS are rounded to bf16 for the products, as in the forward */
+    double tol = em_tensor_dtype(q) == EM_BF16 ? 2.5e-2 : 4e-3;
+    static const char *names[3] = {"dq", "dk", "dv"};
+    for (int i = 0; i < 3 && st == EM_OK; i++) {
+        char name[240];
+        snprintf(name, sizeof name, "%s: %s", what, names[i]);
+        compare_rel(name, got[i], want[i], tol);
+    }
+    em_clear_error();
+    em_scope_end();
+}
+
+/* Through autodiff: the sdpa rule on cuda:0 emits the fused record (counted, nothing on the
+ * cpu), the gradients match the cpu's; an additive mask that needs a gradient composes. */
+static void check_rule(const char *what, em_shape qs, em_shape ks, em_dtype dt, bool causal,
+                       em_tensor *m, bool mask_grad)
+{
+    em_scope_begin();
+    em_tensor *q = rnd(qs, dt, -1, 1), *k = rnd(ks, dt, -1, 1), *v = rnd(ks, dt, -1, 1);
+    em_shape os = qs;
+    em_tensor *g = rnd(os, dt, -1, 1);
+    em_tensor *grads[2][4];
+    int64_t fused0 = tn_op_count(EM_OP_SDPA_BACKWARD), fused1 = 0;
+    for (int side = 0; side < 2; side++) {
+        em_device d = side ? dev : EM_CPU;
+        em_tensor *x[4] = {em_requires_grad(em_to_device(q, d), true),
+                           em_requires_grad(em_to_device(k, d), true),
+                           em_requires_grad(em_to_device(v, d), true),
+                           m ? em_requires_grad(em_to_device(m, d), mask_grad) : NULL};
+        int64_t c0 = tn_op_count(EM_OP_SDPA_BACKWARD);
+        em_tensor *y = em_sdpa(x[0], x[1], x[2], x[3], (em_sdpa_opts){.causal = causal});
+        em_grads *gr = em_backward(em_sum(em_mul(y, em_to_device(g, d)), EM_ALL, false));
+        CHECK_OK(what);
+        for (int i = 0; i < 4; i++) grads[side][i] = x[i] && gr ? em_grad(gr, x[i]) : NULL;
+        if (side) fused1 = tn_op_count(EM_OP_SDPA_BACKWARD) - c0;
+    }
+    bool want_fused = !mask_grad;
+    CHECK((fused1 > 0) == want_fused, "%s: the device rule %s the fused record", what,
+          fused1 > 0 ? "emitted" : "did not emit");
+    (void)fused0;
+    double tol = dt == EM_BF16 ? 2.5e-2 : 4e-3;
+    static const char *names[4] = {"dq", "dk", "dv", "dmask"};
+    for (int i = 0; i < (mask_grad ? 4 : 3); i++) {
+        char name[240];
+        snprintf(name, sizeof name, "%s: rule %s", what, names[i]);
+        compare_rel(name, grads[1][i], grads[0][i], tol);
+    }
+    em_clear_error();
+    em_scope_end();
+}
+
+static void test_backward(void)
+{
+    static const struct {
+        int64_t B, H, L, S;
+        bool causal;
+    } cases[] = {
+        {2, 3, 300, 517, false},   {2, 3, 300, 517, true},   {1, 2, 129, 129, true},
+        {1, 2, 1024, 1024, false}, {1, 2, 1024, 1024, true}, {1, 1, 700, 200, true},
+        {1, 1, 200, 700, true},    {3, 1, 1, 64, false},     {1, 2, 64, 1, true},
+        {4, 4, 65, 63, false},
+    };
+    em_dtype dts[2] = {EM_BF16, EM_F16};
+    int64_t dims[2] = {64, 128};
+    for (int t = 0; t < 2; t++)
+        for (int di = 0; di < 2; di++)
+            for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+                em_dtype dt = dts[t];
+                int64_t D = dims[di], B = cases[c].B, H = cases[c].H, L = cases[c].L,
+                        S = cases[c].S;
+                em_scope_begin();
+                char name[160];
+                snprintf(name, sizeof name, "backward %s D=%lld B=%lld H=%lld L=%lld S=%lld%s",
+                         em_dtype_name(dt), (long long)D, (long long)B, (long long)H, (long long)L,
+                         (long long)S, cases[c].causal ? " causal" : "");
+                em_sdpa_opts o = {.causal = cases[c].causal};
+                em_tensor *q = rnd(EM_SHAPE(B, H, L, D), dt, -1, 1);
+                em_tensor *k = rnd(EM_SHAPE(B, H, S, D), dt, -1, 1);
+                em_tensor *v = rnd(EM_SHAPE(B, H, S, D), dt, -1, 1);
+                check_bwd(name, q, k, v, NULL, same, same, o);
+                if (L * S <= 300 * 517) {
+                    strcat(name, " scale 0.5");
+                    o.scale = 0.5;
+                    check_bwd(name, q, k, v, NULL, same, same, o);
+                }
+                em_scope_end();
+            }
+    for (int t = 0; t < 2; t++) {
+        em_dtype dt = dts[t];
+        em_scope_begin();
+        em_tensor *q = rnd(EM_SHAPE(2, 333, 4, 128), dt, -1, 1);
+        em_tensor *k = rnd(EM_SHAPE(2, 400, 4, 128), dt, -1, 1);
+        em_tensor *v = rnd(EM_SHAPE(2, 400, 4, 128), dt, -1, 1);
+        check_bwd("backward permuted heads", q, k, v, NULL, heads, heads, (em_sdpa_opts){0});
+        check_bwd("backward permuted heads causal", q, k, v, NULL, heads, heads,
+                  (em_sdpa_opts){.causal = true});
+        em_tensor *q4 = rnd(EM_SHAPE(2, 3, 250, 64), dt, -1, 1);
+        em_tensor *k1 = rnd(EM_SHAPE(2, 1, 300, 64), dt, -1, 1);
+        em_tensor *v1 = rnd(EM_SHAPE(2, 1, 300, 64), dt, -1, 1);
+        check_bwd("backward k, v broadcast over heads", q4, k1, v1, NULL, same, same,
+                  (em_sdpa_opts){0});
+        em_tensor *kt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        em_tensor *vt = rnd(EM_SHAPE(2, 3, 64, 300), dt, -1, 1);
+        check_bwd("backward transposed k, v, flipped q", q4, kt, vt, NULL, flip0, trans,
+                  (em_sdpa_opts){.causal = true});
+        /* bool [L, S] with a fully masked row (zero gradient there), additive [B, 1, L, S] */
+        em_tensor *bm = bool_mask(250, 300, 0.7, 77);
+        check_bwd("backward bool mask", q4, k1, v1, bm, same, same, (em_sdpa_opts){0});
+        check_bwd("backward bool mask causal", q4, k1, v1, bm, same, same,
+                  (em_sdpa_opts){.causal = true});
+        em_tensor *am = rnd(EM_SHAPE(2, 1, 250, 300), dt, -3, 0);
+        check_bwd("backward additive mask", q4, k1, v1, am, same, same,
+                  (em_sdpa_opts){.scale = 0.3});
+        em_tensor *qb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        em_tensor *kb = rnd(EM_SHAPE(1, 2, 1000, 128), dt, -1, 1);
+        check_bwd("backward D=128 bool mask L=S=1000", qb, kb, kb, bool_mask(1000, 1000, 0.5, 999),
+                  same, same, (em_sdpa_opts){0});
+        em_tensor *k0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
+        em_tensor *v0 = rnd(EM_SHAPE(300, 64), dt, -1, 1);
+        check_bwd("backward k, v of rank 2", q4, k0, v0, NULL, same, same,
+                  (em_sdpa_opts){.causal = true});
+        /* through the autodiff rule */
+        check_rule("rule causal", EM_SHAPE(2, 2, 200, 64), EM_SHAPE(2, 2, 200, 64), dt, true, NULL,
+                   false);
+        check_rule("rule L != S", EM_SHAPE(1, 3, 130, 128), EM_SHAPE(1, 3, 257, 128), dt, false,
+                   NULL, false);
+        check_rule("rule bool mask", EM_SHAPE(2, 2, 100, 64), EM_SHAPE(2, 2, 90, 64), dt, false,
+                   bool_mask(100, 90, 0.6, 5), false);
+        em_tensor *am2 = rnd(EM_SHAPE(2, 1, 100, 90), dt, -2, 0);
+        check_rule("rule additive mask", EM_SHAPE(2, 2, 100, 64), EM_SHAPE(2, 2, 90, 64), dt, false,
+                   am2, false);
+        check_rule("rule additive mask with its gradient", EM_SHAPE(2, 2, 100, 64),
+                   EM_SHAPE(2, 2, 90, 64), dt, false, am2, true);
+        em_scope_end();
+    }
+}
+
 int main(void)
 {
     h_init();
@@ -265,6 +457,7 @@ int main(void)
     dev = em_device_parse("cuda:0");
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_general();
+    test_backward();
     test_flash();
     /* the flash cases again with the other forward kernel (kernels/attention.cu) */
     flash_variant = "1";

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "tensor/op.h"
 
 static const em_dtype float_dtypes[4] = {EM_F64, EM_F32, EM_F16, EM_BF16};
 
@@ -214,6 +215,169 @@ static void check_sdpa(void)
     em_scope_end();
 }
 
+/* Reference gradients of attention on contiguous f64 arrays: q [B, L, E], k, v [S, E], [S, Ev]
+ * shared by the batch when kb is 0 (else [B, S, *]), o and g [B, L, Ev], mask [B, L, S]; dq,
+ * dk, dv over the full batch. A fully masked row has no probability and no gradient. */
+static void ref_sdpa_bwd(const double *q, const double *k, const double *v, const double *o,
+                         const double *g, int64_t B, int64_t L, int64_t S, int64_t E, int64_t Ev,
+                         bool kb, const double *mask, int mask_kind, bool causal, double scale,
+                         double *dq, double *dk, double *dv)
+{
+    double *p = malloc((size_t)S * sizeof *p);
+    memset(dk, 0, sizeof(double) * (size_t)(B * S * E));
+    memset(dv, 0, sizeof(double) * (size_t)(B * S * Ev));
+    for (int64_t b = 0; b < B; b++) {
+        const double *kr = k + (kb ? b * S * E : 0), *vr = v + (kb ? b * S * Ev : 0);
+        for (int64_t i = 0; i < L; i++) {
+            const double *qi = q + (b * L + i) * E, *gi = g + (b * L + i) * Ev;
+            double mx = -INFINITY;
+            for (int64_t j = 0; j < S; j++) {
+                double dot = 0;
+                for (int64_t e = 0; e < E; e++) dot += qi[e] * kr[j * E + e];
+                double sc = dot * scale;
+                if (causal && j > i) sc = -INFINITY;
+                if (mask_kind == 1 && mask[(b * L + i) * S + j] == 0) sc = -INFINITY;
+                if (mask_kind == 2) sc += mask[(b * L + i) * S + j];
+                p[j] = sc;
+                if (sc > mx) mx = sc;
+            }
+            double sum = 0, d = 0;
+            for (int64_t j = 0; j < S; j++) sum += p[j] = mx == -INFINITY ? 0 : exp(p[j] - mx);
+            for (int64_t e = 0; e < Ev && mx > -INFINITY; e++) d += gi[e] * o[(b * L + i) * Ev + e];
+            for (int64_t e = 0; e < E; e++) dq[(b * L + i) * E + e] = 0;
+            for (int64_t j = 0; j < S; j++) {
+                double pj = mx == -INFINITY ? 0 : p[j] / sum, dp = 0;
+                for (int64_t e = 0; e < Ev; e++) dp += gi[e] * vr[j * Ev + e];
+                double ds = pj * (dp - d);
+                for (int64_t e = 0; e < E; e++) {
+                    dq[(b * L + i) * E + e] += scale * ds * kr[j * E + e];
+                    dk[(b * S + j) * E + e] += scale * ds * qi[e];
+                }
+                for (int64_t e = 0; e < Ev; e++) dv[(b * S + j) * Ev + e] += pj * gi[e];
+            }
+        }
+    }
+    free(p);
+}
+
+/* The SDPA_BACKWARD record (what the sdpa rule emits) against the reference: four dtypes and
+ * layouts, causal, bool and additive masks, k and v shared by the batch, a fully masked row. */
+static void check_sdpa_backward(void)
+{
+    for (int t = 0; t < 4; t++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_dtype dt = float_dtypes[t];
+            double tol = tol_for(dt) * 2;
+            em_scope_begin();
+            const int64_t B = 2, L = 5, S = 7, E = 4, Ev = 3;
+            double *qv, *kv, *vv, *gv, *mv;
+            em_tensor *q = h_rand(EM_SHAPE(B, L, E), dt, (h_layout)l, -1, 1, &qv);
+            em_tensor *kt = h_rand(EM_SHAPE(S, E), dt, (h_layout)l, -1, 1, &kv);
+            em_tensor *v = h_rand(EM_SHAPE(B, S, Ev), dt, (h_layout)(3 - l), -1, 1, &vv);
+            em_tensor *g = h_rand(EM_SHAPE(B, L, Ev), dt, (h_layout)l, -1, 1, &gv);
+            h_rand(EM_SHAPE(L, S), EM_BOOL, (h_layout)l, 0, 2, &mv);
+            double full[70], dq[40], dk[56], dv[42], *kfull = malloc(sizeof(double) * B * S * E);
+            for (int64_t j = 0; j < S; j++) { /* row 1 keeps nothing, row 0 key 0 */
+                mv[S + j] = 0;
+                mv[j] = j == 0;
+            }
+            for (int64_t i = 0; i < B * S * E; i++) kfull[i] = kv[i % (S * E)];
+            em_tensor *bmask = em_ne_scalar(h_from_values(mv, EM_SHAPE(L, S), EM_F64, H_CONTIG), 0);
+            em_tensor *am = h_rand(EM_SHAPE(B, 1, S), dt, H_CONTIG, -2, 0, NULL);
+            double *amv = h_values(am);
+            for (int c = 0; c < 4; c++) {
+                bool causal = c == 1 || c == 3;
+                int mk = c < 2 ? 0 : c == 2 ? 1 : 2;
+                em_tensor *m = mk == 1 ? bmask : mk == 2 ? am : NULL;
+                double scale = c == 1 ? 0.5 : 1 / sqrt((double)E);
+                for (int64_t b = 0; b < B; b++)
+                    for (int64_t i = 0; i < L; i++)
+                        for (int64_t j = 0; j < S; j++)
+                            full[(b * L + i) * S + j] = mk == 1 ? mv[i * S + j] : amv[b * S + j];
+                em_tensor *o =
+                    em_sdpa(q, kt, v, m, (em_sdpa_opts){.causal = causal, .scale = scale});
+                double *ov = o ? h_values(o) : NULL;
+                em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
+                em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, m, mk, causal, scale, false,
+                                                    &gq, &gk, &gvv)
+                                 : EM_ERR_INTERNAL;
+                CHECK(st == EM_OK, "sdpa_backward %s case %d: %s", em_dtype_name(dt), c,
+                      em_last_error());
+                if (st == EM_OK && ov) {
+                    ref_sdpa_bwd(qv, kfull, vv, ov, gv, B, L, S, E, Ev, true, full, mk, causal,
+                                 scale, dq, dk, dv);
+                    char what[64];
+                    snprintf(what, sizeof what, "sdpa_backward %d dq", c);
+                    h_check_tensor(what, gq, dq, EM_SHAPE(B, L, E), tol, tol);
+                    snprintf(what, sizeof what, "sdpa_backward %d dk", c);
+                    h_check_tensor(what, gk, dk, EM_SHAPE(B, S, E), tol, tol);
+                    snprintf(what, sizeof what, "sdpa_backward %d dv", c);
+                    h_check_tensor(what, gvv, dv, EM_SHAPE(B, S, Ev), tol, tol);
+                }
+                free(ov);
+            }
+            free(amv);
+            free(kfull);
+            free(qv);
+            free(kv);
+            free(vv);
+            free(gv);
+            free(mv);
+            em_scope_end();
+        }
+    /* the shapes of the CUDA flash backward (f16/bf16, head dim 64): k and v per batch index */
+    for (int t = 2; t < 4; t++)
+        for (int c = 0; c < 2; c++) {
+            em_dtype dt = float_dtypes[t];
+            em_scope_begin();
+            const int64_t B = 2, L = 70, S = 65, E = 64;
+            double *qv, *kv, *vv, *gv;
+            em_tensor *q = h_rand(EM_SHAPE(B, L, E), dt, H_CONTIG, -1, 1, &qv);
+            em_tensor *kt = h_rand(EM_SHAPE(B, S, E), dt, H_CONTIG, -1, 1, &kv);
+            em_tensor *v = h_rand(EM_SHAPE(B, S, E), dt, H_CONTIG, -1, 1, &vv);
+            em_tensor *g = h_rand(EM_SHAPE(B, L, E), dt, H_CONTIG, -1, 1, &gv);
+            double scale = 0.125;
+            em_tensor *o = em_sdpa(q, kt, v, NULL, (em_sdpa_opts){.causal = c == 1});
+            double *ov = o ? h_values(o) : NULL;
+            double *dq = malloc(sizeof(double) * B * L * E),
+                   *dk = malloc(sizeof(double) * B * S * E),
+                   *dv = malloc(sizeof(double) * B * S * E);
+            em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
+            em_status st =
+                o ? tn_sdpa_backward(q, kt, v, o, g, NULL, 0, c == 1, scale, false, &gq, &gk, &gvv)
+                  : EM_ERR_INTERNAL;
+            CHECK(st == EM_OK, "sdpa_backward %s D=64: %s", em_dtype_name(dt), em_last_error());
+            if (st == EM_OK && ov) {
+                ref_sdpa_bwd(qv, kv, vv, ov, gv, B, L, S, E, E, true, NULL, 0, c == 1, scale, dq,
+                             dk, dv);
+                double tol = tol_for(dt) * 2;
+                h_check_tensor("sdpa_backward D=64 dq", gq, dq, EM_SHAPE(B, L, E), tol, tol);
+                h_check_tensor("sdpa_backward D=64 dk", gk, dk, EM_SHAPE(B, S, E), tol, tol);
+                h_check_tensor("sdpa_backward D=64 dv", gvv, dv, EM_SHAPE(B, S, E), tol, tol);
+            }
+            free(ov);
+            free(dq);
+            free(dk);
+            free(dv);
+            free(qv);
+            free(kv);
+            free(vv);
+            free(gv);
+            em_scope_end();
+        }
+    /* no keys or no queries: zero gradients */
+    em_scope_begin();
+    em_tensor *q = em_ones(EM_SHAPE(2, 3, 4), EM_F32, h_dev),
+              *k0 = em_ones(EM_SHAPE(2, 0, 4), EM_F32, h_dev);
+    em_tensor *o = em_sdpa(q, k0, k0, NULL, (em_sdpa_opts){0});
+    em_tensor *gq = NULL, *gk = NULL, *gv = NULL;
+    CHECK(o &&
+              tn_sdpa_backward(q, k0, k0, o, o, NULL, 0, false, 0.5, false, &gq, &gk, &gv) == EM_OK,
+          "sdpa_backward S = 0");
+    if (gq) CHECK(em_item_f64(em_sum(em_abs(gq), EM_ALL, false)) == 0, "sdpa_backward S = 0: dq");
+    em_scope_end();
+}
+
 static void check_fixtures(void)
 {
     h_fixture *fx = h_fixture_load("norm.emfx");
@@ -342,6 +506,7 @@ void conf_norm(void)
     check_layer_rms();
     check_group_batch();
     check_sdpa();
+    check_sdpa_backward();
     check_fixtures();
     check_dropout();
     check_errors();

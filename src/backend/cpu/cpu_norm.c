@@ -467,6 +467,242 @@ static em_status exec_sdpa(const em_op *op)
     return atomic_load(&c.oom) ? EM_ERR_OOM : EM_OK;
 }
 
+/* ---- attention backward (SDPA_BACKWARD) ------------------------------------------------------
+ * Per batch index, blocks of query rows: P = softmax(scale Q K^T + mask) as the forward's GEMM
+ * path computes it (a fully masked row all zero), D = rowsum(G * O), dS = P * (G V^T - D), then
+ * dQ = scale dS K for the block, dV += P^T G and dK += scale dS^T Q over the blocks in order.
+ * f64 records compute in f64, the others in f32 (f16/bf16 widened). The GEMMs use the pool;
+ * the row work between them is spread over it too. */
+
+typedef struct bwd_geo {
+    const em_op *op;
+    int nb;
+    const int64_t *bshape;
+    int64_t L, S, E, Ev, lb; /* lb: query rows per block */
+    atomic_int *oom;         /* set when a task could not get its scratch */
+} bwd_geo;
+
+/* rows x cols of t at batch index bidx from row r0, widened into dst (row-major, ld cols). */
+static void load_rows(const em_tensor *t, const bwd_geo *c, const int64_t *bidx, int64_t r0,
+                      int64_t rows, int64_t cols, void *dst, bool dbl)
+{
+    bool direct = t->dtype == (dbl ? EM_F64 : EM_F32) && t->strides[t->rank - 1] == 1;
+    size_t es = dbl ? sizeof(double) : sizeof(float);
+    for (int64_t r = 0; r < rows; r++) {
+        char *d = (char *)dst + (size_t)(r * cols) * es;
+        if (direct) {
+            memcpy(d, at(t, c->nb, bidx, r0 + r, 0), (size_t)cols * es);
+            continue;
+        }
+        for (int64_t e = 0; e < cols; e++) {
+            double x = cpu_get_f64(at(t, c->nb, bidx, r0 + r, e), t->dtype);
+            if (dbl)
+                ((double *)d)[e] = x;
+            else
+                ((float *)d)[e] = (float)x;
+        }
+    }
+}
+
+/* rows x cols from src (row-major) into the contiguous output `out` at element offset off. */
+static void store_rows(em_tensor *out, int64_t off, int64_t n, const void *src, bool dbl)
+{
+    size_t es = em_dtype_size(out->dtype);
+    char *d = tn_ptr(out) + off * (int64_t)es;
+    if (out->dtype == (dbl ? EM_F64 : EM_F32)) {
+        memcpy(d, src, (size_t)n * es);
+        return;
+    }
+    for (int64_t i = 0; i < n; i++)
+        cpu_set_f64(d + i * (int64_t)es, out->dtype,
+                    dbl ? ((const double *)src)[i] : (double)((const float *)src)[i]);
+}
+
+typedef struct bwd_rows_ctx {
+    const bwd_geo *c;
+    const int64_t *bidx;
+    int64_t i0;
+    void *p, *dp, *dd; /* [rows, S] scores then probabilities; [rows, S] dP then dS; [rows] D */
+    const void *o, *g; /* [rows, Ev] the block's output and output gradient */
+    const cpu_fast_ops *fast;
+    bool dbl, second; /* second: turn dP into dS, else scores into P and compute D */
+} bwd_rows_ctx;
+
+#define SDPA_BWD_ROWS(T, EXP, FAST)                                                                \
+    do {                                                                                           \
+        T *P = (T *)x->p, *DP = (T *)x->dp, *DD = (T *)x->dd;                                      \
+        for (int64_t r = r0; r < r1; r++) {                                                        \
+            T *row = P + r * c->S, *drow = DP + r * c->S;                                          \
+            int64_t i = x->i0 + r;                                                                 \
+            if (x->second) {                                                                       \
+                for (int64_t j = 0; j < c->S; j++) drow[j] = row[j] * (drow[j] - DD[r]);           \
+                continue;                                                                          \
+            }                                                                                      \
+            T mx = -INFINITY;                                                                      \
+            for (int64_t j = 0; j < c->S; j++) {                                                   \
+                bool keep = !(causal && j > i);                                                    \
+                if (mask && mkind == 1)                                                            \
+                    keep = keep && *(const uint8_t *)mask_at(mask, c->nb, x->bidx, i, j);          \
+                T s = -INFINITY;                                                                   \
+                if (keep) {                                                                        \
+                    s = row[j];                                                                    \
+                    if (mask && mkind == 2)                                                        \
+                        s += (T)cpu_get_f64(mask_at(mask, c->nb, x->bidx, i, j), mask->dtype);     \
+                }                                                                                  \
+                row[j] = s;                                                                        \
+                if (s > mx) mx = s;                                                                \
+            }                                                                                      \
+            if (mx == -INFINITY) { /* every key masked: no probability, no gradient */             \
+                for (int64_t j = 0; j < c->S; j++) row[j] = 0;                                     \
+                DD[r] = 0;                                                                         \
+                continue;                                                                          \
+            }                                                                                      \
+            if (FAST) { /* the softmax kernel em_softmax runs */                                   \
+                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, false);         \
+            } else {                                                                               \
+                double sum = 0;                                                                    \
+                for (int64_t j = 0; j < c->S; j++) {                                               \
+                    T e = EXP(row[j] - mx);                                                        \
+                    row[j] = e;                                                                    \
+                    sum += e;                                                                      \
+                }                                                                                  \
+                T inv = (T)(1 / sum);                                                              \
+                for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                  \
+            }                                                                                      \
+            const T *orow = (const T *)x->o + r * c->Ev, *grow = (const T *)x->g + r * c->Ev;      \
+            double d = 0;                                                                          \
+            for (int64_t e = 0; e < c->Ev; e++) d += (double)orow[e] * (double)grow[e];            \
+            DD[r] = (T)d;                                                                          \
+        }                                                                                          \
+    } while (0)
+
+static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
+{
+    const bwd_rows_ctx *x = vctx;
+    const bwd_geo *c = x->c;
+    const em_op *op = c->op;
+    const em_tensor *mask = op->n_in > 5 ? op->in[5] : NULL;
+    bool causal = op->i[0] != 0;
+    int mkind = (int)op->i[1];
+    if (x->dbl)
+        SDPA_BWD_ROWS(double, exp, (const cpu_fast_ops *)NULL);
+    else
+        SDPA_BWD_ROWS(float, expf, x->fast);
+}
+
+#define SDPA_BWD_GEMM(T, GEMM)                                                                     \
+    do {                                                                                           \
+        T *Kb = (T *)kbuf, *Vb = (T *)vbuf, *Qb = (T *)qbuf, *Gb = (T *)gbuf;                      \
+        T *P = (T *)pbuf, *DP = (T *)dpbuf, *dQ = (T *)dqbuf, *dK = (T *)dkbuf, *dV = (T *)dvbuf;  \
+        T sc = (T)scale;                                                                           \
+        /* P [rows, S] = scale Q K^T, then masked and normalised by bwd_rows */                    \
+        GEMM(false, true, rows, c.S, c.E, sc, Qb, c.E, Kb, c.E, 0, P, c.S);                        \
+        rx.second = false;                                                                         \
+        em_parallel_for(rows, grain, bwd_rows, &rx);                                               \
+        /* dP [rows, S] = G V^T; dS = P (dP - D) in place */                                       \
+        GEMM(false, true, rows, c.S, c.Ev, (T)1, Gb, c.Ev, Vb, c.Ev, 0, DP, c.S);                  \
+        rx.second = true;                                                                          \
+        em_parallel_for(rows, grain, bwd_rows, &rx);                                               \
+        GEMM(false, false, rows, c.E, c.S, sc, DP, c.S, Kb, c.E, 0, dQ, c.E);                      \
+        GEMM(true, false, c.S, c.Ev, rows, (T)1, P, c.S, Gb, c.Ev, (T)(i0 ? 1 : 0), dV, c.Ev);     \
+        GEMM(true, false, c.S, c.E, rows, sc, DP, c.S, Qb, c.E, (T)(i0 ? 1 : 0), dK, c.E);         \
+    } while (0)
+
+/* Batch indices [b0, b1) of the record, one after the other with their own scratch. */
+static void bwd_batches(void *vctx, int64_t b0, int64_t b1)
+{
+    const bwd_geo *cp = vctx;
+    bwd_geo c = *cp;
+    const em_op *op = c.op;
+    em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    bool dbl = dq->dtype == EM_F64;
+    size_t ts = dbl ? sizeof(double) : sizeof(float);
+    double scale = op->f[0];
+    int64_t lb = c.lb;
+    void *kbuf = em_alloc((size_t)(c.S * c.E) * ts), *vbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
+    void *dkbuf = em_alloc((size_t)(c.S * c.E) * ts), *dvbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
+    void *qbuf = em_alloc((size_t)(lb * c.E) * ts), *gbuf = em_alloc((size_t)(lb * c.Ev) * ts);
+    void *dqbuf = em_alloc((size_t)(lb * c.E) * ts), *ddbuf = em_alloc((size_t)lb * ts);
+    void *pbuf = em_alloc((size_t)(lb * c.S) * ts), *dpbuf = em_alloc((size_t)(lb * c.S) * ts);
+    void *obuf = em_alloc((size_t)(lb * c.Ev) * ts);
+    bool ok =
+        kbuf && vbuf && dkbuf && dvbuf && qbuf && gbuf && dqbuf && ddbuf && pbuf && dpbuf && obuf;
+    if (!ok) atomic_store(cp->oom, 1);
+    int64_t grain = c.S * (c.E + c.Ev) > 4096 ? 1 : 8;
+    const cpu_fast_ops *fast = dbl ? NULL : cpu_fast();
+    for (int64_t b = b0; b < b1 && ok; b++) {
+        int64_t bidx[EM_MAX_RANK], rem = b;
+        for (int d = c.nb - 1; d >= 0; d--) {
+            bidx[d] = rem % c.bshape[d];
+            rem /= c.bshape[d];
+        }
+        load_rows(op->in[1], &c, bidx, 0, c.S, c.E, kbuf, dbl);
+        load_rows(op->in[2], &c, bidx, 0, c.S, c.Ev, vbuf, dbl);
+        for (int64_t i0 = 0; i0 < c.L; i0 += lb) {
+            int64_t rows = c.L - i0 < lb ? c.L - i0 : lb;
+            load_rows(op->in[0], &c, bidx, i0, rows, c.E, qbuf, dbl);
+            load_rows(op->in[4], &c, bidx, i0, rows, c.Ev, gbuf, dbl);
+            load_rows(op->in[3], &c, bidx, i0, rows, c.Ev, obuf, dbl);
+            bwd_rows_ctx rx = {&c, bidx, i0, pbuf, dpbuf, ddbuf, obuf, gbuf, fast, dbl, false};
+            if (dbl)
+                SDPA_BWD_GEMM(double, cpu_dgemm);
+            else
+                SDPA_BWD_GEMM(float, cpu_sgemm);
+            store_rows(dq, (b * c.L + i0) * c.E, rows * c.E, dqbuf, dbl);
+        }
+        store_rows(dk, b * c.S * c.E, c.S * c.E, dkbuf, dbl);
+        store_rows(dv, b * c.S * c.Ev, c.S * c.Ev, dvbuf, dbl);
+    }
+    em_free(kbuf);
+    em_free(vbuf);
+    em_free(dkbuf);
+    em_free(dvbuf);
+    em_free(qbuf);
+    em_free(gbuf);
+    em_free(dqbuf);
+    em_free(ddbuf);
+    em_free(pbuf);
+    em_free(dpbuf);
+    em_free(obuf);
+}
+
+static em_status exec_sdpa_backward(const em_op *op)
+{
+    em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    int nb = dq->rank - 2;
+    atomic_int oom;
+    atomic_init(&oom, 0);
+    bwd_geo c = {
+        .op = op,
+        .nb = nb,
+        .bshape = dq->shape,
+        .L = dq->shape[nb],
+        .E = dq->shape[nb + 1],
+        .S = dk->shape[nb],
+        .Ev = dv->shape[nb + 1],
+        .oom = &oom,
+    };
+    int64_t nbatch = 1;
+    for (int d = 0; d < nb; d++) nbatch *= dq->shape[d];
+    size_t es = em_dtype_size(dq->dtype);
+    if (c.L == 0 || c.S == 0 || nbatch == 0) { /* no scores: every gradient is zero */
+        memset(tn_ptr(dq), 0, (size_t)tn_numel(dq) * es);
+        memset(tn_ptr(dk), 0, (size_t)tn_numel(dk) * es);
+        memset(tn_ptr(dv), 0, (size_t)tn_numel(dv) * es);
+        return EM_OK;
+    }
+    /* blocks of query rows holding at most 2^20 scores (two such matrices per block) */
+    c.lb = c.L;
+    while (c.lb > 16 && c.lb * c.S > ((int64_t)1 << 20)) c.lb = (c.lb + 1) / 2;
+    /* enough batch indices for every thread: one per task (the GEMMs inside run inline);
+       otherwise one after the other, each spread over the pool by its GEMMs and row loops */
+    if (nbatch >= 2 * (int64_t)em_get_num_threads())
+        em_parallel_for(nbatch, 1, bwd_batches, &c);
+    else
+        bwd_batches(&c, 0, nbatch);
+    return atomic_load(&oom) ? em_error(EM_ERR_OOM, "em_sdpa_backward: out of memory") : EM_OK;
+}
+
 typedef struct drop_ctx {
     const em_op *op;
     double keep_scale;
@@ -494,6 +730,7 @@ em_status cpu_exec_norm(const em_op *op)
     case EM_OP_GROUP_NORM: return exec_group_norm(op);
     case EM_OP_BATCH_NORM: return exec_batch_norm(op);
     case EM_OP_SDPA: return exec_sdpa(op);
+    case EM_OP_SDPA_BACKWARD: return exec_sdpa_backward(op);
     case EM_OP_DROPOUT: {
         drop_ctx c = {op, op->f[0] >= 1 ? 0.0 : 1.0 / (1.0 - op->f[0])};
         em_parallel_for(tn_numel(op->out[0]), 4096, drop_range, &c);

@@ -2,7 +2,8 @@
  * mask, causal or not; inputs the tensor cores cannot load in place are gathered first); f32/f64
  * records whose scores fit in 1 GiB go through the matmul kernels (the CPU's GEMM path); every
  * other record (other head dims, E != Ev, S = 0, a non-finite V) the general kernel, which takes
- * any strides and computes in f64 as the CPU's row path does. */
+ * any strides and computes in f64 as the CPU's row path does. SDPA_BACKWARD runs the flash
+ * backward kernels (kernels/attention_bwd.cu) in the flash kernel's cases only. */
 #include <stdio.h>
 #include <string.h>
 
@@ -28,9 +29,44 @@ typedef struct attn_flash_arg { /* matches struct attn_flash_arg in kernels/atte
     int nb, causal, mkind;
 } attn_flash_arg;
 
+typedef struct attn_bwd_arg { /* matches struct attn_bwd_arg in kernels/attention_bwd.cu */
+    int64_t bshape[8];
+    int64_t qb[8], kb[8], vb[8], ob[8], gb[8], mb[8];
+    int64_t qs, ks, vs, os, gs;
+    int64_t ms[2];
+    int64_t L, S, nbatch;
+    float scale_log2, inv_scale, scale;
+    int nb, causal, mkind;
+} attn_bwd_arg;
+
 bool cuda_attn_claims(em_op_kind k)
 {
-    return k == EM_OP_SDPA;
+    return k == EM_OP_SDPA || k == EM_OP_SDPA_BACKWARD;
+}
+
+static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S);
+
+/* SDPA_BACKWARD runs only in the flash kernels' cases (f16/bf16, E = Ev of 64 or 128, S > 0,
+ * L > 0); the sdpa rule composes the others from ops. */
+static bool bwd_supports(const em_op *op)
+{
+    if (op->n_in < 5 || op->n_in > 6 || op->n_out != 3) return false;
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    em_dtype dt = q->dtype;
+    if (dt != EM_F16 && dt != EM_BF16) return false;
+    for (int i = 1; i < 5; i++)
+        if (op->in[i]->dtype != dt) return false;
+    for (int i = 0; i < 3; i++)
+        if (op->out[i]->dtype != dt || !tn_is_contiguous(op->out[i]) || op->out[i]->rank > 10)
+            return false;
+    if (op->n_in == 6) {
+        em_dtype m = op->in[5]->dtype;
+        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+    }
+    const em_tensor *o = op->in[3];
+    int64_t L = o->shape[o->rank - 2];
+    return L > 0 &&
+           flash_case(op, q->shape[q->rank - 1], v->shape[v->rank - 1], k->shape[k->rank - 2]);
 }
 
 static bool attn_dtype(em_dtype dt)
@@ -40,6 +76,7 @@ static bool attn_dtype(em_dtype dt)
 
 bool cuda_attn_supports(const em_op *op)
 {
+    if (op->kind == EM_OP_SDPA_BACKWARD) return bwd_supports(op);
     if (op->n_in < 3 || op->n_in > 4 || op->n_out != 1) return false;
     em_dtype dt = op->out[0]->dtype;
     if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !tn_is_contiguous(op->out[0])) return false;
@@ -292,8 +329,101 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     return st;
 }
 
+/* SDPA_BACKWARD (kernels/attention_bwd.cu): the dq kernel (which also writes lse and D per query
+ * row into two pooled f32 buffers), then the dk/dv kernel. q, k, v, o and g in another layout
+ * than the kernels load are first gathered into contiguous pooled buffers. */
+static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    const em_tensor *m = op->n_in > 5 ? op->in[5] : NULL;
+    attn_bwd_arg a;
+    memset(&a, 0, sizeof a);
+    a.nb = dq->rank - 2;
+    a.nbatch = 1;
+    for (int d = 0; d < a.nb; d++) a.bshape[d] = dq->shape[d], a.nbatch *= dq->shape[d];
+    a.L = dq->shape[a.nb];
+    a.S = dk->shape[a.nb];
+    int64_t D = dq->shape[a.nb + 1];
+    if (a.nbatch == 0) return EM_OK;
+    double scale = op->f[0];
+    a.scale = (float)scale;
+    a.scale_log2 = (float)(scale * 1.4426950408889634);
+    a.inv_scale = (float)(1.0 / scale);
+    a.causal = op->i[0] != 0;
+    a.mkind = m ? (int)op->i[1] : 0;
+    if (m) {
+        int lead = a.nb + 2 - m->rank;
+        int64_t st[10];
+        for (int d = 0; d < a.nb + 2; d++) {
+            int md = d - lead;
+            st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
+        }
+        memcpy(a.mb, st, sizeof(int64_t) * (size_t)a.nb);
+        a.ms[0] = st[a.nb], a.ms[1] = st[a.nb + 1];
+    }
+    int64_t *bst[5] = {a.qb, a.kb, a.vb, a.ob, a.gb}, *rst[5] = {&a.qs, &a.ks, &a.vs, &a.os, &a.gs};
+    void *ptr[5], *tmp[5] = {NULL, NULL, NULL, NULL, NULL};
+    em_status st = EM_OK;
+    for (int i = 0; i < 5 && st == EM_OK; i++) {
+        const em_tensor *t = op->in[i];
+        ptr[i] = tn_ptr(t);
+        if (flash_layout(t)) {
+            batch_strides(t->shape, t->strides, t->rank, a.nb, bst[i]);
+            *rst[i] = t->strides[t->rank - 2];
+            continue;
+        }
+        tmp[i] = ptr[i] = packed(t, dev, what);
+        if (!tmp[i]) {
+            st = em_last_status();
+            break;
+        }
+        int64_t cs[EM_MAX_RANK], n = 1;
+        for (int d = t->rank - 1; d >= 0; d--) cs[d] = n, n *= t->shape[d];
+        batch_strides(t->shape, cs, t->rank, a.nb, bst[i]);
+        *rst[i] = cs[t->rank - 2];
+    }
+    float *lse = NULL, *dd = NULL;
+    if (st == EM_OK) {
+        lse = cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float));
+        dd = lse ? cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float)) : NULL;
+        if (!dd) st = em_last_status();
+    }
+    const char *dts = op->out[0]->dtype == EM_BF16 ? "bf16" : "f16";
+    const char *mks = a.mkind == 1 ? "_mbool" : a.mkind == 2 ? "_madd" : "";
+    /* six tiles of 64 rows of D + 8 halves (Q, dO and two stages of K and V, or K, V and two
+     * stages of Q and dO); the dk/dv kernel adds two stages of 64 lse and 64 D values */
+    unsigned smem = (unsigned)(6 * 64 * (D + 8) * 2);
+    unsigned block[3] = {128, 1, 1};
+    void *mp = m ? tn_ptr(m) : NULL;
+    void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
+    if (st == EM_OK) {
+        char name[48];
+        snprintf(name, sizeof name, "em_attn_bwd_dq_%s_d%d%s", dts, (int)D, mks);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int64_t work = (a.L + 63) / 64 * a.nbatch;
+        unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &mp, &dqp, &lse, &dd, &a};
+        st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
+    }
+    if (st == EM_OK) {
+        char name[48];
+        snprintf(name, sizeof name, "em_attn_bwd_dkdv_%s_d%d%s", dts, (int)D, mks);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int64_t work = (a.S + 63) / 64 * a.nbatch;
+        unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &a};
+        st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem + 4 * 64 * 4, params, what)
+               : em_last_status();
+    }
+    cuda_pool_free(dev, lse); /* stream order: both kernels have read them */
+    cuda_pool_free(dev, dd);
+    for (int i = 0; i < 5; i++) cuda_pool_free(dev, tmp[i]);
+    return st;
+}
+
 em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
 {
+    if (op->kind == EM_OP_SDPA_BACKWARD) return run_flash_bwd(op, dev, what);
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
     const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
     attn_geo g;

@@ -1,5 +1,5 @@
 /* Scaled dot-product attention (SDPA) on the CUDA backend: the general kernel and the flash
- * kernel of kernels/attention.cu, chosen per record. */
+ * kernels of kernels/attention*.cu, chosen per record, and the flash backward (SDPA_BACKWARD). */
 #ifndef EMBER_CUDA_ATTENTION_H
 #define EMBER_CUDA_ATTENTION_H
 
@@ -7,9 +7,10 @@
 
 #include "../backend.h"
 
-/* True for the op kinds this file answers for (SDPA). */
+/* True for the op kinds this file answers for (SDPA, SDPA_BACKWARD). */
 bool cuda_attn_claims(em_op_kind k);
-/* Whether cuda_attn_exec runs the record (every float dtype, mask and layout of em_sdpa). */
+/* Whether cuda_attn_exec runs the record (SDPA: every float dtype, mask and layout of em_sdpa;
+ * SDPA_BACKWARD: the flash kernels' cases only). */
 bool cuda_attn_supports(const em_op *op);
 /* Runs a record cuda_attn_supports accepted on device dev; `what` names the call in errors. */
 em_status cuda_attn_exec(const em_op *op, int dev, const char *what);

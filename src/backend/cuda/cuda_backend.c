@@ -1166,7 +1166,8 @@ static em_status be_exec(const em_op *op)
     case EM_OP_RFFT:
     case EM_OP_IRFFT: return cuda_nn_exec(op, dev, what);
     case EM_OP_MATMUL: return run_matmul(op, dev, what);
-    case EM_OP_SDPA: return cuda_attn_exec(op, dev, what);
+    case EM_OP_SDPA:
+    case EM_OP_SDPA_BACKWARD: return cuda_attn_exec(op, dev, what);
     case EM_OP_MASKED_FILL: return run_masked_fill(op, dev, what);
     default: return em_error(EM_ERR_INTERNAL, "%s: no cuda exec for this kind", what);
     }
