@@ -265,7 +265,7 @@ static void *work(void *p)
         em_scope_end();
     }
     free(h);
-    return NULL; /* the thread's stream goes when it exits */
+    return NULL; /* the thread's stream is passed on when it exits */
 }
 
 static void test_threads(void)
@@ -282,7 +282,7 @@ static void test_threads(void)
     for (int i = 0; i < T; i++)
         CHECK(w[i].bad_iter < 0, "thread %d: iteration %d read %g, want %d %s", i, w[i].bad_iter,
               w[i].got, w[i].id + 5, w[i].err);
-    /* their blocks, freed on streams that are gone, serve this thread */
+    /* their blocks, freed on the threads' streams, serve this thread */
     em_scope_begin();
     em_tensor *x = em_add_scalar(em_full(EM_SHAPE(WORK_N), 1.0, EM_F32, dev), 1.0);
     check_all("after the threads", x, 2.0);

@@ -88,8 +88,8 @@ em_status cuda_enter(int device, const char *what);
 em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);
 
 /* ---- streams and events (cuda_stream.c) -------------------------------------------------------
- * Every host thread queues its work on its own stream per device (created on first use, destroyed
- * when the thread exits) unless em_stream_use chose another. All streams are created blocking
+ * Every host thread queues its work on its own stream per device (made on first use, passed on to
+ * a later thread when it exits) unless em_stream_use chose another. All streams are created blocking
  * (flag 0): they order themselves after work on the legacy NULL stream, so a stray synchronous
  * driver call stays correct. */
 

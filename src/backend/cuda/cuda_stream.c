@@ -1,6 +1,6 @@
-/* CUDA streams and events: one default stream per (host thread, device), created on first use
- * and destroyed when the thread exits, the thread's current stream (em_stream_use), a cache of
- * events for ordering streams, and the backend's em_stream_ops for the public stream API. */
+/* CUDA streams and events: one default stream per (host thread, device), made on first use and
+ * handed to a later thread when its thread exits, the thread's current stream (em_stream_use), a
+ * cache of events for ordering streams, and the backend's em_stream_ops for the public API. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -15,7 +15,12 @@
 #define CUDA_NOT_READY    600
 #define EVENT_CACHE_LIMIT 64
 
-/* ---- per-thread streams ------------------------------------------------------------------- */
+/* ---- per-thread streams -------------------------------------------------------------------
+ * A thread's default streams outlive it: when it exits they go to a free list (no driver call in
+ * a thread-exit destructor) and the next thread that needs one takes it, with its queued work
+ * and the pool's knowledge of it intact. */
+
+#define SPARE_LIMIT 256
 
 typedef struct thread_streams {
     CUstream def[MAX_DEV]; /* this thread's default streams (NULL: not made yet) */
@@ -25,6 +30,9 @@ static _Thread_local thread_streams *tl_streams;
 static _Thread_local CUstream tl_current[MAX_DEV]; /* chosen by em_stream_use; NULL: default */
 static pthread_key_t thread_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
+static CUstream spare[MAX_DEV][SPARE_LIMIT];
+static int n_spare[MAX_DEV];
+static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool warned;
 
 /* Synchronises s, lets the pool forget it, destroys it. */
@@ -39,13 +47,15 @@ static void retire(int device, CUstream s)
     cuda_drv.cuStreamDestroy(s);
 }
 
-/* Thread exit: the thread's default streams go (their work finishes first). */
+/* Thread exit: the thread's default streams go to the free list (kept alive past the limit). */
 static void thread_exit(void *p)
 {
     thread_streams *ts = p;
     tl_streams = NULL;
+    pthread_mutex_lock(&spare_lock);
     for (int d = 0; d < MAX_DEV; d++)
-        if (ts->def[d]) retire(d, ts->def[d]);
+        if (ts->def[d] && n_spare[d] < SPARE_LIMIT) spare[d][n_spare[d]++] = ts->def[d];
+    pthread_mutex_unlock(&spare_lock);
     free(ts);
 }
 
@@ -64,14 +74,22 @@ static CUstream make_default(int device)
         pthread_setspecific(thread_key, tl_streams);
     }
     CUstream s = NULL;
-    CUresult r = cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS);
-    if (r != 0) {
-        if (!atomic_exchange(&warned, true))
-            em_log_msg("cuda", EM_LOG_WARN,
-                       "cuStreamCreate failed on cuda:%d (error %d); work goes on the legacy "
-                       "stream",
-                       device, r);
-        return NULL;
+    pthread_mutex_lock(&spare_lock);
+    if (n_spare[device] > 0) s = spare[device][--n_spare[device]];
+    pthread_mutex_unlock(&spare_lock);
+    if (!s) {
+        CUresult r = cuda_enter(device, "cuda stream") == EM_OK
+                         ? cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS)
+                         : 1;
+        if (r != 0) {
+            em_clear_error();
+            if (!atomic_exchange(&warned, true))
+                em_log_msg("cuda", EM_LOG_WARN,
+                           "cuStreamCreate failed on cuda:%d (error %d); work goes on the legacy "
+                           "stream",
+                           device, r);
+            return NULL;
+        }
     }
     tl_streams->def[device] = s;
     return s;
