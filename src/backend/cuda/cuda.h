@@ -84,14 +84,20 @@ int cuda_device_count(void);
 const cuda_device_info *cuda_device(int device);
 /* Makes device's context current on this thread; records an error naming `what` on failure. */
 em_status cuda_enter(int device, const char *what);
+/* Drops an error recorded after `before` (em_last_status() taken earlier) when none was pending
+ * then: for failures the runtime handles itself, without losing a caller's pending error. */
+static inline void cuda_forget_error(em_status before)
+{
+    if (before == EM_OK) em_clear_error();
+}
 /* Records "<what>: <call> failed on cuda:<device>: <NAME> (<description>)" and returns code. */
 em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);
 
 /* ---- streams and events (cuda_stream.c) -------------------------------------------------------
  * Every host thread queues its work on its own stream per device (made on first use, passed on to
- * a later thread when it exits) unless em_stream_use chose another. All streams are created blocking
- * (flag 0): they order themselves after work on the legacy NULL stream, so a stray synchronous
- * driver call stays correct. */
+ * a later thread when it exits) unless em_stream_use chose another. All streams are created
+ * blocking (flag 0): they order themselves after work on the legacy NULL stream, so a stray
+ * synchronous driver call stays correct. */
 
 /* The calling thread's current stream on device (its default stream, created on first use);
  * the legacy NULL stream, with a warning logged once, when no stream can be created. The

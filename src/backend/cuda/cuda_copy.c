@@ -211,8 +211,9 @@ static bool enable_from(int from, int to)
     const cuda_device_info *a = cuda_device(from), *b = cuda_device(to);
     int can = 0;
     if (cuda_drv.cuDeviceCanAccessPeer(&can, a->dev, b->dev) != 0 || !can) return false;
+    em_status before = em_last_status();
     if (cuda_enter(from, "cuda peer copy") != EM_OK) {
-        em_clear_error();
+        cuda_forget_error(before);
         return false;
     }
     CUresult r = cuda_drv.cuCtxEnablePeerAccess(b->ctx, 0);

@@ -238,9 +238,10 @@ static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
     CUstream on[2] = {b->stream, b->freed_on};
     for (int i = 0; i < 2; i++) {
         if (own_stream(on[i], s) || (i == 1 && on[1] == on[0])) continue;
+        em_status before = em_last_status();
         if (cuda_stream_order(device, s, device, on[i], "cuda alloc") != EM_OK) {
             /* no event: wait on the host instead (correct, only slower) */
-            em_clear_error();
+            cuda_forget_error(before);
             cuda_drv.cuStreamSynchronize(on[i]);
         }
         pl->st.stream_waits++;

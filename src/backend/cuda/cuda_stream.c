@@ -38,8 +38,9 @@ static atomic_bool warned;
 /* Synchronises s, lets the pool forget it, destroys it. */
 static void retire(int device, CUstream s)
 {
+    em_status before = em_last_status();
     if (!s || cuda_enter(device, "cuda stream") != EM_OK) {
-        em_clear_error();
+        cuda_forget_error(before);
         return;
     }
     cuda_drv.cuStreamSynchronize(s);
@@ -78,11 +79,12 @@ static CUstream make_default(int device)
     if (n_spare[device] > 0) s = spare[device][--n_spare[device]];
     pthread_mutex_unlock(&spare_lock);
     if (!s) {
+        em_status before = em_last_status();
         CUresult r = cuda_enter(device, "cuda stream") == EM_OK
                          ? cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS)
                          : 1;
         if (r != 0) {
-            em_clear_error();
+            cuda_forget_error(before);
             if (!atomic_exchange(&warned, true))
                 em_log_msg("cuda", EM_LOG_WARN,
                            "cuStreamCreate failed on cuda:%d (error %d); work goes on the legacy "
@@ -226,8 +228,9 @@ static void *ops_event_new(int device)
 
 static void ops_event_free(int device, void *e)
 {
+    em_status before = em_last_status();
     if (cuda_enter(device, "em_event_free") != EM_OK) {
-        em_clear_error();
+        cuda_forget_error(before);
         return;
     }
     cuda_drv.cuEventDestroy(e);
