@@ -56,7 +56,6 @@ typedef struct cuda_driver {
     CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
     CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
     CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
-    CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
     CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
     /* optional (NULL when the driver lacks them): timing, pinned memory, peer copies */
     CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
@@ -105,8 +104,6 @@ em_status cuda_fail(em_status code, CUresult r, const char *what, const char *ca
 CUstream cuda_stream(int device);
 /* The same without creating one: NULL when this thread has queued nothing on device. */
 CUstream cuda_stream_peek(int device);
-/* Waits for the calling thread's current stream on device; errors name `what`. */
-em_status cuda_stream_sync(int device, const char *what);
 /* An event of device's context without timing, from a small cache (NULL with the error
  * recorded); give it back with cuda_event_put once no later call needs its recorded state. */
 CUevent cuda_event_get(int device);

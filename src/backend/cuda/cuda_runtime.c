@@ -88,7 +88,6 @@ static void probe(void)
     LOAD(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
     LOAD(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
     LOAD(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
-    LOAD(cuMemsetD8Async, "cuMemsetD8Async");
     LOAD(cuMemsetD32Async, "cuMemsetD32Async");
     LOAD_OPT(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
     LOAD_OPT(cuMemHostAlloc, "cuMemHostAlloc", NULL);

@@ -112,13 +112,6 @@ CUstream cuda_stream_peek(int device)
     return tl_streams ? tl_streams->def[device] : NULL;
 }
 
-em_status cuda_stream_sync(int device, const char *what)
-{
-    CUstream s = cuda_stream_peek(device);
-    CUresult r = cuda_drv.cuStreamSynchronize(s);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuStreamSynchronize", device) : EM_OK;
-}
-
 /* ---- events ------------------------------------------------------------------------------- */
 
 static CUevent event_cache[MAX_DEV][EVENT_CACHE_LIMIT];
