@@ -216,6 +216,26 @@ static void test_threads(void)
     for (int i = 0; i < T; i++) CHECK(!w[i].bad, "again, thread %d: %d %s", i, w[i].bad, w[i].err);
 }
 
+/* Work a thread queued is done once the thread has been joined. */
+static void *make_block(void *p)
+{
+    void **out = p;
+    *out = cuda_pool_alloc(0, 4000 * 4);
+    cuda_memset32(0, *out, 0x600DF00D, 4000, "maker");
+    return NULL;
+}
+
+static void test_joined_thread(void)
+{
+    void *blk = NULL;
+    pthread_t th;
+    pthread_create(&th, NULL, make_block, &blk);
+    pthread_join(th, NULL);
+    CHECK(blk != NULL, "the thread's block");
+    if (blk) words_are(blk, 4000, 0x600DF00D, "a joined thread's write");
+    cuda_pool_free(0, blk);
+}
+
 static void test_peer(void)
 {
     em_device d1 = em_device_parse("cuda:1");
@@ -266,6 +286,7 @@ int main(void)
     test_host_copies();
     test_pool_across_streams();
     test_threads();
+    test_joined_thread();
     test_peer();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

@@ -289,6 +289,28 @@ static void test_threads(void)
     em_scope_end();
 }
 
+/* A tensor made by a thread is ready for another once the thread has been joined. */
+static void *make_tensor(void *p)
+{
+    em_tensor **out = p;
+    em_tensor *big = em_full(EM_SHAPE(2048, 2048), 1.0, EM_F64, dev);
+    em_tensor *prod = em_matmul(big, big); /* long, queued on this thread's stream */
+    *out = em_add_scalar(prod, 1.0);       /* 2049 everywhere */
+    em_release(prod);
+    em_release(big);
+    return NULL;
+}
+
+static void test_joined_thread(void)
+{
+    em_tensor *t = NULL;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, make_tensor, &t) == 0, "pthread_create");
+    pthread_join(th, NULL);
+    check_all("a joined thread's tensor", t, 2049.0);
+    em_release(t);
+}
+
 /* ---- two devices -------------------------------------------------------------------------- */
 
 static void test_two_devices(void)
@@ -348,6 +370,7 @@ int main(void)
     test_pool_across_streams();
     test_host_copies();
     test_threads();
+    test_joined_thread();
     test_two_devices();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

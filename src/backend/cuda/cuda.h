@@ -93,8 +93,9 @@ static inline void cuda_forget_error(em_status before)
 em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);
 
 /* ---- streams and events (cuda_stream.c) -------------------------------------------------------
- * Every host thread queues its work on its own stream per device (made on first use, passed on to
- * a later thread when it exits) unless em_stream_use chose another. All streams are created
+ * Every host thread queues its work on its own stream per device (made on first use; when the
+ * thread exits it is waited for and passed on to a later thread) unless em_stream_use chose
+ * another. All streams are created
  * blocking (flag 0): they order themselves after work on the legacy NULL stream, so a stray
  * synchronous driver call stays correct. */
 

@@ -1,6 +1,7 @@
-/* CUDA streams and events: one default stream per (host thread, device), made on first use and
- * handed to a later thread when its thread exits, the thread's current stream (em_stream_use), a
- * cache of events for ordering streams, and the backend's em_stream_ops for the public API. */
+/* CUDA streams and events: one default stream per (host thread, device), made on first use,
+ * waited for when its thread exits and then handed to a later thread, the thread's current stream
+ * (em_stream_use), a cache of events for ordering streams, and the backend's em_stream_ops for the
+ * public API. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -16,9 +17,9 @@
 #define EVENT_CACHE_LIMIT 64
 
 /* ---- per-thread streams -------------------------------------------------------------------
- * A thread's default streams outlive it: when it exits they go to a free list (no driver call in
- * a thread-exit destructor) and the next thread that needs one takes it, with its queued work
- * and the pool's knowledge of it intact. */
+ * When a thread exits, its default streams are synchronised (so work it queued is done once it
+ * has been joined) and go to a free list for the next thread that needs one, rather than being
+ * destroyed: the pool may still remember them. */
 
 #define SPARE_LIMIT 256
 
@@ -48,11 +49,17 @@ static void retire(int device, CUstream s)
     cuda_drv.cuStreamDestroy(s);
 }
 
-/* Thread exit: the thread's default streams go to the free list (kept alive past the limit). */
+/* Thread exit: the thread's default streams are waited for and go to the free list (kept alive
+ * past its limit). Driver calls only, no error recording: the thread is going. */
 static void thread_exit(void *p)
 {
     thread_streams *ts = p;
     tl_streams = NULL;
+    for (int d = 0; d < MAX_DEV; d++) {
+        const cuda_device_info *info = cuda_device(d);
+        if (ts->def[d] && info && cuda_drv.cuCtxSetCurrent(info->ctx) == 0)
+            cuda_drv.cuStreamSynchronize(ts->def[d]);
+    }
     pthread_mutex_lock(&spare_lock);
     for (int d = 0; d < MAX_DEV; d++)
         if (ts->def[d] && n_spare[d] < SPARE_LIMIT) spare[d][n_spare[d]++] = ts->def[d];
