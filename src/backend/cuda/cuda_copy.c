@@ -46,9 +46,10 @@ static stage_pool stages[MAX_DEV];
 static uint64_t stage_clock;
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* A free staging buffer of device (the device's context current), waiting for the oldest DMA
- * when all are pending; NULL when none can be had (then the caller copies without staging). */
-static stage_buf *stage_acquire(int device)
+/* A free staging buffer of device (the device's context current); when all are pending, the
+ * oldest after its DMA is done if `may_wait`, else NULL. NULL also when none can be had at all:
+ * the caller then copies without staging. */
+static stage_buf *stage_acquire(int device, bool may_wait)
 {
     if (device < 0 || device >= MAX_DEV || !cuda_drv.cuMemHostAlloc) return NULL;
     stage_pool *sp = &stages[device];
@@ -81,7 +82,7 @@ static stage_buf *stage_acquire(int device)
                        device);
         }
     }
-    if (!got) got = oldest;
+    if (!got && may_wait) got = oldest;
     if (got) got->busy = true;
     pthread_mutex_unlock(&stage_lock);
     if (got && got->pending) { /* the oldest DMA: wait for it outside the lock */
@@ -111,7 +112,7 @@ em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, 
     for (size_t off = 0; off < n && st == EM_OK;) {
         size_t c = n - off < STAGE_CHUNK ? n - off : STAGE_CHUNK;
         const char *from = (const char *)src + off;
-        stage_buf *b = stage_acquire(device);
+        stage_buf *b = stage_acquire(device, true);
         CUresult r;
         if (!b) { /* unstaged: wait until the driver has read src */
             r = cuda_drv.cuMemcpyHtoDAsync(dptr(dst) + off, from, c, s);
@@ -144,7 +145,8 @@ em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, co
         while (issued < n && r == 0 && (!fly[0] || !fly[1])) {
             int k = fly[0] ? 1 : 0;
             size_t c = n - issued < STAGE_CHUNK ? n - issued : STAGE_CHUNK;
-            stage_buf *b = stage_acquire(device);
+            /* never wait for another copy's DMA (maybe another stream's): copy unstaged then */
+            stage_buf *b = stage_acquire(device, false);
             if (!b) break;
             r = cuda_drv.cuMemcpyDtoHAsync(b->host, dptr(src) + issued, c, s);
             if (r == 0) r = cuda_drv.cuEventRecord(b->done, s);
