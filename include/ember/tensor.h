@@ -68,8 +68,8 @@ em_status em_device_sync(em_device d);
  * em_stream_use picked another, and a read back to the host waits for the calling thread's
  * current stream only: a tensor made on one stream (or thread) and used on another needs an event
  * (em_event_record, em_stream_wait) or a sync first, unless the thread that made it has exited
- * (its streams are waited for then). On the CPU, whose ops are done when they
- * return, streams and events do nothing (events still time, on the host clock). */
+ * (its streams are waited for then). On the CPU, whose ops are done when they return, streams
+ * and events do nothing (events still time, on the host clock). */
 typedef struct em_stream em_stream;
 typedef struct em_event em_event;
 

@@ -95,9 +95,8 @@ em_status cuda_fail(em_status code, CUresult r, const char *what, const char *ca
 /* ---- streams and events (cuda_stream.c) -------------------------------------------------------
  * Every host thread queues its work on its own stream per device (made on first use; when the
  * thread exits it is waited for and passed on to a later thread) unless em_stream_use chose
- * another. All streams are created
- * blocking (flag 0): they order themselves after work on the legacy NULL stream, so a stray
- * synchronous driver call stays correct. */
+ * another. All streams are created blocking (flag 0): they order themselves after work on the
+ * legacy NULL stream, so a stray synchronous driver call stays correct. */
 
 /* The calling thread's current stream on device (its default stream, created on first use);
  * the legacy NULL stream, with a warning logged once, when no stream can be created. The
@@ -139,7 +138,7 @@ void cuda_pool_free(int device, void *p);
 void cuda_pool_forget_stream(int device, CUstream s);
 /* Statistics of device's pool; false when device does not exist. */
 bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
-/* Returns every cached block of device to the driver. */
+/* Returns every cached block of device to the driver (after synchronising the device). */
 void cuda_pool_empty_cache(int device);
 
 /* ---- copies on the current stream (cuda_copy.c) -------------------------------------------------
