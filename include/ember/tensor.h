@@ -60,8 +60,44 @@ char *em_device_str(em_device d, char *buf, size_t cap);
 bool em_device_equal(em_device a, em_device b);
 /* Name of the device's backend ("cpu"). */
 const char *em_device_backend_name(em_device d);
-/* Waits until all work queued on the device is done. */
+/* Waits until all work queued on the device is done, on every stream of every thread. */
 em_status em_device_sync(em_device d);
+
+/* Streams: queues of device work. Work on one stream runs in order; work on two streams may
+ * overlap. Each host thread queues its ops on its own default stream per device unless
+ * em_stream_use picked another, and a read back to the host waits for the calling thread's
+ * current stream only: a tensor made on one stream (or thread) and used on another needs an event
+ * (em_event_record, em_stream_wait) or a sync first, unless the thread that made it has exited
+ * (its streams are waited for then). On the CPU, whose ops are done when they return, streams
+ * and events do nothing (events still time, on the host clock). */
+typedef struct em_stream em_stream;
+typedef struct em_event em_event;
+
+/* A new stream on dev; NULL on error. */
+em_stream *em_stream_new(em_device dev);
+/* Waits for s's work, then frees it (the calling thread goes back to its default stream if s
+ * was current; NULL and the handles of em_stream_current are ignored). */
+void em_stream_free(em_stream *s);
+/* The calling thread's ops on dev go to s from now on (NULL: back to its default stream). */
+em_status em_stream_use(em_device dev, em_stream *s);
+/* The calling thread's current stream on dev (owned by the library; valid while the thread runs
+ * and, for one from em_stream_new, until it is freed); NULL on error. */
+em_stream *em_stream_current(em_device dev);
+/* Waits on the host until the work queued on s is done. */
+em_status em_stream_sync(em_stream *s);
+
+/* A new event on dev (a marker in a stream's work); NULL on error. */
+em_event *em_event_new(em_device dev);
+void em_event_free(em_event *e);
+/* Marks the work queued so far on s (NULL: the calling thread's current stream on e's device). */
+em_status em_event_record(em_event *e, em_stream *s);
+/* Later work on s (NULL: the calling thread's current stream on e's device) waits for e's work,
+ * without the host waiting (a stream of a device without streams: the host waits). */
+em_status em_stream_wait(em_stream *s, em_event *e);
+/* Waits on the host until e's work is done. */
+em_status em_event_sync(em_event *e);
+/* Milliseconds between two recorded, completed events of one device; NaN on error. */
+double em_event_elapsed_ms(const em_event *start, const em_event *end);
 
 /* ---- handle, ownership and scopes -------------------------------------------------------- */
 

@@ -33,6 +33,25 @@ typedef struct em_update {
     em_update_coef k;
 } em_update;
 
+/* Streams and events of a backend whose work runs asynchronously (em_stream_*, em_event_* of the
+ * public API). Streams and events are the backend's own handles; a NULL stream means the calling
+ * thread's current stream on the device. */
+typedef struct em_stream_ops {
+    void *(*stream_new)(int device); /* NULL on failure (error recorded) */
+    /* Waits for the stream's work, then destroys it. */
+    void (*stream_free)(int device, void *s);
+    /* Makes s the calling thread's current stream on device; NULL: back to its default. */
+    em_status (*stream_use)(int device, void *s);
+    void *(*stream_current)(int device); /* the calling thread's current stream */
+    em_status (*stream_sync)(int device, void *s);
+    void *(*event_new)(int device); /* with timing; NULL on failure */
+    void (*event_free)(int device, void *e);
+    em_status (*event_record)(int device, void *e, void *s);
+    em_status (*event_wait)(int device, void *s, void *e); /* s waits for e, no host wait */
+    em_status (*event_sync)(int device, void *e);
+    em_status (*event_elapsed)(int device, void *start, void *end, double *ms);
+} em_stream_ops;
+
 typedef struct em_backend {
     const char *name; /* "cpu", "cuda" */
     int (*device_count)(void);
@@ -48,6 +67,13 @@ typedef struct em_backend {
     em_status (*sync)(int device);
     /* Optional (NULL: the optimizers update a host copy of the parameter and copy it back). */
     em_status (*update)(int device, const em_update *u);
+    /* Optional: streams and events (NULL: work is done when a call returns, and the stream and
+     * event functions do nothing but time on the host). */
+    const em_stream_ops *streams;
+    /* Optional: a copy between two devices of this backend; EM_ERR_UNSUPPORTED with nothing
+     * recorded when they cannot reach each other (em_to_device then stages through the host). */
+    em_status (*copy_peer)(int dst_device, void *dst, int src_device, const void *src,
+                           size_t nbytes);
 } em_backend;
 
 #define EM_MAX_BACKENDS 8

@@ -181,24 +181,24 @@ em_tensor *em_to_device(em_tensor *t, em_device dev)
     }
     size_t nbytes = (size_t)tn_numel(src) * em_dtype_size(src->dtype);
     const em_backend *src_be = em_backend_get(src->storage->device.backend);
+    const void *from =
+        (char *)src->storage->data + src->offset * (int64_t)em_dtype_size(src->dtype);
     em_status st = EM_OK;
     if (nbytes > 0) {
         if (src->storage->device.backend == 0) {
             st = dst_be->copy_from_host(dev.index, out->storage->data, tn_ptr(src), nbytes);
         } else if (dev.backend == 0) {
-            st = src_be->copy_to_host(src->storage->device.index, out->storage->data,
-                                      (char *)src->storage->data +
-                                          src->offset * (int64_t)em_dtype_size(src->dtype),
-                                      nbytes);
+            st = src_be->copy_to_host(src->storage->device.index, out->storage->data, from, nbytes);
         } else {
-            void *stage = em_alloc(nbytes);
-            if (!stage)
-                st = EM_ERR_OOM;
-            else {
-                st = src_be->copy_to_host(src->storage->device.index, stage,
-                                          (char *)src->storage->data +
-                                              src->offset * (int64_t)em_dtype_size(src->dtype),
-                                          nbytes);
+            /* two devices of one backend: a direct copy when it has one, else through the host */
+            st = EM_ERR_UNSUPPORTED;
+            if (src_be == dst_be && dst_be->copy_peer)
+                st = dst_be->copy_peer(dev.index, out->storage->data, src->storage->device.index,
+                                       from, nbytes);
+            if (st == EM_ERR_UNSUPPORTED) {
+                void *stage = em_alloc(nbytes);
+                st = stage ? src_be->copy_to_host(src->storage->device.index, stage, from, nbytes)
+                           : EM_ERR_OOM;
                 if (st == EM_OK)
                     st = dst_be->copy_from_host(dev.index, out->storage->data, stage, nbytes);
                 em_free(stage);

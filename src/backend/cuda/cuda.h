@@ -1,5 +1,6 @@
 /* The CUDA backend's private interface: the driver and NVRTC loaded with dlopen, one primary
- * context per device, a caching device-memory pool, and the NVRTC-compiled kernel module. */
+ * context per device, streams and events, a stream-aware caching device-memory pool, host copies
+ * through pinned staging buffers, peer copies, and the NVRTC-compiled kernel module. */
 #ifndef EMBER_CUDA_H
 #define EMBER_CUDA_H
 
@@ -17,6 +18,7 @@ typedef struct CUctx_st *CUcontext;
 typedef struct CUmod_st *CUmodule;
 typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
 
 typedef struct cuda_driver {
@@ -41,6 +43,27 @@ typedef struct cuda_driver {
     CUresult (*cuFuncSetAttribute)(CUfunction, int, int);
     CUresult (*cuGetErrorName)(CUresult, const char **);
     CUresult (*cuGetErrorString)(CUresult, const char **);
+    /* streams, events and asynchronous copies */
+    CUresult (*cuStreamCreate)(CUstream *, unsigned);
+    CUresult (*cuStreamDestroy)(CUstream);
+    CUresult (*cuStreamSynchronize)(CUstream);
+    CUresult (*cuStreamWaitEvent)(CUstream, CUevent, unsigned);
+    CUresult (*cuEventCreate)(CUevent *, unsigned);
+    CUresult (*cuEventDestroy)(CUevent);
+    CUresult (*cuEventRecord)(CUevent, CUstream);
+    CUresult (*cuEventQuery)(CUevent);
+    CUresult (*cuEventSynchronize)(CUevent);
+    CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+    CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+    CUresult (*cuMemsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream);
+    /* optional (NULL when the driver lacks them): timing, pinned memory, peer copies */
+    CUresult (*cuEventElapsedTime)(float *, CUevent, CUevent);
+    CUresult (*cuMemHostAlloc)(void **, size_t, unsigned);
+    CUresult (*cuMemFreeHost)(void *);
+    CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
+    CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
+    CUresult (*cuMemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
     /* optional (NULL when the driver lacks it): tensor maps for the Hopper bulk tensor copies */
     CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr,
                                        const uint64_t *dims, const uint64_t *strides,
@@ -65,8 +88,37 @@ int cuda_device_count(void);
 const cuda_device_info *cuda_device(int device);
 /* Makes device's context current on this thread; records an error naming `what` on failure. */
 em_status cuda_enter(int device, const char *what);
+/* Drops an error recorded after `before` (em_last_status() taken earlier) when none was pending
+ * then: for failures the runtime handles itself, without losing a caller's pending error. */
+static inline void cuda_forget_error(em_status before)
+{
+    if (before == EM_OK) em_clear_error();
+}
 /* Records "<what>: <call> failed on cuda:<device>: <NAME> (<description>)" and returns code. */
 em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);
+
+/* ---- streams and events (cuda_stream.c) -------------------------------------------------------
+ * Every host thread queues its work on its own stream per device (made on first use; when the
+ * thread exits it is waited for and passed on to a later thread) unless em_stream_use chose
+ * another. All streams are created blocking (flag 0): they order themselves after work on the
+ * legacy NULL stream, so a stray synchronous driver call stays correct. */
+
+/* The calling thread's current stream on device (its default stream, created on first use);
+ * the legacy NULL stream, with a warning logged once, when no stream can be created. The
+ * device's context must be current (cuda_enter). */
+CUstream cuda_stream(int device);
+/* The same without creating one: NULL when this thread has queued nothing on device. */
+CUstream cuda_stream_peek(int device);
+/* An event of device's context without timing, from a small cache (NULL with the error
+ * recorded); give it back with cuda_event_put once no later call needs its recorded state. */
+CUevent cuda_event_get(int device);
+void cuda_event_put(int device, CUevent e);
+/* Makes stream `waiter` wait for the work queued so far on stream `on` (both of device, or `on`
+ * of another device `on_device`): an event recorded on `on` and waited for, no host wait. */
+em_status cuda_stream_order(int device, CUstream waiter, int on_device, CUstream on,
+                            const char *what);
+/* The streams and events of the public API (em_stream_*, em_event_*). */
+extern const em_stream_ops cuda_stream_ops;
 
 /* ---- the caching memory pool ----------------------------------------------------------------- */
 
@@ -77,14 +129,41 @@ typedef struct em_cuda_pool_stats {
     int64_t device_allocs; /* cuMemAlloc calls that succeeded */
     int64_t reuses;        /* allocations served from the cache */
     int64_t frees;         /* blocks returned to the pool */
+    int64_t stream_waits;  /* reuses whose new stream was made to wait for another stream */
 } em_cuda_pool_stats;
 
+/* A block of at least nbytes for work on the calling thread's current stream. A cached block last
+ * used on other streams is handed out with the current stream ordered after their work. */
 void *cuda_pool_alloc(int device, size_t nbytes);
+/* Returns p to the cache; work already queued on it (on the stream it was allocated for, or on
+ * the freeing thread's current stream) is waited for by the next stream that takes it. */
 void cuda_pool_free(int device, void *p);
+/* Called when stream s of device is destroyed, after it was synchronised: blocks that remember s
+ * forget it (its work is done). */
+void cuda_pool_forget_stream(int device, CUstream s);
 /* Statistics of device's pool; false when device does not exist. */
 bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
-/* Returns every cached block of device to the driver. */
+/* Returns every cached block of device to the driver (after synchronising the device). */
 void cuda_pool_empty_cache(int device);
+
+/* ---- copies on the current stream (cuda_copy.c) -------------------------------------------------
+ * Host copies go through pinned staging buffers in chunks of cuda_copy_chunk() bytes, several in
+ * flight. To the device: each chunk is copied into a free staging buffer and its DMA queued, so
+ * the function returns once src may be reused, before the data has landed (later work on the same
+ * stream sees it). To the host: returns when dst holds the data (only the current stream is
+ * waited for). Errors name `what`. */
+em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, const char *what);
+em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, const char *what);
+em_status cuda_copy_d2d(int device, void *dst, const void *src, size_t n, const char *what);
+/* count 32-bit words of dst = v. */
+em_status cuda_memset32(int device, void *dst, unsigned v, size_t count, const char *what);
+/* The staging chunk in bytes. */
+size_t cuda_copy_chunk(void);
+/* Device-to-device between two devices with peer access (enabled on first use): ordered after
+ * the work queued so far on both devices' current streams, and before later work on either.
+ * EM_ERR_UNSUPPORTED with nothing recorded when the two cannot reach each other (the caller then
+ * stages through the host). */
+em_status cuda_copy_peer(int dst_device, void *dst, int src_device, const void *src, size_t n);
 
 /* ---- kernels ----------------------------------------------------------------------------------
  * Every file of src/backend/cuda/kernels/ is embedded at build time (NULL-terminated lists of
@@ -106,6 +185,7 @@ em_status cuda_compile_check(const char *arch);
  * disk cache or compiled by NVRTC, the missing ones in parallel); NULL with the error recorded.
  * Found functions are remembered by name. */
 CUfunction cuda_kernel(int device, const char *name, const char *what);
+/* The launches below queue f on the calling thread's current stream of device. */
 /* Launches f over n elements (grid-stride) with the given parameters. */
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);
 

@@ -254,9 +254,8 @@ static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, bool
 {
     int *flag = cuda_pool_alloc(dev, sizeof(int));
     if (!flag) return em_last_status();
-    int zero = 0, hit = 0;
-    CUresult r = cuda_drv.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)flag, &zero, sizeof zero);
-    em_status st = r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoD", dev) : EM_OK;
+    int hit = 0;
+    em_status st = cuda_memset32(dev, flag, 0, 1, what);
     attn_strided s;
     memset(&s, 0, sizeof s);
     s.rank = v->rank;
@@ -271,10 +270,7 @@ static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, bool
     void *vp = tn_ptr(v), *fp = flag;
     void *params[] = {&vp, &n, &s, &fp};
     if (st == EM_OK) st = cuda_launch(dev, f, n, params, what);
-    if (st == EM_OK) {
-        r = cuda_drv.cuMemcpyDtoH(&hit, (CUdeviceptr)(uintptr_t)flag, sizeof hit);
-        if (r) st = cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoH", dev);
-    }
+    if (st == EM_OK) st = cuda_copy_to_host(dev, &hit, flag, sizeof hit, what);
     cuda_pool_free(dev, flag);
     *bad = hit != 0;
     return st;

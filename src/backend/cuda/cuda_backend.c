@@ -33,35 +33,24 @@ static void be_free(int device, void *p)
     cuda_pool_free(device, p);
 }
 
-static CUdeviceptr dptr(const void *p)
-{
-    return (CUdeviceptr)(uintptr_t)p;
-}
-
 static em_status be_copy_from_host(int device, void *dst, const void *src, size_t nbytes)
 {
-    em_status st = cuda_enter(device, "cuda copy from host");
-    if (st != EM_OK || nbytes == 0) return st;
-    CUresult r = cuda_drv.cuMemcpyHtoD(dptr(dst), src, nbytes);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy from host", "cuMemcpyHtoD", device) : EM_OK;
+    return cuda_copy_from_host(device, dst, src, nbytes, "cuda copy from host");
 }
 
 static em_status be_copy_to_host(int device, void *dst, const void *src, size_t nbytes)
 {
-    em_status st = cuda_enter(device, "cuda copy to host");
-    if (st != EM_OK || nbytes == 0) return st;
-    CUresult r = cuda_drv.cuMemcpyDtoH(dst, dptr(src), nbytes);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy to host", "cuMemcpyDtoH", device) : EM_OK;
+    return cuda_copy_to_host(device, dst, src, nbytes, "cuda copy to host");
 }
 
 static em_status be_copy_within(int device, void *dst, const void *src, size_t nbytes)
 {
     em_status st = cuda_enter(device, "cuda copy");
     if (st != EM_OK || nbytes == 0) return st;
-    CUresult r = cuda_drv.cuMemcpyDtoD(dptr(dst), dptr(src), nbytes);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, "cuda copy", "cuMemcpyDtoD", device) : EM_OK;
+    return cuda_copy_d2d(device, dst, src, nbytes, "cuda copy");
 }
 
+/* The whole device: every stream of every thread. */
 static em_status be_sync(int device)
 {
     em_status st = cuda_enter(device, "em_device_sync");
@@ -199,7 +188,8 @@ static em_status run_copy(const em_op *op, int dev, const char *what)
     size_t es = em_dtype_size(in->dtype);
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
-    if (tn_is_contiguous(in)) return be_copy_within(dev, tn_ptr(o), tn_ptr(in), (size_t)n * es);
+    if (tn_is_contiguous(in))
+        return cuda_copy_d2d(dev, tn_ptr(o), tn_ptr(in), (size_t)n * es, what);
     strided_arg s;
     memset(&s, 0, sizeof s);
     s.rank = in->rank;
@@ -1185,4 +1175,6 @@ const em_backend cuda_backend = {
     .exec = be_exec,
     .sync = be_sync,
     .update = cuda_update,
+    .streams = &cuda_stream_ops,
+    .copy_peer = cuda_copy_peer,
 };

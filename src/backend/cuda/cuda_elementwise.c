@@ -315,11 +315,9 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
     if (divides) {
         flag = cuda_pool_alloc(dev, sizeof(int));
         if (!flag) return em_last_status();
-        int zero = 0;
-        CUresult r = cuda_drv.cuMemcpyHtoD((CUdeviceptr)(uintptr_t)flag, &zero, sizeof zero);
-        if (r) {
+        if (cuda_memset32(dev, flag, 0, 1, what) != EM_OK) {
             cuda_pool_free(dev, flag);
-            return cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoD", dev);
+            return em_last_status();
         }
     }
     void *fp = flag;
@@ -327,10 +325,7 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
     em_status st = cuda_launch(dev, f, n, params, what);
     if (flag) {
         int hit = 0;
-        if (st == EM_OK) {
-            CUresult r = cuda_drv.cuMemcpyDtoH(&hit, (CUdeviceptr)(uintptr_t)flag, sizeof hit);
-            if (r) st = cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoH", dev);
-        }
+        if (st == EM_OK) st = cuda_copy_to_host(dev, &hit, flag, sizeof hit, what);
         cuda_pool_free(dev, flag);
         if (st == EM_OK && hit)
             st = em_error(EM_ERR_INVALID_ARG, "%s: integer division by zero", what);

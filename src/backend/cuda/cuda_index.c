@@ -127,21 +127,16 @@ static CUfunction sized_kernel(int dev, const char *fam, size_t es, const char *
     return cuda_kernel(dev, name, what);
 }
 
-static CUdeviceptr dp(const void *p)
-{
-    return (CUdeviceptr)(uintptr_t)p;
-}
-
+/* Host copies on the current stream: src may be reused at return (to_dev); dst holds the data
+ * at return (to_host). */
 static em_status to_dev(int dev, void *dst, const void *src, size_t n, const char *what)
 {
-    CUresult r = cuda_drv.cuMemcpyHtoD(dp(dst), src, n);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoD", dev) : EM_OK;
+    return cuda_copy_from_host(dev, dst, src, n, what);
 }
 
 static em_status to_host(int dev, void *dst, const void *src, size_t n, const char *what)
 {
-    CUresult r = cuda_drv.cuMemcpyDtoH(dst, dp(src), n);
-    return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoH", dev) : EM_OK;
+    return cuda_copy_to_host(dev, dst, src, n, what);
 }
 
 /* y[view] = x[view] over shape (rank <= 16), element strides xs and ys. */
@@ -193,8 +188,7 @@ em_status cuda_index_to_contiguous(int dev, const em_tensor *x, em_dtype dt, voi
     if (x->dtype == dt && tn_is_contiguous(x)) {
         size_t nbytes = (size_t)tn_numel(x) * em_dtype_size(dt);
         if (nbytes == 0) return EM_OK;
-        CUresult r = cuda_drv.cuMemcpyDtoD(dp(dst), dp(tn_ptr(x)), nbytes);
-        return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoD", dev) : EM_OK;
+        return cuda_copy_d2d(dev, dst, tn_ptr(x), nbytes, what);
     }
     return copy_convert(dev, x->dtype, tn_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank, what);
 }
@@ -206,8 +200,7 @@ static em_status copy_into(int dev, const em_tensor *x, const em_tensor *dst, co
     int64_t n = tn_numel(x);
     if (n == 0) return EM_OK;
     if (tn_is_contiguous(x)) {
-        CUresult r = cuda_drv.cuMemcpyDtoD(dp(tn_ptr(dst)), dp(tn_ptr(x)), (size_t)n * es);
-        return r ? cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyDtoD", dev) : EM_OK;
+        return cuda_copy_d2d(dev, tn_ptr(dst), tn_ptr(x), (size_t)n * es, what);
     }
     return copy_strided(dev, es, tn_ptr(x), x->strides, tn_ptr(dst), dst->strides, x->shape,
                         x->rank, what);
@@ -547,8 +540,7 @@ static em_status run_map(const em_op *op, int dev, const char *what)
     long long n = tn_numel(y);
     if (n == 0) return EM_OK;
     if (r == 0) {
-        CUresult res = cuda_drv.cuMemcpyDtoD(dp(tn_ptr(y)), dp(tn_ptr(&xv)), es);
-        return res ? cuda_fail(EM_ERR_DEVICE, res, what, "cuMemcpyDtoD", dev) : EM_OK;
+        return cuda_copy_d2d(dev, tn_ptr(y), tn_ptr(&xv), es, what);
     }
     int64_t off[EM_MAX_RANK];
     int64_t total = cpu_map_plan(op, &xv, NULL, off);

@@ -638,8 +638,8 @@ em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const 
     const unsigned threads = 256;
     int64_t blocks = (n + threads - 1) / threads;
     if (blocks > 65536) blocks = 65536; /* the grid-stride loop covers the rest */
-    CUresult r =
-        cuda_drv.cuLaunchKernel(f, (unsigned)blocks, 1, 1, threads, 1, 1, 0, NULL, params, NULL);
+    CUresult r = cuda_drv.cuLaunchKernel(f, (unsigned)blocks, 1, 1, threads, 1, 1, 0,
+                                         cuda_stream(device), params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }
@@ -649,8 +649,8 @@ em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **p
 {
     if (nblocks <= 0) return EM_OK;
     if (nblocks > (1 << 20)) nblocks = 1 << 20; /* the kernels loop over the rest */
-    CUresult r =
-        cuda_drv.cuLaunchKernel(f, (unsigned)nblocks, 1, 1, 256, 1, 1, 0, NULL, params, NULL);
+    CUresult r = cuda_drv.cuLaunchKernel(f, (unsigned)nblocks, 1, 1, 256, 1, 1, 0,
+                                         cuda_stream(device), params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }
@@ -660,7 +660,7 @@ em_status cuda_launch_grid(int device, CUfunction f, const unsigned grid[3],
 {
     if (!grid[0] || !grid[1] || !grid[2]) return EM_OK;
     CUresult r = cuda_drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         0, NULL, params, NULL);
+                                         0, cuda_stream(device), params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }
@@ -676,7 +676,7 @@ em_status cuda_launch_grid_smem(int device, CUfunction f, const unsigned grid[3]
         if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuFuncSetAttribute", device);
     }
     CUresult r = cuda_drv.cuLaunchKernel(f, grid[0], grid[1], grid[2], block[0], block[1], block[2],
-                                         smem, NULL, params, NULL);
+                                         smem, cuda_stream(device), params, NULL);
     if (r != 0) return cuda_fail(EM_ERR_DEVICE, r, what, "cuLaunchKernel", device);
     return EM_OK;
 }

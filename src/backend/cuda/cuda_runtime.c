@@ -1,5 +1,5 @@
 /* CUDA runtime groundwork: libcuda loaded with dlopen, device discovery, one primary context
- * per device, and a caching device-memory pool with statistics. */
+ * per device, and a stream-aware caching device-memory pool with statistics. */
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -34,6 +34,18 @@ static void *load_sym(void *lib, const char *name, bool *ok)
         void *p_ = load_sym(lib, sym, &ok);                                                        \
         memcpy(&cuda_drv.field, &p_, sizeof p_);                                                   \
     } while (0)
+/* An optional function: NULL when missing; alt (or NULL) is a second name to try. */
+static void *load_opt(void *lib, const char *sym, const char *alt)
+{
+    void *p = dlsym(lib, sym);
+    return p || !alt ? p : dlsym(lib, alt);
+}
+
+#define LOAD_OPT(field, sym, alt)                                                                  \
+    do {                                                                                           \
+        void *p_ = load_opt(lib, sym, alt);                                                        \
+        memcpy(&cuda_drv.field, &p_, sizeof p_);                                                   \
+    } while (0)
 
 static void probe(void)
 {
@@ -64,6 +76,27 @@ static void probe(void)
     LOAD(cuFuncSetAttribute, "cuFuncSetAttribute");
     LOAD(cuGetErrorName, "cuGetErrorName");
     LOAD(cuGetErrorString, "cuGetErrorString");
+    LOAD(cuStreamCreate, "cuStreamCreate");
+    LOAD(cuStreamDestroy, "cuStreamDestroy_v2");
+    LOAD(cuStreamSynchronize, "cuStreamSynchronize");
+    LOAD(cuStreamWaitEvent, "cuStreamWaitEvent");
+    LOAD(cuEventCreate, "cuEventCreate");
+    LOAD(cuEventDestroy, "cuEventDestroy_v2");
+    LOAD(cuEventRecord, "cuEventRecord");
+    LOAD(cuEventQuery, "cuEventQuery");
+    LOAD(cuEventSynchronize, "cuEventSynchronize");
+    LOAD(cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
+    LOAD(cuMemcpyDtoHAsync, "cuMemcpyDtoHAsync_v2");
+    LOAD(cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+    LOAD(cuMemsetD32Async, "cuMemsetD32Async");
+    LOAD_OPT(cuEventElapsedTime, "cuEventElapsedTime_v2", "cuEventElapsedTime");
+    LOAD_OPT(cuMemHostAlloc, "cuMemHostAlloc", NULL);
+    LOAD_OPT(cuMemFreeHost, "cuMemFreeHost", NULL);
+    LOAD_OPT(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", NULL);
+    LOAD_OPT(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", NULL);
+    LOAD_OPT(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", NULL);
+    if (!cuda_drv.cuMemHostAlloc || !cuda_drv.cuMemFreeHost)
+        cuda_drv.cuMemHostAlloc = NULL, cuda_drv.cuMemFreeHost = NULL;
     if (!ok) {
         em_log_msg("cuda", EM_LOG_WARN, "libcuda lacks a driver function Ember needs; no cuda");
         return;
@@ -135,12 +168,20 @@ em_status cuda_enter(int device, const char *what)
 /* ---- caching memory pool -------------------------------------------------------------------
  * Sizes are rounded to classes (powers of two up to 1 MiB, then multiples of 2 MiB) and a freed
  * block waits in its device's cache for a request of the same class. Live blocks are kept in a
- * hash table keyed by address so free() knows their size. Work is ordered on the one (legacy
- * default) stream, so a freed block can be handed out again at once. */
+ * hash table keyed by address so free() knows their size.
+ *
+ * Streams: a block remembers the stream it was handed out for and, when it differs, the freeing
+ * thread's current stream (the work queued on the block is on those two). A request prefers a
+ * block whose streams are its own (stream order alone makes reuse safe); otherwise it takes one of
+ * the right size and first makes its stream wait, on the device, for the work queued so far on
+ * the block's streams (an event recorded now covers everything queued before the free). Stream 0
+ * means no pending work: all streams are blocking, so the legacy stream is ordered with them. */
 
 typedef struct pool_block {
     CUdeviceptr ptr;
     size_t size;
+    CUstream stream;   /* handed out for (0: none pending) */
+    CUstream freed_on; /* the freeing thread's stream when it differed (0: none) */
     struct pool_block *next;
 } pool_block;
 
@@ -172,8 +213,11 @@ static size_t bucket_of(CUdeviceptr p)
     return (size_t)((p >> 9) * 0x9E3779B97F4A7C15ull >> 54) % POOL_BUCKETS;
 }
 
+/* Frees every cached block; the device is synchronised first, since a cached block may still be
+ * read or written by queued work. */
 static void release_cached(int device, pool *pl)
 {
+    if (pl->cached) cuda_drv.cuCtxSynchronize();
     for (pool_block *b = pl->cached, *next; b; b = next) {
         next = b->next;
         cuda_drv.cuMemFree(b->ptr);
@@ -184,21 +228,53 @@ static void release_cached(int device, pool *pl)
     (void)device;
 }
 
+static bool own_stream(CUstream x, CUstream s)
+{
+    return x == 0 || x == s;
+}
+
+/* Orders stream s after the work queued on b's other streams (pool_lock held). */
+static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
+{
+    CUstream on[2] = {b->stream, b->freed_on};
+    for (int i = 0; i < 2; i++) {
+        if (own_stream(on[i], s) || (i == 1 && on[1] == on[0])) continue;
+        em_status before = em_last_status();
+        if (cuda_stream_order(device, s, device, on[i], "cuda alloc") != EM_OK) {
+            /* no event: wait on the host instead (correct, only slower) */
+            cuda_forget_error(before);
+            cuda_drv.cuStreamSynchronize(on[i]);
+        }
+        pl->st.stream_waits++;
+    }
+}
+
 void *cuda_pool_alloc(int device, size_t nbytes)
 {
     if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
+    CUstream s = cuda_stream(device);
     size_t sz = size_class(nbytes);
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
-    pool_block *b = NULL;
+    pool_block *b = NULL, **other = NULL;
     for (pool_block **pp = &pl->cached; *pp; pp = &(*pp)->next)
         if ((*pp)->size == sz) {
-            b = *pp;
-            *pp = b->next;
-            pl->st.cached_bytes -= (int64_t)sz;
-            pl->st.reuses++;
-            break;
+            if (own_stream((*pp)->stream, s) && own_stream((*pp)->freed_on, s)) {
+                b = *pp;
+                *pp = b->next;
+                break;
+            }
+            if (!other) other = pp;
         }
+    if (!b && other) {
+        b = *other;
+        *other = b->next;
+        order_reuse(device, pl, b, s);
+    }
+    if (b) {
+        pl->st.cached_bytes -= (int64_t)sz;
+        pl->st.reuses++;
+    }
     if (!b) {
         CUdeviceptr p = 0;
         CUresult r = cuda_drv.cuMemAlloc(&p, sz);
@@ -224,6 +300,8 @@ void *cuda_pool_alloc(int device, size_t nbytes)
         b->size = sz;
         pl->st.device_allocs++;
     }
+    b->stream = s;
+    b->freed_on = 0;
     size_t h = bucket_of(b->ptr);
     b->next = pl->live[h];
     pl->live[h] = b;
@@ -238,6 +316,7 @@ void cuda_pool_free(int device, void *p)
 {
     if (!p || device < 0 || device >= cuda_device_count()) return;
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
+    CUstream cur = cuda_stream_peek(device); /* NULL: this thread queued nothing on device */
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
     size_t h = bucket_of(dp);
@@ -245,6 +324,7 @@ void cuda_pool_free(int device, void *p)
         if ((*pp)->ptr == dp) {
             pool_block *b = *pp;
             *pp = b->next;
+            b->freed_on = cur == b->stream ? 0 : cur;
             pl->st.in_use_bytes -= (int64_t)b->size;
             pl->st.cached_bytes += (int64_t)b->size;
             pl->st.frees++;
@@ -256,6 +336,23 @@ void cuda_pool_free(int device, void *p)
     pthread_mutex_unlock(&pool_lock);
     em_log_msg("cuda", EM_LOG_ERROR, "cuda free: %p was not allocated by the cuda:%d pool", p,
                device);
+}
+
+static void forget(pool_block *b, CUstream s)
+{
+    if (b->stream == s) b->stream = 0;
+    if (b->freed_on == s) b->freed_on = 0;
+}
+
+void cuda_pool_forget_stream(int device, CUstream s)
+{
+    if (!s || device < 0 || device >= cuda_device_count()) return;
+    pthread_mutex_lock(&pool_lock);
+    pool *pl = &pools[device];
+    for (pool_block *b = pl->cached; b; b = b->next) forget(b, s);
+    for (size_t h = 0; h < POOL_BUCKETS; h++)
+        for (pool_block *b = pl->live[h]; b; b = b->next) forget(b, s);
+    pthread_mutex_unlock(&pool_lock);
 }
 
 bool cuda_pool_stats(int device, em_cuda_pool_stats *out)

@@ -1,0 +1,464 @@
+/* A stand-in libcuda.so.1 for tests without a GPU (tests/cuda/test_cuda_mock.c): two devices
+ * whose memory is host memory, and streams that really defer their work. Every asynchronous
+ * copy or memset is queued on its stream and runs only when something waits for it (a stream,
+ * event or context sync, a wait on another stream that must run first, or now and then an event
+ * query), so code that reuses a buffer before its copy ran, or orders two streams wrongly, reads
+ * wrong bytes. Freeing memory that queued work still touches aborts. No kernels: module loads
+ * fail. */
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#pragma GCC diagnostic ignored "-Wmissing-prototypes"
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+
+enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500, ERR_NOT_READY = 600, ERR_PEER_ON = 704 };
+
+typedef struct mstream mstream;
+
+typedef struct mop {
+    int kind;      /* 0 copy, 1 set32, 2 set8, 3 wait */
+    int owned_src; /* a copy from pageable memory, staged at queue time: freed after */
+    char *dst;
+    const char *src;
+    size_t n;
+    unsigned v;
+    mstream *on; /* wait: the stream and the position it must reach */
+    size_t pos;
+} mop;
+
+struct mstream {
+    mop *q;
+    size_t n, cap, done;
+};
+
+typedef struct mevent {
+    mstream *s; /* NULL: never recorded (or recorded on the legacy stream: complete) */
+    size_t pos;
+    int timing;
+} mevent;
+
+typedef struct mblock {
+    char *p;
+    size_t n;
+    int pinned;
+    struct mblock *next;
+} mblock;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static mstream *streams[4096];
+static int n_streams;
+static mblock *blocks;
+static mevent *events[65536];
+static int n_events;
+static unsigned rng = 12345;
+static int ctxs[2];
+static _Thread_local void *current_ctx;
+static int peer_on[2];
+
+static void die(const char *msg)
+{
+    fprintf(stderr, "mock libcuda: %s\n", msg);
+    abort();
+}
+
+static void run_to(mstream *s, size_t pos);
+
+static void run_op(mop *o)
+{
+    switch (o->kind) {
+    case 0: memmove(o->dst, o->src, o->n); break;
+    case 1:
+        for (size_t i = 0; i < o->n; i++) memcpy(o->dst + 4 * i, &o->v, 4);
+        break;
+    case 2: memset(o->dst, (int)o->v, o->n); break;
+    case 3: run_to(o->on, o->pos); break;
+    }
+    if (o->owned_src) free((void *)o->src);
+}
+
+static void run_to(mstream *s, size_t pos)
+{
+    if (!s) return;
+    while (s->done < pos && s->done < s->n) {
+        mop o = s->q[s->done++];
+        run_op(&o);
+    }
+}
+
+static void run_all(void)
+{
+    for (int i = 0; i < n_streams; i++)
+        if (streams[i]) run_to(streams[i], streams[i]->n);
+}
+
+static void push(mstream *s, mop o)
+{
+    if (!s) { /* the legacy stream: everything before it first, then at once */
+        run_all();
+        run_op(&o);
+        return;
+    }
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 64;
+        s->q = realloc(s->q, s->cap * sizeof *s->q);
+        if (!s->q) die("out of memory");
+    }
+    s->q[s->n++] = o;
+}
+
+static mblock *find_block(const void *p)
+{
+    for (mblock *b = blocks; b; b = b->next)
+        if ((const char *)p >= b->p && (const char *)p < b->p + (b->n ? b->n : 1)) return b;
+    return NULL;
+}
+
+static int pinned(const void *p)
+{
+    mblock *b = find_block(p);
+    return b && b->pinned;
+}
+
+/* Aborts when queued, unexecuted work touches [p, p + n). */
+static void check_unused(const char *p, size_t n, const char *what)
+{
+    for (int i = 0; i < n_streams; i++) {
+        mstream *s = streams[i];
+        if (!s) continue;
+        for (size_t k = s->done; k < s->n; k++) {
+            mop *o = &s->q[k];
+            if (o->kind == 3) continue;
+            size_t len = o->kind == 1 ? 4 * o->n : o->n;
+            int hit = (o->dst < p + n && o->dst + len > p) ||
+                      (o->kind == 0 && o->src < p + n && o->src + len > p);
+            if (hit) die(what);
+        }
+    }
+}
+
+static void *alloc_block(size_t n, int is_pinned)
+{
+    mblock *b = calloc(1, sizeof *b);
+    if (!b) return NULL;
+    b->p = aligned_alloc(256, (n + 255) / 256 * 256 + 256);
+    b->n = n;
+    b->pinned = is_pinned;
+    memset(b->p, 0xCD, n);
+    b->next = blocks;
+    blocks = b;
+    return b->p;
+}
+
+static int free_block(void *p, const char *what)
+{
+    for (mblock **pp = &blocks; *pp; pp = &(*pp)->next)
+        if ((*pp)->p == p) {
+            mblock *b = *pp;
+            check_unused(b->p, b->n, what);
+            *pp = b->next;
+            free(b->p);
+            free(b);
+            return OK;
+        }
+    return ERR_INVALID_VALUE;
+}
+
+/* Some progress now and then: an event query may find its work done. */
+static int coin(void)
+{
+    rng = rng * 1103515245u + 12345u;
+    return (rng >> 16) % 3 == 0;
+}
+
+#define API(name, args) CUresult name args
+#define LOCKED(body)                                                                               \
+    do {                                                                                           \
+        pthread_mutex_lock(&mu);                                                                   \
+        body;                                                                                      \
+        pthread_mutex_unlock(&mu);                                                                 \
+    } while (0)
+
+API(cuInit, (unsigned f))
+{
+    (void)f;
+    return OK;
+}
+API(cuDriverGetVersion, (int *v))
+{
+    *v = 13000;
+    return OK;
+}
+API(cuDeviceGetCount, (int *n))
+{
+    *n = 2;
+    return OK;
+}
+API(cuDeviceGet, (int *d, int i))
+{
+    *d = i;
+    return i >= 0 && i < 2 ? OK : ERR_INVALID_VALUE;
+}
+API(cuDeviceGetName, (char *s, int len, int d))
+{
+    snprintf(s, (size_t)len, "Ember mock GPU %d", d);
+    return OK;
+}
+API(cuDeviceGetAttribute, (int *v, int attr, int d))
+{
+    (void)d;
+    *v = attr == 75 ? 9 : attr == 76 ? 0 : attr == 16 ? 4 : 1;
+    return OK;
+}
+API(cuDevicePrimaryCtxRetain, (void **c, int d))
+{
+    *c = &ctxs[d];
+    return OK;
+}
+API(cuCtxSetCurrent, (void *c))
+{
+    current_ctx = c;
+    return OK;
+}
+API(cuCtxSynchronize, (void))
+{
+    LOCKED(run_all());
+    return OK;
+}
+API(cuMemAlloc_v2, (CUdeviceptr * p, size_t n))
+{
+    void *q;
+    LOCKED(q = alloc_block(n, 0));
+    *p = (CUdeviceptr)(uintptr_t)q;
+    return q ? OK : 2;
+}
+API(cuMemFree_v2, (CUdeviceptr p))
+{
+    CUresult r;
+    LOCKED(r = free_block((void *)(uintptr_t)p, "cuMemFree of memory that queued work uses"));
+    return r;
+}
+API(cuMemHostAlloc, (void **p, size_t n, unsigned flags))
+{
+    (void)flags;
+    LOCKED(*p = alloc_block(n, 1));
+    return *p ? OK : 2;
+}
+API(cuMemFreeHost, (void *p))
+{
+    CUresult r;
+    LOCKED(r = free_block(p, "cuMemFreeHost of memory that queued work uses"));
+    return r;
+}
+/* the synchronous copies run on the legacy stream: after all queued work */
+API(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n))
+{
+    LOCKED(run_all(); memcpy((void *)(uintptr_t)d, s, n));
+    return OK;
+}
+API(cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n))
+{
+    LOCKED(run_all(); memcpy(d, (void *)(uintptr_t)s, n));
+    return OK;
+}
+API(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n))
+{
+    LOCKED(run_all(); memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n));
+    return OK;
+}
+API(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, mstream *st))
+{
+    pthread_mutex_lock(&mu);
+    const char *src = s;
+    if (!pinned(s)) { /* pageable: the driver stages it before returning */
+        char *copy = malloc(n ? n : 1);
+        if (!copy) die("out of memory");
+        memcpy(copy, s, n);
+        src = copy;
+    }
+    push(st,
+         (mop){.kind = 0, .dst = (char *)(uintptr_t)d, .src = src, .n = n, .owned_src = src != s});
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+API(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, mstream *st))
+{
+    pthread_mutex_lock(&mu);
+    mop o = {.kind = 0, .dst = d, .src = (const char *)(uintptr_t)s, .n = n};
+    if (pinned(d)) {
+        push(st, o);
+    } else { /* pageable: returns once the copy is done */
+        if (st)
+            run_to(st, st->n);
+        else
+            run_all();
+        memmove(d, (const void *)(uintptr_t)s, n);
+    }
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+API(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, mstream *st))
+{
+    mop o = {.kind = 0, .dst = (char *)(uintptr_t)d, .src = (const char *)(uintptr_t)s, .n = n};
+    LOCKED(push(st, o));
+    return OK;
+}
+API(cuMemcpyPeerAsync, (CUdeviceptr d, void *dc, CUdeviceptr s, void *sc, size_t n, mstream *st))
+{
+    (void)dc, (void)sc;
+    return cuMemcpyDtoDAsync_v2(d, s, n, st);
+}
+API(cuMemsetD8Async, (CUdeviceptr d, unsigned char v, size_t n, mstream *st))
+{
+    mop o = {.kind = 2, .dst = (char *)(uintptr_t)d, .n = n, .v = v};
+    LOCKED(push(st, o));
+    return OK;
+}
+API(cuMemsetD32Async, (CUdeviceptr d, unsigned v, size_t n, mstream *st))
+{
+    mop o = {.kind = 1, .dst = (char *)(uintptr_t)d, .n = n, .v = v};
+    LOCKED(push(st, o));
+    return OK;
+}
+API(cuStreamCreate, (mstream * *s, unsigned flags))
+{
+    (void)flags;
+    mstream *x = calloc(1, sizeof *x);
+    LOCKED(if (n_streams < 4096) streams[n_streams++] = x);
+    *s = x;
+    return x ? OK : 2;
+}
+API(cuStreamDestroy_v2, (mstream * s))
+{
+    pthread_mutex_lock(&mu);
+    run_all(); /* its work finishes first (and whatever waits for it) */
+    for (int i = 0; i < n_streams; i++)
+        if (streams[i] == s) streams[i] = NULL;
+    for (int i = 0; i < n_events; i++)
+        if (events[i] && events[i]->s == s) events[i]->s = NULL; /* complete */
+    free(s->q);
+    free(s);
+    pthread_mutex_unlock(&mu);
+    return OK;
+}
+API(cuStreamSynchronize, (mstream * s))
+{
+    LOCKED(if (s) run_to(s, s->n); else run_all());
+    return OK;
+}
+API(cuStreamWaitEvent, (mstream * s, mevent *e, unsigned flags))
+{
+    (void)flags;
+    mop o = {.kind = 3, .on = e->s, .pos = e->pos};
+    LOCKED(if (o.on) push(s, o));
+    return OK;
+}
+API(cuEventCreate, (mevent * *e, unsigned flags))
+{
+    mevent *x = calloc(1, sizeof *x);
+    if (!x) return 2;
+    x->timing = !(flags & 2);
+    pthread_mutex_lock(&mu);
+    int i = 0;
+    while (i < n_events && events[i]) i++;
+    if (i == n_events && n_events < 65536) n_events++;
+    if (i < 65536) events[i] = x;
+    pthread_mutex_unlock(&mu);
+    *e = x;
+    return OK;
+}
+API(cuEventDestroy_v2, (mevent * e))
+{
+    pthread_mutex_lock(&mu);
+    for (int i = 0; i < n_events; i++)
+        if (events[i] == e) events[i] = NULL;
+    pthread_mutex_unlock(&mu);
+    free(e);
+    return OK;
+}
+API(cuEventRecord, (mevent * e, mstream *s))
+{
+    LOCKED(if (!s) run_all(); e->s = s; e->pos = s ? s->n : 0);
+    return OK;
+}
+static int event_done(mevent *e)
+{
+    return !e->s || e->s->done >= e->pos;
+}
+API(cuEventQuery, (mevent * e))
+{
+    int done;
+    LOCKED(if (coin()) run_to(e->s, e->pos); done = event_done(e));
+    return done ? OK : ERR_NOT_READY;
+}
+API(cuEventSynchronize, (mevent * e))
+{
+    LOCKED(run_to(e->s, e->pos));
+    return OK;
+}
+API(cuEventElapsedTime_v2, (float *ms, mevent *a, mevent *b))
+{
+    int done;
+    LOCKED(done = event_done(a) && event_done(b));
+    if (!a->timing || !b->timing) return 400;
+    *ms = 0.5f;
+    return done ? OK : ERR_NOT_READY;
+}
+API(cuDeviceCanAccessPeer, (int *can, int a, int b))
+{
+    *can = a != b;
+    return OK;
+}
+API(cuCtxEnablePeerAccess, (void *peer, unsigned flags))
+{
+    (void)flags;
+    int k = peer == &ctxs[0] ? 0 : 1;
+    if (peer_on[k]++) return ERR_PEER_ON;
+    return OK;
+}
+API(cuModuleLoadData, (void **m, const void *img))
+{
+    (void)m, (void)img;
+    return 218; /* CUDA_ERROR_INVALID_PTX: no kernels here */
+}
+API(cuModuleGetFunction, (void **f, void *m, const char *name))
+{
+    (void)f, (void)m, (void)name;
+    return ERR_NOT_FOUND;
+}
+API(cuLaunchKernel, (void *f, unsigned a, unsigned b, unsigned c, unsigned d, unsigned e,
+                     unsigned g, unsigned smem, mstream *s, void **p, void **x))
+{
+    (void)f, (void)a, (void)b, (void)c, (void)d, (void)e, (void)g, (void)smem, (void)s, (void)p,
+        (void)x;
+    return ERR_INVALID_VALUE;
+}
+API(cuFuncSetAttribute, (void *f, int a, int v))
+{
+    (void)f, (void)a, (void)v;
+    return OK;
+}
+API(cuGetErrorName, (CUresult r, const char **s))
+{
+    *s = r == ERR_NOT_READY ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_MOCK";
+    return OK;
+}
+API(cuGetErrorString, (CUresult r, const char **s))
+{
+    (void)r;
+    *s = "mock driver";
+    return OK;
+}
+
+/* for the test: how many queued operations have not run yet */
+size_t mock_cuda_pending(void)
+{
+    size_t k = 0;
+    LOCKED(for (int i = 0; i < n_streams; i++) if (streams[i]) k +=
+           streams[i]->n - streams[i]->done);
+    return k;
+}

@@ -1,0 +1,378 @@
+/* The CUDA runtime's streams, events, pool, host copies and device-to-device moves: work on two
+ * explicit streams ordered by events, pool blocks freed on one stream while its work still runs
+ * and taken by another (which must wait), host copies of sizes around the staging chunk (the host
+ * buffer scribbled over as soon as the call returns), host threads on their own default streams
+ * sharing the pool, and to_device between two GPUs when there are two. Without a CUDA device it
+ * prints one line and passes. */
+#include <pthread.h>
+#include <string.h>
+
+#include "backend/cuda/cuda.h"
+#include "harness.h"
+#include "tensor/tensor_impl.h"
+
+static em_device dev;
+
+/* Whether every element of t (read back on the current stream) equals v; reports the first
+ * other one under what. */
+static void check_all(const char *what, em_tensor *t, double v)
+{
+    CHECK(t != NULL, "%s: missing result (%s)", what, em_last_error());
+    if (!t) return;
+    int64_t n = em_tensor_numel(t);
+    double *h = malloc((size_t)(n ? n : 1) * sizeof *h);
+    em_to_data(t, h, EM_F64, n);
+    CHECK_OK(what);
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (h[i] != v) bad = i;
+    CHECK(bad < 0, "%s: element %lld is %.17g, want %.17g", what, (long long)bad,
+          bad < 0 ? 0.0 : h[bad], v);
+    free(h);
+}
+
+/* A few long f64 products on the current stream (tens of milliseconds), to hold it up. */
+static void hold_up_current_stream(int reps)
+{
+    em_scope_begin();
+    em_tensor *a = em_full(EM_SHAPE(2048, 2048), 1.0, EM_F64, dev);
+    em_tensor *b = em_full(EM_SHAPE(2048, 2048), 0.5, EM_F64, dev);
+    for (int i = 0; i < reps; i++) em_matmul(a, b);
+    CHECK_OK("long products");
+    em_scope_end(); /* the blocks go back to the pool; the products still run */
+}
+
+/* ---- two streams ordered by events ------------------------------------------------------ */
+
+static void test_two_streams(void)
+{
+    em_scope_begin();
+    int64_t n = (int64_t)1 << 21; /* 8 MiB of f32: two staging chunks */
+    em_tensor *x = em_to_device(em_arange(0, (double)n, 1, EM_F32, EM_CPU), dev);
+    em_stream *def = em_stream_current(dev);
+    em_stream *a = em_stream_new(dev), *b = em_stream_new(dev);
+    em_event *ex = em_event_new(dev), *ea = em_event_new(dev), *eb = em_event_new(dev);
+    CHECK(def && a && b && ex && ea && eb, "streams and events (%s)", em_last_error());
+    CHECK(em_event_record(ex, NULL) == EM_OK, "record x's copy on the default stream");
+
+    CHECK(em_stream_use(dev, a) == EM_OK && em_stream_current(dev) == a, "use a");
+    em_stream_wait(NULL, ex);
+    em_tensor *y = x;
+    for (int i = 0; i < 20; i++) y = em_add_scalar(y, 1.0); /* y = x + 20, 20 launches on a */
+    em_event_record(ea, NULL);
+
+    CHECK(em_stream_use(dev, b) == EM_OK && em_stream_current(dev) == b, "use b");
+    em_stream_wait(NULL, ex);
+    em_tensor *z = em_mul_scalar(x, 3.0); /* on b, may overlap a's work */
+    em_stream_wait(NULL, ea);
+    em_tensor *w = em_add(y, z); /* 4 x + 20, on b after a */
+    em_event_record(eb, NULL);
+
+    CHECK(em_stream_use(dev, NULL) == EM_OK && em_stream_current(dev) == def, "back to default");
+    em_stream_wait(NULL, eb);
+    CHECK_OK("queueing on two streams");
+    double *h = malloc((size_t)n * sizeof *h);
+    em_to_data(w, h, EM_F64, n); /* on the default stream, which waits for b */
+    CHECK_OK("read w");
+    int64_t bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+        if (h[i] != 4.0 * (double)i + 20.0) bad = i;
+    CHECK(bad < 0, "two streams: w[%lld] = %.17g, want %.17g", (long long)bad,
+          bad < 0 ? 0.0 : h[bad], bad < 0 ? 0.0 : 4.0 * (double)bad + 20.0);
+    free(h);
+
+    CHECK(em_event_sync(eb) == EM_OK, "em_event_sync");
+    double ms = em_event_elapsed_ms(ea, eb);
+    CHECK(isfinite(ms) && ms >= 0, "elapsed between a's and b's events: %g (%s)", ms,
+          em_last_error());
+    em_clear_error();
+    CHECK(em_stream_sync(a) == EM_OK && em_stream_sync(b) == EM_OK, "em_stream_sync");
+    CHECK(em_stream_use(EM_CPU, a) != EM_OK, "a cuda stream is not the cpu's");
+    CHECK_ERR(EM_ERR_DEVICE, "em_stream_use: the stream belongs to device");
+    em_event_free(ex);
+    em_event_free(ea);
+    em_event_free(eb);
+    em_stream_free(a);
+    em_stream_free(b);
+    em_scope_end();
+}
+
+/* ---- the pool across streams -------------------------------------------------------------- */
+
+static em_cuda_pool_stats stats(void)
+{
+    em_cuda_pool_stats s;
+    memset(&s, 0, sizeof s);
+    CHECK(cuda_pool_stats(dev.index, &s), "pool stats");
+    return s;
+}
+
+/* t is written on stream A and read there only after stream C's long products; t is freed at
+ * once (host side) and its block taken by stream B, which writes it. B must wait for A's read:
+ * without that, B's write lands first (A is held up by C) and A reads 7 instead of 1.5. */
+static void test_pool_across_streams(void)
+{
+    em_device_sync(dev);
+    cuda_pool_empty_cache(dev.index);
+    em_scope_begin();
+    em_stream *sa = em_stream_new(dev), *sb = em_stream_new(dev), *sc = em_stream_new(dev);
+    em_event *done_c = em_event_new(dev);
+    CHECK(sa && sb && sc && done_c, "streams (%s)", em_last_error());
+
+    em_stream_use(dev, sc);
+    hold_up_current_stream(4);
+    em_event_record(done_c, NULL);
+
+    em_stream_use(dev, sa);
+    int64_t n = 777777; /* 3.1 MB: the 4 MiB class, which no other block here uses */
+    em_tensor *t = em_full(EM_SHAPE(n), 1.5, EM_F32, dev);
+    em_stream_wait(NULL, done_c);
+    em_tensor *r = em_mul_scalar(t, 2.0); /* queued behind C's products */
+    void *tp = tn_ptr(t);
+    em_cuda_pool_stats s0 = stats();
+    em_release(t); /* freed while A's read of it waits */
+
+    em_stream_use(dev, sb);
+    em_tensor *u = em_full(EM_SHAPE(n), 7.0, EM_F32, dev);
+    em_tensor *u1 = em_add_scalar(u, 1.0);
+    em_cuda_pool_stats s1 = stats();
+    CHECK(u && tn_ptr(u) == tp, "stream B took t's block (%p, t had %p)",
+          u ? (void *)tn_ptr(u) : NULL, tp);
+    CHECK(s1.stream_waits > s0.stream_waits, "the reuse made B wait (%lld -> %lld)",
+          (long long)s0.stream_waits, (long long)s1.stream_waits);
+
+    /* the same with the block freed on another stream than its own: t2 is A's, read on C after
+     * another hold-up and freed while C is current; A's next request must wait for C */
+    em_stream_use(dev, sa);
+    em_tensor *t2 = em_full(EM_SHAPE(n), 2.0, EM_F32, dev);
+    em_event *t2_ready = em_event_new(dev);
+    em_event_record(t2_ready, NULL);
+    em_stream_use(dev, sc);
+    em_stream_wait(NULL, t2_ready);
+    hold_up_current_stream(3);
+    em_tensor *q = em_mul_scalar(t2, 5.0);
+    void *t2p = tn_ptr(t2);
+    em_release(t2); /* freed with C current */
+    em_stream_use(dev, sa);
+    em_cuda_pool_stats s2 = stats();
+    em_tensor *v = em_full(EM_SHAPE(n), 9.0, EM_F32, dev);
+    em_cuda_pool_stats s3 = stats();
+    CHECK(v && tn_ptr(v) == t2p, "stream A took t2's block back");
+    CHECK(s3.stream_waits > s2.stream_waits, "and waited for C's read (%lld -> %lld)",
+          (long long)s2.stream_waits, (long long)s3.stream_waits);
+    CHECK_OK("queueing");
+
+    em_stream_sync(sa);
+    em_stream_sync(sb);
+    em_stream_sync(sc);
+    em_stream_use(dev, NULL);
+    check_all("A's result after its block went to B", r, 3.0);
+    check_all("B's write", u, 7.0);
+    check_all("B's later work", u1, 8.0);
+    check_all("C's result after its input went back to A", q, 10.0);
+    check_all("A's write", v, 9.0);
+    em_event_free(done_c);
+    em_event_free(t2_ready);
+    em_stream_free(sa);
+    em_stream_free(sb);
+    em_stream_free(sc);
+    em_scope_end();
+}
+
+/* ---- host copies ---------------------------------------------------------------------------- */
+
+static unsigned char pattern(size_t i, size_t n)
+{
+    uint64_t h = (i + 1) * 0x9E3779B97F4A7C15ull ^ n;
+    return (unsigned char)(h >> 56);
+}
+
+static void test_host_copies(void)
+{
+    size_t c = cuda_copy_chunk();
+    size_t sizes[] = {0, 1, 7, c - 1, c, c + 1, 2 * c, 3 * c + 5, 9 * c + 3};
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        size_t n = sizes[k];
+        em_scope_begin();
+        unsigned char *src = malloc(n + 2), *back = malloc(n + 2);
+        for (size_t i = 0; i < n; i++) src[i] = pattern(i, n);
+
+        /* through the tensor API; the host buffer is overwritten as soon as the copy returns */
+        em_tensor *t = em_from_data(src, EM_U8, EM_SHAPE((int64_t)n), EM_U8, dev);
+        memset(src, 0xEE, n);
+        CHECK(t != NULL, "from_data %zu bytes (%s)", n, em_last_error());
+        memset(back, 0x55, n + 2);
+        em_to_data(t, back, EM_U8, (int64_t)n);
+        CHECK_OK("to_data");
+        size_t bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (back[i] != pattern(i, n)) bad = i;
+        CHECK(bad == n, "round trip of %zu bytes: byte %zu is %d, want %d", n, bad,
+              bad < n ? back[bad] : 0, bad < n ? pattern(bad, n) : 0);
+
+        /* the backend's copies with odd host addresses, queued behind a long product so the DMAs
+         * are still waiting when the host buffer is reused */
+        for (size_t i = 0; i < n; i++) src[i + 1] = pattern(i, n);
+        void *d = cuda_pool_alloc(dev.index, n ? n : 1);
+        CHECK(d != NULL, "pool alloc %zu", n);
+        hold_up_current_stream(1);
+        CHECK(cuda_copy_from_host(dev.index, d, src + 1, n, "test") == EM_OK, "to device (%s)",
+              em_last_error());
+        memset(src + 1, 0x11, n);
+        memset(back, 0x55, n + 2);
+        CHECK(cuda_copy_to_host(dev.index, back + 1, d, n, "test") == EM_OK, "to host (%s)",
+              em_last_error());
+        bad = n;
+        for (size_t i = 0; i < n && bad == n; i++)
+            if (back[i + 1] != pattern(i, n)) bad = i;
+        CHECK(bad == n, "staged copies of %zu bytes: byte %zu is %d, want %d", n, bad,
+              bad < n ? back[bad + 1] : 0, bad < n ? pattern(bad, n) : 0);
+        CHECK(back[0] == 0x55 && back[n + 1] == 0x55, "no byte outside [1, %zu] written", n);
+        cuda_pool_free(dev.index, d);
+        free(src);
+        free(back);
+        em_scope_end();
+    }
+    printf("host copies: staging chunk %zu bytes\n", c);
+}
+
+/* ---- host threads ------------------------------------------------------------------------- */
+
+typedef struct worker {
+    int id;
+    int bad_iter; /* -1: all good */
+    double got;
+    char err[256];
+} worker;
+
+#define WORK_N 300000
+
+static void *work(void *p)
+{
+    worker *w = p;
+    w->bad_iter = -1;
+    float *h = malloc(WORK_N * sizeof *h);
+    for (int it = 0; it < 40 && w->bad_iter < 0; it++) {
+        em_scope_begin();
+        em_tensor *x = em_full(EM_SHAPE(WORK_N), (double)w->id, EM_F32, dev);
+        for (int k = 0; k < 5; k++) x = em_add_scalar(x, 1.0); /* temporaries go to the pool */
+        if (em_to_data(x, h, EM_F32, WORK_N) != EM_OK) {
+            snprintf(w->err, sizeof w->err, "%s", em_last_error());
+            w->bad_iter = it;
+        }
+        for (int i = 0; i < WORK_N && w->bad_iter < 0; i++)
+            if (h[i] != (float)(w->id + 5)) w->bad_iter = it, w->got = h[i];
+        em_scope_end();
+    }
+    free(h);
+    return NULL; /* the thread's stream is passed on when it exits */
+}
+
+static void test_threads(void)
+{
+    enum { T = 4 };
+    pthread_t th[T];
+    worker w[T];
+    for (int i = 0; i < T; i++) {
+        memset(&w[i], 0, sizeof w[i]);
+        w[i].id = 10 * (i + 1);
+        CHECK(pthread_create(&th[i], NULL, work, &w[i]) == 0, "pthread_create");
+    }
+    for (int i = 0; i < T; i++) pthread_join(th[i], NULL);
+    for (int i = 0; i < T; i++)
+        CHECK(w[i].bad_iter < 0, "thread %d: iteration %d read %g, want %d %s", i, w[i].bad_iter,
+              w[i].got, w[i].id + 5, w[i].err);
+    /* their blocks, freed on the threads' streams, serve this thread */
+    em_scope_begin();
+    em_tensor *x = em_add_scalar(em_full(EM_SHAPE(WORK_N), 1.0, EM_F32, dev), 1.0);
+    check_all("after the threads", x, 2.0);
+    em_scope_end();
+}
+
+/* A tensor made by a thread is ready for another once the thread has been joined. */
+static void *make_tensor(void *p)
+{
+    em_tensor **out = p;
+    em_tensor *big = em_full(EM_SHAPE(2048, 2048), 1.0, EM_F64, dev);
+    em_tensor *prod = em_matmul(big, big); /* long, queued on this thread's stream */
+    *out = em_add_scalar(prod, 1.0);       /* 2049 everywhere */
+    em_release(prod);
+    em_release(big);
+    return NULL;
+}
+
+static void test_joined_thread(void)
+{
+    em_tensor *t = NULL;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, make_tensor, &t) == 0, "pthread_create");
+    pthread_join(th, NULL);
+    check_all("a joined thread's tensor", t, 2049.0);
+    em_release(t);
+}
+
+/* ---- two devices -------------------------------------------------------------------------- */
+
+static void test_two_devices(void)
+{
+    int count = cuda_device_count();
+    if (count < 2) {
+        printf("skipped: to_device between GPUs needs 2 devices (found %d)\n", count);
+        return;
+    }
+    em_device d1 = em_device_parse("cuda:1");
+    CHECK_OK("cuda:1");
+    size_t c = cuda_copy_chunk();
+    int64_t lens[] = {1, 1000, (int64_t)(c / 4) + 3, (int64_t)(3 * c / 8) + 1};
+    em_dtype dts[] = {EM_F32, EM_F64};
+    for (int k = 0; k < 4; k++)
+        for (int di = 0; di < 2; di++) {
+            em_scope_begin();
+            char what[96];
+            snprintf(what, sizeof what, "cuda:0 -> cuda:1 -> cuda:0, %lld %s", (long long)lens[k],
+                     em_dtype_name(dts[di]));
+            em_tensor *host = h_rand(EM_SHAPE(lens[k]), dts[di], H_CONTIG, -3, 3, NULL);
+            em_tensor *x0 = em_to_device(host, dev);
+            em_tensor *x1 = em_to_device(x0, d1);
+            CHECK(x1 && em_device_equal(em_tensor_device(x1), d1), "%s: on cuda:1", what);
+            em_release(x0); /* its block is taken at once by a write on cuda:0 */
+            em_tensor *junk = em_full(EM_SHAPE(lens[k]), 99.0, dts[di], dev);
+            (void)junk;
+            em_tensor *y1 = em_mul_scalar(x1, 2.0); /* on cuda:1 */
+            em_tensor *back = em_to_device(y1, dev);
+            h_compare_dev(what, back, em_mul_scalar(host, 2.0), 0, 0, dev);
+            h_compare_dev("the copy on cuda:1", x1, host, 0, 0, d1);
+            em_scope_end();
+        }
+    /* a strided view moves as its values */
+    em_scope_begin();
+    em_tensor *host = h_rand(EM_SHAPE(300, 517), EM_F32, H_CONTIG, -1, 1, NULL);
+    em_tensor *x0 = em_transpose(em_to_device(host, dev), 0, 1);
+    em_tensor *x1 = em_to_device(x0, d1);
+    h_compare_dev("transposed cuda:0 -> cuda:1", x1, em_transpose(host, 0, 1), 0, 0, d1);
+    em_scope_end();
+    em_device_sync(d1);
+    printf("to_device between cuda:0 and cuda:1: checked\n");
+}
+
+int main(void)
+{
+    em_backends_init();
+    if (em_backend_find("cuda") < 0) {
+        printf("skipped: no CUDA device\n");
+        return 0;
+    }
+    h_init();
+    h_dev = EM_CPU;
+    dev = em_device_parse("cuda:0");
+    CHECK_OK("em_device_parse(\"cuda:0\")");
+    test_two_streams();
+    test_pool_across_streams();
+    test_host_copies();
+    test_threads();
+    test_joined_thread();
+    test_two_devices();
+    em_device_sync(dev);
+    CHECK_OK("em_device_sync");
+    return h_finish();
+}
