@@ -1,9 +1,9 @@
 /* The vector row kernels (cpu_fast.h: AVX-512 or AVX2, whichever the CPU has: GELU,
- * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test) and the
- * power-of-two real FFT against the portable paths (cpu_fast_force_portable): odd lengths and
- * tails, NaN and infinities, ties, strided inputs (which take the portable path), and
- * bitwise-identical results for 1, 2 and 3 threads. On CPUs without AVX2 the element-wise
- * sides are both the portable path. */
+ * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test, the 32-bit
+ * masked_fill) and the power-of-two real FFT against the portable paths (cpu_fast_force_portable):
+ * odd lengths and tails, NaN and infinities, ties, strided inputs (which take the portable path),
+ * and bitwise-identical results for 1, 2 and 3 threads. On CPUs without AVX2 the element-wise sides
+ * are both the portable path. */
 #include <string.h>
 
 #include "backend/cpu/cpu_fast.h"
@@ -89,6 +89,34 @@ static void compare(const char *name, op1 f, em_shape s, bool specials, h_layout
     free(first);
     free(v);
     free(rv);
+    em_scope_end();
+}
+
+/* masked_fill of f32 and i32 (the 32-bit bit-copy kernel) against the portable loop: the same
+ * bytes, NaN and -0.0 among the values and as the fill, for 1 and 2 threads. */
+static void compare_masked_fill(int64_t rows, int64_t n, em_dtype dt, double fill, h_layout layout)
+{
+    em_scope_begin();
+    int64_t cnt = rows * n;
+    double *v = malloc(sizeof(double) * (size_t)cnt);
+    for (int64_t i = 0; i < cnt; i++)
+        v[i] = dt == EM_F32 ? 8 * h_uniform() - 4 : (double)(i % 97) - 40;
+    if (dt == EM_F32 && cnt > 2) v[1] = NAN, v[2] = -0.0;
+    em_tensor *x = h_from_values(v, EM_SHAPE(rows, n), dt, layout);
+    em_tensor *m = em_lt_scalar(h_rand(EM_SHAPE(rows, n), EM_F32, layout, -1, 1, NULL), 0.0);
+    cpu_fast_force_portable(true);
+    em_tensor *ref = em_masked_fill(x, m, fill);
+    cpu_fast_force_portable(false);
+    CHECK_OK("masked_fill");
+    for (int th = 1; th <= 2; th++) {
+        em_set_num_threads(th);
+        em_tensor *y = em_masked_fill(x, m, fill);
+        CHECK(y && ref && h_same_bytes(y, ref),
+              "masked_fill %s %lldx%lld fill %g layout %d threads %d", em_dtype_name(dt),
+              (long long)rows, (long long)n, fill, (int)layout, th);
+    }
+    em_set_num_threads(2);
+    free(v);
     em_scope_end();
 }
 
@@ -241,6 +269,13 @@ int main(void)
         compare("sum NaN", f_sum, EM_SHAPE(sums[i]), true, H_CONTIG, 1e-5);
     }
     compare("sum strided", f_sum, EM_SHAPE(300, 301), false, H_STRIDED, 1e-5);
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        compare_masked_fill(3, lens[i], EM_F32, 0.0, H_CONTIG);
+        compare_masked_fill(3, lens[i], EM_F32, NAN, H_CONTIG);
+        compare_masked_fill(2, lens[i], EM_I32, -7, H_CONTIG);
+        compare_masked_fill(3, lens[i], EM_F32, -0.0, H_TRANSPOSED);
+    }
+    compare_masked_fill(2048, 784, EM_F32, 0.0, H_CONTIG); /* train_cnn's ReLU gradient */
 
     int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000, 4099};
     int64_t tk_ks[] = {1, 3, 10, 32};

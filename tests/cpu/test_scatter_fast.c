@@ -1,7 +1,7 @@
 /* The row scatter-add fast path of cpu_index.c (rank-2, last dim, f32/f64, i64 indices: the
  * max-pool gradient) against the generic scatter: the same operands as [1, R, n] along dim 2
  * take the generic path, and both must give the same bytes, with duplicate indices, broadcast
- * and strided x, fewer index rows than x, and 1 and 2 threads. */
+ * and strided x (a broadcast +0.0 or -0.0 too), fewer index rows than x, and 1 and 2 threads. */
 #include "harness.h"
 
 /* Indices in [0, n) with many duplicates; index and src [r, m]. */
@@ -22,6 +22,8 @@ static void compare(em_dtype dt, int64_t R, int64_t n, int64_t r, int64_t m, int
         x = h_rand(EM_SHAPE(R, n), dt, H_CONTIG, -1, 1, NULL);
     else if (xkind == 1) /* one value broadcast */
         x = em_expand(h_rand(EM_SHAPE(1, 1), dt, H_CONTIG, -1, 1, NULL), EM_SHAPE(R, n));
+    else if (xkind == 3) /* a broadcast zero (+0.0: filled with memset), or -0.0 */
+        x = em_expand(em_full(EM_SHAPE(1, 1), R % 2 ? -0.0 : 0.0, dt, EM_CPU), EM_SHAPE(R, n));
     else /* rows of a wider matrix */
         x = em_slice(h_rand(EM_SHAPE(R, n + 5), dt, H_CONTIG, -1, 1, NULL), 1, 2, n + 2, 1);
     em_tensor *idx = rand_index(r, m, n);
@@ -45,7 +47,7 @@ int main(void)
     h_init();
     em_dtype dts[] = {EM_F32, EM_F64};
     for (int d = 0; d < 2; d++)
-        for (int xk = 0; xk < 3; xk++) {
+        for (int xk = 0; xk < 4; xk++) {
             compare(dts[d], 7, 13, 7, 5, xk);
             compare(dts[d], 7, 13, 4, 20, xk);         /* fewer index rows, more entries than n */
             compare(dts[d], 2048, 784, 2048, 196, xk); /* train_cnn's first pool, parallel */

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "cpu.h"
+#include "cpu_fast.h"
 
 typedef struct bin_ctx {
     em_op_kind kind;
@@ -336,6 +337,13 @@ static void masked_fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
             for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], m += s[2])                       \
                 memcpy(o, *(const uint8_t *)m ? (const void *)&f : x, sizeof(U));                  \
     } while (0)
+    const cpu_fast_ops *fast = es == 4 && s[0] == 4 && s[1] == 4 && s[2] == 1 ? cpu_fast() : NULL;
+    if (fast && fast->mask_fill32) {
+        uint32_t f;
+        memcpy(&f, c->fill, sizeof f);
+        fast->mask_fill32((uint32_t *)o, (const uint32_t *)x, (const uint8_t *)m, f, n);
+        return;
+    }
     switch (es) {
     case 1: MFILL_ROW(uint8_t); return;
     case 2: MFILL_ROW(uint16_t); return;

@@ -601,9 +601,7 @@ static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
                 for (int64_t i = 0, oh = oh0, ow = ow0; i < nqb; oh++, ow = 0) {
                     int64_t run = d->Wp - ow < nqb - i ? d->Wp - ow : nqb - i;
                     int64_t nout = ow < OW ? (OW - ow < run ? OW - ow : run) : 0;
-                    float *o = yr + oh * OW + ow;
-                    const float *ti = t + i;
-                    for (int64_t q = 0; q < nout; q++) o[q] = v + ti[q];
+                    if (nout > 0) cpu_conv_direct_out_avx2(t + i, yr + oh * OW + ow, nout, v);
                     i += run;
                 }
             }

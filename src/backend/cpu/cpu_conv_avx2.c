@@ -51,3 +51,15 @@ void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const
         for (int j = 0; j < nr; j++) c[j] = accumulate ? c[j] + t[j] : t[j];
     }
 }
+
+void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
+{
+    __m256 v = _mm256_set1_ps(bias);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(v, _mm256_loadu_ps(t + i)));
+    if (i < n) {
+        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
+                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        _mm256_maskstore_ps(o + i, m, _mm256_add_ps(v, _mm256_maskload_ps(t + i, m)));
+    }
+}

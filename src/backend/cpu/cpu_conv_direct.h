@@ -12,6 +12,9 @@
 void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
                                float *C, int64_t ldc, int mr, int nr, bool accumulate);
 
+/* o[i] = bias + t[i] for i < n: a tile row copied out with the bias (masked at the end). */
+void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
+
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */
 void cpu_conv_direct_enable(bool on);

@@ -36,6 +36,9 @@ typedef struct cpu_fast_ops {
      * smallest, ix[j] its row; NaN beats everything, ties keep the lower row (n < 2^31). */
     void (*col_top1)(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
                      bool desc);
+    /* o[i] = m[i] ? f : x[i] for n 32-bit elements (bit copies: masked_fill of f32/i32), m one
+     * byte per element, nonzero meaning true. */
+    void (*mask_fill32)(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
 } cpu_fast_ops;
 
 /* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
@@ -55,6 +58,7 @@ void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double 
                         int64_t t0, int64_t t1);
 void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
                        bool desc);
+void cpu_mask_fill32_avx2(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
 
 extern const cpu_fast_ops cpu_fast_avx512_ops;
 extern const cpu_fast_ops cpu_fast_avx2_ops;

@@ -444,6 +444,20 @@ void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, flo
     }
 }
 
+void cpu_mask_fill32_avx2(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n)
+{
+    __m256i fv = _mm256_set1_epi32((int)f), zero = _mm256_setzero_si256();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m128i mb = _mm_loadl_epi64((const __m128i *)(m + i));
+        /* all ones where m[i] == 0: those lanes keep x */
+        __m256i keep = _mm256_cmpeq_epi32(_mm256_cvtepu8_epi32(mb), zero);
+        __m256i xv = _mm256_loadu_si256((const __m256i *)(x + i));
+        _mm256_storeu_si256((__m256i *)(o + i), _mm256_blendv_epi8(fv, xv, keep));
+    }
+    for (; i < n; i++) o[i] = m[i] ? f : x[i];
+}
+
 const cpu_fast_ops cpu_fast_avx2_ops = {
     .isa = "avx2",
     .gelu = gelu,
@@ -454,4 +468,5 @@ const cpu_fast_ops cpu_fast_avx2_ops = {
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,
     .col_top1 = cpu_col_top1_avx2,
+    .mask_fill32 = cpu_mask_fill32_avx2,
 };

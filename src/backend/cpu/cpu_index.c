@@ -289,6 +289,13 @@ typedef struct scatter_rows_ctx {
     char *out;
 } scatter_rows_ctx;
 
+/* True when the es-byte value at p is +0.0 (all bits zero): a fill that memset can do. */
+static bool is_pos_zero(const void *p, size_t es)
+{
+    static const char zero[8];
+    return memcmp(p, zero, es) == 0;
+}
+
 static void scatter_add_rows(void *vctx, int64_t r0, int64_t r1)
 {
     const scatter_rows_ctx *c = vctx;
@@ -299,6 +306,8 @@ static void scatter_add_rows(void *vctx, int64_t r0, int64_t r1)
             const double *xr = (const double *)c->x + r * c->xs0, *sr;
             if (c->xs1)
                 memcpy(o, xr, (size_t)c->n * sizeof *o);
+            else if (is_pos_zero(xr, sizeof *xr))
+                memset(o, 0, (size_t)c->n * sizeof *o);
             else
                 for (int64_t j = 0; j < c->n; j++) o[j] = xr[0];
             if (r >= c->irows) continue;
@@ -309,6 +318,8 @@ static void scatter_add_rows(void *vctx, int64_t r0, int64_t r1)
             const float *xr = (const float *)c->x + r * c->xs0, *sr;
             if (c->xs1)
                 memcpy(o, xr, (size_t)c->n * sizeof *o);
+            else if (is_pos_zero(xr, sizeof *xr))
+                memset(o, 0, (size_t)c->n * sizeof *o);
             else
                 for (int64_t j = 0; j < c->n; j++) o[j] = xr[0];
             if (r >= c->irows) continue;
