@@ -674,9 +674,10 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
 }
 
 /* Matrix-vector products (N == 1 or M == 1) of f32, f16 or bf16 on the memory-bound kernels of
- * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column over
- * k slices, as many (up to 64) as it takes to give every multiprocessor two blocks, their sums
- * added in slice order. */
+ * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column (f32
+ * contiguous columns: a block per 128 columns, its warps over the slice's rows) over k slices, as
+ * many (up to 64) as it takes to give every multiprocessor two blocks, their sums added in slice
+ * order. */
 static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
@@ -697,7 +698,7 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
         void *params[] = {&ap, &bp, &cp, (void *)s};
         return cuda_launch_grid(dev, f, grid, block, params, what);
     }
-    int64_t cpb = cols4 ? 1024 : 256; /* columns per block */
+    int64_t cpb = cols4 ? 128 : 256; /* columns per block */
     int64_t nb = s->nbatch < 65535 ? s->nbatch : 65535, cb = (s->N + cpb - 1) / cpb * nb;
     int parts = 1;
     while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)

@@ -87,19 +87,23 @@ __device__ __forceinline__ void gemv_cols(const void *a, const void *b, void *c,
     }
 }
 
-// gemv_cols for f32 with B's columns contiguous (sbn == 1) and 16-byte aligned rows: a thread
-// takes four neighbouring columns, one float4 per k, eight k in flight.
+// gemv_cols for f32 with B's columns contiguous (sbn == 1) and 16-byte aligned rows: a block
+// takes 128 neighbouring columns (a float4 per lane) of its k slice; its 8 warps take every 8th
+// row of the slice (eight rows in flight per lane), and their sums are added in warp order
+// through shared memory.
 __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float *c, float *ws,
                                            const mmidx &s, int parts)
 {
-    const i64 n = 4 * ((i64)blockIdx.x * blockDim.x + threadIdx.x);
+    __shared__ float4 part[8][32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    const i64 n = (i64)blockIdx.x * 128 + lane * 4;
     const i64 slice = (s.K + parts - 1) / parts, k0 = blockIdx.y * slice;
     const i64 k1 = k0 + slice < s.K ? k0 + slice : s.K;
-    if (n >= s.N) return;
+    const bool live = n < s.N;
     for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
         i64 ao, bo;
         batch_offsets(s, bt, ao, bo);
-        const float *x = a + ao, *bb = b + bo + n;
+        const float *x = a + ao, *bb = b + bo + (live ? n : 0);
         float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
         auto step = [&](float xv, float4 y) {
             acc.x = fmaf(xv, y.x, acc.x);
@@ -107,17 +111,30 @@ __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float
             acc.z = fmaf(xv, y.z, acc.z);
             acc.w = fmaf(xv, y.w, acc.w);
         };
-        i64 k = k0;
-        for (; k + 8 <= k1; k += 8) {
-            float4 y[8];
+        i64 k = k0 + w;
+        if (live) {
+            for (; k + 56 < k1; k += 64) {
+                float4 y[8];
 #pragma unroll
-            for (int q = 0; q < 8; q++) y[q] = *(const float4 *)(bb + (k + q) * s.sbk);
+                for (int q = 0; q < 8; q++) y[q] = *(const float4 *)(bb + (k + 8 * q) * s.sbk);
 #pragma unroll
-            for (int q = 0; q < 8; q++) step(x[(k + q) * s.sak], y[q]);
+                for (int q = 0; q < 8; q++) step(x[(k + 8 * q) * s.sak], y[q]);
+            }
+            for (; k < k1; k += 8) step(x[k * s.sak], *(const float4 *)(bb + k * s.sbk));
         }
-        for (; k < k1; k++) step(x[k * s.sak], *(const float4 *)(bb + k * s.sbk));
-        float *o = parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
-        *(float4 *)o = acc;
+        part[w][lane] = acc;
+        __syncthreads();
+        if (w == 0 && live) {
+            float4 t = part[0][lane];
+#pragma unroll
+            for (int v = 1; v < 8; v++) {
+                const float4 u = part[v][lane];
+                t.x += u.x, t.y += u.y, t.z += u.z, t.w += u.w;
+            }
+            float *o = parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
+            *(float4 *)o = t;
+        }
+        __syncthreads();
     }
 }
 
