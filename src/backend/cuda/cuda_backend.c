@@ -366,7 +366,8 @@ typedef struct tw_args {
     const char *what;
 } tw_args;
 
-/* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles. */
+/* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles;
+ * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
 static em_status run_tw(const tw_args *t, bool wide)
 {
     const cuda_device_info *d = cuda_device(t->dev);
@@ -377,8 +378,10 @@ static em_status run_tw(const tw_args *t, bool wide)
                     : encode_tmap(&ma, t->esz, t->ap, t->K, t->M, t->lda * t->esz, bke, 128);
     ok = ok && (t->bn ? encode_tmap(&mb, t->esz, t->bp, t->N, t->K, t->ldb * t->esz, 64, bke)
                       : encode_tmap(&mb, t->esz, t->bp, t->K, t->N, t->ldb * t->esz, bke, bnw));
-    if (!ok)
-        return em_error(EM_ERR_DEVICE, "%s: cuTensorMapEncodeTiled refused an operand", t->what);
+    if (!ok) { /* a layout the copy engine does not take: the caller picks another kernel */
+        em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", t->what);
+        return EM_ERR_UNSUPPORTED;
+    }
     char name[40];
     snprintf(name, sizeof name, "em_mm_tw_%s_%c%c%c", t->type, t->am ? 'm' : 'k', t->bn ? 'n' : 'k',
              wide ? 'w' : 'n');
