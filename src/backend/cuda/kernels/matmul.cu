@@ -3,13 +3,13 @@
 // i64 and struct mmidx come from the base source.
 // C[b] = A[b] . B[b]: A [M, K], B [K, N], C [M, N] contiguous; batch offsets from mmidx.
 
-#define TC_BM 128
-#define TC_BK 32
+#define TC_BM     128
+#define TC_BK     32
 #define TC_STAGES 4
-#define TC_PAD_K 40   // pitch (halves) of a tile stored [128][32]: 80 B, ldmatrix rows hit 8 banks
+#define TC_PAD_K  40  // pitch (halves) of a tile stored [128][32]: 80 B, ldmatrix rows hit 8 banks
 #define TC_PAD_MN 136 // pitch (halves) of a tile stored [32][128]: 272 B, likewise
 // A stage holds the A tile (128 x 32) and the B tile (32 x BN, or BN x 32 when B is k-contiguous).
-#define TC_B_HALVES(BN) ((BN) * TC_PAD_K > 32 * ((BN) + 8) ? (BN) * TC_PAD_K : 32 * ((BN) + 8))
+#define TC_B_HALVES(BN)     ((BN)*TC_PAD_K > 32 * ((BN) + 8) ? (BN)*TC_PAD_K : 32 * ((BN) + 8))
 #define TC_STAGE_HALVES(BN) (128 * TC_PAD_K + TC_B_HALVES(BN))
 
 __device__ __forceinline__ unsigned smem_u32(const void *p)
@@ -175,10 +175,11 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
                     int nb = wn * WN + p * 16;
                     if (!BT)
                         ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * PB + nb + (lane >> 4) * 8),
-                                  bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+                                  bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0],
+                                  bfr[2 * p + 1][1]);
                     else
-                        ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
-                                         ((lane >> 3) & 1) * 8),
+                        ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K +
+                                         kk + ((lane >> 3) & 1) * 8),
                                 bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
                 }
 #pragma unroll
@@ -213,13 +214,13 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
 }
 
 #define TC_KERNEL(NAME, BF, AT, BT)                                                                \
-    extern "C" __global__ void __launch_bounds__(256, 2) NAME(                                     \
-        const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)              \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                           \
+        NAME(const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)         \
     {                                                                                              \
         tc_matmul<BF, AT, BT, 32>(a, b, c, s);                                                     \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256, 1) NAME##_w(                                 \
-        const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)              \
+    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
+        NAME##_w(const unsigned short *a, const unsigned short *b, unsigned short *c, mmidx s)     \
     {                                                                                              \
         tc_matmul<BF, AT, BT, 64>(a, b, c, s);                                                     \
     }
@@ -233,7 +234,47 @@ TC_KERNEL(em_mm_tc_bf16_tn, 1, 1, 0)
 TC_KERNEL(em_mm_tc_bf16_tt, 1, 1, 1)
 
 // ---- f32: 128 x 128 block tiles, 8 x 8 outputs per thread, f32 accumulation ----------------
-// Any strides; the loads follow whichever of each operand's strides is 1 so they coalesce.
+// Thread (ty, tx) owns rows ty*4..+3 and 64+ty*4..+3, columns tx*4..+3 and 64+tx*4..+3.
+
+// One k step: the thread's 8 x 8 products from row k of the shared A and B tiles (k-major).
+__device__ __forceinline__ void sg_products(float (&acc)[8][8], const float *as, const float *bs,
+                                            int ty, int tx)
+{
+    const float4 a0 = *(const float4 *)&as[ty * 4], a1 = *(const float4 *)&as[64 + ty * 4];
+    const float4 b0 = *(const float4 *)&bs[tx * 4], b1 = *(const float4 *)&bs[64 + tx * 4];
+    const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+    const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+    for (int i = 0; i < 8; i++)
+#pragma unroll
+        for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
+}
+
+// The thread's outputs into contiguous cb [M][N] (float4 where N allows), inside the edges.
+__device__ __forceinline__ void sg_store(const float (&acc)[8][8], float *cb, i64 m0, i64 n0, i64 M,
+                                         i64 N, int ty, int tx)
+{
+    const bool vec = (N & 3) == 0;
+#pragma unroll
+    for (int i = 0; i < 8; i++) {
+        const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        if (row >= M) continue;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const i64 col = n0 + h * 64 + tx * 4;
+            float *p = cb + row * N + col;
+            if (vec && col + 3 < N)
+                *(float4 *)p = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2],
+                                           acc[i][4 * h + 3]);
+            else
+                for (int j = 0; j < 4; j++)
+                    if (col + j < N) p[j] = acc[i][4 * h + j];
+        }
+    }
+}
+
+// em_mm_sgemm: any strides; the loads follow whichever of each operand's strides is 1 so they
+// coalesce.
 extern "C" __global__ void __launch_bounds__(256)
     em_mm_sgemm(const float *a, const float *b, float *c, mmidx s)
 {
@@ -282,33 +323,12 @@ extern "C" __global__ void __launch_bounds__(256)
             bool more = k0 + 8 < K;
             if (more) fetch(k0 + 8); // global loads in flight during the products
 #pragma unroll
-            for (int k = 0; k < 8; k++) {
-                float4 a0 = *(const float4 *)&As[buf][k][ty * 4];
-                float4 a1 = *(const float4 *)&As[buf][k][64 + ty * 4];
-                float4 b0 = *(const float4 *)&Bs[buf][k][tx * 4];
-                float4 b1 = *(const float4 *)&Bs[buf][k][64 + tx * 4];
-                float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-            }
+            for (int k = 0; k < 8; k++) sg_products(acc, As[buf][k], Bs[buf][k], ty, tx);
             if (more) store(buf ^ 1);
             __syncthreads();
             buf ^= 1;
         }
-        float *cb = c + bt * M * N;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-            if (row >= M) continue;
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                i64 col = n0 + (j < 4 ? tx * 4 + j : 64 + tx * 4 + j - 4);
-                if (col < N) cb[row * N + col] = acc[i][j];
-            }
-        }
+        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx);
         __syncthreads();
     }
 }
@@ -321,7 +341,7 @@ extern "C" __global__ void __launch_bounds__(256)
 // shared buffer. Shared tiles are [16][132] k-major (rows padded; a k-contiguous operand is
 // transposed by the stores). Each output sums its products in k order, as em_mm_sgemm does.
 #define SG_BK 16
-#define SG_P 132
+#define SG_P  132
 template <int AK, int BK>
 __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *c, const mmidx &s)
 {
@@ -400,45 +420,17 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
             const bool more = k0 + SG_BK < K;
             if (more) fetch(k0 + SG_BK); // global loads in flight during the products
 #pragma unroll
-            for (int k = 0; k < SG_BK; k++) {
-                const float4 a0 = *(const float4 *)&As[buf][k][ty * 4];
-                const float4 a1 = *(const float4 *)&As[buf][k][64 + ty * 4];
-                const float4 b0 = *(const float4 *)&Bs[buf][k][tx * 4];
-                const float4 b1 = *(const float4 *)&Bs[buf][k][64 + tx * 4];
-                const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
-                const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-                for (int i = 0; i < 8; i++)
-#pragma unroll
-                    for (int j = 0; j < 8; j++) acc[i][j] = fmaf(av[i], bv[j], acc[i][j]);
-            }
+            for (int k = 0; k < SG_BK; k++) sg_products(acc, As[buf][k], Bs[buf][k], ty, tx);
             if (more) store(buf ^ 1);
             __syncthreads();
             buf ^= 1;
         }
-        float *cb = c + bt * M * N;
-        const bool vec = (N & 3) == 0;
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
-            if (row >= M) continue;
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const i64 col = n0 + h * 64 + tx * 4;
-                float *p = cb + row * N + col;
-                if (vec && col + 3 < N)
-                    *(float4 *)p = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2],
-                                               acc[i][4 * h + 3]);
-                else
-                    for (int j = 0; j < 4; j++)
-                        if (col + j < N) p[j] = acc[i][4 * h + j];
-            }
-        }
+        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx);
         __syncthreads();
     }
 }
 
-// One block per multiprocessor: the kernel's 163 registers stay unspilled (2 blocks would cap it
+// One block per multiprocessor: its 157-159 registers stay unspilled (2 blocks would cap it
 // at 128 and spill; that measured 39.5 against 45.0 TFLOP/s at 4096 on the H200, and k tiles of 8
 // 43.1).
 #define SGEMM_V4(name, AK, BK)                                                                     \
@@ -513,9 +505,9 @@ extern "C" __global__ void em_mm_half_bf16(const unsigned short *a, const unsign
 // used when the config key cuda_tf32 is on. 128 x 128 x 32 block tiles, 8 warps of 64 x 32,
 // 3 cp.async stages. Tiles stored [128][32] have a pitch of 36 floats, [32][128] of 136: the
 // fragment reads of a warp then fall in 32 distinct banks.
-#define TF_STAGES 3
-#define TF_PK 36
-#define TF_PMN 136
+#define TF_STAGES       3
+#define TF_PK           36
+#define TF_PMN          136
 #define TF_STAGE_FLOATS (2 * 128 * TF_PK)
 
 __device__ __forceinline__ unsigned to_tf32(float f)
@@ -650,8 +642,8 @@ __device__ void tf32_matmul(const float *a, const float *b, float *c, const mmid
 }
 
 #define TF_KERNEL(NAME, AT, BT)                                                                    \
-    extern "C" __global__ void __launch_bounds__(256, 2) NAME(const float *a, const float *b,     \
-                                                              float *c, mmidx s)                   \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                           \
+        NAME(const float *a, const float *b, float *c, mmidx s)                                    \
     {                                                                                              \
         tf32_matmul<AT, BT>(a, b, c, s);                                                           \
     }

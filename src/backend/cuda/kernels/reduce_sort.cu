@@ -300,6 +300,26 @@ extern "C" __global__ void __launch_bounds__(128)
     }
 }
 
+// One warp per row of a top-k: pick(xo) returns, on lane j < k, the row position of pick j (xo:
+// the row's element offset); lane j writes it and its value.
+template <typename F>
+__device__ __forceinline__ void so_warp_rows(const soargs &g, const void *x, void *vals, i64 *ind,
+                                             const rdline &s, F pick)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 wpb = blockDim.x >> 5;
+    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < s.lines;
+         r += (i64)gridDim.x * wpb) {
+        i64 xo, o0, o1;
+        rd_line(s, r, &xo, &o0, &o1);
+        const int mine = pick(xo);
+        if (lane < g.k) {
+            so_copy(x, xo + (i64)mine * s.sx, vals, o0 + lane * s.s0, g.es);
+            ind[o1 + lane * s.s1] = mine;
+        }
+    }
+}
+
 // Top-k with k <= 32 of rows of up to 32 * V elements: one warp per row, V keys per lane in
 // registers; k rounds each pick the smallest (key, position) pair after the previous pick by a
 // warp-wide minimum, so the picks come out in the stable order. Lane j writes pick j.
@@ -308,12 +328,8 @@ __device__ __forceinline__ void so_topk_warp(const soargs &g, const void *x, voi
                                              const rdline &s)
 {
     const int lane = threadIdx.x & 31;
-    const i64 wpb = blockDim.x >> 5;
     const int n = (int)s.len, k = (int)g.k;
-    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < s.lines;
-         r += (i64)gridDim.x * wpb) {
-        i64 xo, o0, o1;
-        rd_line(s, r, &xo, &o0, &o1);
+    so_warp_rows(g, x, vals, ind, s, [&](i64 xo) {
         u64 key[V];
 #pragma unroll
         for (int v = 0; v < V; v++) {
@@ -340,11 +356,8 @@ __device__ __forceinline__ void so_topk_warp(const soargs &g, const void *x, voi
             pk = bk, pp = bp;
             if (lane == j) mine = bp;
         }
-        if (lane < k) {
-            so_copy(x, xo + (i64)mine * s.sx, vals, o0 + lane * s.s0, g.es);
-            ind[o1 + lane * s.s1] = mine;
-        }
-    }
+        return mine;
+    });
 }
 
 // so_key's order in 32 bits, for dtypes of at most 4 bytes (every value is exact in a float or an
@@ -377,12 +390,8 @@ __device__ __forceinline__ void so_topk_warp32(const soargs &g, const void *x, v
                                                const rdline &s)
 {
     const int lane = threadIdx.x & 31;
-    const i64 wpb = blockDim.x >> 5;
     const int n = (int)s.len, k = (int)g.k;
-    for (i64 r = (i64)blockIdx.x * wpb + (threadIdx.x >> 5); r < s.lines;
-         r += (i64)gridDim.x * wpb) {
-        i64 xo, o0, o1;
-        rd_line(s, r, &xo, &o0, &o1);
+    so_warp_rows(g, x, vals, ind, s, [&](i64 xo) {
         u64 w[V];
         if (g.dt == RD_F32) { // no dtype switch between the loads: all V in flight at once
             const float *xf = (const float *)x + xo;
@@ -396,9 +405,9 @@ __device__ __forceinline__ void so_topk_warp32(const soargs &g, const void *x, v
 #pragma unroll
             for (int v = 0; v < V; v++) {
                 int i = v * 32 + lane;
-                w[v] = i < n ? (u64)so_key32(x, g.isf, g.dt, xo + i * s.sx, g.desc) << 32 |
-                                   (unsigned)i
-                             : ~0ull;
+                w[v] =
+                    i < n ? (u64)so_key32(x, g.isf, g.dt, xo + i * s.sx, g.desc) << 32 | (unsigned)i
+                          : ~0ull;
             }
         u64 last = 0;
         int mine = 0;
@@ -418,11 +427,8 @@ __device__ __forceinline__ void so_topk_warp32(const soargs &g, const void *x, v
             last = best;
             if (lane == j) mine = (int)(unsigned)best;
         }
-        if (lane < k) {
-            so_copy(x, xo + (i64)mine * s.sx, vals, o0 + lane * s.s0, g.es);
-            ind[o1 + lane * s.s1] = mine;
-        }
-    }
+        return mine;
+    });
 }
 
 #define SO_TOPK_WARP(V)                                                                            \
