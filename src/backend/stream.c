@@ -2,7 +2,6 @@
  * backend without streams (the CPU: work is done when a call returns; events keep host time). */
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
 
 #include "backend.h"
 
@@ -23,13 +22,6 @@ struct em_event {
 /* This thread's chosen stream per device (NULL: its default) and handles for its defaults. */
 static _Thread_local em_stream *tl_cur[EM_MAX_BACKENDS][MAX_DEV];
 static _Thread_local em_stream tl_default[EM_MAX_BACKENDS][MAX_DEV];
-
-static int64_t host_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 /* The backend of dev when dev exists (else NULL with an error naming fn). */
 static const em_backend *backend_of(const char *fn, em_device dev)
@@ -147,7 +139,7 @@ em_status em_event_record(em_event *e, em_stream *s)
                         "em_event_record: the event belongs to device %d:%d, the stream to %d:%d",
                         e->dev.backend, e->dev.index, s->dev.backend, s->dev.index);
     const em_backend *b = em_backend_get(e->dev.backend);
-    e->host_ns = host_ns();
+    e->host_ns = core_mono_ns();
     return b && b->streams ? b->streams->event_record(e->dev.index, e->impl, s ? s->impl : NULL)
                            : EM_OK;
 }

@@ -20,6 +20,9 @@ void core_init(void);
 /* The number of hardware threads (cores) available to the process. */
 int core_hw_threads(void);
 
+/* Nanoseconds of the monotonic clock (for timeouts, profiling and timing; not wall time). */
+int64_t core_mono_ns(void);
+
 /* Hooks for the backends' caching allocators (alloc.c; used by src/backend/cpu/cpu_cache.c).
  * em__mem_should_fail consumes one em_mem_fail_at count (recording EM_ERR_OOM when it fires);
  * em__mem_alloc_cached allocates a block with room for cap bytes (plus guards) and hands out

@@ -118,7 +118,7 @@ static void cpu_relax(void)
 #endif
 }
 
-static int64_t mono_ns(void)
+int64_t core_mono_ns(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -131,14 +131,14 @@ static int64_t mono_ns(void)
  * sched_yield returns at once). */
 static void spin_until(const _Atomic uint64_t *gen, uint64_t seen, const atomic_int *cnt)
 {
-    int64_t t0 = mono_ns();
+    int64_t t0 = core_mono_ns();
     for (int i = 1;; i++) {
         if (gen ? atomic_load_explicit(gen, memory_order_acquire) != seen
                 : atomic_load_explicit(cnt, memory_order_acquire) == 0)
             return;
         if (i % 16 == 0) {
             sched_yield();
-            if (mono_ns() - t0 > SPIN_NS) return;
+            if (core_mono_ns() - t0 > SPIN_NS) return;
         } else {
             cpu_relax();
         }

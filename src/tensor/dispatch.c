@@ -3,7 +3,6 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../backend/backend.h"
 #include "op.h"
@@ -43,13 +42,6 @@ void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds)
 void tn_profile_reset(void)
 {
     for (int k = 0; k < EM_OP_COUNT; k++) atomic_store(&prof_ns[k], 0), atomic_store(&prof_n[k], 0);
-}
-
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 const char *em_op_name(em_op_kind kind)
@@ -220,11 +212,11 @@ em_status tn_dispatch(em_op *op)
                             em_dtype_name(op->n_in ? op->in[0]->dtype : op->out[0]->dtype));
         }
         bool prof = atomic_load(&profiling);
-        int64_t t0 = prof ? now_ns() : 0;
+        int64_t t0 = prof ? core_mono_ns() : 0;
         em_status st = fallback ? run_on_cpu(op, be) : be->exec(op);
         if (prof) {
             if (st == EM_OK && be->sync) st = be->sync(dev.index);
-            atomic_fetch_add(&prof_ns[op->kind], now_ns() - t0);
+            atomic_fetch_add(&prof_ns[op->kind], core_mono_ns() - t0);
             atomic_fetch_add(&prof_n[op->kind], 1);
         }
         if (st != EM_OK) {

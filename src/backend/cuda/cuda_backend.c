@@ -7,7 +7,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "../cpu/cpu.h"
 #include "cuda.h"
@@ -462,21 +461,14 @@ static void tune_read(int dev)
     fclose(f);
 }
 
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* The best of three synchronised runs of one width after a warm-up; < 0 on failure. */
 static double time_tw(const tw_args *t, bool wide)
 {
     double best = -1;
     for (int r = 0; r < 4; r++) {
-        double t0 = now_s();
+        int64_t t0 = core_mono_ns();
         if (run_tw(t, wide) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
-        double dt = now_s() - t0;
+        double dt = 1e-9 * (double)(core_mono_ns() - t0);
         if (r > 0 && (best < 0 || dt < best)) best = dt;
     }
     return best;
