@@ -29,6 +29,7 @@ enum {
     K_TINY_ADD,
     K_LAYER_NORM,
     K_MAXPOOL,
+    K_CONV, /* conv2d 3x3 pad 1 of a and the weight b, no bias */
     K_TOPK1_DIM0,
     K_TOPK10_LAST,
     K_SDPA,
@@ -64,6 +65,9 @@ static void step(void *p)
         case K_MAXPOOL:
             em_max_pool2d(c->a, (em_pool_opts){.kernel = {3, 3}, .stride = {1, 1}, .pad = {1, 1}},
                           NULL);
+            break;
+        case K_CONV:
+            em_conv2d(c->a, c->b, NULL, (em_conv_opts){.pad_lo = {1, 1}, .pad_hi = {1, 1}});
             break;
         case K_TOPK1_DIM0:
         case K_TOPK10_LAST: {
@@ -269,6 +273,21 @@ int main(int argc, char **argv)
         run_case("maxpool_k3s1", K_MAXPOOL, a, NULL, 1, 21, 2.0);
         em_release(a);
     }
+    /* conv2d 3x3 pad 1: [16, 64, 56, 56] 64 -> 64 and [32, 256, 28, 28] 256 -> 256 */
+    for (int c = 0; c < 2; c++)
+        for (int t = 0; t < 3; t++) {
+            const char *tn[] = {"f32", "bf16", "f16"};
+            em_dtype dt[] = {EM_F32, EM_BF16, EM_F16};
+            char name[48];
+            int64_t ch = c ? 256 : 64, hw = c ? 28 : 56, n = c ? 32 : 16;
+            snprintf(name, sizeof name, "conv_%s_%lld", tn[t], (long long)ch);
+            if (!bench_selected(argc, argv, name)) continue;
+            em_tensor *a = em_randn(EM_SHAPE(n, ch, hw, hw), dt[t], dev);
+            em_tensor *b = em_randn(EM_SHAPE(ch, ch, 3, 3), dt[t], dev);
+            run_case(name, K_CONV, a, b, 1, 21, 2.0);
+            em_release(a);
+            em_release(b);
+        }
     if (bench_selected(argc, argv, "topk")) {
         em_tensor *a = em_randn(EM_SHAPE(16, 1024, 1024), EM_F32, dev);
         if (bench_selected(argc, argv, "topk_k1_dim0"))

@@ -44,6 +44,10 @@ def rate(case, ms):
         return f"{2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case in BYTES:
         return f"{BYTES[case] / (ms * 1e-3) / 1e12:.2f} TB/s"
+    if case.startswith("conv_"):  # 3x3: 2 N C^2 H W 9 flops
+        ch = int(case.rsplit("_", 1)[1])
+        n, hw = (16, 56) if ch == 64 else (32, 28)
+        return f"{2 * n * ch * ch * hw * hw * 9 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case == "tiny_add":
         return f"{ms * 1e3:.1f} us/op"
     if case.startswith("sdpa_fwbw_"):  # forward 4 B H S^2 D flops, backward 10 (FlashAttention-2's count)

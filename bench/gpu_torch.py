@@ -70,6 +70,17 @@ with torch.no_grad():
         x = torch.randn(2, 128, 512, 512, device=dev)
         run("maxpool_k3s1", lambda: F.max_pool2d(x, 3, 1, 1))
         del x
+    # conv2d 3x3 pad 1 (cuDNN; f32 without TF32, as Ember's default)
+    torch.backends.cudnn.allow_tf32 = False
+    for ch, hw, n in ((64, 56, 16), (256, 28, 32)):
+        for tn, dt in (("f32", torch.float32), ("bf16", torch.bfloat16), ("f16", torch.float16)):
+            case = f"conv_{tn}_{ch}"
+            if selected(case):
+                x = torch.randn(n, ch, hw, hw, device=dev, dtype=dt)
+                w = torch.randn(ch, ch, 3, 3, device=dev, dtype=dt)
+                run(case, lambda: F.conv2d(x, w, padding=1))
+                del x, w
+    torch.backends.cudnn.allow_tf32 = True
     if selected("topk"):
         x = torch.randn(16, 1024, 1024, device=dev)
         if selected("topk_k1_dim0"):

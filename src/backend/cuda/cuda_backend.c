@@ -899,9 +899,180 @@ static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, co
     return cuda_launch(dev, f, tn_numel(y), params, what);
 }
 
+typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.cu */
+    int32_t H, W, OW, sh, sw, ph, pw, Cg, M, K, L, ncols, xn, yn, splits, tps, ytot, cx;
+} conv_ig_arg;
+
+/* Off by the config key cuda_conv_igemm = off (then f16/bf16 conv runs in f32 as im2col + the
+ * matmul kernels). */
+static bool conv_igemm_allowed(void)
+{
+    const char *v = em_config_get("cuda_conv_igemm");
+    return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
+}
+
+/* Whether an f16/bf16 CONV (the geometry g of run_conv) runs as the implicit GEMM: 1-D or 2-D,
+ * at least 16 outputs per group, every offset within 32 bits. */
+static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy, int64_t G)
+{
+    em_dtype dt = op->out[0]->dtype;
+    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16) || !conv_igemm_allowed())
+        return false;
+    if (g->img[0] != 1 || g->k[0] != 1 || Cy / G < 16) return false;
+    int64_t lim = INT32_MAX / 2;
+    int64_t xs = g->n * Cx * g->img[1] * g->img[2], ys = g->n * Cy * g->blk[1] * g->blk[2];
+    int64_t ws = Cy * (Cx / G) * g->k[1] * g->k[2];
+    return xs < lim && ys < lim && ws < lim && g->n * g->blk[1] * g->blk[2] < lim && g->n < 65536 &&
+           Cy < 65536 && g->d[1] * g->k[1] < (1 << 15) && g->d[2] * g->k[2] < (1 << 15);
+}
+
+/* Whether the implicit GEMM takes 64-row tiles for M output rows: for M <= 64 (128-row tiles
+ * measured faster for M = 256 on an H200 even with 1.5 waves of them). Config cuda_conv_tile =
+ * 64 / 128 forces either. */
+static bool conv_rows64(int64_t M)
+{
+    const char *v = em_config_get("cuda_conv_tile");
+    if (v && !strcmp(v, "64")) return true;
+    if (v && !strcmp(v, "128")) return false;
+    return M <= 64;
+}
+
+/* dst [n][p][c] = src [n][c][p], 16-bit elements (em_conv_to_cl_u16). */
+static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n, int64_t c,
+                                  int64_t p, const char *what)
+{
+    if (p < 32) { /* w with a small kernel: one thread per element */
+        CUfunction f = cuda_kernel(dev, "em_conv_to_cl_small_u16", what);
+        if (!f) return em_last_status();
+        long long total = n * c * p;
+        int ci = (int)c, pi = (int)p;
+        void *params[] = {(void *)&src, &dst, &ci, &pi, &total};
+        return cuda_launch(dev, f, total, params, what);
+    }
+    CUfunction f = cuda_kernel(dev, "em_conv_to_cl_u16", what);
+    if (!f) return em_last_status();
+    int ci = (int)c, pi = (int)p;
+    unsigned grid[3] = {(unsigned)((p + 31) / 32), (unsigned)((c + 31) / 32), (unsigned)n};
+    unsigned block[3] = {256, 1, 1};
+    void *params[] = {(void *)&src, &dst, &ci, &pi};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
+/* y = conv(x, w) + b as an implicit GEMM on the tensor cores (kernels/matmul_conv.cu), x, w, b
+ * contiguous f16/bf16, y contiguous. With 8k input channels per group, x and w are copied
+ * channels-last first and both operands stream through cp.async (em_conv_cl_*); otherwise the
+ * column tiles are gathered element by element (em_conv_ig_*). Products with few output tiles
+ * cut K into parts summed in order afterwards (f32 workspace): the weight gradient's
+ * convolution has K = N OH OW. */
+static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                            const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                            int64_t G, const char *what)
+{
+    bool bf = y->dtype == EM_BF16;
+    conv_ig_arg a;
+    a.H = (int32_t)g->img[1], a.W = (int32_t)g->img[2], a.OW = (int32_t)g->blk[2];
+    a.sh = (int32_t)g->s[1], a.sw = (int32_t)g->s[2], a.ph = (int32_t)g->p[1];
+    a.pw = (int32_t)g->p[2];
+    a.Cg = (int32_t)(Cx / G), a.M = (int32_t)(Cy / G), a.cx = (int32_t)Cx;
+    int64_t KH = g->k[1], KW = g->k[2];
+    a.K = (int32_t)(a.Cg * KH * KW);
+    a.L = (int32_t)(g->blk[1] * g->blk[2]), a.ncols = (int32_t)(g->n * a.L);
+    a.xn = (int32_t)(Cx * a.H * a.W), a.yn = (int32_t)(Cy * a.L);
+    a.ytot = (int32_t)tn_numel(y);
+    int ktiles = (a.K + 31) / 32;
+    bool m64 = conv_rows64(a.M), cl = a.Cg % 8 == 0;
+    unsigned gm = (unsigned)((a.M + (m64 ? 63 : 127)) / (m64 ? 64 : 128));
+    int64_t tiles = (int64_t)((a.ncols + 127) / 128) * gm * G;
+    int64_t want = 2 * (int64_t)cuda_device(dev)->sm_count;
+    int splits = 1;
+    while (splits < 32 && tiles * splits < want && ktiles / (2 * splits) >= 8) splits *= 2;
+    a.splits = splits;
+    a.tps = (ktiles + splits - 1) / splits;
+    em_status st = EM_OK;
+    em_tensor xc = *x, wc = *w;
+    em_storage xs, wst;
+    void *xbuf = NULL, *wbuf = NULL;
+    if (cl) { /* x to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] */
+        xbuf = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+        wbuf = xbuf ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+        st = wbuf ? to_channels_last(dev, tn_ptr(x), xbuf, g->n, Cx, (int64_t)a.H * a.W, what)
+                  : em_last_status();
+        if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wbuf, Cy, a.Cg, KH * KW, what);
+        xc.storage = &xs, xs = *x->storage, xs.data = xbuf, xc.offset = 0;
+        wc.storage = &wst, wst = *w->storage, wst.data = wbuf, wc.offset = 0;
+        x = &xc, w = &wc;
+    }
+    bool av = cl || (a.K % 8 == 0 && ((uintptr_t)tn_ptr(w) & 15) == 0);
+    char name[48];
+    snprintf(name, sizeof name, "em_conv_%s_%s%s%s", cl ? "cl" : "ig", bf ? "bf16" : "f16",
+             m64 ? "_m64" : "", av || cl ? "" : "_a1");
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
+    CUfunction ft =
+        f ? cuda_kernel(dev, cl ? "em_conv_ig_taps_cl" : "em_conv_ig_taps", what) : NULL;
+    int ntaps = cl ? ktiles * 4 : ktiles * 32;
+    void *taps = ft ? cuda_pool_alloc(dev, (size_t)ntaps * 8) : NULL;
+    float *ws =
+        taps && splits > 1 ? cuda_pool_alloc(dev, (size_t)splits * (size_t)a.ytot * 4) : NULL;
+    if (st == EM_OK && (!taps || (splits > 1 && !ws))) st = em_last_status();
+    int kw = (int)KW, dh = (int)g->d[1], dw = (int)g->d[2];
+    if (st == EM_OK && cl) {
+        void *tp[] = {&taps, &ntaps, &a.K, &a.Cg, &kw, &dh, &dw, &a.W, &a.cx};
+        st = cuda_launch(dev, ft, ntaps, tp, what);
+    } else if (st == EM_OK) {
+        int khw = (int)(KH * KW);
+        void *tp[] = {&taps, &ntaps, &a.K, &khw, &kw, &dh, &dw, &a.H, &a.W};
+        st = cuda_launch(dev, ft, ntaps, tp, what);
+    }
+    void *xp = st == EM_OK ? tn_ptr(x) : NULL, *wp = st == EM_OK ? tn_ptr(w) : NULL,
+         *bp = b && splits == 1 ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    unsigned grid[3] = {(unsigned)((a.ncols + 127) / 128), gm, (unsigned)(G * splits)};
+    unsigned block[3] = {256, 1, 1};
+    void *params[] = {&xp, &wp, &bp, &yp, &ws, &taps, &a};
+    /* the channels-last kernel: 4 stages of a (32 MI) x 32 and a 128 x 32 tile, pitch 40 */
+    unsigned smem = cl ? 4u * ((m64 ? 64u : 128u) + 128u) * 40u * 2u : 0u;
+    if (st == EM_OK) st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    if (st == EM_OK && splits > 1) {
+        snprintf(name, sizeof name, "em_conv_ig_sum_%s", bf ? "bf16" : "f16");
+        CUfunction fs = cuda_kernel(dev, name, what);
+        int cy = (int)Cy;
+        void *bq = b ? tn_ptr(b) : NULL;
+        void *sp[] = {&ws, &bq, &yp, &a, &cy};
+        st = fs ? cuda_launch(dev, fs, a.ytot, sp, what) : em_last_status();
+    }
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, ws);
+    cuda_pool_free(dev, taps);
+    cuda_pool_free(dev, xbuf);
+    cuda_pool_free(dev, wbuf);
+    return st;
+}
+
+/* The geometry of a CONV / CONV_TRANSPOSE record in 3 spatial dims (leading ones of size 1). */
+static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
+{
+    const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
+    int S = (int)op->i[0];
+    bool unb = x->rank == S + 1;
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - S);
+        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
+                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
+        g->img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
+        g->blk[i] = tr ? xs : yss;
+        g->k[i] = j >= 0 ? w->shape[2 + j] : 1;
+        g->s[i] = j >= 0 ? op->i[1 + j] : 1;
+        g->p[i] = j >= 0 ? op->i[4 + j] : 0;
+        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+    }
+    g->n = unb ? 1 : x->shape[0];
+    g->c = tr ? y->shape[unb ? 0 : 1] : x->shape[unb ? 0 : 1];
+}
+
 /* CONV as im2col + a matmul batched over (sample, group) (+ bias), or the direct kernel for
  * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
- * inputs are packed first; f16/bf16 run in f32. */
+ * inputs are packed first. f16/bf16 CONV runs as the implicit GEMM on the tensor cores
+ * (conv_igemm) where conv_igemm_ok allows, otherwise (and CONV_TRANSPOSE) in f32. */
 static em_status run_conv(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
@@ -910,11 +1081,25 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
     int64_t G = op->i[16] > 1 ? op->i[16] : 1;
     if (tn_numel(y) == 0) return EM_OK;
     bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
-    em_dtype cdt = half ? EM_F32 : y->dtype;
     em_tensor in[3], yt = *y;
     em_storage ins[3], ys;
     void *bufs[4] = {NULL, NULL, NULL, NULL};
     em_status st = EM_OK;
+    bool unb = op->in[0]->rank == S + 1;
+    conv_arg g;
+    conv_geometry(op, &g, tr);
+    int64_t N = g.n, Cx = op->in[0]->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
+    if (half && conv_igemm_ok(op, &g, Cx, Cy, G)) { /* native f16/bf16 on the tensor cores */
+        for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
+        for (int i = 0; i < op->n_in && st == EM_OK; i++)
+            st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);
+        if (st == EM_OK)
+            st = conv_igemm(dev, &in[0], &in[1], op->n_in > 2 ? &in[2] : NULL, y, &g, Cx, Cy, G,
+                            what);
+        for (int i = 0; i < 3; i++) cuda_pool_free(dev, bufs[i]);
+        return st;
+    }
+    em_dtype cdt = half ? EM_F32 : y->dtype;
     for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
     for (int i = 0; i < op->n_in && st == EM_OK; i++)
         st = cuda_nn_stage(dev, op->in[i], half, &in[i], &ins[i], &bufs[i], what);
@@ -928,25 +1113,8 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
         yt.dtype = EM_F32;
     }
     const em_tensor *x = &in[0], *w = &in[1];
-    bool unb = x->rank == S + 1;
-    int64_t N = unb ? 1 : x->shape[0], Cx = x->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
-    conv_arg g;
-    memset(&g, 0, sizeof g);
-    int64_t Kt = 1, Lx = 1, Ly = 1;
-    for (int i = 0; i < 3; i++) {
-        int j = i - (3 - S);
-        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
-                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
-        g.img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
-        g.blk[i] = tr ? xs : yss;
-        g.k[i] = j >= 0 ? w->shape[2 + j] : 1;
-        g.s[i] = j >= 0 ? op->i[1 + j] : 1;
-        g.p[i] = j >= 0 ? op->i[4 + j] : 0;
-        g.d[i] = j >= 0 ? op->i[10 + j] : 1;
-        Kt *= g.k[i], Lx *= xs, Ly *= yss;
-    }
-    g.n = N;
-    g.c = tr ? Cy : Cx;
+    int64_t Kt = g.k[0] * g.k[1] * g.k[2], Lx = 1, Ly = 1;
+    for (int i = 0; i < 3; i++) Lx *= tr ? g.blk[i] : g.img[i], Ly *= tr ? g.img[i] : g.blk[i];
     int64_t K = g.c * Kt, L = tr ? Lx : Ly;
     if (st == EM_OK && !tr && Cy / G < 16) { /* few outputs per group: the direct kernel */
         st = conv_direct(dev, x, w, op->n_in > 2 ? &in[2] : NULL, &yt, &g, Cy, G, what);

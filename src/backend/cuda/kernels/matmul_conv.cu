@@ -1,0 +1,407 @@
+// Convolution (1-D and 2-D, any stride / padding / dilation / groups) as an implicit GEMM on the
+// tensor cores for f16 and bf16, f32 accumulation: per group g,
+//   y[n, g M + m, l] = bias[g M + m] + sum_k w[g M + m, k] * x_col[k, n L + l]
+// where k = (ci, kh, kw) runs over the Cg K_h K_w kernel taps and l = (oh, ow) over the output
+// positions; x_col is never written: each k tile's column elements are gathered from x into
+// shared memory. The batch joins the columns (n L + l), so small images still fill a tile.
+// Uses the mma.sync helpers of matmul.cu (same unit). Contiguous x [N][Cx][H][W], w
+// [Cy][Cg][Kh][Kw], y [N][Cy][OH][OW]; the host checks every offset fits in 32 bits.
+
+struct convig { // matches conv_ig_arg in cuda_backend.c
+    int H, W, OW;
+    int sh, sw, ph, pw;
+    int Cg, M, K, L, ncols; // input channels per group, outputs per group, Cg Kh Kw, OH OW, N L
+    int xn, yn;             // per-sample strides of x (Cx H W) and y (Cy L)
+    int splits, tps;        // split-K: parts per group and k tiles per part (1, all: none)
+    int ytot;               // numel of y: one part's slice of the f32 workspace
+    int cx;                 // channels of x (its pitch in the channels-last copy)
+};
+
+// k -> {offset of tap k in x relative to the column's base, kh dilation_h | kw dilation_w << 16}
+// (the host keeps both below 2^15); entries k >= K, up to the last whole tile, are zero.
+extern "C" __global__ void em_conv_ig_taps(int2 *taps, int ktot, int K, int KHW, int KW, int dh,
+                                           int dw, int H, int W)
+{
+    int k = blockIdx.x * blockDim.x + threadIdx.x;
+    if (k >= ktot) return;
+    if (k >= K) {
+        taps[k] = make_int2(0, 0);
+        return;
+    }
+    int ci = k / KHW, r = k - ci * KHW, kh = r / KW, kw = r - kh * KW;
+    taps[k] = make_int2(ci * H * W + kh * dh * W + kw * dw, kh * dh | kw * dw << 16);
+}
+
+#define CI_BK 32
+#define CI_BN 128
+#define CI_PB (CI_BN + 8) // pitch (halves) of the [32][128] column tile: ldmatrix rows on 8 banks
+
+// The block's outputs y[n][grp M + m][l]: bias added in f32, one rounding to the output type;
+// split-K parts write f32 partial sums to their slice of ws instead (em_conv_ig_sum_* adds them).
+template <int BF, int MI>
+__device__ __forceinline__ void conv_ig_store(const float (&acc)[MI][4][4],
+                                              const unsigned short *bias, unsigned short *y,
+                                              float *ws, const convig &g, int grp, int part,
+                                              int m0, int n0, int wm, int wn, int lane)
+{
+    const int M = g.M;
+#pragma unroll
+    for (int nj = 0; nj < 4; nj++)
+#pragma unroll
+        for (int e = 0; e < 2; e++) {
+            int jj = n0 + wn * 32 + nj * 8 + (lane & 3) * 2 + e;
+            if (jj >= g.ncols) continue;
+            int n = jj / g.L, l = jj - n * g.L;
+            const long long yo = (long long)n * g.yn + (long long)grp * M * g.L + l;
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) {
+                    int m = m0 + wm * 16 * MI + mi * 16 + (lane >> 2) + h * 8;
+                    if (m >= M) continue;
+                    float v = acc[mi][nj][2 * h + e];
+                    if (ws) {
+                        ws[(long long)part * g.ytot + yo + (long long)m * g.L] = v;
+                        continue;
+                    }
+                    if (bias) v += half_to_f<BF>(bias[grp * M + m]);
+                    y[yo + (long long)m * g.L] = f_to_half<BF>(v);
+                }
+        }
+}
+
+// MI m16 tiles per warp: block tiles (32 MI) x 128, warps 2 x 4, each (16 MI) x 32.
+// AV: w rows are 16-byte chunks (K % 8 == 0, aligned base), loaded with cp.async; else
+// element by element.
+template <int BF, int AV, int MI>
+__device__ void conv_igemm(const unsigned short *x, const unsigned short *w,
+                           const unsigned short *bias, unsigned short *y, float *ws,
+                           const int2 *taps, const convig &g)
+{
+    constexpr int BM = 32 * MI, A_H = BM * TC_PAD_K, STAGE = A_H + CI_BK * CI_PB;
+    __shared__ __align__(16) unsigned short smem[2 * STAGE];
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int grp = blockIdx.z / g.splits, part = blockIdx.z - grp * g.splits, M = g.M, K = g.K;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * CI_BN;
+    const unsigned short *wg = w + (long long)grp * M * K;
+    const int kt0 = part * g.tps, kt1 = min((K + CI_BK - 1) / CI_BK, kt0 + g.tps);
+
+    // this thread's column of the gathered tile: fixed for the whole k loop
+    const int col = tid & (CI_BN - 1), row0 = tid >> 7; // rows row0, row0 + 2, ... row0 + 30
+    const int j = n0 + col;
+    int ih0 = -(1 << 29), iw0 = 0, xbase = 0;
+    if (j < g.ncols) {
+        int n = j / g.L, l = j - n * g.L, oh = l / g.OW, ow = l - oh * g.OW;
+        ih0 = oh * g.sh - g.ph;
+        iw0 = ow * g.sw - g.pw;
+        xbase = n * g.xn + grp * g.Cg * g.H * g.W + ih0 * g.W + iw0;
+    }
+    unsigned breg[CI_BK / 4]; // two rows' elements per register (rows row0 + 4 i and + 2)
+    unsigned areg[AV ? 1 : BM * CI_BK / 512];
+
+    auto load_b = [&](int kt) {
+#pragma unroll
+        for (int i = 0; i < CI_BK / 2; i++) {
+            const int kr = kt * CI_BK + row0 + 2 * i;
+            int2 t = __ldg(taps + kr);
+            int ih = ih0 + (t.y & 0xffff), iw = iw0 + (t.y >> 16);
+            bool v = kr < K && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
+            unsigned e = v ? __ldg(x + xbase + t.x) : 0u;
+            if (i & 1)
+                breg[i >> 1] |= e << 16;
+            else
+                breg[i >> 1] = e;
+        }
+    };
+    auto store_b = [&](int stage) {
+        unsigned short *Bs = smem + stage * STAGE + A_H;
+#pragma unroll
+        for (int i = 0; i < CI_BK / 2; i++)
+            Bs[(row0 + 2 * i) * CI_PB + col] =
+                (unsigned short)(i & 1 ? breg[i >> 1] >> 16 : breg[i >> 1] & 0xffff);
+    };
+    auto load_a = [&](int stage, int kt) { // AV: straight into shared memory
+        unsigned short *As = smem + stage * STAGE;
+        const int k0 = kt * CI_BK;
+        if (AV) {
+#pragma unroll
+            for (int i = 0; i < BM * CI_BK / 8 / 256; i++) {
+                int ch = tid + i * 256, r = ch >> 2, kc = (ch & 3) * 8;
+                int m = m0 + r, k = k0 + kc;
+                bool v = m < M && k < K;
+                cp_async16(smem_u32(As + r * TC_PAD_K + kc), v ? wg + (long long)m * K + k : wg, v);
+            }
+            asm volatile("cp.async.commit_group;\n" ::);
+        } else {
+#pragma unroll
+            for (int i = 0; i < BM * CI_BK / 256; i++) {
+                int e = tid + i * 256, r = e / CI_BK, kc = e % CI_BK;
+                int m = m0 + r, k = k0 + kc;
+                unsigned v = m < M && k < K ? __ldg(wg + (long long)m * K + k) : 0u;
+                if (i & 1)
+                    areg[i >> 1] |= v << 16;
+                else
+                    areg[i >> 1] = v;
+            }
+        }
+    };
+    auto store_a = [&](int stage) {
+        if (!AV) {
+            unsigned short *As = smem + stage * STAGE;
+#pragma unroll
+            for (int i = 0; i < BM * CI_BK / 256; i++) {
+                int e = tid + i * 256;
+                As[(e / CI_BK) * TC_PAD_K + e % CI_BK] =
+                    (unsigned short)(i & 1 ? areg[i >> 1] >> 16 : areg[i >> 1] & 0xffff);
+            }
+        } else
+            asm volatile("cp.async.wait_group 0;\n" ::);
+    };
+
+    float acc[MI][4][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int jn = 0; jn < 4; jn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][jn][e] = 0.f;
+
+    if (kt0 < kt1) {
+        load_a(0, kt0);
+        load_b(kt0);
+        store_a(0);
+        store_b(0);
+    }
+    __syncthreads();
+    for (int kt = kt0; kt < kt1; kt++) {
+        const int cur = (kt - kt0) & 1;
+        const bool more = kt + 1 < kt1;
+        if (more) { // the next tile's loads fly while this one is multiplied
+            load_a(cur ^ 1, kt + 1);
+            load_b(kt + 1);
+        }
+        const unsigned short *As = smem + cur * STAGE, *Bs = As + A_H;
+#pragma unroll
+        for (int kk = 0; kk < CI_BK; kk += 16) {
+            unsigned af[MI][4], bfr[4][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                int mb = wm * 16 * MI + mi * 16;
+                ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8),
+                        af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+            }
+#pragma unroll
+            for (int p = 0; p < 2; p++) {
+                int nb = wn * 32 + p * 16;
+                ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * CI_PB + nb + (lane >> 4) * 8),
+                          bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
+        }
+        if (more) {
+            store_a(cur ^ 1);
+            store_b(cur ^ 1);
+        }
+        __syncthreads();
+    }
+
+    conv_ig_store<BF, MI>(acc, bias, y, ws, g, grp, part, m0, n0, wm, wn, lane);
+}
+
+#define CONV_IG_KERNEL(NAME, BF, AV, MI)                                                           \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                           \
+        NAME(const unsigned short *x, const unsigned short *w, const unsigned short *b,            \
+             unsigned short *y, float *ws, const int2 *taps, convig g)                             \
+    {                                                                                              \
+        conv_igemm<BF, AV, MI>(x, w, b, y, ws, taps, g);                                           \
+    }
+CONV_IG_KERNEL(em_conv_ig_f16, 0, 1, 4)
+CONV_IG_KERNEL(em_conv_ig_f16_a1, 0, 0, 4)
+CONV_IG_KERNEL(em_conv_ig_f16_m64, 0, 1, 2)
+CONV_IG_KERNEL(em_conv_ig_f16_m64_a1, 0, 0, 2)
+CONV_IG_KERNEL(em_conv_ig_bf16, 1, 1, 4)
+CONV_IG_KERNEL(em_conv_ig_bf16_a1, 1, 0, 4)
+CONV_IG_KERNEL(em_conv_ig_bf16_m64, 1, 1, 2)
+CONV_IG_KERNEL(em_conv_ig_bf16_m64_a1, 1, 0, 2)
+
+// y[i] = bias[channel] + the split-K parts' sums, added in part order, rounded once.
+template <int BF>
+__device__ void conv_ig_sum(const float *ws, const unsigned short *bias, unsigned short *y,
+                            convig g, int cy)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.ytot; i += blockDim.x * gridDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < g.splits; p++) acc += ws[(long long)p * g.ytot + i];
+        if (bias) acc += half_to_f<BF>(bias[(i / g.L) % cy]);
+        y[i] = f_to_half<BF>(acc);
+    }
+}
+
+extern "C" __global__ void em_conv_ig_sum_f16(const float *ws, const unsigned short *b,
+                                              unsigned short *y, convig g, int cy)
+{
+    conv_ig_sum<0>(ws, b, y, g, cy);
+}
+
+extern "C" __global__ void em_conv_ig_sum_bf16(const float *ws, const unsigned short *b,
+                                               unsigned short *y, convig g, int cy)
+{
+    conv_ig_sum<1>(ws, b, y, g, cy);
+}
+
+// ---- channels-last: x copied to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] first (Cg % 8 == 0),
+// so k = (kh, kw, ci) runs along the channels and every 8 k of a column are one 16-byte chunk:
+// both operands stream through cp.async (zero-filled outside the image) in a 4-stage pipeline.
+
+// chunk q (k = 8 q) -> {offset in the channels-last x, kh dh | kw dw << 16}; zero past K.
+extern "C" __global__ void em_conv_ig_taps_cl(int2 *taps, int nq, int K, int Cg, int KW, int dh,
+                                              int dw, int W, int Cx)
+{
+    int q = blockIdx.x * blockDim.x + threadIdx.x;
+    if (q >= nq) return;
+    int k = q * 8;
+    if (k >= K) {
+        taps[q] = make_int2(0, 0);
+        return;
+    }
+    int r = k / Cg, ci = k - r * Cg, kh = r / KW, kw = r - kh * KW;
+    taps[q] = make_int2((kh * dh * W + kw * dw) * Cx + ci, kh * dh | kw * dw << 16);
+}
+
+#define CL_STAGES 4
+template <int BF, int MI>
+__device__ void conv_cl(const unsigned short *x, const unsigned short *w, const unsigned short *bias,
+                        unsigned short *y, float *ws, const int2 *taps, const convig &g)
+{
+    extern __shared__ __align__(16) unsigned short smem[];
+    constexpr int BM = 32 * MI, A_H = BM * TC_PAD_K, STAGE = A_H + CI_BN * TC_PAD_K;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int wm = warp >> 2, wn = warp & 3;
+    const int grp = blockIdx.z / g.splits, part = blockIdx.z - grp * g.splits, M = g.M, K = g.K;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * CI_BN;
+    const unsigned short *wg = w + (long long)grp * M * K;
+    const int kt0 = part * g.tps, kt1 = min((K + CI_BK - 1) / CI_BK, kt0 + g.tps);
+    const int kq = tid & 3; // this thread's 8-channel chunk of each k tile, for columns c and c + 64
+    int ih0[2], iw0[2], xb[2];
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        int j = n0 + (tid >> 2) + 64 * i;
+        ih0[i] = -(1 << 29), iw0[i] = 0, xb[i] = 0;
+        if (j < g.ncols) {
+            int n = j / g.L, l = j - n * g.L, oh = l / g.OW, ow = l - oh * g.OW;
+            ih0[i] = oh * g.sh - g.ph;
+            iw0[i] = ow * g.sw - g.pw;
+            xb[i] = ((n * g.H + ih0[i]) * g.W + iw0[i]) * g.cx + grp * g.Cg;
+        }
+    }
+    auto load_stage = [&](int stage, int kt) {
+        unsigned short *As = smem + stage * STAGE, *Bs = As + A_H;
+        const int k0 = kt * CI_BK;
+#pragma unroll
+        for (int i = 0; i < BM * CI_BK / 8 / 256; i++) {
+            int ch = tid + i * 256, r = ch >> 2, kc = (ch & 3) * 8;
+            int m = m0 + r, k = k0 + kc;
+            bool v = m < M && k < K;
+            cp_async16(smem_u32(As + r * TC_PAD_K + kc), v ? wg + (long long)m * K + k : wg, v);
+        }
+        int2 t = __ldg(taps + kt * 4 + kq);
+        int dh = t.y & 0xffff, dw = t.y >> 16;
+        bool kv = k0 + kq * 8 < K;
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            int ih = ih0[i] + dh, iw = iw0[i] + dw;
+            bool v = kv && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
+            cp_async16(smem_u32(Bs + ((tid >> 2) + 64 * i) * TC_PAD_K + kq * 8),
+                       v ? x + xb[i] + t.x : x, v);
+        }
+    };
+
+    float acc[MI][4][4];
+#pragma unroll
+    for (int i = 0; i < MI; i++)
+#pragma unroll
+        for (int jn = 0; jn < 4; jn++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) acc[i][jn][e] = 0.f;
+#pragma unroll
+    for (int st = 0; st < CL_STAGES - 1; st++) {
+        if (kt0 + st < kt1) load_stage(st, kt0 + st);
+        asm volatile("cp.async.commit_group;\n" ::);
+    }
+    for (int kt = kt0; kt < kt1; kt++) {
+        asm volatile("cp.async.wait_group %0;\n" ::"n"(CL_STAGES - 2));
+        __syncthreads();
+        int nt = kt + CL_STAGES - 1;
+        if (nt < kt1) load_stage((nt - kt0) % CL_STAGES, nt);
+        asm volatile("cp.async.commit_group;\n" ::);
+        const unsigned short *As = smem + ((kt - kt0) % CL_STAGES) * STAGE, *Bs = As + A_H;
+#pragma unroll
+        for (int kk = 0; kk < CI_BK; kk += 16) {
+            unsigned af[MI][4], bfr[4][2];
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++) {
+                int mb = wm * 16 * MI + mi * 16;
+                ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8),
+                        af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
+            }
+#pragma unroll
+            for (int p = 0; p < 2; p++) {
+                int nb = wn * 32 + p * 16;
+                ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
+                                 ((lane >> 3) & 1) * 8),
+                        bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+            }
+#pragma unroll
+            for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+                for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
+        }
+    }
+    asm volatile("cp.async.wait_group 0;\n" ::);
+    conv_ig_store<BF, MI>(acc, bias, y, ws, g, grp, part, m0, n0, wm, wn, lane);
+}
+
+#define CONV_CL_KERNEL(NAME, BF, MI)                                                               \
+    extern "C" __global__ void __launch_bounds__(256, 2)                                           \
+        NAME(const unsigned short *x, const unsigned short *w, const unsigned short *b,            \
+             unsigned short *y, float *ws, const int2 *taps, convig g)                             \
+    {                                                                                              \
+        conv_cl<BF, MI>(x, w, b, y, ws, taps, g);                                                  \
+    }
+CONV_CL_KERNEL(em_conv_cl_f16, 0, 4)
+CONV_CL_KERNEL(em_conv_cl_f16_m64, 0, 2)
+CONV_CL_KERNEL(em_conv_cl_bf16, 1, 4)
+CONV_CL_KERNEL(em_conv_cl_bf16_m64, 1, 2)
+
+// y [n][p][c] = x [n][c][p] for 16-bit elements (x to channels-last; w [Cy][Cg][Kh Kw] to
+// [Cy][Kh Kw][Cg]): 32 x 32 tiles through shared memory, both sides read and written along rows.
+extern "C" __global__ void __launch_bounds__(256)
+    em_conv_to_cl_u16(const unsigned short *x, unsigned short *y, int C, int P)
+{
+    __shared__ unsigned short t[32][33];
+    const long long base = (long long)blockIdx.z * C * P;
+    const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+#pragma unroll
+    for (int r = ty; r < 32; r += 8)
+        if (c0 + r < C && p0 + tx < P) t[r][tx] = x[base + (long long)(c0 + r) * P + p0 + tx];
+    __syncthreads();
+#pragma unroll
+    for (int r = ty; r < 32; r += 8)
+        if (p0 + r < P && c0 + tx < C) y[base + (long long)(p0 + r) * C + c0 + tx] = t[tx][r];
+}
+
+// The same for P < 32 (kernel taps of a weight): one thread per element of y.
+extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
+                                                   int P, long long total)
+{
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
+         i += (long long)blockDim.x * gridDim.x) {
+        long long n = i / ((long long)C * P);
+        int r = (int)(i - n * C * P), p = r / C, c = r - p * C;
+        y[i] = x[n * C * P + (long long)c * P + p];
+    }
+}
