@@ -411,6 +411,21 @@ em_tensor *em_dot(const em_tensor *a, const em_tensor *b);    /* 1-D . 1-D -> sc
 em_tensor *em_outer(const em_tensor *a, const em_tensor *b);  /* [n], [m] -> [n, m] */
 em_tensor *em_matvec(const em_tensor *a, const em_tensor *x); /* [n, m], [m] -> [n] */
 
+/* The activation applied by em_matmul_bias_act (PyTorch's definitions, as em_relu, em_gelu,
+ * em_gelu_tanh and em_silu compute them). */
+typedef enum em_act {
+    EM_ACT_NONE = 0,
+    EM_ACT_RELU = 1,
+    EM_ACT_GELU = 2,      /* erf form */
+    EM_ACT_GELU_TANH = 3, /* tanh approximation */
+    EM_ACT_SILU = 4,
+} em_act;
+/* act(em_matmul(a, b) + bias) in one op: bias (NULL: none) is 1-D of length N (b's last dim; 1
+ * when b is 1-D), added to every row and batch. a, b and bias share one float dtype and device;
+ * f16/bf16 add the bias and apply act in f32 before their one rounding. */
+em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_tensor *bias,
+                              em_act act);
+
 /* ---- indexing ---------------------------------------------------------------------------- */
 
 typedef enum em_reduce_mode {

@@ -98,6 +98,10 @@ em_shape ad_in_shape(const ad_ctx *c, int i);
 /* g cast to input i's dtype when it differs (gradients take their input's dtype); g itself is
  * left alone. */
 em_tensor *ad_match_dtype(ad_ctx *c, int i, em_tensor *g);
+/* The gradient through a parameter-free activation (kind RELU, GELU, GELU_TANH, SILU ...) with
+ * the unary rules' formulas: g * f'(x), x the activation's input, y its output; NULL with no
+ * error for a zero gradient. */
+em_tensor *ad_act_backward(em_op_kind kind, em_tensor *x, em_tensor *y, em_tensor *g);
 /* Records an error naming the op for a kind without a rule. */
 em_status ad_no_rule(const ad_ctx *c);
 

@@ -5,11 +5,10 @@
 /* matmul: with A = a as [.., M, K] (a 1-D a as [1, K]), B = b as [.., K, N] (a 1-D b as
  * [K, 1]) and G = g with the removed dims put back ([.., M, N]):
  *   dA = G @ B^T summed over the batch dims A was broadcast along, dB = A^T @ G likewise. */
-static em_status matmul_backward(ad_ctx *c)
+static em_status matmul_backward(ad_ctx *c, em_tensor *g)
 {
     const em_op *op = c->op;
     bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
-    em_tensor *g = ad_gout(c, 0);
     em_tensor *a = op->in[0], *b = op->in[1];
     em_tensor *A = a1 ? em_unsqueeze(a, 0) : a;  /* [.., M, K] */
     em_tensor *B = b1 ? em_unsqueeze(b, -1) : b; /* [.., K, N] */
@@ -39,10 +38,49 @@ static em_status matmul_backward(ad_ctx *c)
     return em_failed() ? em_last_status() : EM_OK;
 }
 
+/* matmul_bias_act: y = act(z), z = a @ b + bias. gz = g * act'(z) (+ the gradient of the saved
+ * z, out[1], which a second-order pass can reach), then a and b as for matmul with gz, and
+ * dbias = gz summed down to [N]. relu's derivative comes from y (y <= 0: 0, as the relu rule);
+ * gelu, gelu_tanh and silu need z: the forward saved it as out[1] when it was recorded (a store of
+ * the output's size instead of a second product here); a record without it, or one whose saved
+ * outputs were freed, recomputes z with ops. */
+static em_status matmul_bias_act_backward(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *g = ad_gout(c, 0), *y = c->out[0];
+    em_tensor *gz = g;
+    switch (op->i[14]) {
+    case EM_ACT_RELU: gz = ad_act_backward(EM_OP_RELU, NULL, y, g); break;
+    case EM_ACT_GELU:
+    case EM_ACT_GELU_TANH:
+    case EM_ACT_SILU: {
+        em_op_kind k = op->i[14] == EM_ACT_GELU        ? EM_OP_GELU
+                       : op->i[14] == EM_ACT_GELU_TANH ? EM_OP_GELU_TANH
+                                                       : EM_OP_SILU;
+        em_tensor *z = op->n_out > 1 ? c->out[1] : NULL;
+        if (!z) {
+            z = em_matmul(op->in[0], op->in[1]);
+            if (op->n_in > 2) z = em_add(z, op->in[2]);
+        }
+        gz = ad_act_backward(k, z, y, g);
+        break;
+    }
+    default: break;
+    }
+    if (op->n_out > 1 && c->gout[1]) gz = em_add(gz, c->gout[1]);
+    if (!gz) return em_failed() ? em_last_status() : EM_OK;
+    if (op->n_in > 2 && c->needs[2]) {
+        em_tensor *gb = op->i[1] ? em_sum(gz, EM_ALL, false) : ad_sum_to(gz, ad_in_shape(c, 2));
+        c->gin[2] = op->i[1] ? em_reshape(gb, ad_in_shape(c, 2)) : gb;
+    }
+    return matmul_backward(c, gz);
+}
+
 em_status ad_rule_linalg(ad_ctx *c)
 {
     switch (c->op->kind) {
-    case EM_OP_MATMUL: return matmul_backward(c);
+    case EM_OP_MATMUL: return matmul_backward(c, ad_gout(c, 0));
+    case EM_OP_MATMUL_BIAS_ACT: return matmul_bias_act_backward(c);
     default: return ad_no_rule(c);
     }
 }

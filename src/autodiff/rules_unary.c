@@ -135,6 +135,12 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
     }
 }
 
+em_tensor *ad_act_backward(em_op_kind kind, em_tensor *x, em_tensor *y, em_tensor *g)
+{
+    em_op op = {.kind = kind};
+    return backward(&op, x, y, g);
+}
+
 static bool has_rule(em_op_kind k)
 {
     switch (k) {

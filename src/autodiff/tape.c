@@ -147,10 +147,20 @@ static void record(const em_op *op, void *user)
         if (op->out[k] && em_dtype_is_float(op->out[k]->dtype)) ad_attach(op->out[k], n, k);
 }
 
+/* The recorder's own test, for front-ends that write an output only a rule needs. */
+static bool would_record(em_tensor *const *in, int n_in)
+{
+    if (no_grad_depth > 0) return false;
+    for (int i = 0; i < n_in; i++)
+        if (in[i] && in[i]->grad_info && em_dtype_is_float(in[i]->dtype)) return true;
+    return false;
+}
+
 static void init_once_fn(void)
 {
     tn_set_recorder(record, NULL);
     tn_set_grad_release_hook(release_hook);
+    tn_set_record_query(would_record);
     const char *a = em_config_get("detect_anomaly");
     if (a && (strcmp(a, "1") == 0 || strcmp(a, "true") == 0)) em_set_detect_anomaly(true);
 }

@@ -8,14 +8,32 @@
 
 /* ---- Sequential -------------------------------------------------------------------------- */
 
+static em_act fused_act(const em_module *m);
+static bool is_linear(const em_module *m);
+static em_tensor *linear_run(em_module *m, em_tensor *x, em_act act);
+
+/* Children in order; a Linear directly followed by a plain ReLU, GELU or SiLU module (this
+ * file's parameter-free ones) runs as one em_matmul_bias_act, the activation applied in the
+ * product's epilogue (the same values as the two modules one after the other). */
 static em_tensor *seq_forward(em_module *m, em_tensor *const *in, int n)
 {
     if (m->n_children == 0) return n == 1 ? tn_share(in[0]) : NULL;
-    em_tensor *h = em_forward_n(m->children[0].child, in, n);
-    for (int i = 1; i < m->n_children && h; i++) {
-        em_tensor *next = em_forward(m->children[i].child, h);
+    em_tensor *h = NULL;
+    for (int i = 0; i < m->n_children; i++) {
+        em_module *c = m->children[i].child;
+        em_act act = EM_ACT_NONE;
+        if (is_linear(c) && i + 1 < m->n_children) act = fused_act(m->children[i + 1].child);
+        em_tensor *const *x = i == 0 ? in : &h;
+        int nx = i == 0 ? n : 1;
+        em_tensor *next;
+        if (act == EM_ACT_NONE)
+            next = em_forward_n(c, x, nx);
+        else
+            next = nn_check_inputs("Linear", nx, 1) ? linear_run(c, x[0], act) : NULL;
         em_release(h);
         h = next;
+        if (act != EM_ACT_NONE) i++; /* the activation module ran in the epilogue */
+        if (!h) break;
     }
     return h;
 }
@@ -82,17 +100,20 @@ typedef struct linear_module {
     em_tensor *weight, *bias; /* borrowed from the registry */
 } linear_module;
 
+/* act(x W^T + b) in one op: the bias and the activation in the product's epilogue. */
+static em_tensor *linear_run(em_module *m, em_tensor *x, em_act act)
+{
+    em_tensor *w = em_module_get(m, "weight"), *b = em_module_get(m, "bias");
+    em_tensor *wt = em_transpose(w, 0, 1);
+    em_tensor *y = em_matmul_bias_act(x, wt, b, act);
+    em_release(wt);
+    return y;
+}
+
 static em_tensor *linear_forward(em_module *m, em_tensor *const *in, int n)
 {
     if (!nn_check_inputs("Linear", n, 1)) return NULL;
-    em_tensor *w = em_module_get(m, "weight"), *b = em_module_get(m, "bias");
-    em_tensor *wt = em_transpose(w, 0, 1);
-    em_tensor *y = em_matmul(in[0], wt);
-    em_release(wt);
-    if (!b || !y) return y;
-    em_tensor *r = em_add(y, b);
-    em_release(y);
-    return r;
+    return linear_run(m, in[0], EM_ACT_NONE);
 }
 
 static void linear_describe(const em_module *m, char *buf, size_t cap)
@@ -103,6 +124,11 @@ static void linear_describe(const em_module *m, char *buf, size_t cap)
 }
 
 static const em_module_type linear_type = {"Linear", linear_forward, NULL, linear_describe};
+
+static bool is_linear(const em_module *m)
+{
+    return m->type == &linear_type;
+}
 
 em_module *em_linear_new_cfg(int64_t in, int64_t out, em_linear_cfg cfg, em_device dev)
 {
@@ -197,6 +223,15 @@ static const em_module_type act_types[] = {
     {"Softmax", act_forward, NULL, act_describe}, {"Flatten", act_forward, NULL, act_describe},
     {"Dropout", act_forward, NULL, act_describe},
 };
+
+/* The epilogue activation of a plain ReLU, GELU or SiLU module, else EM_ACT_NONE. */
+static em_act fused_act(const em_module *m)
+{
+    if (m->type == &act_types[ACT_RELU]) return EM_ACT_RELU;
+    if (m->type == &act_types[ACT_GELU]) return EM_ACT_GELU;
+    if (m->type == &act_types[ACT_SILU]) return EM_ACT_SILU;
+    return EM_ACT_NONE;
+}
 
 static em_module *act_new(act_kind k, double p, int a, int b)
 {

@@ -154,6 +154,18 @@ void tn_set_recorder(em_op_recorder fn, void *user)
     recorder_user = user;
 }
 
+static em_record_query record_query;
+
+void tn_set_record_query(em_record_query fn)
+{
+    record_query = fn;
+}
+
+bool tn_would_record(em_tensor *const *in, int n_in)
+{
+    return record_query && record_query(in, n_in);
+}
+
 static void drop_outputs(em_op *op)
 {
     for (int i = 0; i < op->n_out; i++) {

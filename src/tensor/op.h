@@ -46,6 +46,12 @@ em_status tn_dispatch(em_op *op);
 /* A recorder sees every op after it ran (autodiff tape, graph capture). At most one. */
 typedef void (*em_op_recorder)(const em_op *op, void *user);
 void tn_set_recorder(em_op_recorder fn, void *user);
+/* Whether a record with these inputs would be recorded (autodiff installs the answer: grad
+ * mode on and an input in a graph), so a front-end can write an output only a backward rule
+ * reads; false while nothing is installed. */
+typedef bool (*em_record_query)(em_tensor *const *in, int n_in);
+void tn_set_record_query(em_record_query fn);
+bool tn_would_record(em_tensor *const *in, int n_in);
 
 /* How many times each kind has been dispatched in this process (conformance coverage). */
 int64_t tn_op_count(em_op_kind kind);

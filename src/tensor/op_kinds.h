@@ -92,7 +92,8 @@
     X(EXPAND, "expand", view) X(FLIP, "flip", view) X(UNFOLD, "unfold", view) \
     /* appended */ \
     X(MAX_POOL_VALUES, "max_pool_values", nn) \
-    X(SDPA_BACKWARD, "sdpa_backward", nn)
+    X(SDPA_BACKWARD, "sdpa_backward", nn) \
+    X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg)
 /* clang-format on */
 
 #endif

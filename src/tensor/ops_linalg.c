@@ -4,7 +4,18 @@
  * contiguous result): i0 = 1 when a was 1-D (viewed as [1, K], the 1 removed from the result),
  * i1 = 1 when b was 1-D (viewed as [K, 1], the 1 removed), i2 = M, i3 = K, i4 = N,
  * i5 = R the number of broadcast batch dims, i6 .. i6+R-1 the broadcast batch shape. The
- * batch dims of a and b are their leading dims, right-aligned against that shape. */
+ * batch dims of a and b are their leading dims, right-aligned against that shape.
+ * MATMUL_BIAS_ACT (em_matmul_bias_act): the record of MATMUL with in[2] = bias when n_in == 3
+ * (1-D, length N, any stride) and i14 = the activation (em_act); out[0] = act(a @ b + bias) and,
+ * only when the record will be taken by autodiff and the activation is gelu, gelu_tanh or silu,
+ * out[1] = the pre-activation a @ b + bias (the rule's input to act', saved instead of
+ * recomputed: one more store in the forward against a whole product in the backward). A kind of
+ * its own rather than optional MATMUL inputs: a backend, rule or pass that knows only MATMUL
+ * declines this record (an error or the CPU fallback) instead of silently dropping the bias,
+ * and MATMUL records that backends build for themselves stay as they are. i14 sits past the
+ * largest batch shape (i6 .. i13). */
+#include <string.h>
+
 #include "op.h"
 
 /* Shared checks: both present, same device, same non-bool dtype. */
@@ -24,12 +35,15 @@ static bool check_pair(const char *op, const em_tensor *a, const em_tensor *b)
     return true;
 }
 
-static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_tensor *b)
+/* Checks a @ b and fills the MATMUL parameters ip (returns their count, or -1 on error) and the
+ * result's shape. */
+static int matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, int64_t *ip,
+                       int64_t *shape, int *rank)
 {
     if (a->rank == 0 || b->rank == 0) {
         em_error(EM_ERR_SHAPE, "%s: both operands need at least 1 dim, got shapes %s and %s", op,
                  tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank));
-        return NULL;
+        return -1;
     }
     bool a1 = a->rank == 1, b1 = b->rank == 1;
     int64_t M = a1 ? 1 : a->shape[a->rank - 2];
@@ -40,7 +54,7 @@ static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_te
         em_error(EM_ERR_SHAPE, "%s: shapes %s and %s do not fit (%lld != %lld)", op,
                  tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank), (long long)K,
                  (long long)Kb);
-        return NULL;
+        return -1;
     }
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
     int R = ra > rb ? ra : rb;
@@ -53,19 +67,28 @@ static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_te
                      "%s: batch dims of shapes %s and %s cannot broadcast (%lld vs %lld)", op,
                      tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank), (long long)x,
                      (long long)y);
-            return NULL;
+            return -1;
         }
         batch[d] = x == 1 ? y : x;
     }
-    int64_t shape[EM_MAX_RANK];
     int r = 0;
     for (int d = 0; d < R; d++) shape[r++] = batch[d];
     if (!a1) shape[r++] = M;
     if (!b1) shape[r++] = N;
-    int64_t ip[6 + EM_MAX_RANK] = {a1, b1, M, K, N, R};
+    *rank = r;
+    int64_t head[6] = {a1, b1, M, K, N, R};
+    for (int d = 0; d < 6; d++) ip[d] = head[d];
     for (int d = 0; d < R; d++) ip[6 + d] = batch[d];
+    return 6 + R;
+}
+
+static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_tensor *b)
+{
+    int64_t ip[6 + EM_MAX_RANK], shape[EM_MAX_RANK];
+    int r, ni = matmul_plan(op, a, b, ip, shape, &r);
+    if (ni < 0) return NULL;
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
-    return tn_run1(EM_OP_MATMUL, tn_new(a->dtype, shape, r, a->storage->device), in, 2, ip, 6 + R,
+    return tn_run1(EM_OP_MATMUL, tn_new(a->dtype, shape, r, a->storage->device), in, 2, ip, ni,
                    NULL, 0);
 }
 
@@ -73,6 +96,61 @@ em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
 {
     if (!check_pair("em_matmul", a, b)) return NULL;
     return matmul_checked("em_matmul", a, b);
+}
+
+em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_tensor *bias,
+                              em_act act)
+{
+    const char *op = "em_matmul_bias_act";
+    if (!check_pair(op, a, b)) return NULL;
+    if (!em_dtype_is_float(a->dtype)) {
+        em_error(EM_ERR_DTYPE, "%s: dtype %s is not supported (f64, f32, f16 or bf16)", op,
+                 em_dtype_name(a->dtype));
+        return NULL;
+    }
+    if ((int)act < EM_ACT_NONE || (int)act > EM_ACT_SILU) {
+        em_error(EM_ERR_INVALID_ARG, "%s: activation code %d is not an em_act", op, (int)act);
+        return NULL;
+    }
+    int64_t ip[15] = {0}, shape[EM_MAX_RANK];
+    int r;
+    if (matmul_plan(op, a, b, ip, shape, &r) < 0) return NULL;
+    int64_t N = ip[4];
+    if (bias) {
+        if (!tn_check_same_device(op, a, bias)) return NULL;
+        if (bias->dtype != a->dtype) {
+            em_error(EM_ERR_DTYPE, "%s: bias dtype %s differs from the operands' %s", op,
+                     em_dtype_name(bias->dtype), em_dtype_name(a->dtype));
+            return NULL;
+        }
+        if (bias->rank != 1 || bias->shape[0] != N) {
+            em_error(EM_ERR_SHAPE, "%s: bias of shape %s, want [%lld] (the product's N)", op,
+                     tn_dims_str(bias->shape, bias->rank), (long long)N);
+            return NULL;
+        }
+    }
+    ip[14] = act;
+    em_op rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kind = EM_OP_MATMUL_BIAS_ACT;
+    rec.n_in = bias ? 3 : 2;
+    rec.in[0] = (em_tensor *)a;
+    rec.in[1] = (em_tensor *)b;
+    rec.in[2] = (em_tensor *)bias;
+    memcpy(rec.i, ip, sizeof ip);
+    bool keep_pre = (act == EM_ACT_GELU || act == EM_ACT_GELU_TANH || act == EM_ACT_SILU) &&
+                    tn_would_record(rec.in, rec.n_in);
+    rec.n_out = keep_pre ? 2 : 1;
+    em_device dev = a->storage->device;
+    rec.out[0] = tn_new(a->dtype, shape, r, dev);
+    if (keep_pre) rec.out[1] = rec.out[0] ? tn_new(a->dtype, shape, r, dev) : NULL;
+    if (!rec.out[0] || (keep_pre && !rec.out[1])) {
+        em_release(rec.out[0]);
+        return NULL;
+    }
+    if (tn_dispatch(&rec) != EM_OK) return NULL;
+    em_release(rec.out[1]); /* the graph keeps its alias when it took the record */
+    return rec.out[0];
 }
 
 em_tensor *em_dot(const em_tensor *a, const em_tensor *b)

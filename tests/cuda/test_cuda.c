@@ -538,6 +538,97 @@ static void test_matmul_tf32(void)
     em_config_set("cuda_tf32", "0");
 }
 
+/* matmul_bias_act on the device against the CPU's, for every activation, with and without a
+ * bias (flipped, so strided, on odd cases), f32/f64/f16/bf16, over each product path: the
+ * f32 kernels (epilogue in the store), split-K, TF32, the tensor-core and wgmma kernels
+ * (epilogue in the store), the any-stride f16/bf16 kernel, GEMV, batched and K = 0 (a separate
+ * epilogue pass); also against the unfused sequence on the device, and gradients. */
+static void test_matmul_bias_act_paths(const char *label)
+{
+    static const em_shape ps[][2] = {
+        {EM_SHAPE(5, 7), EM_SHAPE(7, 3)},           {EM_SHAPE(33, 70), EM_SHAPE(70, 17)},
+        {EM_SHAPE(2, 3, 20, 9), EM_SHAPE(9, 18)},   {EM_SHAPE(7), EM_SHAPE(2, 7, 4)},
+        {EM_SHAPE(3, 6, 7), EM_SHAPE(7)},           {EM_SHAPE(4, 0), EM_SHAPE(0, 3)},
+        {EM_SHAPE(200, 264), EM_SHAPE(264, 136)},   {EM_SHAPE(3, 64, 40), EM_SHAPE(3, 40, 72)},
+        {EM_SHAPE(300, 1000), EM_SHAPE(1000, 520)}, {EM_SHAPE(1100, 72), EM_SHAPE(72, 4100)},
+        {EM_SHAPE(3000, 520), EM_SHAPE(520)},       {EM_SHAPE(1, 4100), EM_SHAPE(4100, 300)},
+        {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)}};
+    const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};
+    for (int t = 0; t < 4; t++)
+        for (size_t p = 0; p < sizeof ps / sizeof ps[0]; p++)
+            for (int act = EM_ACT_NONE; act <= EM_ACT_SILU; act++)
+                for (int wb = 0; wb < 2; wb++) {
+                    em_scope_begin();
+                    int la = (int)(p + (size_t)act) % 2, lb = (int)(p + (size_t)wb) % 2;
+                    em_tensor *ca, *da, *cb, *db, *cbias = NULL, *dbias = NULL;
+                    mk(ps[p][0], la, dts[t], -1, 1, &ca, &da);
+                    mk(ps[p][1], lb, dts[t], -1, 1, &cb, &db);
+                    const em_shape sb = ps[p][1];
+                    int64_t n = sb.rank == 1 ? 1 : sb.dims[sb.rank - 1];
+                    if (wb) mk(EM_SHAPE(n), (int)p % 3 == 2 ? 2 : 0, dts[t], -1, 1, &cbias, &dbias);
+                    char what[128];
+                    snprintf(what, sizeof what, "matmul_bias_act %s act %d bias %d %s %s x %s",
+                             label, act, wb, em_dtype_name(dts[t]),
+                             tn_dims_str(ps[p][0].dims, ps[p][0].rank),
+                             tn_dims_str(sb.dims, sb.rank));
+                    double tf = strcmp(label, "tf32") ? 1 : 20 * sqrt((double)ps[p][0].dims[0]);
+                    double atol = dts[t] == EM_F32   ? 1e-4 * tf
+                                  : dts[t] == EM_F64 ? 1e-12
+                                  : dts[t] == EM_F16 ? 2e-3
+                                                     : 2e-2;
+                    double rtol = dts[t] == EM_F16 ? 2e-3 : dts[t] == EM_BF16 ? 1.6e-2 : atol;
+                    em_tensor *got = em_matmul_bias_act(da, db, dbias, (em_act)act);
+                    compare(what, got, em_matmul_bias_act(ca, cb, cbias, (em_act)act), atol, rtol);
+                    /* the unfused sequence on the device: its extra roundings apart */
+                    em_tensor *u = em_matmul(da, db);
+                    if (dbias) u = em_add(u, dbias);
+                    u = act == EM_ACT_RELU        ? em_relu(u)
+                        : act == EM_ACT_GELU      ? em_gelu(u)
+                        : act == EM_ACT_GELU_TANH ? em_gelu_tanh(u)
+                        : act == EM_ACT_SILU      ? em_silu(u)
+                                                  : u;
+                    em_tensor *uh = em_to_device(u, EM_CPU);
+                    compare(what, got, uh, 2 * atol, 2 * rtol);
+                    em_scope_end();
+                }
+}
+
+static void test_matmul_bias_act(void)
+{
+    em_config_set("cuda_wgmma", "off");
+    test_matmul_bias_act_paths("mma.sync");
+    em_config_set("cuda_wgmma", "on");
+    test_matmul_bias_act_paths("wgmma");
+    em_config_set("cuda_tf32", "1");
+    test_matmul_bias_act_paths("tf32");
+    em_config_set("cuda_tf32", "0");
+    /* gradients: the saved pre-activation (out[1]) on the device, bias summed over rows */
+    for (int act = EM_ACT_NONE; act <= EM_ACT_SILU; act++) {
+        em_scope_begin();
+        em_tensor *cx, *dx, *cw, *dw, *cb, *dbv;
+        mk(EM_SHAPE(2, 33, 40), 0, EM_F32, -1, 1, &cx, &dx);
+        mk(EM_SHAPE(40, 24), 1, EM_F32, -1, 1, &cw, &dw);
+        mk(EM_SHAPE(24), 0, EM_F32, -1, 1, &cb, &dbv);
+        em_tensor *c_in[3] = {cx, cw, cb}, *d_in[3] = {dx, dw, dbv};
+        em_tensor *cg[3], *dg[3];
+        for (int side = 0; side < 2; side++) {
+            em_tensor **in = side ? d_in : c_in;
+            for (int i = 0; i < 3; i++) em_requires_grad(in[i], true);
+            em_tensor *y = em_matmul_bias_act(in[0], in[1], in[2], (em_act)act);
+            em_grads *g = em_backward(em_sum(em_mul(y, y), EM_ALL, false));
+            for (int i = 0; i < 3; i++) (side ? dg : cg)[i] = g ? em_grad(g, in[i]) : NULL;
+        }
+        for (int i = 0; i < 3; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "matmul_bias_act grad %d act %d", i, act);
+            compare(what, dg[i], cg[i], 1e-3, 1e-3);
+            em_release(dg[i]);
+            em_release(cg[i]);
+        }
+        em_scope_end();
+    }
+}
+
 /* max_pool1d/2d/3d with strides, padding, dilation and ceil mode: values and indices equal the
  * CPU's exactly (NaN included). */
 static void test_max_pool(void)
@@ -877,6 +968,7 @@ int main(void)
     test_matmul();
     test_matmul_tf32();
     test_matmul_tile_widths();
+    test_matmul_bias_act();
     test_layer_norm();
     test_scalar_ops();
     test_max_pool();

@@ -134,6 +134,47 @@ static void test_linear_defaults(void)
     em_module_free(l);
 }
 
+/* Linear runs x W^T + b as one op; a Sequential fuses a Linear with a following plain ReLU,
+ * GELU or SiLU module: outputs and gradients match the modules run one by one. */
+static void test_linear_fused(void)
+{
+    em_module *(*acts[3])(void) = {em_relu_new, em_gelu_new, em_silu_new};
+    for (int k = 0; k < 3; k++) {
+        em_seed(5);
+        em_module *net = em_sequential(EM_CPU, em_linear_new(6, 5, EM_CPU), acts[k](),
+                                       em_linear_new(5, 4, EM_CPU), em_tanh_new(), NULL);
+        em_scope_begin();
+        em_tensor *x = h_rand(EM_SHAPE(2, 3, 6), EM_F32, H_CONTIG, -1, 1, NULL);
+        em_tensor *y = em_forward(net, x);
+        em_tensor *h = x;
+        for (int i = 0; i < 4; i++) h = em_forward(net->children[i].child, h);
+        CHECK(y && h && h_same_bytes(y, h), "Sequential Linear+act %d: fused output", k);
+        em_grads *g1 = em_backward(em_sum(y, EM_ALL, false));
+        em_grads *g2 = em_backward(em_sum(h, EM_ALL, false));
+        const char *names[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
+        for (int i = 0; g1 && g2 && i < 4; i++) {
+            em_tensor *p = em_module_get(net, names[i]);
+            em_tensor *ga = em_grad(g1, p), *gb = em_grad(g2, p);
+            CHECK(ga && gb && em_shape_equal(em_tensor_shape(ga), em_tensor_shape(p)),
+                  "Sequential Linear+act %d: gradient of %s", k, names[i]);
+            if (ga && gb) h_compare_dev(names[i], ga, gb, 1e-6, 1e-5, EM_CPU);
+        }
+        CHECK(g1 && g2, "Sequential Linear+act backward: %s", em_last_error());
+        em_scope_end();
+        em_module_free(net);
+    }
+    /* Linear alone equals matmul + add */
+    em_scope_begin();
+    em_module *l = em_linear_new(7, 3, EM_CPU);
+    em_tensor *x = h_rand(EM_SHAPE(4, 7), EM_F32, H_CONTIG, -1, 1, NULL);
+    em_tensor *want = em_add(em_matmul(x, em_transpose(em_module_get(l, "weight"), 0, 1)),
+                             em_module_get(l, "bias"));
+    em_tensor *got = em_forward(l, x);
+    CHECK(got && want && h_same_bytes(got, want), "Linear: x W^T + b");
+    em_scope_end();
+    em_module_free(l);
+}
+
 static void test_init(void)
 {
     em_scope_begin();
@@ -202,6 +243,7 @@ int main(void)
     h_init();
     test_tree();
     test_linear_defaults();
+    test_linear_fused();
     test_init();
     test_errors();
     return h_finish();

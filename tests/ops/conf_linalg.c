@@ -338,8 +338,120 @@ static void bad_inputs(void)
     em_scope_end();
 }
 
+/* ---- matmul_bias_act ---------------------------------------------------------------------- */
+
+/* PyTorch's definitions in f64. */
+static double ref_act(double z, em_act act)
+{
+    switch (act) {
+    case EM_ACT_RELU: return z < 0 ? 0 : z;
+    case EM_ACT_GELU: return 0.5 * z * (1 + erf(z / sqrt(2.0)));
+    case EM_ACT_GELU_TANH:
+        return 0.5 * z * (1 + tanh(sqrt(2.0 / M_PI) * (z + 0.044715 * z * z * z)));
+    case EM_ACT_SILU: return z / (1 + exp(-z));
+    default: return z;
+    }
+}
+
+static const char *const act_names[] = {"none", "relu", "gelu", "gelu_tanh", "silu"};
+
+/* act(a @ b + bias) against the f64 reference: the product's tolerance (its error passes through
+ * act' <= 1.13, and the bias adds one more rounding), f32's erf approximation in gelu. */
+static void check_mba(em_shape sa, em_shape sb, bool with_bias, em_act act, em_dtype dt,
+                      h_layout la, h_layout lb)
+{
+    em_scope_begin();
+    double *va, *vb, *vbias = NULL, *ref, *mag;
+    em_tensor *a = h_rand(sa, dt, la, -1, 1, &va), *b = h_rand(sb, dt, lb, -1, 1, &vb);
+    em_shape so;
+    int64_t K;
+    ref_matmul(va, sa, vb, sb, &so, &ref, &mag, &K);
+    int64_t N = sb.rank == 1 ? 1 : sb.dims[sb.rank - 1], n = 1;
+    for (int d = 0; d < so.rank; d++) n *= so.dims[d];
+    em_tensor *bias = with_bias ? h_rand(EM_SHAPE(N), dt, lb, -1, 1, &vbias) : NULL;
+    for (int64_t i = 0; i < n; i++) {
+        double z = ref[i] + (vbias ? vbias[i % N] : 0);
+        ref[i] = ref_act(z, act);
+        mag[i] = 1.2 * (mag[i] + fabs(z));
+    }
+    char what[160];
+    snprintf(what, sizeof what, "matmul_bias_act %s %s bias=%d [%lld..] @ [..%lld] layouts %d/%d",
+             act_names[act], em_dtype_name(dt), with_bias, (long long)sa.dims[0], (long long)N,
+             (int)la, (int)lb);
+    compare(what, em_matmul_bias_act(a, b, bias, act), dt, so, ref, mag, K);
+    free(va), free(vb), free(vbias), free(ref), free(mag);
+    em_scope_end();
+}
+
+static void matmul_bias_act(void)
+{
+    typedef struct mcase {
+        em_shape a, b;
+    } mcase;
+    const mcase cases[] = {
+        {EM_SHAPE(7, 17), EM_SHAPE(17, 5)},         /* unpacked GEMM */
+        {EM_SHAPE(65, 130), EM_SHAPE(130, 33)},     /* packed, cut edge tiles */
+        {EM_SHAPE(1, 40), EM_SHAPE(40, 37)},        /* GEMV, M = 1 */
+        {EM_SHAPE(37, 40), EM_SHAPE(40, 1)},        /* GEMV, N = 1 */
+        {EM_SHAPE(37, 40), EM_SHAPE(40)},           /* 1-D b: bias of length 1 */
+        {EM_SHAPE(40), EM_SHAPE(40, 9)},            /* 1-D a */
+        {EM_SHAPE(2, 3, 9, 8), EM_SHAPE(3, 8, 10)}, /* batched, b broadcast over dim 0 */
+        {EM_SHAPE(3, 5, 0), EM_SHAPE(0, 6)},        /* K = 0: act(bias) */
+    };
+    const em_dtype dts[] = {EM_F64, EM_F32, EM_F16, EM_BF16};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t d = 0; d < sizeof dts / sizeof dts[0]; d++)
+            for (int act = EM_ACT_NONE; act <= EM_ACT_SILU; act++)
+                for (int wb = 0; wb < 2; wb++) {
+                    h_layout la = (h_layout)((c + (size_t)act) % H_LAYOUT_COUNT);
+                    h_layout lb = (h_layout)((c + d + (size_t)wb) % H_LAYOUT_COUNT);
+                    check_mba(cases[c].a, cases[c].b, wb, (em_act)act, dts[d], la, lb);
+                }
+    /* every layout pair once through the packed path */
+    for (int la = 0; la < H_LAYOUT_COUNT; la++)
+        for (int lb = 0; lb < H_LAYOUT_COUNT; lb++)
+            check_mba(EM_SHAPE(70, 33), EM_SHAPE(33, 65), true, EM_ACT_GELU, EM_F32, (h_layout)la,
+                      (h_layout)lb);
+}
+
+static void matmul_bias_act_bad_inputs(void)
+{
+    em_scope_begin();
+    em_device dev = h_dev;
+    em_tensor *a = em_zeros(EM_SHAPE(2, 3), EM_F32, dev),
+              *b = em_zeros(EM_SHAPE(3, 4), EM_F32, dev);
+    em_tensor *b5 = em_zeros(EM_SHAPE(5), EM_F32, dev), *b4 = em_zeros(EM_SHAPE(4), EM_F32, dev);
+    em_tensor *b14 = em_zeros(EM_SHAPE(1, 4), EM_F32, dev);
+    em_tensor *b4d = em_zeros(EM_SHAPE(4), EM_F64, dev);
+    em_tensor *ai = em_zeros(EM_SHAPE(2, 3), EM_I32, dev),
+              *bi = em_zeros(EM_SHAPE(3, 4), EM_I32, dev);
+    CHECK_OK("setup");
+    CHECK(em_matmul_bias_act(a, b, b5, EM_ACT_RELU) == NULL, "bias length");
+    CHECK_ERR(EM_ERR_SHAPE, "em_matmul_bias_act: bias of shape [5], want [4] (the product's N)");
+    CHECK(em_matmul_bias_act(a, b, b14, EM_ACT_NONE) == NULL, "bias rank");
+    CHECK_ERR(EM_ERR_SHAPE, "em_matmul_bias_act: bias of shape [1, 4], want [4]");
+    CHECK(em_matmul_bias_act(a, b, b4d, EM_ACT_GELU) == NULL, "bias dtype");
+    CHECK_ERR(EM_ERR_DTYPE, "em_matmul_bias_act: bias dtype f64 differs from the operands' f32");
+    CHECK(em_matmul_bias_act(ai, bi, NULL, EM_ACT_NONE) == NULL, "integers");
+    CHECK_ERR(EM_ERR_DTYPE, "em_matmul_bias_act: dtype i32 is not supported");
+    CHECK(em_matmul_bias_act(a, b, b4, (em_act)9) == NULL, "activation code");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_matmul_bias_act: activation code 9");
+    CHECK(em_matmul_bias_act(a, a, b4, EM_ACT_SILU) == NULL, "shapes");
+    CHECK_ERR(EM_ERR_SHAPE, "em_matmul_bias_act: shapes [2, 3] and [2, 3] do not fit");
+    CHECK(em_matmul_bias_act(NULL, b, b4, EM_ACT_SILU) == NULL, "NULL a");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_matmul_bias_act");
+    if (dev.backend != EM_CPU.backend) { /* a bias on another device */
+        em_tensor *bc = em_zeros(EM_SHAPE(4), EM_F32, EM_CPU);
+        CHECK(em_matmul_bias_act(a, b, bc, EM_ACT_RELU) == NULL, "bias device");
+        CHECK_ERR(EM_ERR_DEVICE, "em_matmul_bias_act");
+    }
+    em_scope_end();
+}
+
 void conf_linalg(void)
 {
+    matmul_bias_act();
+    matmul_bias_act_bad_inputs();
     matmul_dtypes_layouts();
     matmul_odd_sizes();
     matmul_ranks();

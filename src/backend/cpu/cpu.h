@@ -140,6 +140,12 @@ em_status cpu_exec_conv(const em_op *op); /* conv, conv_transpose, im2col, col2i
 em_status cpu_exec_pool(const em_op *op); /* pools, adaptive pools, interpolate, pixel shuffle */
 em_status cpu_exec_norm(const em_op *op); /* norms, sdpa, dropout */
 
+/* y = op(x) for n contiguous values with the unary kernels' own code (kind one of the
+ * parameter-free activations: RELU, GELU, GELU_TANH, SILU ...), so a fused epilogue gives the
+ * unary op's bits; x and y do not overlap. */
+void cpu_act_f32(em_op_kind kind, const float *x, float *y, int64_t n);
+void cpu_act_f64(em_op_kind kind, const double *x, double *y, int64_t n);
+
 /* The accumulations of the reductions (cpu_reduce.c; the CUDA reductions use the same codes). */
 typedef enum cpu_red {
     R_SUM,    /* s += x (ints: u += x) */

@@ -248,7 +248,15 @@ static void buf_put(pool_buf b)
         _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
+        const cpu_gemm_epi *epi; /* run on each finished block, or NULL */                         \
     } P##ctx;                                                                                      \
+                                                                                                   \
+    /* The epilogue on rows [i0, i0 + rows) x cols [j0, j0 + cols) of C. */                        \
+    static void P##epi_block(const P##ctx *g, int64_t i0, int64_t j0, int64_t rows, int64_t cols)  \
+    {                                                                                              \
+        if (g->epi && rows > 0 && cols > 0)                                                        \
+            g->epi->fn(g->epi->ctx, g->C + i0 * g->ldc + j0, g->ldc, i0, j0, rows, cols);          \
+    }                                                                                              \
                                                                                                    \
     /* Full panels: dst[k * w + c] = s[k * ld + c] (copy_rows) or s[c * ld + k] (gather_cols).     \
      * The switch hands the loops a constant width so they unroll and vectorise. */                \
@@ -423,6 +431,8 @@ static void buf_put(pool_buf b)
                            (int)min64(g->mr, g->mlen - ir), nr);                                   \
                 }                                                                                  \
             }                                                                                      \
+            if (g->pc + g->kc == g->K) /* the block's last K step: it is final and in cache */     \
+                P##epi_block(g, g->ms + i0, g->jc + j0, i1 - i0, j1 - j0);                         \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -462,6 +472,7 @@ static void buf_put(pool_buf b)
                     }                                                                              \
                 }                                                                                  \
             }                                                                                      \
+            P##epi_block(&g, 0, g.jc, g.M, g.nc);                                                  \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -497,6 +508,7 @@ static void buf_put(pool_buf b)
                     T t = g->alpha * acc[j];                                                       \
                     c[j] = g->beta == 0 ? t : t + g->beta * c[j];                                  \
                 }                                                                                  \
+                P##epi_block(g, i, jb, 1, n);                                                      \
             }                                                                                      \
         }                                                                                          \
     }                                                                                              \
@@ -589,13 +601,15 @@ static void buf_put(pool_buf b)
                         void (*pack_bt)(int64_t, const T *, int64_t, T *), int mr, int nr,         \
                         int64_t MC, int64_t KC, int64_t NC,                                        \
                         void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
-                        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *))        \
+                        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *),        \
+                        const cpu_gemm_epi *epi)                                                   \
     {                                                                                              \
         if (M <= 0 || N <= 0) return;                                                              \
         if (K <= 0 || alpha == 0) {                                                                \
             for (int64_t i = 0; i < M; i++)                                                        \
                 for (int64_t j = 0; j < N; j++)                                                    \
                     C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j];                     \
+            if (epi) epi->fn(epi->ctx, C, ldc, 0, 0, M, N);                                        \
             return;                                                                                \
         }                                                                                          \
         P##ctx g = {.ta = ta,                                                                      \
@@ -616,12 +630,15 @@ static void buf_put(pool_buf b)
                     .mc = MC,                                                                      \
                     .ukr = ukr,                                                                    \
                     .pack = pack,                                                                  \
-                    .pack_bt = pack_bt};                                                           \
+                    .pack_bt = pack_bt,                                                            \
+                    .epi = epi};                                                                   \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
         if ((M == 1 || N == 1) &&                                                                  \
-            P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy))         \
+            P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy)) {       \
+            if (epi) epi->fn(epi->ctx, C, ldc, 0, 0, M, N); /* after the GEMV: one pass */         \
             return;                                                                                \
+        }                                                                                          \
         bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
         pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
@@ -704,18 +721,32 @@ static void buf_put(pool_buf b)
 DEFINE_GEMM(float, s_)
 DEFINE_GEMM(double, d_)
 
-void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
-               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+void cpu_sgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                   const cpu_gemm_epi *epi)
 {
     const cpu_gemm_kernels *k = kernels();
     s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
-           k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy);
+           k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy, epi);
+}
+
+void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                   int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc,
+                   const cpu_gemm_epi *epi)
+{
+    const cpu_gemm_kernels *k = kernels();
+    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL, k->d_mr,
+           k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, epi);
+}
+
+void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+               int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc)
+{
+    cpu_sgemm_epi(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }
 
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc)
 {
-    const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL, k->d_mr,
-           k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy);
+    cpu_dgemm_epi(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, NULL);
 }

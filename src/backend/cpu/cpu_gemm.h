@@ -14,6 +14,24 @@ void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, c
 void cpu_dgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc);
 
+/* An epilogue run on C as the GEMM finishes it: fn(ctx, C + i0 * ldc + j0, ldc, i0, j0, rows,
+ * cols) for each block of rows x cols at (i0, j0) right after its last K step, while the block is
+ * still in cache (vector-shaped products: once over all of C after the GEMV). Every element is
+ * passed exactly once and only its final value, so an element-wise epilogue gives the same
+ * result whatever the blocking or the thread count. C is float * or double * by the GEMM. */
+typedef struct cpu_gemm_epi {
+    void (*fn)(const void *ctx, void *C, int64_t ldc, int64_t i0, int64_t j0, int64_t rows,
+               int64_t cols);
+    const void *ctx;
+} cpu_gemm_epi;
+/* cpu_sgemm / cpu_dgemm followed by epi (NULL: none) per finished block. */
+void cpu_sgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const float *B, int64_t ldb, float beta, float *C, int64_t ldc,
+                   const cpu_gemm_epi *epi);
+void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                   int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc,
+                   const cpu_gemm_epi *epi);
+
 /* ---- micro-kernels (cpu_gemm.c picks one set at run time) -------------------------------- */
 
 /* C[mr, nr] (row stride ldc) = alpha * Ap . Bp + beta * C over kc steps, where Ap holds MR

@@ -1,9 +1,14 @@
 /* CPU kernel for MATMUL: a batched product over broadcast batch dims. f32/f64 call the GEMM
  * per batch, directly on the operands when each matrix has a unit stride along one dim, else
  * on a contiguous copy; f16/bf16 go through f32 copies (f32 accumulation, one rounding at the
- * end); integers accumulate in i64 (wrapping) and store in their own dtype. */
+ * end); integers accumulate in i64 (wrapping) and store in their own dtype.
+ * MATMUL_BIAS_ACT runs the same product with an epilogue inside the GEMM (cpu_gemm_epi): each
+ * block of C, as soon as its last K step is done and while it is in cache, gets the bias added,
+ * the pre-activation stored when asked for, the activation applied (the unary kernels' own code,
+ * cpu_act_f32/f64) and, for f16/bf16, its one rounding to the output dtype. */
 #include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "cpu.h"
 #include "cpu_gemm.h"
@@ -23,7 +28,81 @@ typedef struct mm_plan {
     bool a_direct, b_direct, ta, tb;
     int64_t lda, ldb;
     atomic_int oom;
+    /* MATMUL_BIAS_ACT: epi set; bias as N values of the work type (NULL: none), the activation
+       as a unary kind (EM_OP_COUNT: none), pre the pre-activation output or NULL */
+    bool epi;
+    const void *bias;
+    em_op_kind act;
+    const em_tensor *pre;
 } mm_plan;
+
+/* One batch's epilogue: C (work type) rows of N values; the results go to out and pre (their
+ * dtype) at the same element offsets. */
+typedef struct epi_ctx {
+    const mm_plan *p;
+    char *out, *pre; /* this batch's first element */
+} epi_ctx;
+
+#define EPI_CHUNK 256
+
+/* float work type (f32, f16, bf16 outputs). */
+static void epi_f32(const void *vctx, void *vC, int64_t ldc, int64_t i0, int64_t j0, int64_t rows,
+                    int64_t cols)
+{
+    const epi_ctx *e = vctx;
+    const mm_plan *p = e->p;
+    em_dtype dt = p->dt;
+    size_t es = em_dtype_size(dt);
+    const float *bias = p->bias;
+    float v[EPI_CHUNK], y[EPI_CHUNK];
+    for (int64_t r = 0; r < rows; r++) {
+        float *c = (float *)vC + r * ldc;
+        int64_t off = (i0 + r) * p->N + j0; /* element offset in the batch's output */
+        for (int64_t j = 0; j < cols; j += EPI_CHUNK) {
+            int64_t m = cols - j < EPI_CHUNK ? cols - j : EPI_CHUNK;
+            for (int64_t k = 0; k < m; k++) v[k] = bias ? c[j + k] + bias[j0 + j + k] : c[j + k];
+            if (e->pre && dt == EM_F32) {
+                memcpy((float *)e->pre + off + j, v, (size_t)m * sizeof(float));
+            } else if (e->pre) {
+                char *q = e->pre + (off + j) * (int64_t)es;
+                for (int64_t k = 0; k < m; k++) cpu_set_f64(q + k * (int64_t)es, dt, v[k]);
+            }
+            bool in_place = dt == EM_F32; /* C is the output itself */
+            float *dst = in_place ? c + j : y;
+            if (p->act != EM_OP_COUNT)
+                cpu_act_f32(p->act, v, dst, m);
+            else
+                for (int64_t k = 0; k < m; k++) dst[k] = v[k];
+            if (!in_place) {
+                char *q = e->out + (off + j) * (int64_t)es;
+                for (int64_t k = 0; k < m; k++) cpu_set_f64(q + k * (int64_t)es, dt, y[k]);
+            }
+        }
+    }
+}
+
+/* f64 outputs (C is the output). */
+static void epi_f64(const void *vctx, void *vC, int64_t ldc, int64_t i0, int64_t j0, int64_t rows,
+                    int64_t cols)
+{
+    const epi_ctx *e = vctx;
+    const mm_plan *p = e->p;
+    const double *bias = p->bias;
+    double v[EPI_CHUNK];
+    for (int64_t r = 0; r < rows; r++) {
+        double *c = (double *)vC + r * ldc;
+        int64_t off = (i0 + r) * p->N + j0;
+        for (int64_t j = 0; j < cols; j += EPI_CHUNK) {
+            int64_t m = cols - j < EPI_CHUNK ? cols - j : EPI_CHUNK;
+            for (int64_t k = 0; k < m; k++) v[k] = bias ? c[j + k] + bias[j0 + j + k] : c[j + k];
+            if (e->pre) memcpy((double *)e->pre + off + j, v, (size_t)m * sizeof(double));
+            if (p->act != EM_OP_COUNT)
+                cpu_act_f64(p->act, v, c + j, m);
+            else
+                memcpy(c + j, v, (size_t)m * sizeof(double));
+        }
+    }
+}
 
 /* Can a rows x cols matrix with strides (rs, cs) go to the GEMM as is? */
 static bool direct_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bool *trans,
@@ -133,12 +212,16 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
             load_matrix(tb_buf, work, p->b, ob, K, N, p->brs, p->bcs);
             B = tb_buf, tb = false, ldb = N;
         }
+        epi_ctx ec = {.p = p, .out = c};
+        if (p->pre) ec.pre = tn_ptr(p->pre) + t * M * N * (int64_t)es;
+        cpu_gemm_epi epi = {work == EM_F64 ? epi_f64 : epi_f32, &ec};
         if (work == EM_F64) {
-            cpu_dgemm(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, (double *)c, N);
+            cpu_dgemm_epi(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, (double *)c, N,
+                          p->epi ? &epi : NULL);
         } else if (work == EM_F32) {
             float *C = native ? (float *)c : tc_buf;
-            cpu_sgemm(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N);
-            if (!native)
+            cpu_sgemm_epi(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, p->epi ? &epi : NULL);
+            if (!native && !p->epi) /* the epilogue stores the rounded values itself */
                 for (int64_t i = 0; i < M * N; i++) cpu_set_f64(c + i * (int64_t)es, dt, C[i]);
         } else {
             igemm(A, B, tc_buf, M, K, N);
@@ -149,7 +232,20 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
     free(scratch);
 }
 
-/* a: [..., M, K] (or [K]), b: [..., K, N] (or [K]) -> out: [batch..., M, N] contiguous. */
+/* The unary kind of an em_act code (EM_OP_COUNT for none). */
+static em_op_kind act_kind(int64_t act)
+{
+    switch (act) {
+    case EM_ACT_RELU: return EM_OP_RELU;
+    case EM_ACT_GELU: return EM_OP_GELU;
+    case EM_ACT_GELU_TANH: return EM_OP_GELU_TANH;
+    case EM_ACT_SILU: return EM_OP_SILU;
+    default: return EM_OP_COUNT;
+    }
+}
+
+/* a: [..., M, K] (or [K]), b: [..., K, N] (or [K]) -> out: [batch..., M, N] contiguous;
+ * MATMUL_BIAS_ACT: bias [N] -> out = act(a . b + bias), pre (out[1], optional) = a . b + bias. */
 static em_status matmul(const em_op *op)
 {
     mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0]};
@@ -175,11 +271,34 @@ static em_status matmul(const em_op *op)
     p.a_direct = direct_layout(p.M, p.K, p.ars, p.acs, &p.ta, &p.lda);
     p.b_direct = direct_layout(p.K, p.N, p.brs, p.bcs, &p.tb, &p.ldb);
     atomic_init(&p.oom, 0);
+    void *bias = NULL;
+    if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
+        p.epi = true;
+        p.act = act_kind(op->i[14]);
+        p.pre = op->n_out > 1 ? op->out[1] : NULL;
+        if (op->n_in > 2) { /* the bias in the work type, contiguous */
+            const em_tensor *bt = op->in[2];
+            bool f64 = p.dt == EM_F64;
+            bias = malloc((size_t)p.N * (f64 ? sizeof(double) : sizeof(float)));
+            if (!bias)
+                return em_error(EM_ERR_OOM, "em_matmul_bias_act: out of memory for the bias");
+            size_t bes = em_dtype_size(bt->dtype);
+            for (int64_t j = 0; j < p.N; j++) {
+                double v = cpu_get_f64(tn_ptr(bt) + j * bt->strides[0] * (int64_t)bes, bt->dtype);
+                if (f64)
+                    ((double *)bias)[j] = v;
+                else
+                    ((float *)bias)[j] = (float)v;
+            }
+            p.bias = bias;
+        }
+    }
     int64_t mnk = p.M * p.N * (p.K > 0 ? p.K : 1);
     if (nbatch > 1 && mnk < BATCH_PAR_MNK && em_get_num_threads() > 1)
         em_parallel_for(nbatch, 1 + BATCH_PAR_MNK / mnk, run_batches, &p);
     else
         run_batches(&p, 0, nbatch);
+    free(bias);
     if (atomic_load(&p.oom))
         return em_error(EM_ERR_OOM,
                         "em_matmul: out of memory for the copies of a [%lld, %lld] "
@@ -191,7 +310,8 @@ static em_status matmul(const em_op *op)
 em_status cpu_exec_linalg(const em_op *op)
 {
     switch (op->kind) {
-    case EM_OP_MATMUL: return matmul(op);
+    case EM_OP_MATMUL:
+    case EM_OP_MATMUL_BIAS_ACT: return matmul(op);
     default:
         return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a linalg op", em_op_name(op->kind));
     }

@@ -409,6 +409,18 @@ static void row_pred(char **p, const int64_t *s, int64_t n, void *vctx)
     }
 }
 
+void cpu_act_f32(em_op_kind kind, const float *x, float *y, int64_t n)
+{
+    uctx c = {.kind = kind, .dt_in = EM_F32, .dt_out = EM_F32, .dom = D_F32, .fast = cpu_fast()};
+    run_f32(&c, x, y, n);
+}
+
+void cpu_act_f64(em_op_kind kind, const double *x, double *y, int64_t n)
+{
+    uctx c = {.kind = kind, .dt_in = EM_F64, .dt_out = EM_F64, .dom = D_F64};
+    run_f64(&c, x, y, n);
+}
+
 // x: any shape, any strides -> out: same shape, contiguous
 em_status cpu_exec_unary(const em_op *op)
 {

@@ -215,13 +215,24 @@ const char *cuda_module_cache_path(int device);
 /* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of the base source):
  * batch shape and the operands' batch strides (0 where broadcast), M K N, the row/column
  * strides of A [M, K] and B [K, N], the number of batch entries. */
+/* MATMUL_BIAS_ACT's epilogue as the kernels take it (kernels/matmul.cu, struct mmep): on = 0 for
+ * a plain product; bias (NULL: none) in the output dtype with element stride bs, pre (NULL:
+ * none) the contiguous pre-activation output, act an em_act code. */
+typedef struct cuda_mm_epi {
+    const void *bias;
+    void *pre;
+    int64_t bs;
+    int on, act;
+} cuda_mm_epi;
+
 typedef struct cuda_mm_geom {
     int64_t bshape[8], ast[8], bst[8];
     int R;
     int64_t M, K, N, sam, sak, sbk, sbn, nbatch;
+    cuda_mm_epi ep;
 } cuda_mm_geom;
 /* Fills g from op (ops_linalg.c: i0/i1 mark 1-D operands, i2..i4 = M K N, i5 = batch rank R,
- * i6.. = batch shape). */
+ * i6.. = batch shape; for MATMUL_BIAS_ACT also g->ep from in[2], i14 and out[1]). */
 void cuda_mm_geometry(const em_op *op, cuda_mm_geom *g);
 
 /* Runs a float MATMUL record (batch dims, strides and layouts as the op IR allows) on device's

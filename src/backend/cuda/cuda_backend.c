@@ -124,6 +124,12 @@ static bool be_supports(const em_op *op)
         return (op->n_in == 2 && (is_f(o) || o == EM_F16 || o == EM_BF16) &&
                 op->in[0]->dtype == o && op->in[1]->dtype == o) ||
                cuda_nn_int_matmul_ok(op);
+    if (k == EM_OP_MATMUL_BIAS_ACT) {
+        bool ok = is_f(o) || o == EM_F16 || o == EM_BF16;
+        for (int i = 0; i < op->n_in; i++) ok = ok && op->in[i]->dtype == o;
+        for (int i = 0; i < op->n_out; i++) ok = ok && tn_is_contiguous(op->out[i]);
+        return ok;
+    }
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
     if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) /* any strides: run_fold copies first */
         return em_dtype_is_float(o) && op->in[0]->dtype == o;
@@ -274,6 +280,12 @@ void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
     s->sak = a->strides[a->rank - 1];
     s->sbk = b1 ? b->strides[0] : b->strides[b->rank - 2];
     s->sbn = b1 ? 0 : b->strides[b->rank - 1];
+    if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
+        s->ep.on = 1;
+        s->ep.act = (int)op->i[14];
+        if (op->n_in > 2) s->ep.bias = tn_ptr(op->in[2]), s->ep.bs = op->in[2]->strides[0];
+        if (op->n_out > 1) s->ep.pre = tn_ptr(op->out[1]);
+    }
 }
 
 /* Whether the tensor-core kernels can read both operands: each has a unit-stride dim (the
@@ -362,6 +374,7 @@ typedef struct tw_args {
     const void *ap, *bp;
     void *cp;
     int64_t M, N, K, lda, ldb;
+    cuda_mm_epi ep; /* applied in the kernel's store */
     const char *what;
 } tw_args;
 
@@ -388,7 +401,8 @@ static em_status run_tw(const tw_args *t, bool wide)
     if (!f) return em_last_status();
     void *cp = t->cp;
     int mi = (int)t->M, ni = (int)t->N, ki = (int)t->K;
-    void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki};
+    cuda_mm_epi ep = t->ep;
+    void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
     unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
     unsigned block[3] = {384, 1, 1};
     /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
@@ -564,6 +578,7 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
                      .K = K,
                      .lda = lda,
                      .ldb = ldb,
+                     .ep = s->ep,
                      .what = what};
         st = run_tw(&t, tile_width(&t));
     }
@@ -630,6 +645,7 @@ static void sgemm_name(const em_op *op, const mm_arg *s, char name[40])
 static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int dev, const char *what)
 {
     mm_arg t = *s;
+    memset(&t.ep, 0, sizeof t.ep); /* the slices are partial sums: the epilogue runs after them */
     int64_t slice = s->K / parts;
     t.bshape[t.R] = parts; /* the innermost batch dim walks the K slices */
     t.ast[t.R] = slice * s->sak;
@@ -717,13 +733,15 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
     return st;
 }
 
-static em_status run_matmul(const em_op *op, int dev, const char *what)
+/* The product of a MATMUL or MATMUL_BIAS_ACT record; *fused: the kernel that ran applied s's
+ * epilogue in its store (the f32 kernels but TF32 and split-K, the f16/bf16 tensor-core and
+ * wgmma kernels), else the caller runs it as a pass over the output. */
+static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const char *what,
+                            bool *fused)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
-    if (!em_dtype_is_float(o->dtype)) return cuda_nn_int_matmul(op, dev, what);
-    mm_arg s;
-    cuda_mm_geometry(op, &s);
-    if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
+    mm_arg s = *ps;
+    *fused = false;
     if ((s.M == 1 || s.N == 1) && (o->dtype == EM_F32 || o->dtype == EM_F16 || o->dtype == EM_BF16))
         return run_gemv(op, &s, dev, what);
     void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
@@ -735,7 +753,9 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         int at, bt;
         if (wgmma_ok(dev, &s)) {
             em_status st = run_wgmma(op, &s, dev, what);
+            *fused = true;
             if (st != EM_ERR_UNSUPPORTED) return st;
+            *fused = false;
         }
         if (tc_layout(op, &s, &at, &bt, 8)) {
             unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
@@ -751,6 +771,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
             /* 4 stages of a 128 x 32 A tile and a 32 x BN B tile, rows padded (matmul.cu) */
             if (wide) grid[0] = (unsigned)((s.N + 255) / 256);
             unsigned smem = wide ? 4 * (128 * 40 + 256 * 40) * 2 : 4 * 2 * 128 * 40 * 2;
+            *fused = true;
             return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
         }
         snprintf(name, sizeof name, "em_mm_half_%s", dn);
@@ -762,7 +783,9 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         int at, bt;
         if (tf32_allowed() && wgmma_ok(dev, &s)) {
             em_status st = run_wgmma(op, &s, dev, what);
+            *fused = true;
             if (st != EM_ERR_UNSUPPORTED) return st;
+            *fused = false;
         }
         if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4) && split_k_parts(dev, &s) == 1) {
             snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
@@ -776,6 +799,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
         sgemm_name(op, &s, name);
         CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
+        *fused = true;
         return cuda_launch_grid(dev, f, grid, block, params, what);
     } else
         snprintf(name, sizeof name, "em_matmul_%s", short_name(o->dtype));
@@ -788,6 +812,32 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
+/* MATMUL and MATMUL_BIAS_ACT: the product, then, where its kernel did not apply the epilogue
+ * (GEMV, split-K, TF32 mma.sync, the any-stride f16/bf16 and f64 kernels), one pass over the
+ * output that adds the bias, stores the pre-activation and applies the activation in f32 (f64
+ * for f64), as the fused stores do. */
+static em_status run_matmul(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    if (!em_dtype_is_float(o->dtype)) return cuda_nn_int_matmul(op, dev, what);
+    mm_arg s;
+    cuda_mm_geometry(op, &s);
+    if (s.nbatch == 0 || s.M == 0 || s.N == 0) return EM_OK;
+    bool fused = false;
+    em_status st = mm_product(op, &s, dev, what, &fused);
+    if (st != EM_OK || !s.ep.on || fused) return st;
+    char name[40];
+    snprintf(name, sizeof name, "em_mm_epi_%s",
+             o->dtype == EM_F16    ? "f16"
+             : o->dtype == EM_BF16 ? "bf16"
+                                   : short_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *cp = tn_ptr(o);
+    void *params[] = {&cp, &s};
+    return cuda_launch(dev, f, s.nbatch * s.M * s.N, params, what);
 }
 
 static em_status run_layer_norm(const em_op *op, int dev, const char *what)
@@ -1319,7 +1369,8 @@ static em_status be_exec(const em_op *op)
     case EM_OP_BATCH_NORM:
     case EM_OP_RFFT:
     case EM_OP_IRFFT: return cuda_nn_exec(op, dev, what);
-    case EM_OP_MATMUL: return run_matmul(op, dev, what);
+    case EM_OP_MATMUL:
+    case EM_OP_MATMUL_BIAS_ACT: return run_matmul(op, dev, what);
     case EM_OP_SDPA:
     case EM_OP_SDPA_BACKWARD: return cuda_attn_exec(op, dev, what);
     case EM_OP_MASKED_FILL: return run_masked_fill(op, dev, what);

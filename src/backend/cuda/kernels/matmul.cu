@@ -65,6 +65,98 @@ template <int BF> __device__ __forceinline__ unsigned pack2(float x, float y)
     return r;
 }
 
+template <int BF> __device__ __forceinline__ float half_to_f(unsigned short h)
+{
+    if (BF) return __uint_as_float((unsigned)h << 16);
+    float f;
+    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
+    return f;
+}
+
+template <int BF> __device__ __forceinline__ unsigned short f_to_half(float f)
+{
+    unsigned short h;
+    if (BF)
+        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    else
+        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
+    return h;
+}
+
+// ---- matmul_bias_act's epilogue (struct mmep; e.on == 0 for a plain product) -----------------
+// In f32 before the store's rounding: bias[col] added (bias in the output type TY: 0 f16, 1 bf16,
+// 2 f32), the pre-activation stored at element idx of pre when asked for, then the activation
+// with the unary kernels' definitions (unary_f), so the value matches em_add then the activation
+// up to the roundings the fused form skips.
+__device__ __noinline__ float ep_act(int act, float v)
+{
+    switch (act) {
+    case 1: return unary_f(OP_RELU, v, 0.f, 0.f);
+    case 2: return unary_f(OP_GELU, v, 0.f, 0.f);
+    case 3: return unary_f(OP_GELU_TANH, v, 0.f, 0.f);
+    case 4: return unary_f(OP_SILU, v, 0.f, 0.f);
+    default: return v;
+    }
+}
+
+template <int TY> __device__ __forceinline__ float ep_apply(const mmep &e, float v, i64 col, i64 idx)
+{
+    if (e.bias) {
+        if (TY == 2)
+            v += ((const float *)e.bias)[col * e.bs];
+        else
+            v += half_to_f<TY>(((const unsigned short *)e.bias)[col * e.bs]);
+    }
+    if (e.pre) {
+        if (TY == 2)
+            ((float *)e.pre)[idx] = v;
+        else
+            ((unsigned short *)e.pre)[idx] = f_to_half<TY>(v);
+    }
+    return e.act ? ep_act(e.act, v) : v;
+}
+
+// The epilogue as its own pass over a finished product c (paths whose kernels do not apply it):
+// c = act(c + bias) in place, f32 arithmetic for f32/f16/bf16, f64 for f64.
+template <int TY> __device__ __forceinline__ void mm_epi(void *c, const mmidx &s)
+{
+    GRID_LOOP(s.nbatch * s.M * s.N)
+    {
+        const i64 col = i % s.N;
+        if (TY == 2) {
+            float *p = (float *)c + i;
+            *p = ep_apply<2>(s.ep, *p, col, i);
+        } else {
+            unsigned short *p = (unsigned short *)c + i;
+            *p = f_to_half<TY>(ep_apply<TY>(s.ep, half_to_f<TY>(*p), col, i));
+        }
+    }
+}
+extern "C" __global__ void em_mm_epi_f16(void *c, mmidx s)
+{
+    mm_epi<0>(c, s);
+}
+extern "C" __global__ void em_mm_epi_bf16(void *c, mmidx s)
+{
+    mm_epi<1>(c, s);
+}
+extern "C" __global__ void em_mm_epi_f32(void *c, mmidx s)
+{
+    mm_epi<2>(c, s);
+}
+extern "C" __global__ void em_mm_epi_f64(double *c, mmidx s)
+{
+    const mmep &e = s.ep;
+    GRID_LOOP(s.nbatch * s.M * s.N)
+    {
+        double v = c[i];
+        if (e.bias) v += ((const double *)e.bias)[(i % s.N) * e.bs];
+        if (e.pre) ((double *)e.pre)[i] = v;
+        const int op = e.act == 1 ? OP_RELU : e.act == 2 ? OP_GELU : e.act == 3 ? OP_GELU_TANH : OP_SILU;
+        c[i] = e.act ? unary_d(op, v, 0.0, 0.0) : v;
+    }
+}
+
 __device__ __forceinline__ void batch_offsets(const mmidx &s, i64 bt, i64 &ao, i64 &bo)
 {
     ao = 0;
@@ -201,7 +293,13 @@ __device__ void tc_matmul(const unsigned short *a, const unsigned short *b, unsi
                     i64 row = m0 + wm * 64 + mi * 16 + (lane >> 2) + h * 8;
                     i64 col = n0 + wn * WN + nj * 8 + (lane & 3) * 2;
                     if (row >= M || col >= N) continue;
-                    unsigned v = pack2<BF>(acc[mi][nj][2 * h], acc[mi][nj][2 * h + 1]);
+                    float x = acc[mi][nj][2 * h], y = acc[mi][nj][2 * h + 1];
+                    if (s.ep.on) {
+                        const i64 idx = (bt * M + row) * N + col;
+                        x = ep_apply<BF>(s.ep, x, col, idx);
+                        if (col + 1 < N) y = ep_apply<BF>(s.ep, y, col + 1, idx + 1);
+                    }
+                    unsigned v = pack2<BF>(x, y);
                     unsigned short *p = cb + row * N + col;
                     if (col + 1 < N && (N & 1) == 0)
                         *(unsigned *)p = v;
@@ -251,10 +349,21 @@ __device__ __forceinline__ void sg_products(float (&acc)[8][8], const float *as,
 }
 
 // The thread's outputs into contiguous cb [M][N] (float4 where N allows), inside the edges.
-__device__ __forceinline__ void sg_store(const float (&acc)[8][8], float *cb, i64 m0, i64 n0, i64 M,
-                                         i64 N, int ty, int tx)
+__device__ __forceinline__ void sg_store(float (&acc)[8][8], float *cb, i64 m0, i64 n0, i64 M,
+                                         i64 N, int ty, int tx, const mmidx &s, i64 bt)
 {
     const bool vec = (N & 3) == 0;
+    if (s.ep.on) // matmul_bias_act: the epilogue on the values before they are stored
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const i64 col = n0 + (j >> 2) * 64 + tx * 4 + (j & 3);
+                if (row < M && col < N)
+                    acc[i][j] = ep_apply<2>(s.ep, acc[i][j], col, (bt * M + row) * N + col);
+            }
+        }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
         const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
@@ -328,7 +437,7 @@ extern "C" __global__ void __launch_bounds__(256)
             __syncthreads();
             buf ^= 1;
         }
-        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx);
+        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx, s, bt);
         __syncthreads();
     }
 }
@@ -425,7 +534,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
             __syncthreads();
             buf ^= 1;
         }
-        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx);
+        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx, s, bt);
         __syncthreads();
     }
 }
@@ -445,23 +554,6 @@ SGEMM_V4(em_mm_sgemm_v4_mn, 0, 0)
 SGEMM_V4(em_mm_sgemm_v4_mk, 0, 1)
 
 // ---- f16 / bf16 for any strides and sizes (the tensor-core kernels need 16-byte rows) --------
-template <int BF> __device__ __forceinline__ float half_to_f(unsigned short h)
-{
-    if (BF) return __uint_as_float((unsigned)h << 16);
-    float f;
-    asm("cvt.f32.f16 %0, %1;\n" : "=f"(f) : "h"(h));
-    return f;
-}
-
-template <int BF> __device__ __forceinline__ unsigned short f_to_half(float f)
-{
-    unsigned short h;
-    if (BF)
-        asm("cvt.rn.bf16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
-    else
-        asm("cvt.rn.f16.f32 %0, %1;\n" : "=h"(h) : "f"(f));
-    return h;
-}
 
 template <int BF>
 __device__ void half_matmul(const unsigned short *a, const unsigned short *b, unsigned short *c,

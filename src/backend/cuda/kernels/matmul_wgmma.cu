@@ -127,7 +127,8 @@ __device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
 }
 
 template <int TY, int TA, int TB, int BN>
-__device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K)
+__device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
+                          const mmep &ep)
 {
     constexpr int B_BYTES = BN * 128, STAGE = TW_A_BYTES + B_BYTES, BK = TY == 2 ? 32 : 64;
     extern __shared__ __align__(1024) unsigned char tws[];
@@ -207,7 +208,11 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
                 for (int h = 0; h < 2; h++) {
                     const i64 row = r0 + h * 8, col = c0 + j * 8;
                     if (row >= M || col >= N) continue;
-                    const float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                    float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                    if (ep.on) { // matmul_bias_act (TY is ep_apply's type code)
+                        x = ep_apply<TY>(ep, x, col, row * N + col);
+                        if (col + 1 < N) y = ep_apply<TY>(ep, y, col + 1, row * N + col + 1);
+                    }
                     if constexpr (TY == 2) {
                         float *p = (float *)c + row * N + col;
                         if (col + 1 < N && (N & 1) == 0)
@@ -236,9 +241,9 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
 #define TW_KERNEL(name, TY, TA, TB, BN)                                                            \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, void *c,      \
-             int M, int N, int K)                                                                  \
+             int M, int N, int K, mmep ep)                                                         \
     {                                                                                              \
-        tw_matmul<TY, TA, TB, BN>(&ma, &mb, c, M, N, K);                                           \
+        tw_matmul<TY, TA, TB, BN>(&ma, &mb, c, M, N, K, ep);                                       \
     }
 #define TW_LAYOUTS(ty, TY, BN, bn)                                                                 \
     TW_KERNEL(em_mm_tw_##ty##_kk##bn, TY, 0, 0, BN)                                                \
