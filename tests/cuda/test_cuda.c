@@ -571,7 +571,9 @@ static void test_matmul_bias_act_paths(const char *label)
                              label, act, wb, em_dtype_name(dts[t]),
                              tn_dims_str(ps[p][0].dims, ps[p][0].rank),
                              tn_dims_str(sb.dims, sb.rank));
-                    double tf = strcmp(label, "tf32") ? 1 : 20 * sqrt((double)ps[p][0].dims[0]);
+                    /* TF32: 2e-3 sqrt(K), as test_matmul_tf32 */
+                    const em_shape sa = ps[p][0];
+                    double tf = strcmp(label, "tf32") ? 1 : 20 * sqrt((double)sa.dims[sa.rank - 1]);
                     double atol = dts[t] == EM_F32   ? 1e-4 * tf
                                   : dts[t] == EM_F64 ? 1e-12
                                   : dts[t] == EM_F16 ? 2e-3
