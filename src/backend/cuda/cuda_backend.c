@@ -953,20 +953,21 @@ typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.c
     int32_t H, W, OW, sh, sw, ph, pw, Cg, M, K, L, ncols, xn, yn, splits, tps, ytot, cx;
 } conv_ig_arg;
 
-/* Off by the config key cuda_conv_igemm = off (then f16/bf16 conv runs in f32 as im2col + the
- * matmul kernels). */
+/* Off by the config key cuda_conv_igemm = off (then conv runs as im2col + the matmul kernels,
+ * f16/bf16 in f32). */
 static bool conv_igemm_allowed(void)
 {
     const char *v = em_config_get("cuda_conv_igemm");
     return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
 }
 
-/* Whether an f16/bf16 CONV (the geometry g of run_conv) runs as the implicit GEMM: 1-D or 2-D,
- * at least 16 outputs per group, every offset within 32 bits. */
+/* Whether a CONV (the geometry g of run_conv) runs as the implicit GEMM: f16/bf16, or f32 unless
+ * TF32 is allowed; 1-D or 2-D, at least 16 outputs per group, every offset within 32 bits. */
 static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy, int64_t G)
 {
     em_dtype dt = op->out[0]->dtype;
-    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16) || !conv_igemm_allowed())
+    bool f32 = dt == EM_F32 && !tf32_allowed(); /* TF32 asked for: im2col + the TF32 matmul */
+    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16 && !f32) || !conv_igemm_allowed())
         return false;
     if (g->img[0] != 1 || g->k[0] != 1 || Cy / G < 16) return false;
     int64_t lim = INT32_MAX / 2;
@@ -1008,17 +1009,18 @@ static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
-/* y = conv(x, w) + b as an implicit GEMM on the tensor cores (kernels/matmul_conv.cu), x, w, b
- * contiguous f16/bf16, y contiguous. With 8k input channels per group, x and w are copied
+/* y = conv(x, w) + b as an implicit GEMM (kernels/matmul_conv.cu), x, w, b and y contiguous.
+ * f16/bf16 on the tensor cores: with 8k input channels per group, x and w are copied
  * channels-last first and both operands stream through cp.async (em_conv_cl_*); otherwise the
- * column tiles are gathered element by element (em_conv_ig_*). Products with few output tiles
+ * column tiles are gathered element by element (em_conv_ig_*). f32: exact FFMA register tiles
+ * with gathered columns (em_conv_ig_f32*). Products with few output tiles
  * cut K into parts summed in order afterwards (f32 workspace): the weight gradient's
  * convolution has K = N OH OW. */
 static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
                             const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                             int64_t G, const char *what)
 {
-    bool bf = y->dtype == EM_BF16;
+    bool bf = y->dtype == EM_BF16, f32 = y->dtype == EM_F32;
     conv_ig_arg a;
     a.H = (int32_t)g->img[1], a.W = (int32_t)g->img[2], a.OW = (int32_t)g->blk[2];
     a.sh = (int32_t)g->s[1], a.sw = (int32_t)g->s[2], a.ph = (int32_t)g->p[1];
@@ -1029,13 +1031,14 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     a.L = (int32_t)(g->blk[1] * g->blk[2]), a.ncols = (int32_t)(g->n * a.L);
     a.xn = (int32_t)(Cx * a.H * a.W), a.yn = (int32_t)(Cy * a.L);
     a.ytot = (int32_t)tn_numel(y);
-    int ktiles = (a.K + 31) / 32;
-    bool m64 = conv_rows64(a.M), cl = a.Cg % 8 == 0;
-    unsigned gm = (unsigned)((a.M + (m64 ? 63 : 127)) / (m64 ? 64 : 128));
-    int64_t tiles = (int64_t)((a.ncols + 127) / 128) * gm * G;
+    int kstep = f32 ? 16 : 32, ktiles = (a.K + kstep - 1) / kstep;
+    bool m64 = conv_rows64(a.M), cl = !f32 && a.Cg % 8 == 0;
+    unsigned bm = m64 ? 64 : 128, bn = f32 && m64 ? 256 : 128; /* block tile (matmul_conv.cu) */
+    unsigned gm = (unsigned)((a.M + bm - 1) / bm), gn = (unsigned)((a.ncols + bn - 1) / bn);
+    int64_t tiles = (int64_t)gn * gm * G;
     int64_t want = 2 * (int64_t)cuda_device(dev)->sm_count;
     int splits = 1;
-    while (splits < 32 && tiles * splits < want && ktiles / (2 * splits) >= 8) splits *= 2;
+    while (splits < 64 && tiles * splits < want && ktiles / (2 * splits) >= 8) splits *= 2;
     a.splits = splits;
     a.tps = (ktiles + splits - 1) / splits;
     em_status st = EM_OK;
@@ -1054,12 +1057,15 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     }
     bool av = cl || (a.K % 8 == 0 && ((uintptr_t)tn_ptr(w) & 15) == 0);
     char name[48];
-    snprintf(name, sizeof name, "em_conv_%s_%s%s%s", cl ? "cl" : "ig", bf ? "bf16" : "f16",
-             m64 ? "_m64" : "", av || cl ? "" : "_a1");
+    snprintf(name, sizeof name, "em_conv_%s_%s%s%s", cl ? "cl" : "ig",
+             f32  ? "f32"
+             : bf ? "bf16"
+                  : "f16",
+             m64 ? "_m64" : "", av || cl || f32 ? "" : "_a1");
     CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
     CUfunction ft =
         f ? cuda_kernel(dev, cl ? "em_conv_ig_taps_cl" : "em_conv_ig_taps", what) : NULL;
-    int ntaps = cl ? ktiles * 4 : ktiles * 32;
+    int ntaps = cl ? ktiles * 4 : ktiles * kstep;
     void *taps = ft ? cuda_pool_alloc(dev, (size_t)ntaps * 8) : NULL;
     float *ws =
         taps && splits > 1 ? cuda_pool_alloc(dev, (size_t)splits * (size_t)a.ytot * 4) : NULL;
@@ -1075,14 +1081,14 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     }
     void *xp = st == EM_OK ? tn_ptr(x) : NULL, *wp = st == EM_OK ? tn_ptr(w) : NULL,
          *bp = b && splits == 1 ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
-    unsigned grid[3] = {(unsigned)((a.ncols + 127) / 128), gm, (unsigned)(G * splits)};
+    unsigned grid[3] = {gn, gm, (unsigned)(G * splits)};
     unsigned block[3] = {256, 1, 1};
     void *params[] = {&xp, &wp, &bp, &yp, &ws, &taps, &a};
     /* the channels-last kernel: 4 stages of a (32 MI) x 32 and a 128 x 32 tile, pitch 40 */
     unsigned smem = cl ? 4u * ((m64 ? 64u : 128u) + 128u) * 40u * 2u : 0u;
     if (st == EM_OK) st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
     if (st == EM_OK && splits > 1) {
-        snprintf(name, sizeof name, "em_conv_ig_sum_%s", bf ? "bf16" : "f16");
+        snprintf(name, sizeof name, "em_conv_ig_sum_%s", f32 ? "f32" : bf ? "bf16" : "f16");
         CUfunction fs = cuda_kernel(dev, name, what);
         int cy = (int)Cy;
         void *bq = b ? tn_ptr(b) : NULL;
@@ -1121,8 +1127,8 @@ static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
 
 /* CONV as im2col + a matmul batched over (sample, group) (+ bias), or the direct kernel for
  * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
- * inputs are packed first. f16/bf16 CONV runs as the implicit GEMM on the tensor cores
- * (conv_igemm) where conv_igemm_ok allows, otherwise (and CONV_TRANSPOSE) in f32. */
+ * inputs are packed first. CONV runs as the implicit GEMM (conv_igemm) where conv_igemm_ok
+ * allows; f16/bf16 otherwise (and CONV_TRANSPOSE) in f32. */
 static em_status run_conv(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
@@ -1139,7 +1145,7 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
     conv_arg g;
     conv_geometry(op, &g, tr);
     int64_t N = g.n, Cx = op->in[0]->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
-    if (half && conv_igemm_ok(op, &g, Cx, Cy, G)) { /* native f16/bf16 on the tensor cores */
+    if (conv_igemm_ok(op, &g, Cx, Cy, G)) { /* f16/bf16 on the tensor cores, f32 exact */
         for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
         for (int i = 0; i < op->n_in && st == EM_OK; i++)
             st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);

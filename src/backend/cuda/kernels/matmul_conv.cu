@@ -405,3 +405,150 @@ extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsi
         y[i] = x[n * C * P + (long long)c * P + p];
     }
 }
+
+// ---- f32, exact (FFMA, f32 accumulation): the same implicit GEMM on sgemm-style register
+// tiles. MR = 8: 128 x 128 block tiles, 8 x 8 outputs per thread (rows ty*4.. and 64 + ty*4..,
+// columns tx*4.. and 64 + tx*4..); MR = 4: 64 x 256 tiles for at most 64 outputs per group, 4 x
+// 16 per thread (columns tx*4 + 64 h). Shared tiles are k-major, [16][tile + 4]; w is read
+// element by element along k, the columns gathered as in em_conv_ig_* (the same tap table).
+#define CF_BK 16
+template <int MR>
+__device__ void conv_f32(const float *x, const float *w, const float *bias, float *y, float *ws,
+                         const int2 *taps, const convig &g)
+{
+    constexpr int BM = 16 * MR, BN = MR == 8 ? 128 : 256;
+    constexpr int NC = 64 / MR, NA = BM * CF_BK / 256, NB = CF_BK * BN / 256;
+    __shared__ __align__(16) float As[2][CF_BK][BM + 4];
+    __shared__ __align__(16) float Bs[2][CF_BK][BN + 4];
+    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    const int grp = blockIdx.z / g.splits, part = blockIdx.z - grp * g.splits, M = g.M, K = g.K;
+    const int m0 = blockIdx.y * BM, n0 = blockIdx.x * BN;
+    const float *wg = w + (long long)grp * M * K;
+    const int kt0 = part * g.tps, kt1 = min((K + CF_BK - 1) / CF_BK, kt0 + g.tps);
+    const int col = tid % BN, row0 = tid / BN; // the gathered column; rows row0 + (256 / BN) i
+    const int j = n0 + col;
+    int ih0 = -(1 << 29), iw0 = 0, xbase = 0;
+    if (j < g.ncols) {
+        int n = j / g.L, l = j - n * g.L, oh = l / g.OW, ow = l - oh * g.OW;
+        ih0 = oh * g.sh - g.ph;
+        iw0 = ow * g.sw - g.pw;
+        xbase = n * g.xn + grp * g.Cg * g.H * g.W + ih0 * g.W + iw0;
+    }
+    float ra[NA], rb[NB];
+    auto fetch = [&](int kt) {
+        const int k0 = kt * CF_BK;
+#pragma unroll
+        for (int i = 0; i < NA; i++) {
+            int e = tid + i * 256, r = e / CF_BK, k = k0 + e % CF_BK, m = m0 + r;
+            ra[i] = m < M && k < K ? __ldg(wg + (long long)m * K + k) : 0.f;
+        }
+#pragma unroll
+        for (int i = 0; i < NB; i++) {
+            const int kr = k0 + row0 + (256 / BN) * i;
+            int2 t = __ldg(taps + kr);
+            int ih = ih0 + (t.y & 0xffff), iw = iw0 + (t.y >> 16);
+            bool v = kr < K && (unsigned)ih < (unsigned)g.H && (unsigned)iw < (unsigned)g.W;
+            rb[i] = v ? __ldg(x + xbase + t.x) : 0.f;
+        }
+    };
+    auto store = [&](int buf) {
+#pragma unroll
+        for (int i = 0; i < NA; i++) {
+            int e = tid + i * 256;
+            As[buf][e % CF_BK][e / CF_BK] = ra[i];
+        }
+#pragma unroll
+        for (int i = 0; i < NB; i++) Bs[buf][row0 + (256 / BN) * i][col] = rb[i];
+    };
+    float acc[MR][NC];
+#pragma unroll
+    for (int i = 0; i < MR; i++)
+#pragma unroll
+        for (int c = 0; c < NC; c++) acc[i][c] = 0.f;
+    if (kt0 < kt1) {
+        fetch(kt0);
+        store(0);
+    }
+    __syncthreads();
+    int buf = 0;
+    for (int kt = kt0; kt < kt1; kt++) {
+        const bool more = kt + 1 < kt1;
+        if (more) fetch(kt + 1); // global loads in flight during the products
+#pragma unroll
+        for (int k = 0; k < CF_BK; k++) {
+            float av[MR], bv[NC];
+            const float4 a0 = *(const float4 *)&As[buf][k][ty * 4];
+            av[0] = a0.x, av[1] = a0.y, av[2] = a0.z, av[3] = a0.w;
+            if (MR == 8) {
+                const float4 a1 = *(const float4 *)&As[buf][k][64 + ty * 4];
+                av[MR - 4] = a1.x, av[MR - 3] = a1.y, av[MR - 2] = a1.z, av[MR - 1] = a1.w;
+            }
+#pragma unroll
+            for (int h = 0; h < NC / 4; h++) {
+                const float4 b = *(const float4 *)&Bs[buf][k][h * 64 + tx * 4];
+                bv[4 * h] = b.x, bv[4 * h + 1] = b.y, bv[4 * h + 2] = b.z, bv[4 * h + 3] = b.w;
+            }
+#pragma unroll
+            for (int i = 0; i < MR; i++)
+#pragma unroll
+                for (int c = 0; c < NC; c++) acc[i][c] = fmaf(av[i], bv[c], acc[i][c]);
+        }
+        if (more) store(buf ^ 1);
+        __syncthreads();
+        buf ^= 1;
+    }
+    // y[n][grp M + m][l] (+ bias), or the part's f32 slice of ws; 4 columns at once where they
+    // lie in one sample (L % 4 == 0)
+    const bool vec = (g.L & 3) == 0;
+#pragma unroll
+    for (int h = 0; h < NC / 4; h++) {
+        const int jj = n0 + h * 64 + tx * 4;
+        if (jj >= g.ncols) continue;
+        const int n = jj / g.L, l = jj - n * g.L;
+        const long long yo = (long long)n * g.yn + (long long)grp * M * g.L + l;
+        float *dst = ws ? ws + (long long)part * g.ytot : y;
+#pragma unroll
+        for (int i = 0; i < MR; i++) {
+            const int m = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+            if (m >= M) continue;
+            const float bb = !ws && bias ? bias[grp * M + m] : 0.f;
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++) v[e] = acc[i][4 * h + e] + bb;
+            if (vec && jj + 3 < g.ncols) {
+                *(float4 *)(dst + yo + (long long)m * g.L) = make_float4(v[0], v[1], v[2], v[3]);
+                continue;
+            }
+            for (int e = 0; e < 4 && jj + e < g.ncols; e++) { // a tail that may cross samples
+                int je = jj + e, ne = je / g.L, le = je - ne * g.L;
+                dst[(long long)ne * g.yn + (long long)(grp * M + m) * g.L + le] = v[e];
+            }
+        }
+    }
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    em_conv_ig_f32(const float *x, const float *w, const float *b, float *y, float *ws,
+                   const int2 *taps, convig g)
+{
+    conv_f32<8>(x, w, b, y, ws, taps, g);
+}
+
+extern "C" __global__ void __launch_bounds__(256, 1)
+    em_conv_ig_f32_m64(const float *x, const float *w, const float *b, float *y, float *ws,
+                       const int2 *taps, convig g)
+{
+    conv_f32<4>(x, w, b, y, ws, taps, g);
+}
+
+// y[i] = bias[channel] + the split-K parts' sums, added in part order (f32).
+extern "C" __global__ void em_conv_ig_sum_f32(const float *ws, const float *bias, float *y, convig g,
+                                              int cy)
+{
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.ytot; i += blockDim.x * gridDim.x) {
+        float acc = 0.f;
+        for (int p = 0; p < g.splits; p++) acc += ws[(long long)p * g.ytot + i];
+        if (bias) acc += bias[(i / g.L) % cy];
+        y[i] = acc;
+    }
+}
