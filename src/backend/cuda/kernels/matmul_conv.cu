@@ -70,6 +70,39 @@ __device__ __forceinline__ void conv_ig_store(const float (&acc)[MI][4][4],
         }
 }
 
+// A warp's (16 MI) x 32 products over one 32-deep k tile in shared memory: A [rows][TC_PAD_K]
+// k-contiguous; B [32 k][CI_PB] n-contiguous (KB = 0) or [128 n][TC_PAD_K] k-contiguous (KB = 1).
+template <int BF, int MI, int KB>
+__device__ __forceinline__ void ci_products(float (&acc)[MI][4][4], const unsigned short *As,
+                                            const unsigned short *Bs, int wm, int wn, int lane)
+{
+#pragma unroll
+    for (int kk = 0; kk < CI_BK; kk += 16) {
+        unsigned af[MI][4], bfr[4][2];
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++) {
+            int mb = wm * 16 * MI + mi * 16;
+            ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8), af[mi][0],
+                    af[mi][1], af[mi][2], af[mi][3]);
+        }
+#pragma unroll
+        for (int p = 0; p < 2; p++) {
+            int nb = wn * 32 + p * 16;
+            if (KB)
+                ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
+                                 ((lane >> 3) & 1) * 8),
+                        bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+            else
+                ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * CI_PB + nb + (lane >> 4) * 8),
+                          bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
+        }
+#pragma unroll
+        for (int mi = 0; mi < MI; mi++)
+#pragma unroll
+            for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
+    }
+}
+
 // MI m16 tiles per warp: block tiles (32 MI) x 128, warps 2 x 4, each (16 MI) x 32.
 // AV: w rows are 16-byte chunks (K % 8 == 0, aligned base), loaded with cp.async; else
 // element by element.
@@ -182,26 +215,7 @@ __device__ void conv_igemm(const unsigned short *x, const unsigned short *w,
             load_b(kt + 1);
         }
         const unsigned short *As = smem + cur * STAGE, *Bs = As + A_H;
-#pragma unroll
-        for (int kk = 0; kk < CI_BK; kk += 16) {
-            unsigned af[MI][4], bfr[4][2];
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                int mb = wm * 16 * MI + mi * 16;
-                ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8),
-                        af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
-            }
-#pragma unroll
-            for (int p = 0; p < 2; p++) {
-                int nb = wn * 32 + p * 16;
-                ldsm_x4_t(smem_u32(Bs + (kk + (lane & 15)) * CI_PB + nb + (lane >> 4) * 8),
-                          bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
-        }
+        ci_products<BF, MI, 0>(acc, As, Bs, wm, wn, lane);
         if (more) {
             store_a(cur ^ 1);
             store_b(cur ^ 1);
@@ -339,27 +353,7 @@ __device__ void conv_cl(const unsigned short *x, const unsigned short *w, const 
         if (nt < kt1) load_stage((nt - kt0) % CL_STAGES, nt);
         asm volatile("cp.async.commit_group;\n" ::);
         const unsigned short *As = smem + ((kt - kt0) % CL_STAGES) * STAGE, *Bs = As + A_H;
-#pragma unroll
-        for (int kk = 0; kk < CI_BK; kk += 16) {
-            unsigned af[MI][4], bfr[4][2];
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++) {
-                int mb = wm * 16 * MI + mi * 16;
-                ldsm_x4(smem_u32(As + (mb + (lane & 15)) * TC_PAD_K + kk + (lane >> 4) * 8),
-                        af[mi][0], af[mi][1], af[mi][2], af[mi][3]);
-            }
-#pragma unroll
-            for (int p = 0; p < 2; p++) {
-                int nb = wn * 32 + p * 16;
-                ldsm_x4(smem_u32(Bs + (nb + (lane & 7) + ((lane >> 4) << 3)) * TC_PAD_K + kk +
-                                 ((lane >> 3) & 1) * 8),
-                        bfr[2 * p][0], bfr[2 * p][1], bfr[2 * p + 1][0], bfr[2 * p + 1][1]);
-            }
-#pragma unroll
-            for (int mi = 0; mi < MI; mi++)
-#pragma unroll
-                for (int nj = 0; nj < 4; nj++) mma16816<BF>(acc[mi][nj], af[mi], bfr[nj]);
-        }
+        ci_products<BF, MI, 1>(acc, As, Bs, wm, wn, lane);
     }
     asm volatile("cp.async.wait_group 0;\n" ::);
     conv_ig_store<BF, MI>(acc, bias, y, ws, g, grp, part, m0, n0, wm, wn, lane);
