@@ -152,10 +152,6 @@ const char *cpu_gemm_kernel_name(void)
 #define SMALL_COLS 256    /* column block of the unpacked path */
 #define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
 #define GEMV_BYTES 8192   /* output columns per task of an axpy-shaped GEMV, in bytes */
-/* An axpy-shaped GEMV whose A spans two or more GEMV_SPLIT_BYTES slabs is split along K
- * instead: tasks of whole rows (one slab of A each, at most GEMV_SPLIT_COLS bytes wide) */
-#define GEMV_SPLIT_BYTES ((int64_t)8 << 20)
-#define GEMV_SPLIT_COLS  16384
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -526,9 +522,7 @@ static void buf_put(pool_buf b)
     }                                                                                              \
                                                                                                    \
     /* Vector-shaped products: out[i * ldo] = alpha * (dot or axpy sum) + beta * out[..] in        \
-     * blocks of GEMV_ROWS rows / GEMV_BYTES of columns, or (an axpy over a tall matrix) in        \
-     * chunks of rows whose partial sums are added in chunk order. Blocks and chunks depend on     \
-     * the shape only, never on the thread count. */                                               \
+     * blocks of GEMV_ROWS rows / GEMV_BYTES of columns; the split does not change any sum. */     \
     typedef struct P##vctx {                                                                       \
         bool dot;                                                                                  \
         int64_t n, K, lda, ldo;                                                                    \
@@ -536,34 +530,7 @@ static void buf_put(pool_buf b)
         T *out;                                                                                    \
         T alpha, beta;                                                                             \
         void (*fn)(int64_t, int64_t, const T *, int64_t, const T *, T *);                          \
-        /* axpy split along K: nkc chunks of kc rows per column block of cb, partial sums in       \
-         * part[chunk * ps + j]; the task finishing a block's last chunk adds them up in order */  \
-        int64_t cb, kc, nkc, ps;                                                                   \
-        T *part;                                                                                   \
-        atomic_int_fast64_t *left;                                                                 \
     } P##vctx;                                                                                     \
-                                                                                                   \
-    static void P##gemv_split(void *vc, int64_t b, int64_t e)                                      \
-    {                                                                                              \
-        const P##vctx *v = vc;                                                                     \
-        for (int64_t t = b; t < e; t++) {                                                          \
-            int64_t blk = t / v->nkc, c = t % v->nkc;                                              \
-            int64_t j0 = blk * v->cb, n = min64(v->cb, v->n - j0);                                 \
-            int64_t k0 = c * v->kc, kn = min64(v->kc, v->K - k0);                                  \
-            v->fn(n, kn, v->A + k0 * v->lda + j0, v->lda, v->x + k0, v->part + c * v->ps + j0);    \
-            if (atomic_fetch_sub_explicit(&v->left[blk], 1, memory_order_acq_rel) != 1) continue;  \
-            /* chunk 0's partials become the sums, the others added in chunk order */              \
-            T *s = v->part + j0, *o = v->out + j0 * v->ldo;                                        \
-            for (int64_t q = 1; q < v->nkc; q++) {                                                 \
-                const T *pq = v->part + q * v->ps + j0;                                            \
-                for (int64_t j = 0; j < n; j++) s[j] += pq[j];                                     \
-            }                                                                                      \
-            for (int64_t j = 0; j < n; j++) {                                                      \
-                T r = v->alpha * s[j];                                                             \
-                o[j * v->ldo] = v->beta == 0 ? r : r + v->beta * o[j * v->ldo];                    \
-            }                                                                                      \
-        }                                                                                          \
-    }                                                                                              \
                                                                                                    \
     static void P##gemv_blocks(void *vc, int64_t b, int64_t e)                                     \
     {                                                                                              \
@@ -579,34 +546,6 @@ static void buf_put(pool_buf b)
                 o[i * v->ldo] = v->beta == 0 ? t : t + v->beta * o[i * v->ldo];                    \
             }                                                                                      \
         }                                                                                          \
-    }                                                                                              \
-                                                                                                   \
-    /* An axpy-shaped GEMV over a tall matrix in chunks of whole rows, so that each task streams   \
-     * a contiguous slab of A instead of a column strip of every row. The chunking depends on the  \
-     * shape only, so the sums do not depend on the thread count. False when the matrix is too     \
-     * short to split (or no memory): the caller runs the column blocks. */                        \
-    static bool P##gemv_axpy_split(P##vctx *v, bool par)                                           \
-    {                                                                                              \
-        v->cb = (int64_t)(GEMV_SPLIT_COLS / sizeof(T));                                            \
-        int64_t w = min64(v->cb, v->n);                                                            \
-        v->kc = round_up(GEMV_SPLIT_BYTES / (w * (int64_t)sizeof(T)), 8);                          \
-        if (v->K > 64 * v->kc) v->kc = round_up((v->K + 63) / 64, 8); /* at most 64 chunks */      \
-        v->nkc = (v->K + v->kc - 1) / v->kc;                                                       \
-        int64_t nblk = (v->n + v->cb - 1) / v->cb;                                                 \
-        if (v->nkc < 2 || nblk > 64) return false;                                                 \
-        v->ps = round_up(v->n, (int64_t)(64 / sizeof(T)));                                         \
-        pool_buf pb = buf_get(v->nkc * v->ps, sizeof(T));                                          \
-        if (!pb.p) return false;                                                                   \
-        atomic_int_fast64_t left[64];                                                              \
-        for (int64_t i = 0; i < nblk; i++) atomic_init(&left[i], v->nkc);                          \
-        v->part = pb.p;                                                                            \
-        v->left = left;                                                                            \
-        if (par)                                                                                   \
-            em_parallel_for(nblk * v->nkc, 1, P##gemv_split, v);                                   \
-        else                                                                                       \
-            P##gemv_split(v, 0, nblk * v->nkc);                                                    \
-        buf_put(pb);                                                                               \
-        return true;                                                                               \
     }                                                                                              \
                                                                                                    \
     /* False when the vector's copy could not be allocated (the caller falls back). */             \
@@ -634,10 +573,6 @@ static void buf_put(pool_buf b)
         }                                                                                          \
         v.x = x;                                                                                   \
         v.fn = v.dot ? dot : axpy;                                                                 \
-        if (!v.dot && P##gemv_axpy_split(&v, par)) {                                               \
-            free(xc);                                                                              \
-            return true;                                                                           \
-        }                                                                                          \
         int64_t bs = v.dot ? GEMV_ROWS : (int64_t)(GEMV_BYTES / sizeof(T));                        \
         if (par)                                                                                   \
             em_parallel_for((v.n + bs - 1) / bs, 1, P##gemv_blocks, &v);                           \

@@ -126,39 +126,7 @@ const char *cpu_gemm_kernel_name(void);
 
 /* axpy: y = 0, then for each k ascending y[j] = fma(x[k], A[k, j], y[j]) (masked at the edge,
  * same rounding), eight rows of A per pass over y (more streams from memory at once), then
- * four, then one. The passes take two vectors of y per step (two independent chains, a whole
- * cache line of each row for f32), then one; every element gets the same k-ordered chain. */
-#define AXPY_X(r) V x##r = VSET1(x[k + (r)]);
-#define AXPY_A(r) const T *a##r = A + (k + (r)) * lda;
-#define AXPY_T(r) t = VFMA(x##r, VLOAD(a##r + j), t);
-#define AXPY_TU(r)                                                                                 \
-    t = VFMA(x##r, VLOAD(a##r + j), t);                                                            \
-    u = VFMA(x##r, VLOAD(a##r + j + LANES), u);
-#define AXPY_M(r) t = VFMA(x##r, VMLOAD(tm, a##r + nv), t);
-#define R8(X)     X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define AXPY_PASS(NROWS)                                                                           \
-    do {                                                                                           \
-        NROWS(AXPY_A)                                                                              \
-        NROWS(AXPY_X)                                                                              \
-        int64_t j = 0;                                                                             \
-        for (; j + 2 * LANES <= nv; j += 2 * LANES) {                                              \
-            V t = VLOAD(y + j), u = VLOAD(y + j + LANES);                                          \
-            NROWS(AXPY_TU)                                                                         \
-            VSTORE(y + j, t);                                                                      \
-            VSTORE(y + j + LANES, u);                                                              \
-        }                                                                                          \
-        for (; j < nv; j += LANES) {                                                               \
-            V t = VLOAD(y + j);                                                                    \
-            NROWS(AXPY_T)                                                                          \
-            VSTORE(y + j, t);                                                                      \
-        }                                                                                          \
-        if (nv < n) {                                                                              \
-            V t = VMLOAD(tm, y + nv);                                                              \
-            NROWS(AXPY_M)                                                                          \
-            VMSTORE(y + nv, tm, t);                                                                \
-        }                                                                                          \
-    } while (0)
-
+ * four, then one. */
 #define AXPY_FN(NAME)                                                                              \
     static void NAME(int64_t n, int64_t K, const T *A, int64_t lda, const T *x, T *y)              \
     {                                                                                              \
@@ -166,9 +134,64 @@ const char *cpu_gemm_kernel_name(void);
         int64_t nv = n - n % LANES;                                                                \
         for (int64_t j = 0; j < n; j++) y[j] = 0;                                                  \
         int64_t k = 0;                                                                             \
-        for (; k + 8 <= K; k += 8) AXPY_PASS(R8);                                                  \
-        for (; k + 4 <= K; k += 4) AXPY_PASS(R4);                                                  \
-        for (; k < K; k++) AXPY_PASS(R1);                                                          \
+        for (; k + 8 <= K; k += 8) {                                                               \
+            const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
+            const T *a4 = a3 + lda, *a5 = a4 + lda, *a6 = a5 + lda, *a7 = a6 + lda;                \
+            V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
+            V x4 = VSET1(x[k + 4]), x5 = VSET1(x[k + 5]), x6 = VSET1(x[k + 6]);                    \
+            V x7 = VSET1(x[k + 7]);                                                                \
+            for (int64_t j = 0; j < nv; j += LANES) {                                              \
+                V t = VLOAD(y + j);                                                                \
+                t = VFMA(x0, VLOAD(a0 + j), t);                                                    \
+                t = VFMA(x1, VLOAD(a1 + j), t);                                                    \
+                t = VFMA(x2, VLOAD(a2 + j), t);                                                    \
+                t = VFMA(x3, VLOAD(a3 + j), t);                                                    \
+                t = VFMA(x4, VLOAD(a4 + j), t);                                                    \
+                t = VFMA(x5, VLOAD(a5 + j), t);                                                    \
+                t = VFMA(x6, VLOAD(a6 + j), t);                                                    \
+                t = VFMA(x7, VLOAD(a7 + j), t);                                                    \
+                VSTORE(y + j, t);                                                                  \
+            }                                                                                      \
+            if (nv < n) {                                                                          \
+                V t = VMLOAD(tm, y + nv);                                                          \
+                t = VFMA(x0, VMLOAD(tm, a0 + nv), t);                                              \
+                t = VFMA(x1, VMLOAD(tm, a1 + nv), t);                                              \
+                t = VFMA(x2, VMLOAD(tm, a2 + nv), t);                                              \
+                t = VFMA(x3, VMLOAD(tm, a3 + nv), t);                                              \
+                t = VFMA(x4, VMLOAD(tm, a4 + nv), t);                                              \
+                t = VFMA(x5, VMLOAD(tm, a5 + nv), t);                                              \
+                t = VFMA(x6, VMLOAD(tm, a6 + nv), t);                                              \
+                t = VFMA(x7, VMLOAD(tm, a7 + nv), t);                                              \
+                VMSTORE(y + nv, tm, t);                                                            \
+            }                                                                                      \
+        }                                                                                          \
+        for (; k + 4 <= K; k += 4) {                                                               \
+            const T *a0 = A + k * lda, *a1 = a0 + lda, *a2 = a1 + lda, *a3 = a2 + lda;             \
+            V x0 = VSET1(x[k]), x1 = VSET1(x[k + 1]), x2 = VSET1(x[k + 2]), x3 = VSET1(x[k + 3]);  \
+            for (int64_t j = 0; j < nv; j += LANES) {                                              \
+                V t = VLOAD(y + j);                                                                \
+                t = VFMA(x0, VLOAD(a0 + j), t);                                                    \
+                t = VFMA(x1, VLOAD(a1 + j), t);                                                    \
+                t = VFMA(x2, VLOAD(a2 + j), t);                                                    \
+                t = VFMA(x3, VLOAD(a3 + j), t);                                                    \
+                VSTORE(y + j, t);                                                                  \
+            }                                                                                      \
+            if (nv < n) {                                                                          \
+                V t = VMLOAD(tm, y + nv);                                                          \
+                t = VFMA(x0, VMLOAD(tm, a0 + nv), t);                                              \
+                t = VFMA(x1, VMLOAD(tm, a1 + nv), t);                                              \
+                t = VFMA(x2, VMLOAD(tm, a2 + nv), t);                                              \
+                t = VFMA(x3, VMLOAD(tm, a3 + nv), t);                                              \
+                VMSTORE(y + nv, tm, t);                                                            \
+            }                                                                                      \
+        }                                                                                          \
+        for (; k < K; k++) {                                                                       \
+            const T *a0 = A + k * lda;                                                             \
+            V x0 = VSET1(x[k]);                                                                    \
+            for (int64_t j = 0; j < nv; j += LANES)                                                \
+                VSTORE(y + j, VFMA(x0, VLOAD(a0 + j), VLOAD(y + j)));                              \
+            if (nv < n) VMSTORE(y + nv, tm, VFMA(x0, VMLOAD(tm, a0 + nv), VMLOAD(tm, y + nv)));    \
+        }                                                                                          \
     }
 #endif
 
