@@ -969,7 +969,7 @@ static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_
     bool f32 = dt == EM_F32 && !tf32_allowed(); /* TF32 asked for: im2col + the TF32 matmul */
     if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16 && !f32) || !conv_igemm_allowed())
         return false;
-    if (g->img[0] != 1 || g->k[0] != 1 || Cy / G < 16) return false;
+    if (g->img[0] != 1 || g->k[0] != 1 || Cy / G < 16 || Cx / G < 1) return false;
     int64_t lim = INT32_MAX / 2;
     int64_t xs = g->n * Cx * g->img[1] * g->img[2], ys = g->n * Cy * g->blk[1] * g->blk[2];
     int64_t ws = Cy * (Cx / G) * g->k[1] * g->k[2];
