@@ -228,6 +228,10 @@ static void test_conv(void)
          3},
         {2, false, EM_SHAPE(3, 40, 9, 11), EM_SHAPE(200, 40, 1, 1), {.groups = 1}, 0},
         {2, false, EM_SHAPE(2, 12, 33, 35), EM_SHAPE(136, 6, 2, 2), {.groups = 2}, 1},
+        /* gathered, 128-row tiles, element-wise weight loads (K = 45); gathered, 64-row tiles,
+         * 16-byte weight rows (K = 8) */
+        {2, false, EM_SHAPE(2, 5, 19, 23), EM_SHAPE(80, 5, 3, 3), {.pad_lo = {1, 0}}, 0},
+        {2, false, EM_SHAPE(2, 4, 21, 18), EM_SHAPE(48, 4, 1, 2), {.stride = {2, 1}}, 2},
         {2, false, EM_SHAPE(16, 8, 60, 60), EM_SHAPE(24, 8, 58, 58), {.groups = 1}, 0},
     };
     for (int t = 0; t < N_FDTS; t++)

@@ -337,6 +337,20 @@ typedef struct sdpa_gemm_ctx {
     atomic_int oom;
 } sdpa_gemm_ctx;
 
+/* row[0, n) <- its softmax in place, given its max mx: the exponentials summed in double, then
+ * one reciprocal multiplied in; a row whose max is -inf (every score masked) becomes NaN. */
+#define SOFTMAX_ROW(T, EXP, row, n, mx)                                                            \
+    do {                                                                                           \
+        double sum_ = 0;                                                                           \
+        for (int64_t j_ = 0; j_ < (n); j_++) {                                                     \
+            T e_ = (mx) == -INFINITY ? (T)NAN : EXP((row)[j_] - (mx));                             \
+            (row)[j_] = e_;                                                                        \
+            sum_ += e_;                                                                            \
+        }                                                                                          \
+        T inv_ = (T)(1 / sum_);                                                                    \
+        for (int64_t j_ = 0; j_ < (n); j_++) (row)[j_] *= inv_;                                    \
+    } while (0)
+
 #define SDPA_BLOCK(T, GEMM, EXP)                                                                   \
     do {                                                                                           \
         T *sc = (T *)scratch;                                                                      \
@@ -361,14 +375,7 @@ typedef struct sdpa_gemm_ctx {
                 row[j] = x;                                                                        \
                 if (x > mx) mx = x;                                                                \
             }                                                                                      \
-            double sum = 0;                                                                        \
-            for (int64_t j = 0; j < c->S; j++) {                                                   \
-                T e = mx == -INFINITY ? (T)NAN : EXP(row[j] - mx);                                 \
-                row[j] = e;                                                                        \
-                sum += e;                                                                          \
-            }                                                                                      \
-            T inv = (T)(1 / sum);                                                                  \
-            for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                      \
+            SOFTMAX_ROW(T, EXP, row, c->S, mx);                                                    \
         }                                                                                          \
         /* out [rows, Ev] = P . V */                                                               \
         GEMM(false, g->tv, rows, c->Ev, c->S, (T)1, sc, c->S, vp, g->ldv, 0, (T *)dst, c->Ev);     \
@@ -560,14 +567,7 @@ typedef struct bwd_rows_ctx {
             if (FAST) { /* the softmax kernel em_softmax runs */                                   \
                 (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, false);         \
             } else {                                                                               \
-                double sum = 0;                                                                    \
-                for (int64_t j = 0; j < c->S; j++) {                                               \
-                    T e = EXP(row[j] - mx);                                                        \
-                    row[j] = e;                                                                    \
-                    sum += e;                                                                      \
-                }                                                                                  \
-                T inv = (T)(1 / sum);                                                              \
-                for (int64_t j = 0; j < c->S; j++) row[j] *= inv;                                  \
+                SOFTMAX_ROW(T, EXP, row, c->S, mx);                                                \
             }                                                                                      \
             const T *orow = (const T *)x->o + r * c->Ev, *grow = (const T *)x->g + r * c->Ev;      \
             double d = 0;                                                                          \

@@ -101,6 +101,20 @@ static void batch_strides(const int64_t *shape, const int64_t *strides, int rank
     }
 }
 
+/* The strides of mask m broadcast to [batch (nb dims)..., L, S], right-aligned (0 along the
+ * dims it lacks or has as 1): the batch dims' into mb, the last two into ms. */
+static void mask_strides(const em_tensor *m, int nb, int64_t *mb, int64_t *ms)
+{
+    int lead = nb + 2 - m->rank;
+    int64_t st[EM_MAX_RANK + 2];
+    for (int d = 0; d < nb + 2; d++) {
+        int md = d - lead;
+        st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
+    }
+    memcpy(mb, st, sizeof(int64_t) * (size_t)nb);
+    ms[0] = st[nb], ms[1] = st[nb + 1];
+}
+
 static const char *dt_name(em_dtype dt)
 {
     return dt == EM_F32 ? "f32" : dt == EM_F64 ? "f64" : dt == EM_F16 ? "f16" : "bf16";
@@ -347,16 +361,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     a.inv_scale = (float)(1.0 / scale);
     a.causal = op->i[0] != 0;
     a.mkind = m ? (int)op->i[1] : 0;
-    if (m) {
-        int lead = a.nb + 2 - m->rank;
-        int64_t st[10];
-        for (int d = 0; d < a.nb + 2; d++) {
-            int md = d - lead;
-            st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
-        }
-        memcpy(a.mb, st, sizeof(int64_t) * (size_t)a.nb);
-        a.ms[0] = st[a.nb], a.ms[1] = st[a.nb + 1];
-    }
+    if (m) mask_strides(m, a.nb, a.mb, a.ms);
     int64_t *bst[5] = {a.qb, a.kb, a.vb, a.ob, a.gb}, *rst[5] = {&a.qs, &a.ks, &a.vs, &a.os, &a.gs};
     void *ptr[5], *tmp[5] = {NULL, NULL, NULL, NULL, NULL};
     em_status st = EM_OK;
@@ -441,17 +446,7 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
     g.scale = op->f[0];
     g.causal = op->i[0] != 0;
     g.mkind = m ? (int)op->i[1] : 0;
-    if (m) {
-        /* the mask broadcast to [batch..., L, S], right-aligned */
-        int lead = g.nb + 2 - m->rank;
-        int64_t st[10];
-        for (int d = 0; d < g.nb + 2; d++) {
-            int md = d - lead;
-            st[d] = md < 0 || m->shape[md] == 1 ? 0 : m->strides[md];
-        }
-        memcpy(g.mb, st, sizeof(int64_t) * (size_t)g.nb);
-        g.ms[0] = st[g.nb], g.ms[1] = st[g.nb + 1];
-    }
+    if (m) mask_strides(m, g.nb, g.mb, g.ms);
     if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
     bool done = false;
     em_status mst = run_by_matmul(op, &g, dev, what, &done);
