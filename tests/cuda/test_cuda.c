@@ -410,11 +410,17 @@ static void test_matmul(void)
     test_matmul_tiles("auto");
     test_matmul_tiles("narrow");
     test_matmul_tiles("wide");
+    em_config_set("cuda_mm_tile", "auto");
+    em_config_set("cuda_f32_tile", "auto");
 }
 
 static void test_matmul_tiles(const char *tile)
 {
     em_config_set("cuda_mm_tile", tile);
+    /* the exact f32 kernels' 64 x 64 tiles in the narrow passes, 128 x 128 in the wide ones */
+    em_config_set("cuda_f32_tile", !strcmp(tile, "narrow") ? "64"
+                                   : !strcmp(tile, "wide") ? "128"
+                                                           : "auto");
     static const em_shape ps[][2] = {{EM_SHAPE(5, 7), EM_SHAPE(7, 3)},
                                      {EM_SHAPE(33, 70), EM_SHAPE(70, 17)},
                                      {EM_SHAPE(2, 3, 20, 9), EM_SHAPE(9, 18)},
@@ -599,9 +605,18 @@ static void test_matmul_bias_act_paths(const char *label)
 static void test_matmul_bias_act(void)
 {
     em_config_set("cuda_wgmma", "off");
+    em_config_set("cuda_f32_tile", "128");
     test_matmul_bias_act_paths("mma.sync");
+    em_config_set("cuda_f32_tile", "auto");
     em_config_set("cuda_wgmma", "on");
     test_matmul_bias_act_paths("wgmma");
+    /* three K slices wherever K allows them (the epilogue in the split-K sum), both f32 tiles */
+    em_config_set("cuda_split_k", "3");
+    test_matmul_bias_act_paths("split-K 3");
+    em_config_set("cuda_f32_tile", "64");
+    test_matmul_bias_act_paths("split-K 3, tile 64");
+    em_config_set("cuda_f32_tile", "auto");
+    em_config_set("cuda_split_k", "auto");
     em_config_set("cuda_tf32", "1");
     test_matmul_bias_act_paths("tf32");
     em_config_set("cuda_tf32", "0");

@@ -605,27 +605,49 @@ static bool tf32_allowed(void)
     return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
 }
 
-/* MATMUL from its record (see ops_linalg.c): a tiled shared-memory kernel per batch. */
-/* Split-K for f32 products whose 128 x 128 tiles would leave most multiprocessors idle (a
- * transformer's [512, 768] x [768, 2304]: 72 blocks on 132 SMs): the K dim is cut into `parts`
- * equal slices, run as an extra batch dim into a pooled f32 buffer, and the slices are summed in
- * order (deterministic). Returns 1 when the product is wide enough already. */
-static int split_k_parts(int dev, const mm_arg *s)
+/* Split-K for f32 products whose block tiles would leave most multiprocessors idle: the K dim
+ * is cut into `parts` equal slices, run as an extra batch dim into a pooled f32 buffer, and the
+ * slices are summed in order (deterministic), the epilogue applied by the sum. tile: the block
+ * tile's side. 128 (one 8-warp block per multiprocessor): split below two blocks per
+ * multiprocessor. 64 (2-warp blocks, up to 6 per multiprocessor): split only below one block
+ * each, into slices enough for 4 (on the H200, [512, 768] x [768, 768]: 96 blocks, 6 slices, 32
+ * us against 48 unsplit; [512, 768] x [768, 2048]: 256 blocks, unsplit 51 us, 2 or 3 slices 60).
+ * Config cuda_split_k = n forces n slices where K allows them (1: never split). Returns 1 when
+ * the product is wide enough already or K too short to cut. */
+static int split_k_parts(int dev, const mm_arg *s, int tile)
 {
     const cuda_device_info *d = cuda_device(dev);
-    int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
-    int64_t want = 2 * (int64_t)d->sm_count;
-    if (s->R >= 8 || s->K < 512 || blocks >= want) return 1;
+    int64_t blocks = ((s->M + tile - 1) / tile) * ((s->N + tile - 1) / tile) * s->nbatch;
+    int64_t sms = d->sm_count, want = tile == 128 ? 2 * sms : 4 * sms;
+    const char *v = em_config_get("cuda_split_k");
+    int force = v ? atoi(v) : 0;
+    bool wide = tile == 128 ? blocks >= want : blocks >= sms;
+    if (s->R >= 8 || (force < 1 && (s->K < 512 || wide))) return 1;
+    if (force > 16) force = 16;
+    if (force >= 1) return force > 1 && s->K % (8 * force) == 0 ? force : 1;
     int parts = 1; /* the fewest slices that fill the GPU, else the most that K allows */
     for (int p = 2; p <= 16 && blocks * parts < want; p++)
         if (s->K % (8 * p) == 0 && s->K / p >= 128) parts = p;
     return parts;
 }
 
+/* The exact f32 kernels' block tile for s: 128 x 128 when those give every multiprocessor two
+ * blocks, else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]: 24
+ * tiles of 128 on 132 multiprocessors). Config cuda_f32_tile = 64 / 128 forces one. */
+static int sgemm_tile(int dev, const mm_arg *s)
+{
+    const char *v = em_config_get("cuda_f32_tile");
+    if (v && !strcmp(v, "64")) return 64;
+    if (v && !strcmp(v, "128")) return 128;
+    int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
+    return blocks >= 2 * (int64_t)cuda_device(dev)->sm_count ? 128 : 64;
+}
+
 /* The f32 kernel for s: em_mm_sgemm_v4_<a><b> (16-byte loads; a = k or m, the contiguous dim of
- * A, b = k or n for B) when both operands' contiguous dims, other strides and batch strides are
- * positive multiples of 4 floats and the bases 16-byte aligned, else em_mm_sgemm (any strides). */
-static void sgemm_name(const em_op *op, const mm_arg *s, char name[40])
+ * A, b = k or n for B; suffix _t64 for tile 64) when both operands' contiguous dims, other
+ * strides and batch strides are positive multiples of 4 floats and the bases 16-byte aligned,
+ * else em_mm_sgemm (any strides, 128 x 128 tiles only). Returns the kernel's tile side. */
+static int sgemm_name(const em_op *op, const mm_arg *s, int tile, char name[40])
 {
     const void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]);
     bool ok = !(((uintptr_t)ap | (uintptr_t)bp) & 15);
@@ -636,13 +658,29 @@ static void sgemm_name(const em_op *op, const mm_arg *s, char name[40])
     char bc = s->sbk == 1 && s->sbn > 0 && s->sbn % 4 == 0 && s->K % 4 == 0   ? 'k'
               : s->sbn == 1 && s->sbk > 0 && s->sbk % 4 == 0 && s->N % 4 == 0 ? 'n'
                                                                               : 0;
-    if (ok && ac && bc && s->K > 1)
-        snprintf(name, 40, "em_mm_sgemm_v4_%c%c", ac, bc);
-    else
-        snprintf(name, 40, "em_mm_sgemm");
+    if (ok && ac && bc && s->K > 1) {
+        snprintf(name, 40, "em_mm_sgemm_v4_%c%c%s", ac, bc, tile == 64 ? "_t64" : "");
+        return tile;
+    }
+    snprintf(name, 40, "em_mm_sgemm");
+    return 128;
 }
 
-static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int dev, const char *what)
+/* Grid and block of an f32 kernel with tile x tile block tiles over s (batches beyond 65535
+ * blocks are walked by the kernel). */
+static void sgemm_grid(const mm_arg *s, int tile, unsigned grid[3], unsigned block[3])
+{
+    grid[0] = (unsigned)((s->N + tile - 1) / tile);
+    grid[1] = (unsigned)((s->M + tile - 1) / tile);
+    grid[2] = (unsigned)(s->nbatch > 65535 ? 65535 : s->nbatch);
+    block[0] = tile == 64 ? 64 : 256;
+    block[1] = block[2] = 1;
+}
+
+/* The product in `parts` K slices on tile x tile blocks (TF32 or exact f32), then their ordered
+ * sum with s's epilogue. */
+static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int tile, int dev,
+                             const char *what)
 {
     mm_arg t = *s;
     memset(&t.ep, 0, sizeof t.ep); /* the slices are partial sums: the epilogue runs after them */
@@ -658,16 +696,16 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
     if (!ws) return em_last_status();
     void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *wp = ws, *cp = tn_ptr(op->out[0]);
     void *params[] = {&ap, &bp, &wp, &t};
-    unsigned zb = (unsigned)(t.nbatch > 65535 ? 65535 : t.nbatch);
-    unsigned grid[3] = {(unsigned)((s->N + 127) / 128), (unsigned)((s->M + 127) / 128), zb};
-    unsigned block[3] = {256, 1, 1};
     int at = 0, bt = 0;
     bool tf32 = tf32_allowed() && tc_layout(op, &t, &at, &bt, 4);
     char name[40];
-    if (tf32)
+    if (tf32) {
         snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
-    else
-        sgemm_name(op, &t, name);
+        tile = 128;
+    } else
+        tile = sgemm_name(op, &t, tile, name);
+    unsigned grid[3], block[3];
+    sgemm_grid(&t, tile, grid, block);
     CUfunction f = cuda_kernel(dev, name, what);
     em_status st = f ? EM_OK : em_last_status();
     if (st == EM_OK && tf32)
@@ -677,7 +715,7 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int de
     CUfunction g = st == EM_OK ? cuda_kernel(dev, "em_mm_splitk_sum_f32", what) : NULL;
     if (st == EM_OK && !g) st = em_last_status();
     if (st == EM_OK) {
-        void *sp[] = {&wp, &cp, &mn, &nb, &parts};
+        void *sp[] = {&wp, &cp, &mn, &nb, &parts, (void *)s};
         st = cuda_launch(dev, g, mn * nb, sp, what);
     }
     cuda_pool_free(dev, ws);
@@ -734,8 +772,8 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
 }
 
 /* The product of a MATMUL or MATMUL_BIAS_ACT record; *fused: the kernel that ran applied s's
- * epilogue in its store (the f32 kernels but TF32 and split-K, the f16/bf16 tensor-core and
- * wgmma kernels), else the caller runs it as a pass over the output. */
+ * epilogue in its store (the f32 kernels but TF32 mma.sync, the split-K sum, the f16/bf16
+ * tensor-core and wgmma kernels), else the caller runs it as a pass over the output. */
 static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const char *what,
                             bool *fused)
 {
@@ -776,8 +814,8 @@ static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const ch
         }
         snprintf(name, sizeof name, "em_mm_half_%s", dn);
     } else if (o->dtype == EM_F32) {
-        unsigned grid[3] = {(unsigned)((s.N + 127) / 128), (unsigned)((s.M + 127) / 128), zb};
-        unsigned block[3] = {256, 1, 1};
+        unsigned grid[3], block[3];
+        sgemm_grid(&s, 128, grid, block);
         if (grid[1] > 65535)
             return em_error(EM_ERR_UNSUPPORTED, "%s: at most %d rows on cuda", what, 65535 * 128);
         int at, bt;
@@ -787,19 +825,22 @@ static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const ch
             if (st != EM_ERR_UNSUPPORTED) return st;
             *fused = false;
         }
-        if (tf32_allowed() && tc_layout(op, &s, &at, &bt, 4) && split_k_parts(dev, &s) == 1) {
+        bool tf32 = tf32_allowed() && tc_layout(op, &s, &at, &bt, 4);
+        if (tf32 && split_k_parts(dev, &s, 128) == 1) {
             snprintf(name, sizeof name, "em_mm_tf32_%c%c", at ? 't' : 'n', bt ? 't' : 'n');
             CUfunction f = cuda_kernel(dev, name, what);
             if (!f) return em_last_status();
             /* 3 stages of two 128 x 32 float tiles, rows padded to 36 (matmul.cu) */
             return cuda_launch_grid_smem(dev, f, grid, block, 3 * 2 * 128 * 36 * 4, params, what);
         }
-        int parts = split_k_parts(dev, &s);
-        if (parts > 1) return run_split_k(op, &s, parts, dev, what);
-        sgemm_name(op, &s, name);
+        int tile = tf32 || (s.M + 63) / 64 > 65535 ? 128 : sgemm_tile(dev, &s);
+        int parts = split_k_parts(dev, &s, tile);
+        *fused = true; /* by the kernel's store, or by the split-K sum */
+        if (parts > 1) return run_split_k(op, &s, parts, tile, dev, what);
+        tile = sgemm_name(op, &s, tile, name);
+        sgemm_grid(&s, tile, grid, block);
         CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
-        *fused = true;
         return cuda_launch_grid(dev, f, grid, block, params, what);
     } else
         snprintf(name, sizeof name, "em_matmul_%s", short_name(o->dtype));
@@ -815,7 +856,7 @@ static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const ch
 }
 
 /* MATMUL and MATMUL_BIAS_ACT: the product, then, where its kernel did not apply the epilogue
- * (GEMV, split-K, TF32 mma.sync, the any-stride f16/bf16 and f64 kernels), one pass over the
+ * (GEMV, TF32 mma.sync, the any-stride f16/bf16 and f64 kernels), one pass over the
  * output that adds the bias, stores the pre-activation and applies the activation in f32 (f64
  * for f64), as the fused stores do. */
 static em_status run_matmul(const em_op *op, int dev, const char *what)

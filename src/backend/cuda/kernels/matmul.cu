@@ -335,11 +335,12 @@ TC_KERNEL(em_mm_tc_bf16_tt, 1, 1, 1)
 // Thread (ty, tx) owns rows ty*4..+3 and 64+ty*4..+3, columns tx*4..+3 and 64+tx*4..+3.
 
 // One k step: the thread's 8 x 8 products from row k of the shared A and B tiles (k-major).
+template <int H = 64>
 __device__ __forceinline__ void sg_products(float (&acc)[8][8], const float *as, const float *bs,
                                             int ty, int tx)
 {
-    const float4 a0 = *(const float4 *)&as[ty * 4], a1 = *(const float4 *)&as[64 + ty * 4];
-    const float4 b0 = *(const float4 *)&bs[tx * 4], b1 = *(const float4 *)&bs[64 + tx * 4];
+    const float4 a0 = *(const float4 *)&as[ty * 4], a1 = *(const float4 *)&as[H + ty * 4];
+    const float4 b0 = *(const float4 *)&bs[tx * 4], b1 = *(const float4 *)&bs[H + tx * 4];
     const float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
     const float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
@@ -349,6 +350,7 @@ __device__ __forceinline__ void sg_products(float (&acc)[8][8], const float *as,
 }
 
 // The thread's outputs into contiguous cb [M][N] (float4 where N allows), inside the edges.
+template <int H = 64>
 __device__ __forceinline__ void sg_store(float (&acc)[8][8], float *cb, i64 m0, i64 n0, i64 M,
                                          i64 N, int ty, int tx, const mmidx &s, i64 bt)
 {
@@ -356,21 +358,21 @@ __device__ __forceinline__ void sg_store(float (&acc)[8][8], float *cb, i64 m0, 
     if (s.ep.on) // matmul_bias_act: the epilogue on the values before they are stored
 #pragma unroll
         for (int i = 0; i < 8; i++) {
-            const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+            const i64 row = m0 + (i < 4 ? ty * 4 + i : H + ty * 4 + i - 4);
 #pragma unroll
             for (int j = 0; j < 8; j++) {
-                const i64 col = n0 + (j >> 2) * 64 + tx * 4 + (j & 3);
+                const i64 col = n0 + (j >> 2) * H + tx * 4 + (j & 3);
                 if (row < M && col < N)
                     acc[i][j] = ep_apply<2>(s.ep, acc[i][j], col, (bt * M + row) * N + col);
             }
         }
 #pragma unroll
     for (int i = 0; i < 8; i++) {
-        const i64 row = m0 + (i < 4 ? ty * 4 + i : 64 + ty * 4 + i - 4);
+        const i64 row = m0 + (i < 4 ? ty * 4 + i : H + ty * 4 + i - 4);
         if (row >= M) continue;
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const i64 col = n0 + h * 64 + tx * 4;
+            const i64 col = n0 + h * H + tx * 4;
             float *p = cb + row * N + col;
             if (vec && col + 3 < N)
                 *(float4 *)p = make_float4(acc[i][4 * h], acc[i][4 * h + 1], acc[i][4 * h + 2],
@@ -442,33 +444,36 @@ extern "C" __global__ void __launch_bounds__(256)
     }
 }
 
-// ---- f32 with 16-byte loads: 128 x 128 x 16 block tiles, 8 x 8 outputs per thread -----------
+// ---- f32 with 16-byte loads: T x T x 16 block tiles (T = 128: 256 threads; T = 64: 64 threads),
+// 8 x 8 outputs per thread ------------------------------------------------------------------------
 // For operands whose contiguous dim, other strides and batch strides are multiples of 4 floats:
-// each thread reads two float4 of A and two of B per k tile along each operand's contiguous dim
+// each thread reads T / 64 (T = 128: two) float4 of A and as many of B per k tile along each
+// operand's contiguous dim
 // (AK: A is k-contiguous, else m-contiguous; BK: B is k-contiguous, else n-contiguous), keeps
 // them in registers while the current tile's products run, then stores them into the other
-// shared buffer. Shared tiles are [16][132] k-major (rows padded; a k-contiguous operand is
+// shared buffer. Shared tiles are [16][T + 4] k-major (rows padded; a k-contiguous operand is
 // transposed by the stores). Each output sums its products in k order, as em_mm_sgemm does.
 #define SG_BK 16
-#define SG_P  132
-template <int AK, int BK>
+template <int AK, int BK, int T>
 __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *c, const mmidx &s)
 {
-    __shared__ __align__(16) float As[2][SG_BK][SG_P];
-    __shared__ __align__(16) float Bs[2][SG_BK][SG_P];
-    const int tid = threadIdx.x, tx = tid & 15, ty = tid >> 4;
+    constexpr int TX = T / 8, NT = TX * TX, P = T + 4; // threads per row of the grid; in all
+    __shared__ __align__(16) float As[2][SG_BK][P];
+    __shared__ __align__(16) float Bs[2][SG_BK][P];
+    // unsigned index arithmetic: with signed ints ptxas kept 219-233 registers instead of 153-168
+    const int tx = threadIdx.x % TX, ty = threadIdx.x / TX;
     const i64 M = s.M, N = s.N, K = s.K;
-    const i64 m0 = (i64)blockIdx.y * 128, n0 = (i64)blockIdx.x * 128;
-    // this thread's two float4 of each tile: (row, k) for a k-contiguous operand, else (k, col)
-    constexpr int NL = SG_BK / 8, Q = SG_BK / 4; // float4 per thread per tile; per k run
+    const i64 m0 = (i64)blockIdx.y * T, n0 = (i64)blockIdx.x * T;
+    // this thread's float4 of each tile: (row, k) for a k-contiguous operand, else (k, col)
+    constexpr int NL = SG_BK * T / 4 / NT, Q = SG_BK / 4, C4 = T / 4; // per thread; k run; row
     int ar[NL], ak[NL], br[NL], bk[NL];
 #pragma unroll
     for (int i = 0; i < NL; i++) {
-        const int idx = tid + i * 256;
-        ar[i] = AK ? idx / Q : (idx & 31) * 4;
-        ak[i] = AK ? (idx % Q) * 4 : idx >> 5;
-        br[i] = BK ? idx / Q : (idx & 31) * 4;
-        bk[i] = BK ? (idx % Q) * 4 : idx >> 5;
+        const unsigned idx = threadIdx.x + i * NT;
+        ar[i] = AK ? idx / Q : (idx % C4) * 4;
+        ak[i] = AK ? (idx % Q) * 4 : idx / C4;
+        br[i] = BK ? idx / Q : (idx % C4) * 4;
+        bk[i] = BK ? (idx % Q) * 4 : idx / C4;
     }
     // pointer steps per k tile
     const i64 sta = AK ? SG_BK : SG_BK * s.sak, stb = BK ? SG_BK : SG_BK * s.sbk;
@@ -529,12 +534,13 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
             const bool more = k0 + SG_BK < K;
             if (more) fetch(k0 + SG_BK); // global loads in flight during the products
 #pragma unroll
-            for (int k = 0; k < SG_BK; k++) sg_products(acc, As[buf][k], Bs[buf][k], ty, tx);
+            for (int k = 0; k < SG_BK; k++)
+                sg_products<T / 2>(acc, As[buf][k], Bs[buf][k], ty, tx);
             if (more) store(buf ^ 1);
             __syncthreads();
             buf ^= 1;
         }
-        sg_store(acc, c + bt * M * N, m0, n0, M, N, ty, tx, s, bt);
+        sg_store<T / 2>(acc, c + bt * M * N, m0, n0, M, N, ty, tx, s, bt);
         __syncthreads();
     }
 }
@@ -542,11 +548,18 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
 // One block per multiprocessor: its 157-159 registers stay unspilled (2 blocks would cap it
 // at 128 and spill; that measured 39.5 against 45.0 TFLOP/s at 4096 on the H200, and k tiles of 8
 // 43.1).
+// The 64 x 64 tiles (two warps) are for products with few 128 x 128 tiles: several blocks share
+// a multiprocessor.
 #define SGEMM_V4(name, AK, BK)                                                                     \
     extern "C" __global__ void __launch_bounds__(256, 1)                                           \
         name(const float *a, const float *b, float *c, mmidx s)                                    \
     {                                                                                              \
-        sgemm_v4<AK, BK>(a, b, c, s);                                                              \
+        sgemm_v4<AK, BK, 128>(a, b, c, s);                                                         \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(64) name##_t64(const float *a, const float *b,    \
+                                                                float *c, mmidx s)                 \
+    {                                                                                              \
+        sgemm_v4<AK, BK, 64>(a, b, c, s);                                                          \
     }
 SGEMM_V4(em_mm_sgemm_v4_kn, 1, 0)
 SGEMM_V4(em_mm_sgemm_v4_kk, 1, 1)
@@ -744,9 +757,10 @@ TF_KERNEL(em_mm_tf32_nt, 0, 1)
 TF_KERNEL(em_mm_tf32_tn, 1, 0)
 TF_KERNEL(em_mm_tf32_tt, 1, 1)
 
-// Split-K: out[b, i] = sum over p of ws[(b * parts + p) * mn + i], the slices in order.
+// Split-K: out[b, i] = sum over p of ws[(b * parts + p) * mn + i], the slices in order, then
+// s's matmul_bias_act epilogue where s.ep.on (s: the product's geometry, N its columns).
 extern "C" __global__ void em_mm_splitk_sum_f32(const float *ws, float *out, i64 mn, i64 nb,
-                                                int parts)
+                                                int parts, mmidx s)
 {
     GRID_LOOP(mn * nb)
     {
@@ -759,6 +773,6 @@ extern "C" __global__ void em_mm_splitk_sum_f32(const float *ws, float *out, i64
 #pragma unroll
         for (int p = 0; p < 16; p++)
             if (p < parts) acc += v[p];
-        out[i] = acc;
+        out[i] = s.ep.on ? ep_apply<2>(s.ep, acc, e % s.N, i) : acc;
     }
 }
