@@ -320,14 +320,19 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     kt.strides[k->rank - 2] = k->strides[k->rank - 1];
     kt.strides[k->rank - 1] = k->strides[k->rank - 2];
     st = batched_mm(q, &kt, &sc, g, g->L, g->E, g->S, dev, what);
+    bool warp = g->S <= 2048; /* a warp per row of scores, else a block */
     CUfunction f = NULL;
     if (st == EM_OK) {
-        f = cuda_kernel(dev, dt == EM_F64 ? "em_attn_rows_f64" : "em_attn_rows_f32", what);
+        f = cuda_kernel(dev,
+                        warp ? (dt == EM_F64 ? "em_attn_rows_w_f64" : "em_attn_rows_w_f32")
+                        : dt == EM_F64 ? "em_attn_rows_f64"
+                                       : "em_attn_rows_f32",
+                        what);
         if (!f) st = em_last_status();
     }
     if (st == EM_OK) {
-        int64_t rows = g->nbatch * g->L;
-        unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
+        int64_t rows = g->nbatch * g->L, blocks = warp ? (rows + 7) / 8 : rows;
+        unsigned grid[3] = {(unsigned)(blocks > (1 << 24) ? (1 << 24) : blocks), 1, 1};
         unsigned block[3] = {256, 1, 1};
         void *sp = buf, *mp = m ? tn_ptr(m) : NULL;
         void *params[] = {&sp, &mp, (void *)g};
