@@ -112,11 +112,10 @@ void em_kv_cache_clear(em_kv_cache *cache)
     *cache = (em_kv_cache){0};
 }
 
-/* x [..., in] -> x w^T + b */
+/* x [..., in] -> x w^T + b, the bias added by the product's epilogue */
 static em_tensor *project(const em_tensor *x, const em_tensor *w, const em_tensor *b)
 {
-    em_tensor *y = em_matmul(x, em_transpose(w, 0, 1));
-    return b ? em_add(y, b) : y;
+    return em_matmul_bias_act(x, em_transpose(w, 0, 1), b, EM_ACT_NONE);
 }
 
 /* [N, L, h*d] -> [N, h, L, d] */
@@ -232,6 +231,7 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
     int64_t offset = cache ? cache->len : 0;
     em_scope_begin();
     em_tensor *q = (em_tensor *)query, *k = (em_tensor *)key, *v = (em_tensor *)value;
+    bool self = query == key && key == value;
     if (unbatched) {
         q = em_unsqueeze(q, 0);
         k = em_unsqueeze(k, 0);
@@ -260,9 +260,18 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
         bk = em_narrow(b, 0, E, KV);
         bv = em_narrow(b, 0, E + KV, KV);
     }
-    q = split_heads(project(q, wq, bq), a->H, a->D);   /* [N, H, L, D] */
-    k = split_heads(project(k, wk, bk), a->Hkv, a->D); /* [N, Hkv, S_new, D] */
-    v = split_heads(project(v, wv, bv), a->Hkv, a->D);
+    if (a->packed && self) {
+        /* self-attention: one product with the whole in_proj_weight (3E columns fill the GPU
+           better than three of E), its columns then cut into q, k and v */
+        em_tensor *qkv = project(q, em_module_get(m, "in_proj_weight"), b); /* [N, L, 3E] */
+        q = split_heads(em_narrow(qkv, 2, 0, E), a->H, a->D);
+        k = split_heads(em_narrow(qkv, 2, E, E), a->H, a->D);
+        v = split_heads(em_narrow(qkv, 2, 2 * E, E), a->H, a->D);
+    } else {
+        q = split_heads(project(q, wq, bq), a->H, a->D);   /* [N, H, L, D] */
+        k = split_heads(project(k, wk, bk), a->Hkv, a->D); /* [N, Hkv, S_new, D] */
+        v = split_heads(project(v, wv, bv), a->Hkv, a->D);
+    }
     if (a->rotary) {
         q = em_rope(q, offset, a->rope_base);
         k = em_rope(k, offset, a->rope_base);
