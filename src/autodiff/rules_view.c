@@ -55,6 +55,16 @@ em_status ad_rule_view(ad_ctx *c)
         starts[dim] = c->op->i[1];
         ends[dim] = c->op->i[2];
         steps[dim] = c->op->i[3];
+        if (steps[dim] == 1) {
+            /* one zero-padding pass over the input's shape (zeros, then a slice assign, took
+               three); pads are (before, after) pairs from the last dim */
+            int64_t pads[2 * EM_MAX_RANK] = {0};
+            int at = 2 * (in.rank - 1 - dim);
+            pads[at] = starts[dim];
+            pads[at + 1] = in.dims[dim] - ends[dim];
+            c->gin[0] = em_pad(g, pads, in.rank - dim, EM_PAD_CONSTANT, 0.0);
+            break;
+        }
         em_tensor *z = em_zeros(in, g->dtype, em_tensor_device(g));
         c->gin[0] = em_slice_assign(z, starts, ends, steps, g);
         break;
