@@ -337,9 +337,10 @@ static void test_broadcast(void)
 
 static void test_reduce(void)
 {
-    static const em_shape shapes[] = {EM_SHAPE(7, 300),    EM_SHAPE(3, 4, 5, 6),
-                                      EM_SHAPE(2, 100000), EM_SHAPE(5, 0, 3),
-                                      EM_SCALAR,           EM_SHAPE(1, 1, 9)};
+    /* [600, 70] and [40, 5, 64] over dim 0: the column-sum kernel (f32, contiguous) */
+    static const em_shape shapes[] = {
+        EM_SHAPE(7, 300), EM_SHAPE(3, 4, 5, 6), EM_SHAPE(2, 100000), EM_SHAPE(5, 0, 3),
+        EM_SCALAR,        EM_SHAPE(1, 1, 9),    EM_SHAPE(600, 70),   EM_SHAPE(40, 5, 64)};
     static const em_axes axes[] = {EM_ALL, EM_AXES(0), EM_AXES(-1), EM_AXES(0, 2)};
     const em_dtype dts[] = {EM_F32, EM_F64};
     for (int t = 0; t < 2; t++)

@@ -193,6 +193,42 @@ static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *wh
     return st;
 }
 
+/* Sum or mean of a contiguous f32 x over its leading dims (R rows of C contiguous outputs, s.nr
+ * == 1, s.nk == 1): a thread per column and row slice, slices of at least 16 rows, as many as it
+ * takes to give the GPU 64K threads, their f64 partials added in slice order by a second kernel.
+ * The reduce plan's path gave one thread per output and slice of 64 rows (a [512, 768] bias
+ * gradient: 6144 threads). */
+static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const char *what)
+{
+    long long R = s->N, C = s->M;
+    long long nsplit = (65536 + C - 1) / C, cap = R / 16 > 1 ? R / 16 : 1;
+    if (nsplit > cap) nsplit = cap;
+    if (nsplit > 65535) nsplit = 65535;
+    long long rows = (R + nsplit - 1) / nsplit;
+    nsplit = (R + rows - 1) / rows;
+    double *part = NULL;
+    if (nsplit > 1) {
+        part = cuda_pool_alloc(dev, (size_t)(nsplit * C) * sizeof(double));
+        if (!part) return em_last_status();
+    }
+    CUfunction f = cuda_kernel(dev, "em_rd_cols_f32", what);
+    CUfunction ff = f && part ? cuda_kernel(dev, "em_rd_cols_fin_f32", what) : NULL;
+    em_status st = em_last_status();
+    if (f && (!part || ff)) {
+        const void *xp = tn_ptr(op->in[0]);
+        void *pp = part, *yp = tn_ptr(op->out[0]);
+        int mean = op->kind == EM_OP_MEAN;
+        unsigned grid[3] = {(unsigned)((C + 255) / 256), (unsigned)nsplit, 1},
+                 block[3] = {256, 1, 1};
+        void *p1[] = {&xp, &R, &C, &rows, &pp, &yp, &mean};
+        st = cuda_launch_grid(dev, f, grid, block, p1, what);
+        void *p2[] = {&pp, &nsplit, &C, &R, &yp, &mean};
+        if (st == EM_OK && part) st = cuda_launch(dev, ff, C, p2, what);
+    }
+    cuda_pool_free(dev, part); /* stream order: the kernels above finish before any reuse */
+    return st;
+}
+
 /* One pass of the plan: groups of G threads per (output, slice) task, partials combined by
  * em_rd_combine when the N elements are split. */
 static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x, void *o0, void *o1,
@@ -259,6 +295,10 @@ static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
         op->out[0]->dtype == EM_F32 && s.M == 1 && s.N >= 65536 && tn_is_contiguous(x) &&
         ((uintptr_t)tn_ptr(x) & 15) == 0)
         return sum_all_f32(op, dev, s.N, what);
+    if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
+        op->out[0]->dtype == EM_F32 && s.nr == 1 && s.nk == 1 && s.kx[0] == 1 && s.ko0[0] == 1 &&
+        s.rx[0] == s.M && s.M >= 32 && s.N >= 32 && tn_is_contiguous(x))
+        return sum_cols_f32(op, dev, &s, what);
     rdargs g;
     memset(&g, 0, sizeof g);
     bool ints;

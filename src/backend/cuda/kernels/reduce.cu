@@ -463,6 +463,43 @@ extern "C" __global__ void __launch_bounds__(256)
     if (tid == 0) y[0] = (float)(mean ? sh[0] / (double)n : sh[0]);
 }
 
+// Sum (or mean) over the leading rows of a contiguous f32 [R, C] into y [C] (a bias gradient):
+// thread c of the grid's x walks rows [r0, r0 + rows) of column c with an f64 sum, coalesced
+// across the warp's columns; blockIdx.y is the row slice. One slice writes y, more write their
+// partials to part [nsplit, C] for em_rd_cols_fin_f32.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_cols_f32(const float *x, i64 R, i64 C, i64 rows, double *part, float *y, int mean)
+{
+    const i64 c = (i64)blockIdx.x * 256 + threadIdx.x;
+    if (c >= C) return;
+    const i64 r0 = (i64)blockIdx.y * rows, r1 = r0 + rows < R ? r0 + rows : R;
+    const float *p = x + r0 * C + c;
+    double a0 = 0, a1 = 0;
+    i64 r = r0;
+    for (; r + 1 < r1; r += 2, p += 2 * C) {
+        a0 += (double)__ldcs(p);
+        a1 += (double)__ldcs(p + C);
+    }
+    if (r < r1) a0 += (double)__ldcs(p);
+    const double a = a0 + a1;
+    if (gridDim.y == 1)
+        y[c] = (float)(mean ? a / (double)R : a);
+    else
+        part[(i64)blockIdx.y * C + c] = a;
+}
+
+// y[c] = the nsplit partials of column c added in slice order (divided by R for a mean).
+extern "C" __global__ void em_rd_cols_fin_f32(const double *part, i64 nsplit, i64 C, i64 R,
+                                              float *y, int mean)
+{
+    GRID_LOOP(C)
+    {
+        double a = 0;
+        for (i64 b = 0; b < nsplit; b++) a += part[b * C + i];
+        y[i] = (float)(mean ? a / (double)R : a);
+    }
+}
+
 // ---- scans along one dim: one thread per line, sequential like the CPU -----------------------
 
 // Lines: the other dims (shape, strides of x, out[0], out[1] in elements); the scanned dim has
