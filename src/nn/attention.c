@@ -243,23 +243,7 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
     }
     int64_t N = em_tensor_dim(q, 0), L = em_tensor_dim(q, 1);
     int64_t E = a->E, KV = a->Hkv * a->D;
-    em_tensor *wq, *wk, *wv, *bq = NULL, *bk = NULL, *bv = NULL;
-    if (a->packed) {
-        em_tensor *w = em_module_get(m, "in_proj_weight");
-        wq = em_narrow(w, 0, 0, E);
-        wk = em_narrow(w, 0, E, E);
-        wv = em_narrow(w, 0, 2 * E, E);
-    } else {
-        wq = em_module_get(m, "q_proj_weight");
-        wk = em_module_get(m, "k_proj_weight");
-        wv = em_module_get(m, "v_proj_weight");
-    }
     em_tensor *b = em_module_get(m, "in_proj_bias");
-    if (b) {
-        bq = em_narrow(b, 0, 0, E);
-        bk = em_narrow(b, 0, E, KV);
-        bv = em_narrow(b, 0, E + KV, KV);
-    }
     if (a->packed && self) {
         /* self-attention: one product with the whole in_proj_weight (3E columns fill the GPU
            better than three of E), its columns then cut into q, k and v */
@@ -268,6 +252,22 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
         k = split_heads(em_narrow(qkv, 2, E, E), a->H, a->D);
         v = split_heads(em_narrow(qkv, 2, 2 * E, E), a->H, a->D);
     } else {
+        em_tensor *wq, *wk, *wv, *bq = NULL, *bk = NULL, *bv = NULL;
+        if (a->packed) {
+            em_tensor *w = em_module_get(m, "in_proj_weight");
+            wq = em_narrow(w, 0, 0, E);
+            wk = em_narrow(w, 0, E, E);
+            wv = em_narrow(w, 0, 2 * E, E);
+        } else {
+            wq = em_module_get(m, "q_proj_weight");
+            wk = em_module_get(m, "k_proj_weight");
+            wv = em_module_get(m, "v_proj_weight");
+        }
+        if (b) {
+            bq = em_narrow(b, 0, 0, E);
+            bk = em_narrow(b, 0, E, KV);
+            bv = em_narrow(b, 0, E + KV, KV);
+        }
         q = split_heads(project(q, wq, bq), a->H, a->D);   /* [N, H, L, D] */
         k = split_heads(project(k, wk, bk), a->Hkv, a->D); /* [N, Hkv, S_new, D] */
         v = split_heads(project(v, wv, bv), a->Hkv, a->D);
