@@ -93,7 +93,8 @@
     /* appended */ \
     X(MAX_POOL_VALUES, "max_pool_values", nn) \
     X(SDPA_BACKWARD, "sdpa_backward", nn) \
-    X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg)
+    X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg) \
+    X(CONV_WEIGHT_GRAD, "conv_weight_grad", nn)
 /* clang-format on */
 
 #endif

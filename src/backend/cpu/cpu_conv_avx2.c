@@ -63,3 +63,42 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
         _mm256_maskstore_ps(o + i, m, _mm256_add_ps(v, _mm256_maskload_ps(t + i, m)));
     }
 }
+
+/* Eight rows of 8 floats (zeros for rows >= nr), transposed: t[i] = (r[0][i], ..., r[7][i]). */
+static inline void load_t8(const float *const *r, int nr, __m256 *t)
+{
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
+    __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+    __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+    __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
+    __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    t[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    t[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    t[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    t[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    t[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    t[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    t[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
+                              float *dst)
+{
+    for (int64_t k = 0; k < run; k += 8) {
+        int m = run - k < 8 ? (int)(run - k) : 8;
+        for (int g = 0; g < w; g += 8) {
+            const float *r[8];
+            int nr = n - g < 8 ? n - g : 8;
+            for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k;
+            __m256 t[8];
+            load_t8(r, nr, t);
+            for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
+        }
+    }
+}

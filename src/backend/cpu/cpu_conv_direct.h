@@ -1,4 +1,5 @@
-/* Register kernels of the direct stride-1 f32 convolution (cpu_conv.c, cpu_conv_avx2.c). */
+/* AVX2 helpers of the direct stride-1 f32 convolution (cpu_conv.c) and of the implicit im2col of
+ * its weight gradient (cpu_conv_wgrad.c), in cpu_conv_avx2.c. */
 #ifndef EMBER_CPU_CONV_DIRECT_H
 #define EMBER_CPU_CONV_DIRECT_H
 
@@ -14,6 +15,12 @@ void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const
 
 /* o[i] = bias + t[i] for i < n: a tile row copied out with the bias (masked at the end). */
 void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
+
+/* The implicit im2col's packing (cpu_conv_wgrad.c) along one run of positions: dst[r * w + c]
+ * = b[off[c] + r] for c < n, 0 for n <= c < w, r < run; w a multiple of 8. Reads up to 7 floats
+ * past b[off[c] + run - 1]. A plain copy: the same bytes as the scalar loop. */
+void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
+                              float *dst);
 
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */
