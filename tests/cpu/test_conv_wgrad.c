@@ -1,8 +1,9 @@
 /* The CPU's CONV_WEIGHT_GRAD (cpu_conv_wgrad.c: one GEMM whose im2col operand is packed straight
  * from the padded images) against a naive f64 reference and against the stacked pad + im2col +
  * matmul composition the conv rule ran before it, over kernel sizes 1/3/5, pads 0/1/2 (and
- * asymmetric), odd sizes, batch 1..9, both GEMM orientations (C*kh*kw >= Co or not), strided
- * inputs, f32/f64/bf16, every kernel set this CPU runs; bitwise the same on 1, 2 and 3 threads. */
+ * asymmetric), odd sizes, batch 1..9, both GEMM orientations (C*kh*kw >= Co or not), channel
+ * counts that take the channels-last packing (multiples of 8), strided inputs, f32/f64/bf16,
+ * every kernel set this CPU runs; bitwise the same on 1, 2 and 3 threads. */
 #include <math.h>
 
 #include "backend/cpu/cpu_gemm.h"
@@ -185,6 +186,12 @@ int main(void)
         {9, 3, 20, 15, 13, 3, 3, 1, 1, 1, 1}, /* K = 1755: the GEMM's long-K region */
         {7, 1, 32, 12, 12, 3, 3, 1, 1, 1, 1}, /* long K, A side (conv1's geometry, smaller) */
         {8, 5, 3, 11, 21, 3, 3, 0, 0, 0, 0},  /* long K, Co < 6, wide rows */
+        /* C a multiple of 8 on the B side: channels-last images, tap-major columns */
+        {3, 8, 5, 6, 7, 3, 3, 1, 1, 1, 1},
+        {2, 24, 10, 5, 9, 3, 3, 1, 0, 2, 1},   /* panels of 16 straddle two taps */
+        {6, 16, 12, 14, 14, 3, 3, 1, 1, 1, 1}, /* long K */
+        {2, 32, 64, 7, 7, 3, 3, 1, 1, 1, 1},   /* conv2's channels */
+        {3, 8, 9, 5, 5, 1, 1, 0, 0, 0, 0},     /* 1x1, C*k < Co: A side */
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         run_case(&cases[i], EM_F32, (h_layout)(i % 3));
@@ -192,6 +199,7 @@ int main(void)
     }
     run_case(&cases[0], EM_BF16, H_CONTIG);
     run_case(&cases[1], EM_BF16, H_STRIDED);
+    run_case(&cases[11], EM_BF16, H_TRANSPOSED);
     through_backward();
     bad_inputs();
     return h_finish();

@@ -64,11 +64,9 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
     }
 }
 
-/* Eight rows of 8 floats (zeros for rows >= nr), transposed: t[i] = (r[0][i], ..., r[7][i]). */
-static inline void load_t8(const float *const *r, int nr, __m256 *t)
+/* t[i] = (a[0][i], ..., a[7][i]). */
+static inline void transpose8x8(const __m256 *a, __m256 *t)
 {
-    __m256 a[8];
-    for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
     __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
     __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
     __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
@@ -87,9 +85,20 @@ static inline void load_t8(const float *const *r, int nr, __m256 *t)
     t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
+/* Eight rows of 8 floats (zeros for rows >= nr), transposed: t[i] = (r[0][i], ..., r[7][i]). */
+static inline void load_t8(const float *const *r, int nr, __m256 *t)
+{
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
+    transpose8x8(a, t);
+}
+
 void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
                               float *dst)
 {
+    int tail = w % 8;
+    __m256i tm =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
     for (int64_t k = 0; k < run; k += 8) {
         int m = run - k < 8 ? (int)(run - k) : 8;
         for (int g = 0; g < w; g += 8) {
@@ -98,7 +107,39 @@ void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, 
             for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k;
             __m256 t[8];
             load_t8(r, nr, t);
-            for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
+            if (g + 8 <= w)
+                for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
+            else
+                for (int i = 0; i < m; i++) _mm256_maskstore_ps(dst + (k + i) * w + g, tm, t[i]);
+        }
+    }
+}
+
+void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst)
+{
+    for (int64_t r = 0; r < run; r++, b += step, dst += w) {
+        int g = 0;
+        for (; g < n; g += 8) _mm256_storeu_ps(dst + g, _mm256_loadu_ps(b + off[g]));
+        for (; g < w; g += 8) _mm256_storeu_ps(dst + g, _mm256_setzero_ps());
+    }
+}
+
+void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t W, float *d)
+{
+    for (int64_t w0 = 0; w0 < W; w0 += 8) {
+        int m = W - w0 < 8 ? (int)(W - w0) : 8;
+        __m256i lm =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t c0 = 0; c0 < C; c0 += 8) {
+            __m256 a[8];
+            if (m == 8)
+                for (int c = 0; c < 8; c++) a[c] = _mm256_loadu_ps(s + (c0 + c) * cs + w0);
+            else
+                for (int c = 0; c < 8; c++) a[c] = _mm256_maskload_ps(s + (c0 + c) * cs + w0, lm);
+            __m256 t[8];
+            transpose8x8(a, t);
+            for (int i = 0; i < m; i++) _mm256_storeu_ps(d + (w0 + i) * C + c0, t[i]);
         }
     }
 }

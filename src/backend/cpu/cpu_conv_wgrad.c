@@ -9,12 +9,14 @@
 #include "cpu_conv_direct.h"
 #include "cpu_gemm.h"
 
-/* cols[j, q] for column j = (c, a, b) of C*kh*kw and position q = (n, oh, ow) of N*OH*OW is
- * the padded image xp[n, c, oh + a, ow + b]. */
+/* cols[j, q] for column j of C*kh*kw and position q = (n, oh, ow) of N*OH*OW is the padded
+ * image at (n, c, oh + a, ow + b), the column j = (c, a, b) for channel-major images [N, C, Hp,
+ * Wp] or j = (a, b, c) for channels-last ones [N, Hp, Wp, C] (then 8 consecutive columns are 8
+ * consecutive floats of the image: vector copies instead of transposes). */
 typedef struct wg_cols {
-    const void *xp; /* [N, C, Hp, Wp] in the work type, then WG_SLACK zeros */
-    bool dbl, avx2;
-    int64_t kh, kw, Wp, OH, OW, plane, item; /* plane = Hp * Wp, item = C * plane */
+    const void *xp; /* the padded images in the work type, then WG_SLACK zeros */
+    bool dbl, avx2, nhwc;
+    int64_t C, kh, kw, Wp, OH, OW, item; /* item = C * Hp * Wp */
 } wg_cols;
 
 #define WG_MAXW  64 /* widest register tile side of any kernel set */
@@ -22,35 +24,44 @@ typedef struct wg_cols {
 
 /* The GEMM's packing callback: dst[k * w + c] = cols[j0 + c, k0 + k], zeros for c >= n. A
  * block of positions is walked one output row (a run of OW positions, or what is left of it)
- * at a time: along a run, every column reads consecutive elements of the padded image. */
+ * at a time: along a run, every column reads the image at a fixed step (1, or C channels-last). */
 static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n, int w, void *dst)
 {
     const wg_cols *x = vc;
-    int64_t off[WG_MAXW], kk = x->kh * x->kw;
+    int64_t off[WG_MAXW], kk = x->kh * x->kw, plane = x->item / x->C;
+    int64_t step = x->nhwc ? x->C : 1, row = x->Wp * step;
     for (int c = 0; c < n; c++) {
-        int64_t j = j0 + c, t = j % kk;
-        off[c] = (j / kk) * x->plane + (t / x->kw) * x->Wp + t % x->kw;
+        int64_t j = j0 + c;
+        if (x->nhwc) {
+            int64_t t = j / x->C;
+            off[c] = ((t / x->kw) * x->Wp + t % x->kw) * x->C + j % x->C;
+        } else {
+            int64_t t = j % kk;
+            off[c] = (j / kk) * plane + (t / x->kw) * x->Wp + t % x->kw;
+        }
     }
     int64_t L = x->OH * x->OW, img = k0 / L, l = k0 % L, oh = l / x->OW, ow = l % x->OW;
-    bool vec = x->avx2 && w % 8 == 0;
     for (int64_t k = 0; k < kc;) {
         int64_t run = x->OW - ow < kc - k ? x->OW - ow : kc - k;
-        int64_t base = img * x->item + oh * x->Wp + ow;
+        int64_t base = img * x->item + oh * row + ow * step;
         if (x->dbl) {
             const double *b = (const double *)x->xp + base;
             double *d = (double *)dst + k * w;
-            for (int64_t r = 0; r < run; r++, d += w) {
-                for (int c = 0; c < n; c++) d[c] = b[r + off[c]];
+            for (int64_t r = 0; r < run; r++, d += w, b += step) {
+                for (int c = 0; c < n; c++) d[c] = b[off[c]];
                 for (int c = n; c < w; c++) d[c] = 0;
             }
-        } else if (vec) {
+        } else if (x->avx2 && x->nhwc) {
+            cpu_conv_wgrad_copy_avx2((const float *)x->xp + base, step, off, n, w, run,
+                                     (float *)dst + k * w);
+        } else if (x->avx2) {
             cpu_conv_wgrad_pack_avx2((const float *)x->xp + base, off, n, w, run,
                                      (float *)dst + k * w);
         } else {
             const float *b = (const float *)x->xp + base;
             float *d = (float *)dst + k * w;
-            for (int64_t r = 0; r < run; r++, d += w) {
-                for (int c = 0; c < n; c++) d[c] = b[r + off[c]];
+            for (int64_t r = 0; r < run; r++, d += w, b += step) {
+                for (int c = 0; c < n; c++) d[c] = b[off[c]];
                 for (int c = n; c < w; c++) d[c] = 0;
             }
         }
@@ -60,6 +71,49 @@ static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n,
             ow = 0;
             if (++oh == x->OH) oh = 0, img++;
         }
+    }
+}
+
+/* The channels-last padded images: xp[n, h + pt, w + pl, c] = x[n, c, h, w], zeros around. */
+typedef struct nhwc_job {
+    const void *x;
+    int64_t xs[4]; /* x's element strides */
+    void *xp;
+    bool dbl, avx2;
+    int64_t C, H, W, Hp, Wp, pt, pl;
+} nhwc_job;
+
+#define NHWC_ROWS(T, AVX)                                                                          \
+    for (int64_t rw = r0; rw < r1; rw++) {                                                         \
+        int64_t n = rw / j->Hp, h = rw % j->Hp - j->pt;                                            \
+        T *d = (T *)j->xp + rw * j->Wp * j->C;                                                     \
+        if (h < 0 || h >= j->H) {                                                                  \
+            memset(d, 0, (size_t)(j->Wp * j->C) * sizeof(T));                                      \
+            continue;                                                                              \
+        }                                                                                          \
+        memset(d, 0, (size_t)(j->pl * j->C) * sizeof(T));                                          \
+        memset(d + (j->pl + j->W) * j->C, 0, (size_t)((j->Wp - j->pl - j->W) * j->C) * sizeof(T)); \
+        const T *s = (const T *)j->x + n * j->xs[0] + h * j->xs[2];                                \
+        if (AVX) {                                                                                 \
+            cpu_conv_wgrad_nhwc_row_avx2((const float *)(const void *)s, j->xs[1], j->C, j->W,     \
+                                         (float *)(void *)(d + j->pl * j->C));                     \
+            continue;                                                                              \
+        }                                                                                          \
+        for (int64_t c = 0; c < j->C; c++) {                                                       \
+            const T *sc = s + c * j->xs[1];                                                        \
+            T *dc = d + j->pl * j->C + c;                                                          \
+            for (int64_t w = 0; w < j->W; w++) dc[w * j->C] = sc[w * j->xs[3]];                    \
+        }                                                                                          \
+    }
+
+static void nhwc_rows(void *ctx, int64_t r0, int64_t r1)
+{
+    const nhwc_job *j = ctx;
+    if (j->dbl) {
+        NHWC_ROWS(double, false)
+    } else {
+        bool avx = j->avx2 && j->xs[3] == 1;
+        NHWC_ROWS(float, avx)
     }
 }
 
@@ -87,7 +141,8 @@ static em_tensor *view_of(wg_view *v, void *data, em_dtype dt, const int64_t *sh
 /* x [N, C, H, W], gy [N, Co, OH, OW] -> gw [Co, C, kh, kw] (ops_conv.c). f16/bf16 go through
  * f32. The product takes the longer of Co and C*kh*kw as its columns, the implicit im2col as
  * the operand on that side (B when C*kh*kw >= Co, else A), so the long reduction runs in the
- * GEMM's one-region long-K path on two threads. */
+ * GEMM's one-region long-K path on two threads. B side with C a multiple of 8: the images are
+ * padded channels-last and the columns taken tap-major, gw permuted back at the end. */
 em_status cpu_exec_conv_wgrad(const em_op *op)
 {
     const em_tensor *x = op->in[0], *gy = op->in[1];
@@ -101,28 +156,57 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     int64_t kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
     int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
+    bool b_side = ckk >= Co;
     wg_cols cols = {.dbl = dbl,
                     .avx2 = strcmp(cpu_gemm_kernel_name(), "portable") != 0,
+                    /* channels-last where whole 8-float groups of a panel are one tap */
+                    .nhwc = b_side && C % 8 == 0,
+                    .C = C,
                     .kh = kh,
                     .kw = kw,
                     .Wp = Wp,
                     .OH = OH,
                     .OW = OW,
-                    .plane = Hp * Wp,
                     .item = C * Hp * Wp};
-    bool b_side = ckk >= Co;
     void *xp = cpu_cache_alloc((size_t)(N * cols.item + WG_SLACK) * es);
     void *gt = cpu_cache_alloc((size_t)(K * Co > 0 ? K * Co : 1) * es);
-    /* C of the product: out itself when it is contiguous in the work type and not transposed */
-    bool direct = b_side && out->dtype == ct && tn_is_contiguous(out);
+    void *xo = NULL; /* x converted to the work type, for channels-last f16/bf16 */
+    /* C of the product: out itself when it is contiguous in the work type and in its order */
+    bool direct = b_side && !cols.nhwc && out->dtype == ct && tn_is_contiguous(out);
     void *cm = direct ? tn_ptr(out) : cpu_cache_alloc((size_t)(ckk * Co) * es);
     em_status st = EM_ERR_OOM;
     if (!xp || !gt || !cm) goto done;
-    /* the padded images: zeros, then x at (pt, pl) of each plane */
-    memset(xp, 0, (size_t)(N * cols.item + WG_SLACK) * es);
     wg_view vx, vg, vc;
-    int64_t xst[4] = {cols.item, cols.plane, Wp, 1};
-    cpu_copy_convert(view_of(&vx, xp, ct, x->shape, xst, pt * Wp + pl), x);
+    if (cols.nhwc) {
+        nhwc_job nj = {.x = tn_ptr(x),
+                       .xp = xp,
+                       .dbl = dbl,
+                       .avx2 = cols.avx2,
+                       .C = C,
+                       .H = H,
+                       .W = W,
+                       .Hp = Hp,
+                       .Wp = Wp,
+                       .pt = pt,
+                       .pl = pl};
+        memcpy(nj.xs, x->strides, sizeof nj.xs);
+        if (x->dtype != ct) {
+            xo = cpu_cache_alloc((size_t)(N * C * H * W) * es);
+            if (!xo) goto done;
+            int64_t cs[4] = {C * H * W, H * W, W, 1};
+            cpu_copy_convert(view_of(&vx, xo, ct, x->shape, cs, 0), x);
+            nj.x = xo;
+            memcpy(nj.xs, cs, sizeof nj.xs);
+        }
+        memset((char *)xp + (size_t)(N * cols.item) * es, 0, WG_SLACK * es);
+        int64_t rows = N * Hp;
+        em_parallel_for(rows, 4096 / (Wp * C + 1) + 1, nhwc_rows, &nj);
+    } else {
+        /* the padded images: zeros, then x at (pt, pl) of each plane */
+        memset(xp, 0, (size_t)(N * cols.item + WG_SLACK) * es);
+        int64_t xst[4] = {cols.item, Hp * Wp, Wp, 1};
+        cpu_copy_convert(view_of(&vx, xp, ct, x->shape, xst, pt * Wp + pl), x);
+    }
     /* gy' [Co, N * OH * OW]: gy with its first two dims swapped */
     int64_t gst[4] = {OH * OW, K, OW, 1};
     cpu_copy_convert(view_of(&vg, gt, ct, gy->shape, gst, 0), gy);
@@ -141,14 +225,20 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
                                     cm, Co);
     if (!ok) goto done;
     if (!direct) {
-        /* cm is gw [Co, ckk] or, from the A side, gw^T [ckk, Co] */
+        /* cm is gw [Co, ckk] ([Co, kh, kw, C] channels-last) or, from the A side, gw^T */
         int64_t cs[4] = {ckk, kh * kw, kw, 1}, ts[4] = {1, kh * kw * Co, kw * Co, Co};
-        cpu_copy_convert(out, view_of(&vc, cm, ct, out->shape, b_side ? cs : ts, 0));
+        int64_t ns[4] = {ckk, 1, kw * C, C};
+        cpu_copy_convert(out, view_of(&vc, cm, ct, out->shape,
+                                      cols.nhwc ? ns
+                                      : b_side  ? cs
+                                                : ts,
+                                      0));
     }
     st = EM_OK;
 done:
     cpu_cache_free(xp);
     cpu_cache_free(gt);
+    cpu_cache_free(xo);
     if (!direct) cpu_cache_free(cm);
     return st;
 }
