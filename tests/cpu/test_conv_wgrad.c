@@ -197,6 +197,9 @@ int main(void)
         run_case(&cases[i], EM_F32, (h_layout)(i % 3));
         run_case(&cases[i], EM_F64, (h_layout)((i + 1) % 3));
     }
+    /* A side with a contiguous gy (layout 0, packed straight from gy's rows) in f32 */
+    run_case(&cases[1], EM_F32, H_STRIDED);
+    run_case(&cases[9], EM_F32, H_STRIDED);
     run_case(&cases[0], EM_BF16, H_CONTIG);
     run_case(&cases[1], EM_BF16, H_STRIDED);
     run_case(&cases[11], EM_BF16, H_TRANSPOSED);

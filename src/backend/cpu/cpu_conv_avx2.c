@@ -85,11 +85,19 @@ static inline void transpose8x8(const __m256 *a, __m256 *t)
     t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
 
-/* Eight rows of 8 floats (zeros for rows >= nr), transposed: t[i] = (r[0][i], ..., r[7][i]). */
-static inline void load_t8(const float *const *r, int nr, __m256 *t)
+/* Eight rows of m <= 8 floats (zeros for rows >= nr; nothing read past a row's m), transposed:
+ * t[i] = (r[0][i], ..., r[7][i]) for i < m. */
+static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
 {
     __m256 a[8];
-    for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
+    if (m == 8) {
+        for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
+    } else {
+        __m256i lm =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int c = 0; c < 8; c++)
+            a[c] = c < nr ? _mm256_maskload_ps(r[c], lm) : _mm256_setzero_ps();
+    }
     transpose8x8(a, t);
 }
 
@@ -106,11 +114,19 @@ void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, 
             int nr = n - g < 8 ? n - g : 8;
             for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k;
             __m256 t[8];
-            load_t8(r, nr, t);
-            if (g + 8 <= w)
+            load_t8(r, nr, m, t);
+            if (g + 8 <= w) {
                 for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
-            else
+            } else if (w < 8) {
+                /* one narrow group, rows ascending, each stored 8 wide: a row's spill into the
+                 * next row is overwritten by that row's own store; only the run's last row is
+                 * masked (masked stores are slow on some cores) */
+                int last = k + m == run ? m - 1 : m;
+                for (int i = 0; i < last; i++) _mm256_storeu_ps(dst + (k + i) * w, t[i]);
+                if (last < m) _mm256_maskstore_ps(dst + (k + last) * w, tm, t[last]);
+            } else {
                 for (int i = 0; i < m; i++) _mm256_maskstore_ps(dst + (k + i) * w + g, tm, t[i]);
+            }
         }
     }
 }

@@ -19,7 +19,7 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
 /* The implicit im2col's packing (cpu_conv_wgrad.c) along one run of positions, plain copies
  * (the same bytes as a scalar loop): dst[r * w + c] = b[off[c] + r * step] for c < n and r <
  * run, 0 for n <= c < w.
- * pack: step 1 (channel-major images), 8 x 8 transposes; reads up to 7 floats past
+ * pack: step 1 (channel-major images, or gy's rows), 8 x 8 transposes; reads nothing past
  *   b[off[c] + run - 1].
  * copy: any step (channels-last images), n and w multiples of 8 and off[g + i] = off[g] + i for
  *   each group of 8 columns g, i < 8: two vector moves per 16 columns. */

@@ -14,13 +14,38 @@
  * Wp] or j = (a, b, c) for channels-last ones [N, Hp, Wp, C] (then 8 consecutive columns are 8
  * consecutive floats of the image: vector copies instead of transposes). */
 typedef struct wg_cols {
-    const void *xp; /* the padded images in the work type, then WG_SLACK zeros */
+    const void *xp; /* the padded images in the work type */
     bool dbl, avx2, nhwc;
     int64_t C, kh, kw, Wp, OH, OW, item; /* item = C * Hp * Wp */
 } wg_cols;
 
-#define WG_MAXW  64 /* widest register tile side of any kernel set */
-#define WG_SLACK 8  /* the AVX2 packer reads up to 7 elements past a row's last position */
+#define WG_MAXW 64 /* widest register tile side of any kernel set */
+
+/* dst[r * w + c] = b[off[c] + r * step] for r < run, c < n; zeros for n <= c < w. `groups`: the
+ * offsets run in whole groups of 8 consecutive elements (channels-last images). */
+static void pack_run(const void *b, bool dbl, bool avx2, bool groups, int64_t step,
+                     const int64_t *off, int n, int w, int64_t run, void *dst)
+{
+    if (dbl) {
+        const double *s = b;
+        double *d = dst;
+        for (int64_t r = 0; r < run; r++, d += w, s += step) {
+            for (int c = 0; c < n; c++) d[c] = s[off[c]];
+            for (int c = n; c < w; c++) d[c] = 0;
+        }
+    } else if (avx2 && groups) {
+        cpu_conv_wgrad_copy_avx2(b, step, off, n, w, run, dst);
+    } else if (avx2 && step == 1) {
+        cpu_conv_wgrad_pack_avx2(b, off, n, w, run, dst);
+    } else {
+        const float *s = b;
+        float *d = dst;
+        for (int64_t r = 0; r < run; r++, d += w, s += step) {
+            for (int c = 0; c < n; c++) d[c] = s[off[c]];
+            for (int c = n; c < w; c++) d[c] = 0;
+        }
+    }
+}
 
 /* The GEMM's packing callback: dst[k * w + c] = cols[j0 + c, k0 + k], zeros for c >= n. A
  * block of positions is walked one output row (a run of OW positions, or what is left of it)
@@ -30,6 +55,7 @@ static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n,
     const wg_cols *x = vc;
     int64_t off[WG_MAXW], kk = x->kh * x->kw, plane = x->item / x->C;
     int64_t step = x->nhwc ? x->C : 1, row = x->Wp * step;
+    size_t es = x->dbl ? sizeof(double) : sizeof(float);
     for (int c = 0; c < n; c++) {
         int64_t j = j0 + c;
         if (x->nhwc) {
@@ -44,33 +70,38 @@ static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n,
     for (int64_t k = 0; k < kc;) {
         int64_t run = x->OW - ow < kc - k ? x->OW - ow : kc - k;
         int64_t base = img * x->item + oh * row + ow * step;
-        if (x->dbl) {
-            const double *b = (const double *)x->xp + base;
-            double *d = (double *)dst + k * w;
-            for (int64_t r = 0; r < run; r++, d += w, b += step) {
-                for (int c = 0; c < n; c++) d[c] = b[off[c]];
-                for (int c = n; c < w; c++) d[c] = 0;
-            }
-        } else if (x->avx2 && x->nhwc) {
-            cpu_conv_wgrad_copy_avx2((const float *)x->xp + base, step, off, n, w, run,
-                                     (float *)dst + k * w);
-        } else if (x->avx2) {
-            cpu_conv_wgrad_pack_avx2((const float *)x->xp + base, off, n, w, run,
-                                     (float *)dst + k * w);
-        } else {
-            const float *b = (const float *)x->xp + base;
-            float *d = (float *)dst + k * w;
-            for (int64_t r = 0; r < run; r++, d += w, b += step) {
-                for (int c = 0; c < n; c++) d[c] = b[off[c]];
-                for (int c = n; c < w; c++) d[c] = 0;
-            }
-        }
+        pack_run((const char *)x->xp + (size_t)base * es, x->dbl, x->avx2, x->nhwc, step, off, n, w,
+                 run, (char *)dst + (size_t)(k * w) * es);
         k += run;
         ow += run;
         if (ow == x->OW) {
             ow = 0;
             if (++oh == x->OH) oh = 0, img++;
         }
+    }
+}
+
+/* gy as the product's other operand, Y[co, q] = gy[n, co, l] for q = (n, l), l < L = OH*OW,
+ * packed straight from gy when its planes are contiguous in the work type: within one image the
+ * rows of Y are rows of gy. */
+typedef struct wg_rows {
+    const void *y;
+    bool dbl, avx2;
+    int64_t L, sn, sc; /* gy's element strides along n and co */
+} wg_rows;
+
+static void pack_rows(const void *vc, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst)
+{
+    const wg_rows *g = vc;
+    int64_t off[WG_MAXW];
+    size_t es = g->dbl ? sizeof(double) : sizeof(float);
+    for (int c = 0; c < n; c++) off[c] = (i0 + c) * g->sc;
+    int64_t img = k0 / g->L, l = k0 % g->L;
+    for (int64_t k = 0; k < kc; l = 0, img++) {
+        int64_t run = g->L - l < kc - k ? g->L - l : kc - k;
+        pack_run((const char *)g->y + (img * g->sn + l) * (int64_t)es, g->dbl, g->avx2, false, 1,
+                 off, n, w, run, (char *)dst + (size_t)(k * w) * es);
+        k += run;
     }
 }
 
@@ -168,14 +199,19 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
                     .OH = OH,
                     .OW = OW,
                     .item = C * Hp * Wp};
-    void *xp = cpu_cache_alloc((size_t)(N * cols.item + WG_SLACK) * es);
-    void *gt = cpu_cache_alloc((size_t)(K * Co > 0 ? K * Co : 1) * es);
+    void *xp = cpu_cache_alloc((size_t)(N * cols.item > 0 ? N * cols.item : 1) * es);
+    /* gy as B (its channels the product's columns) is packed straight from gy where its planes
+     * are contiguous in the work type; else, and as A, from a copy gy' [Co, K] (measured: on
+     * the A side every long-K task packs all of A, and packing it twice from gy's rows was
+     * slower than the copy plus the GEMM's own row-panel packing) */
+    bool gy_direct = !b_side && gy->dtype == ct && gy->strides[3] == 1 && gy->strides[2] == OW;
+    void *gt = gy_direct ? NULL : cpu_cache_alloc((size_t)(K * Co > 0 ? K * Co : 1) * es);
     void *xo = NULL; /* x converted to the work type, for channels-last f16/bf16 */
     /* C of the product: out itself when it is contiguous in the work type and in its order */
     bool direct = b_side && !cols.nhwc && out->dtype == ct && tn_is_contiguous(out);
     void *cm = direct ? tn_ptr(out) : cpu_cache_alloc((size_t)(ckk * Co) * es);
     em_status st = EM_ERR_OOM;
-    if (!xp || !gt || !cm) goto done;
+    if (!xp || (!gy_direct && !gt) || !cm) goto done;
     wg_view vx, vg, vc;
     if (cols.nhwc) {
         nhwc_job nj = {.x = tn_ptr(x),
@@ -198,31 +234,33 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
             nj.x = xo;
             memcpy(nj.xs, cs, sizeof nj.xs);
         }
-        memset((char *)xp + (size_t)(N * cols.item) * es, 0, WG_SLACK * es);
         int64_t rows = N * Hp;
         em_parallel_for(rows, 4096 / (Wp * C + 1) + 1, nhwc_rows, &nj);
     } else {
         /* the padded images: zeros, then x at (pt, pl) of each plane */
-        memset(xp, 0, (size_t)(N * cols.item + WG_SLACK) * es);
+        memset(xp, 0, (size_t)(N * cols.item) * es);
         int64_t xst[4] = {cols.item, Hp * Wp, Wp, 1};
         cpu_copy_convert(view_of(&vx, xp, ct, x->shape, xst, pt * Wp + pl), x);
     }
-    /* gy' [Co, N * OH * OW]: gy with its first two dims swapped */
-    int64_t gst[4] = {OH * OW, K, OW, 1};
-    cpu_copy_convert(view_of(&vg, gt, ct, gy->shape, gst, 0), gy);
+    wg_rows rows = {.y = tn_ptr(gy), .dbl = dbl, .avx2 = cols.avx2, .L = OH * OW};
+    if (gy_direct) {
+        rows.sn = gy->strides[0];
+        rows.sc = gy->strides[1];
+    } else {
+        /* gy' [Co, N * OH * OW]: gy with its first two dims swapped */
+        int64_t gst[4] = {OH * OW, K, OW, 1};
+        cpu_copy_convert(view_of(&vg, gt, ct, gy->shape, gst, 0), gy);
+    }
     cols.xp = xp;
-    cpu_gemm_src src = {.pack = pack_cols, .ctx = &cols};
+    cpu_gemm_src src = {.pack = pack_cols, .ctx = &cols}, ysrc = {.pack = pack_rows, .ctx = &rows};
+    const cpu_gemm_src *gs = gy_direct ? &ysrc : NULL;
+    const cpu_gemm_src *as = b_side ? gs : &src, *bs = b_side ? &src : gs;
+    int64_t M = b_side ? Co : ckk, Nn = b_side ? ckk : Co;
     bool ok;
     if (dbl)
-        ok = b_side ? cpu_dgemm_src(false, true, Co, ckk, K, 1.0, gt, K, NULL, NULL, 0, &src, 0.0,
-                                    cm, ckk)
-                    : cpu_dgemm_src(false, true, ckk, Co, K, 1.0, NULL, 0, &src, gt, K, NULL, 0.0,
-                                    cm, Co);
+        ok = cpu_dgemm_src(false, true, M, Nn, K, 1.0, gt, K, as, gt, K, bs, 0.0, cm, Nn);
     else
-        ok = b_side ? cpu_sgemm_src(false, true, Co, ckk, K, 1.0f, gt, K, NULL, NULL, 0, &src, 0.0f,
-                                    cm, ckk)
-                    : cpu_sgemm_src(false, true, ckk, Co, K, 1.0f, NULL, 0, &src, gt, K, NULL, 0.0f,
-                                    cm, Co);
+        ok = cpu_sgemm_src(false, true, M, Nn, K, 1.0f, gt, K, as, gt, K, bs, 0.0f, cm, Nn);
     if (!ok) goto done;
     if (!direct) {
         /* cm is gw [Co, ckk] ([Co, kh, kw, C] channels-last) or, from the A side, gw^T */
