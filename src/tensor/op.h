@@ -87,6 +87,11 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
                                  const int64_t pad_lo[2], const int64_t pad_hi[2],
                                  bool native_only);
 
+/* The gradient through relu (t = 0) or any threshold at t in one pass: g where y > t or y is
+ * NaN, +0 where y <= t (a THRESHOLD_BACKWARD record, see ops_binary.c). Where the record does
+ * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */
+em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t);
+
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters
  * are copied from `ip`/`fp` when non-NULL. */
