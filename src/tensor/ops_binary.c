@@ -361,7 +361,8 @@ em_tensor *em_lerp_tensor(const em_tensor *a, const em_tensor *b, const em_tenso
 
 em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t)
 {
-    if (!g || !y) return NULL; /* the first error is kept */
+    const char *fn = "threshold_backward";
+    if (!tn_check_ptr(fn, g, "g") || !tn_check_ptr(fn, y, "y")) return NULL;
     bool fits = em_dtype_is_float(g->dtype) && y->dtype == g->dtype && g->rank == y->rank &&
                 !memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)g->rank) &&
                 em_device_equal(g->storage->device, y->storage->device);
