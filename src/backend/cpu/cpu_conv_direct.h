@@ -25,11 +25,11 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
  *   each group of 8 columns g, i < 8: two vector moves per 16 columns. */
 void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
                               float *dst);
+void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst);
 /* One row of channels-last images from channel-major ones: d[w * C + c] = s[c * cs + w] for w <
  * W, c < C, C a multiple of 8 (8 x 8 transposes; never reads past s[c * cs + W - 1]). */
 void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t W, float *d);
-void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
-                              int64_t run, float *dst);
 
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */

@@ -2,6 +2,7 @@
  * whole batch: gw [Co, C*kh*kw] = gy' [Co, N*OH*OW] . cols^T, whose im2col operand cols is never
  * written: the GEMM's packing callback reads its panels straight from the zero-padded images
  * (an implicit im2col), so the column matrix (kh*kw times the image) costs no memory pass. */
+#include <assert.h>
 #include <string.h>
 
 #include "cpu.h"
@@ -33,7 +34,7 @@ static void pack_run(const void *b, bool dbl, bool avx2, bool groups, int64_t st
             for (int c = 0; c < n; c++) d[c] = s[off[c]];
             for (int c = n; c < w; c++) d[c] = 0;
         }
-    } else if (avx2 && groups) {
+    } else if (avx2 && groups && n % 8 == 0 && w % 8 == 0) {
         cpu_conv_wgrad_copy_avx2(b, step, off, n, w, run, dst);
     } else if (avx2 && step == 1) {
         cpu_conv_wgrad_pack_avx2(b, off, n, w, run, dst);
@@ -53,6 +54,7 @@ static void pack_run(const void *b, bool dbl, bool avx2, bool groups, int64_t st
 static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n, int w, void *dst)
 {
     const wg_cols *x = vc;
+    assert(n <= w && w <= WG_MAXW);
     int64_t off[WG_MAXW], kk = x->kh * x->kw, plane = x->item / x->C;
     int64_t step = x->nhwc ? x->C : 1, row = x->Wp * step;
     size_t es = x->dbl ? sizeof(double) : sizeof(float);
@@ -93,6 +95,7 @@ typedef struct wg_rows {
 static void pack_rows(const void *vc, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst)
 {
     const wg_rows *g = vc;
+    assert(n <= w && w <= WG_MAXW);
     int64_t off[WG_MAXW];
     size_t es = g->dbl ? sizeof(double) : sizeof(float);
     for (int c = 0; c < n; c++) off[c] = (i0 + c) * g->sc;
