@@ -169,6 +169,10 @@ em_status ad_rule_binary(ad_ctx *c)
         /* the mask broadcasts to x's shape, so g already has x's shape */
         if (c->needs[0]) c->gin[0] = em_masked_fill(g, b, 0);
         break;
+    case EM_OP_THRESHOLD_BACKWARD:
+        /* linear in its g; piecewise constant in y (no gradient) */
+        if (c->needs[0]) c->gin[0] = tn_threshold_backward(g, b, op->f[0]);
+        break;
     case EM_OP_CLAMP:
         if (op->i[0] == 0)
             clamp_scalar(c, a, g);

@@ -92,44 +92,25 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     return r ? em_transpose(r, 0, 1) : NULL;
 }
 
-/* The weight gradient of an ungrouped stride-1, undilated 2-D convolution over a batch as ONE
- * product with the batch inside the reduction: the images, padded by p rows at top and bottom,
- * are stacked along H into one [1, C, N*Hs, W] image, whose im2col [C*kh*kw, Lt] holds every
- * image's windows plus kh - 1 rows of windows straddling two images; gy, padded with kh - 1
- * zero rows under each image, lines up with those columns and zeroes the straddling ones:
- * gw = gy' [Co, Lt] . cols^T. No per-sample products and no [N, Co, C*kk] partial sums to add
- * up. NULL without an error when the geometry does not fit. */
-static em_tensor *weight_grad_stacked(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
-                                      const int64_t *ksize)
+/* The weight gradient of an ungrouped stride-1, undilated 2-D convolution over a batch as one
+ * CONV_WEIGHT_GRAD record, where the backend runs it natively (the CPU: one GEMM with the batch
+ * inside the reduction, its im2col operand packed straight from the padded images). NULL
+ * without an error when the geometry does not fit or the backend lacks the record. */
+static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+                                    const int64_t *ksize)
 {
     if (g->nsp != 2 || g->groups != 1 || x->rank != 4) return NULL;
     /* CPU only: its GEMM runs a long-K product with a small output at full speed, where the
        CUDA kernels' 128 x 128 tiles leave the GPU idle (Fashion-MNIST's epoch on the H200 took
-       4.8 s this way, 2.0 s with the per-sample products) */
+       4.8 s with one such product, 2.0 s with the per-sample products) */
     if (em_tensor_device(x).backend != 0) return NULL;
     for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dil[d] != 1 || g->plo[d] != g->phi[d]) return NULL;
-    int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], Co = gy->shape[1];
-    int64_t kh = ksize[0], kw = ksize[1], p0 = g->plo[0], p1 = g->plo[1];
-    int64_t Hs = H + 2 * p0, OH = gy->shape[2], OW = gy->shape[3], ckk = C * kh * kw;
-    if (N < 2 || OH != Hs - kh + 1 || OW != x->shape[3] + 2 * p1 - kw + 1 || OH <= 0 || OW <= 0)
-        return NULL;
-    int64_t Lt = (N * Hs - kh + 1) * OW;
-    int64_t xpad[4] = {0, 0, p0, p0}, gpad[4] = {0, 0, 0, kh - 1};
-    /* the pads write the [C, N, ...] order out in the same pass */
-    em_tensor *xt = em_transpose(x, 0, 1), *gt = em_transpose(gy, 0, 1);
-    em_tensor *xs = p0 ? em_pad(xt, xpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(xt);
-    em_tensor *x1 = em_reshape(xs, EM_SHAPE(1, C, N * Hs, x->shape[3]));
-    int64_t kern[2] = {kh, kw}, one[2] = {1, 1}, pad[2] = {0, p1};
-    em_tensor *cols = em_reshape(em_im2col(x1, kern, one, pad, one), EM_SHAPE(ckk, Lt));
-    em_tensor *gp = kh > 1 ? em_pad(gt, gpad, 2, EM_PAD_CONSTANT, 0.0) : em_contiguous(gt);
-    em_tensor *g2 = em_reshape(gp, EM_SHAPE(Co, N * Hs * OW));
-    em_tensor *gl = em_slice(g2, 1, 0, Lt, 1);
-    /* the longer of the two output dims as the product's columns */
-    em_tensor *gw =
-        ckk >= Co ? em_matmul(gl, em_transpose(cols, 0, 1))
-                  : em_contiguous(em_transpose(em_matmul(cols, em_transpose(gl, 0, 1)), 0, 1));
-    return em_reshape(gw, EM_SHAPE(Co, C, kh, kw));
+        if (g->stride[d] != 1 || g->dil[d] != 1) return NULL;
+    int64_t k[2] = {ksize[0], ksize[1]}, lo[2] = {g->plo[0], g->plo[1]};
+    int64_t hi[2] = {g->phi[0], g->phi[1]};
+    for (int d = 0; d < 2; d++)
+        if (gy->shape[2 + d] != x->shape[2 + d] + lo[d] + hi[d] - k[d] + 1) return NULL;
+    return tn_conv2d_weight_grad(x, gy, k, lo, hi, true);
 }
 
 /* The same weight gradient for 1-D and 2-D convolutions with symmetric padding, as im2col of x
@@ -155,9 +136,10 @@ static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, co
         em_tensor *r = weight_grad_im2col(em_unsqueeze(x, 2), em_unsqueeze(gy, 2), &g2, k2);
         return r ? em_reshape(r, EM_SHAPE(r->shape[0], r->shape[1], ksize[0])) : NULL;
     }
-    if (g->nsp != 2 || g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
-    em_tensor *st = weight_grad_stacked(x, gy, g, ksize);
+    if (g->nsp != 2) return NULL;
+    em_tensor *st = weight_grad_fused(x, gy, g, ksize);
     if (st || em_failed()) return st;
+    if (g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
     for (int d = 0; d < 2; d++) {
@@ -267,10 +249,28 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
     return em_failed() ? em_last_status() : EM_OK;
 }
 
+/* CONV_WEIGHT_GRAD: gw is bilinear in x and gy; for its upstream gradient gg [Co, C, kh, kw],
+ * d/dgy is the forward conv2d of x with gg as weight and d/dx the input gradient of that conv,
+ * conv_transpose2d(gy, gg), both with the record's pads (no out_pad: stride 1 drops nothing). */
+static em_status weight_grad_backward(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *gg = ad_gout(c, 0);
+    em_conv_opts o = {.groups = 1};
+    for (int d = 0; d < 2; d++) {
+        o.pad_lo[d] = op->i[2 + d];
+        o.pad_hi[d] = op->i[4 + d];
+    }
+    if (c->needs[0]) c->gin[0] = em_conv_transpose2d(op->in[1], gg, NULL, o);
+    if (c->needs[1]) c->gin[1] = em_conv2d(op->in[0], gg, NULL, o);
+    return em_failed() ? em_last_status() : EM_OK;
+}
+
 em_status ad_rule_conv(ad_ctx *c)
 {
     const em_op *op = c->op;
     switch (op->kind) {
+    case EM_OP_CONV_WEIGHT_GRAD: return weight_grad_backward(c);
     case EM_OP_CONV: return conv_backward(c, false);
     case EM_OP_CONV_TRANSPOSE: return conv_backward(c, true);
     case EM_OP_IM2COL:

@@ -7,7 +7,8 @@ em_status ad_rule_nn(ad_ctx *c)
     case EM_OP_CONV:
     case EM_OP_CONV_TRANSPOSE:
     case EM_OP_IM2COL:
-    case EM_OP_COL2IM: return ad_rule_conv(c);
+    case EM_OP_COL2IM:
+    case EM_OP_CONV_WEIGHT_GRAD: return ad_rule_conv(c);
     case EM_OP_MAX_POOL:
     case EM_OP_MAX_POOL_VALUES:
     case EM_OP_AVG_POOL:

@@ -76,7 +76,7 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
         return NULL; /* zero gradient, as PyTorch */
 
     /* activations */
-    case EM_OP_RELU: return zero_where(g, em_le_scalar(y, 0.0)); /* relu'(0) = 0 */
+    case EM_OP_RELU: return tn_threshold_backward(g, y, 0.0); /* relu'(0) = 0 */
     case EM_OP_RELU6: return zero_where(g, outside(x, 0.0, 6.0));
     case EM_OP_HARDTANH: return zero_where(g, outside(x, op->f[0], op->f[1]));
     case EM_OP_HARD_SIGMOID: /* 1/6 strictly inside (-3, 3), else 0 */

@@ -77,6 +77,21 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
                            int mask_kind, bool causal, double scale, bool probe, em_tensor **dq,
                            em_tensor **dk, em_tensor **dv);
 
+/* The weight gradient of an ungrouped, stride-1, undilated 2-D convolution (a CONV_WEIGHT_GRAD
+ * record, see ops_conv.c): for x [N, C, H, W] and gy [N, Co, OH, OW] with OH = H + pad_lo[0] +
+ * pad_hi[0] - k[0] + 1 (OW likewise), gw [Co, C, k[0], k[1]] = sum over n and the output
+ * positions of gy times the zero-padded x's window. Where the backend does not run the record,
+ * NULL without an error with `native_only`, else the same value composed of pad, im2col, matmul
+ * and sum. */
+em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
+                                 const int64_t pad_lo[2], const int64_t pad_hi[2],
+                                 bool native_only);
+
+/* The gradient through relu (t = 0) or any threshold at t in one pass: g where y > t or y is
+ * NaN, +0 where y <= t (a THRESHOLD_BACKWARD record, see ops_binary.c). Where the record does
+ * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */
+em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t);
+
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters
  * are copied from `ip`/`fp` when non-NULL. */

@@ -93,7 +93,9 @@
     /* appended */ \
     X(MAX_POOL_VALUES, "max_pool_values", nn) \
     X(SDPA_BACKWARD, "sdpa_backward", nn) \
-    X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg)
+    X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg) \
+    X(CONV_WEIGHT_GRAD, "conv_weight_grad", nn) \
+    X(THRESHOLD_BACKWARD, "threshold_backward", binary)
 /* clang-format on */
 
 #endif

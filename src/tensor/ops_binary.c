@@ -15,12 +15,15 @@
  * WHERE: in[0] = cond (bool), in[1] = a, in[2] = b, three-way broadcast; result dtype
  *   promote(a, b).
  * MASKED_FILL: in[0] = x, in[1] = mask (bool, broadcasts to x), f[0] = value.
+ * THRESHOLD_BACKWARD (tn_threshold_backward, internal: relu's backward rule): in[0] = g, in[1]
+ *   = y, one float dtype and one shape, f[0] = t -> y <= t ? +0 : g (g's bits).
  * CLAMP: i[0] = 0: in[0] = x, f[0] = lo, f[1] = hi (NaN: no bound). i[0] != 0: bit 1 = a lower
  *   bound tensor is present, bit 2 = an upper one; in[] holds x then the present bounds, all
  *   broadcast together (a NaN in a bound tensor gives NaN, as PyTorch).
  * LERP: in[0] = a, in[1] = b, in[2] = w; i[0] = 1 when w is a wrapped scalar (then f[0] = w);
  *   out = a + w * (b - a) for |w| < 0.5, else b - (b - a) * (1 - w). */
 #include <math.h>
+#include <string.h>
 
 #include "op.h"
 
@@ -354,4 +357,38 @@ em_tensor *em_lerp(const em_tensor *a, const em_tensor *b, double w)
 em_tensor *em_lerp_tensor(const em_tensor *a, const em_tensor *b, const em_tensor *w)
 {
     return lerp("em_lerp_tensor", a, b, w, true, 0);
+}
+
+em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t)
+{
+    const char *fn = "threshold_backward";
+    if (!tn_check_ptr(fn, g, "g") || !tn_check_ptr(fn, y, "y")) return NULL;
+    bool fits = em_dtype_is_float(g->dtype) && y->dtype == g->dtype && g->rank == y->rank &&
+                !memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)g->rank) &&
+                em_device_equal(g->storage->device, y->storage->device);
+    if (fits) {
+        em_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = EM_OP_THRESHOLD_BACKWARD;
+        op.n_in = 2, op.n_out = 1;
+        op.in[0] = (em_tensor *)g, op.in[1] = (em_tensor *)y;
+        op.f[0] = t;
+        /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
+        em_tensor desc;
+        memset(&desc, 0, sizeof desc);
+        desc.dtype = g->dtype;
+        desc.rank = g->rank;
+        desc.storage = g->storage;
+        memcpy(desc.shape, g->shape, sizeof desc.shape);
+        tn_contiguous_strides(desc.shape, desc.rank, desc.strides);
+        op.out[0] = &desc;
+        if (tn_supported(&op)) {
+            op.out[0] = tn_new(g->dtype, g->shape, g->rank, g->storage->device);
+            return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
+        }
+    }
+    em_scope_begin();
+    em_tensor *r = em_keep(em_masked_fill(g, em_le_scalar(y, t), 0.0));
+    em_scope_end();
+    return r;
 }

@@ -1,10 +1,12 @@
 /* Gradient checks for the binary family (arithmetic and its scalar forms, minimum/maximum,
- * remainder/fmod, where, masked_fill, clamp, lerp): first order over broadcasting and
- * non-contiguous layouts, second order for the arithmetic ops, where, clamp and lerp, plus the
- * PyTorch conventions at non-differentiable points (pow at 0, ties of minimum/maximum). */
+ * remainder/fmod, where, masked_fill, clamp, lerp, the internal threshold_backward): first
+ * order over broadcasting and non-contiguous layouts, second order for the arithmetic ops,
+ * where, clamp, lerp and threshold_backward, plus the PyTorch conventions at non-differentiable
+ * points (pow at 0, ties of minimum/maximum). */
 #include <math.h>
 
 #include "grad.h"
+#include "tensor/op.h"
 
 typedef enum bop {
     B_ADD,
@@ -358,6 +360,35 @@ static void dtypes(void)
     em_scope_end();
 }
 
+/* threshold_backward(g, y, t) * y: through the record's rule (g) and the product (y; the
+ * record itself gives y nothing). On the CPU even when the suite runs on another device, where
+ * the front-end composes masked_fill and le instead of recording it. y stays away from t, where
+ * central differences would cross the step. */
+static em_tensor *f_threshold(em_tensor *const *in, int n, void *ctx)
+{
+    (void)n, (void)ctx;
+    return em_mul(tn_threshold_backward(in[0], in[1], 0.25), in[1]);
+}
+
+static void threshold_backward_cases(void)
+{
+    em_device dev = h_dev;
+    h_dev = EM_CPU; /* the harness makes inputs and weights on h_dev */
+    for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+        em_scope_begin();
+        em_tensor *in[2] = {g_in(EM_SHAPE(3, 5), (h_layout)l, -1, 1), NULL};
+        /* y in [-1, 1] without (0.2, 0.3) around t */
+        em_tensor *u = g_in(EM_SHAPE(3, 5), (h_layout)((l + 1) % H_LAYOUT_COUNT), -1, 1);
+        in[1] = em_where(em_gt_scalar(u, 0.0), em_add_scalar(u, 0.3), em_add_scalar(u, -0.2));
+        char what[64];
+        snprintf(what, sizeof what, "threshold_backward layout %d", l);
+        h_gradcheck(what, f_threshold, NULL, in, 2, NULL, 0, 0);
+        if (l == 0) h_gradgradcheck(what, f_threshold, NULL, in, 2, NULL, 0, 0);
+        em_scope_end();
+    }
+    h_dev = dev;
+}
+
 void grad_binary(void)
 {
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
@@ -377,6 +408,7 @@ void grad_binary(void)
             em_scope_end();
         }
     }
+    threshold_backward_cases();
     conventions();
     dtypes();
 }

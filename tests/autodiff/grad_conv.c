@@ -1,7 +1,9 @@
 /* Gradient checks for convolutions (1-D/2-D/3-D, strides, asymmetric padding, dilation, groups,
  * depthwise, bias or none, unbatched), transposed convolutions (out_pad, dilation past the
- * stride), im2col and col2im; second order for conv2d and conv_transpose2d. */
+ * stride), im2col and col2im, the internal conv_weight_grad record; second order for conv2d,
+ * conv_transpose2d and conv_weight_grad. */
 #include "grad.h"
+#include "tensor/op.h"
 
 typedef struct conv_case {
     const char *name;
@@ -216,6 +218,47 @@ static void run_fold(void)
     }
 }
 
+/* The CONV_WEIGHT_GRAD record (what conv2d's rule emits on the CPU) as a function of x and gy,
+ * through its own rule; on the CPU even when the suite runs on another device (where the
+ * front-end composes other ops instead). */
+typedef struct wgrad_case {
+    int64_t x[4], gy[4], k[2], lo[2], hi[2];
+} wgrad_case;
+
+static em_tensor *f_wgrad(em_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    const wgrad_case *c = ctx;
+    em_tensor *g = tn_conv2d_weight_grad(in[0], in[1], c->k, c->lo, c->hi, true);
+    if (!g && !em_failed()) em_error(EM_ERR_UNSUPPORTED, "conv_weight_grad: not native here");
+    return g ? em_mul(g, g) : NULL;
+}
+
+static void run_wgrad(void)
+{
+    em_device dev = h_dev;
+    h_dev = EM_CPU; /* the harness makes inputs and weights on h_dev */
+    const wgrad_case cases[] = {
+        {{2, 2, 4, 5}, {2, 3, 4, 5}, {3, 3}, {1, 1}, {1, 1}},
+        {{3, 1, 5, 4}, {3, 4, 5, 2}, {2, 3}, {1, 0}, {0, 0}},
+    };
+    for (int ci = 0; ci < 2; ci++) {
+        const wgrad_case *c = &cases[ci];
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_scope_begin();
+            em_tensor *in[2];
+            in[0] = g_in(mk_shape(c->x, 4), (h_layout)l, -1, 1);
+            in[1] = g_in(mk_shape(c->gy, 4), (h_layout)((l + 1) % H_LAYOUT_COUNT), -1, 1);
+            char what[96];
+            snprintf(what, sizeof what, "conv_weight_grad case %d layout %d", ci, l);
+            h_gradcheck(what, f_wgrad, (void *)c, in, 2, NULL, 0, 0);
+            if (l == 0) h_gradgradcheck(what, f_wgrad, (void *)c, in, 2, NULL, 0, 0);
+            em_scope_end();
+        }
+    }
+    h_dev = dev;
+}
+
 /* f32 inputs get f32 gradients of the inputs' shapes. */
 static void run_f32(void)
 {
@@ -246,5 +289,6 @@ void grad_conv(void)
         run_conv(&conv_cases[i], second);
     }
     run_fold();
+    run_wgrad();
     run_f32();
 }

@@ -1,13 +1,14 @@
 /* The vector row kernels (cpu_fast.h: AVX-512 or AVX2, whichever the CPU has: GELU,
  * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test, the 32-bit
- * masked_fill) and the power-of-two real FFT against the portable paths (cpu_fast_force_portable):
- * odd lengths and tails, NaN and infinities, ties, strided inputs (which take the portable path),
- * and bitwise-identical results for 1, 2 and 3 threads. On CPUs without AVX2 the element-wise sides
- * are both the portable path. */
+ * masked_fill, relu's one-pass backward) and the power-of-two real FFT against the portable paths
+ * (cpu_fast_force_portable): odd lengths and tails, NaN and infinities, ties, strided inputs (which
+ * take the portable path), and bitwise-identical results for 1, 2 and 3 threads. On CPUs without
+ * AVX2 the element-wise sides are both the portable path. */
 #include <string.h>
 
 #include "backend/cpu/cpu_fast.h"
 #include "harness.h"
+#include "tensor/op.h"
 
 typedef em_tensor *(*op1)(em_tensor *x, em_tensor *w, em_tensor *b);
 
@@ -117,6 +118,47 @@ static void compare_masked_fill(int64_t rows, int64_t n, em_dtype dt, double fil
     }
     em_set_num_threads(2);
     free(v);
+    em_scope_end();
+}
+
+/* threshold_backward (relu's backward, cpu_fast.h threshold_bwd32) against the portable loop:
+ * the same bytes, with NaN, -0.0 and infinities among g and y, y exactly at t, and the
+ * composition it replaces (masked_fill of le), for 1 and 2 threads. */
+static void compare_threshold(int64_t rows, int64_t n, double t, h_layout layout)
+{
+    em_scope_begin();
+    int64_t cnt = rows * n;
+    double *gv = malloc(sizeof(double) * (size_t)cnt), *yv = malloc(sizeof(double) * (size_t)cnt);
+    for (int64_t i = 0; i < cnt; i++) {
+        gv[i] = 8 * h_uniform() - 4;
+        yv[i] = i % 5 == 0 ? t : 2 * h_uniform() - 1;
+    }
+    if (cnt > 6) {
+        gv[1] = NAN, gv[2] = -0.0, gv[3] = -INFINITY;
+        yv[4] = NAN, yv[5] = -0.0, yv[6] = INFINITY;
+    }
+    em_tensor *g = h_from_values(gv, EM_SHAPE(rows, n), EM_F32, layout);
+    em_tensor *y = h_from_values(yv, EM_SHAPE(rows, n), EM_F32, layout);
+    cpu_fast_force_portable(true);
+    em_tensor *ref = tn_threshold_backward(g, y, t);
+    cpu_fast_force_portable(false);
+    em_tensor *old = em_masked_fill(g, em_le_scalar(y, t), 0.0);
+    CHECK_OK("threshold_backward");
+    CHECK(ref && old && h_same_bytes(ref, old),
+          "threshold_backward %lldx%lld t %g layout %d: not "
+          "the bytes of masked_fill(g, le(y, t), 0)",
+          (long long)rows, (long long)n, t, (int)layout);
+    for (int th = 1; th <= 2; th++) {
+        em_set_num_threads(th);
+        em_tensor *o = tn_threshold_backward(g, y, t);
+        CHECK(o && ref && h_same_bytes(o, ref),
+              "threshold_backward %lldx%lld t %g layout %d "
+              "threads %d",
+              (long long)rows, (long long)n, t, (int)layout, th);
+    }
+    em_set_num_threads(2);
+    free(gv);
+    free(yv);
     em_scope_end();
 }
 
@@ -276,6 +318,12 @@ int main(void)
         compare_masked_fill(3, lens[i], EM_F32, -0.0, H_TRANSPOSED);
     }
     compare_masked_fill(2048, 784, EM_F32, 0.0, H_CONTIG); /* train_cnn's ReLU gradient */
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++) {
+        compare_threshold(3, lens[i], 0.0, H_CONTIG);
+        compare_threshold(2, lens[i], 0.25, H_CONTIG);
+        compare_threshold(3, lens[i], -0.5, H_TRANSPOSED);
+    }
+    compare_threshold(2048, 784, 0.0, H_CONTIG); /* train_cnn's first ReLU */
 
     int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000, 4099};
     int64_t tk_ks[] = {1, 3, 10, 32};

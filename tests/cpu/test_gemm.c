@@ -1,8 +1,9 @@
 /* Checks every CPU GEMM path (portable, AVX2, AVX-512 micro-kernels; packed and unpacked;
  * all transposes; alpha/beta; leading dims; edge sizes around the blocks) against a naive f64
  * reference (tolerance from K and the magnitudes, since the vectorised sums round in their
- * own order), that the result does not depend on the thread count, and that matmul_bias_act's
- * epilogue gives the unfused sequence's bits on each path. */
+ * own order), that the result does not depend on the thread count, that matmul_bias_act's
+ * epilogue gives the unfused sequence's bits on each path, and that operands packed by a
+ * callback (cpu_gemm_src) give the bits of the same values read from memory. */
 #include <float.h>
 #include <string.h>
 
@@ -234,6 +235,73 @@ static void epilogue_suite(const char *kern)
                 }
 }
 
+/* ---- operands packed by a callback ------------------------------------------------------------
+ * The callback packs from an ordinary matrix, X [rows, K] row-major (op(A), or op(B)^T), so the
+ * product must have the bits of cpu_sgemm / cpu_dgemm on the same matrices (packed path:
+ * products past the unpacked and vector sizes), on 1 and 2 threads. */
+typedef struct mat_src {
+    const void *x;
+    int64_t ld;
+    bool dbl;
+} mat_src;
+
+static void pack_mat(const void *vc, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst)
+{
+    const mat_src *m = vc;
+    for (int64_t k = 0; k < kc; k++)
+        for (int c = 0; c < w; c++) {
+            if (m->dbl)
+                ((double *)dst)[k * w + c] =
+                    c < n ? ((const double *)m->x)[(i0 + c) * m->ld + k0 + k] : 0;
+            else
+                ((float *)dst)[k * w + c] =
+                    c < n ? ((const float *)m->x)[(i0 + c) * m->ld + k0 + k] : 0;
+        }
+}
+
+static void src_suite(const char *kern)
+{
+    if (!cpu_gemm_use(kern)) return;
+    static const gcase cases[] = {{40, 50, 60},  {7, 300, 2000}, {64, 288, 3000},
+                                  {9, 33, 2600}, {130, 70, 300}, {2, 100, 400}};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        gcase g = cases[c];
+        /* A [M, K] and B^T [N, K], row-major */
+        float *a = malloc(sizeof(float) * (size_t)(g.M * g.K));
+        float *bt = malloc(sizeof(float) * (size_t)(g.N * g.K));
+        double *da = malloc(sizeof(double) * (size_t)(g.M * g.K));
+        double *dbt = malloc(sizeof(double) * (size_t)(g.N * g.K));
+        for (int64_t i = 0; i < g.M * g.K; i++) a[i] = (float)(da[i] = 2 * h_uniform() - 1);
+        for (int64_t i = 0; i < g.N * g.K; i++) bt[i] = (float)(dbt[i] = 2 * h_uniform() - 1);
+        size_t nc = (size_t)(g.M * g.N);
+        float *want = malloc(sizeof(float) * nc), *got = malloc(sizeof(float) * nc);
+        double *dwant = malloc(sizeof(double) * nc), *dgot = malloc(sizeof(double) * nc);
+        mat_src sa = {a, g.K, false}, sb = {bt, g.K, false}, dsa = {da, g.K, true},
+                dsb = {dbt, g.K, true};
+        cpu_gemm_src pa = {pack_mat, &sa}, pb = {pack_mat, &sb}, dpa = {pack_mat, &dsa},
+                     dpb = {pack_mat, &dsb};
+        for (int t = 1; t <= 2; t++) {
+            em_set_num_threads(t);
+            cpu_sgemm(false, true, g.M, g.N, g.K, 1.0f, a, g.K, bt, g.K, 0.0f, want, g.N);
+            cpu_dgemm(false, true, g.M, g.N, g.K, 1.0, da, g.K, dbt, g.K, 0.0, dwant, g.N);
+            for (int side = 0; side < 3; side++) { /* A, B, both by callback */
+                bool ok =
+                    cpu_sgemm_src(false, true, g.M, g.N, g.K, 1.0f, a, g.K, side != 1 ? &pa : NULL,
+                                  bt, g.K, side != 0 ? &pb : NULL, 0.0f, got, g.N);
+                bool dok =
+                    cpu_dgemm_src(false, true, g.M, g.N, g.K, 1.0, da, g.K, side != 1 ? &dpa : NULL,
+                                  dbt, g.K, side != 0 ? &dpb : NULL, 0.0, dgot, g.N);
+                CHECK(ok && dok && !memcmp(got, want, sizeof(float) * nc) &&
+                          !memcmp(dgot, dwant, sizeof(double) * nc),
+                      "%s: callback-packed side %d differs from memory for %lldx%lldx%lld on %d "
+                      "threads",
+                      kern, side, (long long)g.M, (long long)g.N, (long long)g.K, t);
+            }
+        }
+        free(a), free(bt), free(da), free(dbt), free(want), free(got), free(dwant), free(dgot);
+    }
+}
+
 int main(void)
 {
     h_init();
@@ -246,6 +314,7 @@ int main(void)
             epilogue_suite(sets[s]);
         }
         thread_invariance(sets[s]);
+        src_suite(sets[s]);
     }
     cpu_gemm_use(NULL);
     em_set_num_threads(threads);

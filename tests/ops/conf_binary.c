@@ -1,9 +1,11 @@
 /* Conformance of the binary family (arithmetic, comparisons, logical, bitwise, shifts, scalar
- * forms, where, masked_fill, clamp, lerp) against f64 / int64 references written here, over
- * dtypes, layouts, broadcasting, NaN/Inf and bad inputs. */
+ * forms, where, masked_fill, clamp, lerp, the internal threshold_backward) against f64 / int64
+ * references written here, over dtypes, layouts, broadcasting, NaN/Inf and bad inputs. */
+#include <math.h>
 #include <string.h>
 
 #include "conf.h"
+#include "tensor/op.h"
 
 static const em_dtype all_dt[] = {EM_F64, EM_F32, EM_F16, EM_BF16, EM_I64,
                                   EM_I32, EM_I16, EM_I8,  EM_U8,   EM_BOOL};
@@ -918,6 +920,50 @@ static void check_bad_inputs(void)
     em_scope_end();
 }
 
+/* threshold_backward(g, y, t) = y <= t ? +0 : g (NaN y keeps g): on h_dev (where a device
+ * without the record composes masked_fill and le) and on the CPU (the record), four float
+ * dtypes, every layout, specials in g and y, y exactly at t; g and y of different dtypes (the
+ * composition). */
+static void check_threshold_backward(void)
+{
+    const em_dtype dts[] = {EM_F64, EM_F32, EM_F16, EM_BF16};
+    const double ts[] = {0.0, 0.5, -1.0};
+    em_shape s = EM_SHAPE(3, 4, 37);
+    int64_t n = em_shape_numel(s);
+    for (int d = 0; d < 4; d++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++)
+            for (int ti = 0; ti < 3; ti++) {
+                em_scope_begin();
+                double t = ts[ti], *gv, *yv;
+                em_tensor *g0 = h_rand(s, dts[d], H_CONTIG, -3, 3, &gv);
+                em_tensor *y0 = h_rand(s, dts[d], H_CONTIG, -2, 2, &yv);
+                (void)g0, (void)y0;
+                gv[0] = NAN, gv[1] = -0.0, gv[2] = INFINITY, gv[3] = -INFINITY;
+                yv[4] = NAN, yv[5] = -0.0, yv[6] = INFINITY, yv[7] = -INFINITY;
+                for (int64_t i = 8; i < n; i += 7) yv[i] = t;
+                em_tensor *g = h_from_values(gv, s, dts[d], (h_layout)l);
+                em_tensor *y = h_from_values(yv, s, dts[d], (h_layout)((l + 1) % H_LAYOUT_COUNT));
+                double *e = malloc(sizeof(double) * (size_t)n);
+                for (int64_t i = 0; i < n; i++) e[i] = yv[i] <= t ? 0.0 : gv[i];
+                char what[96];
+                snprintf(what, sizeof what, "threshold_backward %s layout %d t %g",
+                         em_dtype_name(dts[d]), l, t);
+                h_check_tensor(what, tn_threshold_backward(g, y, t), e, s, 0, 0);
+                if (h_dev.backend != 0) {
+                    em_tensor *gc = em_to_device(g, EM_CPU), *yc = em_to_device(y, EM_CPU);
+                    h_check_tensor(what, tn_threshold_backward(gc, yc, t), e, s, 0, 0);
+                }
+                if (dts[d] != EM_F64) /* y wider than g */
+                    h_check_tensor(what, tn_threshold_backward(g, em_cast(y, EM_F64), t), e, s, 0,
+                                   0);
+                CHECK_OK(what);
+                free(e);
+                free(gv);
+                free(yv);
+                em_scope_end();
+            }
+}
+
 void conf_binary(void)
 {
     check_binary_ops();
@@ -927,6 +973,7 @@ void conf_binary(void)
     check_scalar_forms();
     check_where();
     check_masked_fill();
+    check_threshold_backward();
     check_clamp();
     check_lerp();
     check_large();

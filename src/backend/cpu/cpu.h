@@ -136,7 +136,8 @@ em_status cpu_exec_nn(const em_op *op);
 em_status cpu_exec_signal(const em_op *op);
 em_status cpu_exec_view(const em_op *op);
 /* nn sub-families (cpu_nn.c dispatches) */
-em_status cpu_exec_conv(const em_op *op); /* conv, conv_transpose, im2col, col2im */
+em_status cpu_exec_conv(const em_op *op);       /* conv, conv_transpose, im2col, col2im */
+em_status cpu_exec_conv_wgrad(const em_op *op); /* conv_weight_grad (cpu_conv_wgrad.c) */
 em_status cpu_exec_pool(const em_op *op); /* pools, adaptive pools, interpolate, pixel shuffle */
 em_status cpu_exec_norm(const em_op *op); /* norms, sdpa, dropout */
 

@@ -356,6 +356,34 @@ static void masked_fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
         memcpy(o, *(const uint8_t *)m ? (const char *)c->fill : x, es);
 }
 
+/* out, g, y: y <= t ? +0 : g, g's bits (one dtype). */
+static void threshold_bwd_row(char **p, const int64_t *s, int64_t n, void *vctx)
+{
+    const bin_ctx *c = vctx;
+    size_t es = em_dtype_size(c->od);
+    char *o = p[0];
+    const char *g = p[1], *y = p[2];
+    if (c->od == EM_F32 && s[0] == 4 && s[1] == 4 && s[2] == 4) {
+        const cpu_fast_ops *fast = cpu_fast();
+        if (fast && fast->threshold_bwd32) {
+            fast->threshold_bwd32((float *)o, (const float *)g, (const float *)y, (float)c->f0, n);
+            return;
+        }
+        uint32_t *restrict ou = (uint32_t *)o;
+        const uint32_t *restrict gu = (const uint32_t *)g;
+        const float *restrict yf = (const float *)y;
+        float t = (float)c->f0;
+        for (int64_t i = 0; i < n; i++) ou[i] = yf[i] <= t ? 0u : gu[i];
+        return;
+    }
+    for (int64_t i = 0; i < n; i++, o += s[0], g += s[1], y += s[2]) {
+        if (cpu_get_f64(y, c->od) <= c->f0)
+            memset(o, 0, es);
+        else
+            memcpy(o, g, es);
+    }
+}
+
 /* Integer bound from a double: none (NaN or beyond int64 on the unbounded side) or clamped. */
 static inline int64_t ibound(double v)
 {
@@ -505,6 +533,10 @@ em_status cpu_exec_binary(const em_op *op)
         c.f1 = op->f[1];
         break;
     case EM_OP_LERP: fn = lerp_row; break;
+    case EM_OP_THRESHOLD_BACKWARD:
+        fn = threshold_bwd_row;
+        c.f0 = op->f[0];
+        break;
     default: break;
     }
 

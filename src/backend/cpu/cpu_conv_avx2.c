@@ -63,3 +63,99 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
         _mm256_maskstore_ps(o + i, m, _mm256_add_ps(v, _mm256_maskload_ps(t + i, m)));
     }
 }
+
+/* t[i] = (a[0][i], ..., a[7][i]). */
+static inline void transpose8x8(const __m256 *a, __m256 *t)
+{
+    __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
+    __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
+    __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
+    __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
+    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    t[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
+    t[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
+    t[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
+    t[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
+    t[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
+    t[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
+    t[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
+    t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
+}
+
+/* Eight rows of m <= 8 floats (zeros for rows >= nr; nothing read past a row's m), transposed:
+ * t[i] = (r[0][i], ..., r[7][i]) for i < m. */
+static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
+{
+    __m256 a[8];
+    if (m == 8) {
+        for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
+    } else {
+        __m256i lm =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int c = 0; c < 8; c++)
+            a[c] = c < nr ? _mm256_maskload_ps(r[c], lm) : _mm256_setzero_ps();
+    }
+    transpose8x8(a, t);
+}
+
+void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
+                              float *dst)
+{
+    int tail = w % 8;
+    __m256i tm =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t k = 0; k < run; k += 8) {
+        int m = run - k < 8 ? (int)(run - k) : 8;
+        for (int g = 0; g < w; g += 8) {
+            const float *r[8];
+            int nr = n - g < 8 ? n - g : 8;
+            for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k;
+            __m256 t[8];
+            load_t8(r, nr, m, t);
+            if (g + 8 <= w) {
+                for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
+            } else if (w < 8) {
+                /* one narrow group, rows ascending, each stored 8 wide: a row's spill into the
+                 * next row is overwritten by that row's own store; only the run's last row is
+                 * masked (masked stores are slow on some cores) */
+                int last = k + m == run ? m - 1 : m;
+                for (int i = 0; i < last; i++) _mm256_storeu_ps(dst + (k + i) * w, t[i]);
+                if (last < m) _mm256_maskstore_ps(dst + (k + last) * w, tm, t[last]);
+            } else {
+                for (int i = 0; i < m; i++) _mm256_maskstore_ps(dst + (k + i) * w + g, tm, t[i]);
+            }
+        }
+    }
+}
+
+void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst)
+{
+    for (int64_t r = 0; r < run; r++, b += step, dst += w) {
+        int g = 0;
+        for (; g < n; g += 8) _mm256_storeu_ps(dst + g, _mm256_loadu_ps(b + off[g]));
+        for (; g < w; g += 8) _mm256_storeu_ps(dst + g, _mm256_setzero_ps());
+    }
+}
+
+void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t W, float *d)
+{
+    for (int64_t w0 = 0; w0 < W; w0 += 8) {
+        int m = W - w0 < 8 ? (int)(W - w0) : 8;
+        __m256i lm =
+            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        for (int64_t c0 = 0; c0 < C; c0 += 8) {
+            __m256 a[8];
+            if (m == 8)
+                for (int c = 0; c < 8; c++) a[c] = _mm256_loadu_ps(s + (c0 + c) * cs + w0);
+            else
+                for (int c = 0; c < 8; c++) a[c] = _mm256_maskload_ps(s + (c0 + c) * cs + w0, lm);
+            __m256 t[8];
+            transpose8x8(a, t);
+            for (int i = 0; i < m; i++) _mm256_storeu_ps(d + (w0 + i) * C + c0, t[i]);
+        }
+    }
+}

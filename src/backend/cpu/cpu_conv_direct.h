@@ -1,4 +1,5 @@
-/* Register kernels of the direct stride-1 f32 convolution (cpu_conv.c, cpu_conv_avx2.c). */
+/* AVX2 helpers of the direct stride-1 f32 convolution (cpu_conv.c) and of the implicit im2col of
+ * its weight gradient (cpu_conv_wgrad.c), in cpu_conv_avx2.c. */
 #ifndef EMBER_CPU_CONV_DIRECT_H
 #define EMBER_CPU_CONV_DIRECT_H
 
@@ -14,6 +15,21 @@ void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const
 
 /* o[i] = bias + t[i] for i < n: a tile row copied out with the bias (masked at the end). */
 void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
+
+/* The implicit im2col's packing (cpu_conv_wgrad.c) along one run of positions, plain copies
+ * (the same bytes as a scalar loop): dst[r * w + c] = b[off[c] + r * step] for c < n and r <
+ * run, 0 for n <= c < w.
+ * pack: step 1 (channel-major images, or gy's rows), 8 x 8 transposes; reads nothing past
+ *   b[off[c] + run - 1].
+ * copy: any step (channels-last images), n and w multiples of 8 and off[g + i] = off[g] + i for
+ *   each group of 8 columns g, i < 8: two vector moves per 16 columns. */
+void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
+                              float *dst);
+void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst);
+/* One row of channels-last images from channel-major ones: d[w * C + c] = s[c * cs + w] for w <
+ * W, c < C, C a multiple of 8 (8 x 8 transposes; never reads past s[c * cs + W - 1]). */
+void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t W, float *d);
 
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */

@@ -39,6 +39,8 @@ typedef struct cpu_fast_ops {
     /* o[i] = m[i] ? f : x[i] for n 32-bit elements (bit copies: masked_fill of f32/i32), m one
      * byte per element, nonzero meaning true. */
     void (*mask_fill32)(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
+    /* o[i] = y[i] <= t ? +0 : g[i] (g's bits) for n floats: relu's backward in one pass. */
+    void (*threshold_bwd32)(float *o, const float *g, const float *y, float t, int64_t n);
 } cpu_fast_ops;
 
 /* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
@@ -59,6 +61,7 @@ void cpu_fft_pass4_avx2(double *re, double *im, const double *twr, const double 
 void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, float *v, int64_t *ix,
                        bool desc);
 void cpu_mask_fill32_avx2(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
+void cpu_threshold_bwd32_avx2(float *o, const float *g, const float *y, float t, int64_t n);
 
 extern const cpu_fast_ops cpu_fast_avx512_ops;
 extern const cpu_fast_ops cpu_fast_avx2_ops;

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "cpu_fast.h"
 
@@ -458,6 +459,23 @@ void cpu_mask_fill32_avx2(uint32_t *o, const uint32_t *x, const uint8_t *m, uint
     for (; i < n; i++) o[i] = m[i] ? f : x[i];
 }
 
+void cpu_threshold_bwd32_avx2(float *o, const float *g, const float *y, float t, int64_t n)
+{
+    __m256 tv = _mm256_set1_ps(t);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        /* all ones where y <= t (ordered: NaN keeps g); and-not leaves +0 there */
+        __m256 drop = _mm256_cmp_ps(_mm256_loadu_ps(y + i), tv, _CMP_LE_OQ);
+        _mm256_storeu_ps(o + i, _mm256_andnot_ps(drop, _mm256_loadu_ps(g + i)));
+    }
+    for (; i < n; i++) {
+        uint32_t b;
+        memcpy(&b, g + i, sizeof b);
+        b = y[i] <= t ? 0u : b;
+        memcpy(o + i, &b, sizeof b);
+    }
+}
+
 const cpu_fast_ops cpu_fast_avx2_ops = {
     .isa = "avx2",
     .gelu = gelu,
@@ -469,4 +487,5 @@ const cpu_fast_ops cpu_fast_avx2_ops = {
     .fft_pass4 = cpu_fft_pass4_avx2,
     .col_top1 = cpu_col_top1_avx2,
     .mask_fill32 = cpu_mask_fill32_avx2,
+    .threshold_bwd32 = cpu_threshold_bwd32_avx2,
 };

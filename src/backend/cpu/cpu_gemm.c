@@ -248,7 +248,8 @@ static void buf_put(pool_buf b)
         _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
-        const cpu_gemm_epi *epi; /* run on each finished block, or NULL */                         \
+        const cpu_gemm_epi *epi;         /* run on each finished block, or NULL */                 \
+        const cpu_gemm_src *asrc, *bsrc; /* operands packed by a callback, or NULL */              \
     } P##ctx;                                                                                      \
                                                                                                    \
     /* The epilogue on rows [i0, i0 + rows) x cols [j0, j0 + cols) of C. */                        \
@@ -320,6 +321,14 @@ static void buf_put(pool_buf b)
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         int nr = g->nr;                                                                            \
+        if (g->bsrc) {                                                                             \
+            for (int64_t p = b; p < e; p++) {                                                      \
+                int64_t j0 = g->jc + p * nr;                                                       \
+                g->bsrc->pack(g->bsrc->ctx, g->pc, g->kc, j0, (int)min64(nr, g->jc + g->nc - j0),  \
+                              nr, g->Bp + p * nr * g->kc);                                         \
+            }                                                                                      \
+            return;                                                                                \
+        }                                                                                          \
         if (!g->tb) { /* the full panels of [b, e) at once; a cut last panel below */              \
             int64_t full = min64(e, g->nc / nr);                                                   \
             if (full > b)                                                                          \
@@ -364,7 +373,9 @@ static void buf_put(pool_buf b)
             int64_t i0 = g->ms + p * mr;                                                           \
             int m = (int)min64(mr, g->ms + g->mlen - i0);                                          \
             T *dst = g->Ap + p * mr * g->kc;                                                       \
-            if (!g->ta && m == mr && g->pack) {                                                    \
+            if (g->asrc) {                                                                         \
+                g->asrc->pack(g->asrc->ctx, g->pc, g->kc, i0, m, mr, dst);                         \
+            } else if (!g->ta && m == mr && g->pack) {                                             \
                 g->pack(g->kc, g->A + i0 * g->lda + g->pc, g->lda, dst);                           \
             } else if (!g->ta && m == mr) {                                                        \
                 P##gather_cols(dst, g->A + i0 * g->lda + g->pc, g->lda, g->kc, mr);                \
@@ -594,23 +605,23 @@ static void buf_put(pool_buf b)
         return true;                                                                               \
     }                                                                                              \
                                                                                                    \
-    static void P##gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A,    \
-                        int64_t lda, const T *B, int64_t ldb, T beta, T *C, int64_t ldc,           \
-                        void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),  \
-                        void (*pack)(int64_t, const T *, int64_t, T *),                            \
-                        void (*pack_bt)(int64_t, const T *, int64_t, T *), int mr, int nr,         \
-                        int64_t MC, int64_t KC, int64_t NC,                                        \
-                        void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),         \
-                        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *),        \
-                        const cpu_gemm_epi *epi)                                                   \
+    static bool P##gemm(                                                                           \
+        bool ta, bool tb, int64_t M, int64_t N, int64_t K, T alpha, const T *A, int64_t lda,       \
+        const T *B, int64_t ldb, T beta, T *C, int64_t ldc,                                        \
+        void (*ukr)(int64_t, const T *, const T *, T *, int64_t, T, T, int, int),                  \
+        void (*pack)(int64_t, const T *, int64_t, T *),                                            \
+        void (*pack_bt)(int64_t, const T *, int64_t, T *), int mr, int nr, int64_t MC, int64_t KC, \
+        int64_t NC, void (*dot)(int64_t, int64_t, const T *, int64_t, const T *, T *),             \
+        void (*axpy)(int64_t, int64_t, const T *, int64_t, const T *, T *),                        \
+        const cpu_gemm_epi *epi, const cpu_gemm_src *asrc, const cpu_gemm_src *bsrc)               \
     {                                                                                              \
-        if (M <= 0 || N <= 0) return;                                                              \
+        if (M <= 0 || N <= 0) return true;                                                         \
         if (K <= 0 || alpha == 0) {                                                                \
             for (int64_t i = 0; i < M; i++)                                                        \
                 for (int64_t j = 0; j < N; j++)                                                    \
                     C[i * ldc + j] = beta == 0 ? (T)0 : beta * C[i * ldc + j];                     \
             if (epi) epi->fn(epi->ctx, C, ldc, 0, 0, M, N);                                        \
-            return;                                                                                \
+            return true;                                                                           \
         }                                                                                          \
         P##ctx g = {.ta = ta,                                                                      \
                     .tb = tb,                                                                      \
@@ -631,20 +642,28 @@ static void buf_put(pool_buf b)
                     .ukr = ukr,                                                                    \
                     .pack = pack,                                                                  \
                     .pack_bt = pack_bt,                                                            \
-                    .epi = epi};                                                                   \
+                    .epi = epi,                                                                    \
+                    .asrc = asrc,                                                                  \
+                    .bsrc = bsrc};                                                                 \
         int64_t mnk = M * N * K;                                                                   \
         bool par = mnk >= PAR_MNK && em_get_num_threads() > 1;                                     \
-        if ((M == 1 || N == 1) &&                                                                  \
+        bool srcs = asrc || bsrc; /* callbacks pack: only the packed path reads them */            \
+        if ((M == 1 || N == 1) && !srcs &&                                                         \
             P##gemv(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, par, dot, axpy)) {       \
             if (epi) epi->fn(epi->ctx, C, ldc, 0, 0, M, N); /* after the GEMV: one pass */         \
-            return;                                                                                \
+            return true;                                                                           \
         }                                                                                          \
-        bool small = mnk <= SMALL_MNK || M == 1 || N == 1;                                         \
+        bool small = !srcs && (mnk <= SMALL_MNK || M == 1 || N == 1);                              \
         pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
             Bb = buf_get(kcap * round_up(min64(N, NC), nr), sizeof(T));                            \
             Ab = buf_get(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                       \
+            if ((!Bb.p || !Ab.p) && srcs) {                                                        \
+                buf_put(Bb);                                                                       \
+                buf_put(Ab);                                                                       \
+                return false;                                                                      \
+            }                                                                                      \
             if (!Bb.p || !Ab.p) small = true; /* out of memory: the unpacked path needs none */    \
         }                                                                                          \
         if (small) {                                                                               \
@@ -654,7 +673,7 @@ static void buf_put(pool_buf b)
                 P##run(P##small_cols, &g, (N + SMALL_COLS - 1) / SMALL_COLS, 1, par);              \
             else                                                                                   \
                 P##run(P##small_rows, &g, M, 1, par);                                              \
-            return;                                                                                \
+            return true;                                                                           \
         }                                                                                          \
         g.Ap = Ab.p;                                                                               \
         g.Bp = Bb.p;                                                                               \
@@ -672,7 +691,7 @@ static void buf_put(pool_buf b)
                 buf_put(Lb);                                                                       \
                 buf_put(Ab);                                                                       \
                 buf_put(Bb);                                                                       \
-                return;                                                                            \
+                return true;                                                                       \
             }                                                                                      \
             g.Ap = Ab.p;                                                                           \
         }                                                                                          \
@@ -716,6 +735,7 @@ static void buf_put(pool_buf b)
         }                                                                                          \
         buf_put(Ab);                                                                               \
         buf_put(Bb);                                                                               \
+        return true;                                                                               \
     }
 
 DEFINE_GEMM(float, s_)
@@ -726,8 +746,9 @@ void cpu_sgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alph
                    const cpu_gemm_epi *epi)
 {
     const cpu_gemm_kernels *k = kernels();
-    s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
-           k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy, epi);
+    (void)s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
+                 k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy,
+                 epi, NULL, NULL);
 }
 
 void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
@@ -735,8 +756,28 @@ void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alp
                    const cpu_gemm_epi *epi)
 {
     const cpu_gemm_kernels *k = kernels();
-    d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL, k->d_mr,
-           k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, epi);
+    (void)d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL,
+                 k->d_mr, k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, epi, NULL, NULL);
+}
+
+bool cpu_sgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const cpu_gemm_src *asrc, const float *B, int64_t ldb,
+                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc)
+{
+    const cpu_gemm_kernels *k = kernels();
+    return s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
+                  k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy,
+                  NULL, asrc, bsrc);
+}
+
+bool cpu_dgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                   int64_t lda, const cpu_gemm_src *asrc, const double *B, int64_t ldb,
+                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc)
+{
+    const cpu_gemm_kernels *k = kernels();
+    return d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL,
+                  k->d_mr, k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, NULL, asrc,
+                  bsrc);
 }
 
 void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -32,6 +32,25 @@ void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alp
                    int64_t lda, const double *B, int64_t ldb, double beta, double *C, int64_t ldc,
                    const cpu_gemm_epi *epi);
 
+/* An operand the GEMM does not read from memory but has a callback pack (an implicit im2col):
+ * pack(ctx, k0, kc, i0, n, w, dst) writes dst[k * w + c] = X[i0 + c, k0 + k] for c < n, k < kc
+ * and zeros for n <= c < w, where X is op(A) [M, K] (w = the register tile's rows) or op(B)^T
+ * [N, K] (w = its columns), values of the GEMM's element type. Any k0, kc, i0 and n. */
+typedef struct cpu_gemm_src {
+    void (*pack)(const void *ctx, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst);
+    const void *ctx;
+} cpu_gemm_src;
+/* cpu_sgemm / cpu_dgemm with A packed by asrc (A, lda, ta unused) and/or B by bsrc (B, ldb, tb
+ * unused), NULL for one read from memory. Always the packed path with its blocking, so the
+ * result is the one cpu_sgemm gives for the same values packed from memory (same bits) on the
+ * packed path. False (C untouched) when the packing buffers could not be had. */
+bool cpu_sgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
+                   int64_t lda, const cpu_gemm_src *asrc, const float *B, int64_t ldb,
+                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc);
+bool cpu_dgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
+                   int64_t lda, const cpu_gemm_src *asrc, const double *B, int64_t ldb,
+                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc);
+
 /* ---- micro-kernels (cpu_gemm.c picks one set at run time) -------------------------------- */
 
 /* C[mr, nr] (row stride ldc) = alpha * Ap . Bp + beta * C over kc steps, where Ap holds MR

@@ -9,6 +9,7 @@ em_status cpu_exec_nn(const em_op *op)
     case EM_OP_CONV_TRANSPOSE:
     case EM_OP_IM2COL:
     case EM_OP_COL2IM: return cpu_exec_conv(op);
+    case EM_OP_CONV_WEIGHT_GRAD: return cpu_exec_conv_wgrad(op);
     case EM_OP_MAX_POOL:
     case EM_OP_MAX_POOL_VALUES:
     case EM_OP_AVG_POOL:
