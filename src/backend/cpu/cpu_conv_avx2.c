@@ -3,6 +3,7 @@
  * (row k of B is the 16 floats at b + off[k]) instead of from packed im2col panels. */
 #include <immintrin.h>
 
+#include "cpu_avx2.h"
 #include "cpu_conv_direct.h"
 
 void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
@@ -64,27 +65,6 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
     }
 }
 
-/* t[i] = (a[0][i], ..., a[7][i]). */
-static inline void transpose8x8(const __m256 *a, __m256 *t)
-{
-    __m256 t0 = _mm256_unpacklo_ps(a[0], a[1]), t1 = _mm256_unpackhi_ps(a[0], a[1]);
-    __m256 t2 = _mm256_unpacklo_ps(a[2], a[3]), t3 = _mm256_unpackhi_ps(a[2], a[3]);
-    __m256 t4 = _mm256_unpacklo_ps(a[4], a[5]), t5 = _mm256_unpackhi_ps(a[4], a[5]);
-    __m256 t6 = _mm256_unpacklo_ps(a[6], a[7]), t7 = _mm256_unpackhi_ps(a[6], a[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    t[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    t[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    t[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    t[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    t[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    t[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    t[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    t[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 /* Eight rows of m <= 8 floats (zeros for rows >= nr; nothing read past a row's m), transposed:
  * t[i] = (r[0][i], ..., r[7][i]) for i < m. */
 static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
@@ -98,7 +78,7 @@ static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
         for (int c = 0; c < 8; c++)
             a[c] = c < nr ? _mm256_maskload_ps(r[c], lm) : _mm256_setzero_ps();
     }
-    transpose8x8(a, t);
+    cpu_avx2_transpose8(a, t);
 }
 
 void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
@@ -154,7 +134,7 @@ void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t
             else
                 for (int c = 0; c < 8; c++) a[c] = _mm256_maskload_ps(s + (c0 + c) * cs + w0, lm);
             __m256 t[8];
-            transpose8x8(a, t);
+            cpu_avx2_transpose8(a, t);
             for (int i = 0; i < m; i++) _mm256_storeu_ps(d + (w0 + i) * C + c0, t[i]);
         }
     }

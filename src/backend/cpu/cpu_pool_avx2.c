@@ -7,6 +7,7 @@
  * match the indexed kernels bit for bit. */
 #include <immintrin.h>
 
+#include "cpu_avx2.h"
 #include "cpu_pool_fast.h"
 
 /* Lanes [0, n) set, for masked loads and stores (n clamped to [0, 8]). */
@@ -178,27 +179,6 @@ void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1)
     }
 }
 
-/* In-register transpose of an 8x8 block of f32 (rows r[0..7] become columns). */
-static inline void transpose8(__m256 r[8])
-{
-    __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-    __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-    __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-    __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-    __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-    __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-    __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-    __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-    r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-    r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-    r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-    r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-    r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-    r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-    r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-    r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 /* Taps t in [t0, t1) of a window starting at i0 (stride-free: i = i0 + t * d) that fall in
  * [0, len). */
 static inline void tap_range(int64_t i0, int64_t d, int64_t k, int64_t len, int64_t *t0,
@@ -304,9 +284,9 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
                     nanmask = cl_tile(g, p, cm, false, ih0, a0, a1, ow0, nw, false, vals, ids);
                 else
                     nanmask = cl_tile(g, p, cm, false, ih0, a0, a1, ow0, nw, true, vals, ids);
-                transpose8(vals);
+                cpu_avx2_transpose8(vals, vals);
                 float *out = g->out + (n * g->C + c0) * plane + oh * g->OW + ow0;
-                if (with_idx) transpose8(ids);
+                if (with_idx) cpu_avx2_transpose8(ids, ids);
                 for (int64_t l = 0; l < cnt; l++) {
                     float *o = out + l * plane;
                     if (nw == 8) {
