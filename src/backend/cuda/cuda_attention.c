@@ -263,13 +263,13 @@ static em_status batched_mm(const em_tensor *a, const em_tensor *b, em_tensor *c
     return cuda_matmul(&mm, dev, what);
 }
 
-/* Whether v holds a NaN or an infinity (one small kernel and a 4-byte read back). */
-static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, bool *bad)
+/* *flag (a pooled int on the device) = whether v holds a NaN or an infinity: one small kernel,
+ * no read back. */
+static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, int **flag)
 {
-    int *flag = cuda_pool_alloc(dev, sizeof(int));
-    if (!flag) return em_last_status();
-    int hit = 0;
-    em_status st = cuda_memset32(dev, flag, 0, 1, what);
+    *flag = cuda_pool_alloc(dev, sizeof(int));
+    if (!*flag) return em_last_status();
+    em_status st = cuda_memset32(dev, *flag, 0, 1, what);
     attn_strided s;
     memset(&s, 0, sizeof s);
     s.rank = v->rank;
@@ -281,35 +281,33 @@ static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, bool
                   dev, v->dtype == EM_F64 ? "em_attn_nonfinite_f64" : "em_attn_nonfinite_f32", what)
             : NULL;
     if (st == EM_OK && !f) st = em_last_status();
-    void *vp = tn_ptr(v), *fp = flag;
+    void *vp = tn_ptr(v), *fp = *flag;
     void *params[] = {&vp, &n, &s, &fp};
     if (st == EM_OK) st = cuda_launch(dev, f, n, params, what);
-    if (st == EM_OK) st = cuda_copy_to_host(dev, &hit, flag, sizeof hit, what);
-    cuda_pool_free(dev, flag);
-    *bad = hit != 0;
     return st;
 }
 
 /* f32/f64 records whose scores fit in 1 GiB: scores = Q K^T by the matmul kernels into a pooled
  * buffer, scaled, masked and turned into probabilities in place (kernels/attention_rows.cu),
  * then out = P V by the matmul kernels; the CPU's GEMM path, step for step. A V holding a
- * non-finite value takes the general kernel instead, which skips zero probabilities as the CPU
- * does (here 0 * inf would be NaN). *done says whether this path ran. */
+ * non-finite value needs the general kernel instead, which skips zero probabilities as the CPU
+ * does (here 0 * inf would be NaN): *flag (a pooled device int, set when this path ran) says so
+ * on the device, and the caller runs the general kernel after this path with the flag, which
+ * then overwrites the output only when it is set (no host sync). */
 static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, const char *what,
-                               bool *done)
+                               int **flag)
 {
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     em_tensor *o = op->out[0];
     const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
     em_dtype dt = o->dtype;
     size_t es = em_dtype_size(dt);
-    *done = false;
+    *flag = NULL;
     if ((dt != EM_F32 && dt != EM_F64) || g->S == 0 ||
         (double)g->nbatch * (double)g->L * (double)g->S * (double)es > (double)(1u << 30))
         return EM_OK;
-    bool bad = false;
-    em_status st = v_nonfinite(v, dev, what, &bad);
-    if (st != EM_OK || bad) return st;
+    em_status st = v_nonfinite(v, dev, what, flag);
+    if (st != EM_OK) return st;
     void *buf = cuda_pool_alloc(dev, (size_t)(g->nbatch * g->L * g->S) * es);
     if (!buf) return em_last_status();
     em_storage bs = *o->storage;
@@ -340,7 +338,6 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     }
     if (st == EM_OK) st = batched_mm(&sc, v, o, g, g->L, g->S, g->Ev, dev, what);
     cuda_pool_free(dev, buf); /* stream order: the second product has read it */
-    *done = st == EM_OK;
     return st;
 }
 
@@ -427,6 +424,32 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     return st;
 }
 
+/* The general kernel over the record; with flag (a device int) only where *flag != 0. */
+static em_status run_general(const em_op *op, const attn_geo *gp, const int *flag, int dev,
+                             const char *what)
+{
+    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
+    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    attn_geo g = *gp;
+    char name[40];
+    snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    /* q row and scores cached in dynamic shared memory (doubles) when they fit in 40 KiB */
+    int cache_q = g.E <= 1024;
+    int64_t qbytes = cache_q ? g.E * 8 : 0;
+    int cache_s = g.S * 8 + qbytes <= 40 * 1024;
+    unsigned smem = (unsigned)(qbytes + (cache_s ? g.S * 8 : 0));
+    int64_t rows = g.nbatch * g.L;
+    unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
+    unsigned block[3] = {128, 1, 1};
+    void *qp = tn_ptr(q), *kp = tn_ptr(k), *vp = tn_ptr(v), *op_ = tn_ptr(o);
+    void *mp = m ? tn_ptr(m) : NULL;
+    const void *fp = flag;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &g, &cache_q, &cache_s, &fp};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
+
 em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
 {
     if (op->kind == EM_OP_SDPA_BACKWARD) return run_flash_bwd(op, dev, what);
@@ -453,23 +476,9 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
     g.mkind = m ? (int)op->i[1] : 0;
     if (m) mask_strides(m, g.nb, g.mb, g.ms);
     if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
-    bool done = false;
-    em_status mst = run_by_matmul(op, &g, dev, what, &done);
-    if (mst != EM_OK || done) return mst;
-    char name[40];
-    snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
-    CUfunction f = cuda_kernel(dev, name, what);
-    if (!f) return em_last_status();
-    /* q row and scores cached in dynamic shared memory (doubles) when they fit in 40 KiB */
-    int cache_q = g.E <= 1024;
-    int64_t qbytes = cache_q ? g.E * 8 : 0;
-    int cache_s = g.S * 8 + qbytes <= 40 * 1024;
-    unsigned smem = (unsigned)(qbytes + (cache_s ? g.S * 8 : 0));
-    int64_t rows = g.nbatch * g.L;
-    unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
-    unsigned block[3] = {128, 1, 1};
-    void *qp = tn_ptr(q), *kp = tn_ptr(k), *vp = tn_ptr(v), *op_ = tn_ptr(o);
-    void *mp = m ? tn_ptr(m) : NULL;
-    void *params[] = {&qp, &kp, &vp, &mp, &op_, &g, &cache_q, &cache_s};
-    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    int *flag = NULL;
+    em_status st = run_by_matmul(op, &g, dev, what, &flag);
+    if (st == EM_OK) st = run_general(op, &g, flag, dev, what);
+    cuda_pool_free(dev, flag); /* stream order: the general kernel has read it */
+    return st;
 }

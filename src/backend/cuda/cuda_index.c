@@ -542,6 +542,27 @@ static em_status run_map(const em_op *op, int dev, const char *what)
     if (r == 0) {
         return cuda_copy_d2d(dev, tn_ptr(y), tn_ptr(&xv), es, what);
     }
+    unsigned long long fill = 0;
+    if (op->kind == EM_OP_PAD) {
+        unsigned char pat[8] = {0};
+        cpu_set_f64(pat, y->dtype, op->f[0]);
+        memcpy(&fill, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
+    }
+    /* constant padding without crops: y filled by 32-bit words, then x copied into its interior
+       (two plain passes; the maps below cost a host-built table and its upload per call) */
+    bool grow = op->kind == EM_OP_PAD && op->i[0] == EM_PAD_CONSTANT;
+    for (int k = 0; grow && k < op->i[1]; k++)
+        grow = op->i[2 + 2 * k] >= 0 && op->i[3 + 2 * k] >= 0;
+    unsigned word = es == 4 ? (unsigned)fill : 0;
+    if (grow && (es == 4 || (fill == 0 && ((size_t)n * es) % 4 == 0)) && tn_is_contiguous(y)) {
+        int64_t ys[EM_MAX_RANK], lo = 0;
+        tn_contiguous_strides(y->shape, r, ys);
+        for (int k = 0; k < op->i[1]; k++) lo += op->i[2 + 2 * k] * ys[r - 1 - k];
+        em_status st = cuda_memset32(dev, tn_ptr(y), word, (size_t)n * es / 4, what);
+        if (st != EM_OK || tn_numel(&xv) == 0) return st;
+        return copy_strided(dev, es, tn_ptr(&xv), xv.strides, tn_ptr(y) + lo * (int64_t)es, ys,
+                            xv.shape, r, what);
+    }
     int64_t off[EM_MAX_RANK];
     int64_t total = cpu_map_plan(op, &xv, NULL, off);
     idx_mapg g;
@@ -549,12 +570,6 @@ static em_status run_map(const em_op *op, int dev, const char *what)
     g.rank = r;
     for (int d = 0; d < r; d++)
         g.shape[d] = y->shape[d], g.xs[d] = xv.strides[d], g.moff[d] = off[d];
-    unsigned long long fill = 0;
-    if (op->kind == EM_OP_PAD) {
-        unsigned char pat[8] = {0};
-        cpu_set_f64(pat, y->dtype, op->f[0]);
-        memcpy(&fill, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
-    }
     int64_t *maps = em_alloc((size_t)total * sizeof *maps);
     if (!maps) return em_error(EM_ERR_OOM, "%s: out of memory", what);
     cpu_map_plan(op, &xv, maps, off);

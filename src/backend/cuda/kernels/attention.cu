@@ -190,10 +190,11 @@ __device__ void attn_general(const typename attn_t<DT>::T *q, const typename att
 }
 
 #define ATTN_GENERAL(NAME, DT)                                                                     \
-    extern "C" __global__ void __launch_bounds__(ATTN_THREADS)                                     \
-        NAME(const attn_t<DT>::T *q, const attn_t<DT>::T *k, const attn_t<DT>::T *v,               \
-             const void *mask, attn_t<DT>::T *out, attn_geo g, int cache_q, int cache_s)           \
+    extern "C" __global__ void __launch_bounds__(ATTN_THREADS) NAME(                               \
+        const attn_t<DT>::T *q, const attn_t<DT>::T *k, const attn_t<DT>::T *v, const void *mask,  \
+        attn_t<DT>::T *out, attn_geo g, int cache_q, int cache_s, const int *only_if)              \
     {                                                                                              \
+        if (only_if && !*only_if) return; /* the matmul path's output stands */                    \
         attn_general<DT>(q, k, v, mask, out, g, cache_q, cache_s);                                 \
     }
 ATTN_GENERAL(em_attn_general_f32, 0)
