@@ -411,7 +411,6 @@ static void test_matmul(void)
     test_matmul_tiles("auto");
     test_matmul_tiles("narrow");
     test_matmul_tiles("wide");
-    test_matmul_tiles("cluster");
     em_config_set("cuda_mm_tile", "auto");
     em_config_set("cuda_f32_tile", "auto");
 }
@@ -480,10 +479,9 @@ static void test_matmul_tiles(const char *tile)
                 }
 }
 
-/* The wgmma kernel's tile modes (128 or 256 columns, 256 in clusters of two blocks) add each
- * output's products in the same order, so the choice (the tuner's, or the rule's) never changes a
- * result: all agree bit for bit. Then a product large enough to be tuned (2^30 multiply-adds)
- * against the CPU. */
+/* The wgmma kernel's two tile widths add each output's products in the same order, so the tile
+ * choice (the tuner's, or the rule's) never changes a result: both agree bit for bit. Then a
+ * product large enough to be tuned (2^30 multiply-adds) against the CPU. */
 static void test_matmul_tile_widths(void)
 {
     static const em_shape ps[][2] = {{EM_SHAPE(300, 1000), EM_SHAPE(1000, 520)},
@@ -501,15 +499,10 @@ static void test_matmul_tile_widths(void)
                 em_tensor *w = em_matmul(da, db);
                 em_config_set("cuda_mm_tile", "narrow");
                 em_tensor *n = em_matmul(da, db);
-                em_config_set("cuda_mm_tile", "cluster");
-                em_tensor *c = em_matmul(da, db);
                 char what[96];
                 snprintf(what, sizeof what, "matmul tile widths %s %s layout %d",
                          em_dtype_name(dts[t]), tn_dims_str(ps[p][0].dims, 2), la);
                 compare(what, n, w, 0, 0);
-                snprintf(what, sizeof what, "matmul clusters of two %s %s layout %d",
-                         em_dtype_name(dts[t]), tn_dims_str(ps[p][0].dims, 2), la);
-                compare(what, n, c, 0, 0);
                 em_scope_end();
             }
     em_config_set("cuda_mm_tile", "auto");
@@ -618,9 +611,6 @@ static void test_matmul_bias_act(void)
     em_config_set("cuda_f32_tile", "auto");
     em_config_set("cuda_wgmma", "on");
     test_matmul_bias_act_paths("wgmma");
-    em_config_set("cuda_mm_tile", "cluster"); /* wgmma's clusters of two blocks */
-    test_matmul_bias_act_paths("wgmma clusters");
-    em_config_set("cuda_mm_tile", "auto");
     /* three K slices wherever K allows them (the epilogue in the split-K sum), both f32 tiles */
     em_config_set("cuda_split_k", "3");
     test_matmul_bias_act_paths("split-K 3");

@@ -69,17 +69,7 @@ typedef struct cuda_driver {
                                        const uint64_t *dims, const uint64_t *strides,
                                        const unsigned *box, const unsigned *estrides,
                                        int interleave, int swizzle, int l2promotion, int oobfill);
-    /* optional (NULL when the driver lacks it): resident clusters of a cluster kernel */
-    CUresult (*cuOccupancyMaxActiveClusters)(int *n, CUfunction f, const void *config);
 } cuda_driver;
-
-/* CUlaunchConfig without launch attributes: the kernels declare their cluster dims. */
-typedef struct cuda_launch_config {
-    unsigned grid[3], block[3], smem;
-    CUstream stream;
-    void *attrs;
-    unsigned n_attrs;
-} cuda_launch_config;
 
 extern cuda_driver cuda_drv;
 

@@ -4,7 +4,6 @@
  * MATMUL kernels (tensor cores, split-K), conv, im2col/col2im, max_pool and layer_norm rows. */
 #include <math.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -379,88 +378,51 @@ typedef struct tw_args {
     const char *what;
 } tw_args;
 
-/* The wgmma kernel's tiles: 128 x 128, 128 x 256, or 128 x 256 in clusters of two blocks that
- * share each B tile through multicast copies. */
-typedef enum tw_mode { TW_NARROW, TW_WIDE, TW_CLUSTER, TW_XCL, TW_RCL } tw_mode;
-
-/* How many clusters of two wide-tile blocks (384 threads, smem bytes each) can be resident at
- * once on dev: the driver's answer for f, else half the multiprocessors. */
-static int cluster_slots(int dev, CUfunction f, unsigned smem)
-{
-    static _Atomic int slots[16]; /* per device; 0 until asked */
-    if (dev < 0 || dev >= 16) return 1;
-    if (!slots[dev]) {
-        int n = 0, rc = -1;
-        cuda_launch_config c = {.grid = {2, 1, 1}, .block = {384, 1, 1}, .smem = smem};
-        /* CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES first: the query counts with it */
-        if (cuda_drv.cuOccupancyMaxActiveClusters && !cuda_drv.cuFuncSetAttribute(f, 8, (int)smem))
-            rc = (int)cuda_drv.cuOccupancyMaxActiveClusters(&n, f, &c);
-        if (rc || n <= 0) n = cuda_device(dev)->sm_count / 2;
-        const char *v = em_config_get("cuda_mm_clusters");
-        if (v && atoi(v) > 0) n = atoi(v);
-        slots[dev] = n > 0 ? n : 1;
-        em_log_msg("cuda", EM_LOG_INFO,
-                   "matmul: %d clusters of two blocks resident on cuda:%d (driver query %d)",
-                   slots[dev], dev, rc);
-    }
-    return slots[dev];
-}
-
-/* Launches em_mm_tw_<type>_<a><b><w|n|c> in the given mode; EM_ERR_UNSUPPORTED (nothing
- * recorded) when the driver refuses an operand's tensor map. */
-static em_status run_tw(const tw_args *t, tw_mode mode)
+/* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles;
+ * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
+static em_status run_tw(const tw_args *t, bool wide)
 {
     const cuda_device_info *d = cuda_device(t->dev);
-    unsigned bnw = mode == TW_NARROW ? 128 : 256, bke = 128 / (unsigned)t->esz;
-    /* in a cluster each block loads half of B: boxes of 128 of its rows when K-major */
-    unsigned bbox = mode == TW_CLUSTER ? bnw / 2 : bnw;
-    char diag = mode == TW_XCL ? 'x' : mode == TW_RCL ? 'r' : 0;
-    if (mode == TW_XCL) mode = TW_CLUSTER, bbox = bnw;
-    if (mode == TW_RCL) mode = TW_CLUSTER;
-    int64_t tm = (t->M + 127) / 128, tn = (t->N + bnw - 1) / bnw;
+    unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)t->esz;
+    int64_t tiles = (t->M + 127) / 128 * ((t->N + bnw - 1) / bnw);
     cuda_tmap ma, mb;
     bool ok = t->am ? encode_tmap(&ma, t->esz, t->ap, t->M, t->K, t->lda * t->esz, 64, bke)
                     : encode_tmap(&ma, t->esz, t->ap, t->K, t->M, t->lda * t->esz, bke, 128);
     ok = ok && (t->bn ? encode_tmap(&mb, t->esz, t->bp, t->N, t->K, t->ldb * t->esz, 64, bke)
-                      : encode_tmap(&mb, t->esz, t->bp, t->K, t->N, t->ldb * t->esz, bke, bbox));
+                      : encode_tmap(&mb, t->esz, t->bp, t->K, t->N, t->ldb * t->esz, bke, bnw));
     if (!ok) { /* a layout the copy engine does not take: the caller picks another kernel */
         em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", t->what);
         return EM_ERR_UNSUPPORTED;
     }
     char name[40];
     snprintf(name, sizeof name, "em_mm_tw_%s_%c%c%c", t->type, t->am ? 'm' : 'k', t->bn ? 'n' : 'k',
-             "wnc"[mode == TW_NARROW ? 1 : mode == TW_WIDE ? 0 : 2]);
-    if (diag) name[strlen(name) - 1] = diag;
+             wide ? 'w' : 'n');
     CUfunction f = cuda_kernel(t->dev, name, t->what);
     if (!f) return em_last_status();
     void *cp = t->cp;
     int mi = (int)t->M, ni = (int)t->N, ki = (int)t->K;
     cuda_mm_epi ep = t->ep;
     void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
+    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
+    unsigned block[3] = {384, 1, 1};
     /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
        alignment slack and the 8 mbarriers */
     unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
-    /* persistent: at most one block (or cluster) per multiprocessor (pair) */
-    int64_t units = mode == TW_CLUSTER ? (tm + 1) / 2 * tn : tm * tn;
-    int64_t slots = mode == TW_CLUSTER ? cluster_slots(t->dev, f, smem) : d->sm_count;
-    unsigned blocks = (unsigned)(units < slots ? units : slots) * (mode == TW_CLUSTER ? 2u : 1u);
-    unsigned grid[3] = {blocks, 1, 1}, block[3] = {384, 1, 1};
     return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
 }
 
-/* ---- the tile mode, tuned on first use -------------------------------------------------------
+/* ---- the tile width, tuned on first use ------------------------------------------------------
  * With config cuda_autotune on (the default), a product shape (type, layouts, M, N, K) of at
- * least 2^30 multiply-adds first runs each tile mode (narrow, wide, and wide in clusters of two
- * when there are two tile rows; a warm-up, then the best of three timed runs each, synchronised)
- * and keeps the fastest; decisions are kept for the process and appended to
- * <cache dir>/cuda-mm-tiles-sm<cc>-<SMs>.txt, read back on the next start; the product then runs
- * once more in the chosen mode. Smaller products and cuda_autotune = off take the wave count
- * rule at the end. */
+ * least 2^30 multiply-adds first runs both tile widths (a warm-up, then the best of three timed
+ * runs each, synchronised) and keeps the faster; decisions are kept for the process and appended
+ * to <cache dir>/cuda-mm-tune-sm<cc>-<SMs>.txt, read back on the next start; the product then
+ * runs once more with the chosen width. Smaller products and cuda_autotune = off take the wave
+ * count rule at the end. */
 typedef struct tune_entry {
     char type[8];
     int am, bn;
     int64_t M, N, K;
-    int mode; /* tw_mode */
+    int wide;
 } tune_entry;
 
 static pthread_mutex_t tune_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -491,8 +453,7 @@ static const tune_entry *tune_find(const tw_args *t)
     return NULL;
 }
 
-/* Reads the decisions file once (caller holds tune_lock); lines with an unknown mode are
- * skipped. */
+/* Reads the decisions file once (caller holds tune_lock). */
 static void tune_read(int dev)
 {
     if (tunes_read) return;
@@ -500,89 +461,76 @@ static void tune_read(int dev)
     const char *pat = cuda_module_cache_path(dev), *slash = strrchr(pat, '/');
     const cuda_device_info *d = cuda_device(dev);
     if (!slash || !d) return;
-    snprintf(tune_path, sizeof tune_path, "%.*s/cuda-mm-tiles-sm%d%d-%d.txt", (int)(slash - pat),
+    snprintf(tune_path, sizeof tune_path, "%.*s/cuda-mm-tune-sm%d%d-%d.txt", (int)(slash - pat),
              pat, d->cc_major, d->cc_minor, d->sm_count);
     FILE *f = fopen(tune_path, "r");
     if (!f) return;
     tune_entry e;
     long long M, N, K;
-    while (fscanf(f, "%7s %d %d %lld %lld %lld %d", e.type, &e.am, &e.bn, &M, &N, &K, &e.mode) ==
+    while (fscanf(f, "%7s %d %d %lld %lld %lld %d", e.type, &e.am, &e.bn, &M, &N, &K, &e.wide) ==
            7) {
         e.M = M, e.N = N, e.K = K;
-        if (e.mode >= TW_NARROW && e.mode <= TW_CLUSTER) tune_add(&e);
+        tune_add(&e);
     }
     fclose(f);
 }
 
-/* The best of three synchronised runs in one mode after a warm-up; < 0 on failure. */
-static double time_tw(const tw_args *t, tw_mode mode)
+/* The best of three synchronised runs of one width after a warm-up; < 0 on failure. */
+static double time_tw(const tw_args *t, bool wide)
 {
     double best = -1;
     for (int r = 0; r < 4; r++) {
         int64_t t0 = core_mono_ns();
-        if (run_tw(t, mode) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
+        if (run_tw(t, wide) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
         double dt = 1e-9 * (double)(core_mono_ns() - t0);
         if (r > 0 && (best < 0 || dt < best)) best = dt;
     }
     return best;
 }
 
-/* Runs the trials for t and records the fastest mode; -1 when a trial failed. */
-static int tune_modes(const tw_args *t)
-{
-    double ms[3] = {-1, -1, -1};
-    int modes = (t->M + 127) / 128 >= 2 ? 3 : 2, best = -1;
-    for (int m = 0; m < modes; m++) {
-        ms[m] = time_tw(t, (tw_mode)m);
-        if (ms[m] < 0) {
-            em_clear_error(); /* a failed trial: the rule decides, the real run reports */
-            return -1;
-        }
-        if (best < 0 || ms[m] < ms[best]) best = m;
-    }
-    tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K, .mode = best};
-    snprintf(n.type, sizeof n.type, "%s", t->type);
-    tune_add(&n);
-    FILE *f = tune_path[0] ? fopen(tune_path, "a") : NULL;
-    if (f) {
-        fprintf(f, "%s %d %d %lld %lld %lld %d\n", n.type, n.am, n.bn, (long long)n.M,
-                (long long)n.N, (long long)n.K, n.mode);
-        fclose(f);
-    }
-    em_log_msg("cuda", EM_LOG_INFO,
-               "matmul %s %lld x %lld x %lld: 128-column tiles %.3f ms, 256-column %.3f ms, "
-               "256-column in clusters of two %.3f ms",
-               t->type, (long long)t->M, (long long)t->N, (long long)t->K, ms[0] * 1e3,
-               ms[1] * 1e3, ms[2] * 1e3);
-    return best;
-}
-
-/* The tile mode for t: config cuda_mm_tile (narrow / wide / cluster) forces one; else the tuned
- * choice, or the wave count rule. */
-static tw_mode tile_mode(const tw_args *t)
+/* 256-column tiles (wide) or 128-column ones for t. */
+static bool tile_width(const tw_args *t)
 {
     const char *tile = em_config_get("cuda_mm_tile");
-    if (tile && !strcmp(tile, "wide")) return TW_WIDE;
-    if (tile && !strcmp(tile, "narrow")) return TW_NARROW;
-    if (tile && !strcmp(tile, "cluster")) return TW_CLUSTER;
-    if (tile && !strcmp(tile, "xcl")) return TW_XCL;
-    if (tile && !strcmp(tile, "rcl")) return TW_RCL;
+    if (tile && !strcmp(tile, "wide")) return true;
+    if (tile && !strcmp(tile, "narrow")) return false;
     const char *v = em_config_get("cuda_autotune");
     bool tune = !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
     if (tune && (double)t->M * (double)t->N * (double)t->K >= 1073741824.0) {
         pthread_mutex_lock(&tune_lock);
         tune_read(t->dev);
         const tune_entry *e = tune_find(t);
-        int mode = e ? e->mode : tune_modes(t);
+        int wide = e ? e->wide : -1;
+        if (wide < 0) {
+            double tn = time_tw(t, false), tw = tn >= 0 ? time_tw(t, true) : -1;
+            if (tw >= 0) {
+                tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K};
+                snprintf(n.type, sizeof n.type, "%s", t->type);
+                n.wide = wide = tw <= tn;
+                tune_add(&n);
+                FILE *f = tune_path[0] ? fopen(tune_path, "a") : NULL;
+                if (f) {
+                    fprintf(f, "%s %d %d %lld %lld %lld %d\n", n.type, n.am, n.bn, (long long)n.M,
+                            (long long)n.N, (long long)n.K, n.wide);
+                    fclose(f);
+                }
+                em_log_msg("cuda", EM_LOG_INFO,
+                           "matmul %s %lld x %lld x %lld: 256-column tiles %.3f ms, 128-column "
+                           "%.3f ms",
+                           t->type, (long long)t->M, (long long)t->N, (long long)t->K, tw * 1e3,
+                           tn * 1e3);
+            } else
+                em_clear_error(); /* a failed trial: the rule decides, the real run reports */
+        }
         pthread_mutex_unlock(&tune_lock);
-        if (mode >= 0) return (tw_mode)mode;
+        if (wide >= 0) return wide;
     }
     /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
        (a 128-column tile is taken to cost 0.55 of a 256-column one) */
     int64_t tm = (t->M + 127) / 128, sm = cuda_device(t->dev)->sm_count;
     int64_t waves_w = (tm * ((t->N + 255) / 256) + sm - 1) / sm;
     int64_t waves_n = (tm * ((t->N + 127) / 128) + sm - 1) / sm;
-    return (double)waves_w <= 0.55 * (double)waves_n ? TW_WIDE : TW_NARROW;
+    return (double)waves_w <= 0.55 * (double)waves_n;
 }
 
 /* f16/bf16 (or f32 on TF32) product on the TMA wgmma kernel. K-major or MN-major operands are
@@ -632,7 +580,7 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
                      .ldb = ldb,
                      .ep = s->ep,
                      .what = what};
-        st = run_tw(&t, tile_mode(&t));
+        st = run_tw(&t, tile_width(&t));
     }
     cuda_pool_free(dev, tmpa); /* stream order: the product has read them before any reuse */
     cuda_pool_free(dev, tmpb);

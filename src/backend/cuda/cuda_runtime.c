@@ -95,7 +95,6 @@ static void probe(void)
     LOAD_OPT(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", NULL);
     LOAD_OPT(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", NULL);
     LOAD_OPT(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", NULL);
-    LOAD_OPT(cuOccupancyMaxActiveClusters, "cuOccupancyMaxActiveClusters", NULL);
     if (!cuda_drv.cuMemHostAlloc || !cuda_drv.cuMemFreeHost)
         cuda_drv.cuMemHostAlloc = NULL, cuda_drv.cuMemFreeHost = NULL;
     if (!ok) {

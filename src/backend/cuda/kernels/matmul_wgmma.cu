@@ -80,43 +80,6 @@ __device__ __forceinline__ void tma_load_2d(unsigned dst, const em_tmap *map, in
                  : "memory");
 }
 
-// The same box written to the same shared offset in every block of the cluster named by mask,
-// completing on each block's mbarrier at bar's offset.
-__device__ __forceinline__ void tma_load_2d_mc(unsigned dst, const em_tmap *map, int c0, int c1,
-                                               unsigned bar, unsigned short mask)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar), "h"(mask)
-                 : "memory");
-}
-
-// One arrival on the mbarrier at local address bar in cluster block `rank`.
-template <int REL>
-__device__ __forceinline__ void mbar_arrive_cluster(unsigned bar, unsigned rank)
-{
-    unsigned remote;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(bar), "r"(rank));
-    if constexpr (REL)
-        asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];\n" ::"r"(remote)
-                     : "memory");
-    else
-        asm volatile("mbarrier.arrive.shared::cluster.b64 _, [%0];\n" ::"r"(remote) : "memory");
-}
-
-__device__ __forceinline__ unsigned cluster_rank()
-{
-    unsigned r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-
-// Every thread of every block in the cluster: arrive, then wait for the others.
-__device__ __forceinline__ void cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release;\nbarrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
 // Shared-memory descriptor of a 128-byte swizzled operand: 8-row groups 1024 bytes apart, lbo the
 // byte distance between 64-element atom columns (MN-major; unused for K-major).
 __device__ __forceinline__ unsigned long long tw_desc(unsigned addr, unsigned lbo)
@@ -154,34 +117,16 @@ __device__ __forceinline__ void tw_mma(float *d, unsigned long long da, unsigned
     }
 }
 
-// A consumer warp's release of a stage: on its own block's `empty` mbarrier and, in a cluster of
-// two, on the other block's, whose producer also writes into this block's stage.
-template <int CL>
-__device__ __forceinline__ void tw_release(unsigned bar, int rank)
-{
-    mbar_arrive(bar);
-    if constexpr (CL == 2) mbar_arrive_cluster<0>(bar, (unsigned)rank ^ 1u);
-    if constexpr (CL == 4) mbar_arrive_cluster<1>(bar, (unsigned)rank ^ 1u);
-}
-
-// Output tile t of tm x tn: G row tiles at a time, walking the rows fastest.
-template <int G>
+// Output tile t of tm x tn: 16 row tiles at a time, walking the rows fastest.
 __device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
 {
-    const int per = G * tn, g = t / per, r = t - g * per, first = g * G;
-    const int gs = tm - first < G ? tm - first : G;
+    const int per = 16 * tn, g = t / per, r = t - g * per, first = g * 16;
+    const int gs = tm - first < 16 ? tm - first : 16;
     mt = first + r % gs;
     nt = r / gs;
 }
 
-// CL = 2: clusters of two blocks on vertically adjacent output tiles (rows 2p and 2p + 1 of
-// tile column nt, which both need the same B tile). Each block's producer loads its own A tile and
-// half of B, multicast into both blocks, so a stage costs 32 KiB of L2 reads per block instead of
-// 48. A stage is refilled only once the consumers of both blocks have released it: the `empty`
-// mbarriers count 16 arrivals, each consumer warp arriving on its own block's and on the other's.
-// With an odd tile-row count the last pair's second tile lies past M: its A box reads as zeros
-// (the copy still delivers every byte) and its stores are skipped.
-template <int TY, int TA, int TB, int BN, int CL>
+template <int TY, int TA, int TB, int BN>
 __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
                           const mmep &ep)
 {
@@ -190,31 +135,23 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
     const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
     const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
     const int tid = threadIdx.x, wg = tid >> 7;
-    const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN;
-    constexpr int CP = CL >= 2 ? 2 : 1, MC = CL == 2 || CL == 4 ? 2 : 1;
-    const int tp = (tm + CP - 1) / CP, units = tp * tn; // tile rows per cluster row, work units
+    const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
-    const int rank = CP == 2 ? (int)cluster_rank() : 0;
-    const int first = blockIdx.x / CP, step = gridDim.x / CP;
     if (tid == 0) {
         for (int s = 0; s < TW_STAGES; s++) {
             mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8 * MC);
+            mbar_init(empty0 + 8 * s, 8);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if constexpr (CP == 2)
-        cluster_sync(); // the other block's mbarriers exist before anything arrives on them
-    else
-        __syncthreads();
+    __syncthreads();
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
             int it = 0;
-            for (int t = first; t < units; t += step) {
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
                 int mt, nt;
-                tw_tile<16 / CP>(t, tp, tn, mt, nt);
-                mt = mt * CP + rank;
+                tw_tile(t, tm, tn, mt, nt);
                 const int m0 = mt * 128, n0 = nt * BN;
                 for (int kt = 0; kt < kts; kt++, it++) {
                     const int s = it % TW_STAGES;
@@ -228,15 +165,7 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
                         tma_load_2d(sa + 8192, ma, m0 + 64, k0, full);
                     } else
                         tma_load_2d(sa, ma, k0, m0, full);
-                    if constexpr (MC == 2) { // this block's half of B, into both blocks
-                        if (TB) {
-#pragma unroll
-                            for (int j = rank * BN / 128; j < (rank + 1) * BN / 128; j++)
-                                tma_load_2d_mc(sb + 8192 * j, mb, n0 + 64 * j, k0, full, 3);
-                        } else
-                            tma_load_2d_mc(sb + rank * BN * 64, mb, k0, n0 + rank * BN / 2, full,
-                                           3);
-                    } else if (TB) {
+                    if (TB) {
 #pragma unroll
                         for (int j = 0; j < BN / 64; j++)
                             tma_load_2d(sb + 8192 * j, mb, n0 + 64 * j, k0, full);
@@ -249,10 +178,9 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
         int it = 0;
-        for (int t = first; t < units; t += step) {
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             int mt, nt;
-            tw_tile<16 / CP>(t, tp, tn, mt, nt);
-            mt = mt * CP + rank;
+            tw_tile(t, tm, tn, mt, nt);
             float d[BN / 2];
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
@@ -267,10 +195,10 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
                                            tw_desc(sb + kk * (TB ? 2048 : 32), 8192));
                 asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
                 asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (kt > 0 && lane == 0) tw_release<CL>(empty0 + 8 * ((it - 1) % TW_STAGES), rank);
+                if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
             }
             asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (lane == 0) tw_release<CL>(empty0 + 8 * ((it - 1) % TW_STAGES), rank);
+            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
             // d[4j + e]: row w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
             const i64 r0 = (i64)mt * 128 + cw * 64 + w * 16 + (lane >> 2);
             const i64 c0 = (i64)nt * BN + (lane & 3) * 2;
@@ -306,37 +234,28 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
                 }
         }
     }
-    if constexpr (CP == 2)
-        cluster_sync(); // no block leaves while the other may still arrive on its mbarriers
 }
 
 // em_mm_tw_<type>_<a><b><bn>: a = k (A is [M][K]) or m ([K][M]), b = k ([N][K]) or n ([K][N]),
-// bn = w (256-column tiles), n (128) or c (256 columns, clusters of two blocks).
-#define TW_KERNEL(name, TY, TA, TB, BN, CL, ATTR)                                                  \
-    extern "C" __global__ void ATTR __launch_bounds__(384, 1)                                      \
+// bn = w (256-column tiles) or n (128).
+#define TW_KERNEL(name, TY, TA, TB, BN)                                                            \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, void *c,      \
              int M, int N, int K, mmep ep)                                                         \
     {                                                                                              \
-        tw_matmul<TY, TA, TB, BN, CL>(&ma, &mb, c, M, N, K, ep);                                   \
+        tw_matmul<TY, TA, TB, BN>(&ma, &mb, c, M, N, K, ep);                                       \
     }
-#define TW_SOLO
-#define TW_PAIR __cluster_dims__(2, 1, 1)
-#define TW_LAYOUTS(ty, TY, BN, CL, ATTR, bn)                                                       \
-    TW_KERNEL(em_mm_tw_##ty##_kk##bn, TY, 0, 0, BN, CL, ATTR)                                      \
-    TW_KERNEL(em_mm_tw_##ty##_kn##bn, TY, 0, 1, BN, CL, ATTR)                                      \
-    TW_KERNEL(em_mm_tw_##ty##_mk##bn, TY, 1, 0, BN, CL, ATTR)                                      \
-    TW_KERNEL(em_mm_tw_##ty##_mn##bn, TY, 1, 1, BN, CL, ATTR)
-TW_LAYOUTS(bf16, 1, 256, 1, TW_SOLO, w)
-TW_LAYOUTS(bf16, 1, 128, 1, TW_SOLO, n)
-TW_LAYOUTS(bf16, 1, 256, 2, TW_PAIR, c)
-TW_LAYOUTS(f16, 0, 256, 1, TW_SOLO, w)
-TW_LAYOUTS(f16, 0, 128, 1, TW_SOLO, n)
-TW_LAYOUTS(f16, 0, 256, 2, TW_PAIR, c)
-TW_KERNEL(em_mm_tw_tf32_kkw, 2, 0, 0, 256, 1, TW_SOLO)
-TW_KERNEL(em_mm_tw_tf32_kkn, 2, 0, 0, 128, 1, TW_SOLO)
-TW_KERNEL(em_mm_tw_tf32_kkc, 2, 0, 0, 256, 2, TW_PAIR)
-TW_KERNEL(em_mm_tw_bf16_knx, 1, 0, 1, 256, 3, TW_PAIR)
-TW_KERNEL(em_mm_tw_bf16_knr, 1, 0, 1, 256, 4, TW_PAIR)
+#define TW_LAYOUTS(ty, TY, BN, bn)                                                                 \
+    TW_KERNEL(em_mm_tw_##ty##_kk##bn, TY, 0, 0, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_kn##bn, TY, 0, 1, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_mk##bn, TY, 1, 0, BN)                                                \
+    TW_KERNEL(em_mm_tw_##ty##_mn##bn, TY, 1, 1, BN)
+TW_LAYOUTS(bf16, 1, 256, w)
+TW_LAYOUTS(bf16, 1, 128, n)
+TW_LAYOUTS(f16, 0, 256, w)
+TW_LAYOUTS(f16, 0, 128, n)
+TW_KERNEL(em_mm_tw_tf32_kkw, 2, 0, 0, 256)
+TW_KERNEL(em_mm_tw_tf32_kkn, 2, 0, 0, 128)
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
