@@ -605,42 +605,56 @@ static bool tf32_allowed(void)
     return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
 }
 
-/* Split-K for f32 products whose block tiles would leave most multiprocessors idle: the K dim
- * is cut into `parts` equal slices, run as an extra batch dim into a pooled f32 buffer, and the
+/* Split-K for f32 products whose block tiles would leave multiprocessors idle: the K dim is
+ * cut into `parts` equal slices, run as an extra batch dim into a pooled f32 buffer, and the
  * slices are summed in order (deterministic), the epilogue applied by the sum. tile: the block
- * tile's side. 128 (one 8-warp block per multiprocessor): split below two blocks per
- * multiprocessor. 64 (2-warp blocks, up to 6 per multiprocessor): split only below one block
- * each, into slices enough for 4 (on the H200, [512, 768] x [768, 768]: 96 blocks, 6 slices, 32
- * us against 48 unsplit; [512, 768] x [768, 2048]: 256 blocks, unsplit 51 us, 2 or 3 slices 60).
- * Config cuda_split_k = n forces n slices where K allows them (1: never split). Returns 1 when
- * the product is wide enough already or K too short to cut. */
+ * tile's side.
+ * - 128 (one 8-warp block per multiprocessor): the count whose waves over the multiprocessors
+ *   waste the least, each extra slice taken to cost 5 % (the H200's square products: 1536^3
+ *   unsplit 293 us, 4 slices 229; 2048^3, 1.94 waves, unsplit 385 us, 2 slices 448).
+ * - 64 (2-warp blocks, up to 6 per multiprocessor): split only below one block each, into
+ *   slices enough for 4 (on the H200, [512, 768] x [768, 768]: 96 blocks, 6 slices, 32 us
+ *   against 48 unsplit; [512, 768] x [768, 2048]: 256 blocks, unsplit 51 us, 2 or 3 slices 60).
+ * Slices are multiples of 8 and at least 128 long. Config cuda_split_k = n forces n slices where
+ * K allows them (1: never split). Returns 1 when the product is wide enough already or K too
+ * short to cut. */
 static int split_k_parts(int dev, const mm_arg *s, int tile)
 {
     const cuda_device_info *d = cuda_device(dev);
     int64_t blocks = ((s->M + tile - 1) / tile) * ((s->N + tile - 1) / tile) * s->nbatch;
-    int64_t sms = d->sm_count, want = tile == 128 ? 2 * sms : 4 * sms;
+    int64_t sms = d->sm_count;
     const char *v = em_config_get("cuda_split_k");
     int force = v ? atoi(v) : 0;
-    bool wide = tile == 128 ? blocks >= want : blocks >= sms;
-    if (s->R >= 8 || (force < 1 && (s->K < 512 || wide))) return 1;
+    if (s->R >= 8 || (force < 1 && s->K < 512)) return 1;
     if (force > 16) force = 16;
     if (force >= 1) return force > 1 && s->K % (8 * force) == 0 ? force : 1;
-    int parts = 1; /* the fewest slices that fill the GPU, else the most that K allows */
-    for (int p = 2; p <= 16 && blocks * parts < want; p++)
+    int parts = 1;
+    if (tile == 128) { /* the least of waves(p) / p * (1 + 0.05 (p - 1)) */
+        double best = (double)((blocks + sms - 1) / sms);
+        for (int p = 2; p <= 16; p++) {
+            if (s->K % (8 * p) || s->K / p < 128) continue;
+            double c = (double)((blocks * p + sms - 1) / sms) / p * (1 + 0.05 * (p - 1));
+            if (c < best) best = c, parts = p;
+        }
+        return parts;
+    }
+    if (blocks >= sms) return 1;
+    for (int p = 2; p <= 16 && blocks * parts < 4 * sms; p++) /* the fewest that fill the GPU */
         if (s->K % (8 * p) == 0 && s->K / p >= 128) parts = p;
     return parts;
 }
 
-/* The exact f32 kernels' block tile for s: 128 x 128 when those give every multiprocessor two
- * blocks, else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]: 24
- * tiles of 128 on 132 multiprocessors). Config cuda_f32_tile = 64 / 128 forces one. */
+/* The exact f32 kernels' block tile for s: 128 x 128 when there is at least one of those per
+ * multiprocessor, else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]:
+ * 24 tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256 tiles of 128): 385 us on 128
+ * tiles, 586 on 64. Config cuda_f32_tile = 64 / 128 forces one. */
 static int sgemm_tile(int dev, const mm_arg *s)
 {
     const char *v = em_config_get("cuda_f32_tile");
     if (v && !strcmp(v, "64")) return 64;
     if (v && !strcmp(v, "128")) return 128;
     int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
-    return blocks >= 2 * (int64_t)cuda_device(dev)->sm_count ? 128 : 64;
+    return blocks >= (int64_t)cuda_device(dev)->sm_count ? 128 : 64;
 }
 
 /* The f32 kernel for s: em_mm_sgemm_v4_<a><b> (16-byte loads; a = k or m, the contiguous dim of
