@@ -610,8 +610,9 @@ static bool tf32_allowed(void)
  * slices are summed in order (deterministic), the epilogue applied by the sum. tile: the block
  * tile's side.
  * - 128 (one 8-warp block per multiprocessor): the count whose waves over the multiprocessors
- *   waste the least, each extra slice taken to cost 5 % (the H200's square products: 1536^3
- *   unsplit 293 us, 4 slices 229; 2048^3, 1.94 waves, unsplit 385 us, 2 slices 448).
+ *   waste the least, each extra slice taken to cost 10 % (fitted to the H200's square products:
+ *   1536^3 unsplit 293 us, 2 / 3 / 4 slices 255 / 236 / 229; 2048^3, 1.94 waves, unsplit 385
+ *   us, 2 slices 448; 3072^3 unsplit 1431 us, 2 slices 1420).
  * - 64 (2-warp blocks, up to 6 per multiprocessor): split only below one block each, into
  *   slices enough for 4 (on the H200, [512, 768] x [768, 768]: 96 blocks, 6 slices, 32 us
  *   against 48 unsplit; [512, 768] x [768, 2048]: 256 blocks, unsplit 51 us, 2 or 3 slices 60).
@@ -629,11 +630,11 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
     if (force > 16) force = 16;
     if (force >= 1) return force > 1 && s->K % (8 * force) == 0 ? force : 1;
     int parts = 1;
-    if (tile == 128) { /* the least of waves(p) / p * (1 + 0.05 (p - 1)) */
+    if (tile == 128) { /* the least of waves(p) / p * (1 + 0.1 (p - 1)) */
         double best = (double)((blocks + sms - 1) / sms);
         for (int p = 2; p <= 16; p++) {
             if (s->K % (8 * p) || s->K / p < 128) continue;
-            double c = (double)((blocks * p + sms - 1) / sms) / p * (1 + 0.05 * (p - 1));
+            double c = (double)((blocks * p + sms - 1) / sms) / p * (1 + 0.1 * (p - 1));
             if (c < best) best = c, parts = p;
         }
         return parts;
@@ -644,17 +645,20 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
     return parts;
 }
 
-/* The exact f32 kernels' block tile for s: 128 x 128 when there is at least one of those per
- * multiprocessor, else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]:
- * 24 tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256 tiles of 128): 385 us on 128
- * tiles, 586 on 64. Config cuda_f32_tile = 64 / 128 forces one. */
+/* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per
+ * multiprocessor, or one and K >= 1024; else 64 x 64 (more, smaller blocks for a transformer's
+ * [512, 768] x [768, 768]: 24 tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256
+ * tiles of 128): 385 us on 128 tiles, 586 on 64; 1536^3: 236 on 128 in 3 slices, 247 on 64.
+ * Shorter K with one or two tiles per multiprocessor (a weight gradient [3072, 512] x [512, 768])
+ * was not measured on 128 tiles and keeps 64. Config cuda_f32_tile = 64 / 128 forces one. */
 static int sgemm_tile(int dev, const mm_arg *s)
 {
     const char *v = em_config_get("cuda_f32_tile");
     if (v && !strcmp(v, "64")) return 64;
     if (v && !strcmp(v, "128")) return 128;
     int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
-    return blocks >= (int64_t)cuda_device(dev)->sm_count ? 128 : 64;
+    int64_t sms = cuda_device(dev)->sm_count;
+    return blocks >= 2 * sms || (blocks >= sms && s->K >= 1024) ? 128 : 64;
 }
 
 /* The f32 kernel for s: em_mm_sgemm_v4_<a><b> (16-byte loads; a = k or m, the contiguous dim of
