@@ -1,6 +1,9 @@
 """Merges the outputs of bench/run.sh's programs into one table: case, Ember median, spread,
 peer median, spread, ratio peer/Ember (> 1: Ember is faster), and Ember's share of the machine's
 FMA peak (compute-bound cases) or copy bandwidth (memory-bound cases, bytes read + written once).
+The programs' outputs hold one block per round ("round N" lines); a case run in several rounds
+gets the median of its rounds' medians, the extremes of their spreads, and the median of the
+rounds' ratios (each round's peer and Ember ran one after the other), with their range.
 Usage: report.py DIR [--record LABEL] (appends the table to bench/RESULTS.md with LABEL)."""
 import datetime
 import os
@@ -8,18 +11,47 @@ import subprocess
 import sys
 
 
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
 def read(path):
+    """meta, rows: rows[case] = {round: {med, lo, hi, q1, q3, n}}."""
     meta, rows = {}, {}
     if not os.path.exists(path):
         return meta, rows
+    rnd = 1
     for line in open(path):
         f = line.rstrip("\n").split("\t")
         if len(f) == 7:
-            rows[f[0]] = dict(med=float(f[1]), lo=float(f[2]), hi=float(f[3]), q1=float(f[4]),
-                              q3=float(f[5]), n=int(f[6]))
+            rows.setdefault(f[0], {})[rnd] = dict(med=float(f[1]), lo=float(f[2]), hi=float(f[3]),
+                                                  q1=float(f[4]), q3=float(f[5]), n=int(f[6]))
+        elif len(f) == 2 and f[0] == "round":
+            rnd = int(f[1])
         elif len(f) == 2:
             meta[f[0]] = f[1]
     return meta, rows
+
+
+def merged(r):
+    """One case's rounds as one row: medians of the medians, extremes of the spreads."""
+    if not r:
+        return None
+    v = list(r.values())
+    return dict(med=median([x["med"] for x in v]), lo=min(x["lo"] for x in v),
+                hi=max(x["hi"] for x in v), rounds=len(v))
+
+
+def ratio(p, e):
+    """The median of the rounds' peer/Ember ratios and their range, over the rounds both ran."""
+    rs = [p[k]["med"] / e[k]["med"] for k in sorted(set(p) & set(e))]
+    if not rs:
+        return "-"
+    if len(rs) == 1:
+        return f"{rs[0]:.2f}"
+    return f"{median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})"
 
 
 d = sys.argv[1]
@@ -58,17 +90,20 @@ def spread(r):
     return f"{r['lo']:.2f}-{r['hi']:.2f}" if r else "-"
 
 
-lines = ["| case | peer | Ember ms | Ember min-max | peer ms | peer min-max | peer/Ember | Ember % peak or bw |",
+lines = ["| case | peer | Ember ms | Ember min-max | peer ms | peer min-max | peer/Ember (rounds' range) | Ember % peak or bw |",
          "|---|---|---:|---:|---:|---:|---:|---:|"]
+nrounds = max([len(r) for r in list(ember.values()) + list(torch.values())] or [0])
 for c in order:
-    e = ember.get(c)
-    peers = [("torch", torch.get(c))]
+    er = ember.get(c, {})
+    e = merged(er)
+    peers = [("torch", torch.get(c, {}))]
     if c.startswith("matmul") or c.startswith("gemv"):
-        peers.insert(0, ("openblas", oblas.get(c)))
-    for pname, p in peers:
+        peers.insert(0, ("openblas", oblas.get(c, {})))
+    for pname, pr in peers:
+        p = merged(pr)
         if not e and not p:
             continue
-        ratio = f"{p['med'] / e['med']:.2f}" if e and p else "-"
+        rat = ratio(pr, er)
         eff = ""
         if e and c in work:
             kind, n = work[c]
@@ -76,13 +111,14 @@ for c in order:
                 eff = f"{n / (e['med'] * 1e-3) / 1e9:.1f} GF/s = {100 * n / (e['med'] * 1e-3) / 1e9 / peak:.0f}% peak"
             else:
                 eff = f"{n / (e['med'] * 1e-3) / 1e9:.1f} GB/s = {100 * n / (e['med'] * 1e-3) / 1e9 / bw:.0f}% bw"
-        lines.append(f"| {c} | {pname} | {fmt(e)} | {spread(e)} | {fmt(p)} | {spread(p)} | {ratio} | {eff} |")
+        lines.append(f"| {c} | {pname} | {fmt(e)} | {spread(e)} | {fmt(p)} | {spread(p)} | {rat} | {eff} |")
 
 head = [
     f"machine: {machine.get('cpu', '?')}; ISA {machine.get('isa', '?')}; FMA peak {machine.get('peak_fma_1t')} GFLOP/s (1 thread), "
     f"{machine.get('peak_fma_2t')} (2 threads); copy {machine.get('bw_copy')} GB/s, triad {machine.get('bw_triad')} GB/s (2 threads)",
     f"load before the run: {machine.get('load', '?')}; threads: Ember {emeta.get('ember_threads')}, torch {tmeta.get('torch_threads')} "
     f"({tmeta.get('torch_version')}), OpenBLAS 2 (core {ometa.get('openblas_core')}; {ometa.get('openblas_config')})",
+    f"rounds: {nrounds} (the programs take turns case by case; ms: median of the rounds' medians)",
     f"OpenBLAS env: OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
     f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}; Ember cache: {emeta.get('ember_cache', '?')}",
 ]

@@ -2,6 +2,10 @@
 # Ember's CPU benchmark suite: builds Ember (Release), then runs every case in Ember and in its
 # peer in this same run (PyTorch through /usr/bin/python3 with 2 threads; OpenBLAS cblas_sgemm /
 # sgemv with 2 threads), plus the machine's FMA peak and copy bandwidth, and prints one table.
+# The programs take turns case by case (OpenBLAS, Ember, PyTorch for one case, then the next
+# case), for ROUNDS rounds (default 3), so a slow minute on a shared machine lands on both sides
+# of a ratio; the table gives each side's median over the rounds' medians and the median of the
+# rounds' ratios.
 # Usage: bench/run.sh [--record LABEL] [case-prefix ...]   (make bench runs it with no arguments)
 # --record appends the table to bench/RESULTS.md. Benchmarks are not tests: nothing here fails
 # on a slow number.
@@ -37,7 +41,27 @@ cc $CFLAGS -o "$OUT/openblas_bench" bench/openblas_bench.c -lopenblas
     "$OUT/machine"
 } >"$OUT/machine.txt"
 export EMBER_NUM_THREADS=2
-"$OUT/openblas_bench" "$@" >"$OUT/openblas.txt"
-"$OUT/ember_bench" "$@" >"$OUT/ember.txt"
-/usr/bin/python3 bench/torch_bench.py "$@" >"$OUT/torch.txt"
+CASES="matmul_256 matmul_1024 matmul_2048 matmul_4096 gemv_n gemv_t conv_3x3 conv_7x7s2
+maxpool_k3s1 maxpool_k5s2d2_cl softmax layer_norm gelu sum topk_k1_dim0 topk_k10_last rfft_1M
+train_mlp train_cnn"
+selected() { # case: whether a command-line prefix names it (all cases without arguments)
+    [ $# -eq 1 ] && return 0
+    local c=$1 a
+    shift
+    for a in "$@"; do [ "${c#"$a"}" != "$c" ] && return 0; done
+    return 1
+}
+: >"$OUT/openblas.txt"
+: >"$OUT/ember.txt"
+: >"$OUT/torch.txt"
+for round in $(seq "${ROUNDS:-3}"); do
+    for c in $CASES; do
+        selected "$c" "$@" || continue
+        { printf 'round\t%s\n' "$round"; } | tee -a "$OUT/openblas.txt" "$OUT/ember.txt" \
+            >>"$OUT/torch.txt"
+        case $c in matmul_* | gemv_*) "$OUT/openblas_bench" "$c" >>"$OUT/openblas.txt" ;; esac
+        "$OUT/ember_bench" "$c" >>"$OUT/ember.txt"
+        /usr/bin/python3 bench/torch_bench.py "$c" >>"$OUT/torch.txt"
+    done
+done
 BENCH_CMD="bench/run.sh $*" /usr/bin/python3 bench/report.py "$OUT" "${RECORD[@]}"
