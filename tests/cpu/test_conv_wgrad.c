@@ -3,7 +3,9 @@
  * matmul composition the conv rule ran before it, over kernel sizes 1/3/5, pads 0/1/2 (and
  * asymmetric), odd sizes, batch 1..9, both GEMM orientations (C*kh*kw >= Co or not), channel
  * counts that take the channels-last packing (multiples of 8), strided inputs, f32/f64/bf16,
- * every kernel set this CPU runs; bitwise the same on 1, 2 and 3 threads. */
+ * every kernel set this CPU runs; bitwise the same on 1, 2 and 3 threads. Cases of at most 12
+ * columns (C*kh*kw) with a contiguous f32 gy take the dot-product path on the AVX2/AVX-512 sets
+ * (the portable set keeps the GEMM). */
 #include <math.h>
 
 #include "backend/cpu/cpu_gemm.h"

@@ -139,3 +139,69 @@ void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t
         }
     }
 }
+
+/* The lanes of v added in a fixed order. */
+static inline float hsum8(__m256 v)
+{
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_shuffle_ps(s, s, 1));
+    return _mm_cvtss_f32(s);
+}
+
+/* cpu_conv_wgrad_dots_avx2 for a J known here, so the J accumulators stay in registers. */
+static inline __attribute__((always_inline)) void
+dots_j(const float *gy, int64_t sn, int64_t sc, const float *xp, int64_t item, int64_t Wp,
+       const int64_t *off, const int J, int64_t N, int64_t OH, int64_t OW, int64_t co, float *gw)
+{
+    __m256 acc[12];
+    int64_t o[12];
+#pragma GCC unroll 12
+    for (int j = 0; j < J; j++) acc[j] = _mm256_setzero_ps(), o[j] = off[j];
+    int64_t tail = OW % 8;
+    __m256i tm =
+        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t oh = 0; oh < OH; oh++) {
+            const float *g = gy + n * sn + co * sc + oh * OW, *x = xp + n * item + oh * Wp;
+            int64_t ow = 0;
+            for (; ow + 8 <= OW; ow += 8) {
+                __m256 gv = _mm256_loadu_ps(g + ow);
+#pragma GCC unroll 12
+                for (int j = 0; j < J; j++)
+                    acc[j] = _mm256_fmadd_ps(gv, _mm256_loadu_ps(x + o[j] + ow), acc[j]);
+            }
+            if (tail) {
+                __m256 gv = _mm256_maskload_ps(g + ow, tm);
+#pragma GCC unroll 12
+                for (int j = 0; j < J; j++)
+                    acc[j] = _mm256_fmadd_ps(gv, _mm256_maskload_ps(x + o[j] + ow, tm), acc[j]);
+            }
+        }
+#pragma GCC unroll 12
+    for (int j = 0; j < J; j++) gw[co * J + j] = hsum8(acc[j]);
+}
+
+void cpu_conv_wgrad_dots_avx2(const float *gy, int64_t sn, int64_t sc, const float *xp,
+                              int64_t item, int64_t Wp, const int64_t *off, int J, int64_t N,
+                              int64_t OH, int64_t OW, int64_t co0, int64_t co1, float *gw)
+{
+    for (int64_t co = co0; co < co1; co++) switch (J) {
+#define DOTS_CASE(n)                                                                               \
+    case n: dots_j(gy, sn, sc, xp, item, Wp, off, n, N, OH, OW, co, gw); break;
+            DOTS_CASE(1)
+            DOTS_CASE(2)
+            DOTS_CASE(3)
+            DOTS_CASE(4)
+            DOTS_CASE(5)
+            DOTS_CASE(6)
+            DOTS_CASE(7)
+            DOTS_CASE(8)
+            DOTS_CASE(9)
+            DOTS_CASE(10)
+            DOTS_CASE(11)
+            DOTS_CASE(12)
+#undef DOTS_CASE
+        default: break;
+        }
+}

@@ -31,6 +31,16 @@ void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, 
  * W, c < C, C a multiple of 8 (8 x 8 transposes; never reads past s[c * cs + W - 1]). */
 void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t W, float *d);
 
+/* The weight gradient of a stride-1 conv2d with at most 12 columns (C * kh * kw <= 12: a
+ * single-channel first layer, a 1 x 1 conv of few channels) as dot products, for output channels
+ * co0 <= co < co1: gw[co * J + j] = sum over n < N, oh < OH, ow < OW of gy[n * sn + co * sc +
+ * oh * OW + ow] * xp[n * item + off[j] + oh * Wp + ow], xp the zero-padded channel-major images.
+ * Each (co, j) keeps 8 lane sums over the positions in order (a row's last partial vector
+ * masked), added in a fixed tree: the same bytes whatever splits the channels. */
+void cpu_conv_wgrad_dots_avx2(const float *gy, int64_t sn, int64_t sc, const float *xp,
+                              int64_t item, int64_t Wp, const int64_t *off, int J, int64_t N,
+                              int64_t OH, int64_t OW, int64_t co0, int64_t co1, float *gw);
+
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */
 void cpu_conv_direct_enable(bool on);

@@ -172,6 +172,68 @@ static em_tensor *view_of(wg_view *v, void *data, em_dtype dt, const int64_t *sh
     return &v->t;
 }
 
+/* The dot-product path (cpu_conv_wgrad_dots_avx2): f32 gy with contiguous rows and planes, at
+ * most 12 columns; the GEMM would spend most of its time packing such thin panels (conv1 of
+ * the benchmark CNN: 9 columns). */
+typedef struct dots_job {
+    const float *gy, *xp;
+    int64_t sn, sc, item, Wp, N, OH, OW;
+    const int64_t *off;
+    int J;
+    float *gw;
+} dots_job;
+
+static void dots_range(void *ctx, int64_t c0, int64_t c1)
+{
+    const dots_job *d = ctx;
+    cpu_conv_wgrad_dots_avx2(d->gy, d->sn, d->sc, d->xp, d->item, d->Wp, d->off, d->J, d->N, d->OH,
+                             d->OW, c0, c1, d->gw);
+}
+
+static em_status wgrad_dots(const em_op *op, const em_tensor *x, const em_tensor *gy,
+                            em_tensor *out)
+{
+    int64_t N = x->shape[0], C = x->shape[1], Co = gy->shape[1], OH = gy->shape[2];
+    int64_t OW = gy->shape[3], kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
+    int64_t Hp = x->shape[2] + pt + op->i[4], Wp = x->shape[3] + pl + op->i[5];
+    int64_t item = C * Hp * Wp, off[12];
+    int J = (int)(C * kh * kw);
+    for (int j = 0; j < J; j++)
+        off[j] = (j / (kh * kw)) * Hp * Wp + (j % (kh * kw) / kw) * Wp + j % kw;
+    float *xp = cpu_cache_alloc((size_t)(N * item) * sizeof(float));
+    bool direct = out->dtype == EM_F32 && tn_is_contiguous(out);
+    float *gw = direct ? tn_ptr(out) : cpu_cache_alloc((size_t)(Co * J) * sizeof(float));
+    em_status st = EM_ERR_OOM;
+    if (xp && gw) {
+        wg_view vx, vc;
+        memset(xp, 0, (size_t)(N * item) * sizeof(float));
+        int64_t xst[4] = {item, Hp * Wp, Wp, 1};
+        cpu_copy_convert(view_of(&vx, xp, EM_F32, x->shape, xst, pt * Wp + pl), x);
+        dots_job d = {.gy = (const float *)(const void *)tn_ptr(gy),
+                      .xp = xp,
+                      .sn = gy->strides[0],
+                      .sc = gy->strides[1],
+                      .item = item,
+                      .Wp = Wp,
+                      .N = N,
+                      .OH = OH,
+                      .OW = OW,
+                      .off = off,
+                      .J = J,
+                      .gw = gw};
+        /* one task per output channel at the least: results never depend on the split */
+        em_parallel_for(Co, 1, dots_range, &d);
+        if (!direct) {
+            int64_t cs[4] = {J, kh * kw, kw, 1};
+            cpu_copy_convert(out, view_of(&vc, gw, EM_F32, out->shape, cs, 0));
+        }
+        st = EM_OK;
+    }
+    cpu_cache_free(xp);
+    if (!direct) cpu_cache_free(gw);
+    return st;
+}
+
 /* x [N, C, H, W], gy [N, Co, OH, OW] -> gw [Co, C, kh, kw] (ops_conv.c). f16/bf16 go through
  * f32. The product takes the longer of Co and C*kh*kw as its columns, the implicit im2col as
  * the operand on that side (B when C*kh*kw >= Co, else A), so the long reduction runs in the
@@ -190,6 +252,9 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     int64_t kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
     int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
+    if (!dbl && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
+        (OH == 1 || gy->strides[2] == OW) && strcmp(cpu_gemm_kernel_name(), "portable") != 0)
+        return wgrad_dots(op, x, gy, out);
     bool b_side = ckk >= Co;
     wg_cols cols = {.dbl = dbl,
                     .avx2 = strcmp(cpu_gemm_kernel_name(), "portable") != 0,
