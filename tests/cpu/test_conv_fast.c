@@ -243,5 +243,10 @@ int main(void)
     packed_case(2, 3, 3, 20, 5, 1, 3, 3, 1, 1, 2, 0, true, false);    /* pads over the kernel */
     packed_case(1, 25, 10, 21, 7, 1, 3, 3, 1, 1, 1, 1, true, false);  /* K = 225: a short block */
     packed_case(1, 8, 30, 9, 14, 2, 2, 4, 1, 3, 3, 3, false, false);  /* dilation 3, groups */
+    /* at most 16 reduction terms: output rows straight from the padded image */
+    packed_case(2, 1, 9, 19, 13, 1, 3, 3, 1, 2, 2, 1, false, false); /* dilation 2, Co % 8 */
+    packed_case(3, 3, 5, 6, 1, 1, 1, 1, 1, 1, 0, 0, true, false);    /* 1x1, one channel out */
+    packed_case(1, 2, 7, 33, 20, 1, 2, 4, 1, 1, 1, 2, true, false);  /* K = 16 */
+    packed_case(2, 1, 1, 45, 9, 1, 1, 5, 1, 1, 2, 2, true, true);    /* 1-D, K = 5 */
     return h_finish();
 }

@@ -609,6 +609,21 @@ static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
     }
 }
 
+/* Few reduction terms (K <= 16, one group): rows of outputs written straight into y by
+ * cpu_conv_direct_small_avx2, the weights in 8-channel panels (d->ap), a task per output row. */
+static void direct_small_rows(void *ctx, int64_t r0, int64_t r1)
+{
+    const direct_conv *d = ctx;
+    const conv_job *j = d->j;
+    int64_t OH = j->g.out[1], OW = j->g.out[2];
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t n = r / OH, oh = r % OH;
+        cpu_conv_direct_small_avx2(d->xp + n * d->xp_item + oh * d->Wp, d->off, (int)d->K, d->ap,
+                                   (const float *)j->bias, j->cout, OW,
+                                   (float *)j->y + n * j->cout * j->y_n + oh * OW, j->y_n);
+    }
+}
+
 static void direct_range(void *ctx, int64_t u0, int64_t u1)
 {
     direct_conv *d = ctx;
@@ -650,7 +665,9 @@ static int conv_direct(const conv_job *j, int64_t nb)
     d.nblocks = (d.nq + d.qblk - 1) / d.qblk;
     d.xp_item = j->cin * d.plane_p + 16 + (g->k[2] - 1) * g->d[2];
     d.xp = scratch(nb * d.xp_item, sizeof(float));
-    d.ap = scratch(j->groups * d.mp * d.K, sizeof(float));
+    /* 6-row panels per group, or 8-channel ones on the small path */
+    int64_t ap_rows = d.mp > (cog + 7) / 8 * 8 ? d.mp : (cog + 7) / 8 * 8;
+    d.ap = scratch(j->groups * ap_rows * d.K, sizeof(float));
     d.off = scratch(d.K, sizeof(int64_t));
     int rc = -1;
     if (!d.xp || !d.ap || !d.off) goto out;
@@ -659,16 +676,26 @@ static int conv_direct(const conv_job *j, int64_t nb)
         d.off[k] = ci * d.plane_p + a * g->d[1] * d.Wp + e * g->d[2];
     }
     const float *w = (const float *)j->w; /* [cout, cig * kn] */
-    for (int64_t gi = 0; gi < j->groups; gi++)
-        for (int64_t i0 = 0; i0 < d.mp; i0 += 6)
+    bool small = j->groups == 1 && d.K <= 16;
+    if (small) { /* 8-channel panels: ap[(co / 8) K 8 + k 8 + co % 8] */
+        for (int64_t co = 0; co < (cog + 7) / 8 * 8; co++)
             for (int64_t k = 0; k < d.K; k++)
-                for (int64_t r = 0; r < 6; r++)
-                    d.ap[gi * d.mp * d.K + i0 * d.K + k * 6 + r] =
-                        i0 + r < cog ? w[(gi * cog + i0 + r) * d.K + k] : 0.0f;
+                d.ap[co / 8 * d.K * 8 + k * 8 + co % 8] = co < cog ? w[co * d.K + k] : 0.0f;
+    } else
+        for (int64_t gi = 0; gi < j->groups; gi++)
+            for (int64_t i0 = 0; i0 < d.mp; i0 += 6)
+                for (int64_t k = 0; k < d.K; k++)
+                    for (int64_t r = 0; r < 6; r++)
+                        d.ap[gi * d.mp * d.K + i0 * d.K + k * 6 + r] =
+                            i0 + r < cog ? w[(gi * cog + i0 + r) * d.K + k] : 0.0f;
     atomic_init(&d.failed, false);
     int64_t planes = nb * j->cin;
     em_parallel_for(planes, d.plane_p >= 4096 ? 1 : 4096 / d.plane_p + 1, direct_pad, &d);
-    em_parallel_for(nb * d.nblocks, 1, direct_range, &d);
+    if (small) /* rows of about 4096 multiply-adds or more per task */
+        em_parallel_for(nb * g->out[1], 4096 / (d.K * cog * g->out[2] + 1) + 1, direct_small_rows,
+                        &d);
+    else
+        em_parallel_for(nb * d.nblocks, 1, direct_range, &d);
     rc = atomic_load(&d.failed) ? -1 : 1;
 out:
     cpu_cache_free(d.xp);

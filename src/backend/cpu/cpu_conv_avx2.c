@@ -53,6 +53,44 @@ void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const
     }
 }
 
+void cpu_conv_direct_small_avx2(const float *xrow, const int64_t *off, int K, const float *wp,
+                                const float *bias, int64_t Co, int64_t OW, float *y, int64_t ys)
+{
+    for (int64_t co0 = 0; co0 < Co; co0 += 8, wp += 8 * K) {
+        int cn = Co - co0 < 8 ? (int)(Co - co0) : 8;
+        for (int64_t ow = 0; ow < OW; ow += 8) {
+            int m = OW - ow < 8 ? (int)(OW - ow) : 8;
+            __m256i lm =
+                _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            /* eight named accumulators: they stay in registers */
+            __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
+                   c7 = c0;
+            const float *w = wp;
+            for (int k = 0; k < K; k++, w += 8) {
+                const float *q = xrow + off[k] + ow;
+                __m256 xv = m == 8 ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, lm);
+                c0 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 0), xv, c0);
+                c1 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 1), xv, c1);
+                c2 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 2), xv, c2);
+                c3 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 3), xv, c3);
+                c4 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 4), xv, c4);
+                c5 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 5), xv, c5);
+                c6 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 6), xv, c6);
+                c7 = _mm256_fmadd_ps(_mm256_broadcast_ss(w + 7), xv, c7);
+            }
+            __m256 acc[8] = {c0, c1, c2, c3, c4, c5, c6, c7};
+            for (int c = 0; c < cn; c++) {
+                __m256 v = bias ? _mm256_add_ps(_mm256_set1_ps(bias[co0 + c]), acc[c]) : acc[c];
+                float *o = y + (co0 + c) * ys + ow;
+                if (m == 8)
+                    _mm256_storeu_ps(o, v);
+                else
+                    _mm256_maskstore_ps(o, lm, v);
+            }
+        }
+    }
+}
+
 void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
 {
     __m256 v = _mm256_set1_ps(bias);

@@ -13,6 +13,15 @@
 void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
                                float *C, int64_t ldc, int mr, int nr, bool accumulate);
 
+/* One output row of a stride-1 convolution with at most 16 reduction terms (K = C * kh * kw:
+ * a single-channel first layer), straight into y: y[co * ys + ow] = bias[co] + sum over k < K
+ * of w[co, k] * xrow[off[k] + ow] for co < Co, ow < OW. xrow is the padded image at the row's
+ * start (every xrow[off[k] + ow] readable), wp the weights in panels of 8 channels, wp[(co / 8)
+ * * K * 8 + k * 8 + co % 8] (zeros past Co), bias NULL for none. Terms added in k order, then
+ * the bias, as the 6 x 16 kernel's tiles. */
+void cpu_conv_direct_small_avx2(const float *xrow, const int64_t *off, int K, const float *wp,
+                                const float *bias, int64_t Co, int64_t OW, float *y, int64_t ys);
+
 /* o[i] = bias + t[i] for i < n: a tile row copied out with the bias (masked at the end). */
 void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
 
