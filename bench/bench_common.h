@@ -45,12 +45,15 @@ static inline void bench_run(const char *name, void (*fn)(void *), void *ctx, in
     fflush(stdout);
 }
 
-/* Case filter: argv lists case-name prefixes; none means all. */
+/* Case filter: argv lists case-name prefixes; none means all. A group's guard (a name that is
+ * itself a prefix of an argument, "gemv" for "gemv_n") is selected too, so its setup runs for
+ * the case inside it. */
 static inline int bench_selected(int argc, char **argv, const char *name)
 {
     if (argc < 2) return 1;
     for (int i = 1; i < argc; i++)
-        if (!strncmp(name, argv[i], strlen(argv[i]))) return 1;
+        if (!strncmp(name, argv[i], strlen(argv[i])) || !strncmp(name, argv[i], strlen(name)))
+            return 1;
     return 0;
 }
 

@@ -13,7 +13,8 @@ ARGS = sys.argv[1:]
 
 
 def selected(name):
-    return not ARGS or any(name.startswith(a) for a in ARGS)
+    """name starts with an argument, or is a group guard that an argument starts with"""
+    return not ARGS or any(name.startswith(a) or a.startswith(name) for a in ARGS)
 
 
 print(f"torch_version\t{torch.__version__}")
