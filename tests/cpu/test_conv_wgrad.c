@@ -4,8 +4,8 @@
  * asymmetric), odd sizes, batch 1..9, both GEMM orientations (C*kh*kw >= Co or not), channel
  * counts that take the channels-last packing (multiples of 8), strided inputs, f32/f64/bf16,
  * every kernel set this CPU runs; bitwise the same on 1, 2 and 3 threads. Cases of at most 12
- * columns (C*kh*kw) with a contiguous f32 gy take the dot-product path on the AVX2/AVX-512 sets
- * (the portable set keeps the GEMM). */
+ * columns (C*kh*kw) with a contiguous f32 gy (layout 0: x strided) take the dot-product path on
+ * the AVX2/AVX-512 sets (the portable set keeps the GEMM). */
 #include <math.h>
 
 #include "backend/cpu/cpu_gemm.h"
@@ -202,6 +202,10 @@ int main(void)
     /* A side with a contiguous gy (layout 0, packed straight from gy's rows) in f32 */
     run_case(&cases[1], EM_F32, H_STRIDED);
     run_case(&cases[9], EM_F32, H_STRIDED);
+    /* at most 12 columns with a contiguous f32 gy (x strided): the dot-product path, also for
+       one output row (1 x 3) and a 1 x 1 kernel over 8 channels */
+    run_case(&cases[7], EM_F32, H_STRIDED);
+    run_case(&cases[15], EM_F32, H_STRIDED);
     run_case(&cases[0], EM_BF16, H_CONTIG);
     run_case(&cases[1], EM_BF16, H_STRIDED);
     run_case(&cases[11], EM_BF16, H_TRANSPOSED);
