@@ -186,11 +186,13 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
     }
     em_shape os = one_d ? EM_SHAPE(B, Co, OW) : EM_SHAPE(B, Co, OH, OW);
     double tol = 2e-4 * sqrt((double)(Cg * kh * kw));
-    for (int path = 0; path <= 2; path++) /* direct (stride 1), packed, portable im2col */
+    /* Winograd (3x3 stride 1, else the direct path), direct (stride 1), packed, portable */
+    for (int path = 0; path <= 3; path++)
         for (int th = 1; th <= 2; th++) {
             em_set_num_threads(th);
-            cpu_gemm_use(path == 2 ? "portable" : NULL);
-            cpu_conv_direct_enable(path == 0);
+            cpu_gemm_use(path == 3 ? "portable" : NULL);
+            cpu_conv_winograd_enable(path == 0);
+            cpu_conv_direct_enable(path <= 1);
             em_tensor *y = one_d ? em_conv1d(x, w, b, o) : em_conv2d(x, w, b, o);
             CHECK_OK("em_conv");
             char what[220];
@@ -200,13 +202,15 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
                      one_d ? "1d" : "2d", (long long)B, (long long)C, (long long)H, (long long)W,
                      (long long)Co, (long long)groups, (long long)kh, (long long)kw, (long long)st,
                      (long long)dil, (long long)pl, (long long)ph, bias,
-                     path == 2   ? "portable"
-                     : path == 1 ? "packed"
-                                 : "direct",
+                     path == 3   ? "portable"
+                     : path == 2 ? "packed"
+                     : path == 1 ? "direct"
+                                 : "winograd",
                      th);
             h_check_tensor(what, y, ref, os, tol, tol);
         }
     cpu_gemm_use(NULL);
+    cpu_conv_winograd_enable(true);
     cpu_conv_direct_enable(true);
     em_set_num_threads(2);
     free(xv), free(wv), free(bv), free(ref);
@@ -248,5 +252,12 @@ int main(void)
     packed_case(3, 3, 5, 6, 1, 1, 1, 1, 1, 1, 0, 0, true, false);    /* 1x1, one channel out */
     packed_case(1, 2, 7, 33, 20, 1, 2, 4, 1, 1, 1, 2, true, false);  /* K = 16 */
     packed_case(2, 1, 1, 45, 9, 1, 1, 5, 1, 1, 2, 2, true, true);    /* 1-D, K = 5 */
+    /* 3x3 stride 1 with at least 16 channels each way: Winograd F(2x2, 3x3) */
+    packed_case(3, 16, 14, 14, 16, 1, 3, 3, 1, 1, 1, 1, true, false); /* even sizes */
+    packed_case(2, 32, 9, 13, 37, 1, 3, 3, 1, 1, 1, 1, false, false); /* odd, Co % 6 != 0 */
+    packed_case(1, 20, 11, 6, 18, 1, 3, 3, 1, 1, 0, 2, true, false);  /* pads 0 / 2 */
+    packed_case(2, 200, 5, 7, 24, 1, 3, 3, 1, 1, 1, 1, true, false);  /* C > 192: two K blocks */
+    packed_case(5, 17, 3, 3, 16, 1, 3, 3, 1, 1, 0, 0, false, false);  /* one output, chunks */
+    packed_case(4, 24, 20, 19, 40, 1, 3, 3, 1, 1, 1, 1, true, false); /* several chunks */
     return h_finish();
 }

@@ -704,6 +704,191 @@ out:
     return rc;
 }
 
+/* ---- Winograd F(2x2, 3x3) for stride-1 3x3 f32 convolutions (AVX2 kernel set) -------------
+ * Each 2 x 2 block of outputs (a tile) comes from a 4 x 4 window of the zero-padded image d:
+ * y = A^T [ sum over c of (G g_c G^T) .* (B^T d_c B) ] A, 16 element-wise products per
+ * channel pair instead of 36 multiply-adds (2.25x fewer). The 16 positions xi of the
+ * transformed window are 16 independent products M_xi [Co, tiles] = U_xi [Co, C] . V_xi [C,
+ * tiles], run on the direct path's 6 x 16 register kernel over chunks of WG_TB tiles (V and M
+ * of a chunk stay in L2). Transforms use only 0, +-1 and 1/2, so rounding stays close to the
+ * direct sums (tests: test_conv_fast, f64 references). */
+
+static atomic_bool wino_off;
+
+void cpu_conv_winograd_enable(bool on)
+{
+    atomic_store(&wino_off, !on);
+}
+
+#define WG_TB  32 /* tiles per chunk: two 16-wide register tiles */
+#define WG_TBS 40 /* a row of V or M: WG_TB tiles and room for an 8-tile run's overhang */
+
+typedef struct wino_conv {
+    const conv_job *j;
+    int64_t C, Co, TH, TW, Hq, Wq, plane, item, mp;
+    int64_t rows, rpc, spr; /* tile rows N * TH; rows per chunk (TW <= WG_TB) or segments per
+                               row (TW > WG_TB: WG_TB tiles each) */
+    float *xp;              /* [N][C][Hq][Wq] zero-padded, 16 floats of slack */
+    float *u;               /* [16][mp / 6][C][6]: U_xi in 6-row panels */
+    int64_t off[256];       /* row k of V: k * WG_TBS */
+    atomic_bool failed;
+} wino_conv;
+
+static void wino_pad(void *ctx, int64_t p0, int64_t p1)
+{
+    const wino_conv *w = ctx;
+    const conv_job *j = w->j;
+    const geo *g = &j->g;
+    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
+    for (int64_t pi = p0; pi < p1; pi++) {
+        const float *src = (const float *)j->x + pi * j->x_n;
+        float *dst = w->xp + pi * w->plane;
+        memset(dst, 0, (size_t)w->plane * sizeof(float));
+        for (int64_t h = 0; h < H; h++)
+            memcpy(dst + (h + pt) * w->Wq + pl, src + h * W, (size_t)W * sizeof(float));
+    }
+}
+
+/* Chunk ch: its tile rows [r0, r1) and tile columns [tw0, tw1) of each (q = tile index within
+ * the chunk, row by row). */
+static void wino_span(const wino_conv *w, int64_t ch, int64_t *r0, int64_t *r1, int64_t *tw0,
+                      int64_t *tw1)
+{
+    if (w->spr == 1) {
+        *r0 = ch * w->rpc, *r1 = *r0 + w->rpc < w->rows ? *r0 + w->rpc : w->rows;
+        *tw0 = 0, *tw1 = w->TW;
+    } else {
+        *r0 = ch / w->spr, *r1 = *r0 + 1;
+        *tw0 = ch % w->spr * WG_TB, *tw1 = *tw0 + WG_TB < w->TW ? *tw0 + WG_TB : w->TW;
+    }
+}
+
+static void wino_chunks(void *ctx, int64_t c0, int64_t c1)
+{
+    wino_conv *w = ctx;
+    const conv_job *j = w->j;
+    int64_t C = w->C, Co = w->Co, OH = j->g.out[1], OW = j->g.out[2];
+    int64_t vxs = C * WG_TBS, mxs = w->mp * WG_TBS; /* xi strides of V and M */
+    float *v = cpu_cache_alloc((size_t)(16 * vxs) * sizeof(float));
+    float *m = cpu_cache_alloc((size_t)(16 * mxs) * sizeof(float));
+    if (!v || !m) {
+        atomic_store(&w->failed, true);
+        cpu_cache_free(v), cpu_cache_free(m);
+        return;
+    }
+    for (int64_t ch = c0; ch < c1; ch++) {
+        int64_t r0, r1, tw0, tw1;
+        wino_span(w, ch, &r0, &r1, &tw0, &tw1);
+        int64_t per = tw1 - tw0, nt = (r1 - r0) * per;
+        /* V[xi][c][q] = (B^T d B)[xi], 8 tiles of a row at a time (a row's last run spills
+           into the next row's first columns, which that row then overwrites, or into the
+           row's slack) */
+        for (int64_t c = 0; c < C; c++)
+            for (int64_t r = r0; r < r1; r++) {
+                int64_t n = r / w->TH, th = r % w->TH;
+                const float *d = w->xp + n * w->item + c * w->plane + 2 * th * w->Wq;
+                float *vr = v + c * WG_TBS + (r - r0) * per - tw0;
+                for (int64_t tw = tw0; tw < tw1; tw += 8)
+                    cpu_wino_in_avx2(d + 2 * tw, w->Wq, vr + tw, vxs);
+            }
+        if (nt < WG_TB) /* zeros in the columns no tile fills */
+            for (int64_t r = 0; r < 16 * C; r++)
+                memset(v + r * WG_TBS + nt, 0, (size_t)(WG_TB - nt) * sizeof(float));
+        /* M_xi [Co][q] = U_xi . V_xi on the register kernel (columns past nt unread) */
+        for (int xi = 0; xi < 16; xi++)
+            for (int64_t k0 = 0; k0 < C; k0 += 192) {
+                int64_t kb = C - k0 < 192 ? C - k0 : 192;
+                for (int64_t q0 = 0; q0 < nt; q0 += 16)
+                    for (int64_t i0 = 0; i0 < Co; i0 += 6) {
+                        int mr = (int)(Co - i0 < 6 ? Co - i0 : 6);
+                        cpu_conv_direct_6x16_avx2(
+                            kb, w->u + ((int64_t)xi * w->mp + i0) * C + k0 * 6,
+                            v + xi * vxs + k0 * WG_TBS + q0, w->off,
+                            m + xi * mxs + i0 * WG_TBS + q0, WG_TBS, mr, 16, k0 > 0);
+                    }
+            }
+        /* y = A^T M A + bias, 8 tiles of a row at a time */
+        for (int64_t r = r0; r < r1; r++) {
+            int64_t n = r / w->TH, oh = 2 * (r % w->TH);
+            for (int64_t co = 0; co < Co; co++) {
+                float b = j->bias ? ((const float *)j->bias)[co] : 0.0f;
+                float *y = (float *)j->y + (n * j->cout + co) * j->y_n + oh * OW;
+                const float *mr = m + co * WG_TBS + (r - r0) * per - tw0;
+                for (int64_t tw = tw0; tw < tw1; tw += 8) {
+                    int64_t cols = OW - 2 * tw, lim = 2 * (tw1 - tw);
+                    if (cols > lim) cols = lim;
+                    cpu_wino_out_avx2(mr + tw, mxs, b, y + 2 * tw, OW, oh + 1 < OH,
+                                      (int)(cols < 16 ? cols : 16));
+                }
+            }
+        }
+    }
+    cpu_cache_free(v);
+    cpu_cache_free(m);
+}
+
+/* The Winograd path: 1 when done, 0 when it does not apply, -1 when memory ran out. */
+static int conv_winograd(const conv_job *j, int64_t nb)
+{
+    const geo *g = &j->g;
+    if (j->dbl || j->transposed || j->direct || j->groups != 1 || g->k[0] != 1 || g->in[0] != 1 ||
+        g->out[0] != 1 || atomic_load(&wino_off))
+        return 0;
+    if (g->k[1] != 3 || g->k[2] != 3 || g->s[1] != 1 || g->s[2] != 1 || g->d[1] != 1 ||
+        g->d[2] != 1 || strcmp(cpu_gemm_kernel_name(), "avx2") != 0)
+        return 0;
+    int64_t C = j->cin, Co = j->cout, OH = g->out[1], OW = g->out[2];
+    if (C < 16 || C > 256 || Co < 16 || OH < 2 || OW < 2) return 0;
+    wino_conv *w = calloc(1, sizeof *w);
+    if (!w) return -1;
+    w->j = j, w->C = C, w->Co = Co;
+    w->TH = (OH + 1) / 2, w->TW = (OW + 1) / 2, w->rows = nb * w->TH;
+    w->rpc = w->TW <= WG_TB ? WG_TB / w->TW : 1;
+    w->spr = w->TW <= WG_TB ? 1 : (w->TW + WG_TB - 1) / WG_TB;
+    w->Hq = 2 * w->TH + 2, w->Wq = 2 * w->TW + 2;
+    if (w->Hq < g->in[1] + g->p[1] || w->Wq < g->in[2] + g->p[2]) {
+        free(w);
+        return 0;
+    }
+    w->plane = w->Hq * w->Wq, w->item = C * w->plane, w->mp = (Co + 5) / 6 * 6;
+    for (int64_t k = 0; k < C; k++) w->off[k] = k * WG_TBS;
+    w->xp = scratch(nb * w->item + 16, sizeof(float));
+    w->u = scratch(16 * w->mp * C, sizeof(float));
+    int rc = -1;
+    if (!w->xp || !w->u) goto out;
+    /* U_xi = (G g G^T)[xi], G = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1], in 6-row panels */
+    const float *wt = (const float *)j->w;
+    memset(w->u, 0, (size_t)(16 * w->mp * C) * sizeof(float));
+    for (int64_t co = 0; co < Co; co++)
+        for (int64_t c = 0; c < C; c++) {
+            const float *k = wt + (co * C + c) * 9;
+            float t[4][3], u[4][4];
+            for (int e = 0; e < 3; e++) {
+                t[0][e] = k[e], t[3][e] = k[6 + e];
+                t[1][e] = 0.5f * (k[e] + k[3 + e] + k[6 + e]);
+                t[2][e] = 0.5f * (k[e] - k[3 + e] + k[6 + e]);
+            }
+            for (int i = 0; i < 4; i++) {
+                u[i][0] = t[i][0], u[i][3] = t[i][2];
+                u[i][1] = 0.5f * (t[i][0] + t[i][1] + t[i][2]);
+                u[i][2] = 0.5f * (t[i][0] - t[i][1] + t[i][2]);
+            }
+            for (int xi = 0; xi < 16; xi++)
+                w->u[((int64_t)xi * w->mp + co / 6 * 6) * C + c * 6 + co % 6] = u[xi / 4][xi % 4];
+        }
+    atomic_init(&w->failed, false);
+    memset(w->xp + nb * w->item, 0, 16 * sizeof(float)); /* the windows' overhang reads it */
+    em_parallel_for(nb * C, 1, wino_pad, w);
+    int64_t chunks = w->spr == 1 ? (w->rows + w->rpc - 1) / w->rpc : w->rows * w->spr;
+    em_parallel_for(chunks, 1, wino_chunks, w);
+    rc = atomic_load(&w->failed) ? -1 : 1;
+out:
+    cpu_cache_free(w->xp);
+    cpu_cache_free(w->u);
+    free(w);
+    return rc;
+}
+
 static void conv_items(void *ctx, int64_t b, int64_t e)
 {
     const conv_job *j = ctx;
@@ -776,7 +961,8 @@ static em_status exec_conv(const em_op *op)
         if (!yo) goto done;
     }
 
-    int fused = conv_direct(&j, nb);
+    int fused = conv_winograd(&j, nb);
+    if (fused == 0) fused = conv_direct(&j, nb);
     if (fused == 0) fused = conv_fused(&j, nb);
     if (fused != 0) {
         st = fused > 0 ? EM_OK : EM_ERR_OOM;

@@ -243,3 +243,79 @@ void cpu_conv_wgrad_dots_avx2(const float *gy, int64_t sn, int64_t sc, const flo
         default: break;
         }
 }
+
+/* Even and odd elements of the 16 floats at p: e[k] = p[2k], o[k] = p[2k + 1]. */
+static inline void deint16(const float *p, __m256 *e, __m256 *o)
+{
+    __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    *e = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0x88)), 0xD8));
+    *o = _mm256_castpd_ps(
+        _mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, 0xDD)), 0xD8));
+}
+
+void cpu_wino_in_avx2(const float *d, int64_t Wq, float *v, int64_t xs)
+{
+    __m256 r[4][4]; /* r[i][e]: row transform of window column e, for 8 tiles */
+    __m256 c[4][4]; /* c[row][e]: the windows' column e of image row `row` */
+    for (int i = 0; i < 4; i++) {
+        deint16(d + i * Wq, &c[i][0], &c[i][1]);
+        deint16(d + i * Wq + 2, &c[i][2], &c[i][3]);
+    }
+    for (int e = 0; e < 4; e++) {
+        r[0][e] = _mm256_sub_ps(c[0][e], c[2][e]);
+        r[1][e] = _mm256_add_ps(c[1][e], c[2][e]);
+        r[2][e] = _mm256_sub_ps(c[2][e], c[1][e]);
+        r[3][e] = _mm256_sub_ps(c[1][e], c[3][e]);
+    }
+    for (int i = 0; i < 4; i++) {
+        _mm256_storeu_ps(v + (4 * i + 0) * xs, _mm256_sub_ps(r[i][0], r[i][2]));
+        _mm256_storeu_ps(v + (4 * i + 1) * xs, _mm256_add_ps(r[i][1], r[i][2]));
+        _mm256_storeu_ps(v + (4 * i + 2) * xs, _mm256_sub_ps(r[i][2], r[i][1]));
+        _mm256_storeu_ps(v + (4 * i + 3) * xs, _mm256_sub_ps(r[i][1], r[i][3]));
+    }
+}
+
+/* n < 16 floats of v at p (masked store). */
+static inline void store_n(float *p, __m256 v, int n)
+{
+    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    _mm256_maskstore_ps(p, m, v);
+}
+
+/* One output row of 8 tiles: a (column 0 of each tile) and b (column 1) interleaved, the first
+ * ncols of the 16 floats stored at y. */
+static inline void store_pairs(float *y, __m256 a, __m256 b, int ncols)
+{
+    __m256 lo = _mm256_unpacklo_ps(a, b), hi = _mm256_unpackhi_ps(a, b);
+    __m256 f = _mm256_permute2f128_ps(lo, hi, 0x20), g = _mm256_permute2f128_ps(lo, hi, 0x31);
+    if (ncols >= 16) {
+        _mm256_storeu_ps(y, f);
+        _mm256_storeu_ps(y + 8, g);
+    } else if (ncols >= 8) { /* the last 8 columns again, overlapping: no masked store */
+        float t[16];
+        _mm256_storeu_ps(t, f);
+        _mm256_storeu_ps(t + 8, g);
+        _mm256_storeu_ps(y, f);
+        _mm256_storeu_ps(y + ncols - 8, _mm256_loadu_ps(t + ncols - 8));
+    } else
+        store_n(y, f, ncols);
+}
+
+void cpu_wino_out_avx2(const float *m, int64_t xs, float bias, float *y, int64_t ys, bool row2,
+                       int ncols)
+{
+    __m256 s[2][4];
+    for (int e = 0; e < 4; e++) {
+        __m256 m0 = _mm256_loadu_ps(m + e * xs), m1 = _mm256_loadu_ps(m + (4 + e) * xs);
+        __m256 m2 = _mm256_loadu_ps(m + (8 + e) * xs), m3 = _mm256_loadu_ps(m + (12 + e) * xs);
+        s[0][e] = _mm256_add_ps(_mm256_add_ps(m0, m1), m2);
+        s[1][e] = _mm256_sub_ps(_mm256_sub_ps(m1, m2), m3);
+    }
+    __m256 b = _mm256_set1_ps(bias);
+    for (int i = 0; i < (row2 ? 2 : 1); i++) {
+        __m256 y0 = _mm256_add_ps(b, _mm256_add_ps(_mm256_add_ps(s[i][0], s[i][1]), s[i][2]));
+        __m256 y1 = _mm256_add_ps(b, _mm256_sub_ps(_mm256_sub_ps(s[i][1], s[i][2]), s[i][3]));
+        store_pairs(y + i * ys, y0, y1, ncols);
+    }
+}

@@ -50,6 +50,19 @@ void cpu_conv_wgrad_dots_avx2(const float *gy, int64_t sn, int64_t sc, const flo
                               int64_t item, int64_t Wp, const int64_t *off, int J, int64_t N,
                               int64_t OH, int64_t OW, int64_t co0, int64_t co1, float *gw);
 
+/* Winograd F(2x2, 3x3) transforms for 8 tiles side by side along a row of tiles (cpu_conv.c).
+ * in: d is the padded image at the first tile's window (row stride Wq; 4 rows of 18 floats
+ * read, so 16 floats of slack past a plane's end); v[xi * xs + k] = (B^T d_k B)[xi] for tile k.
+ * out: m[xi * xs + k] the products of tile k; y at the first tile's output (row stride ys):
+ * bias + (A^T m_k A), both rows when row2 else the first, ncols (<= 16) columns per row. */
+void cpu_wino_in_avx2(const float *d, int64_t Wq, float *v, int64_t xs);
+void cpu_wino_out_avx2(const float *m, int64_t xs, float bias, float *y, int64_t ys, bool row2,
+                       int ncols);
+
+/* Test hook: false keeps stride-1 3x3 convolutions off the Winograd path (cpu_conv.c); true
+ * (the default) returns them to it. */
+void cpu_conv_winograd_enable(bool on);
+
 /* Test hook: false keeps stride-1 convolutions on the packed im2col path (cpu_conv.c), so
  * tests can run both on one machine; true (the default) returns to the direct path. */
 void cpu_conv_direct_enable(bool on);
