@@ -547,19 +547,26 @@ typedef struct direct_conv {
     atomic_bool failed;
 } direct_conv;
 
+/* Input plane pi (sample * cin + channel) of an f32 2-D conv, zero-padded: dst holds `plane`
+ * floats in rows of Wp, the input at (pt, pl). Shared by the direct and Winograd paths. */
+static void pad_plane(const conv_job *j, int64_t pi, float *dst, int64_t plane, int64_t Wp)
+{
+    const geo *g = &j->g;
+    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
+    const float *src = (const float *)j->x + pi * j->x_n;
+    memset(dst, 0, (size_t)plane * sizeof(float));
+    for (int64_t h = 0; h < H; h++)
+        memcpy(dst + (h + pt) * Wp + pl, src + h * W, (size_t)W * sizeof(float));
+}
+
 static void direct_pad(void *ctx, int64_t p0, int64_t p1)
 {
     const direct_conv *d = ctx;
     const conv_job *j = d->j;
-    const geo *g = &j->g;
-    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
     for (int64_t pi = p0; pi < p1; pi++) {
         int64_t n = pi / j->cin, c = pi % j->cin;
-        const float *src = (const float *)j->x + (n * j->cin + c) * j->x_n;
         float *dst = d->xp + n * d->xp_item + c * d->plane_p;
-        memset(dst, 0, (size_t)d->plane_p * sizeof(float));
-        for (int64_t h = 0; h < H; h++)
-            memcpy(dst + (h + pt) * d->Wp + pl, src + h * W, (size_t)W * sizeof(float));
+        pad_plane(j, pi, dst, d->plane_p, d->Wp);
         if (c == j->cin - 1) /* the slack the last tiles read past the last plane */
             memset(dst + d->plane_p, 0, (size_t)(d->xp_item - j->cin * d->plane_p) * sizeof(float));
     }
@@ -737,16 +744,8 @@ typedef struct wino_conv {
 static void wino_pad(void *ctx, int64_t p0, int64_t p1)
 {
     const wino_conv *w = ctx;
-    const conv_job *j = w->j;
-    const geo *g = &j->g;
-    int64_t H = g->in[1], W = g->in[2], pt = g->p[1], pl = g->p[2];
-    for (int64_t pi = p0; pi < p1; pi++) {
-        const float *src = (const float *)j->x + pi * j->x_n;
-        float *dst = w->xp + pi * w->plane;
-        memset(dst, 0, (size_t)w->plane * sizeof(float));
-        for (int64_t h = 0; h < H; h++)
-            memcpy(dst + (h + pt) * w->Wq + pl, src + h * W, (size_t)W * sizeof(float));
-    }
+    for (int64_t pi = p0; pi < p1; pi++)
+        pad_plane(w->j, pi, w->xp + pi * w->plane, w->plane, w->Wq);
 }
 
 /* Chunk ch: its tile rows [r0, r1) and tile columns [tw0, tw1) of each (q = tile index within
