@@ -1,41 +1,63 @@
 // The scores of attention computed by the matmul kernels (cuda_attention.c's f32/f64 path):
-// one block (or, for rows of at most 2048, one warp) per row of S scores, in place: scale, the causal cut, the mask, then a softmax with
-// the CPU GEMM path's arithmetic (scores and exp in T, the row sum in f64, p = e * (1 / sum); a
-// row with nothing kept is NaN).
+// one block (or, for rows of at most 2048, one warp) per row of S scores, in place: scale, the
+// causal cut, the mask, then a softmax with the CPU GEMM path's arithmetic (scores and exp in T,
+// the row sum in f64, p = e * (1 / sum); a row with nothing kept is NaN).
 #define AR_T 256
 
 template <typename T> __device__ __forceinline__ T ar_exp(T x);
-template <> __device__ __forceinline__ float ar_exp<float>(float x) { return expf(x); }
-template <> __device__ __forceinline__ double ar_exp<double>(double x) { return exp(x); }
+template <> __device__ __forceinline__ float ar_exp<float>(float x)
+{
+    return expf(x);
+}
+template <> __device__ __forceinline__ double ar_exp<double>(double x)
+{
+    return exp(x);
+}
 
+// The mask's element offset for batch index b (the mask broadcast over the batch dims).
+__device__ __forceinline__ i64 ar_mask_off(const attn_geo &g, i64 b)
+{
+    i64 mo = 0, rem = b;
+    for (int d = g.nb - 1; d >= 0; d--) {
+        i64 q = rem / g.bshape[d];
+        mo += (rem - q * g.bshape[d]) * g.mb[d];
+        rem = q;
+    }
+    return mo;
+}
+
+// Scores j = j0, j0 + stride, ... of row r (query i): scaled, causally cut and masked in place
+// (-inf where not kept); returns the largest of them (-inf for none).
 template <typename T>
-__device__ void attn_rows(T *sc, const void *mask, attn_geo g)
+__device__ __forceinline__ T ar_mask_row(T *r, const void *mask, const attn_geo &g, i64 mo, i64 i,
+                                         i64 j0, int stride)
+{
+    const T ninf = (T)-__longlong_as_double(0x7ff0000000000000ll);
+    T mx = ninf;
+    for (i64 j = j0; j < g.S; j += stride) {
+        bool keep = !(g.causal && j > i);
+        T x = ninf;
+        if (g.mkind == 1)
+            keep = keep && ((const unsigned char *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
+        if (keep) {
+            x = r[j] * (T)g.scale;
+            if (g.mkind == 2) x += ((const T *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
+        }
+        r[j] = x;
+        mx = x > mx ? x : mx;
+    }
+    return mx;
+}
+
+template <typename T> __device__ void attn_rows(T *sc, const void *mask, attn_geo g)
 {
     __shared__ double red[AR_T / 32];
     const T ninf = (T)-__longlong_as_double(0x7ff0000000000000ll);
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     for (i64 row = blockIdx.x; row < g.nbatch * g.L; row += gridDim.x) {
         i64 b = row / g.L, i = row - b * g.L;
-        i64 mo = 0, rem = b;
-        for (int d = g.nb - 1; d >= 0; d--) {
-            i64 q = rem / g.bshape[d];
-            mo += (rem - q * g.bshape[d]) * g.mb[d];
-            rem = q;
-        }
         T *r = sc + row * g.S;
-        T mx = ninf;
-        for (i64 j = tid; j < g.S; j += AR_T) {
-            bool keep = !(g.causal && j > i);
-            T x = ninf;
-            if (g.mkind == 1)
-                keep = keep && ((const unsigned char *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
-            if (keep) {
-                x = r[j] * (T)g.scale;
-                if (g.mkind == 2) x += ((const T *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
-            }
-            r[j] = x;
-            mx = x > mx ? x : mx;
-        }
+        T mx = ar_mask_row<T>(r, mask, g, ar_mask_off(g, b), i, tid, AR_T);
         // the row max: warps, then the block (fixed order)
         for (int o = 16; o > 0; o >>= 1) {
             T y = __shfl_xor_sync(0xffffffffu, mx, o);
@@ -67,34 +89,15 @@ __device__ void attn_rows(T *sc, const void *mask, attn_geo g)
 // at most 2048 scores (a block of 256 threads per row of 256 spent most of its time in the
 // barriers: 28 us for 6144 rows on the H200). The row max is the same; the f64 row sum adds the
 // lanes' partial sums in a fixed order.
-template <typename T>
-__device__ void attn_rows_warp(T *sc, const void *mask, attn_geo g)
+template <typename T> __device__ void attn_rows_warp(T *sc, const void *mask, attn_geo g)
 {
     const T ninf = (T)-__longlong_as_double(0x7ff0000000000000ll);
     const int lane = threadIdx.x & 31;
     const i64 nrows = g.nbatch * g.L, step = (i64)gridDim.x * (AR_T / 32);
     for (i64 row = (i64)blockIdx.x * (AR_T / 32) + (threadIdx.x >> 5); row < nrows; row += step) {
         i64 b = row / g.L, i = row - b * g.L;
-        i64 mo = 0, rem = b;
-        for (int d = g.nb - 1; d >= 0; d--) {
-            i64 q = rem / g.bshape[d];
-            mo += (rem - q * g.bshape[d]) * g.mb[d];
-            rem = q;
-        }
         T *r = sc + row * g.S;
-        T mx = ninf;
-        for (i64 j = lane; j < g.S; j += 32) {
-            bool keep = !(g.causal && j > i);
-            T x = ninf;
-            if (g.mkind == 1)
-                keep = keep && ((const unsigned char *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
-            if (keep) {
-                x = r[j] * (T)g.scale;
-                if (g.mkind == 2) x += ((const T *)mask)[mo + i * g.ms[0] + j * g.ms[1]];
-            }
-            r[j] = x;
-            mx = x > mx ? x : mx;
-        }
+        T mx = ar_mask_row<T>(r, mask, g, ar_mask_off(g, b), i, lane, 32);
         for (int o = 16; o > 0; o >>= 1) {
             T y = __shfl_xor_sync(0xffffffffu, mx, o);
             mx = y > mx ? y : mx;
@@ -137,8 +140,7 @@ extern "C" __global__ void __launch_bounds__(AR_T)
 
 // flag = 1 when any element of v (a strided view, `struct strided` of the base source) is
 // not finite.
-template <typename T>
-__device__ void attn_nonfinite(const T *v, i64 n, strided s, int *flag)
+template <typename T> __device__ void attn_nonfinite(const T *v, i64 n, strided s, int *flag)
 {
     GRID_LOOP(n)
     {
