@@ -1,6 +1,10 @@
 """Joins bench/gpu_bench.c's and bench/gpu_torch.py's lines into one table: medians (ms), the
 ratio torch/Ember (> 1: Ember faster) and the rate each case reaches (TFLOP/s for matmul, TB/s
-of bytes read + written for memory-bound cases, us per op for tiny_add)."""
+of bytes read + written for memory-bound cases, us per op for tiny_add).
+Usage: gpu_report.py EMBER TORCH [EMBER TORCH ...]: one pair of outputs per round (the two
+programs ran one after the other, round after round). With several rounds, each side's ms is
+the median of its rounds' medians and the ratio the median of the rounds' ratios, with their
+range."""
 import sys
 
 
@@ -27,10 +31,35 @@ def inner(case):
     return 1
 
 
-em, pt = read(sys.argv[1]), read(sys.argv[2])
-for d in (em, pt):
-    for case in d:
-        d[case] = [v / inner(case) for v in d[case]]
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
+
+
+args = sys.argv[1:]
+if len(args) < 2 or len(args) % 2:
+    sys.exit("usage: gpu_report.py EMBER TORCH [EMBER TORCH ...]")
+rounds = [(read(args[i]), read(args[i + 1])) for i in range(0, len(args), 2)]
+for pair in rounds:
+    for d in pair:
+        for case in d:
+            d[case] = [v / inner(case) for v in d[case]]
+
+
+def side(k, case):
+    """The case's median over the rounds that have it (ms per op), or None."""
+    v = [r[k][case][0] for r in rounds if case in r[k]]
+    return median(v) if v else None
+
+
+def ratio(case):
+    rs = [r[1][case][0] / r[0][case][0] for r in rounds if case in r[0] and case in r[1]]
+    if not rs:
+        return "-"
+    if len(rs) == 1:
+        return f"{rs[0]:.2f}"
+    return f"{median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})"
 BYTES = {"copy_256m": 8 << 28, "add_256m": 12 << 28, "neg_256m": 8 << 28, "sum_256m": 4 << 28,
          "softmax": 8 << 26, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
          "gemv_n_4096": 4 << 24, "gemv_t_4096": 4 << 24}
@@ -59,14 +88,16 @@ def rate(case, ms):
     return ""
 
 
+if len(rounds) > 1:
+    print(f"{len(rounds)} rounds; ms: median of the rounds' medians; ratio: median of the rounds' "
+          "ratios (range)\n")
 print("| case | Ember ms/op | torch ms/op | torch/Ember | Ember rate | torch rate |")
 print("|---|---:|---:|---:|---:|---:|")
-for case in list(dict.fromkeys(list(em) + list(pt))):
-    e = em.get(case, [None])[0]
-    t = pt.get(case, [None])[0]
-    ratio = f"{t / e:.2f}" if e and t else "-"
+names = [c for r in rounds for d in r for c in d]
+for case in dict.fromkeys(names):
+    e, t = side(0, case), side(1, case)
     es = f"{e:.4f}" if e is not None else ("(reference)" if case == "copy_256m" else "not native")
     ts = f"{t:.4f}" if t is not None else "-"
-    print(f"| {case} | {es} | {ts} | {ratio} | {rate(case, e)} | {rate(case, t)} |")
+    print(f"| {case} | {es} | {ts} | {ratio(case)} | {rate(case, e)} | {rate(case, t)} |")
 for case, note in NOTES.items():
     print(f"\n{case}: {note}")

@@ -6,6 +6,13 @@
 # on cuda:0, and the GPU benchmarks side by side with PyTorch (bench/gpu_report.py).
 # Binaries come from gpu-prebuilt/ when present (scripts/gpu-prebuild.sh makes it on a machine
 # with the build's libraries), else from a CMake build here. Logs go to $OUT (or ./gpu-check-logs).
+# The benchmarks run ROUNDS rounds (default 3), Ember's program then PyTorch's in each, and the
+# table gives medians over the rounds and the range of the rounds' ratios. KERNEL_CACHE=DIR seeds
+# the kernel cache with the cubins `ember cuda-cache sm_90a DIR` wrote elsewhere (same NVRTC; a
+# directory or a .tgz of one; default gpu-prebuilt/kcache.tgz when scripts/gpu-prebuild.sh made
+# it; KERNEL_CACHE= for none);
+# test_cuda's one run then loads them instead of compiling (without it, test_cuda runs twice:
+# compiling into the empty cache, then loading from it).
 # Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
@@ -20,6 +27,12 @@ while [ $# -gt 0 ]; do
 done
 CACHE=$(mktemp -d /tmp/ember-cache.XXXXXX)
 export EMBER_CACHE_DIR=$CACHE
+[ -z "${KERNEL_CACHE+set}" ] && [ -f gpu-prebuilt/kcache.tgz ] && KERNEL_CACHE=gpu-prebuilt/kcache.tgz
+if [ -f "${KERNEL_CACHE:-}" ]; then
+    tar xzf "$KERNEL_CACHE" -C "$CACHE"
+elif [ -n "${KERNEL_CACHE:-}" ]; then
+    cp "$KERNEL_CACHE"/cuda-*.cubin "$CACHE"/ 2>/dev/null
+fi
 rows=()
 row() { rows+=("$(printf '| %-36s | %-6s | %s' "$1" "$2" "$3")"); }
 secs() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
@@ -63,8 +76,11 @@ run_test() { # name, log, command...
 }
 
 if [ -x $B/cuda_test_cuda ]; then
-    run_test "test_cuda (cold kernel cache)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
-    run_test "test_cuda (warm kernel cache)" test_cuda_warm.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
+    cold="cold kernel cache"
+    [ -n "$(ls "$CACHE")" ] && cold="seeded kernel cache: $(ls "$CACHE" | wc -l) files"
+    run_test "test_cuda ($cold)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
+    [ "$cold" = "cold kernel cache" ] && # a seeded cache was warm already
+        run_test "test_cuda (warm kernel cache)" test_cuda_warm.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
     grep -E 'FAIL|kernels' "$LOGS/test_cuda_cold.log" | head -20
 fi
 for t in $B/cuda_test_cuda_*; do # the per-family CUDA tests
@@ -112,12 +128,17 @@ if [ $TRAIN = 1 ] && [ -x $B/fashion_mnist ]; then
     echo
 fi
 if [ $BENCH = 1 ] && [ -x $B/gpu_bench ]; then
-    EMBER_CPU_FALLBACK=1 $B/gpu_bench "$@" >"$LOGS/gpu_ember.txt" 2>"$LOGS/gpu_ember.err" ||
-        { echo "gpu_bench failed ($?); backtrace:"; EMBER_CPU_FALLBACK=1 cuda-gdb -batch -ex run -ex bt \
-            --args $B/gpu_bench "$@" 2>&1 | tail -25; }
-    python3 bench/gpu_torch.py "$@" >"$LOGS/gpu_torch.txt" 2>"$LOGS/gpu_torch.err"
-    python3 bench/gpu_report.py "$LOGS/gpu_ember.txt" "$LOGS/gpu_torch.txt" >"$LOGS/gpu_bench.md"
-    tail -3 "$LOGS/gpu_ember.err" "$LOGS/gpu_torch.err" 2>/dev/null
+    pairs=()
+    for r in $(seq "${ROUNDS:-3}"); do
+        e=$LOGS/gpu_ember_$r.txt t=$LOGS/gpu_torch_$r.txt
+        EMBER_CPU_FALLBACK=1 $B/gpu_bench "$@" >"$e" 2>"${e%.txt}.err" ||
+            { echo "gpu_bench failed ($?); backtrace:"; EMBER_CPU_FALLBACK=1 cuda-gdb -batch -ex run \
+                -ex bt --args $B/gpu_bench "$@" 2>&1 | tail -25; break; }
+        python3 bench/gpu_torch.py "$@" >"$t" 2>"${t%.txt}.err"
+        pairs+=("$e" "$t")
+    done
+    [ ${#pairs[@]} -gt 0 ] && python3 bench/gpu_report.py "${pairs[@]}" >"$LOGS/gpu_bench.md"
+    tail -3 "$LOGS"/gpu_ember_1.err "$LOGS"/gpu_torch_1.err 2>/dev/null
 fi
 rm -rf "$CACHE"
 # $OUT brings back few files: the logs travel as one archive, the tables as text

@@ -15,7 +15,11 @@ static int usage(void)
                     "             .safetensors or .pt/.pth file\n"
                     "  convert IN OUT [--dtype f16|bf16|f32|f64]\n"
                     "             write IN (.safetensors or .pt/.pth) as safetensors, casting\n"
-                    "             floating-point tensors when --dtype is given\n");
+                    "             floating-point tensors when --dtype is given\n"
+                    "  cuda-cache ARCH [DIR]\n"
+                    "             compile the CUDA kernels for ARCH (sm_90a on Hopper) into the\n"
+                    "             kernel cache (DIR, default the cache_dir config or\n"
+                    "             ~/.cache/ember); needs NVRTC, not a GPU\n");
     return 2;
 }
 
@@ -123,5 +127,12 @@ int main(int argc, char **argv)
         return cmd_inspect(argv[2]);
     }
     if (strcmp(argv[1], "convert") == 0) return cmd_convert(argc - 2, argv + 2);
+    if (strcmp(argv[1], "cuda-cache") == 0) {
+        if (argc < 3 || argc > 4) return usage();
+        int n = 0;
+        if (em_cuda_build_cache(argv[2], argc == 4 ? argv[3] : NULL, &n) != EM_OK) return fail();
+        printf("%d kernel units compiled for %s\n", n, argv[2]);
+        return 0;
+    }
     return usage();
 }

@@ -63,6 +63,13 @@ const char *em_device_backend_name(em_device d);
 /* Waits until all work queued on the device is done, on every stream of every thread. */
 em_status em_device_sync(em_device d);
 
+/* Compiles the CUDA kernels for a GPU architecture ("sm_90a" for Hopper with its wgmma kernels,
+ * "sm_80", ...) with NVRTC into the kernel cache directory dir (NULL: the config key cache_dir,
+ * else ~/.cache/ember), so a machine with that GPU and the same NVRTC version loads them instead
+ * of compiling on first use. Needs NVRTC, not a GPU. Units whose file is already there are kept;
+ * *compiled (may be NULL) gets the number compiled. EM_ERR_UNSUPPORTED without NVRTC. */
+em_status em_cuda_build_cache(const char *arch, const char *dir, int *compiled);
+
 /* Streams: queues of device work. Work on one stream runs in order; work on two streams may
  * overlap. Each host thread queues its ops on its own default stream per device unless
  * em_stream_use picked another, and a read back to the host waits for the calling thread's

@@ -375,16 +375,17 @@ static void *read_file(const char *path, size_t *n)
 }
 
 /* Writes through a temporary name and renames, so concurrent processes never read half a file. */
-static void write_file(const char *path, const void *data, size_t n)
+static bool write_file(const char *path, const void *data, size_t n)
 {
     char tmp[1100];
     snprintf(tmp, sizeof tmp, "%s.%ld.tmp", path, (long)getpid());
     FILE *f = fopen(tmp, "wb");
-    if (!f) return;
+    if (!f) return false;
     bool ok = fwrite(data, 1, n, f) == n;
     ok = fclose(f) == 0 && ok;
-    if (ok && rename(tmp, path) == 0) return;
+    if (ok && rename(tmp, path) == 0) return true;
     remove(tmp);
+    return false;
 }
 
 static em_status compile(int device, const char *unit, const char *src, const char *arch,
@@ -511,6 +512,18 @@ static unit_job *make_jobs(int device, const char *arch, const char *cache_dir)
     return jobs;
 }
 
+/* The kernel cache's directory: the config key cache_dir, else ~/.cache/ember (in buf); NULL
+ * when neither is known. */
+static const char *cache_dir(char *buf, size_t cap)
+{
+    const char *dir = em_config_get("cache_dir");
+    if (dir && *dir) return dir;
+    const char *home = getenv("HOME");
+    if (!home || !*home) return NULL;
+    snprintf(buf, cap, "%s/.cache/ember", home);
+    return buf;
+}
+
 static em_status build_modules(int device, const char *what)
 {
     const cuda_device_info *d = cuda_device(device);
@@ -524,17 +537,8 @@ static em_status build_modules(int device, const char *what)
     snprintf(arch, sizeof arch, "sm_%d%d%s", d->cc_major, d->cc_minor,
              d->cc_major == 9 && d->cc_minor == 0 ? "a" : "");
 
-    /* the cache: cache_dir (config), default ~/.cache/ember; off when it cannot be written */
-    const char *dir = em_config_get("cache_dir");
     char dbuf[900];
-    if (!dir || !*dir) {
-        const char *home = getenv("HOME");
-        dir = NULL;
-        if (home && *home) {
-            snprintf(dbuf, sizeof dbuf, "%s/.cache/ember", home);
-            dir = dbuf;
-        }
-    }
+    const char *dir = cache_dir(dbuf, sizeof dbuf);
     if (dir) mkdirs(dir);
     char *path = cache_paths[device];
     path[0] = '\0';
@@ -575,20 +579,56 @@ static em_status build_modules(int device, const char *what)
     return EM_OK;
 }
 
-em_status cuda_compile_check(const char *arch)
+/* Compiles every unit for arch; with dir, writes the cubins there under the names build_modules
+ * looks for, skipping units whose file is already there (*compiled: units compiled). */
+static em_status compile_units(const char *arch, const char *dir, int *compiled, const char *what)
 {
+    if (compiled) *compiled = 0;
     pthread_mutex_lock(&module_lock);
     bool have = load_nvrtc();
-    unit_job *jobs = have ? make_jobs(-1, arch, NULL) : NULL;
+    unit_job *jobs = have ? make_jobs(-1, arch, dir) : NULL;
     int n = n_units;
     pthread_mutex_unlock(&module_lock);
     if (!have)
-        return em_error(EM_ERR_UNSUPPORTED, "cuda_compile_check: cannot load NVRTC (tried %s)",
-                        nvrtc_tried);
-    if (!jobs) return em_error(EM_ERR_OOM, "cuda_compile_check: out of memory");
+        return em_error(EM_ERR_UNSUPPORTED, "%s: cannot load NVRTC (tried %s)", what, nvrtc_tried);
+    if (!jobs) return em_error(EM_ERR_OOM, "%s: out of memory", what);
+    for (int i = 0; i < n; i++) /* a present file is kept (its name carries the source hash) */
+        if (jobs[i].path[0]) jobs[i].cubin = read_file(jobs[i].path, &jobs[i].n);
     em_status st = compile_jobs(jobs, n);
+    for (int i = 0; i < n && st == EM_OK && dir; i++)
+        if (jobs[i].compiled && !write_file(jobs[i].path, jobs[i].cubin, jobs[i].n))
+            st = em_error(EM_ERR_IO, "%s: cannot write %s", what, jobs[i].path);
+    for (int i = 0; i < n && compiled; i++) *compiled += jobs[i].compiled;
     free_jobs(jobs, n);
     return st;
+}
+
+em_status cuda_compile_check(const char *arch)
+{
+    return compile_units(arch, NULL, NULL, "cuda_compile_check");
+}
+
+em_status em_cuda_build_cache(const char *arch, const char *dir, int *compiled)
+{
+    if (compiled) *compiled = 0;
+    bool ok = arch && strncmp(arch, "sm_", 3) == 0 && arch[3] >= '1' && arch[3] <= '9';
+    for (const char *p = ok ? arch + 4 : ""; *p && ok; p++)
+        ok = (*p >= '0' && *p <= '9') || (p[1] == '\0' && (*p == 'a' || *p == 'f'));
+    if (!ok)
+        return em_error(EM_ERR_INVALID_ARG,
+                        "em_cuda_build_cache: architecture '%s' is not of the "
+                        "form sm_<digits>[a|f] (e.g. sm_90a for Hopper's wgmma kernels)",
+                        arch ? arch : "(null)");
+    char dbuf[900];
+    if (!dir || !*dir) dir = cache_dir(dbuf, sizeof dbuf);
+    if (!dir)
+        return em_error(EM_ERR_INVALID_ARG, "em_cuda_build_cache: no directory given, no config "
+                                            "key cache_dir and no HOME");
+    mkdirs(dir);
+    struct stat sb;
+    if (stat(dir, &sb) != 0 || !S_ISDIR(sb.st_mode))
+        return em_error(EM_ERR_IO, "em_cuda_build_cache: cannot create the directory %s", dir);
+    return compile_units(arch, dir, compiled, "em_cuda_build_cache");
 }
 
 /* Functions found so far, per device: open addressing on the name's hash. */
