@@ -478,14 +478,26 @@ static void tune_read(int dev)
 /* The best of three synchronised runs of one width after a warm-up; < 0 on failure. */
 static double time_tw(const tw_args *t, bool wide)
 {
-    double best = -1;
-    for (int r = 0; r < 4; r++) {
-        int64_t t0 = core_mono_ns();
-        if (run_tw(t, wide) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
-        double dt = 1e-9 * (double)(core_mono_ns() - t0);
-        if (r > 0 && (best < 0 || dt < best)) best = dt;
+    int64_t t0 = core_mono_ns();
+    if (run_tw(t, wide) != EM_OK || cuda_drv.cuCtxSynchronize() != 0) return -1;
+    return 1e-9 * (double)(core_mono_ns() - t0);
+}
+
+/* Times both tile widths for t: one untimed run each, then 5 runs of each taking turns, each
+ * width's fastest run in *tn (128 columns) and *tw (256). Taking turns matters: the GPU's clock
+ * falls as it heats under a long product, so a width timed after the other would look slower.
+ * false when a run fails. */
+static bool time_widths(const tw_args *t, double *tn, double *tw)
+{
+    *tn = *tw = -1;
+    if (time_tw(t, false) < 0 || time_tw(t, true) < 0) return false;
+    for (int r = 0; r < 10; r++) {
+        bool wide = (r & 1) != (r / 2 & 1); /* n w w n n w w n n w: each side first as often */
+        double dt = time_tw(t, wide), *best = wide ? tw : tn;
+        if (dt < 0) return false;
+        if (*best < 0 || dt < *best) *best = dt;
     }
-    return best;
+    return true;
 }
 
 /* 256-column tiles (wide) or 128-column ones for t. */
@@ -502,8 +514,8 @@ static bool tile_width(const tw_args *t)
         const tune_entry *e = tune_find(t);
         int wide = e ? e->wide : -1;
         if (wide < 0) {
-            double tn = time_tw(t, false), tw = tn >= 0 ? time_tw(t, true) : -1;
-            if (tw >= 0) {
+            double tn, tw;
+            if (time_widths(t, &tn, &tw)) {
                 tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K};
                 snprintf(n.type, sizeof n.type, "%s", t->type);
                 n.wide = wide = tw <= tn;
