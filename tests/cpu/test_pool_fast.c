@@ -3,7 +3,9 @@
  * indices must match exactly, over odd sizes and tails, stride/padding/dilation/ceil mode, 1-D
  * and 2-D, contiguous, channels-last, strided and flipped inputs, ties and NaNs, every
  * instruction set the CPU has (scalar, AVX2, AVX-512), the indexed and the values-only kinds,
- * and several thread counts. */
+ * and several thread counts. Inputs without NaN and -0 (kinds 2 and 3) take the values-only
+ * two-pass kernels (cpu_pool_sep_avx2.c); the others make them hand rows to the exact kernels;
+ * outputs of 16 MiB and more are written with stream stores. */
 #include "backend/cpu/cpu_pool_fast.h"
 #include "harness.h"
 
@@ -13,17 +15,18 @@ typedef struct pcase {
     bool ceil;
 } pcase;
 
-/* Input of shape [n, c, h, w] in the given layout, f32 and f64 with the same values (small
- * integers so that windows have ties, and a few NaNs when nan is set). */
-static void make_inputs(const pcase *pc, int layout, bool nan, em_tensor **x32, em_tensor **x64)
+/* Input of shape [n, c, h, w] in the given layout, f32 and f64 with the same values. kind 0:
+ * small integers so that windows have ties, half the zeros -0; 1: the same and a few NaNs; 2:
+ * small integers, no -0; 3: uniform in [-5, 5), no -0. All kinds hold a few -inf. */
+static void make_inputs(const pcase *pc, int layout, int kind, em_tensor **x32, em_tensor **x64)
 {
     int64_t numel = pc->n * pc->c * pc->h * pc->w;
     double *v = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
     for (int64_t i = 0; i < numel; i++) {
-        v[i] = (double)(int)(h_uniform() * 7) - 3;
-        if (nan && h_uniform() < 0.03) v[i] = NAN;
+        v[i] = kind == 3 ? h_uniform() * 10 - 5 : (double)(int)(h_uniform() * 7) - 3;
+        if (kind == 1 && h_uniform() < 0.03) v[i] = NAN;
         if (h_uniform() < 0.01) v[i] = -INFINITY;
-        if (v[i] == 0 && h_uniform() < 0.5) v[i] = -0.0; /* ties of signed zeros */
+        if (kind <= 1 && v[i] == 0 && h_uniform() < 0.5) v[i] = -0.0; /* ties of signed zeros */
     }
     em_shape s = EM_SHAPE(pc->n, pc->c, pc->h, pc->w);
     em_tensor *b32, *b64;
@@ -51,11 +54,11 @@ static void make_inputs(const pcase *pc, int layout, bool nan, em_tensor **x32, 
     free(v);
 }
 
-static void check_case(const pcase *pc, int layout, bool nan, int nd)
+static void check_case(const pcase *pc, int layout, int kind, int nd)
 {
     em_scope_begin();
     em_tensor *x32, *x64;
-    make_inputs(pc, layout, nan, &x32, &x64);
+    make_inputs(pc, layout, kind, &x32, &x64);
     em_pool_opts o = {.ceil_mode = pc->ceil};
     for (int i = 0; i < nd; i++) {
         o.kernel[i] = pc->k[2 - nd + i];
@@ -83,11 +86,11 @@ static void check_case(const pcase *pc, int layout, bool nan, int nd)
                 char what[220];
                 snprintf(what, sizeof what,
                          "max_pool%dd [%lld,%lld,%lld,%lld] k%lldx%lld s%lldx%lld p%lldx%lld "
-                         "d%lldx%lld ceil %d layout %d nan %d threads %d isa %d values-only %d",
+                         "d%lldx%lld ceil %d layout %d kind %d threads %d isa %d values-only %d",
                          nd, (long long)pc->n, (long long)pc->c, (long long)pc->h, (long long)pc->w,
                          (long long)pc->k[0], (long long)pc->k[1], (long long)pc->s[0],
                          (long long)pc->s[1], (long long)pc->p[0], (long long)pc->p[1],
-                         (long long)pc->d[0], (long long)pc->d[1], pc->ceil, layout, nan, threads,
+                         (long long)pc->d[0], (long long)pc->d[1], pc->ceil, layout, kind, threads,
                          isa, values_only);
                 em_shape os = em_tensor_shape(v64);
                 h_check_tensor(what, v32, rv, os, 0, 0);
@@ -133,7 +136,15 @@ int main(void)
     int ncases = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < ncases; i++)
         for (int layout = 0; layout < 4; layout++)
-            for (int nan = 0; nan <= 1; nan++) check_case(&cases[i], layout, nan, 2);
-    for (int i = 0; i < ncases; i++) check_case(&cases[i], 0, true, 1);
+            for (int kind = 0; kind <= 3; kind++) check_case(&cases[i], layout, kind, 2);
+    for (int i = 0; i < ncases; i++) {
+        check_case(&cases[i], 0, 1, 1);
+        check_case(&cases[i], 0, 3, 1);
+    }
+    /* outputs past 16 MiB: the two-pass kernels' stream stores, NCHW and channels-last */
+    pcase big[] = {{1, 8, 725, 725, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+                   {1, 16, 513, 513, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}};
+    check_case(&big[0], 0, 3, 2);
+    check_case(&big[1], 1, 3, 2);
     return h_finish();
 }

@@ -7,6 +7,8 @@
  * values-only kind (MAX_POOL_VALUES) runs the same kernels without the index stores. */
 #include "cpu_pool_fast.h"
 
+#include "cpu_fast.h"
+
 #include <stdatomic.h>
 
 static atomic_int isa_cap = -1;
@@ -99,6 +101,23 @@ static void cl_avx2(void *ctx, int64_t u0, int64_t u1)
     cpu_maxpool_cl_avx2(ctx, u0, u1);
 }
 
+typedef struct sep_ctx {
+    const cpu_maxpool_geom *g;
+    bool stream;
+} sep_ctx;
+
+static void rows_sep(void *ctx, int64_t r0, int64_t r1)
+{
+    const sep_ctx *c = ctx;
+    if (!cpu_maxpool_rows_sep_avx2(c->g, r0, r1, c->stream)) cpu_maxpool_rows_avx2(c->g, r0, r1);
+}
+
+static void cl_sep(void *ctx, int64_t u0, int64_t u1)
+{
+    const sep_ctx *c = ctx;
+    if (!cpu_maxpool_cl_sep_avx2(c->g, u0, u1, c->stream)) cpu_maxpool_cl_avx2(c->g, u0, u1);
+}
+
 bool cpu_pool_max_fast(const em_op *op)
 {
     const em_tensor *x = op->in[0];
@@ -138,7 +157,14 @@ bool cpu_pool_max_fast(const em_op *op)
     bool small_plane = g.H * g.W < ((int64_t)1 << 30);
     int isa = small_plane ? use_isa() : CPU_POOL_SCALAR;
     int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
-    if (isa == CPU_POOL_AVX512 && g.x_sw == 1 && g.sw == 1) {
+    /* values only: the two-pass kernels (AVX2, also where AVX-512 is there) */
+    sep_ctx sc = {&g, (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN};
+    if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
+        em_parallel_for(rows, row_grain, rows_sep, &sc);
+    } else if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8 && g.C % 8 == 0) {
+        int64_t work = g.OW * g.C;
+        em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_sep, &sc);
+    } else if (isa == CPU_POOL_AVX512 && g.x_sw == 1 && g.sw == 1) {
         em_parallel_for(rows, row_grain, rows_avx512, &g);
     } else if (isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C >= 8) {
         int64_t units = g.N * g.OH * ((g.C + 15) / 16);

@@ -29,6 +29,12 @@ void cpu_maxpool_cl_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
  * [u0, u1) of N*OH output rows for channels-last inputs (8 channels x 8 columns per block). */
 void cpu_maxpool_rows_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1);
 void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
+/* Values-only AVX2 kernels in two passes (cpu_pool_sep_avx2.c): rows [r0, r1) for x_sw == 1
+ * and sw 1 or 2, units [u0, u1) of N*OH output rows for channels-last inputs with C % 8 == 0;
+ * stream: store the output around the caches. Rows whose windows hold a NaN or a -0 go through
+ * the exact kernels above. false when out of memory (nothing done). */
+bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1, bool stream);
+bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream);
 /* One output element (scalar reference of the fast path; same NaN and tie rules as the
  * portable kernel: the first maximum in window order, the last NaN when there is one). */
 void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow);
