@@ -69,9 +69,11 @@ work = {  # case: ("flop", count) or ("byte", count)
     "gemv_n": ("byte", F * 4096 * 4096), "gemv_t": ("byte", F * 4096 * 4096),
     "conv_3x3": ("flop", 2 * 16 * 64 * 56 * 56 * 64 * 9),
     "conv_7x7s2": ("flop", 2 * 16 * 64 * 112 * 112 * 3 * 49),
-    # max pooling always writes i64 argmax indices too (the op has two outputs): 4 + 4 + 8 bytes
-    "maxpool_k3s1": ("byte", 16 * 2 * 128 * 512 * 512),
-    "maxpool_k5s2d2_cl": ("byte", F * 2 * 128 * 512 * 512 + 12 * 2 * 128 * 256 * 256),
+    # max pooling without indices (both programs ask for values only): the input read once and
+    # the output written once; k5 s2 p2 d2's windows touch only the even rows and columns, a
+    # quarter of the input, but the whole input is counted, as for every case
+    "maxpool_k3s1": ("byte", F * 2 * (2 * 128 * 512 * 512)),
+    "maxpool_k5s2d2_cl": ("byte", F * (2 * 128 * 512 * 512 + 2 * 128 * 256 * 256)),
     "softmax": ("byte", F * 2 * 64 * 1024 * 1024), "layer_norm": ("byte", F * 2 * 4096 * 4096),
     "gelu": ("byte", F * 2 * (64 << 20)), "sum": ("byte", F * (64 << 20)),
     "topk_k1_dim0": ("byte", F * 16 * 1024 * 1024), "topk_k10_last": ("byte", F * 16 * 1024 * 1024),
