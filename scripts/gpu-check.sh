@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs Ember's GPU checks on a machine with an NVIDIA GPU and prints a short table last:
-# tests/cuda/test_cuda twice (empty kernel cache, so NVRTC compiles; then warm), the whole op
+# tests/cuda/test_cuda (twice without a seeded cache: compiling, then warm), the whole op
 # conformance suite and the gradient checks with their tensors on cuda:0 (ops the CUDA backend
 # lacks run on the CPU through cpu_fallback; the suite prints which), the Fashion-MNIST example
 # on cuda:0, and the GPU benchmarks side by side with PyTorch (bench/gpu_report.py).
