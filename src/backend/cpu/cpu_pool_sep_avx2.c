@@ -103,6 +103,26 @@ static ALWAYS_INLINE void hmax_row(const cpu_maxpool_geom *g, const float *V, fl
     }
 }
 
+/* The valid input rows of output row oh's windows in plane p, in window order (at most 64;
+ * -1 when there are more), and in *ahead the row that output row oh + 2 adds (prefetched while
+ * this one is read; NULL past the plane). */
+static int window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh, const float **rows,
+                       const float **ahead)
+{
+    int64_t ih0 = oh * g->sh - g->ph, last = -1;
+    int nv = 0;
+    *ahead = NULL;
+    for (int64_t a = 0; a < g->kh; a++) {
+        int64_t ih = ih0 + a * g->dh;
+        if (ih < 0 || ih >= g->H) continue;
+        if (nv == 64) return -1;
+        rows[nv++] = p + ih * g->x_sh;
+        last = ih;
+    }
+    if (last >= 0 && last + 2 * g->sh < g->H) *ahead = p + (last + 2 * g->sh) * g->x_sh;
+    return nv;
+}
+
 /* Buffer floats of the rows kernel: pw of padding, W columns, then -inf to past the last vector
  * of windows (8 sw + (kw - 1) dw beyond the last vector's start) and 16 floats of slack. */
 static int64_t rows_buf_len(const cpu_maxpool_geom *g)
@@ -122,26 +142,11 @@ bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1
     for (int64_t r = r0; r < r1; r++) {
         int64_t oh = r % g->OH, pl = r / g->OH, n = pl / g->C, c = pl % g->C;
         const float *p = g->x + n * g->x_sn + c * g->x_sc;
-        int64_t ih0 = oh * g->sh - g->ph, last = -1;
-        const float *rows[64];
-        int nv = 0;
-        bool fits = true;
-        for (int64_t a = 0; a < g->kh; a++) {
-            int64_t ih = ih0 + a * g->dh;
-            if (ih < 0 || ih >= g->H) continue;
-            if (nv == 64) {
-                fits = false;
-                break;
-            }
-            rows[nv++] = p + ih * g->x_sh;
-            last = ih;
-        }
-        /* the row two output rows on will add, prefetched while this one is read */
-        const float *ahead =
-            last >= 0 && last + 2 * g->sh < g->H ? p + (last + 2 * g->sh) * g->x_sh : NULL;
+        const float *rows[64], *ahead;
+        int nv = window_rows(g, p, oh, rows, &ahead);
         sep_check ck;
         check_init(&ck);
-        bool exact = nv == 0 || !fits;
+        bool exact = nv <= 0;
         if (!exact) {
             float *Vc = V + g->pw;
             int64_t j = 0;
@@ -270,25 +275,11 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
         (((uintptr_t)g->out | (uintptr_t)(g->OW * 4) | (uintptr_t)(plane * 4)) & 31) == 0;
     bool st = stream && aligned;
     for (int64_t u = u0; u < u1; u++) {
-        int64_t oh = u % g->OH, n = u / g->OH, ih0 = oh * g->sh - g->ph, last = -1;
+        int64_t oh = u % g->OH, n = u / g->OH;
         const float *p = g->x + n * g->x_sn;
-        const float *rows[64];
-        int nv = 0;
-        bool fits = true;
-        for (int64_t a = 0; a < g->kh; a++) {
-            int64_t ih = ih0 + a * g->dh;
-            if (ih < 0 || ih >= g->H) continue;
-            if (nv == 64) {
-                fits = false;
-                break;
-            }
-            rows[nv++] = p + ih * g->x_sh;
-            last = ih;
-        }
-        /* the row two output rows on will add, prefetched while this one is read */
-        const float *ahead =
-            last >= 0 && last + 2 * g->sh < g->H ? p + (last + 2 * g->sh) * g->x_sh : NULL;
-        if (nv == 0 || !fits || !cl_vertical(g, rows, nv, ahead, iw_min, G, Q, V)) {
+        const float *rows[64], *ahead;
+        int nv = window_rows(g, p, oh, rows, &ahead);
+        if (nv <= 0 || !cl_vertical(g, rows, nv, ahead, iw_min, G, Q, V)) {
             cpu_maxpool_cl_avx2(g, u, u + 1); /* the exact kernel */
             continue;
         }
