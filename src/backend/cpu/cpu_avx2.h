@@ -3,6 +3,16 @@
 #define EMBER_CPU_AVX2_H
 
 #include <immintrin.h>
+#include <stdint.h>
+
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+
+/* Lanes [0, n) set, for masked loads and stores (n clamped to [0, 8]). */
+static inline __m256i cpu_avx2_lanes(int64_t n)
+{
+    int k = n < 0 ? 0 : n > 8 ? 8 : (int)n;
+    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
 
 /* t[i] = (a[0][i], ..., a[7][i]): an 8x8 f32 block transposed in registers. Every a is read
  * before any t is written, so a == t transposes in place. */

@@ -60,8 +60,7 @@ void cpu_conv_direct_small_avx2(const float *xrow, const int64_t *off, int K, co
         int cn = Co - co0 < 8 ? (int)(Co - co0) : 8;
         for (int64_t ow = 0; ow < OW; ow += 8) {
             int m = OW - ow < 8 ? (int)(OW - ow) : 8;
-            __m256i lm =
-                _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+            __m256i lm = cpu_avx2_lanes(m);
             /* eight named accumulators: they stay in registers */
             __m256 c0 = _mm256_setzero_ps(), c1 = c0, c2 = c0, c3 = c0, c4 = c0, c5 = c0, c6 = c0,
                    c7 = c0;
@@ -97,8 +96,7 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(o + i, _mm256_add_ps(v, _mm256_loadu_ps(t + i)));
     if (i < n) {
-        __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)(n - i)),
-                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i m = cpu_avx2_lanes(n - i);
         _mm256_maskstore_ps(o + i, m, _mm256_add_ps(v, _mm256_maskload_ps(t + i, m)));
     }
 }
@@ -111,8 +109,7 @@ static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
     if (m == 8) {
         for (int c = 0; c < 8; c++) a[c] = c < nr ? _mm256_loadu_ps(r[c]) : _mm256_setzero_ps();
     } else {
-        __m256i lm =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i lm = cpu_avx2_lanes(m);
         for (int c = 0; c < 8; c++)
             a[c] = c < nr ? _mm256_maskload_ps(r[c], lm) : _mm256_setzero_ps();
     }
@@ -123,8 +120,7 @@ void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, 
                               float *dst)
 {
     int tail = w % 8;
-    __m256i tm =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32(tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i tm = cpu_avx2_lanes(tail);
     for (int64_t k = 0; k < run; k += 8) {
         int m = run - k < 8 ? (int)(run - k) : 8;
         for (int g = 0; g < w; g += 8) {
@@ -163,8 +159,7 @@ void cpu_conv_wgrad_nhwc_row_avx2(const float *s, int64_t cs, int64_t C, int64_t
 {
     for (int64_t w0 = 0; w0 < W; w0 += 8) {
         int m = W - w0 < 8 ? (int)(W - w0) : 8;
-        __m256i lm =
-            _mm256_cmpgt_epi32(_mm256_set1_epi32(m), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        __m256i lm = cpu_avx2_lanes(m);
         for (int64_t c0 = 0; c0 < C; c0 += 8) {
             __m256 a[8];
             if (m == 8)
@@ -197,8 +192,7 @@ dots_j(const float *gy, int64_t sn, int64_t sc, const float *xp, int64_t item, i
 #pragma GCC unroll 12
     for (int j = 0; j < J; j++) acc[j] = _mm256_setzero_ps(), o[j] = off[j];
     int64_t tail = OW % 8;
-    __m256i tm =
-        _mm256_cmpgt_epi32(_mm256_set1_epi32((int)tail), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i tm = cpu_avx2_lanes(tail);
     for (int64_t n = 0; n < N; n++)
         for (int64_t oh = 0; oh < OH; oh++) {
             const float *g = gy + n * sn + co * sc + oh * OW, *x = xp + n * item + oh * Wp;
@@ -279,7 +273,7 @@ void cpu_wino_in_avx2(const float *d, int64_t Wq, float *v, int64_t xs)
 /* n < 16 floats of v at p (masked store). */
 static inline void store_n(float *p, __m256 v, int n)
 {
-    __m256i m = _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+    __m256i m = cpu_avx2_lanes(n);
     _mm256_maskstore_ps(p, m, v);
 }
 

@@ -10,28 +10,19 @@
 #include "cpu_avx2.h"
 #include "cpu_pool_fast.h"
 
-/* Lanes [0, n) set, for masked loads and stores (n clamped to [0, 8]). */
-static inline __m256i lanes_below(int64_t n)
-{
-    int k = n < 0 ? 0 : n > 8 ? 8 : (int)n;
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-}
-
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
 /* Elements q[0], q[s], ..., q[7 s] for s = 1 or 2, reading q[0 .. 8 s) when full, else only
  * q[0 .. avail). Lanes of a stride-2 load come in the order 0 1 4 5 2 3 6 7 (max and blends
  * are lane-wise, so one permute at the end restores the order). */
 static ALWAYS_INLINE __m256 load_cols(const float *q, int64_t sw, bool full, int64_t avail)
 {
-    if (sw == 1) return full ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, lanes_below(avail));
+    if (sw == 1) return full ? _mm256_loadu_ps(q) : _mm256_maskload_ps(q, cpu_avx2_lanes(avail));
     __m256 a, b;
     if (full) {
         a = _mm256_loadu_ps(q);
         b = _mm256_loadu_ps(q + 8);
     } else {
-        a = _mm256_maskload_ps(q, lanes_below(avail));
-        b = _mm256_maskload_ps(q + 8, lanes_below(avail - 8));
+        a = _mm256_maskload_ps(q, cpu_avx2_lanes(avail));
+        b = _mm256_maskload_ps(q + 8, cpu_avx2_lanes(avail - 8));
     }
     return _mm256_shuffle_ps(a, b, 0x88);
 }
@@ -271,8 +262,7 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1)
             int64_t cnt = g->C - c0 < 8 ? g->C - c0 : 8;
             for (int64_t ow0 = 0; ow0 < g->OW; ow0 += 8) {
                 int64_t nw = g->OW - ow0 < 8 ? g->OW - ow0 : 8;
-                __m256i cm = _mm256_cmpgt_epi32(_mm256_set1_epi32((int)cnt),
-                                                _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
+                __m256i cm = cpu_avx2_lanes(cnt);
                 const float *p = g->x + n * g->x_sn + c0;
                 __m256 vals[8], ids[8];
                 int nanmask;

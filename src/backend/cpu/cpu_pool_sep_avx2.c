@@ -19,15 +19,6 @@
 #include "cpu_avx2.h"
 #include "cpu_pool_fast.h"
 
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-
-/* Lanes [0, n) set (n clamped to [0, 8]). */
-static inline __m256i lanes_below(int64_t n)
-{
-    int k = n < 0 ? 0 : n > 8 ? 8 : (int)n;
-    return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_set_epi32(7, 6, 5, 4, 3, 2, 1, 0));
-}
-
 /* The checks of the vertical pass: per-lane running sum and signed-integer minimum. */
 typedef struct sep_check {
     __m256 sum;
@@ -155,7 +146,7 @@ bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1
                 _mm256_storeu_ps(Vc + j, vmax8(rows, nv, j, true, _mm256_setzero_si256(), &ck));
             }
             if (j < g->W) {
-                __m256i m = lanes_below(g->W - j);
+                __m256i m = cpu_avx2_lanes(g->W - j);
                 __m256 v = vmax8(rows, nv, j, false, m, &ck);
                 _mm256_storeu_ps(
                     Vc + j, _mm256_blendv_ps(_mm256_set1_ps(-INFINITY), v, _mm256_castsi256_ps(m)));
