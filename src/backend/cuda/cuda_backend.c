@@ -475,7 +475,7 @@ static void tune_read(int dev)
     fclose(f);
 }
 
-/* The best of three synchronised runs of one width after a warm-up; < 0 on failure. */
+/* Seconds of one synchronised run of t on one tile width; < 0 on failure. */
 static double time_tw(const tw_args *t, bool wide)
 {
     int64_t t0 = core_mono_ns();
