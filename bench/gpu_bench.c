@@ -273,18 +273,29 @@ int main(int argc, char **argv)
         run_case("maxpool_k3s1", K_MAXPOOL, a, NULL, 1, 21, 2.0);
         em_release(a);
     }
-    /* conv2d 3x3 pad 1: [16, 64, 56, 56] 64 -> 64 and [32, 256, 28, 28] 256 -> 256 */
-    for (int c = 0; c < 2; c++)
+    /* conv2d 3x3 pad 1, C -> C: [16, 64, 56, 56], [16, 128, 56, 56], [32, 256, 28, 28] and
+     * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_gemm; Ember only):
+     * _ig the implicit GEMM, _mm one product on the matmul kernels */
+    for (int c = 0; c < 4; c++)
         for (int t = 0; t < 3; t++) {
             const char *tn[] = {"f32", "bf16", "f16"};
             em_dtype dt[] = {EM_F32, EM_BF16, EM_F16};
+            const int64_t chs[] = {64, 128, 256, 512}, hws[] = {56, 56, 28, 14},
+                          ns[] = {16, 16, 32, 32};
+            int64_t ch = chs[c], hw = hws[c], n = ns[c];
             char name[48];
-            int64_t ch = c ? 256 : 64, hw = c ? 28 : 56, n = c ? 32 : 16;
             snprintf(name, sizeof name, "conv_%s_%lld", tn[t], (long long)ch);
             if (!bench_selected(argc, argv, name)) continue;
             em_tensor *a = em_randn(EM_SHAPE(n, ch, hw, hw), dt[t], dev);
             em_tensor *b = em_randn(EM_SHAPE(ch, ch, 3, 3), dt[t], dev);
             run_case(name, K_CONV, a, b, 1, 21, 2.0);
+            for (int f = 0; t > 0 && f < 2; f++) {
+                char forced[56];
+                snprintf(forced, sizeof forced, "%s_%s", name, f ? "mm" : "ig");
+                em_config_set("cuda_conv_gemm", f ? "on" : "off");
+                run_case(forced, K_CONV, a, b, 1, 21, 2.0);
+            }
+            em_config_set("cuda_conv_gemm", NULL);
             em_release(a);
             em_release(b);
         }

@@ -72,7 +72,7 @@ with torch.no_grad():
         del x
     # conv2d 3x3 pad 1 (cuDNN; f32 without TF32, as Ember's default)
     torch.backends.cudnn.allow_tf32 = False
-    for ch, hw, n in ((64, 56, 16), (256, 28, 32)):
+    for ch, hw, n in ((64, 56, 16), (128, 56, 16), (256, 28, 32), (512, 14, 32)):
         for tn, dt in (("f32", torch.float32), ("bf16", torch.bfloat16), ("f16", torch.float16)):
             case = f"conv_{tn}_{ch}"
             if selected(case):

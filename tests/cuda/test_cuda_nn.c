@@ -155,7 +155,8 @@ static void test_int_matmul(void)
         }
 }
 
-static void test_conv(void)
+/* halves: only the f16/bf16 passes (run again with the config cuda_conv_gemm on and off). */
+static void test_conv(bool halves)
 {
     typedef struct ccase {
         int nd;
@@ -233,9 +234,18 @@ static void test_conv(void)
         {2, false, EM_SHAPE(2, 5, 19, 23), EM_SHAPE(80, 5, 3, 3), {.pad_lo = {1, 0}}, 0},
         {2, false, EM_SHAPE(2, 4, 21, 18), EM_SHAPE(48, 4, 1, 2), {.stride = {2, 1}}, 2},
         {2, false, EM_SHAPE(16, 8, 60, 60), EM_SHAPE(24, 8, 58, 58), {.groups = 1}, 0},
+        /* one product on the matmul kernels (cuda_conv_gemm): stride, dilation and uneven
+         * padding in both dims, a strided input */
+        {2,
+         false,
+         EM_SHAPE(2, 16, 23, 19),
+         EM_SHAPE(96, 16, 3, 3),
+         {.stride = {2, 1}, .dilation = {1, 2}, .pad_lo = {1, 2}, .pad_hi = {0, 1}},
+         3},
     };
     for (int t = 0; t < N_FDTS; t++)
         for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
+            if (halves && fdts[t] != EM_F16 && fdts[t] != EM_BF16) continue;
             em_scope_begin();
             em_tensor *cx, *dx, *cw, *dw, *cb, *db;
             mk(cs[p].x, cs[p].layout, fdts[t], -1, 1, &cx, &dx);
@@ -323,7 +333,16 @@ int main(void)
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_norms();
     test_int_matmul();
-    test_conv();
+    test_conv(false);
+    /* f16/bf16 conv both ways: as one product on the matmul kernels wherever that applies (one
+     * group, 8k input channels), and as the implicit GEMM everywhere */
+    const char *paths[] = {"on", "off"};
+    for (int i = 0; i < 2; i++) {
+        em_config_set("cuda_conv_gemm", paths[i]);
+        CHECK_OK("em_config_set(cuda_conv_gemm)");
+        test_conv(true);
+    }
+    em_config_set("cuda_conv_gemm", NULL);
     test_max_pool();
     test_fft();
     em_device_sync(dev);

@@ -313,15 +313,21 @@ static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_
     return s->K > 0;
 }
 
-/* The Hopper kernels (kernels/matmul_wgmma.cu): one 2-D product (no batch), both sides at least
- * 64; config cuda_wgmma = off keeps the mma.sync kernels. */
-static bool wgmma_ok(int dev, const mm_arg *s)
+/* Whether device runs the Hopper kernels (kernels/matmul_wgmma.cu): sm_90, and config
+ * cuda_wgmma is not off (which keeps the mma.sync kernels). */
+static bool wgmma_device(int dev)
 {
     const cuda_device_info *d = cuda_device(dev);
     const char *v = em_config_get("cuda_wgmma");
     if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
-    return d && d->cc_major == 9 && d->cc_minor == 0 && s->nbatch == 1 && s->M >= 64 &&
-           s->N >= 64 && s->K > 0 && s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
+    return d && d->cc_major == 9 && d->cc_minor == 0;
+}
+
+/* The Hopper kernels take one 2-D product (no batch), both sides at least 64. */
+static bool wgmma_ok(int dev, const mm_arg *s)
+{
+    return wgmma_device(dev) && s->nbatch == 1 && s->M >= 64 && s->N >= 64 && s->K > 0 &&
+           s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
 }
 
 /* Launches em_transpose_4: dst [cols][rows] contiguous from src [rows][cols] (row stride lds),
@@ -1174,6 +1180,92 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     return st;
 }
 
+typedef struct col_arg { /* matches `struct colg` in kernels/matmul_conv.cu */
+    int32_t H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, C8, total;
+} col_arg;
+
+/* The columns conv_gemm writes: at most this many bytes (its kernel's indices stay in 32 bits). */
+#define CONV_GEMM_MAX_COLS ((int64_t)1 << 30)
+
+/* Whether a CONV (of conv_igemm_ok's shapes) runs as conv_gemm: f16/bf16, 1-D/2-D, one group,
+ * a multiple of 8 input channels, columns within CONV_GEMM_MAX_COLS. Config cuda_conv_gemm: on
+ * takes it for every such conv, off never; auto (the default) where the product is large enough
+ * for the wgmma kernel to beat the implicit GEMM: on sm_90, at least 128 output channels, 512
+ * taps (Cin Kh Kw) and 128 output positions (bench/RESULTS.md). */
+static bool conv_gemm_ok(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
+                         int64_t G)
+{
+    em_dtype dt = op->out[0]->dtype;
+    const char *v = em_config_get("cuda_conv_gemm");
+    bool on = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
+    if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
+    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16) || G != 1 || Cx % 8 ||
+        g->img[0] != 1 || g->k[0] != 1)
+        return false;
+    int64_t rows = g->n * g->blk[1] * g->blk[2], K = Cx * g->k[1] * g->k[2];
+    if (rows * K * 2 > CONV_GEMM_MAX_COLS || (g->blk[1] * g->blk[2] + 31) / 32 > 65535)
+        return false;
+    return on || (wgmma_device(dev) && Cy >= 128 && K >= 512 && rows >= 128);
+}
+
+/* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, as one product on the matmul kernels
+ * (the wgmma kernel on sm_90): x to channels-last, its columns written out as
+ * cols [N OH OW][Kh Kw Cin] (em_im2col_cl_u16), w to [Cout][Kh Kw Cin]; then
+ * t [N OH OW][Cout] = cols w^T (+ b in the product's store; f32 accumulation, one rounding), and
+ * t transposed into y [N][Cout][OH OW]. Costs the columns' memory (Kh Kw times x's, pooled)
+ * against the implicit GEMM's mma.sync main loop. */
+static em_status conv_gemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                           const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                           const char *what)
+{
+    int64_t KH = g->k[1], KW = g->k[2], L = g->blk[1] * g->blk[2], rows = g->n * L;
+    int64_t K = Cx * KH * KW;
+    col_arg a = {(int32_t)g->img[1], (int32_t)g->img[2],
+                 (int32_t)g->blk[1], (int32_t)g->blk[2],
+                 (int32_t)KH,        (int32_t)KW,
+                 (int32_t)g->s[1],   (int32_t)g->s[2],
+                 (int32_t)g->p[1],   (int32_t)g->p[2],
+                 (int32_t)g->d[1],   (int32_t)g->d[2],
+                 (int32_t)(Cx / 8),  (int32_t)(rows * K / 8)};
+    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    void *cols = wcl ? cuda_pool_alloc(dev, (size_t)(rows * K) * 2) : NULL;
+    void *out = cols ? cuda_pool_alloc(dev, (size_t)(rows * Cy) * 2) : NULL;
+    em_status st = out ? EM_OK : em_last_status();
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, a.H * a.W, what);
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_im2col_cl_u16", what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK) {
+        void *params[] = {&xcl, &cols, &a};
+        st = cuda_launch(dev, f, a.total, params, what);
+    }
+    if (st == EM_OK) { /* t [rows][Cy] = cols [rows][K] . wcl^T, wcl read as [K][Cy] (k-major) */
+        em_storage cs = *y->storage, ws = *y->storage, os = *y->storage;
+        cs.data = cols, ws.data = wcl, os.data = out;
+        int64_t ash[2] = {rows, K}, ast[2] = {K, 1}, bsh[2] = {K, Cy}, bst[2] = {1, K};
+        int64_t osh[2] = {rows, Cy}, ost[2] = {Cy, 1};
+        em_tensor at = view3(&cs, y->dtype, 0, 2, ash, ast);
+        em_tensor bt = view3(&ws, y->dtype, 0, 2, bsh, bst);
+        em_tensor ot = view3(&os, y->dtype, 0, 2, osh, ost);
+        em_op mm;
+        memset(&mm, 0, sizeof mm);
+        mm.kind = b ? EM_OP_MATMUL_BIAS_ACT : EM_OP_MATMUL;
+        mm.n_in = b ? 3 : 2;
+        mm.n_out = 1;
+        mm.in[0] = &at, mm.in[1] = &bt, mm.in[2] = (em_tensor *)b, mm.out[0] = &ot;
+        mm.i[2] = rows, mm.i[3] = K, mm.i[4] = Cy, mm.i[14] = EM_ACT_NONE;
+        st = run_matmul(&mm, dev, what);
+    }
+    if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, what);
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, out);
+    cuda_pool_free(dev, cols);
+    cuda_pool_free(dev, wcl);
+    cuda_pool_free(dev, xcl);
+    return st;
+}
+
 /* The geometry of a CONV / CONV_TRANSPOSE record in 3 spatial dims (leading ones of size 1). */
 static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
 {
@@ -1220,9 +1312,11 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
         for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
         for (int i = 0; i < op->n_in && st == EM_OK; i++)
             st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);
-        if (st == EM_OK)
-            st = conv_igemm(dev, &in[0], &in[1], op->n_in > 2 ? &in[2] : NULL, y, &g, Cx, Cy, G,
-                            what);
+        const em_tensor *b = op->n_in > 2 ? &in[2] : NULL;
+        if (st == EM_OK && conv_gemm_ok(dev, op, &g, Cx, Cy, G))
+            st = conv_gemm(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+        else if (st == EM_OK)
+            st = conv_igemm(dev, &in[0], &in[1], b, y, &g, Cx, Cy, G, what);
         for (int i = 0; i < 3; i++) cuda_pool_free(dev, bufs[i]);
         return st;
     }

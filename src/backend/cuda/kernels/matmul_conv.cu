@@ -388,6 +388,27 @@ extern "C" __global__ void __launch_bounds__(256)
         if (p0 + r < P && c0 + tx < C) y[base + (long long)(p0 + r) * C + c0 + tx] = t[tx][r];
 }
 
+// The columns of a convolution for the wgmma product (conv_gemm in cuda_backend.c): from x
+// channels-last [N][H][W][C], cols [N OH OW][Kh Kw C], row (n, oh, ow), column (kh, kw, c);
+// zeros outside the image. C % 8 == 0: one thread per 8 channels (16 bytes), read and written
+// along rows; the host keeps every index within 32 bits.
+struct colg { // matches col_arg in cuda_backend.c
+    int H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, C8, total;
+};
+extern "C" __global__ void __launch_bounds__(256) em_im2col_cl_u16(const uint4 *x, uint4 *cols, colg g)
+{
+    const int row = g.KH * g.KW * g.C8, img = g.OH * g.OW;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < g.total; i += blockDim.x * gridDim.x) {
+        int r = i / row, q = i - r * row;
+        int t = q / g.C8, c8 = q - t * g.C8, kh = t / g.KW, kw = t - kh * g.KW;
+        int n = r / img, p = r - n * img, oh = p / g.OW, ow = p - oh * g.OW;
+        int ih = oh * g.sh - g.ph + kh * g.dh, iw = ow * g.sw - g.pw + kw * g.dw;
+        uint4 v = make_uint4(0, 0, 0, 0);
+        if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[((n * g.H + ih) * g.W + iw) * g.C8 + c8];
+        cols[i] = v;
+    }
+}
+
 // The same for P < 32 (kernel taps of a weight): one thread per element of y.
 extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
                                                    int P, long long total)
