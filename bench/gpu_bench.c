@@ -274,8 +274,9 @@ int main(int argc, char **argv)
         em_release(a);
     }
     /* conv2d 3x3 pad 1, C -> C: [16, 64, 56, 56], [16, 128, 56, 56], [32, 256, 28, 28] and
-     * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_gemm; Ember only):
-     * _ig the implicit GEMM, _mm one product on the matmul kernels */
+     * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_kernel; Ember
+     * only): _mma the mma.sync implicit GEMM, _cols the columns and one product, _tw the wgmma
+     * implicit GEMM */
     for (int c = 0; c < 4; c++)
         for (int t = 0; t < 3; t++) {
             const char *tn[] = {"f32", "bf16", "f16"};
@@ -289,13 +290,14 @@ int main(int argc, char **argv)
             em_tensor *a = em_randn(EM_SHAPE(n, ch, hw, hw), dt[t], dev);
             em_tensor *b = em_randn(EM_SHAPE(ch, ch, 3, 3), dt[t], dev);
             run_case(name, K_CONV, a, b, 1, 21, 2.0);
-            for (int f = 0; t > 0 && f < 2; f++) {
+            for (int f = 0; t > 0 && f < 3; f++) {
+                const char *path[] = {"mma", "columns", "wgmma"}, *suf[] = {"mma", "cols", "tw"};
                 char forced[56];
-                snprintf(forced, sizeof forced, "%s_%s", name, f ? "mm" : "ig");
-                em_config_set("cuda_conv_gemm", f ? "on" : "off");
+                snprintf(forced, sizeof forced, "%s_%s", name, suf[f]);
+                em_config_set("cuda_conv_kernel", path[f]);
                 run_case(forced, K_CONV, a, b, 1, 21, 2.0);
             }
-            em_config_set("cuda_conv_gemm", NULL);
+            em_config_set("cuda_conv_kernel", NULL);
             em_release(a);
             em_release(b);
         }

@@ -234,8 +234,29 @@ static void test_conv(bool halves)
         {2, false, EM_SHAPE(2, 5, 19, 23), EM_SHAPE(80, 5, 3, 3), {.pad_lo = {1, 0}}, 0},
         {2, false, EM_SHAPE(2, 4, 21, 18), EM_SHAPE(48, 4, 1, 2), {.stride = {2, 1}}, 2},
         {2, false, EM_SHAPE(16, 8, 60, 60), EM_SHAPE(24, 8, 58, 58), {.groups = 1}, 0},
-        /* one product on the matmul kernels (cuda_conv_gemm): stride, dilation and uneven
-         * padding in both dims, a strided input */
+        /* the wgmma implicit GEMM: two k tiles per tap, 80 output channels (a part row tile),
+         * dilation, odd OW (element stores); OW = 300 (two column boxes per row); even OW
+         * (pair stores), uneven padding */
+        {2,
+         false,
+         EM_SHAPE(2, 128, 9, 13),
+         EM_SHAPE(80, 128, 3, 3),
+         {.dilation = {2, 1}, .pad_lo = {1, 1}, .pad_hi = {1, 1}},
+         0},
+        {2,
+         false,
+         EM_SHAPE(1, 64, 3, 300),
+         EM_SHAPE(64, 64, 1, 3),
+         {.pad_lo = {0, 1}, .pad_hi = {0, 1}},
+         1},
+        {2,
+         false,
+         EM_SHAPE(3, 64, 12, 10),
+         EM_SHAPE(136, 64, 2, 2),
+         {.pad_lo = {1, 0}, .pad_hi = {0, 1}},
+         2},
+        /* the columns and one product: stride, dilation and uneven padding in both dims, a
+         * strided input */
         {2,
          false,
          EM_SHAPE(2, 16, 23, 19),
@@ -270,6 +291,40 @@ static void test_conv(bool halves)
                                              : tol_of(fdts[t]);
             compare(what, f(dx, dw, db, cs[p].o), f(cx, cw, cb, cs[p].o), tol, tol);
             compare(what, f(dx, dw, NULL, cs[p].o), f(cx, cw, NULL, cs[p].o), tol, tol);
+            em_scope_end();
+        }
+}
+
+/* Each f16/bf16 conv path at a size where the persistent kernels loop over more tiles than
+ * the device has multiprocessors ([32, 256, 28, 28] 3x3 and a 1x1 with 512 channels), against
+ * the exact f32 conv on the device of the same values, rounded once. */
+static void test_conv_large(void)
+{
+    const struct {
+        em_shape x, w;
+        int64_t pad;
+    } cs[] = {{EM_SHAPE(32, 256, 28, 28), EM_SHAPE(256, 256, 3, 3), 1},
+              {EM_SHAPE(16, 512, 14, 14), EM_SHAPE(384, 512, 1, 1), 0}};
+    const char *paths[] = {"mma", "columns", "wgmma", NULL};
+    for (int t = 0; t < 2; t++)
+        for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
+            em_scope_begin();
+            em_dtype dt = t ? EM_BF16 : EM_F16;
+            em_tensor *x = em_to_device(h_rand(cs[p].x, dt, H_CONTIG, -1, 1, NULL), dev);
+            em_tensor *w = em_to_device(h_rand(cs[p].w, dt, H_CONTIG, -1, 1, NULL), dev);
+            em_tensor *b =
+                em_to_device(h_rand(EM_SHAPE(cs[p].w.dims[0]), dt, H_CONTIG, -1, 1, NULL), dev);
+            em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
+            em_tensor *want = em_cast(
+                em_conv2d(em_cast(x, EM_F32), em_cast(w, EM_F32), em_cast(b, EM_F32), o), dt);
+            for (int i = 0; i < 4; i++) {
+                em_config_set("cuda_conv_kernel", paths[i]);
+                char what[96];
+                snprintf(what, sizeof what, "conv2d %s %s on %s", em_dtype_name(dt),
+                         tn_dims_str(cs[p].x.dims, cs[p].x.rank), paths[i] ? paths[i] : "auto");
+                /* one rounding each way of a sum of up to 4608 terms of size < 1 */
+                compare(what, em_conv2d(x, w, b, o), want, 0.05, tol_of(dt));
+            }
             em_scope_end();
         }
 }
@@ -334,15 +389,17 @@ int main(void)
     test_norms();
     test_int_matmul();
     test_conv(false);
-    /* f16/bf16 conv both ways: as one product on the matmul kernels wherever that applies (one
-     * group, 8k input channels), and as the implicit GEMM everywhere */
-    const char *paths[] = {"on", "off"};
-    for (int i = 0; i < 2; i++) {
-        em_config_set("cuda_conv_gemm", paths[i]);
-        CHECK_OK("em_config_set(cuda_conv_gemm)");
+    /* f16/bf16 conv on each path asked for where the shape allows it (else the mma.sync
+     * implicit GEMM): mma.sync everywhere, the columns and one product (one group, 8k input
+     * channels), the wgmma implicit GEMM (on sm_90: one group, 64k input channels, stride 1) */
+    const char *paths[] = {"mma", "columns", "wgmma"};
+    for (int i = 0; i < 3; i++) {
+        em_config_set("cuda_conv_kernel", paths[i]);
+        CHECK_OK("em_config_set(cuda_conv_kernel)");
         test_conv(true);
     }
-    em_config_set("cuda_conv_gemm", NULL);
+    em_config_set("cuda_conv_kernel", NULL);
+    test_conv_large();
     test_max_pool();
     test_fft();
     em_device_sync(dev);

@@ -1069,18 +1069,17 @@ static bool conv_rows64(int64_t M)
 static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n, int64_t c,
                                   int64_t p, const char *what)
 {
-    if (p < 32) { /* w with a small kernel: one thread per element */
+    if (p < 32 && n * c * p < INT32_MAX) { /* w with a small kernel: one thread per element */
         CUfunction f = cuda_kernel(dev, "em_conv_to_cl_small_u16", what);
         if (!f) return em_last_status();
-        long long total = n * c * p;
-        int ci = (int)c, pi = (int)p;
+        int ci = (int)c, pi = (int)p, total = (int)(n * c * p);
         void *params[] = {(void *)&src, &dst, &ci, &pi, &total};
         return cuda_launch(dev, f, total, params, what);
     }
     CUfunction f = cuda_kernel(dev, "em_conv_to_cl_u16", what);
     if (!f) return em_last_status();
     int ci = (int)c, pi = (int)p;
-    unsigned grid[3] = {(unsigned)((p + 31) / 32), (unsigned)((c + 31) / 32), (unsigned)n};
+    unsigned grid[3] = {(unsigned)((p + 63) / 64), (unsigned)((c + 63) / 64), (unsigned)n};
     unsigned block[3] = {256, 1, 1};
     void *params[] = {(void *)&src, &dst, &ci, &pi};
     return cuda_launch_grid(dev, f, grid, block, params, what);
@@ -1184,37 +1183,53 @@ typedef struct col_arg { /* matches `struct colg` in kernels/matmul_conv.cu */
     int32_t H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, C8, total;
 } col_arg;
 
-/* The columns conv_gemm writes: at most this many bytes (its kernel's indices stay in 32 bits). */
-#define CONV_GEMM_MAX_COLS ((int64_t)1 << 30)
+/* The columns conv_cols writes: at most this many bytes (its kernel's indices stay in 32 bits). */
+#define CONV_COLS_MAX ((int64_t)1 << 30)
 
-/* Whether a CONV (of conv_igemm_ok's shapes) runs as conv_gemm: f16/bf16, 1-D/2-D, one group,
- * a multiple of 8 input channels, columns within CONV_GEMM_MAX_COLS. Config cuda_conv_gemm: on
- * takes it for every such conv, off never; auto (the default) where the product is large enough
- * for the wgmma kernel to beat the implicit GEMM: on sm_90, at least 128 output channels, 512
- * taps (Cin Kh Kw) and 128 output positions (bench/RESULTS.md). */
-static bool conv_gemm_ok(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
-                         int64_t G)
+/* How a CONV of conv_igemm_ok's shapes runs (run_conv). */
+typedef enum conv_path {
+    CONV_MMA,  /* conv_igemm: the implicit GEMM on mma.sync (every such shape) */
+    CONV_COLS, /* conv_cols: columns written out, then one product on the matmul kernels */
+    CONV_TW,   /* conv_tw: the implicit GEMM on wgmma, fed by the copy engine (sm_90) */
+} conv_path;
+
+/* f16/bf16, 1-D/2-D, one group, a multiple of q input channels. */
+static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int64_t G, int64_t q)
 {
     em_dtype dt = op->out[0]->dtype;
-    const char *v = em_config_get("cuda_conv_gemm");
-    bool on = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
-    if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
-    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16) || G != 1 || Cx % 8 ||
-        g->img[0] != 1 || g->k[0] != 1)
-        return false;
-    int64_t rows = g->n * g->blk[1] * g->blk[2], K = Cx * g->k[1] * g->k[2];
-    if (rows * K * 2 > CONV_GEMM_MAX_COLS || (g->blk[1] * g->blk[2] + 31) / 32 > 65535)
-        return false;
-    return on || (wgmma_device(dev) && Cy >= 128 && K >= 512 && rows >= 128);
+    return op->kind == EM_OP_CONV && (dt == EM_F16 || dt == EM_BF16) && G == 1 && Cx % q == 0 &&
+           g->img[0] == 1 && g->k[0] == 1;
+}
+
+/* The path for a CONV: config cuda_conv_kernel = mma, columns or wgmma asks for one (taken
+ * where the shape allows it, else mma); auto (the default) takes wgmma where it applies (sm_90,
+ * stride 1, input channels a multiple of 64) for at least 64 output channels, else columns for
+ * at least 128 output channels on sm_90, else mma, as measured on an H200 (bench/RESULTS.md);
+ * both only for at least 64 output positions per image (a weight gradient's convolution, with
+ * the kernel's few taps as its output, would leave the column tiles nearly empty). */
+static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
+                             int64_t G)
+{
+    int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
+    bool cols =
+        conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
+    bool tw = conv_half_plain(op, g, Cx, G, 64) && g->s[1] == 1 && g->s[2] == 1 &&
+              wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled;
+    const char *v = em_config_get("cuda_conv_kernel");
+    if (v && !strcmp(v, "mma")) return CONV_MMA;
+    if (v && !strcmp(v, "columns")) return cols ? CONV_COLS : CONV_MMA;
+    if (v && !strcmp(v, "wgmma")) return tw ? CONV_TW : CONV_MMA;
+    if (L < 64) return CONV_MMA;
+    if (tw && Cy >= 64) return CONV_TW;
+    return cols && wgmma_device(dev) && Cy >= 128 ? CONV_COLS : CONV_MMA;
 }
 
 /* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, as one product on the matmul kernels
  * (the wgmma kernel on sm_90): x to channels-last, its columns written out as
  * cols [N OH OW][Kh Kw Cin] (em_im2col_cl_u16), w to [Cout][Kh Kw Cin]; then
  * t [N OH OW][Cout] = cols w^T (+ b in the product's store; f32 accumulation, one rounding), and
- * t transposed into y [N][Cout][OH OW]. Costs the columns' memory (Kh Kw times x's, pooled)
- * against the implicit GEMM's mma.sync main loop. */
-static em_status conv_gemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+ * t transposed into y [N][Cout][OH OW]. Costs the columns' memory (Kh Kw times x's, pooled). */
+static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
                            const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                            const char *what)
 {
@@ -1261,6 +1276,96 @@ static em_status conv_gemm(int dev, const em_tensor *x, const em_tensor *w, cons
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, out);
     cuda_pool_free(dev, cols);
+    cuda_pool_free(dev, wcl);
+    cuda_pool_free(dev, xcl);
+    return st;
+}
+
+typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.cu */
+    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts;
+} tw_conv_arg;
+
+/* x channels-last [N][H][W][C] (16-bit elements) read in boxes {64, bw, bh, 1} with the 128-byte
+ * swizzle; elements off the image read as zero. */
+static bool encode_tmap_image(cuda_tmap *m, const void *p, int64_t N, int64_t H, int64_t W,
+                              int64_t C, unsigned bw, unsigned bh)
+{
+    uint64_t dims[4] = {(uint64_t)C, (uint64_t)W, (uint64_t)H, (uint64_t)N};
+    uint64_t strides[3] = {(uint64_t)(C * 2), (uint64_t)(W * C * 2), (uint64_t)(H * W * C * 2)};
+    unsigned box[4] = {64, bw, bh, 1}, es[4] = {1, 1, 1, 1};
+    return cuda_drv.cuTensorMapEncodeTiled(m, 1, 4, (void *)p, dims, strides, box, es, 0, 3, 2,
+                                           0) == 0;
+}
+
+/* conv_tw's column tiles of bn columns: boxes of BW output columns (OW split evenly into tw
+ * parts of at most bn) and BH output rows (at most bn / BW, OH split evenly into th parts). */
+static void tw_conv_tiles(tw_conv_arg *a, int64_t N, int64_t OH, int64_t OW, int64_t bn)
+{
+    int64_t tw = (OW + bn - 1) / bn, bw = (OW + tw - 1) / tw;
+    int64_t most = bn / bw < OH ? bn / bw : OH, th = (OH + most - 1) / most;
+    a->BW = (int32_t)bw, a->tw = (int32_t)tw, a->th = (int32_t)th;
+    a->BH = (int32_t)((OH + th - 1) / th);
+    a->ntiles = (int32_t)(N * th * tw);
+}
+
+/* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, stride 1, Cin % 64 == 0, on sm_90: x
+ * and w to channels-last, then the implicit GEMM of kernels/matmul_wgmma.cu (em_conv_tw_*): the
+ * copy engine loads each k tile's (one tap, 64 channels) column boxes straight from x, zero-
+ * filling the padding; f32 accumulation, the bias added before the one rounding; y written in
+ * place. Tiles of 256 columns unless 128-column ones take clearly fewer waves over the
+ * multiprocessors (a 128-column tile taken to cost 0.55 of a 256-column one, as for matmul).
+ * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
+static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                         const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                         const char *what)
+{
+    int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2];
+    tw_conv_arg a[2];
+    double cost[2];
+    int64_t tm = (Cy + 127) / 128, sm = cuda_device(dev)->sm_count;
+    for (int i = 0; i < 2; i++) {
+        a[i] = (tw_conv_arg){.Cout = (int32_t)Cy,
+                             .OH = (int32_t)OH,
+                             .OW = (int32_t)OW,
+                             .KW = (int32_t)KW,
+                             .ph = (int32_t)g->p[1],
+                             .pw = (int32_t)g->p[2],
+                             .dh = (int32_t)g->d[1],
+                             .dw = (int32_t)g->d[2],
+                             .cpt = (int32_t)(Cx / 64),
+                             .kts = (int32_t)(KH * KW * Cx / 64)};
+        tw_conv_tiles(&a[i], g->n, OH, OW, i ? 128 : 256);
+        cost[i] = (double)((tm * a[i].ntiles + sm - 1) / sm) * (i ? 0.55 : 1.0);
+    }
+    int wide = cost[0] <= cost[1] ? 0 : 1;
+    const tw_conv_arg *ga = &a[wide];
+    unsigned bn = wide ? 128 : 256;
+    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    em_status st = wcl ? EM_OK : em_last_status();
+    int64_t H = g->img[1], W = g->img[2];
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, H * W, what);
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    cuda_tmap ma, mb;
+    if (st == EM_OK &&
+        (!encode_tmap(&ma, 2, wcl, KH * KW * Cx, Cy, KH * KW * Cx * 2, 64, 128) ||
+         !encode_tmap_image(&mb, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH)))
+        st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes the mma.sync kernel */
+    char name[32];
+    snprintf(name, sizeof name, "em_conv_tw_%s_%c", y->dtype == EM_BF16 ? "bf16" : "f16",
+             wide ? 'n' : 'w');
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK) {
+        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+        tw_conv_arg ar = *ga;
+        void *params[] = {&ma, &mb, &yp, &bp, &ar};
+        int64_t tiles = tm * ga->ntiles;
+        unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
+        unsigned smem = 4 * (128 + bn) * 128 + 1024 + 64; /* as run_tw's */
+        st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    }
+    /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, wcl);
     cuda_pool_free(dev, xcl);
     return st;
@@ -1313,9 +1418,14 @@ static em_status run_conv(const em_op *op, int dev, const char *what)
         for (int i = 0; i < op->n_in && st == EM_OK; i++)
             st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);
         const em_tensor *b = op->n_in > 2 ? &in[2] : NULL;
-        if (st == EM_OK && conv_gemm_ok(dev, op, &g, Cx, Cy, G))
-            st = conv_gemm(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
-        else if (st == EM_OK)
+        conv_path path = conv_choose(dev, op, &g, Cx, Cy, G);
+        if (st == EM_OK && path == CONV_TW) {
+            st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+            if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
+        }
+        if (st == EM_OK && path == CONV_COLS)
+            st = conv_cols(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+        else if (st == EM_OK && path == CONV_MMA)
             st = conv_igemm(dev, &in[0], &in[1], b, y, &g, Cx, Cy, G, what);
         for (int i = 0; i < 3; i++) cuda_pool_free(dev, bufs[i]);
         return st;

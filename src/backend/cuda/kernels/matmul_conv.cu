@@ -372,23 +372,61 @@ CONV_CL_KERNEL(em_conv_cl_bf16, 1, 4)
 CONV_CL_KERNEL(em_conv_cl_bf16_m64, 1, 2)
 
 // y [n][p][c] = x [n][c][p] for 16-bit elements (x to channels-last; w [Cy][Cg][Kh Kw] to
-// [Cy][Kh Kw][Cg]): 32 x 32 tiles through shared memory, both sides read and written along rows.
+// [Cy][Kh Kw][Cg]): 64 x 64 tiles through shared memory (pitch 65: the column reads hit 32
+// banks), read along p and written along c, two elements (4 bytes) per thread where P and C are
+// even and the tile is whole, else element by element. Grid (P / 64, C / 64, n), 256 threads.
 extern "C" __global__ void __launch_bounds__(256)
     em_conv_to_cl_u16(const unsigned short *x, unsigned short *y, int C, int P)
 {
-    __shared__ unsigned short t[32][33];
+    __shared__ unsigned short t[64][65];
     const long long base = (long long)blockIdx.z * C * P;
-    const int p0 = blockIdx.x * 32, c0 = blockIdx.y * 32, tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
+    const int p0 = blockIdx.x * 64, c0 = blockIdx.y * 64, lane = threadIdx.x & 31,
+              wy = threadIdx.x >> 5;
+    const bool whole = p0 + 64 <= P && c0 + 64 <= C;
+    if (whole && (P & 1) == 0) {
 #pragma unroll
-    for (int r = ty; r < 32; r += 8)
-        if (c0 + r < C && p0 + tx < P) t[r][tx] = x[base + (long long)(c0 + r) * P + p0 + tx];
+        for (int r = wy; r < 64; r += 8) {
+            const unsigned v = *(const unsigned *)(x + base + (long long)(c0 + r) * P + p0 + 2 * lane);
+            t[r][2 * lane] = (unsigned short)v;
+            t[r][2 * lane + 1] = (unsigned short)(v >> 16);
+        }
+    } else {
+        for (int r = wy; r < 64; r += 8)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int q = lane + 32 * h;
+                if (c0 + r < C && p0 + q < P) t[r][q] = x[base + (long long)(c0 + r) * P + p0 + q];
+            }
+    }
     __syncthreads();
+    if (whole && (C & 1) == 0) {
 #pragma unroll
-    for (int r = ty; r < 32; r += 8)
-        if (p0 + r < P && c0 + tx < C) y[base + (long long)(p0 + r) * C + c0 + tx] = t[tx][r];
+        for (int r = wy; r < 64; r += 8)
+            *(unsigned *)(y + base + (long long)(p0 + r) * C + c0 + 2 * lane) =
+                t[2 * lane][r] | (unsigned)t[2 * lane + 1][r] << 16;
+    } else {
+        for (int r = wy; r < 64; r += 8)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int q = lane + 32 * h;
+                if (p0 + r < P && c0 + q < C) y[base + (long long)(p0 + r) * C + c0 + q] = t[q][r];
+            }
+    }
 }
 
-// The columns of a convolution for the wgmma product (conv_gemm in cuda_backend.c): from x
+// The same for P < 32 (kernel taps of a weight): one thread per element of y, 32-bit index
+// arithmetic (the host keeps n C P below 2^31).
+extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
+                                                   int P, int total)
+{
+    const int cp = C * P;
+    for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
+        const int n = i / cp, r = i - n * cp, p = r / C, c = r - p * C;
+        y[i] = x[n * cp + c * P + p];
+    }
+}
+
+// The columns of a convolution for the wgmma product (conv_cols in cuda_backend.c): from x
 // channels-last [N][H][W][C], cols [N OH OW][Kh Kw C], row (n, oh, ow), column (kh, kw, c);
 // zeros outside the image. C % 8 == 0: one thread per 8 channels (16 bytes), read and written
 // along rows; the host keeps every index within 32 bits.
@@ -406,18 +444,6 @@ extern "C" __global__ void __launch_bounds__(256) em_im2col_cl_u16(const uint4 *
         uint4 v = make_uint4(0, 0, 0, 0);
         if (ih >= 0 && ih < g.H && iw >= 0 && iw < g.W) v = x[((n * g.H + ih) * g.W + iw) * g.C8 + c8];
         cols[i] = v;
-    }
-}
-
-// The same for P < 32 (kernel taps of a weight): one thread per element of y.
-extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
-                                                   int P, long long total)
-{
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < total;
-         i += (long long)blockDim.x * gridDim.x) {
-        long long n = i / ((long long)C * P);
-        int r = (int)(i - n * C * P), p = r / C, c = r - p * C;
-        y[i] = x[n * C * P + (long long)c * P + p];
     }
 }
 

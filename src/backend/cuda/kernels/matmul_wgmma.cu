@@ -126,6 +126,48 @@ __device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
     nt = r / gs;
 }
 
+// A consumer warpgroup's products for one output tile: d = the sum over kts k tiles of its 64
+// rows of the stage's A tile times the B tile, each stage released once read; it counts the
+// stages used so far (both warpgroups and the producer walk the same sequence).
+template <int TY, int TA, int TB, int BN>
+__device__ __forceinline__ void tw_consume(float *d, unsigned base, int kts, int &it, int cw,
+                                           int lane)
+{
+    constexpr int STAGE = TW_A_BYTES + BN * 128;
+    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+    for (int kt = 0; kt < kts; kt++, it++) {
+        const int s = it % TW_STAGES;
+        mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
+        const unsigned sa = base + s * STAGE + cw * 8192, sb = base + s * STAGE + TW_A_BYTES;
+        asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+            tw_mma<TY, TA, TB, BN>(d, tw_desc(sa + kk * (TA ? 2048 : 32), 8192),
+                                   tw_desc(sb + kk * (TB ? 2048 : 32), 8192));
+        asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+}
+
+// The mbarriers of the stages (full: one arrival, the producer's; empty: one per consumer warp)
+// and the register split between the producer and consumer warpgroups.
+__device__ __forceinline__ void tw_init(unsigned full0, unsigned empty0)
+{
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < TW_STAGES; s++) {
+            mbar_init(full0 + 8 * s, 1);
+            mbar_init(empty0 + 8 * s, 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+}
+
 template <int TY, int TA, int TB, int BN>
 __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
                           const mmep &ep)
@@ -137,14 +179,7 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
-    if (tid == 0) {
-        for (int s = 0; s < TW_STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
+    tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0) {
@@ -182,23 +217,7 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
             int mt, nt;
             tw_tile(t, tm, tn, mt, nt);
             float d[BN / 2];
-#pragma unroll
-            for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-            for (int kt = 0; kt < kts; kt++, it++) {
-                const int s = it % TW_STAGES;
-                mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
-                const unsigned sa = base + s * STAGE + cw * 8192, sb = base + s * STAGE + TW_A_BYTES;
-                asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++)
-                    tw_mma<TY, TA, TB, BN>(d, tw_desc(sa + kk * (TA ? 2048 : 32), 8192),
-                                           tw_desc(sb + kk * (TB ? 2048 : 32), 8192));
-                asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
-            }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+            tw_consume<TY, TA, TB, BN>(d, base, kts, it, cw, lane);
             // d[4j + e]: row w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
             const i64 r0 = (i64)mt * 128 + cw * 64 + w * 16 + (lane >> 2);
             const i64 c0 = (i64)nt * BN + (lane & 3) * 2;
@@ -256,6 +275,126 @@ TW_LAYOUTS(f16, 0, 256, w)
 TW_LAYOUTS(f16, 0, 128, n)
 TW_KERNEL(em_mm_tw_tf32_kkw, 2, 0, 0, 256)
 TW_KERNEL(em_mm_tw_tf32_kkn, 2, 0, 0, 128)
+// ---- convolution as an implicit GEMM on the same pipeline --------------------------------------
+// 2-D, stride 1, any padding and dilation, C input channels a multiple of 64, x and w
+// channels-last: y[n][m][oh][ow] = bias[m] + sum over (kh, kw, c) of w[m][kh][kw][c] *
+// x[n][oh - ph + kh dh][ow - pw + kw dw][c]. A is w as [Cout][Kh Kw C] (a 2-D map, K-major, as
+// the matmul's A). B, for k tile kt (tap kt / (C / 64), 64 channels from c0) and a column tile
+// (image n, output rows oh0 .. oh0 + BH, columns ow0 .. ow0 + BW), is one box {64, BW, BH, 1} of
+// x's 4-D map [N][H][W][C] at (c0, ow0 - pw + kw dw, oh0 - ph + kh dh, n): the copy engine
+// zero-fills what lies off the image (negative coordinates too), which is the padding. The box's
+// BW BH rows (<= BN) are the tile's columns; the columns past them are never stored.
+struct twconv { // matches tw_conv_arg in cuda_backend.c
+    int Cout, OH, OW, KW, ph, pw, dh, dw;
+    int BW, BH, tw, th; // box; column tiles per image: tw along OW, th along OH
+    int ntiles, cpt;    // column tiles (N th tw); k tiles per tap (C / 64)
+    int kts;            // Kh Kw C / 64
+};
+
+__device__ __forceinline__ void tma_load_4d(unsigned dst, const em_tmap *map, int c0, int c1,
+                                            int c2, int c3, unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+
+// Column tile nt: image n, first output row oh0 and column ow0.
+__device__ __forceinline__ void twc_cols(const twconv &g, int nt, int &n, int &oh0, int &ow0)
+{
+    const int per = g.th * g.tw, r = nt - (n = nt / per) * per, rh = r / g.tw;
+    oh0 = rh * g.BH;
+    ow0 = (r - rh * g.tw) * g.BW;
+}
+
+template <int TY, int BN>
+__device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
+                        const unsigned short *bias, const twconv &g)
+{
+    constexpr int STAGE = TW_A_BYTES + BN * 128;
+    extern __shared__ __align__(1024) unsigned char tws[];
+    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
+    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int tm = (g.Cout + 127) / 128, tn = g.ntiles, tiles = tm * tn;
+    tw_init(full0, empty0);
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            const unsigned bytes = TW_A_BYTES + g.BW * g.BH * 128;
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int mt, nt, n, oh0, ow0;
+                tw_tile(t, tm, tn, mt, nt);
+                twc_cols(g, nt, n, oh0, ow0);
+                for (int kt = 0; kt < g.kts; kt++, it++) {
+                    const int s = it % TW_STAGES, tap = kt / g.cpt, kh = tap / g.KW;
+                    const int c0 = (kt - tap * g.cpt) * 64, kw = tap - kh * g.KW;
+                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
+                    const unsigned full = full0 + 8 * s, sa = base + s * STAGE;
+                    mbar_expect_tx(full, bytes);
+                    tma_load_2d(sa, ma, kt * 64, mt * 128, full);
+                    tma_load_4d(sa + TW_A_BYTES, mb, c0, ow0 - g.pw + kw * g.dw,
+                                oh0 - g.ph + kh * g.dh, n, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
+        const long long plane = (long long)g.OH * g.OW;
+        const bool pairs = (g.BW & 1) == 0 && (g.OW & 1) == 0; // 4-byte aligned column pairs
+        int it = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            int mt, nt, n, oh0, ow0;
+            tw_tile(t, tm, tn, mt, nt);
+            twc_cols(g, nt, n, oh0, ow0);
+            float d[BN / 2];
+            tw_consume<TY, 0, 0, BN>(d, base, g.kts, it, cw, lane);
+            // d[4j + e]: row w*16 + lane/4 (+8 for e >= 2), column 8j + 2 (lane % 4) (+1 odd e)
+            const int r0 = mt * 128 + cw * 64 + w * 16 + (lane >> 2);
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int m = r0 + h * 8;
+                if (m >= g.Cout) continue;
+                const float b = bias ? half_to_f<TY>(bias[m]) : 0.f;
+                unsigned short *ym = y + ((long long)n * g.Cout + m) * plane;
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    const float v0 = d[4 * j + 2 * h] + b, v1 = d[4 * j + 2 * h + 1] + b;
+                    const int col = j * 8 + (lane & 3) * 2;
+                    if (pairs) { // col, col + 1: one box row, both in the image or neither
+                        const int bh = col / g.BW, oh = oh0 + bh, ow = ow0 + col - bh * g.BW;
+                        if (bh < g.BH && oh < g.OH && ow < g.OW)
+                            *(unsigned *)(ym + oh * g.OW + ow) = pack2<TY>(v0, v1);
+                        continue;
+                    }
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const int bh = (col + e) / g.BW, oh = oh0 + bh;
+                        const int ow = ow0 + col + e - bh * g.BW;
+                        if (bh < g.BH && oh < g.OH && ow < g.OW)
+                            ym[oh * g.OW + ow] = f_to_half<TY>(e ? v1 : v0);
+                    }
+                }
+            }
+        }
+    }
+}
+
+// em_conv_tw_<type>_<bn>: bn = w (256-column tiles) or n (128).
+#define TWC_KERNEL(name, TY, BN)                                                                   \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,               \
+             unsigned short *y, const unsigned short *bias, twconv g)                              \
+    {                                                                                              \
+        tw_conv<TY, BN>(&ma, &mb, y, bias, g);                                                     \
+    }
+TWC_KERNEL(em_conv_tw_bf16_w, 1, 256)
+TWC_KERNEL(em_conv_tw_bf16_n, 1, 128)
+TWC_KERNEL(em_conv_tw_f16_w, 0, 256)
+TWC_KERNEL(em_conv_tw_f16_n, 0, 128)
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
