@@ -660,8 +660,7 @@ static int conv_direct(const conv_job *j, int64_t nb)
     const geo *g = &j->g;
     if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
         return 0;
-    if (g->s[1] != 1 || g->s[2] != 1 || !direct_isa() || atomic_load(&direct_off))
-        return 0;
+    if (g->s[1] != 1 || g->s[2] != 1 || !direct_isa() || atomic_load(&direct_off)) return 0;
     int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, kn = g->k_n;
     if (cig == 0 || cog == 0) return 0;
     direct_conv d = {.j = j};
