@@ -1337,9 +1337,9 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
         tw_conv_tiles(&a[i], g->n, OH, OW, i ? 128 : 256);
         cost[i] = (double)((tm * a[i].ntiles + sm - 1) / sm) * (i ? 0.55 : 1.0);
     }
-    int wide = cost[0] <= cost[1] ? 0 : 1;
-    const tw_conv_arg *ga = &a[wide];
-    unsigned bn = wide ? 128 : 256;
+    int narrow = cost[0] <= cost[1] ? 0 : 1;
+    const tw_conv_arg *ga = &a[narrow];
+    unsigned bn = narrow ? 128 : 256;
     void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
     void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
     em_status st = wcl ? EM_OK : em_last_status();
@@ -1353,7 +1353,7 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes the mma.sync kernel */
     char name[32];
     snprintf(name, sizeof name, "em_conv_tw_%s_%c", y->dtype == EM_BF16 ? "bf16" : "f16",
-             wide ? 'n' : 'w');
+             narrow ? 'n' : 'w');
     CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
