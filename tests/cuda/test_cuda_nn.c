@@ -329,6 +329,35 @@ static void test_conv_large(void)
         }
 }
 
+/* f16/bf16 conv of an input that is contiguous but starts at an odd element (a reshaped slice
+ * of a flat tensor): the channels-last copies read it two bytes at a time. Each path. */
+static void test_conv_odd_offset(void)
+{
+    const char *paths[] = {"mma", "columns", "wgmma", NULL};
+    for (int t = 0; t < 2; t++) {
+        em_scope_begin();
+        em_dtype dt = t ? EM_BF16 : EM_F16;
+        em_shape xs = EM_SHAPE(2, 64, 9, 10);
+        int64_t n = 2 * 64 * 9 * 10;
+        em_tensor *flat = h_rand(EM_SHAPE(n + 1), dt, H_CONTIG, -1, 1, NULL);
+        em_tensor *cx = em_reshape(em_slice(flat, 0, 1, n + 1, 1), xs);
+        em_tensor *dx = em_reshape(em_slice(em_to_device(flat, dev), 0, 1, n + 1, 1), xs);
+        CHECK(dx && dx->offset == 1 && tn_is_contiguous(dx), "the input is not a view at 1");
+        em_tensor *cw, *dw;
+        mk(EM_SHAPE(64, 64, 3, 3), 0, dt, -1, 1, &cw, &dw);
+        em_conv_opts o = {.pad_lo = {1, 1}, .pad_hi = {1, 1}};
+        em_tensor *want = em_conv2d(cx, cw, NULL, o);
+        for (int i = 0; i < 4; i++) {
+            em_config_set("cuda_conv_kernel", paths[i]);
+            char what[96];
+            snprintf(what, sizeof what, "conv2d %s, input at an odd element, on %s",
+                     em_dtype_name(dt), paths[i] ? paths[i] : "auto");
+            compare(what, em_conv2d(dx, dw, NULL, o), want, tol_of(dt), tol_of(dt));
+        }
+        em_scope_end();
+    }
+}
+
 static void test_max_pool(void)
 {
     for (int t = 0; t < N_FDTS; t++)
@@ -400,6 +429,7 @@ int main(void)
     }
     em_config_set("cuda_conv_kernel", NULL);
     test_conv_large();
+    test_conv_odd_offset();
     test_max_pool();
     test_fft();
     em_device_sync(dev);

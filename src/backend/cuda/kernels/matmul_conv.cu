@@ -373,8 +373,10 @@ CONV_CL_KERNEL(em_conv_cl_bf16_m64, 1, 2)
 
 // y [n][p][c] = x [n][c][p] for 16-bit elements (x to channels-last; w [Cy][Cg][Kh Kw] to
 // [Cy][Kh Kw][Cg]): 64 x 64 tiles through shared memory (pitch 65: the column reads hit 32
-// banks), read along p and written along c, two elements (4 bytes) per thread where P and C are
-// even and the tile is whole, else element by element. Grid (P / 64, C / 64, n), 256 threads.
+// banks), read along p and written along c, two elements (4 bytes) per thread where the tile is
+// whole and P (for the reads) or C (for the writes) is even and the base 4-byte aligned (a
+// contiguous view may start at an odd element), else element by element. Grid (P / 64, C / 64,
+// n), 256 threads.
 extern "C" __global__ void __launch_bounds__(256)
     em_conv_to_cl_u16(const unsigned short *x, unsigned short *y, int C, int P)
 {
@@ -383,7 +385,7 @@ extern "C" __global__ void __launch_bounds__(256)
     const int p0 = blockIdx.x * 64, c0 = blockIdx.y * 64, lane = threadIdx.x & 31,
               wy = threadIdx.x >> 5;
     const bool whole = p0 + 64 <= P && c0 + 64 <= C;
-    if (whole && (P & 1) == 0) {
+    if (whole && (P & 1) == 0 && ((unsigned long long)x & 3) == 0) {
 #pragma unroll
         for (int r = wy; r < 64; r += 8) {
             const unsigned v = *(const unsigned *)(x + base + (long long)(c0 + r) * P + p0 + 2 * lane);
@@ -399,7 +401,7 @@ extern "C" __global__ void __launch_bounds__(256)
             }
     }
     __syncthreads();
-    if (whole && (C & 1) == 0) {
+    if (whole && (C & 1) == 0 && ((unsigned long long)y & 3) == 0) {
 #pragma unroll
         for (int r = wy; r < 64; r += 8)
             *(unsigned *)(y + base + (long long)(p0 + r) * C + c0 + 2 * lane) =

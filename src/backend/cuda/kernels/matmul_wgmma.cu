@@ -344,7 +344,8 @@ __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
         const long long plane = (long long)g.OH * g.OW;
-        const bool pairs = (g.BW & 1) == 0 && (g.OW & 1) == 0; // 4-byte aligned column pairs
+        // column pairs stored as 4 bytes: both in one box row and 4-byte aligned
+        const bool pairs = (g.BW & 1) == 0 && (g.OW & 1) == 0 && ((unsigned long long)y & 3) == 0;
         int it = 0;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
             int mt, nt, n, oh0, ow0;
