@@ -1,0 +1,598 @@
+/* The CUDA backend's convolutions: CONV and CONV_TRANSPOSE (the implicit GEMMs on mma.sync and
+ * on wgmma, the columns + one product path, im2col + the batched matmul, the direct kernel for
+ * few outputs per group) and IM2COL / COL2IM (F.unfold / F.fold); kernels in kernels/conv.cu,
+ * conv_nn.cu, matmul_conv.cu and matmul_wgmma.cu. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cuda.h"
+#include "cuda_conv.h"
+#include "cuda_index.h"
+#include "cuda_nn.h"
+
+typedef struct conv_arg { /* matches `struct convg` in kernels/conv.cu */
+    int64_t img[3], blk[3], k[3], s[3], p[3], d[3];
+    int64_t n, c;
+} conv_arg;
+
+/* A stack tensor on device storage `st` (caller-filled), rank <= 4, given shape and strides. */
+static em_tensor view3(em_storage *st, em_dtype dt, int64_t offset, int rank, const int64_t *shape,
+                       const int64_t *strides)
+{
+    em_tensor t;
+    memset(&t, 0, sizeof t);
+    t.refcount = 1;
+    t.dtype = dt;
+    t.rank = rank;
+    t.offset = offset;
+    t.storage = st;
+    for (int d = 0; d < rank; d++) t.shape[d] = shape[d], t.strides[d] = strides[d];
+    return t;
+}
+
+static em_status launch_conv_kernel(int dev, const char *fam, em_dtype dt, const void *in,
+                                    void *out, const conv_arg *g, long long n, const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof name, "em_%s_%s", fam, cuda_short_name(dt));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    void *params[] = {(void *)&in, &out, (void *)g};
+    return cuda_launch(dev, f, n, params, what);
+}
+
+static em_status bias_add(int dev, const em_tensor *y, const em_tensor *b, long long c, long long L,
+                          const char *what)
+{
+    char name[32];
+    snprintf(name, sizeof name, "em_bias_add_%s", cuda_short_name(y->dtype));
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    long long total = tn_numel(y);
+    void *yp = tn_ptr(y), *bp = tn_ptr(b);
+    void *params[] = {&yp, &bp, &c, &L, &total};
+    return cuda_launch(dev, f, total, params, what);
+}
+
+/* C[n, g] = A[g] . B[n, g] through cuda_matmul: A [G, M, K] (a_g: its group stride), B [N, G, K, L]
+ * (strides b_n, b_g, b_k), C contiguous [N, G, M, L]. */
+static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m, int64_t a_k,
+                           const em_tensor *B, int64_t b_n, int64_t b_g, int64_t b_k, em_tensor *C,
+                           int64_t N, int64_t G, int64_t M, int64_t K, int64_t L, const char *what)
+{
+    int64_t ash[4] = {1, G, M, K}, ast[4] = {0, a_g, a_m, a_k};
+    int64_t bsh[4] = {N, G, K, L}, bst[4] = {b_n, b_g, b_k, 1};
+    int64_t csh[4] = {N, G, M, L}, cst[4] = {G * M * L, M * L, L, 1};
+    em_tensor at = view3(A->storage, A->dtype, A->offset, 4, ash, ast);
+    em_tensor bt = view3(B->storage, B->dtype, B->offset, 4, bsh, bst);
+    em_tensor ct = view3(C->storage, C->dtype, C->offset, 4, csh, cst);
+    em_op mm;
+    memset(&mm, 0, sizeof mm);
+    mm.kind = EM_OP_MATMUL;
+    mm.n_in = 2;
+    mm.n_out = 1;
+    mm.in[0] = &at, mm.in[1] = &bt, mm.out[0] = &ct;
+    mm.i[2] = M, mm.i[3] = K, mm.i[4] = L, mm.i[5] = 2, mm.i[6] = N, mm.i[7] = G;
+    return cuda_matmul(&mm, dev, what);
+}
+
+/* CONV with few output channels per group (depthwise ...): one thread per output (conv_nn.cu). */
+static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                             const em_tensor *y, const conv_arg *g, long long cout, long long G,
+                             const char *what)
+{
+    CUfunction f = cuda_kernel(
+        dev, y->dtype == EM_F64 ? "em_nn_conv_direct_f64" : "em_nn_conv_direct_f32", what);
+    if (!f) return em_last_status();
+    void *xp = tn_ptr(x), *wp = tn_ptr(w), *bp = b ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    void *params[] = {&xp, &wp, &bp, &yp, (void *)g, &cout, &G};
+    return cuda_launch(dev, f, tn_numel(y), params, what);
+}
+
+typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.cu */
+    int32_t H, W, OW, sh, sw, ph, pw, Cg, M, K, L, ncols, xn, yn, splits, tps, ytot, cx;
+} conv_ig_arg;
+
+/* Off by the config key cuda_conv_igemm = off (then conv runs as im2col + the matmul kernels,
+ * f16/bf16 in f32). */
+static bool conv_igemm_allowed(void)
+{
+    const char *v = em_config_get("cuda_conv_igemm");
+    return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
+}
+
+/* Whether a CONV (the geometry g of run_conv) runs as the implicit GEMM: f16/bf16, or f32 unless
+ * TF32 is allowed; 1-D or 2-D, at least 16 outputs per group, every offset within 32 bits. */
+static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy, int64_t G)
+{
+    em_dtype dt = op->out[0]->dtype;
+    bool f32 = dt == EM_F32 && !cuda_tf32_allowed(); /* TF32 asked for: im2col + the TF32 matmul */
+    if (op->kind != EM_OP_CONV || (dt != EM_F16 && dt != EM_BF16 && !f32) || !conv_igemm_allowed())
+        return false;
+    if (g->img[0] != 1 || g->k[0] != 1 || Cy / G < 16 || Cx / G < 1) return false;
+    int64_t lim = INT32_MAX / 2;
+    int64_t xs = g->n * Cx * g->img[1] * g->img[2], ys = g->n * Cy * g->blk[1] * g->blk[2];
+    int64_t ws = Cy * (Cx / G) * g->k[1] * g->k[2];
+    return xs < lim && ys < lim && ws < lim && g->n * g->blk[1] * g->blk[2] < lim && g->n < 65536 &&
+           Cy < 65536 && g->d[1] * g->k[1] < (1 << 15) && g->d[2] * g->k[2] < (1 << 15);
+}
+
+/* Whether the implicit GEMM takes 64-row tiles for M output rows: for M <= 64 (128-row tiles
+ * measured faster for M = 256 on an H200 even with 1.5 waves of them). Config cuda_conv_tile =
+ * 64 / 128 forces either. */
+static bool conv_rows64(int64_t M)
+{
+    const char *v = em_config_get("cuda_conv_tile");
+    if (v && !strcmp(v, "64")) return true;
+    if (v && !strcmp(v, "128")) return false;
+    return M <= 64;
+}
+
+/* dst [n][p][c] = src [n][c][p], 16-bit elements (em_conv_to_cl_u16). */
+static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n, int64_t c,
+                                  int64_t p, const char *what)
+{
+    if (p < 32 && n * c * p < INT32_MAX) { /* w with a small kernel: one thread per element */
+        CUfunction f = cuda_kernel(dev, "em_conv_to_cl_small_u16", what);
+        if (!f) return em_last_status();
+        int ci = (int)c, pi = (int)p, total = (int)(n * c * p);
+        void *params[] = {(void *)&src, &dst, &ci, &pi, &total};
+        return cuda_launch(dev, f, total, params, what);
+    }
+    CUfunction f = cuda_kernel(dev, "em_conv_to_cl_u16", what);
+    if (!f) return em_last_status();
+    int ci = (int)c, pi = (int)p;
+    unsigned grid[3] = {(unsigned)((p + 63) / 64), (unsigned)((c + 63) / 64), (unsigned)n};
+    unsigned block[3] = {256, 1, 1};
+    void *params[] = {(void *)&src, &dst, &ci, &pi};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
+/* y = conv(x, w) + b as an implicit GEMM (kernels/matmul_conv.cu), x, w, b and y contiguous.
+ * f16/bf16 on the tensor cores: with 8k input channels per group, x and w are copied
+ * channels-last first and both operands stream through cp.async (em_conv_cl_*); otherwise the
+ * column tiles are gathered element by element (em_conv_ig_*). f32: exact FFMA register tiles
+ * with gathered columns (em_conv_ig_f32*). Products with few output tiles
+ * cut K into parts summed in order afterwards (f32 workspace): the weight gradient's
+ * convolution has K = N OH OW. */
+static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                            const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                            int64_t G, const char *what)
+{
+    bool bf = y->dtype == EM_BF16, f32 = y->dtype == EM_F32;
+    conv_ig_arg a;
+    a.H = (int32_t)g->img[1], a.W = (int32_t)g->img[2], a.OW = (int32_t)g->blk[2];
+    a.sh = (int32_t)g->s[1], a.sw = (int32_t)g->s[2], a.ph = (int32_t)g->p[1];
+    a.pw = (int32_t)g->p[2];
+    a.Cg = (int32_t)(Cx / G), a.M = (int32_t)(Cy / G), a.cx = (int32_t)Cx;
+    int64_t KH = g->k[1], KW = g->k[2];
+    a.K = (int32_t)(a.Cg * KH * KW);
+    a.L = (int32_t)(g->blk[1] * g->blk[2]), a.ncols = (int32_t)(g->n * a.L);
+    a.xn = (int32_t)(Cx * a.H * a.W), a.yn = (int32_t)(Cy * a.L);
+    a.ytot = (int32_t)tn_numel(y);
+    int kstep = f32 ? 16 : 32, ktiles = (a.K + kstep - 1) / kstep;
+    bool m64 = conv_rows64(a.M), cl = !f32 && a.Cg % 8 == 0;
+    unsigned bm = m64 ? 64 : 128, bn = f32 && m64 ? 256 : 128; /* block tile (matmul_conv.cu) */
+    unsigned gm = (unsigned)((a.M + bm - 1) / bm), gn = (unsigned)((a.ncols + bn - 1) / bn);
+    int64_t tiles = (int64_t)gn * gm * G;
+    int64_t want = 2 * (int64_t)cuda_device(dev)->sm_count;
+    int splits = 1;
+    while (splits < 64 && tiles * splits < want && ktiles / (2 * splits) >= 8) splits *= 2;
+    a.splits = splits;
+    a.tps = (ktiles + splits - 1) / splits;
+    em_status st = EM_OK;
+    em_tensor xc = *x, wc = *w;
+    em_storage xs, wst;
+    void *xbuf = NULL, *wbuf = NULL;
+    if (cl) { /* x to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] */
+        xbuf = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+        wbuf = xbuf ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+        st = wbuf ? to_channels_last(dev, tn_ptr(x), xbuf, g->n, Cx, (int64_t)a.H * a.W, what)
+                  : em_last_status();
+        if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wbuf, Cy, a.Cg, KH * KW, what);
+        xc.storage = &xs, xs = *x->storage, xs.data = xbuf, xc.offset = 0;
+        wc.storage = &wst, wst = *w->storage, wst.data = wbuf, wc.offset = 0;
+        x = &xc, w = &wc;
+    }
+    bool av = cl || (a.K % 8 == 0 && ((uintptr_t)tn_ptr(w) & 15) == 0);
+    char name[48];
+    snprintf(name, sizeof name, "em_conv_%s_%s%s%s", cl ? "cl" : "ig",
+             f32  ? "f32"
+             : bf ? "bf16"
+                  : "f16",
+             m64 ? "_m64" : "", av || cl || f32 ? "" : "_a1");
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
+    CUfunction ft =
+        f ? cuda_kernel(dev, cl ? "em_conv_ig_taps_cl" : "em_conv_ig_taps", what) : NULL;
+    int ntaps = cl ? ktiles * 4 : ktiles * kstep;
+    void *taps = ft ? cuda_pool_alloc(dev, (size_t)ntaps * 8) : NULL;
+    float *ws =
+        taps && splits > 1 ? cuda_pool_alloc(dev, (size_t)splits * (size_t)a.ytot * 4) : NULL;
+    if (st == EM_OK && (!taps || (splits > 1 && !ws))) st = em_last_status();
+    int kw = (int)KW, dh = (int)g->d[1], dw = (int)g->d[2];
+    if (st == EM_OK && cl) {
+        void *tp[] = {&taps, &ntaps, &a.K, &a.Cg, &kw, &dh, &dw, &a.W, &a.cx};
+        st = cuda_launch(dev, ft, ntaps, tp, what);
+    } else if (st == EM_OK) {
+        int khw = (int)(KH * KW);
+        void *tp[] = {&taps, &ntaps, &a.K, &khw, &kw, &dh, &dw, &a.H, &a.W};
+        st = cuda_launch(dev, ft, ntaps, tp, what);
+    }
+    void *xp = st == EM_OK ? tn_ptr(x) : NULL, *wp = st == EM_OK ? tn_ptr(w) : NULL,
+         *bp = b && splits == 1 ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    unsigned grid[3] = {gn, gm, (unsigned)(G * splits)};
+    unsigned block[3] = {256, 1, 1};
+    void *params[] = {&xp, &wp, &bp, &yp, &ws, &taps, &a};
+    /* the channels-last kernel: 4 stages of a (32 MI) x 32 and a 128 x 32 tile, pitch 40 */
+    unsigned smem = cl ? 4u * ((m64 ? 64u : 128u) + 128u) * 40u * 2u : 0u;
+    if (st == EM_OK) st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    if (st == EM_OK && splits > 1) {
+        snprintf(name, sizeof name, "em_conv_ig_sum_%s", f32 ? "f32" : bf ? "bf16" : "f16");
+        CUfunction fs = cuda_kernel(dev, name, what);
+        int cy = (int)Cy;
+        void *bq = b ? tn_ptr(b) : NULL;
+        void *sp[] = {&ws, &bq, &yp, &a, &cy};
+        st = fs ? cuda_launch(dev, fs, a.ytot, sp, what) : em_last_status();
+    }
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, ws);
+    cuda_pool_free(dev, taps);
+    cuda_pool_free(dev, xbuf);
+    cuda_pool_free(dev, wbuf);
+    return st;
+}
+
+typedef struct col_arg { /* matches `struct colg` in kernels/matmul_conv.cu */
+    int32_t H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, C8, total;
+} col_arg;
+
+/* The columns conv_cols writes: at most this many bytes (its kernel's indices stay in 32 bits). */
+#define CONV_COLS_MAX ((int64_t)1 << 30)
+
+/* How a CONV of conv_igemm_ok's shapes runs (run_conv). */
+typedef enum conv_path {
+    CONV_MMA,  /* conv_igemm: the implicit GEMM on mma.sync (every such shape) */
+    CONV_COLS, /* conv_cols: columns written out, then one product on the matmul kernels */
+    CONV_TW,   /* conv_tw: the implicit GEMM on wgmma, fed by the copy engine (sm_90) */
+} conv_path;
+
+/* f16/bf16, 1-D/2-D, one group, a multiple of q input channels. */
+static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int64_t G, int64_t q)
+{
+    em_dtype dt = op->out[0]->dtype;
+    return op->kind == EM_OP_CONV && (dt == EM_F16 || dt == EM_BF16) && G == 1 && Cx % q == 0 &&
+           g->img[0] == 1 && g->k[0] == 1;
+}
+
+/* The path for a CONV: config cuda_conv_kernel = mma, columns or wgmma asks for one (taken
+ * where the shape allows it, else mma); auto (the default) takes wgmma where it applies (sm_90,
+ * stride 1, input channels a multiple of 64) for at least 64 output channels, else columns for
+ * at least 128 output channels on sm_90, else mma, as measured on an H200 (bench/RESULTS.md);
+ * both only for at least 64 output positions per image (a weight gradient's convolution, with
+ * the kernel's few taps as its output, would leave the column tiles nearly empty). */
+static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
+                             int64_t G)
+{
+    int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
+    bool cols =
+        conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
+    bool tw = conv_half_plain(op, g, Cx, G, 64) && g->s[1] == 1 && g->s[2] == 1 &&
+              cuda_wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled;
+    const char *v = em_config_get("cuda_conv_kernel");
+    if (v && !strcmp(v, "mma")) return CONV_MMA;
+    if (v && !strcmp(v, "columns")) return cols ? CONV_COLS : CONV_MMA;
+    if (v && !strcmp(v, "wgmma")) return tw ? CONV_TW : CONV_MMA;
+    if (L < 64) return CONV_MMA;
+    if (tw && Cy >= 64) return CONV_TW;
+    return cols && cuda_wgmma_device(dev) && Cy >= 128 ? CONV_COLS : CONV_MMA;
+}
+
+/* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, as one product on the matmul kernels
+ * (the wgmma kernel on sm_90): x to channels-last, its columns written out as
+ * cols [N OH OW][Kh Kw Cin] (em_im2col_cl_u16), w to [Cout][Kh Kw Cin]; then
+ * t [N OH OW][Cout] = cols w^T (+ b in the product's store; f32 accumulation, one rounding), and
+ * t transposed into y [N][Cout][OH OW]. Costs the columns' memory (Kh Kw times x's, pooled). */
+static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                           const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                           const char *what)
+{
+    int64_t KH = g->k[1], KW = g->k[2], L = g->blk[1] * g->blk[2], rows = g->n * L;
+    int64_t K = Cx * KH * KW;
+    col_arg a = {(int32_t)g->img[1], (int32_t)g->img[2],
+                 (int32_t)g->blk[1], (int32_t)g->blk[2],
+                 (int32_t)KH,        (int32_t)KW,
+                 (int32_t)g->s[1],   (int32_t)g->s[2],
+                 (int32_t)g->p[1],   (int32_t)g->p[2],
+                 (int32_t)g->d[1],   (int32_t)g->d[2],
+                 (int32_t)(Cx / 8),  (int32_t)(rows * K / 8)};
+    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    void *cols = wcl ? cuda_pool_alloc(dev, (size_t)(rows * K) * 2) : NULL;
+    void *out = cols ? cuda_pool_alloc(dev, (size_t)(rows * Cy) * 2) : NULL;
+    em_status st = out ? EM_OK : em_last_status();
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, a.H * a.W, what);
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_im2col_cl_u16", what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK) {
+        void *params[] = {&xcl, &cols, &a};
+        st = cuda_launch(dev, f, a.total, params, what);
+    }
+    if (st == EM_OK) { /* t [rows][Cy] = cols [rows][K] . wcl^T, wcl read as [K][Cy] (k-major) */
+        em_storage cs = *y->storage, ws = *y->storage, os = *y->storage;
+        cs.data = cols, ws.data = wcl, os.data = out;
+        int64_t ash[2] = {rows, K}, ast[2] = {K, 1}, bsh[2] = {K, Cy}, bst[2] = {1, K};
+        int64_t osh[2] = {rows, Cy}, ost[2] = {Cy, 1};
+        em_tensor at = view3(&cs, y->dtype, 0, 2, ash, ast);
+        em_tensor bt = view3(&ws, y->dtype, 0, 2, bsh, bst);
+        em_tensor ot = view3(&os, y->dtype, 0, 2, osh, ost);
+        em_op mm;
+        memset(&mm, 0, sizeof mm);
+        mm.kind = b ? EM_OP_MATMUL_BIAS_ACT : EM_OP_MATMUL;
+        mm.n_in = b ? 3 : 2;
+        mm.n_out = 1;
+        mm.in[0] = &at, mm.in[1] = &bt, mm.in[2] = (em_tensor *)b, mm.out[0] = &ot;
+        mm.i[2] = rows, mm.i[3] = K, mm.i[4] = Cy, mm.i[14] = EM_ACT_NONE;
+        st = cuda_matmul(&mm, dev, what);
+    }
+    if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, what);
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, out);
+    cuda_pool_free(dev, cols);
+    cuda_pool_free(dev, wcl);
+    cuda_pool_free(dev, xcl);
+    return st;
+}
+
+typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.cu */
+    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts;
+} tw_conv_arg;
+
+/* x channels-last [N][H][W][C] (16-bit elements) read in boxes {64, bw, bh, 1} with the 128-byte
+ * swizzle; elements off the image read as zero. */
+static bool encode_tmap_image(cuda_tmap *m, const void *p, int64_t N, int64_t H, int64_t W,
+                              int64_t C, unsigned bw, unsigned bh)
+{
+    uint64_t dims[4] = {(uint64_t)C, (uint64_t)W, (uint64_t)H, (uint64_t)N};
+    uint64_t strides[3] = {(uint64_t)(C * 2), (uint64_t)(W * C * 2), (uint64_t)(H * W * C * 2)};
+    unsigned box[4] = {64, bw, bh, 1}, es[4] = {1, 1, 1, 1};
+    return cuda_drv.cuTensorMapEncodeTiled(m, 1, 4, (void *)p, dims, strides, box, es, 0, 3, 2,
+                                           0) == 0;
+}
+
+/* conv_tw's column tiles of bn columns: boxes of BW output columns (OW split evenly into tw
+ * parts of at most bn) and BH output rows (at most bn / BW, OH split evenly into th parts). */
+static void tw_conv_tiles(tw_conv_arg *a, int64_t N, int64_t OH, int64_t OW, int64_t bn)
+{
+    int64_t tw = (OW + bn - 1) / bn, bw = (OW + tw - 1) / tw;
+    int64_t most = bn / bw < OH ? bn / bw : OH, th = (OH + most - 1) / most;
+    a->BW = (int32_t)bw, a->tw = (int32_t)tw, a->th = (int32_t)th;
+    a->BH = (int32_t)((OH + th - 1) / th);
+    a->ntiles = (int32_t)(N * th * tw);
+}
+
+/* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, stride 1, Cin % 64 == 0, on sm_90: x
+ * and w to channels-last, then the implicit GEMM of kernels/matmul_wgmma.cu (em_conv_tw_*): the
+ * copy engine loads each k tile's (one tap, 64 channels) column boxes straight from x, zero-
+ * filling the padding; f32 accumulation, the bias added before the one rounding; y written in
+ * place. Tiles of 256 columns unless 128-column ones take clearly fewer waves over the
+ * multiprocessors (a 128-column tile taken to cost 0.55 of a 256-column one, as for matmul).
+ * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
+static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                         const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                         const char *what)
+{
+    int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2];
+    tw_conv_arg a[2];
+    double cost[2];
+    int64_t tm = (Cy + 127) / 128, sm = cuda_device(dev)->sm_count;
+    for (int i = 0; i < 2; i++) {
+        a[i] = (tw_conv_arg){.Cout = (int32_t)Cy,
+                             .OH = (int32_t)OH,
+                             .OW = (int32_t)OW,
+                             .KW = (int32_t)KW,
+                             .ph = (int32_t)g->p[1],
+                             .pw = (int32_t)g->p[2],
+                             .dh = (int32_t)g->d[1],
+                             .dw = (int32_t)g->d[2],
+                             .cpt = (int32_t)(Cx / 64),
+                             .kts = (int32_t)(KH * KW * Cx / 64)};
+        tw_conv_tiles(&a[i], g->n, OH, OW, i ? 128 : 256);
+        cost[i] = (double)((tm * a[i].ntiles + sm - 1) / sm) * (i ? 0.55 : 1.0);
+    }
+    int narrow = cost[0] <= cost[1] ? 0 : 1;
+    const tw_conv_arg *ga = &a[narrow];
+    unsigned bn = narrow ? 128 : 256;
+    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    em_status st = wcl ? EM_OK : em_last_status();
+    int64_t H = g->img[1], W = g->img[2];
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, H * W, what);
+    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    cuda_tmap ma, mb;
+    if (st == EM_OK &&
+        (!cuda_encode_tmap(&ma, 2, wcl, KH * KW * Cx, Cy, KH * KW * Cx * 2, 64, 128) ||
+         !encode_tmap_image(&mb, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH)))
+        st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes the mma.sync kernel */
+    char name[32];
+    snprintf(name, sizeof name, "em_conv_tw_%s_%c", y->dtype == EM_BF16 ? "bf16" : "f16",
+             narrow ? 'n' : 'w');
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK) {
+        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+        tw_conv_arg ar = *ga;
+        void *params[] = {&ma, &mb, &yp, &bp, &ar};
+        int64_t tiles = tm * ga->ntiles;
+        unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
+        unsigned smem = 4 * (128 + bn) * 128 + 1024 + 64; /* as run_tw's */
+        st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    }
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, wcl);
+    cuda_pool_free(dev, xcl);
+    return st;
+}
+
+/* The geometry of a CONV / CONV_TRANSPOSE record in 3 spatial dims (leading ones of size 1). */
+static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
+{
+    const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
+    int S = (int)op->i[0];
+    bool unb = x->rank == S + 1;
+    memset(g, 0, sizeof *g);
+    for (int i = 0; i < 3; i++) {
+        int j = i - (3 - S);
+        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
+                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
+        g->img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
+        g->blk[i] = tr ? xs : yss;
+        g->k[i] = j >= 0 ? w->shape[2 + j] : 1;
+        g->s[i] = j >= 0 ? op->i[1 + j] : 1;
+        g->p[i] = j >= 0 ? op->i[4 + j] : 0;
+        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+    }
+    g->n = unb ? 1 : x->shape[0];
+    g->c = tr ? y->shape[unb ? 0 : 1] : x->shape[unb ? 0 : 1];
+}
+
+/* CONV as im2col + a matmul batched over (sample, group) (+ bias), or the direct kernel for
+ * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
+ * inputs are packed first. CONV runs as the implicit GEMM (conv_igemm) where conv_igemm_ok
+ * allows; f16/bf16 otherwise (and CONV_TRANSPOSE) in f32. */
+em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *y = op->out[0];
+    bool tr = op->kind == EM_OP_CONV_TRANSPOSE;
+    int S = (int)op->i[0];
+    int64_t G = op->i[16] > 1 ? op->i[16] : 1;
+    if (tn_numel(y) == 0) return EM_OK;
+    bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
+    em_tensor in[3], yt = *y;
+    em_storage ins[3], ys;
+    void *bufs[4] = {NULL, NULL, NULL, NULL};
+    em_status st = EM_OK;
+    bool unb = op->in[0]->rank == S + 1;
+    conv_arg g;
+    conv_geometry(op, &g, tr);
+    int64_t N = g.n, Cx = op->in[0]->shape[unb ? 0 : 1], Cy = y->shape[unb ? 0 : 1];
+    if (conv_igemm_ok(op, &g, Cx, Cy, G)) { /* f16/bf16 on the tensor cores, f32 exact */
+        for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
+        for (int i = 0; i < op->n_in && st == EM_OK; i++)
+            st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);
+        const em_tensor *b = op->n_in > 2 ? &in[2] : NULL;
+        conv_path path = conv_choose(dev, op, &g, Cx, Cy, G);
+        if (st == EM_OK && path == CONV_TW) {
+            st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+            if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
+        }
+        if (st == EM_OK && path == CONV_COLS)
+            st = conv_cols(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+        else if (st == EM_OK && path == CONV_MMA)
+            st = conv_igemm(dev, &in[0], &in[1], b, y, &g, Cx, Cy, G, what);
+        for (int i = 0; i < 3; i++) cuda_pool_free(dev, bufs[i]);
+        return st;
+    }
+    em_dtype cdt = half ? EM_F32 : y->dtype;
+    for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
+    for (int i = 0; i < op->n_in && st == EM_OK; i++)
+        st = cuda_nn_stage(dev, op->in[i], half, &in[i], &ins[i], &bufs[i], what);
+    if (st == EM_OK && half) {
+        bufs[3] = cuda_pool_alloc(dev, (size_t)tn_numel(y) * 4);
+        if (!bufs[3]) st = em_last_status();
+        ys = *y->storage;
+        ys.data = bufs[3];
+        yt.storage = &ys;
+        yt.offset = 0;
+        yt.dtype = EM_F32;
+    }
+    const em_tensor *x = &in[0], *w = &in[1];
+    int64_t Kt = g.k[0] * g.k[1] * g.k[2], Lx = 1, Ly = 1;
+    for (int i = 0; i < 3; i++) Lx *= tr ? g.blk[i] : g.img[i], Ly *= tr ? g.img[i] : g.blk[i];
+    int64_t K = g.c * Kt, L = tr ? Lx : Ly;
+    if (st == EM_OK && !tr && Cy / G < 16) { /* few outputs per group: the direct kernel */
+        st = conv_direct(dev, x, w, op->n_in > 2 ? &in[2] : NULL, &yt, &g, Cy, G, what);
+        if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
+        for (int i = 0; i < 4; i++) cuda_pool_free(dev, bufs[i]);
+        return st;
+    }
+    void *cols =
+        st == EM_OK ? cuda_pool_alloc(dev, (size_t)(N * K * L) * em_dtype_size(cdt) + 16) : NULL;
+    if (st == EM_OK && !cols) st = em_last_status();
+    em_storage cs = *y->storage;
+    cs.data = cols;
+    int64_t cshape[3] = {N, K, L}, cstr[3] = {K * L, L, 1};
+    em_tensor ct = view3(&cs, cdt, 0, 3, cshape, cstr);
+    if (st == EM_OK && !tr) {
+        /* y[n, g] [Cy/G, L] = w[g] [Cy/G, K/G] . cols[n, g] [K/G, L] */
+        st = launch_conv_kernel(dev, "im2col", cdt, tn_ptr(x), cols, &g, N * K * L, what);
+        int64_t M = Cy / G, Kg = K / G;
+        if (st == EM_OK)
+            st = mm_groups(dev, w, M * Kg, Kg, 1, &ct, K * L, Kg * L, L, &yt, N, G, M, Kg, L, what);
+    } else if (st == EM_OK) {
+        /* cols[n, g] [Cy/G * Kt, Lx] = w[g]^T . x[n, g] [Cx/G, Lx], w[g] [Cx/G, Cy/G * Kt] */
+        int64_t M = K / G, Cg = Cx / G;
+        st = mm_groups(dev, w, Cg * M, 1, M, x, Cx * Lx, Cg * Lx, Lx, &ct, N, G, M, Cg, Lx, what);
+        if (st == EM_OK)
+            st = launch_conv_kernel(dev, "col2im", cdt, cols, tn_ptr(&yt), &g, tn_numel(y), what);
+    }
+    if (st == EM_OK && op->n_in > 2) st = bias_add(dev, &yt, &in[2], Cy, Ly, what);
+    if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, cols);
+    for (int i = 0; i < 4; i++) cuda_pool_free(dev, bufs[i]);
+    return st;
+}
+
+/* IM2COL / COL2IM (2-D, F.unfold / F.fold). */
+em_status cuda_fold_exec(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *y = op->out[0];
+    bool unfold = op->kind == EM_OP_IM2COL;
+    const em_tensor *imgt = unfold ? x : y;
+    conv_arg g;
+    memset(&g, 0, sizeof g);
+    g.img[0] = g.blk[0] = g.k[0] = g.s[0] = g.d[0] = 1;
+    for (int j = 0; j < 2; j++) {
+        g.k[1 + j] = op->i[j], g.d[1 + j] = op->i[2 + j], g.p[1 + j] = op->i[4 + j];
+        g.s[1 + j] = op->i[6 + j], g.img[1 + j] = op->i[8 + j];
+        g.blk[1 + j] =
+            (g.img[1 + j] + 2 * g.p[1 + j] - g.d[1 + j] * (g.k[1 + j] - 1) - 1) / g.s[1 + j] + 1;
+    }
+    bool unb = imgt->rank == 3;
+    g.n = unb ? 1 : imgt->shape[0];
+    g.c = imgt->shape[unb ? 0 : 1];
+    if (tn_numel(y) == 0) return EM_OK;
+    /* f16/bf16: im2col moves 16-bit elements; col2im sums in f32 buffers (as the CPU does) */
+    bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
+    em_dtype ct = half && !unfold ? EM_F32 : x->dtype;
+    const void *src = tn_ptr(x);
+    void *tmp = NULL, *img = NULL;
+    em_status st = EM_OK;
+    if (ct != x->dtype || !tn_is_contiguous(x)) {
+        tmp = cuda_pool_alloc(dev, (size_t)tn_numel(x) * em_dtype_size(ct));
+        st = tmp ? cuda_index_to_contiguous(dev, x, ct, tmp, what) : em_last_status();
+        src = tmp;
+    }
+    if (st == EM_OK && unfold && half) {
+        CUfunction f = cuda_kernel(dev, "em_im2col_u16", what);
+        void *yp = tn_ptr(y);
+        void *params[] = {(void *)&src, &yp, &g};
+        st = f ? cuda_launch(dev, f, tn_numel(y), params, what) : em_last_status();
+    } else if (st == EM_OK && half) {
+        img = cuda_pool_alloc(dev, (size_t)tn_numel(y) * sizeof(float));
+        st = img ? launch_conv_kernel(dev, "col2im", EM_F32, src, img, &g, tn_numel(y), what)
+                 : em_last_status();
+        em_storage is = *y->storage;
+        is.data = img;
+        em_tensor it = *y;
+        it.storage = &is, it.offset = 0, it.dtype = EM_F32;
+        if (st == EM_OK) st = cuda_index_to_contiguous(dev, &it, y->dtype, tn_ptr(y), what);
+    } else if (st == EM_OK) {
+        st = launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, src, tn_ptr(y), &g,
+                                tn_numel(y), what);
+    }
+    if (tmp) cuda_pool_free(dev, tmp); /* stream order: the kernels above read them first */
+    if (img) cuda_pool_free(dev, img);
+    return st;
+}
