@@ -109,10 +109,12 @@ static void kernel_suite(const char *kern)
         {37, 70, 300},
         {250, 20, 130},
         {7, 250, 260},
-        /* several KC blocks for every kernel set (KC <= 512), row blocks shared between the
+        /* several KC blocks for every kernel set (KC <= 1024), row blocks shared between the
          * threads with a cut last panel, a product too short for a row block per thread (the
-         * threads split the columns), and more columns than one NC block */
+         * threads split the columns), and more columns than one NC block; more rows than one
+         * MC block (252 with AVX-512 on a 2 MiB L2) with several KC blocks */
         {20, 37, 1100},
+        {260, 13, 1100},
         {175, 29, 530},
         {5, 300, 200},
         {8, 4100, 30},

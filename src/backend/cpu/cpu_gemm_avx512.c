@@ -1,11 +1,20 @@
 /* AVX-512 GEMM micro-kernels: 12x32 f32 and 12x16 f64 register tiles (24 accumulators each),
  * reached through cpu_gemm_kernels_avx512 when the CPU has AVX-512 F/VL/BW/DQ. */
 #include <immintrin.h>
+#include <stdint.h>
 
 #define CPU_GEMM_GEMV_TEMPLATES
 #include "cpu_gemm.h"
 
 #define MR 12
+/* Software prefetch distances, in elements, along the packed panels: 32 k steps ahead for A
+ * (12 per k), 32 for B (32 per k; two lines per step). Measured on a 2 MiB-L2 Xeon: SGEMM 2048
+ * 58.5 -> 53.7 ms on 2 threads (16 / 64 k steps ahead: 54.8-55.7 / 56.4-57.4). The address is
+ * formed as an integer: past the panel's end it is only a hint, never a pointer. */
+#define PFA 384
+#define PFB 1024
+#define PREFETCH(p, off)                                                                           \
+    _mm_prefetch((const char *)((uintptr_t)(p) + (off) * sizeof *(p)), _MM_HINT_T0)
 
 #define ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 #define DECL(r) V c##r##_0 = VZERO(), c##r##_1 = c##r##_0;
@@ -14,27 +23,39 @@
     c##r##_0 = VFMADD(x, b0, c##r##_0);                                                            \
     c##r##_1 = VFMADD(x, b1, c##r##_1);
 #define SAVE(r) {c##r##_0, c##r##_1},
+/* row r of a full tile: alpha acc (+ beta c), straight from the accumulators */
+#define STORE_ROW(r)                                                                               \
+    VSTORE(c + r * ldc, VMUL(va, c##r##_0));                                                       \
+    VSTORE(c + r * ldc + VL, VMUL(va, c##r##_1));
+#define STORE_BETA(r)                                                                              \
+    VSTORE(c + r * ldc, VFMADD(vb, VLOADU(c + r * ldc), VMUL(va, c##r##_0)));                      \
+    VSTORE(c + r * ldc + VL, VFMADD(vb, VLOADU(c + r * ldc + VL), VMUL(va, c##r##_1)));
 
 /* VZERO, VSET1 and VFMADD name the intrinsics of the element type (defined per kernel). */
 /* The accumulators are 24 named vectors (not an array) so they stay in registers. */
 #define UKR_BODY(T, LANES, NR, zero, load, store, mul, fmadd, set1)                                \
     do {                                                                                           \
         ROWS(DECL)                                                                                 \
+        for (int r = 0; r < mr; r++) { /* the C tile's rows, loaded and stored at the end */       \
+            _mm_prefetch((const char *)(c + r * ldc), _MM_HINT_T0);                                \
+            _mm_prefetch((const char *)(c + r * ldc + nr - 1), _MM_HINT_T0);                       \
+        }                                                                                          \
         for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {                                       \
+            PREFETCH(a, PFA);                                                                      \
+            PREFETCH(b, PFB);                                                                      \
+            PREFETCH(b, PFB + LANES);                                                              \
             V b0 = load(b), b1 = load(b + LANES), x;                                               \
             ROWS(STEP)                                                                             \
         }                                                                                          \
-        V acc[MR][2] = {ROWS(SAVE)};                                                               \
         V va = set1(alpha), vb = set1(beta);                                                       \
         if (mr == MR && nr == NR) {                                                                \
-            for (int r = 0; r < MR; r++)                                                           \
-                for (int h = 0; h < 2; h++) {                                                      \
-                    T *p = c + r * ldc + h * LANES;                                                \
-                    V t = mul(va, acc[r][h]);                                                      \
-                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
-                    store(p, t);                                                                   \
-                }                                                                                  \
+            if (beta != 0) {                                                                       \
+                ROWS(STORE_BETA)                                                                   \
+            } else {                                                                               \
+                ROWS(STORE_ROW)                                                                    \
+            }                                                                                      \
         } else {                                                                                   \
+            V acc[MR][2] = {ROWS(SAVE)};                                                           \
             T tile[MR * NR];                                                                       \
             for (int r = 0; r < MR; r++)                                                           \
                 for (int j = 0; j < NR; j++)                                                       \
@@ -59,11 +80,19 @@ static void sgemm_12x32(int64_t kc, const float *a, const float *b, float *c, in
 #define VZERO  _mm512_setzero_ps
 #define VSET1  _mm512_set1_ps
 #define VFMADD _mm512_fmadd_ps
+#define VMUL   _mm512_mul_ps
+#define VLOADU _mm512_loadu_ps
+#define VSTORE _mm512_storeu_ps
+#define VL     16
     UKR_BODY(float, 16, 32, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps,
              _mm512_fmadd_ps, _mm512_set1_ps);
 #undef VZERO
 #undef VSET1
 #undef VFMADD
+#undef VMUL
+#undef VLOADU
+#undef VSTORE
+#undef VL
 }
 
 /* c: [12, 16] f64 tile; a: 12 values per k; b: 16 values per k. */
@@ -74,11 +103,19 @@ static void dgemm_12x16(int64_t kc, const double *a, const double *b, double *c,
 #define VZERO  _mm512_setzero_pd
 #define VSET1  _mm512_set1_pd
 #define VFMADD _mm512_fmadd_pd
+#define VMUL   _mm512_mul_pd
+#define VLOADU _mm512_loadu_pd
+#define VSTORE _mm512_storeu_pd
+#define VL     8
     UKR_BODY(double, 8, 16, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_mul_pd,
              _mm512_fmadd_pd, _mm512_set1_pd);
 #undef VZERO
 #undef VSET1
 #undef VFMADD
+#undef VMUL
+#undef VLOADU
+#undef VSTORE
+#undef VL
 }
 
 /* ---- GEMV kernels (cpu_gemm.h: dot and axpy) --------------------------------------------- */
