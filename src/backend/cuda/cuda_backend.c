@@ -380,6 +380,38 @@ typedef struct tw_args {
     const char *what;
 } tw_args;
 
+/* TF32 with one MN-major operand (wgmma takes TF32 K-major only): em_mm_tw_tf32_mk<w|n> (A
+ * stored [K][M]) or _kn<w|n> (B stored [K][N]), which load that operand, X, into registers and
+ * tile its dimension R by 128 rows, the other operand's, C, by 256 or 128 columns. */
+static em_status run_tw_rs(const tw_args *t, bool wide)
+{
+    const cuda_device_info *d = cuda_device(t->dev);
+    const bool sw = t->bn; /* X is B: the product is computed transposed */
+    unsigned bnw = wide ? 256 : 128;
+    int64_t R = sw ? t->N : t->M, C = sw ? t->M : t->N;
+    int64_t ldx = sw ? t->ldb : t->lda, ldy = sw ? t->lda : t->ldb;
+    const void *xp = sw ? t->bp : t->ap, *yp = sw ? t->ap : t->bp;
+    int64_t tiles = (R + 127) / 128 * ((C + bnw - 1) / bnw);
+    cuda_tmap mx, my;
+    if (!cuda_encode_tmap(&mx, 4, xp, R, t->K, ldx * 4, 32, 32) ||
+        !cuda_encode_tmap(&my, 4, yp, t->K, C, ldy * 4, 32, bnw)) {
+        em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", t->what);
+        return EM_ERR_UNSUPPORTED;
+    }
+    char name[40];
+    snprintf(name, sizeof name, "em_mm_tw_tf32_%s%c", sw ? "kn" : "mk", wide ? 'w' : 'n');
+    CUfunction f = cuda_kernel(t->dev, name, t->what);
+    if (!f) return em_last_status();
+    void *cp = t->cp;
+    int ri = (int)R, ci = (int)C, ki = (int)t->K;
+    cuda_mm_epi ep = t->ep;
+    void *params[] = {&mx, &my, &cp, &ri, &ci, &ki, &ep};
+    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
+    unsigned block[3] = {384, 1, 1};
+    unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64; /* as run_tw's */
+    return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
+}
+
 /* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles;
  * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
 static em_status run_tw(const tw_args *t, bool wide)
@@ -388,6 +420,7 @@ static em_status run_tw(const tw_args *t, bool wide)
     unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)t->esz;
     int64_t tiles = (t->M + 127) / 128 * ((t->N + bnw - 1) / bnw);
     cuda_tmap ma, mb;
+    if (t->esz == 4 && (t->am || t->bn)) return run_tw_rs(t, wide);
     bool ok = t->am ? cuda_encode_tmap(&ma, t->esz, t->ap, t->M, t->K, t->lda * t->esz, 64, bke)
                     : cuda_encode_tmap(&ma, t->esz, t->ap, t->K, t->M, t->lda * t->esz, bke, 128);
     ok =
@@ -542,15 +575,18 @@ static bool tile_width(const tw_args *t)
     }
     /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
        (a 128-column tile is taken to cost 0.55 of a 256-column one) */
-    int64_t tm = (t->M + 127) / 128, sm = cuda_device(t->dev)->sm_count;
-    int64_t waves_w = (tm * ((t->N + 255) / 256) + sm - 1) / sm;
-    int64_t waves_n = (tm * ((t->N + 127) / 128) + sm - 1) / sm;
+    const bool swap = t->esz == 4 && t->bn; /* run_tw_rs tiles N by 128 rows, M by columns */
+    const int64_t rows = swap ? t->N : t->M, cols = swap ? t->M : t->N;
+    int64_t tm = (rows + 127) / 128, sm = cuda_device(t->dev)->sm_count;
+    int64_t waves_w = (tm * ((cols + 255) / 256) + sm - 1) / sm;
+    int64_t waves_n = (tm * ((cols + 127) / 128) + sm - 1) / sm;
     return (double)waves_w <= 0.55 * (double)waves_n;
 }
 
 /* f16/bf16 (or f32 on TF32) product on the TMA wgmma kernel. K-major or MN-major operands are
- * read in place (TF32 takes K-major only: an MN-major operand is transposed into a pooled buffer
- * first). EM_ERR_UNSUPPORTED (nothing recorded) when the layout does not fit. */
+ * read in place (TF32 reads one MN-major operand through registers, run_tw_rs; with both MN-major,
+ * B is transposed into a pooled buffer first). EM_ERR_UNSUPPORTED (nothing recorded) when the
+ * layout does not fit. */
 static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
@@ -563,18 +599,13 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
     if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
     int64_t M = s->M, N = s->N, K = s->K;
     int64_t lda = am ? s->sak : s->sam, ldb = bn ? s->sbk : s->sbn;
-    void *tmpa = NULL, *tmpb = NULL;
+    void *tmpb = NULL;
     em_status st = EM_OK;
-    if (tf32 && (am || bn) && K % 4) return EM_ERR_UNSUPPORTED;
-    if (tf32 && am) { /* A [K][M] -> [M][K] */
-        tmpa = cuda_pool_alloc(dev, (size_t)(M * K) * 4);
-        if (!tmpa) return em_last_status();
-        st = transpose4(dev, ap, tmpa, K, M, lda, what);
-        ap = tmpa, lda = K, am = 0;
-    }
-    if (tf32 && bn && st == EM_OK) { /* B [K][N] -> [N][K] */
+    if (tf32 && am && bn) { /* B [K][N] -> [N][K]: one MN-major operand is read in place */
+        if (K % 4) return EM_ERR_UNSUPPORTED;
         tmpb = cuda_pool_alloc(dev, (size_t)(N * K) * 4);
-        st = tmpb ? transpose4(dev, bp, tmpb, K, N, ldb, what) : em_last_status();
+        if (!tmpb) return em_last_status();
+        st = transpose4(dev, bp, tmpb, K, N, ldb, what);
         bp = tmpb, ldb = K, bn = 0;
     }
     if (st == EM_OK) {
@@ -597,8 +628,7 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
                      .what = what};
         st = run_tw(&t, tile_width(&t));
     }
-    cuda_pool_free(dev, tmpa); /* stream order: the product has read them before any reuse */
-    cuda_pool_free(dev, tmpb);
+    cuda_pool_free(dev, tmpb); /* stream order: the product has read it before any reuse */
     return st;
 }
 

@@ -148,6 +148,20 @@ static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
+/* Channels-last copies of a 16-bit x [n][Cx][hw] and w [Cy][Cg][taps] in pooled buffers:
+ * *xcl [n][hw][Cx], *wcl [Cy][taps][Cg]. The caller frees both, also on failure (NULL where
+ * not allocated). */
+static em_status stage_channels_last(int dev, const em_tensor *x, const em_tensor *w, int64_t n,
+                                     int64_t Cx, int64_t hw, int64_t Cy, int64_t Cg, int64_t taps,
+                                     void **xcl, void **wcl, const char *what)
+{
+    *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
+    *wcl = *xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    if (!*wcl) return em_last_status();
+    em_status st = to_channels_last(dev, tn_ptr(x), *xcl, n, Cx, hw, what);
+    return st == EM_OK ? to_channels_last(dev, tn_ptr(w), *wcl, Cy, Cg, taps, what) : st;
+}
+
 /* y = conv(x, w) + b as an implicit GEMM (kernels/matmul_conv.cu), x, w, b and y contiguous.
  * f16/bf16 on the tensor cores: with 8k input channels per group, x and w are copied
  * channels-last first and both operands stream through cp.async (em_conv_cl_*); otherwise the
@@ -185,11 +199,8 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     em_storage xs, wst;
     void *xbuf = NULL, *wbuf = NULL;
     if (cl) { /* x to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] */
-        xbuf = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
-        wbuf = xbuf ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
-        st = wbuf ? to_channels_last(dev, tn_ptr(x), xbuf, g->n, Cx, (int64_t)a.H * a.W, what)
-                  : em_last_status();
-        if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wbuf, Cy, a.Cg, KH * KW, what);
+        st = stage_channels_last(dev, x, w, g->n, Cx, (int64_t)a.H * a.W, Cy, a.Cg, KH * KW, &xbuf,
+                                 &wbuf, what);
         xc.storage = &xs, xs = *x->storage, xs.data = xbuf, xc.offset = 0;
         wc.storage = &wst, wst = *w->storage, wst.data = wbuf, wc.offset = 0;
         x = &xc, w = &wc;
@@ -305,13 +316,14 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
                  (int32_t)g->p[1],   (int32_t)g->p[2],
                  (int32_t)g->d[1],   (int32_t)g->d[2],
                  (int32_t)(Cx / 8),  (int32_t)(rows * K / 8)};
-    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
-    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
-    void *cols = wcl ? cuda_pool_alloc(dev, (size_t)(rows * K) * 2) : NULL;
-    void *out = cols ? cuda_pool_alloc(dev, (size_t)(rows * Cy) * 2) : NULL;
-    em_status st = out ? EM_OK : em_last_status();
-    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, a.H * a.W, what);
-    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    void *xcl, *wcl, *cols = NULL, *out = NULL;
+    em_status st =
+        stage_channels_last(dev, x, w, g->n, Cx, a.H * a.W, Cy, Cx, KH * KW, &xcl, &wcl, what);
+    if (st == EM_OK) {
+        cols = cuda_pool_alloc(dev, (size_t)(rows * K) * 2);
+        out = cols ? cuda_pool_alloc(dev, (size_t)(rows * Cy) * 2) : NULL;
+        if (!out) st = em_last_status();
+    }
     CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_im2col_cl_u16", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
@@ -403,12 +415,10 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
     int narrow = cost[0] <= cost[1] ? 0 : 1;
     const tw_conv_arg *ga = &a[narrow];
     unsigned bn = narrow ? 128 : 256;
-    void *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
-    void *wcl = xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
-    em_status st = wcl ? EM_OK : em_last_status();
     int64_t H = g->img[1], W = g->img[2];
-    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(x), xcl, g->n, Cx, H * W, what);
-    if (st == EM_OK) st = to_channels_last(dev, tn_ptr(w), wcl, Cy, Cx, KH * KW, what);
+    void *xcl, *wcl;
+    em_status st =
+        stage_channels_last(dev, x, w, g->n, Cx, H * W, Cy, Cx, KH * KW, &xcl, &wcl, what);
     cuda_tmap ma, mb;
     if (st == EM_OK &&
         (!cuda_encode_tmap(&ma, 2, wcl, KH * KW * Cx, Cy, KH * KW * Cx * 2, 64, 128) ||

@@ -21,6 +21,21 @@
                  : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
                  : "l"(da), "l"(db))
 
+// The same with A from registers (a[0..3], TF32; TAIL 1, 1, 1).
+#define WGMMA_RS_256(OP) \
+    asm volatile("{\n" \
+                 "wgmma.mma_async.sync.aligned." OP " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, {%128, %129, %130, %131}, %132, 1, 1, 1;\n" \
+                 "}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+
+#define WGMMA_RS_128(OP) \
+    asm volatile("{\n" \
+                 "wgmma.mma_async.sync.aligned." OP " {%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, {%64, %65, %66, %67}, %68, 1, 1, 1;\n" \
+                 "}\n" \
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db))
+
 // Block tiles 128 x BN (BN = 256 or 128), BK = 128 bytes of K (64 f16/bf16, 32 tf32), 4 stages.
 // Warpgroup 0 is the producer: one thread issues the bulk tensor copies (cp.async.bulk.tensor,
 // 128-byte swizzle, zero fill past the edges) into a stage once both consumers have released it,
@@ -275,6 +290,169 @@ TW_LAYOUTS(f16, 0, 256, w)
 TW_LAYOUTS(f16, 0, 128, n)
 TW_KERNEL(em_mm_tw_tf32_kkw, 2, 0, 0, 256)
 TW_KERNEL(em_mm_tw_tf32_kkn, 2, 0, 0, 128)
+// ---- TF32 with an MN-major operand ---------------------------------------------------------------
+// wgmma reads TF32 from shared memory K-major only, so the MN-major operand X ([K][R], R
+// contiguous) becomes wgmma's A operand, loaded from shared memory into registers in fragment
+// order, and the K-major one Y ([C][K]) stays the B operand read through its descriptor:
+// D[r][c] = sum over k of X[k][r] Y[c][k]. SW = 0: X is the product's A stored [K][M] (R = M,
+// C = N) and c[r][c] = D; SW = 1: X is the product's B stored [K][N] (R = N, C = M) and
+// c[c][r] = D (the product computed transposed, C^T = B^T A^T). X's stage tile is 4 boxes of
+// 32 r x 32 k (4 KiB each, one 128-byte row per k, its 16-byte chunk j at position j ^ (k % 8)),
+// in the 16 KiB the K-major kernels give their A tile; Y's tile is the B tile of those kernels.
+// A fragment (m64k8, per warp 16 rows): a0 (row lane/4, k lane%4), a1 (row + 8), a2 (k + 4),
+// a3 (both). Rows are permuted within each 32-row box so that a warp's 32 loads of one register
+// fall on 32 different banks (tw_rs_row); the store maps them back.
+#define TW_RS_X_BYTES 4096
+
+// Row of the 128-row tile held by register row r (0..15) of warp w in consumer warpgroup cw.
+__device__ __forceinline__ int tw_rs_row(int cw, int w, int r)
+{
+    const int i = r & 7, chunk = 2 * (w & 1) + (r >> 3) + 4 * (i >> 2);
+    return cw * 64 + (w >> 1) * 32 + 4 * chunk + (i & 3);
+}
+
+template <int BN>
+__device__ __forceinline__ void tw_rs_mma(float *d, const unsigned *a, unsigned long long db)
+{
+    if constexpr (BN == 256)
+        WGMMA_RS_256("m64n256k8.f32.tf32.tf32");
+    else
+        WGMMA_RS_128("m64n128k8.f32.tf32.tf32");
+}
+
+// One stage: the 16 fragment registers (4 k steps) from X's tile at sx, then the 4 products with
+// Y's tile at sy, committed as one batch. off: this thread's byte offsets of (a0, a1, a2, a3) in
+// the first k step (the next steps are 8 rows, 1024 bytes, on).
+template <int BN>
+__device__ __forceinline__ void tw_rs_stage(float *d, unsigned sx, unsigned sy,
+                                            const unsigned *off, unsigned *a)
+{
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+        for (int e = 0; e < 4; e++)
+            asm volatile("ld.shared.b32 %0, [%1];\n"
+                         : "=r"(a[4 * kk + e])
+                         : "r"(sx + off[e] + kk * 1024));
+    asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+#pragma unroll
+    for (int kk = 0; kk < 4; kk++) tw_rs_mma<BN>(d, a + 4 * kk, tw_desc(sy + kk * 32, 8192));
+    asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+
+template <int BN, int SW>
+__device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int R, int C, int K,
+                             const mmep &ep)
+{
+    constexpr int STAGE = TW_A_BYTES + BN * 128, BK = 32;
+    extern __shared__ __align__(1024) unsigned char tws[];
+    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
+    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const int tid = threadIdx.x, wg = tid >> 7;
+    const int tm = (R + 127) / 128, tn = (C + BN - 1) / BN, tiles = tm * tn;
+    const int kts = (K + BK - 1) / BK;
+    tw_init(full0, empty0);
+    if (wg == 0) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0) {
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                int mt, nt;
+                tw_tile(t, tm, tn, mt, nt);
+                for (int kt = 0; kt < kts; kt++, it++) {
+                    const int s = it % TW_STAGES;
+                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
+                    const unsigned full = full0 + 8 * s, sx = base + s * STAGE;
+                    mbar_expect_tx(full, STAGE);
+#pragma unroll
+                    for (int j = 0; j < 4; j++)
+                        tma_load_2d(sx + TW_RS_X_BYTES * j, mx, mt * 128 + 32 * j, kt * BK, full);
+                    tma_load_2d(sx + TW_A_BYTES, my, kt * BK, nt * BN, full);
+                }
+            }
+        }
+    } else {
+        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
+        // byte offsets of a0..a3: box, k row (q or q + 4), swizzled chunk, word
+        unsigned off[4];
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int r = tw_rs_row(cw, w, (lane >> 2) + 8 * (e & 1)), k = q + 4 * (e >> 1);
+            off[e] = (r >> 5) * TW_RS_X_BYTES + k * 128 + ((((r & 31) >> 2) ^ k) << 4) + (r & 3) * 4;
+        }
+        int it = 0;
+        for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+            int mt, nt;
+            tw_tile(t, tm, tn, mt, nt);
+            float d[BN / 2];
+#pragma unroll
+            for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+            unsigned fa[16], fb[16]; // two register sets: one batch stays in flight
+            for (int kt = 0; kt < kts; kt++, it++) {
+                const int s = it % TW_STAGES;
+                mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
+                const unsigned sx = base + s * STAGE, sy = sx + TW_A_BYTES;
+                if (kt & 1)
+                    tw_rs_stage<BN>(d, sx, sy, off, fb);
+                else
+                    tw_rs_stage<BN>(d, sx, sy, off, fa);
+                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+                if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+            }
+            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+            // d[4j + e]: register row w*16 + lane/4 (+8 for e >= 2), column 8j + 2q (+1 odd e)
+            const i64 cc0 = (i64)nt * BN + 2 * q;
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const i64 r = (i64)mt * 128 + tw_rs_row(cw, w, (lane >> 2) + 8 * h);
+                if (r >= R) continue;
+#pragma unroll
+                for (int j = 0; j < BN / 8; j++) {
+                    const i64 col = cc0 + j * 8;
+                    if (col >= C) continue;
+                    float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
+                    const bool two = col + 1 < C;
+                    if (SW) { // c[col][r], c[col + 1][r]: rows of c R long
+                        if (ep.on) {
+                            x = ep_apply<2>(ep, x, r, col * R + r);
+                            if (two) y = ep_apply<2>(ep, y, r, (col + 1) * R + r);
+                        }
+                        c[col * R + r] = x;
+                        if (two) c[(col + 1) * R + r] = y;
+                    } else {
+                        if (ep.on) {
+                            x = ep_apply<2>(ep, x, col, r * C + col);
+                            if (two) y = ep_apply<2>(ep, y, col + 1, r * C + col + 1);
+                        }
+                        float *p = c + r * C + col;
+                        if (two && (C & 1) == 0)
+                            *(float2 *)p = make_float2(x, y);
+                        else {
+                            p[0] = x;
+                            if (two) p[1] = y;
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+// em_mm_tw_tf32_<a><b><bn>: mk (A stored [K][M], B [N][K]) or kn (A [M][K], B [K][N]); the
+// arguments are X's map, Y's, c, R, C, K (above).
+#define TW_RS_KERNEL(name, BN, SW)                                                                 \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        name(const __grid_constant__ em_tmap mx, const __grid_constant__ em_tmap my, float *c,     \
+             int R, int C, int K, mmep ep)                                                         \
+    {                                                                                              \
+        tw_rs_matmul<BN, SW>(&mx, &my, c, R, C, K, ep);                                            \
+    }
+TW_RS_KERNEL(em_mm_tw_tf32_mkw, 256, 0)
+TW_RS_KERNEL(em_mm_tw_tf32_mkn, 128, 0)
+TW_RS_KERNEL(em_mm_tw_tf32_knw, 256, 1)
+TW_RS_KERNEL(em_mm_tw_tf32_knn, 128, 1)
 // ---- convolution as an implicit GEMM on the same pipeline --------------------------------------
 // 2-D, stride 1, any padding and dilation, C input channels a multiple of 64, x and w
 // channels-last: y[n][m][oh][ow] = bias[m] + sum over (kh, kw, c) of w[m][kh][kw][c] *
