@@ -95,8 +95,9 @@ static _Atomic(const cpu_gemm_kernels *) forced;
 
 /* The AVX-512 set with its f32 blocking fitted to the L2 cache: with 2 MiB or more per core
  * (Intel's server cores), KC 1024 and the A block (MC x KC) in about half of it, which halves
- * the passes over C against KC 512 (bench/RESULTS.md: 2048 and 4096 ran 15-19 % faster on a
- * 2 MiB-L2 Xeon); smaller L2s (1 MiB on the Zen 4 these were first tuned on) keep 480 / 512. */
+ * the passes over C against KC 512 (bench/RESULTS.md: with the kernel's prefetches, 2048 and
+ * 4096 ran 11-22 % faster on a 2 MiB-L2 Xeon); smaller L2s (1 MiB on the Zen 4 these were first
+ * tuned on) keep 480 / 512. */
 static cpu_gemm_kernels avx512_fitted;
 
 static void fit_avx512(void)
