@@ -12,7 +12,7 @@ typedef struct cpu_fast_ops {
     const char *isa;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).
      * stream (here and below): a hint that y is large and not read soon, so stores may bypass
-     * the caches (AVX2 does; AVX-512 ignores it). */
+     * the caches (both ISAs stream the aligned body of such outputs). */
     void (*gelu)(const float *x, float *y, int64_t n, bool stream);
     /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
      * is NaN when any element is; the sum of exponentials accumulates in f64). */

@@ -1,7 +1,7 @@
 /* AVX2+FMA kernels behind cpu_fast.h (8 f32 lanes; f64 accumulation in two 4-lane halves), for
  * the row ops, the top-k tests and the FFT passes. Compiled with -mavx2 -mfma (CMake gives
  * *_avx2.c files their own flags); reached only through cpu_fast() on CPUs that have both. The
- * AVX-512 kernels' formulas, except softmax's exp and layer norm's one-read statistics (below). */
+ * AVX-512 kernels' formulas, except layer norm's one-read statistics (below). */
 #include <immintrin.h>
 #include <math.h>
 #include <stdint.h>
@@ -102,11 +102,11 @@ static void scale_store(const float *src, float *y, int64_t n, __m256 s, bool st
     }
 }
 
-/* exp(x) in f32 for softmax's arguments x <= 0 (or NaN), with fewer operations than the AVX-512
- * kernel's full-range exp (on CPUs that split 256-bit operations in two, softmax is bound by this
- * arithmetic): a shorter reduction and polynomial (accuracy below), and 2^n straight into the
- * exponent bits, so results below exp(-86) (< 5e-38, where that would leave the normal range)
- * flush to 0. -inf gives 0, NaN stays NaN. */
+/* exp(x) in f32 for softmax's arguments x <= 0 (or NaN), with fewer operations than a
+ * full-range exp (on CPUs that split 256-bit operations in two, softmax is bound by this
+ * arithmetic; the AVX-512 kernel uses the same reduction and polynomial): a shorter reduction and
+ * polynomial (accuracy below), and 2^n straight into the exponent bits, so results below exp(-86)
+ * (< 5e-38, where that would leave the normal range) flush to 0. -inf gives 0, NaN stays NaN. */
 static inline __m256 exp256_nonpos(__m256 x)
 {
     __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),

@@ -2,6 +2,7 @@
  * files their own); reached only through cpu_fast() on CPUs with AVX-512F+DQ. */
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 #include "cpu_fast.h"
 
@@ -9,6 +10,45 @@ static inline __mmask16 tail_mask(int64_t left)
 {
     return left >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << left) - 1);
 }
+
+/* Where the full, unmasked vectors of an output y[0, n) begin: with *stream, at y's first
+ * 64-byte boundary, so they can be stream-stored; else at 0. The elements before it go out as
+ * one masked store. Clears *stream where y is not 4-byte aligned or nothing is left past the
+ * boundary. */
+static inline int64_t body_start(const float *y, int64_t n, bool *stream)
+{
+    if (!*stream || ((uintptr_t)y & 3) != 0) {
+        *stream = false;
+        return 0;
+    }
+    int64_t h = (int64_t)((64 - ((uintptr_t)y & 63)) & 63) / 4;
+    if (h >= n) {
+        *stream = false;
+        return 0;
+    }
+    return h;
+}
+
+/* y[0, n) = VEC, VEC an expression of the lane mask m and the element index i giving the 16
+ * lanes at i (reading only m's lanes; the caller has no i of its own): with stream, one masked head
+ * up to y's 64-byte boundary, then full vectors stored around the caches; one masked tail. */
+#define ROW_STORE(y, n, stream, VEC)                                                               \
+    do {                                                                                           \
+        bool st_ = (stream);                                                                       \
+        int64_t h_ = body_start((y), (n), &st_), i = 0;                                            \
+        __mmask16 m = tail_mask(h_);                                                               \
+        if (h_) _mm512_mask_storeu_ps((y), m, (VEC));                                              \
+        m = (__mmask16)0xffff;                                                                     \
+        if (st_)                                                                                   \
+            for (i = h_; i + 16 <= (n); i += 16) _mm512_stream_ps((y) + i, (VEC));                 \
+        else                                                                                       \
+            for (i = h_; i + 16 <= (n); i += 16) _mm512_storeu_ps((y) + i, (VEC));                 \
+        if (i < (n)) {                                                                             \
+            m = tail_mask((n)-i);                                                                  \
+            _mm512_mask_storeu_ps((y) + i, m, (VEC));                                              \
+        }                                                                                          \
+        if (st_) _mm_sfence();                                                                     \
+    } while (0)
 
 /* erf on [-4, 4] (clamped), the same rational approximation as cpu_unary.c's erf_fast. */
 static inline __m512 erf512(__m512 v)
@@ -30,38 +70,16 @@ static inline __m512 erf512(__m512 v)
     return _mm512_div_ps(_mm512_mul_ps(x, p), q);
 }
 
-static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
+static inline __m512 gelu512(__m512 v)
 {
-    (void)stream; /* the stores stay cached */
-    const __m512 r2 = _mm512_set1_ps(0.70710678118654752f), half = _mm512_set1_ps(0.5f),
-                 one = _mm512_set1_ps(1.0f);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        __m512 e = erf512(_mm512_mul_ps(v, r2));
-        __m512 r = _mm512_mul_ps(_mm512_mul_ps(half, v), _mm512_add_ps(one, e));
-        _mm512_mask_storeu_ps(y + i, m, r);
-    }
+    __m512 e = erf512(_mm512_mul_ps(v, _mm512_set1_ps(0.70710678118654752f)));
+    return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), v),
+                         _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
-/* exp(x) in f32 (Cephes-style range reduction, degree-6 polynomial, scalef); inputs below -104
- * give 0, NaN stays NaN. */
-static inline __m512 exp512(__m512 x)
+static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
 {
-    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* NaN in x survives (second operand) */
-    x = _mm512_min_ps(_mm512_set1_ps(88.7f), x);
-    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-    r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-    __m512 p =
-        _mm512_fmadd_ps(_mm512_set1_ps(1.9875691500e-4f), r, _mm512_set1_ps(1.3981999507e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
-    return _mm512_scalef_ps(y, n);
+    ROW_STORE(y, n, stream, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
 }
 
 static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
@@ -71,77 +89,140 @@ static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
         *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
+#define SOFTMAX_BUF 4096 /* floats: rows up to this keep their exponentials on the stack */
+
+/* exp(x) in f32 for softmax's arguments x <= 0 (or NaN), in few operations: the AVX2 kernel's
+ * one-constant reduction and degree-4 polynomial (relative error 9.4e-8 at most on
+ * [-10, 0], 3e-7 on [-86, 0]) and scalef for 2^n; arguments below -104 (and -inf) give 0, NaN
+ * stays NaN. */
+static inline __m512 exp512_nonpos(__m512 x)
+{
+    x = _mm512_max_ps(_mm512_set1_ps(-104.0f), x); /* NaN in x survives (second operand) */
+    __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                    _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693147180559945f), x);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(1.37704354710877e-3f), r,
+                               _mm512_set1_ps(8.36892332881689e-3f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.16691899299622e-2f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.66665181517601e-1f));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.99999910593033e-1f));
+    __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0f));
+    return _mm512_scalef_ps(y, n);
+}
+
+/* exp(x[i] - mb) for the lanes m of the 16 elements at i (0 elsewhere), stored to e + i with
+ * store. */
+static inline __m512 exp_at(const float *x, float *e, int64_t i, __mmask16 m, __m512 mb, bool store)
+{
+    __m512 v =
+        _mm512_maskz_mov_ps(m, exp512_nonpos(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb)));
+    if (store) _mm512_mask_storeu_ps(e + i, m, v);
+    return v;
+}
+
+/* The f64 sum of exp(x[i] - mb) over the row, the exponentials stored to e with store (a
+ * constant at each call, so each variant compiles without the test): four vectors at a time
+ * added in f32 (exponentials <= 1: two roundings of 2^-24 relative per group), then to f64. */
+static inline __attribute__((always_inline)) double exp_sum(const float *x, float *e, int64_t n,
+                                                            __m512 mb, bool store)
+{
+    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
+    const __mmask16 all = (__mmask16)0xffff;
+    int64_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+        __m512 v0 = exp_at(x, e, i, all, mb, store), v1 = exp_at(x, e, i + 16, all, mb, store);
+        __m512 v2 = exp_at(x, e, i + 32, all, mb, store), v3 = exp_at(x, e, i + 48, all, mb, store);
+        acc_pd(&s0, &s1, _mm512_add_ps(_mm512_add_ps(v0, v1), _mm512_add_ps(v2, v3)));
+    }
+    for (; i < n; i += 16) acc_pd(&s0, &s1, exp_at(x, e, i, tail_mask(n - i), mb, store));
+    return _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+}
+
+/* max, then exp and f64 sum (the exponentials go to y, or with stream to a buffer on the stack),
+ * then one scaling pass; a row of a few KiB stays in L1 between the passes, and with stream y is
+ * written once, around the caches. A NaN anywhere need not reach the max: its exponential makes
+ * the sum NaN, and with it every output, as the portable kernel's NaN max does. */
 static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg, bool stream)
 {
-    (void)stream; /* the stores stay cached */
-    __m512 mv = _mm512_set1_ps(-INFINITY);
-    __mmask16 nan = 0;
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        __m512 v = _mm512_mask_loadu_ps(_mm512_set1_ps(-INFINITY), m, x + i);
-        nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
-        mv = _mm512_max_ps(mv, v);
+    float buf[SOFTMAX_BUF] __attribute__((aligned(64)));
+    float *e = stream && n <= SOFTMAX_BUF ? buf : y;
+    const __m512 ninf = _mm512_set1_ps(-INFINITY);
+    __m512 m0 = ninf, m1 = ninf, m2 = ninf, m3 = ninf;
+    int64_t k = 0;
+    for (; k + 64 <= n; k += 64) {
+        m0 = _mm512_max_ps(m0, _mm512_loadu_ps(x + k));
+        m1 = _mm512_max_ps(m1, _mm512_loadu_ps(x + k + 16));
+        m2 = _mm512_max_ps(m2, _mm512_loadu_ps(x + k + 32));
+        m3 = _mm512_max_ps(m3, _mm512_loadu_ps(x + k + 48));
     }
-    float mx = nan ? NAN : _mm512_reduce_max_ps(mv);
-    __m512 mb = _mm512_set1_ps(mx);
-    __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        __m512 e =
-            _mm512_maskz_mov_ps(m, exp512(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb)));
-        if (!lg) _mm512_mask_storeu_ps(y + i, m, e);
-        acc_pd(&s0, &s1, e);
-    }
-    double sum = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1));
+    for (; k < n; k += 16)
+        m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, tail_mask(n - k), x + k));
+    __m512 mb = _mm512_set1_ps(
+        _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
+    double sum = lg ? exp_sum(x, e, n, mb, false) : exp_sum(x, e, n, mb, true);
     if (lg) {
         __m512 ls = _mm512_set1_ps((float)log(sum));
-        for (int64_t i = 0; i < n; i += 16) {
-            __mmask16 m = tail_mask(n - i);
-            __m512 v = _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb), ls);
-            _mm512_mask_storeu_ps(y + i, m, v);
-        }
+        ROW_STORE(y, n, stream,
+                  _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb), ls));
         return;
     }
     __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        _mm512_mask_storeu_ps(y + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, y + i), inv));
-    }
+    ROW_STORE(y, n, stream, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), inv));
 }
 
+/* (x - mean) * rstd * w + b for the lanes m of the 16 elements at i (w, b may be NULL). */
+static inline __m512 norm512(const float *x, const float *w, const float *b, __mmask16 m, int64_t i,
+                             __m512 mf, __m512 rs)
+{
+    __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mf), rs);
+    if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i));
+    if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + i));
+    return v;
+}
+
+/* q0, q1 += (x - md)^2 in f64 for the lanes m of the 16 elements at i. */
+static inline void acc_sq(__m512d *q0, __m512d *q1, const float *x, int64_t i, __mmask16 m,
+                          __m512d md)
+{
+    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
+    __m512d c = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
+    a = _mm512_maskz_sub_pd((__mmask8)m, a, md);
+    c = _mm512_maskz_sub_pd((__mmask8)(m >> 8), c, md);
+    *q0 = _mm512_fmadd_pd(a, a, *q0);
+    *q1 = _mm512_fmadd_pd(c, c, *q1);
+}
+
+/* Two reads from L1 for the statistics (the f64 mean, then the f64 sum of squared deviations,
+ * each over four accumulators so the additions overlap, combined in a fixed order), then one
+ * read and write. */
 static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
                                     int64_t n, double eps, bool rms, bool stream)
 {
-    (void)stream; /* the stores stay cached */
+    const __mmask16 all = (__mmask16)0xffff;
     double mean = 0;
+    int64_t k;
     if (!rms) {
-        __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
-        for (int64_t i = 0; i < n; i += 16)
-            acc_pd(&s0, &s1, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
-        mean = _mm512_reduce_add_pd(_mm512_add_pd(s0, s1)) / (double)n;
+        __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
+        for (k = 0; k + 32 <= n; k += 32) {
+            acc_pd(&s0, &s1, _mm512_loadu_ps(x + k));
+            acc_pd(&s2, &s3, _mm512_loadu_ps(x + k + 16));
+        }
+        for (; k < n; k += 16) acc_pd(&s0, &s1, _mm512_maskz_loadu_ps(tail_mask(n - k), x + k));
+        mean = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3))) /
+               (double)n;
     }
-    __m512d v0 = _mm512_setzero_pd(), v1 = _mm512_setzero_pd();
+    __m512d q0 = _mm512_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
     __m512d md = _mm512_set1_pd(mean);
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-        __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-        __m512d c =
-            _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-        a = _mm512_maskz_sub_pd((__mmask8)m, a, md);
-        c = _mm512_maskz_sub_pd((__mmask8)(m >> 8), c, md);
-        v0 = _mm512_fmadd_pd(a, a, v0);
-        v1 = _mm512_fmadd_pd(c, c, v1);
+    for (k = 0; k + 32 <= n; k += 32) {
+        acc_sq(&q0, &q1, x, k, all, md);
+        acc_sq(&q2, &q3, x, k + 16, all, md);
     }
-    double var = _mm512_reduce_add_pd(_mm512_add_pd(v0, v1)) / (double)n;
+    for (; k < n; k += 16) acc_sq(&q0, &q1, x, k, tail_mask(n - k), md);
+    double var = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3))) /
+                 (double)n;
     __m512 mf = _mm512_set1_ps((float)mean), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
-    for (int64_t i = 0; i < n; i += 16) {
-        __mmask16 m = tail_mask(n - i);
-        __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mf), rs);
-        if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i));
-        if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + i));
-        _mm512_mask_storeu_ps(y + i, m, v);
-    }
+    ROW_STORE(y, n, stream, norm512(x, w, b, m, i, mf, rs));
 }
 
 static double cpu_sum_f32_avx512(const float *x, int64_t n)
