@@ -542,6 +542,22 @@ static void test_matmul_tf32(void)
                 compare(what, em_matmul(da, db), em_matmul(ca, cb), 2e-3 * sqrt(k), 2e-3);
                 em_scope_end();
             }
+    /* B a column slice ([K][N] rows 148 apart, N = 141): the product computed transposed writes
+     * rows of c 141 long, which its 16-byte stores cannot take (the scalar path), with and
+     * without the epilogue */
+    em_scope_begin();
+    em_tensor *ca, *da, *cb, *db, *cbias, *dbias;
+    mk(EM_SHAPE(301, 264), 0, EM_F32, -1, 1, &ca, &da);
+    mk(EM_SHAPE(264, 148), 0, EM_F32, -1, 1, &cb, &db);
+    mk(EM_SHAPE(141), 0, EM_F32, -1, 1, &cbias, &dbias);
+    em_tensor *cbs = em_narrow(cb, 1, 4, 141), *dbs = em_narrow(db, 1, 4, 141);
+    double tol = 2e-3 * sqrt(264.0);
+    compare("matmul tf32 301x264 x 264x141 (column slice of B)", em_matmul(da, dbs),
+            em_matmul(ca, cbs), tol, 2e-3);
+    compare("matmul_bias_act tf32 gelu 301x264 x 264x141 (column slice of B)",
+            em_matmul_bias_act(da, dbs, dbias, EM_ACT_GELU),
+            em_matmul_bias_act(ca, cbs, cbias, EM_ACT_GELU), tol, 2e-3);
+    em_scope_end();
     em_config_set("cuda_tf32", "0");
 }
 

@@ -383,10 +383,29 @@ typedef struct tw_args {
 /* TF32 with one MN-major operand (wgmma takes TF32 K-major only): em_mm_tw_tf32_mk<w|n> (A
  * stored [K][M]) or _kn<w|n> (B stored [K][N]), which load that operand, X, into registers and
  * tile its dimension R by 128 rows, the other operand's, C, by 256 or 128 columns. */
-static em_status run_tw_rs(const tw_args *t, bool wide)
+/* Whether a TF32 product runs transposed (C^T = B^T A^T, B stored [K][N] read as X): then N is
+ * tiled by 128 rows and M by 256 or 128 columns. */
+static bool tw_swapped(const tw_args *t)
+{
+    return t->esz == 4 && t->bn;
+}
+
+/* The launch of a wgmma kernel: one block per multiprocessor at most, 384 threads, and 4 stages
+ * of a 128-row tile and a bnw-row tile of 128 bytes each, the 1024-byte alignment slack and the
+ * 8 mbarriers of shared memory. */
+static em_status launch_tw(const tw_args *t, CUfunction f, void **params, int64_t tiles,
+                           unsigned bnw)
 {
     const cuda_device_info *d = cuda_device(t->dev);
-    const bool sw = t->bn; /* X is B: the product is computed transposed */
+    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
+    unsigned block[3] = {384, 1, 1};
+    unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
+    return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
+}
+
+static em_status run_tw_rs(const tw_args *t, bool wide)
+{
+    const bool sw = tw_swapped(t); /* X is B */
     unsigned bnw = wide ? 256 : 128;
     int64_t R = sw ? t->N : t->M, C = sw ? t->M : t->N;
     int64_t ldx = sw ? t->ldb : t->lda, ldy = sw ? t->lda : t->ldb;
@@ -406,21 +425,17 @@ static em_status run_tw_rs(const tw_args *t, bool wide)
     int ri = (int)R, ci = (int)C, ki = (int)t->K;
     cuda_mm_epi ep = t->ep;
     void *params[] = {&mx, &my, &cp, &ri, &ci, &ki, &ep};
-    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
-    unsigned block[3] = {384, 1, 1};
-    unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64; /* as run_tw's */
-    return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
+    return launch_tw(t, f, params, tiles, bnw);
 }
 
 /* Launches em_mm_tw_<type>_<a><b><w|n> with 256-column (wide) or 128-column tiles;
  * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
 static em_status run_tw(const tw_args *t, bool wide)
 {
-    const cuda_device_info *d = cuda_device(t->dev);
+    if (t->esz == 4 && (t->am || t->bn)) return run_tw_rs(t, wide);
     unsigned bnw = wide ? 256 : 128, bke = 128 / (unsigned)t->esz;
     int64_t tiles = (t->M + 127) / 128 * ((t->N + bnw - 1) / bnw);
     cuda_tmap ma, mb;
-    if (t->esz == 4 && (t->am || t->bn)) return run_tw_rs(t, wide);
     bool ok = t->am ? cuda_encode_tmap(&ma, t->esz, t->ap, t->M, t->K, t->lda * t->esz, 64, bke)
                     : cuda_encode_tmap(&ma, t->esz, t->ap, t->K, t->M, t->lda * t->esz, bke, 128);
     ok =
@@ -439,12 +454,7 @@ static em_status run_tw(const tw_args *t, bool wide)
     int mi = (int)t->M, ni = (int)t->N, ki = (int)t->K;
     cuda_mm_epi ep = t->ep;
     void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
-    unsigned grid[3] = {(unsigned)(tiles < d->sm_count ? tiles : d->sm_count), 1, 1};
-    unsigned block[3] = {384, 1, 1};
-    /* 4 stages of a 128-row A tile and a bnw-row B tile of 128 bytes each, the 1024-byte
-       alignment slack and the 8 mbarriers */
-    unsigned smem = 4 * (128 + bnw) * 128 + 1024 + 64;
-    return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
+    return launch_tw(t, f, params, tiles, bnw);
 }
 
 /* ---- the tile width, tuned on first use ------------------------------------------------------
@@ -575,7 +585,7 @@ static bool tile_width(const tw_args *t)
     }
     /* 256-column tiles unless 128-column ones take clearly fewer waves over the multiprocessors
        (a 128-column tile is taken to cost 0.55 of a 256-column one) */
-    const bool swap = t->esz == 4 && t->bn; /* run_tw_rs tiles N by 128 rows, M by columns */
+    const bool swap = tw_swapped(t);
     const int64_t rows = swap ? t->N : t->M, cols = swap ? t->M : t->N;
     int64_t tm = (rows + 127) / 128, sm = cuda_device(t->dev)->sm_count;
     int64_t waves_w = (tm * ((cols + 255) / 256) + sm - 1) / sm;

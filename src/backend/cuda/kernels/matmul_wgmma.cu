@@ -141,32 +141,45 @@ __device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
     nt = r / gs;
 }
 
+// A consumer warpgroup's k loop for one output tile: for each of kts stages, waits for it to
+// fill, calls issue(stage address, kt) to issue and commit its products, keeps one batch in
+// flight and releases the stage before (one arrival per consumer warp), the last one once all
+// products are done. it counts the stages used so far (both warpgroups and the producer walk
+// the same sequence).
+template <typename Issue>
+__device__ __forceinline__ void tw_kloop(unsigned base, unsigned stage, int kts, int &it, int lane,
+                                         Issue &&issue)
+{
+    const unsigned full0 = base + TW_STAGES * stage, empty0 = full0 + 8 * TW_STAGES;
+    for (int kt = 0; kt < kts; kt++, it++) {
+        const int s = it % TW_STAGES;
+        mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
+        issue(base + s * stage, kt);
+        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
+        if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+    }
+    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+}
+
 // A consumer warpgroup's products for one output tile: d = the sum over kts k tiles of its 64
-// rows of the stage's A tile times the B tile, each stage released once read; it counts the
-// stages used so far (both warpgroups and the producer walk the same sequence).
+// rows of the stage's A tile times the B tile.
 template <int TY, int TA, int TB, int BN>
 __device__ __forceinline__ void tw_consume(float *d, unsigned base, int kts, int &it, int cw,
                                            int lane)
 {
     constexpr int STAGE = TW_A_BYTES + BN * 128;
-    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-    for (int kt = 0; kt < kts; kt++, it++) {
-        const int s = it % TW_STAGES;
-        mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
-        const unsigned sa = base + s * STAGE + cw * 8192, sb = base + s * STAGE + TW_A_BYTES;
+    tw_kloop(base, STAGE, kts, it, lane, [&](unsigned st, int) {
+        const unsigned sa = st + cw * 8192, sb = st + TW_A_BYTES;
         asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
 #pragma unroll
         for (int kk = 0; kk < 4; kk++)
             tw_mma<TY, TA, TB, BN>(d, tw_desc(sa + kk * (TA ? 2048 : 32), 8192),
                                    tw_desc(sb + kk * (TB ? 2048 : 32), 8192));
         asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-        asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-        if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
-    }
-    asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-    if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+    });
 }
 
 // The mbarriers of the stages (full: one arrival, the producer's; empty: one per consumer warp)
@@ -183,6 +196,28 @@ __device__ __forceinline__ void tw_init(unsigned full0, unsigned empty0)
     __syncthreads();
 }
 
+// The producer thread's loop: for each output tile of this block (tw_tile's order) and each of
+// its kts k tiles, waits until the next stage is released, expects `bytes` on the stage's full
+// mbarrier and calls load(stage address, full mbarrier, mt, nt, kt) to issue the copies.
+template <typename Load>
+__device__ __forceinline__ void tw_produce(unsigned base, unsigned stage, unsigned bytes, int tm,
+                                           int tn, int kts, Load &&load)
+{
+    const unsigned full0 = base + TW_STAGES * stage, empty0 = full0 + 8 * TW_STAGES;
+    int it = 0;
+    for (int t = blockIdx.x; t < tm * tn; t += gridDim.x) {
+        int mt, nt;
+        tw_tile(t, tm, tn, mt, nt);
+        for (int kt = 0; kt < kts; kt++, it++) {
+            const int s = it % TW_STAGES;
+            mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
+            const unsigned full = full0 + 8 * s;
+            mbar_expect_tx(full, bytes);
+            load(base + s * stage, full, mt, nt, kt);
+        }
+    }
+}
+
 template <int TY, int TA, int TB, int BN>
 __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
                           const mmep &ep)
@@ -197,33 +232,23 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
     tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int mt, nt;
-                tw_tile(t, tm, tn, mt, nt);
-                const int m0 = mt * 128, n0 = nt * BN;
-                for (int kt = 0; kt < kts; kt++, it++) {
-                    const int s = it % TW_STAGES;
-                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
-                    const unsigned full = full0 + 8 * s, sa = base + s * STAGE,
-                                   sb = sa + TW_A_BYTES;
-                    mbar_expect_tx(full, STAGE);
-                    const int k0 = kt * BK;
-                    if (TA) {
-                        tma_load_2d(sa, ma, m0, k0, full);
-                        tma_load_2d(sa + 8192, ma, m0 + 64, k0, full);
-                    } else
-                        tma_load_2d(sa, ma, k0, m0, full);
-                    if (TB) {
+        if (tid == 0)
+            tw_produce(base, STAGE, STAGE, tm, tn, kts,
+                       [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
+                           const unsigned sb = sa + TW_A_BYTES;
+                           const int m0 = mt * 128, n0 = nt * BN, k0 = kt * BK;
+                           if (TA) {
+                               tma_load_2d(sa, ma, m0, k0, full);
+                               tma_load_2d(sa + 8192, ma, m0 + 64, k0, full);
+                           } else
+                               tma_load_2d(sa, ma, k0, m0, full);
+                           if (TB) {
 #pragma unroll
-                        for (int j = 0; j < BN / 64; j++)
-                            tma_load_2d(sb + 8192 * j, mb, n0 + 64 * j, k0, full);
-                    } else
-                        tma_load_2d(sb, mb, k0, n0, full);
-                }
-            }
-        }
+                               for (int j = 0; j < BN / 64; j++)
+                                   tma_load_2d(sb + 8192 * j, mb, n0 + 64 * j, k0, full);
+                           } else
+                               tma_load_2d(sb, mb, k0, n0, full);
+                       });
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
@@ -340,6 +365,61 @@ __device__ __forceinline__ void tw_rs_stage(float *d, unsigned sx, unsigned sy,
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
 
+// SW = 1's store, c[col][r] = D[r][col] (rows of c R long). Per column a warp holds its 16 rows
+// as two runs of 8 (tw_rs_row); the 4 lanes of one run (lane / 4 = 4 g + s, s = 0..3, one q)
+// hold rows rb + s and rb + 4 + s of columns col and col + 1, and trade values in three
+// shuffles so that lane s holds rows rb + 4 (s % 2) .. + 3 of column col + s / 2: one 16-byte
+// store where R is a multiple of 4 and the rows lie inside (a warp store writes 16 whole
+// 32-byte sectors), scalars elsewhere.
+__device__ __forceinline__ float tw_sel4(const float *v, int i)
+{
+    return i & 2 ? (i & 1 ? v[3] : v[2]) : (i & 1 ? v[1] : v[0]);
+}
+
+template <int BN>
+__device__ __forceinline__ void tw_rs_store_t(const float *d, float *c, int R, int C, int mt,
+                                              int nt, int cw, int w, int lane, const mmep &ep)
+{
+    const int q = lane & 3, s = (lane >> 2) & 3;
+    const i64 rb = (i64)mt * 128 + tw_rs_row(cw, w, 4 * (lane >> 4));
+    const i64 rt = rb + 4 * (s & 1); // the first of the 4 rows this lane stores
+    const bool vec = (R & 3) == 0 && ((unsigned long long)c & 15) == 0 && rt + 3 < R;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        const i64 col = (i64)nt * BN + 8 * j + 2 * q;
+        // v[2h + e]: row rb + 4h + s, column col + e
+        float v[4] = {d[4 * j], d[4 * j + 1], d[4 * j + 2], d[4 * j + 3]};
+        if (ep.on) {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const i64 r = rb + 4 * (i >> 1) + s, cc = col + (i & 1);
+                if (r < R && cc < C) v[i] = ep_apply<2>(ep, v[i], r, cc * R + r);
+            }
+        }
+        // o[u] = lane u's v[p(s)], p swapping the two index bits: row rt + u, column col + s / 2
+        float o[4] = {0.f, 0.f, 0.f, 0.f};
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+            const int u = s ^ k;
+            const float send = tw_sel4(v, ((u & 1) << 1) | (u >> 1));
+            const float got = k ? __shfl_xor_sync(0xffffffffu, send, k << 2) : send;
+#pragma unroll
+            for (int i = 0; i < 4; i++) o[i] = i == u ? got : o[i];
+        }
+        const i64 ct = col + (s >> 1);
+        if (ct >= C) continue;
+        float *p = c + ct * R + rt;
+        if (vec) // in asm: a float4 assignment here compiled to four 4-byte stores
+            asm volatile("st.global.v4.f32 [%0], {%1, %2, %3, %4};\n" ::"l"(p), "f"(o[0]),
+                         "f"(o[1]), "f"(o[2]), "f"(o[3])
+                         : "memory");
+        else
+#pragma unroll
+            for (int i = 0; i < 4; i++)
+                if (rt + i < R) p[i] = o[i];
+    }
+}
+
 template <int BN, int SW>
 __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int R, int C, int K,
                              const mmep &ep)
@@ -354,23 +434,15 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
     tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int mt, nt;
-                tw_tile(t, tm, tn, mt, nt);
-                for (int kt = 0; kt < kts; kt++, it++) {
-                    const int s = it % TW_STAGES;
-                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
-                    const unsigned full = full0 + 8 * s, sx = base + s * STAGE;
-                    mbar_expect_tx(full, STAGE);
+        if (tid == 0)
+            tw_produce(base, STAGE, STAGE, tm, tn, kts,
+                       [&](unsigned sx, unsigned full, int mt, int nt, int kt) {
 #pragma unroll
-                    for (int j = 0; j < 4; j++)
-                        tma_load_2d(sx + TW_RS_X_BYTES * j, mx, mt * 128 + 32 * j, kt * BK, full);
-                    tma_load_2d(sx + TW_A_BYTES, my, kt * BK, nt * BN, full);
-                }
-            }
-        }
+                           for (int j = 0; j < 4; j++)
+                               tma_load_2d(sx + TW_RS_X_BYTES * j, mx, mt * 128 + 32 * j, kt * BK,
+                                           full);
+                           tma_load_2d(sx + TW_A_BYTES, my, kt * BK, nt * BN, full);
+                       });
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
@@ -389,19 +461,16 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
 #pragma unroll
             for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
             unsigned fa[16], fb[16]; // two register sets: one batch stays in flight
-            for (int kt = 0; kt < kts; kt++, it++) {
-                const int s = it % TW_STAGES;
-                mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
-                const unsigned sx = base + s * STAGE, sy = sx + TW_A_BYTES;
+            tw_kloop(base, STAGE, kts, it, lane, [&](unsigned sx, int kt) {
                 if (kt & 1)
-                    tw_rs_stage<BN>(d, sx, sy, off, fb);
+                    tw_rs_stage<BN>(d, sx, sx + TW_A_BYTES, off, fb);
                 else
-                    tw_rs_stage<BN>(d, sx, sy, off, fa);
-                asm volatile("wgmma.wait_group.sync.aligned 1;\n" ::: "memory");
-                if (kt > 0 && lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
+                    tw_rs_stage<BN>(d, sx, sx + TW_A_BYTES, off, fa);
+            });
+            if constexpr (SW) {
+                tw_rs_store_t<BN>(d, c, R, C, mt, nt, cw, w, lane, ep);
+                continue;
             }
-            asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-            if (lane == 0) mbar_arrive(empty0 + 8 * ((it - 1) % TW_STAGES));
             // d[4j + e]: register row w*16 + lane/4 (+8 for e >= 2), column 8j + 2q (+1 odd e)
             const i64 cc0 = (i64)nt * BN + 2 * q;
 #pragma unroll
@@ -414,25 +483,16 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
                     if (col >= C) continue;
                     float x = d[4 * j + 2 * h], y = d[4 * j + 2 * h + 1];
                     const bool two = col + 1 < C;
-                    if (SW) { // c[col][r], c[col + 1][r]: rows of c R long
-                        if (ep.on) {
-                            x = ep_apply<2>(ep, x, r, col * R + r);
-                            if (two) y = ep_apply<2>(ep, y, r, (col + 1) * R + r);
-                        }
-                        c[col * R + r] = x;
-                        if (two) c[(col + 1) * R + r] = y;
-                    } else {
-                        if (ep.on) {
-                            x = ep_apply<2>(ep, x, col, r * C + col);
-                            if (two) y = ep_apply<2>(ep, y, col + 1, r * C + col + 1);
-                        }
-                        float *p = c + r * C + col;
-                        if (two && (C & 1) == 0)
-                            *(float2 *)p = make_float2(x, y);
-                        else {
-                            p[0] = x;
-                            if (two) p[1] = y;
-                        }
+                    if (ep.on) {
+                        x = ep_apply<2>(ep, x, col, r * C + col);
+                        if (two) y = ep_apply<2>(ep, y, col + 1, r * C + col + 1);
+                    }
+                    float *p = c + r * C + col;
+                    if (two && (C & 1) == 0)
+                        *(float2 *)p = make_float2(x, y);
+                    else {
+                        p[0] = x;
+                        if (two) p[1] = y;
                     }
                 }
             }
@@ -499,25 +559,17 @@ __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
     tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) {
-            const unsigned bytes = TW_A_BYTES + g.BW * g.BH * 128;
-            int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-                int mt, nt, n, oh0, ow0;
-                tw_tile(t, tm, tn, mt, nt);
-                twc_cols(g, nt, n, oh0, ow0);
-                for (int kt = 0; kt < g.kts; kt++, it++) {
-                    const int s = it % TW_STAGES, tap = kt / g.cpt, kh = tap / g.KW;
-                    const int c0 = (kt - tap * g.cpt) * 64, kw = tap - kh * g.KW;
-                    mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
-                    const unsigned full = full0 + 8 * s, sa = base + s * STAGE;
-                    mbar_expect_tx(full, bytes);
-                    tma_load_2d(sa, ma, kt * 64, mt * 128, full);
-                    tma_load_4d(sa + TW_A_BYTES, mb, c0, ow0 - g.pw + kw * g.dw,
-                                oh0 - g.ph + kh * g.dh, n, full);
-                }
-            }
-        }
+        if (tid == 0)
+            tw_produce(base, STAGE, TW_A_BYTES + g.BW * g.BH * 128, tm, tn, g.kts,
+                       [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
+                           int n, oh0, ow0;
+                           twc_cols(g, nt, n, oh0, ow0);
+                           const int tap = kt / g.cpt, kh = tap / g.KW;
+                           const int c0 = (kt - tap * g.cpt) * 64, kw = tap - kh * g.KW;
+                           tma_load_2d(sa, ma, kt * 64, mt * 128, full);
+                           tma_load_4d(sa + TW_A_BYTES, mb, c0, ow0 - g.pw + kw * g.dw,
+                                       oh0 - g.ph + kh * g.dh, n, full);
+                       });
     } else {
         asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
