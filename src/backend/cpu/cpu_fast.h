@@ -20,7 +20,8 @@ typedef struct cpu_fast_ops {
     /* Layer norm (or RMS norm) of one row: f64 mean and variance, then f32 affine. */
     void (*norm_row)(const float *x, float *y, const float *w, const float *b, int64_t n,
                      double eps, bool rms, bool stream);
-    /* Sum of n floats in f64 (f64 lanes combined in a fixed order). */
+    /* Sum of n floats, in f64 (AVX2: each vector converted; AVX-512: f32 partial sums of 16
+     * values per lane, then f64), the lanes combined in a fixed order. */
     double (*sum)(const float *x, int64_t n);
     /* First index i >= from with x[i] > t (desc) or x[i] < t (!desc), or NaN, or n if none:
      * the skip test of the small-k top-k (NULL: no vector version). */
