@@ -31,8 +31,9 @@ static inline int64_t body_start(const float *y, int64_t n, bool *stream)
 
 /* y[0, n) = VEC, VEC an expression of the lane mask m and the element index i giving the 16
  * lanes at i (reading only m's lanes; the caller has no i of its own): with stream, one masked head
- * up to y's 64-byte boundary, then full vectors stored around the caches; one masked tail. */
-#define ROW_STORE(y, n, stream, VEC)                                                               \
+ * up to y's 64-byte boundary, then full vectors stored around the caches, with `ahead` (an input
+ * read from memory, or NULL) prefetched 1 KiB ahead of them; one masked tail. */
+#define ROW_STORE(y, n, stream, ahead, VEC)                                                        \
     do {                                                                                           \
         bool st_ = (stream);                                                                       \
         int64_t h_ = body_start((y), (n), &st_), i = 0;                                            \
@@ -40,7 +41,10 @@ static inline int64_t body_start(const float *y, int64_t n, bool *stream)
         if (h_) _mm512_mask_storeu_ps((y), m, (VEC));                                              \
         m = (__mmask16)0xffff;                                                                     \
         if (st_)                                                                                   \
-            for (i = h_; i + 16 <= (n); i += 16) _mm512_stream_ps((y) + i, (VEC));                 \
+            for (i = h_; i + 16 <= (n); i += 16) {                                                 \
+                if (ahead) _mm_prefetch((const char *)((ahead) + i + 256), _MM_HINT_T0);           \
+                _mm512_stream_ps((y) + i, (VEC));                                                  \
+            }                                                                                      \
         else                                                                                       \
             for (i = h_; i + 16 <= (n); i += 16) _mm512_storeu_ps((y) + i, (VEC));                 \
         if (i < (n)) {                                                                             \
@@ -79,7 +83,7 @@ static inline __m512 gelu512(__m512 v)
 
 static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
 {
-    ROW_STORE(y, n, stream, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
+    ROW_STORE(y, n, stream, x, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
 }
 
 static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
@@ -87,6 +91,17 @@ static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
     *lo = _mm512_add_pd(*lo, _mm512_cvtps_pd(_mm512_castps512_ps256(v)));
     *hi = _mm512_add_pd(
         *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
+}
+
+/* The row after x (n floats on) where large outputs (stream) suggest contiguous rows of a big
+ * tensor and n is at most PREFETCH_ROW: the row kernels prefetch it while they compute on x from
+ * L1, so the memory keeps streaming through their arithmetic (prefetches do not fault, so a row
+ * that is the tensor's last is harmless); NULL otherwise. */
+#define PREFETCH_ROW 8192
+
+static inline const float *next_row(const float *x, int64_t n, bool stream)
+{
+    return stream && n <= PREFETCH_ROW ? x + n : NULL;
 }
 
 #define SOFTMAX_BUF 4096 /* floats: rows up to this keep their exponentials on the stack */
@@ -124,12 +139,14 @@ static inline __m512 exp_at(const float *x, float *e, int64_t i, __mmask16 m, __
  * constant at each call, so each variant compiles without the test): four vectors at a time
  * added in f32 (exponentials <= 1: two roundings of 2^-24 relative per group), then to f64. */
 static inline __attribute__((always_inline)) double exp_sum(const float *x, float *e, int64_t n,
-                                                            __m512 mb, bool store)
+                                                            __m512 mb, bool store, const float *nx)
 {
     __m512d s0 = _mm512_setzero_pd(), s1 = _mm512_setzero_pd();
     const __mmask16 all = (__mmask16)0xffff;
     int64_t i = 0;
     for (; i + 64 <= n; i += 64) {
+        if (nx)
+            for (int l = 0; l < 64; l += 16) _mm_prefetch((const char *)(nx + i + l), _MM_HINT_T0);
         __m512 v0 = exp_at(x, e, i, all, mb, store), v1 = exp_at(x, e, i + 16, all, mb, store);
         __m512 v2 = exp_at(x, e, i + 32, all, mb, store), v3 = exp_at(x, e, i + 48, all, mb, store);
         acc_pd(&s0, &s1, _mm512_add_ps(_mm512_add_ps(v0, v1), _mm512_add_ps(v2, v3)));
@@ -159,15 +176,17 @@ static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool
         m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, tail_mask(n - k), x + k));
     __m512 mb = _mm512_set1_ps(
         _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
-    double sum = lg ? exp_sum(x, e, n, mb, false) : exp_sum(x, e, n, mb, true);
+    const float *nx = next_row(x, n, stream);
+    double sum = lg ? exp_sum(x, e, n, mb, false, nx) : exp_sum(x, e, n, mb, true, nx);
     if (lg) {
         __m512 ls = _mm512_set1_ps((float)log(sum));
-        ROW_STORE(y, n, stream,
+        ROW_STORE(y, n, stream, (const float *)NULL,
                   _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb), ls));
         return;
     }
     __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    ROW_STORE(y, n, stream, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), inv));
+    ROW_STORE(y, n, stream, (const float *)NULL,
+              _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), inv));
 }
 
 /* (x - mean) * rstd * w + b for the lanes m of the 16 elements at i (w, b may be NULL). */
@@ -214,7 +233,12 @@ static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, co
     }
     __m512d q0 = _mm512_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
     __m512d md = _mm512_set1_pd(mean);
+    const float *nx = next_row(x, n, stream);
     for (k = 0; k + 32 <= n; k += 32) {
+        if (nx) {
+            _mm_prefetch((const char *)(nx + k), _MM_HINT_T0);
+            _mm_prefetch((const char *)(nx + k + 16), _MM_HINT_T0);
+        }
         acc_sq(&q0, &q1, x, k, all, md);
         acc_sq(&q2, &q3, x, k + 16, all, md);
     }
@@ -222,7 +246,7 @@ static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, co
     double var = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3))) /
                  (double)n;
     __m512 mf = _mm512_set1_ps((float)mean), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
-    ROW_STORE(y, n, stream, norm512(x, w, b, m, i, mf, rs));
+    ROW_STORE(y, n, stream, (const float *)NULL, norm512(x, w, b, m, i, mf, rs));
 }
 
 /* Blocks of 1024 floats summed in f32 over four vectors (16 values per lane), each block's four
