@@ -2,6 +2,7 @@
  * files their own); reached only through cpu_fast() on CPUs with AVX-512F+DQ. */
 #include <immintrin.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "cpu_fast.h"
@@ -29,6 +30,12 @@ static inline int64_t body_start(const float *y, int64_t n, bool *stream)
     return h;
 }
 
+/* Prefetches p[i + 256] (1 KiB ahead) into L1; nothing when p is NULL. */
+static inline void prefetch_ahead(const float *p, int64_t i)
+{
+    if (p) _mm_prefetch((const char *)(p + i + 256), _MM_HINT_T0);
+}
+
 /* y[0, n) = VEC, VEC an expression of the lane mask m and the element index i giving the 16
  * lanes at i (reading only m's lanes; the caller has no i of its own): with stream, one masked head
  * up to y's 64-byte boundary, then full vectors stored around the caches, with `ahead` (an input
@@ -42,7 +49,7 @@ static inline int64_t body_start(const float *y, int64_t n, bool *stream)
         m = (__mmask16)0xffff;                                                                     \
         if (st_)                                                                                   \
             for (i = h_; i + 16 <= (n); i += 16) {                                                 \
-                if (ahead) _mm_prefetch((const char *)((ahead) + i + 256), _MM_HINT_T0);           \
+                prefetch_ahead((ahead), i);                                                        \
                 _mm512_stream_ps((y) + i, (VEC));                                                  \
             }                                                                                      \
         else                                                                                       \
@@ -180,13 +187,12 @@ static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool
     double sum = lg ? exp_sum(x, e, n, mb, false, nx) : exp_sum(x, e, n, mb, true, nx);
     if (lg) {
         __m512 ls = _mm512_set1_ps((float)log(sum));
-        ROW_STORE(y, n, stream, (const float *)NULL,
+        ROW_STORE(y, n, stream, NULL,
                   _mm512_sub_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mb), ls));
         return;
     }
     __m512 inv = _mm512_set1_ps((float)(1.0 / sum));
-    ROW_STORE(y, n, stream, (const float *)NULL,
-              _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), inv));
+    ROW_STORE(y, n, stream, NULL, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, e + i), inv));
 }
 
 /* (x - mean) * rstd * w + b for the lanes m of the 16 elements at i (w, b may be NULL). */
@@ -246,7 +252,7 @@ static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, co
     double var = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3))) /
                  (double)n;
     __m512 mf = _mm512_set1_ps((float)mean), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
-    ROW_STORE(y, n, stream, (const float *)NULL, norm512(x, w, b, m, i, mf, rs));
+    ROW_STORE(y, n, stream, NULL, norm512(x, w, b, m, i, mf, rs));
 }
 
 /* Blocks of 1024 floats summed in f32 over four vectors (16 values per lane), each block's four
