@@ -3,6 +3,8 @@
  * f32 and f64, bias and accumulation, several thread counts, against naive f64 references; and
  * the direct (stride 1) and packed f32 forward paths against the same references and the
  * im2col + GEMM path. */
+#include <string.h>
+
 #include "backend/cpu/cpu_conv_direct.h"
 #include "backend/cpu/cpu_gemm.h"
 #include "harness.h"
@@ -217,9 +219,44 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
     em_scope_end();
 }
 
+/* The AVX-512 register kernel against the AVX2 one, where the CPU has both: the same bytes for
+ * every tile cut (mr, nr), K, and with and without accumulation (the contract of
+ * cpu_conv_direct.h: one FMA per k in k order, then one add into C). */
+static void kernel_case(void)
+{
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") ||
+        !__builtin_cpu_supports("fma")) {
+        printf("skipped: the AVX-512 conv kernel (no AVX-512 here)\n");
+        return;
+    }
+    enum { KMAX = 37, LDC = 21 };
+    float ap[KMAX * 6], b[KMAX * 24 + 16], c0[6 * LDC], c1[6 * LDC];
+    int64_t off[KMAX];
+    uint32_t r = 12345;
+    for (size_t i = 0; i < sizeof b / sizeof *b; i++)
+        b[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    for (size_t i = 0; i < sizeof ap / sizeof *ap; i++)
+        ap[i] = (float)((r = r * 1103515245u + 12345u) >> 8) / 16777216.0f - 0.5f;
+    for (int k = 0; k < KMAX; k++) off[k] = (k * 7) % (KMAX * 24);
+    const int64_t ks[] = {1, 2, 13, KMAX};
+    for (size_t ki = 0; ki < sizeof ks / sizeof *ks; ki++)
+        for (int mr = 1; mr <= 6; mr++)
+            for (int nr = 1; nr <= 16; nr += (nr < 3 || nr > 14) ? 1 : 6)
+                for (int acc = 0; acc < 2; acc++) {
+                    for (int i = 0; i < 6 * LDC; i++) c0[i] = c1[i] = (float)i * 0.25f;
+                    cpu_conv_direct_6x16_avx2(ks[ki], ap, b, off, c0, LDC, mr, nr, acc);
+                    cpu_conv_direct_6x16_avx512(ks[ki], ap, b, off, c1, LDC, mr, nr, acc);
+                    CHECK(!memcmp(c0, c1, sizeof c0),
+                          "conv register kernels differ: K %lld mr %d nr %d accumulate %d",
+                          (long long)ks[ki], mr, nr, acc);
+                }
+}
+
 int main(void)
 {
     h_init();
+    kernel_case();
     em_dtype dts[] = {EM_F32, EM_F64};
     for (int i = 0; i < 2; i++) {
         conv_case(dts[i], 2, 40, 20, 20, 24, 18, 18, 0, true);  /* 3x3 outputs, K = 12960 */

@@ -572,8 +572,20 @@ static void direct_pad(void *ctx, int64_t p0, int64_t p1)
     }
 }
 
+typedef void (*direct_kernel_fn)(int64_t K, const float *Ap, const float *b, const int64_t *off,
+                                 float *C, int64_t ldc, int mr, int nr, bool accumulate);
+
+/* The 6 x 16 register kernel for the GEMM kernels in use: the AVX-512 one beside the AVX-512
+ * GEMM (the same bytes as the AVX2 one, twice the lanes per instruction). */
+static direct_kernel_fn direct_kernel(void)
+{
+    return strcmp(cpu_gemm_kernel_name(), "avx512") ? cpu_conv_direct_6x16_avx2
+                                                    : cpu_conv_direct_6x16_avx512;
+}
+
 static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
 {
+    const direct_kernel_fn kern = direct_kernel();
     const conv_job *j = d->j;
     const geo *g = &j->g;
     int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, OW = g->out[2];
@@ -591,9 +603,8 @@ static void direct_units(direct_conv *d, int64_t u0, int64_t u1, float *yb)
                     int nrr = (int)(nqb - pn < 16 ? nqb - pn : 16);
                     for (int64_t i0 = 0; i0 < cog; i0 += 6) {
                         int mrr = (int)(cog - i0 < 6 ? cog - i0 : 6);
-                        cpu_conv_direct_6x16_avx2(kbn, ap + i0 * d->K + k0 * 6, xg + q0 + pn,
-                                                  d->off + k0, yb + i0 * d->qblk + pn, d->qblk, mrr,
-                                                  nrr, k0 > 0);
+                        kern(kbn, ap + i0 * d->K + k0 * 6, xg + q0 + pn, d->off + k0,
+                             yb + i0 * d->qblk + pn, d->qblk, mrr, nrr, k0 > 0);
                     }
                 }
             }
@@ -645,8 +656,8 @@ static void direct_range(void *ctx, int64_t u0, int64_t u1)
     free(yb);
 }
 
-/* Whether the direct and Winograd paths (AVX2 register kernels) may run: with the AVX2 or the
- * AVX-512 GEMM kernels (not the portable ones, which the tests force to compare against). */
+/* Whether the direct and Winograd paths (AVX2 or AVX-512 register kernels) may run: with the AVX2
+ * or the AVX-512 GEMM kernels (not the portable ones, which the tests force to compare against). */
 static bool direct_isa(void)
 {
     const char *k = cpu_gemm_kernel_name();
@@ -770,6 +781,7 @@ static void wino_span(const wino_conv *w, int64_t ch, int64_t *r0, int64_t *r1, 
 static void wino_chunks(void *ctx, int64_t c0, int64_t c1)
 {
     wino_conv *w = ctx;
+    const direct_kernel_fn kern = direct_kernel();
     const conv_job *j = w->j;
     int64_t C = w->C, Co = w->Co, OH = j->g.out[1], OW = j->g.out[2];
     int64_t vxs = C * WG_TBS, mxs = w->mp * WG_TBS; /* xi strides of V and M */
@@ -805,10 +817,9 @@ static void wino_chunks(void *ctx, int64_t c0, int64_t c1)
                 for (int64_t q0 = 0; q0 < nt; q0 += 16)
                     for (int64_t i0 = 0; i0 < Co; i0 += 6) {
                         int mr = (int)(Co - i0 < 6 ? Co - i0 : 6);
-                        cpu_conv_direct_6x16_avx2(
-                            kb, w->u + ((int64_t)xi * w->mp + i0) * C + k0 * 6,
-                            v + xi * vxs + k0 * WG_TBS + q0, w->off,
-                            m + xi * mxs + i0 * WG_TBS + q0, WG_TBS, mr, 16, k0 > 0);
+                        kern(kb, w->u + ((int64_t)xi * w->mp + i0) * C + k0 * 6,
+                             v + xi * vxs + k0 * WG_TBS + q0, w->off,
+                             m + xi * mxs + i0 * WG_TBS + q0, WG_TBS, mr, 16, k0 > 0);
                     }
             }
         /* y = A^T M A + bias, 8 tiles of a row at a time */

@@ -1,5 +1,5 @@
-/* AVX2 helpers of the direct stride-1 f32 convolution (cpu_conv.c) and of the implicit im2col of
- * its weight gradient (cpu_conv_wgrad.c), in cpu_conv_avx2.c. */
+/* AVX2 (and one AVX-512) helpers of the direct stride-1 f32 convolution (cpu_conv.c) and of the
+ * implicit im2col of its weight gradient (cpu_conv_wgrad.c), in cpu_conv_avx2.c. */
 #ifndef EMBER_CPU_CONV_DIRECT_H
 #define EMBER_CPU_CONV_DIRECT_H
 
@@ -12,6 +12,9 @@
  * per k, k ascending, then one add into C. */
 void cpu_conv_direct_6x16_avx2(int64_t K, const float *Ap, const float *b, const int64_t *off,
                                float *C, int64_t ldc, int mr, int nr, bool accumulate);
+/* The same on AVX-512 (cpu_conv_avx512.c): the same bytes, one zmm row of B per k. */
+void cpu_conv_direct_6x16_avx512(int64_t K, const float *Ap, const float *b, const int64_t *off,
+                                 float *C, int64_t ldc, int mr, int nr, bool accumulate);
 
 /* One output row of a stride-1 convolution with at most 16 reduction terms (K = C * kh * kw:
  * a single-channel first layer), straight into y: y[co * ys + ow] = bias[co] + sum over k < K
