@@ -380,9 +380,6 @@ typedef struct tw_args {
     const char *what;
 } tw_args;
 
-/* TF32 with one MN-major operand (wgmma takes TF32 K-major only): em_mm_tw_tf32_mk<w|n> (A
- * stored [K][M]) or _kn<w|n> (B stored [K][N]), which load that operand, X, into registers and
- * tile its dimension R by 128 rows, the other operand's, C, by 256 or 128 columns. */
 /* Whether a TF32 product runs transposed (C^T = B^T A^T, B stored [K][N] read as X): then N is
  * tiled by 128 rows and M by 256 or 128 columns. */
 static bool tw_swapped(const tw_args *t)
@@ -403,6 +400,9 @@ static em_status launch_tw(const tw_args *t, CUfunction f, void **params, int64_
     return cuda_launch_grid_smem(t->dev, f, grid, block, smem, params, t->what);
 }
 
+/* TF32 with one MN-major operand (wgmma takes TF32 K-major only): em_mm_tw_tf32_mk<w|n> (A
+ * stored [K][M]) or _kn<w|n> (B stored [K][N]), which load that operand, X, into registers and
+ * tile its dimension R by 128 rows, the other operand's, C, by 256 or 128 columns. */
 static em_status run_tw_rs(const tw_args *t, bool wide)
 {
     const bool sw = tw_swapped(t); /* X is B */
