@@ -32,9 +32,10 @@
     VSTORE(c + r * ldc, VFMADD(vb, VLOADU(c + r * ldc), VMUL(va, c##r##_0)));                      \
     VSTORE(c + r * ldc + VL, VFMADD(vb, VLOADU(c + r * ldc + VL), VMUL(va, c##r##_1)));
 
-/* VZERO, VSET1 and VFMADD name the intrinsics of the element type (defined per kernel). */
-/* The accumulators are 24 named vectors (not an array) so they stay in registers. */
-#define UKR_BODY(T, LANES, NR, zero, load, store, mul, fmadd, set1)                                \
+/* VZERO, VSET1, VFMADD, VMUL, VLOADU, VSTORE and VL (the lanes) name the intrinsics of the
+ * element type (defined per kernel). The accumulators are 24 named vectors (not an array) so
+ * they stay in registers. */
+#define UKR_BODY(T, NR)                                                                            \
     do {                                                                                           \
         ROWS(DECL)                                                                                 \
         for (int r = 0; r < mr; r++) { /* the C tile's rows, loaded and stored at the end */       \
@@ -44,11 +45,11 @@
         for (int64_t k = 0; k < kc; k++, a += MR, b += NR) {                                       \
             PREFETCH(a, PFA);                                                                      \
             PREFETCH(b, PFB);                                                                      \
-            PREFETCH(b, PFB + LANES);                                                              \
-            V b0 = load(b), b1 = load(b + LANES), x;                                               \
+            PREFETCH(b, PFB + VL);                                                                 \
+            V b0 = VLOADU(b), b1 = VLOADU(b + VL), x;                                              \
             ROWS(STEP)                                                                             \
         }                                                                                          \
-        V va = set1(alpha), vb = set1(beta);                                                       \
+        V va = VSET1(alpha), vb = VSET1(beta);                                                     \
         if (mr == MR && nr == NR) {                                                                \
             if (beta != 0) {                                                                       \
                 ROWS(STORE_BETA)                                                                   \
@@ -63,10 +64,10 @@
                     tile[r * NR + j] = beta != 0 && r < mr && j < nr ? c[r * ldc + j] : 0;         \
             for (int r = 0; r < mr; r++)                                                           \
                 for (int h = 0; h < 2; h++) {                                                      \
-                    T *p = tile + r * NR + h * LANES;                                              \
-                    V t = mul(va, acc[r][h]);                                                      \
-                    if (beta != 0) t = fmadd(vb, load(p), t);                                      \
-                    store(p, t);                                                                   \
+                    T *p = tile + r * NR + h * VL;                                                 \
+                    V t = VMUL(va, acc[r][h]);                                                     \
+                    if (beta != 0) t = VFMADD(vb, VLOADU(p), t);                                   \
+                    VSTORE(p, t);                                                                  \
                 }                                                                                  \
             for (int r = 0; r < mr; r++)                                                           \
                 for (int j = 0; j < nr; j++) c[r * ldc + j] = tile[r * NR + j];                    \
@@ -85,8 +86,7 @@ static void sgemm_12x32(int64_t kc, const float *a, const float *b, float *c, in
 #define VLOADU _mm512_loadu_ps
 #define VSTORE _mm512_storeu_ps
 #define VL     16
-    UKR_BODY(float, 16, 32, _mm512_setzero_ps, _mm512_loadu_ps, _mm512_storeu_ps, _mm512_mul_ps,
-             _mm512_fmadd_ps, _mm512_set1_ps);
+    UKR_BODY(float, 32);
 #undef VZERO
 #undef VSET1
 #undef VFMADD
@@ -108,8 +108,7 @@ static void dgemm_12x16(int64_t kc, const double *a, const double *b, double *c,
 #define VLOADU _mm512_loadu_pd
 #define VSTORE _mm512_storeu_pd
 #define VL     8
-    UKR_BODY(double, 8, 16, _mm512_setzero_pd, _mm512_loadu_pd, _mm512_storeu_pd, _mm512_mul_pd,
-             _mm512_fmadd_pd, _mm512_set1_pd);
+    UKR_BODY(double, 16);
 #undef VZERO
 #undef VSET1
 #undef VFMADD
