@@ -196,6 +196,19 @@ __device__ __forceinline__ void tw_init(unsigned full0, unsigned empty0)
     __syncthreads();
 }
 
+// Every wgmma kernel's start: the stage area, 1024-byte aligned in dynamic shared memory (its
+// address returned), with the stages' mbarriers initialised. (The register split stays in the
+// kernels' own producer and consumer branches: moved in here, ptxas gave the narrow kernels 116
+// registers and the wide ones 8 bytes of spills.)
+__device__ __forceinline__ unsigned tw_start(unsigned stage)
+{
+    extern __shared__ __align__(1024) unsigned char tws[];
+    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
+    const unsigned full0 = base + TW_STAGES * stage;
+    tw_init(full0, full0 + 8 * TW_STAGES);
+    return base;
+}
+
 // The producer thread's loop: for each output tile of this block (tw_tile's order) and each of
 // its kts k tiles, waits until the next stage is released, expects `bytes` on the stage's full
 // mbarrier and calls load(stage address, full mbarrier, mt, nt, kt) to issue the copies.
@@ -222,14 +235,11 @@ template <int TY, int TA, int TB, int BN>
 __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
                           const mmep &ep)
 {
-    constexpr int B_BYTES = BN * 128, STAGE = TW_A_BYTES + B_BYTES, BK = TY == 2 ? 32 : 64;
-    extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
-    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    constexpr int STAGE = TW_A_BYTES + BN * 128, BK = TY == 2 ? 32 : 64;
+    const unsigned base = tw_start(STAGE);
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
-    tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0)
@@ -425,13 +435,10 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
                              const mmep &ep)
 {
     constexpr int STAGE = TW_A_BYTES + BN * 128, BK = 32;
-    extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
-    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const unsigned base = tw_start(STAGE);
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = (R + 127) / 128, tn = (C + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
-    tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0)
@@ -551,12 +558,9 @@ __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
                         const unsigned short *bias, const twconv &g)
 {
     constexpr int STAGE = TW_A_BYTES + BN * 128;
-    extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
-    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const unsigned base = tw_start(STAGE);
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = (g.Cout + 127) / 128, tn = g.ntiles, tiles = tm * tn;
-    tw_init(full0, empty0);
     if (wg == 0) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0)
