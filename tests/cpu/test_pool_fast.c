@@ -4,8 +4,8 @@
  * and 2-D, contiguous, channels-last, strided and flipped inputs, ties and NaNs, every
  * instruction set the CPU has (scalar, AVX2, AVX-512), the indexed and the values-only kinds,
  * and several thread counts. Inputs without NaN and -0 (kinds 2 and 3) take the values-only
- * two-pass kernels (cpu_pool_sep_avx2.c); the others make them hand rows to the exact kernels;
- * outputs of 16 MiB and more are written with stream stores. */
+ * two-pass kernels (cpu_pool_sep_avx2.c, cpu_pool_sep_avx512.c); the others make them hand
+ * rows to the exact kernels; outputs of 16 MiB and more are written with stream stores. */
 #include "backend/cpu/cpu_pool_fast.h"
 #include "harness.h"
 
@@ -132,6 +132,12 @@ int main(void)
         {1, 3, 15, 15, {2, 2}, {2, 2}, {0, 0}, {1, 1}, true},   /* stride 2, ceil border */
         {1, 2, 9, 53, {3, 3}, {2, 2}, {1, 1}, {1, 2}, false},   /* stride 2, dilated, padded */
         {1, 2, 4, 35, {3, 2}, {1, 2}, {1, 0}, {1, 1}, false},   /* stride 2 rows reach the end */
+        /* multiples of 16 channels: the AVX-512 two-pass kernel (cpu_pool_sep_avx512.c) */
+        {2, 16, 23, 21, {5, 5}, {2, 2}, {2, 2}, {2, 2}, false}, /* k5 s2 p2 d2: row pairs */
+        {1, 32, 13, 19, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}, /* pairs at stride 1, a tail */
+        {1, 48, 9, 40, {3, 3}, {2, 2}, {1, 1}, {1, 1}, true},   /* stride 2 rows: no pairs */
+        {3, 16, 7, 5, {2, 2}, {1, 1}, {0, 0}, {1, 1}, false},   /* under 16 columns */
+        {1, 16, 30, 37, {4, 3}, {3, 1}, {1, 1}, {3, 2}, false}, /* stride = dilation 3 */
     };
     int ncases = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < ncases; i++)

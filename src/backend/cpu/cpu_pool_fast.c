@@ -112,6 +112,15 @@ static void rows_sep(void *ctx, int64_t r0, int64_t r1)
     if (!cpu_maxpool_rows_sep_avx2(c->g, r0, r1, c->stream)) cpu_maxpool_rows_avx2(c->g, r0, r1);
 }
 
+static void cl_sep512(void *ctx, int64_t u0, int64_t u1)
+{
+    const sep_ctx *c = ctx;
+    if (!cpu_maxpool_cl_sep_avx512(c->g, u0, u1, c->stream)) {
+        int64_t cb = c->g->C / 16;
+        cpu_maxpool_cl_avx512(c->g, u0 * cb, u1 * cb);
+    }
+}
+
 static void cl_sep(void *ctx, int64_t u0, int64_t u1)
 {
     const sep_ctx *c = ctx;
@@ -157,10 +166,16 @@ bool cpu_pool_max_fast(const em_op *op)
     bool small_plane = g.H * g.W < ((int64_t)1 << 30);
     int isa = small_plane ? use_isa() : CPU_POOL_SCALAR;
     int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
-    /* values only: the two-pass kernels (AVX2, also where AVX-512 is there) */
+    /* values only: the two-pass kernels (AVX2, and AVX-512 for channels-last, C % 16 == 0) */
     sep_ctx sc = {&g, (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN};
     if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
         em_parallel_for(rows, row_grain, rows_sep, &sc);
+    } else if (!g.idx && isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C % 16 == 0) {
+        /* runs of consecutive output rows (the kernel pairs them and reads each input row
+           once per run), four per thread, each at least 4096 outputs */
+        int64_t units = g.N * g.OH, per = units / (4 * (int64_t)em_get_num_threads());
+        int64_t least = 4096 / (g.OW * g.C) + 1;
+        em_parallel_for(units, per > least ? per : least, cl_sep512, &sc);
     } else if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8 && g.C % 8 == 0) {
         int64_t work = g.OW * g.C;
         em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_sep, &sc);

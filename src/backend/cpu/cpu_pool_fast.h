@@ -35,6 +35,8 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
  * the exact kernels above. false when out of memory (nothing done). */
 bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1, bool stream);
 bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream);
+/* The AVX-512 version of cpu_maxpool_cl_sep_avx2 (cpu_pool_sep_avx512.c), for C % 16 == 0. */
+bool cpu_maxpool_cl_sep_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream);
 /* One output element (scalar reference of the fast path; same NaN and tie rules as the
  * portable kernel: the first maximum in window order, the last NaN when there is one). */
 void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh, int64_t ow);
