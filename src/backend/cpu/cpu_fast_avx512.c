@@ -200,58 +200,70 @@ static inline __m512 norm512(const float *x, const float *w, const float *b, __m
                              __m512 mf, __m512 rs)
 {
     __m512 v = _mm512_mul_ps(_mm512_sub_ps(_mm512_maskz_loadu_ps(m, x + i), mf), rs);
+    if (w && b)
+        return _mm512_fmadd_ps(v, _mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, b + i));
     if (w) v = _mm512_mul_ps(v, _mm512_maskz_loadu_ps(m, w + i));
     if (b) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(m, b + i));
     return v;
 }
 
-/* q0, q1 += (x - md)^2 in f64 for the lanes m of the 16 elements at i. */
-static inline void acc_sq(__m512d *q0, __m512d *q1, const float *x, int64_t i, __mmask16 m,
-                          __m512d md)
+/* The f32 sum of x[i, i + 1024) over four vectors, or of the squares of x - mf with sq; with
+ * pf, pf[0, 1024) prefetched alongside (a line per 16 floats read). */
+static inline __m512 block_sum(const float *x, int64_t i, __m512 mf, bool sq, const float *pf)
 {
-    __m512 v = _mm512_maskz_loadu_ps(m, x + i);
-    __m512d a = _mm512_cvtps_pd(_mm512_castps512_ps256(v));
-    __m512d c = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1)));
-    a = _mm512_maskz_sub_pd((__mmask8)m, a, md);
-    c = _mm512_maskz_sub_pd((__mmask8)(m >> 8), c, md);
-    *q0 = _mm512_fmadd_pd(a, a, *q0);
-    *q1 = _mm512_fmadd_pd(c, c, *q1);
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int64_t k = i; k < i + 1024; k += 64) {
+        if (pf)
+            for (int l = 0; l < 64; l += 16)
+                _mm_prefetch((const char *)(pf + k - i + l), _MM_HINT_T0);
+        __m512 v0 = _mm512_loadu_ps(x + k), v1 = _mm512_loadu_ps(x + k + 16);
+        __m512 v2 = _mm512_loadu_ps(x + k + 32), v3 = _mm512_loadu_ps(x + k + 48);
+        if (sq) {
+            v0 = _mm512_sub_ps(v0, mf), v1 = _mm512_sub_ps(v1, mf);
+            v2 = _mm512_sub_ps(v2, mf), v3 = _mm512_sub_ps(v3, mf);
+            a0 = _mm512_fmadd_ps(v0, v0, a0), a1 = _mm512_fmadd_ps(v1, v1, a1);
+            a2 = _mm512_fmadd_ps(v2, v2, a2), a3 = _mm512_fmadd_ps(v3, v3, a3);
+        } else {
+            a0 = _mm512_add_ps(a0, v0), a1 = _mm512_add_ps(a1, v1);
+            a2 = _mm512_add_ps(a2, v2), a3 = _mm512_add_ps(a3, v3);
+        }
+    }
+    return _mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3));
 }
 
-/* Two reads from L1 for the statistics (the f64 mean, then the f64 sum of squared deviations,
- * each over four accumulators so the additions overlap, combined in a fixed order), then one
- * read and write. */
+/* The sum of x[0, n), or of (x - mf)^2 with sq: blocks of 1024 floats in f32 (16 values per
+ * lane and accumulator), each block's vector then added in f64, and the tail in f64, in a fixed
+ * order. With pf (the next row, or NULL), the blocks prefetch pf[0, n) as they go. */
+static double row_sum(const float *x, int64_t n, __m512 mf, bool sq, const float *pf)
+{
+    __m512d d0 = _mm512_setzero_pd(), d1 = d0;
+    int64_t i = 0;
+    for (; i + 1024 <= n; i += 1024) acc_pd(&d0, &d1, block_sum(x, i, mf, sq, pf ? pf + i : NULL));
+    for (; i < n; i += 16) {
+        if (pf) _mm_prefetch((const char *)(pf + i), _MM_HINT_T0);
+        __mmask16 m = tail_mask(n - i);
+        __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+        if (sq) {
+            v = _mm512_maskz_sub_ps(m, v, mf);
+            v = _mm512_mul_ps(v, v);
+        }
+        acc_pd(&d0, &d1, v);
+    }
+    return _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
+}
+
+/* Two reads from L1 for the statistics (the mean, then the sum of squared deviations from the
+ * mean rounded to f32; both summed in f32 blocks of 1024 floats, combined in f64 in a fixed
+ * order), then one read and write. */
 static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
                                     int64_t n, double eps, bool rms, bool stream)
 {
-    const __mmask16 all = (__mmask16)0xffff;
-    double mean = 0;
-    int64_t k;
-    if (!rms) {
-        __m512d s0 = _mm512_setzero_pd(), s1 = s0, s2 = s0, s3 = s0;
-        for (k = 0; k + 32 <= n; k += 32) {
-            acc_pd(&s0, &s1, _mm512_loadu_ps(x + k));
-            acc_pd(&s2, &s3, _mm512_loadu_ps(x + k + 16));
-        }
-        for (; k < n; k += 16) acc_pd(&s0, &s1, _mm512_maskz_loadu_ps(tail_mask(n - k), x + k));
-        mean = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(s0, s1), _mm512_add_pd(s2, s3))) /
-               (double)n;
-    }
-    __m512d q0 = _mm512_setzero_pd(), q1 = q0, q2 = q0, q3 = q0;
-    __m512d md = _mm512_set1_pd(mean);
     const float *nx = next_row(x, n, stream);
-    for (k = 0; k + 32 <= n; k += 32) {
-        if (nx) {
-            _mm_prefetch((const char *)(nx + k), _MM_HINT_T0);
-            _mm_prefetch((const char *)(nx + k + 16), _MM_HINT_T0);
-        }
-        acc_sq(&q0, &q1, x, k, all, md);
-        acc_sq(&q2, &q3, x, k + 16, all, md);
-    }
-    for (; k < n; k += 16) acc_sq(&q0, &q1, x, k, tail_mask(n - k), md);
-    double var = _mm512_reduce_add_pd(_mm512_add_pd(_mm512_add_pd(q0, q1), _mm512_add_pd(q2, q3))) /
-                 (double)n;
-    __m512 mf = _mm512_set1_ps((float)mean), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
+    /* the next row streams in during the second pass, a line per 16 floats */
+    double mean = rms ? 0 : row_sum(x, n, _mm512_setzero_ps(), false, NULL) / (double)n;
+    float m32 = (float)mean;
+    double var = row_sum(x, n, _mm512_set1_ps(m32), true, nx) / (double)n;
+    __m512 mf = _mm512_set1_ps(m32), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
     ROW_STORE(y, n, stream, NULL, norm512(x, w, b, m, i, mf, rs));
 }
 
