@@ -17,7 +17,8 @@ typedef struct cpu_fast_ops {
     /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
      * is NaN when any element is; the sum of exponentials accumulates in f64). */
     void (*softmax_row)(const float *x, float *y, int64_t n, bool log, bool stream);
-    /* Layer norm (or RMS norm) of one row: f64 mean and variance, then f32 affine. */
+    /* Layer norm (or RMS norm) of one row: mean and variance in f64 (the AVX-512 kernel sums
+       blocks of 1024 floats in f32 and adds the blocks in f64), then f32 affine. */
     void (*norm_row)(const float *x, float *y, const float *w, const float *b, int64_t n,
                      double eps, bool rms, bool stream);
     /* Sum of n floats, in f64 (AVX2: each vector converted; AVX-512: f32 partial sums of 16
