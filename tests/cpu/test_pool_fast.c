@@ -3,9 +3,9 @@
  * indices must match exactly, over odd sizes and tails, stride/padding/dilation/ceil mode, 1-D
  * and 2-D, contiguous, channels-last, strided and flipped inputs, ties and NaNs, every
  * instruction set the CPU has (scalar, AVX2, AVX-512), the indexed and the values-only kinds,
- * and several thread counts. Inputs without NaN and -0 (kinds 2 and 3) take the values-only
- * two-pass kernels (cpu_pool_sep_avx2.c, cpu_pool_sep_avx512.c); the others make them hand
- * rows to the exact kernels; outputs of 16 MiB and more are written with stream stores. */
+ * and several thread counts. Inputs without NaN and -0 (kinds 2 and 3, most of 4) take the
+ * values-only two-pass kernels (cpu_pool_sep_avx2.c, cpu_pool_sep_avx512.c); the others make them
+ * hand rows to the exact kernels; outputs of 16 MiB and more are written with stream stores. */
 #include "backend/cpu/cpu_pool_fast.h"
 #include "harness.h"
 
@@ -17,16 +17,22 @@ typedef struct pcase {
 
 /* Input of shape [n, c, h, w] in the given layout, f32 and f64 with the same values. kind 0:
  * small integers so that windows have ties, half the zeros -0; 1: the same and a few NaNs; 2:
- * small integers, no -0; 3: uniform in [-5, 5), no -0. All kinds hold a few -inf. */
+ * small integers, no -0; 3: uniform in [-5, 5), no -0; 4: as 3 but for one NaN and one -0
+ * (most windows clean, a few not: the two-pass kernels' checks decide per row). All kinds hold
+ * a few -inf. */
 static void make_inputs(const pcase *pc, int layout, int kind, em_tensor **x32, em_tensor **x64)
 {
     int64_t numel = pc->n * pc->c * pc->h * pc->w;
     double *v = malloc(sizeof(double) * (size_t)(numel ? numel : 1));
     for (int64_t i = 0; i < numel; i++) {
-        v[i] = kind == 3 ? h_uniform() * 10 - 5 : (double)(int)(h_uniform() * 7) - 3;
+        v[i] = kind >= 3 ? h_uniform() * 10 - 5 : (double)(int)(h_uniform() * 7) - 3;
         if (kind == 1 && h_uniform() < 0.03) v[i] = NAN;
         if (h_uniform() < 0.01) v[i] = -INFINITY;
         if (kind <= 1 && v[i] == 0 && h_uniform() < 0.5) v[i] = -0.0; /* ties of signed zeros */
+    }
+    if (kind == 4 && numel > 0) {
+        v[(int64_t)(h_uniform() * (double)numel)] = NAN;
+        v[(int64_t)(h_uniform() * (double)numel)] = -0.0;
     }
     em_shape s = EM_SHAPE(pc->n, pc->c, pc->h, pc->w);
     em_tensor *b32, *b64;
@@ -142,7 +148,7 @@ int main(void)
     int ncases = (int)(sizeof cases / sizeof *cases);
     for (int i = 0; i < ncases; i++)
         for (int layout = 0; layout < 4; layout++)
-            for (int kind = 0; kind <= 3; kind++) check_case(&cases[i], layout, kind, 2);
+            for (int kind = 0; kind <= 4; kind++) check_case(&cases[i], layout, kind, 2);
     for (int i = 0; i < ncases; i++) {
         check_case(&cases[i], 0, 1, 1);
         check_case(&cases[i], 0, 3, 1);
