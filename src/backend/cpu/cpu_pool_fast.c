@@ -40,6 +40,30 @@ static int use_isa(void)
     return cap >= 0 && cap < h ? cap : h;
 }
 
+int64_t cpu_pool_gcd(int64_t a, int64_t b)
+{
+    while (b) {
+        int64_t t = a % b;
+        a = b;
+        b = t;
+    }
+    return a;
+}
+
+int cpu_maxpool_window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh,
+                            const float **rows)
+{
+    int64_t ih0 = oh * g->sh - g->ph;
+    int nv = 0;
+    for (int64_t a = 0; a < g->kh; a++) {
+        int64_t ih = ih0 + a * g->dh;
+        if (ih < 0 || ih >= g->H) continue;
+        if (nv == 64) return -1;
+        rows[nv++] = p + ih * g->x_sh;
+    }
+    return nv;
+}
+
 float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
                          int64_t *bi)
 {

@@ -44,6 +44,13 @@ void cpu_maxpool_one(const cpu_maxpool_geom *g, int64_t n, int64_t c, int64_t oh
  * plane p, and its in-plane index in *bi (-1 for an empty window). */
 float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
                          int64_t *bi);
+/* The two-pass kernels' rows of output row oh's windows: the valid input rows in plane p, in
+ * window order, into rows[0 .. 64); their count, or -1 when there are more than 64. */
+int cpu_maxpool_window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh,
+                            const float **rows);
+/* The greatest common divisor of a > 0 and b >= 0 (the two-pass kernels' column step,
+ * gcd(stride, dilation)). */
+int64_t cpu_pool_gcd(int64_t a, int64_t b);
 /* Instruction sets of the fast path, best last. */
 enum { CPU_POOL_SCALAR, CPU_POOL_AVX2, CPU_POOL_AVX512 };
 /* Test hook: caps the instruction set the fast path uses (-1: the best the CPU has); returns

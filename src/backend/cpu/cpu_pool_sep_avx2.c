@@ -94,23 +94,19 @@ static ALWAYS_INLINE void hmax_row(const cpu_maxpool_geom *g, const float *V, fl
     }
 }
 
-/* The valid input rows of output row oh's windows in plane p, in window order (at most 64;
- * -1 when there are more), and in *ahead the row that output row oh + 2 adds (prefetched while
- * this one is read; NULL past the plane). */
+/* The valid input rows of output row oh's windows in plane p (cpu_maxpool_window_rows), and in
+ * *ahead the row that output row oh + 2 adds (prefetched while this one is read; NULL past the
+ * plane). */
 static int window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh, const float **rows,
                        const float **ahead)
 {
-    int64_t ih0 = oh * g->sh - g->ph, last = -1;
-    int nv = 0;
+    int nv = cpu_maxpool_window_rows(g, p, oh, rows);
     *ahead = NULL;
-    for (int64_t a = 0; a < g->kh; a++) {
-        int64_t ih = ih0 + a * g->dh;
-        if (ih < 0 || ih >= g->H) continue;
-        if (nv == 64) return -1;
-        rows[nv++] = p + ih * g->x_sh;
-        last = ih;
+    if (nv > 0) {
+        int64_t last = oh * g->sh - g->ph + (g->kh - 1) * g->dh; /* the last valid row */
+        while (last >= g->H) last -= g->dh;
+        if (last + 2 * g->sh < g->H) *ahead = p + (last + 2 * g->sh) * g->x_sh;
     }
-    if (last >= 0 && last + 2 * g->sh < g->H) *ahead = p + (last + 2 * g->sh) * g->x_sh;
     return nv;
 }
 
@@ -171,16 +167,6 @@ bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1
     if (stream) _mm_sfence();
     free(V);
     return true;
-}
-
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
 }
 
 /* The vertical pass of one output row of a channels-last input (C % 8 == 0): V[q][C] = the max
@@ -255,7 +241,7 @@ static ALWAYS_INLINE void cl_horizontal(const cpu_maxpool_geom *g, const float *
 
 bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream)
 {
-    int64_t G = gcd64(g->sw, g->dw), iw_min = -g->pw;
+    int64_t G = cpu_pool_gcd(g->sw, g->dw), iw_min = -g->pw;
     int64_t iw_max = (g->OW - 1) * g->sw - g->pw + (g->kw - 1) * g->dw;
     int64_t Q = (iw_max - iw_min) / G + 1, sq = g->sw / G, dq = g->dw / G;
     float *V = malloc(sizeof(float) * (size_t)(Q * g->C));

@@ -44,16 +44,6 @@ static bool ck_special(const ck512 *c)
            _mm512_cmpeq_epi32_mask(c->min, _mm512_set1_epi32(INT_MIN));
 }
 
-static int64_t gcd64(int64_t a, int64_t b)
-{
-    while (b) {
-        int64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* The columns of the vertical pass: input column iw_min + q G for q in [0, Q). */
 typedef struct cl_cols {
     int64_t G, iw_min, Q, sq, dq;
@@ -245,25 +235,10 @@ static void horizontal(const cpu_maxpool_geom *g, const cl_cols *cc, float *cons
     }
 }
 
-/* The valid rows of output row oh's windows in plane p, in window order (at most 64; -1 when
- * there are more). */
-static int window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh, const float **rows)
-{
-    int64_t ih0 = oh * g->sh - g->ph;
-    int nv = 0;
-    for (int64_t a = 0; a < g->kh; a++) {
-        int64_t ih = ih0 + a * g->dh;
-        if (ih < 0 || ih >= g->H) continue;
-        if (nv == 64) return -1;
-        rows[nv++] = p + ih * g->x_sh;
-    }
-    return nv;
-}
-
 bool cpu_maxpool_cl_sep_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream)
 {
     cl_cols cc;
-    cc.G = gcd64(g->sw, g->dw);
+    cc.G = cpu_pool_gcd(g->sw, g->dw);
     cc.iw_min = -g->pw;
     int64_t iw_max = (g->OW - 1) * g->sw - g->pw + (g->kw - 1) * g->dw;
     cc.Q = (iw_max - cc.iw_min) / cc.G + 1;
@@ -299,7 +274,7 @@ bool cpu_maxpool_cl_sep_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1
             continue;
         }
         const float *rows[64];
-        int nv = window_rows(g, p, oh, rows);
+        int nv = cpu_maxpool_window_rows(g, p, oh, rows);
         if (nv > 0 && vertical1(g, &cc, rows, nv, V))
             horizontal(g, &cc, Vs, 1, out0, S, stream);
         else
