@@ -3,12 +3,14 @@
  * vertical pass takes the max over the window's valid input rows at every input column the
  * windows use (all channels, 16 at a time) into a buffer padded with -inf; the horizontal pass
  * takes the max over kw buffer columns for 16 output columns x 16 channels and transposes them
- * in registers into the NCHW output planes.
+ * in registers into a staging block, which is stored out per channel into the NCHW output planes
+ * (stream stores for whole lines of large outputs).
  *
  * Where the row stride equals the row dilation (sh == dh, as in k3 s1 d1 or Burn's k5 s2 d2),
  * the windows of output rows oh and oh + 1 share kh - 1 input rows: such pairs are done in one
  * vertical pass over kh + 1 rows, the max of the shared rows taken once (kh + 1 loads for two
- * output rows instead of 2 kh), while the input rows the next pair adds are prefetched.
+ * output rows instead of 2 kh); the two rows the previous pair did not read are prefetched 16
+ * columns ahead of the loads.
  *
  * Exactness as in the AVX2 kernels: every loaded value joins a per-lane running sum (NaN on a
  * NaN or an inf - inf) and a signed-integer minimum (INT_MIN only at -0), and an output row
