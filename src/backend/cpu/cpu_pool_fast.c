@@ -196,7 +196,8 @@ bool cpu_pool_max_fast(const em_op *op)
         em_parallel_for(rows, row_grain, rows_sep, &sc);
     } else if (!g.idx && isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C % 16 == 0) {
         /* runs of consecutive output rows (the kernel pairs them and reads each input row
-           once per run), four per thread, each at least 4096 outputs */
+           once per run), four per thread, each at least 4096 outputs; the split follows the
+           thread count, the values do not (a max is exact in any grouping) */
         int64_t units = g.N * g.OH, per = units / (4 * (int64_t)em_get_num_threads());
         int64_t least = 4096 / (g.OW * g.C) + 1;
         em_parallel_for(units, per > least ? per : least, cl_sep512, &sc);
