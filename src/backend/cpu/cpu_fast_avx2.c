@@ -280,20 +280,31 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
     }
 }
 
+/* The f32 sum of x[0, 1024) over four accumulators (32 values per lane each): one add per
+ * vector instead of two conversions and two f64 adds, which on 2 Zen 3 cores took the sum of 64M
+ * floats from 13.4 to 11.6 ms (medians of 8 alternated runs); software prefetch (256-1024
+ * floats ahead) made it no faster. */
+static inline __m256 block_sum(const float *x)
+{
+    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (int k = 0; k < 1024; k += 32) {
+        a0 = _mm256_add_ps(a0, _mm256_loadu_ps(x + k));
+        a1 = _mm256_add_ps(a1, _mm256_loadu_ps(x + k + 8));
+        a2 = _mm256_add_ps(a2, _mm256_loadu_ps(x + k + 16));
+        a3 = _mm256_add_ps(a3, _mm256_loadu_ps(x + k + 24));
+    }
+    return _mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3));
+}
+
+/* The sum of x[0, n): blocks of 1024 floats in f32, each block's vector added in f64, then the
+ * tail in f64, in a fixed order. */
 static double sum(const float *x, int64_t n)
 {
-    __m256d a0 = _mm256_setzero_pd(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+    __m256d d0 = _mm256_setzero_pd(), d1 = d0;
     int64_t i = 0;
-    for (; i + 32 <= n; i += 32) {
-        acc_pd(&a0, &a1, _mm256_loadu_ps(x + i));
-        acc_pd(&a2, &a3, _mm256_loadu_ps(x + i + 8));
-        acc_pd(&a4, &a5, _mm256_loadu_ps(x + i + 16));
-        acc_pd(&a6, &a7, _mm256_loadu_ps(x + i + 24));
-    }
-    for (; i < n; i += 8) acc_pd(&a0, &a1, _mm256_maskload_ps(x + i, tail_mask(n - i)));
-    __m256d s = _mm256_add_pd(_mm256_add_pd(_mm256_add_pd(a0, a1), _mm256_add_pd(a2, a3)),
-                              _mm256_add_pd(_mm256_add_pd(a4, a5), _mm256_add_pd(a6, a7)));
-    return hsum_pd(s);
+    for (; i + 1024 <= n; i += 1024) acc_pd(&d0, &d1, block_sum(x + i));
+    for (; i < n; i += 8) acc_pd(&d0, &d1, _mm256_maskload_ps(x + i, tail_mask(n - i)));
+    return hsum_pd(_mm256_add_pd(d0, d1));
 }
 
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc)
