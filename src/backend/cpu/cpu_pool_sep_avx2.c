@@ -3,7 +3,11 @@
  * valid input rows at every input column the windows use, into a buffer padded with -inf where
  * windows leave the input, and a horizontal pass takes the max over kw buffer columns per output.
  * A k x k window then costs about 2k operations per output instead of k^2, and there are no
- * border cases. Large outputs are stored around the caches (stream stores).
+ * border cases. Large outputs are stored around the caches (stream stores). Channels-last inputs
+ * take consecutive output rows in pairs where sh == dh and both rows' windows lie inside the
+ * input: the two windows share kh - 1 rows, which the pair reads once (kh + 1 row loads for two
+ * rows instead of 2 kh; 2 x 512 x 512 x 128, k5 s2 d2: 18.0 -> 15.4 ms on 2 Zen 3 cores, medians
+ * of 6 alternated runs). Pairs follow the thread split, values do not (a max is exact).
  *
  * Exactness: where a window holds no NaN and no -0, its maximum does not depend on the order of
  * the taps, so these kernels give the row-by-row kernels' values bit for bit. The vertical pass
@@ -194,6 +198,45 @@ static bool cl_vertical(const cpu_maxpool_geom *g, const float *const *rows, int
     return !check_special(&ck);
 }
 
+/* The vertical pass of two consecutive output rows whose windows share all rows but one each
+ * (sh == dh, all kh rows valid for both): rows[0 .. kh] holds the kh + 1 rows, the first kh for
+ * the upper output row (into V0) and the last kh for the lower (into V1), so the kh - 1 shared
+ * rows are read once; ahead0 and ahead1 (or NULL) are prefetched: the rows the next pair adds. */
+static bool cl_vertical2(const cpu_maxpool_geom *g, const float *const *rows, const float *ahead0,
+                         const float *ahead1, int64_t iw_min, int64_t G, int64_t Q, float *V0,
+                         float *V1)
+{
+    sep_check ck;
+    check_init(&ck);
+    const __m256 ninf = _mm256_set1_ps(-INFINITY);
+    const __m256i none = _mm256_setzero_si256();
+    int kh = (int)g->kh;
+    for (int64_t q = 0; q < Q; q++) {
+        int64_t iw = iw_min + q * G;
+        float *v0 = V0 + q * g->C, *v1 = V1 + q * g->C;
+        if (iw < 0 || iw >= g->W) {
+            for (int64_t h = 0; h < g->C; h += 8) {
+                _mm256_storeu_ps(v0 + h, ninf);
+                _mm256_storeu_ps(v1 + h, ninf);
+            }
+            continue;
+        }
+        int64_t off = iw * g->x_sw;
+        for (int64_t h = 0; h < g->C; h += 8) {
+            if ((h & 15) == 0) {
+                if (ahead0) _mm_prefetch((const char *)(ahead0 + off + h), _MM_HINT_T0);
+                if (ahead1) _mm_prefetch((const char *)(ahead1 + off + h), _MM_HINT_T0);
+            }
+            __m256 mid = vmax8(rows + 1, kh - 1, off + h, true, none, &ck);
+            __m256 top = vmax8(rows, 1, off + h, true, none, &ck);
+            __m256 bot = vmax8(rows + kh, 1, off + h, true, none, &ck);
+            _mm256_storeu_ps(v0 + h, _mm256_max_ps(top, mid));
+            _mm256_storeu_ps(v1 + h, _mm256_max_ps(bot, mid));
+        }
+    }
+    return !check_special(&ck);
+}
+
 /* The horizontal pass for the channels [c0, c0 + cn) (cn = 8 or 16) of one output row: 16 outputs
  * at a time, the max over kw buffer columns, transposed into the NCHW output planes (out0: the
  * row's start in channel 0's plane). */
@@ -244,8 +287,11 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
     int64_t G = cpu_pool_gcd(g->sw, g->dw), iw_min = -g->pw;
     int64_t iw_max = (g->OW - 1) * g->sw - g->pw + (g->kw - 1) * g->dw;
     int64_t Q = (iw_max - iw_min) / G + 1, sq = g->sw / G, dq = g->dw / G;
-    float *V = malloc(sizeof(float) * (size_t)(Q * g->C));
+    /* consecutive output rows in pairs where their windows overlap in all rows but one */
+    bool pairs = g->sh == g->dh && g->kh >= 2 && g->kh <= 32;
+    float *V = malloc(sizeof(float) * (size_t)(Q * g->C) * (pairs ? 2 : 1));
     if (!V) return false;
+    float *V1 = V + Q * g->C;
     int64_t plane = g->OH * g->OW;
     /* a 32-byte aligned out row start for every plane and row: stream stores then apply */
     bool aligned =
@@ -254,13 +300,38 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
     for (int64_t u = u0; u < u1; u++) {
         int64_t oh = u % g->OH, n = u / g->OH;
         const float *p = g->x + n * g->x_sn;
+        float *out0 = g->out + n * g->C * plane + oh * g->OW;
+        int64_t top = oh * g->sh - g->ph; /* the upper row's first window row */
+        if (pairs && u + 1 < u1 && oh + 1 < g->OH && top >= 0 &&
+            top + g->kh * g->dh < g->H) { /* both rows' kh window rows valid */
+            const float *rows[33];
+            for (int a = 0; a <= (int)g->kh; a++) rows[a] = p + (top + a * g->dh) * g->x_sh;
+            int64_t next = top + g->kh * g->dh + g->sh; /* the rows the next pair adds */
+            const float *a0 = next < g->H ? p + next * g->x_sh : NULL;
+            const float *a1 = next + g->sh < g->H ? p + (next + g->sh) * g->x_sh : NULL;
+            if (cl_vertical2(g, rows, a0, a1, iw_min, G, Q, V, V1)) {
+                for (int64_t c0 = 0; c0 < g->C; c0 += 16) {
+                    int cn = g->C - c0 >= 16 ? 16 : 8;
+                    if (st) {
+                        cl_horizontal(g, V, c0, cn, sq, dq, out0, true);
+                        cl_horizontal(g, V1, c0, cn, sq, dq, out0 + g->OW, true);
+                    } else {
+                        cl_horizontal(g, V, c0, cn, sq, dq, out0, false);
+                        cl_horizontal(g, V1, c0, cn, sq, dq, out0 + g->OW, false);
+                    }
+                }
+            } else {
+                cpu_maxpool_cl_avx2(g, u, u + 2); /* the exact kernel */
+            }
+            u++;
+            continue;
+        }
         const float *rows[64], *ahead;
         int nv = window_rows(g, p, oh, rows, &ahead);
         if (nv <= 0 || !cl_vertical(g, rows, nv, ahead, iw_min, G, Q, V)) {
             cpu_maxpool_cl_avx2(g, u, u + 1); /* the exact kernel */
             continue;
         }
-        float *out0 = g->out + n * g->C * plane + oh * g->OW;
         for (int64_t c0 = 0; c0 < g->C; c0 += 16) {
             int cn = g->C - c0 >= 16 ? 16 : 8;
             if (st)
