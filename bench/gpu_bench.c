@@ -117,6 +117,23 @@ static void step(void *p)
     }
 }
 
+/* The GPU's power cap lowers its clocks for a fraction of a second after heavy work (seen on the
+ * H200: 1980 MHz idle, 1455-1560 MHz just after 8192-cube products, back within about 0.2 s), so
+ * a product timed right after a heavy one (or after its own tuning trials) runs slower than the
+ * same product alone. The tensor-core and FMA-bound cases (matmul, conv, sdpa) therefore leave
+ * the GPU idle for EMBER_BENCH_PAUSE seconds (default 0.5; 0 for none) after their first call and
+ * before their warm-up, as bench/gpu_torch.py does, so both sides start from the same state; the
+ * host spins meanwhile. Launch-bound cases get no pause: after an idle GPU they ran slower on both
+ * sides, PyTorch's more (tiny_add 6.8 -> 10.3-11.8 us, encoder_fwd 3.7 -> 4.7-8.7 ms). */
+static void idle_pause(const char *name)
+{
+    if (strncmp(name, "matmul", 6) && strncmp(name, "conv", 4) && strncmp(name, "sdpa", 4)) return;
+    const char *e = getenv("EMBER_BENCH_PAUSE");
+    double s = e && *e ? atof(e) : 0.5;
+    for (double end = bench_now() + s; bench_now() < end;) {
+    }
+}
+
 static int64_t fallbacks(void)
 {
     int64_t n = 0;
@@ -134,6 +151,7 @@ static void run_case(const char *name, int kind, em_tensor *a, em_tensor *b, int
         fprintf(stderr, "%s: the op ran on the cpu (cpu_fallback), not timed\n", name);
         return;
     }
+    idle_pause(name);
     bench_run(name, step, &c, 2, reps, budget);
 }
 
@@ -154,6 +172,7 @@ static void run_model_case(const char *name, int kind, em_tensor *a, int reps, d
                                     em_op_name((em_op_kind)k), (long long)d);
     }
     if (len) printf("note\t%s\tvia cpu per step: %s\n", name, note);
+    idle_pause(name);
     bench_run(name, step, &c, 2, reps, budget);
     const char *pe = getenv("EMBER_BENCH_PROFILE");
     if (pe && *pe == '1') { /* one more step with every op synchronised and timed, by kind */

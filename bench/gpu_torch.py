@@ -2,13 +2,19 @@
 around the work and torch.cuda.synchronize), one line per case ("case median min max q1 q3 reps",
 ms), plus PyTorch-only cases (tf32 matmul, device copy, layer_norm, max_pool2d, topk) for the
 table's reference column."""
+import os
 import sys
+import time
 
 import bench_timing
 import torch
 import torch.nn.functional as F
 
 ARGS = sys.argv[1:]
+# seconds the GPU idles before the warm-up of each matmul, conv and sdpa case, as in
+# bench/gpu_bench.c (the GPU's power cap slows a product that follows a heavy one for a fraction of
+# a second; the launch-bound cases get no pause); the host spins meanwhile
+PAUSE = float(os.environ.get("EMBER_BENCH_PAUSE") or 0.5)
 dev = "cuda:0"
 torch.manual_seed(0)
 
@@ -21,6 +27,12 @@ def run(name, fn, inner=1, reps=21, budget=2.0):
     def rep():
         for _ in range(inner):
             fn()
+    if PAUSE > 0 and name.startswith(("matmul", "conv", "sdpa")):  # after one call, as in gpu_bench.c
+        rep()
+        torch.cuda.synchronize()
+        end = time.perf_counter() + PAUSE
+        while time.perf_counter() < end:
+            pass
     bench_timing.run(name, rep, 2, reps, budget, sync=torch.cuda.synchronize)
 
 

@@ -13,16 +13,18 @@
 # it; KERNEL_CACHE= for none);
 # test_cuda's one run then loads them instead of compiling (without it, test_cuda runs twice:
 # compiling into the empty cache, then loading from it).
-# Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [bench case prefixes ...]
+# EMBER_BENCH_PAUSE: idle seconds before each benchmark case in both programs (default 0.5; the
+# GPU's power cap slows a case that follows a heavy one).
+# Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [--no-tests] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
 LOGS=${OUT:+$(mktemp -d /tmp/gpu-logs.XXXXXX)}
 LOGS=${LOGS:-gpu-check-logs}
 mkdir -p "$LOGS"
 LOGS=$(cd "$LOGS" && pwd)
-BENCH=1 TRAIN=1
+BENCH=1 TRAIN=1 TESTS=1
 while [ $# -gt 0 ]; do
-    case $1 in --no-bench) BENCH=0 ;; --no-train) TRAIN=0 ;; *) break ;; esac
+    case $1 in --no-bench) BENCH=0 ;; --no-train) TRAIN=0 ;; --no-tests) TESTS=0 ;; *) break ;; esac
     shift
 done
 CACHE=$(mktemp -d /tmp/ember-cache.XXXXXX)
@@ -75,7 +77,9 @@ run_test() { # name, log, command...
     row "$name" "$([ $rc = 0 ] && echo ok || echo FAIL)" "${res:-exit $rc}; $(secs "$t0" "$(date +%s.%N)") s"
 }
 
-if [ -x $B/cuda_test_cuda ]; then
+if [ $TESTS = 0 ]; then
+    row "tests" "-" "not run (--no-tests)"
+elif [ -x $B/cuda_test_cuda ]; then
     cold="cold kernel cache"
     [ -n "$(ls "$CACHE")" ] && cold="seeded kernel cache: $(ls "$CACHE" | wc -l) files"
     run_test "test_cuda ($cold)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
@@ -84,29 +88,30 @@ if [ -x $B/cuda_test_cuda ]; then
     grep -E 'FAIL|kernels' "$LOGS/test_cuda_cold.log" | head -20
 fi
 for t in $B/cuda_test_cuda_*; do # the per-family CUDA tests
+    [ $TESTS = 1 ] || break
     [ -x "$t" ] || continue
     n=$(basename "$t")
     run_test "${n#cuda_}" "$n.log" "$t"
     grep -E '^FAIL' "$LOGS/$n.log" | head -20
 done
-if [ -x $B/optim_test_optim ]; then # the optimizers' fused device updates against PyTorch
+if [ $TESTS = 1 ] && [ -x $B/optim_test_optim ]; then # the optimizers' fused device updates against PyTorch
     EMBER_FIXTURES=$PWD/tests/fixtures run_test "optimizers on cuda:0" optim.log \
         env EMBER_TEST_DEVICE=cuda:0 $B/optim_test_optim
     grep -E '^FAIL' "$LOGS/optim.log" | head -20
 fi
-if [ -x $B/ops_conformance ]; then
+if [ $TESTS = 1 ] && [ -x $B/ops_conformance ]; then
     LIMIT=170 run_test "op conformance on cuda:0 (+fallback)" conformance.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/ops_conformance
     grep -E '^FAIL|^device coverage' "$LOGS/conformance.log" | head -30
     cov=$(grep '^device coverage' "$LOGS/conformance.log")
     row "  device coverage" "-" "${cov#device coverage: }"
 fi
-if [ -x $B/autodiff_gradcheck ]; then
+if [ $TESTS = 1 ] && [ -x $B/autodiff_gradcheck ]; then
     LIMIT=120 run_test "gradient checks on cuda:0 (+fallback)" gradcheck.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/autodiff_gradcheck
     grep -E '^FAIL' "$LOGS/gradcheck.log" | head -10
 fi
-if [ -d gpu-prebuilt/cpu ]; then
+if [ $TESTS = 1 ] && [ -d gpu-prebuilt/cpu ]; then
     isa=$(grep -o -m1 'avx512[a-z]*' /proc/cpuinfo | head -1)
     row "host CPU" "-" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); ${isa:+AVX-512 }$(nproc) threads"
     for t in gpu-prebuilt/cpu/*; do
