@@ -170,7 +170,15 @@ static void softmax_row(const float *x, float *y, int64_t n, bool lg, bool strea
     /* f64 sums of four vectors at a time added in f32 (exponentials <= 1: two roundings of
      * 2^-24 relative per group) */
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    /* with stream (a large tensor of contiguous rows) and rows of at most 8192 floats, the next
+       row streams into L1 while this one's exponentials are computed, two lines per 32 floats
+       (64 x 1024 x 1024 on 2 Zen 3 cores: 30.6 -> 26.7 ms, medians of 6 alternated runs) */
+    const float *nx = stream && n <= 8192 ? x + n : NULL;
     for (i = 0; i + 32 <= n; i += 32) {
+        if (nx) {
+            _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
+            _mm_prefetch((const char *)(nx + i + 16), _MM_HINT_T0);
+        }
         __m256 v0 = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i), mb));
         __m256 v1 = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 8), mb));
         __m256 v2 = exp256_nonpos(_mm256_sub_ps(_mm256_loadu_ps(x + i + 16), mb));
