@@ -6,6 +6,7 @@
 #define EMBER_CPU_FAST_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct cpu_fast_ops {
@@ -47,6 +48,17 @@ typedef struct cpu_fast_ops {
 
 /* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
 #define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)
+
+/* The row after x (n floats on) where large outputs (stream) suggest contiguous rows of a big
+ * tensor and n is at most CPU_FAST_PREFETCH_ROW: the softmax and norm row kernels prefetch it
+ * while they compute on x from L1, so the memory keeps streaming through their arithmetic
+ * (prefetches do not fault, so a row that is the tensor's last is harmless); NULL otherwise. */
+#define CPU_FAST_PREFETCH_ROW 8192
+
+static inline const float *cpu_fast_next_row(const float *x, int64_t n, bool stream)
+{
+    return stream && n <= CPU_FAST_PREFETCH_ROW ? x + n : NULL;
+}
 
 /* The kernels for this CPU, or NULL when none applies or cpu_fast_force_portable is on. */
 const cpu_fast_ops *cpu_fast(void);

@@ -170,10 +170,9 @@ static void softmax_row(const float *x, float *y, int64_t n, bool lg, bool strea
     /* f64 sums of four vectors at a time added in f32 (exponentials <= 1: two roundings of
      * 2^-24 relative per group) */
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
-    /* with stream (a large tensor of contiguous rows) and rows of at most 8192 floats, the next
-       row streams into L1 while this one's exponentials are computed, two lines per 32 floats
-       (64 x 1024 x 1024 on 2 Zen 3 cores: 30.6 -> 26.7 ms, medians of 6 alternated runs) */
-    const float *nx = stream && n <= 8192 ? x + n : NULL;
+    /* the next row streams into L1 while this one's exponentials are computed, two lines per 32
+       floats (64 x 1024 x 1024 on 2 Zen 3 cores: 30.6 -> 26.7 ms, medians of 6 alternated runs) */
+    const float *nx = cpu_fast_next_row(x, n, stream);
     for (i = 0; i + 32 <= n; i += 32) {
         if (nx) {
             _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
@@ -277,9 +276,9 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
             __m256i m = tail_mask(h);
             _mm256_maskstore_ps(y, m, norm_masked(x, w, b, 0, m, mf, rs));
         }
-        /* rows of at most 8192 floats of a large tensor: the next row streams in meanwhile
-           (4096 x 4096 on 2 Zen 3 cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
-        const float *nx = n <= 8192 ? x + n : NULL;
+        /* the next row streams in meanwhile, a line per 16 floats (4096 x 4096 on 2 Zen 3
+           cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
+        const float *nx = cpu_fast_next_row(x, n, true);
         for (i = h; i + 8 <= n; i += 8) {
             if (nx && ((i - h) & 15) == 0) _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
             _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));

@@ -100,17 +100,6 @@ static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
         *hi, _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(v), 1))));
 }
 
-/* The row after x (n floats on) where large outputs (stream) suggest contiguous rows of a big
- * tensor and n is at most PREFETCH_ROW: the row kernels prefetch it while they compute on x from
- * L1, so the memory keeps streaming through their arithmetic (prefetches do not fault, so a row
- * that is the tensor's last is harmless); NULL otherwise. */
-#define PREFETCH_ROW 8192
-
-static inline const float *next_row(const float *x, int64_t n, bool stream)
-{
-    return stream && n <= PREFETCH_ROW ? x + n : NULL;
-}
-
 #define SOFTMAX_BUF 4096 /* floats: rows up to this keep their exponentials on the stack */
 
 /* exp(x) in f32 for softmax's arguments x <= 0 (or NaN), in few operations: the AVX2 kernel's
@@ -183,7 +172,7 @@ static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool
         m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, tail_mask(n - k), x + k));
     __m512 mb = _mm512_set1_ps(
         _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
-    const float *nx = next_row(x, n, stream);
+    const float *nx = cpu_fast_next_row(x, n, stream);
     double sum = lg ? exp_sum(x, e, n, mb, false, nx) : exp_sum(x, e, n, mb, true, nx);
     if (lg) {
         __m512 ls = _mm512_set1_ps((float)log(sum));
@@ -258,7 +247,7 @@ static double row_sum(const float *x, int64_t n, __m512 mf, bool sq, const float
 static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
                                     int64_t n, double eps, bool rms, bool stream)
 {
-    const float *nx = next_row(x, n, stream);
+    const float *nx = cpu_fast_next_row(x, n, stream);
     /* the next row streams in during the second pass, a line per 16 floats */
     double mean = rms ? 0 : row_sum(x, n, _mm512_setzero_ps(), false, NULL) / (double)n;
     float m32 = (float)mean;

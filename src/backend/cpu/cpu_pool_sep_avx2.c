@@ -282,6 +282,19 @@ static ALWAYS_INLINE void cl_horizontal(const cpu_maxpool_geom *g, const float *
     }
 }
 
+/* The horizontal pass of one output row for all channels, 16 (then 8) at a time. */
+static void cl_row_out(const cpu_maxpool_geom *g, const float *V, int64_t sq, int64_t dq,
+                       float *out0, bool stream)
+{
+    for (int64_t c0 = 0; c0 < g->C; c0 += 16) {
+        int cn = g->C - c0 >= 16 ? 16 : 8;
+        if (stream)
+            cl_horizontal(g, V, c0, cn, sq, dq, out0, true);
+        else
+            cl_horizontal(g, V, c0, cn, sq, dq, out0, false);
+    }
+}
+
 bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream)
 {
     int64_t G = cpu_pool_gcd(g->sw, g->dw), iw_min = -g->pw;
@@ -310,16 +323,8 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
             const float *a0 = next < g->H ? p + next * g->x_sh : NULL;
             const float *a1 = next + g->sh < g->H ? p + (next + g->sh) * g->x_sh : NULL;
             if (cl_vertical2(g, rows, a0, a1, iw_min, G, Q, V, V1)) {
-                for (int64_t c0 = 0; c0 < g->C; c0 += 16) {
-                    int cn = g->C - c0 >= 16 ? 16 : 8;
-                    if (st) {
-                        cl_horizontal(g, V, c0, cn, sq, dq, out0, true);
-                        cl_horizontal(g, V1, c0, cn, sq, dq, out0 + g->OW, true);
-                    } else {
-                        cl_horizontal(g, V, c0, cn, sq, dq, out0, false);
-                        cl_horizontal(g, V1, c0, cn, sq, dq, out0 + g->OW, false);
-                    }
-                }
+                cl_row_out(g, V, sq, dq, out0, st);
+                cl_row_out(g, V1, sq, dq, out0 + g->OW, st);
             } else {
                 cpu_maxpool_cl_avx2(g, u, u + 2); /* the exact kernel */
             }
@@ -332,13 +337,7 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
             cpu_maxpool_cl_avx2(g, u, u + 1); /* the exact kernel */
             continue;
         }
-        for (int64_t c0 = 0; c0 < g->C; c0 += 16) {
-            int cn = g->C - c0 >= 16 ? 16 : 8;
-            if (st)
-                cl_horizontal(g, V, c0, cn, sq, dq, out0, true);
-            else
-                cl_horizontal(g, V, c0, cn, sq, dq, out0, false);
-        }
+        cl_row_out(g, V, sq, dq, out0, st);
     }
     if (st) _mm_sfence();
     free(V);
