@@ -13,8 +13,8 @@
 # it; KERNEL_CACHE= for none);
 # test_cuda's one run then loads them instead of compiling (without it, test_cuda runs twice:
 # compiling into the empty cache, then loading from it).
-# EMBER_BENCH_PAUSE: idle seconds before each benchmark case in both programs (default 0.5; the
-# GPU's power cap slows a case that follows a heavy one).
+# EMBER_BENCH_PAUSE: seconds the GPU idles before each matmul, conv and sdpa benchmark case in
+# both programs (default 0.5; the GPU's power cap slows a product that follows a heavy one).
 # Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [--no-tests] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
