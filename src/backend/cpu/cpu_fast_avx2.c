@@ -311,7 +311,7 @@ static inline __m256 block_sum(const float *x)
 
 /* The sum of x[0, n): blocks of 1024 floats in f32, each block's vector added in f64, then the
  * tail in f64, in a fixed order. */
-static double sum(const float *x, int64_t n)
+double cpu_sum_f32_avx2(const float *x, int64_t n)
 {
     __m256d d0 = _mm256_setzero_pd(), d1 = d0;
     int64_t i = 0;
@@ -505,7 +505,7 @@ const cpu_fast_ops cpu_fast_avx2_ops = {
     .gelu = gelu,
     .softmax_row = softmax_row,
     .norm_row = norm_row,
-    .sum = sum,
+    .sum = cpu_sum_f32_avx2,
     .find_past = cpu_find_past_f32_avx2,
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,

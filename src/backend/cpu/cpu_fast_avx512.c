@@ -256,38 +256,13 @@ static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, co
     ROW_STORE(y, n, stream, NULL, norm512(x, w, b, m, i, mf, rs));
 }
 
-/* Blocks of 1024 floats summed in f32 over four vectors (16 values per lane), each block's four
- * partial vectors then added in f64, in a fixed order. A conversion to f64 per vector (the AVX2
- * kernel's form) held the loop to 13-15 GB/s on two Xeon cores, where f32 adds read 20-26
- * (bench/RESULTS.md, ninth session). */
-static double cpu_sum_f32_avx512(const float *x, int64_t n)
-{
-    __m512d d0 = _mm512_setzero_pd(), d1 = _mm512_setzero_pd();
-    int64_t i = 0;
-    for (; i + 1024 <= n; i += 1024) {
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-        for (int64_t k = i; k < i + 1024; k += 64) {
-            a0 = _mm512_add_ps(a0, _mm512_loadu_ps(x + k));
-            a1 = _mm512_add_ps(a1, _mm512_loadu_ps(x + k + 16));
-            a2 = _mm512_add_ps(a2, _mm512_loadu_ps(x + k + 32));
-            a3 = _mm512_add_ps(a3, _mm512_loadu_ps(x + k + 48));
-        }
-        acc_pd(&d0, &d1, a0);
-        acc_pd(&d0, &d1, a1);
-        acc_pd(&d0, &d1, a2);
-        acc_pd(&d0, &d1, a3);
-    }
-    for (; i < n; i += 16) acc_pd(&d0, &d1, _mm512_maskz_loadu_ps(tail_mask(n - i), x + i));
-    return _mm512_reduce_add_pd(_mm512_add_pd(d0, d1));
-}
-
 const cpu_fast_ops cpu_fast_avx512_ops = {
     .isa = "avx512",
     .gelu = cpu_gelu_f32_avx512,
     .softmax_row = cpu_softmax_row_f32_avx512,
     .norm_row = cpu_norm_row_f32_avx512,
-    .sum = cpu_sum_f32_avx512,
     /* AVX-512 CPUs have AVX2 */
+    .sum = cpu_sum_f32_avx2,
     .find_past = cpu_find_past_f32_avx2,
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,
