@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Runs the exact f32 matmul kernels (em_mm_sgemm, em_mm_sgemm_v4_* on both tile sizes) on the CPU
+# through scripts/cuda_emu/sgemm_emu.cpp, against f64 sums: a check of the kernels' index
+# arithmetic without a GPU (run by ctest where g++ is found). Needs g++ with C++20 and python3;
+# takes seconds.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(mktemp -d "${TMPDIR:-/tmp}/ember-sgemm-emu.XXXXXX")
+trap 'rm -rf "$out"' EXIT
+python3 - "$out/sgemm_emu_kernels.inc" <<'PY'
+import sys
+s = open("src/backend/cuda/kernels/matmul.cu").read()
+a = s.index("// ---- f32: 128 x 128 block tiles")
+b = s.index("// ---- f16 / bf16 for any strides")
+open(sys.argv[1], "w").write(s[a:b])
+PY
+g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp
+"$out/sgemm_emu"
