@@ -149,8 +149,8 @@ int main()
                             checks += 1 + epi;
                         }
                 if (bad)
-                    printf("FAIL %s %lldx%lldx%lld epilogue %d: %d wrong\n", k.name, M, N, K,
-                           epi, bad);
+                    printf("FAIL %s %lldx%lldx%lld epilogue %d: %d wrong\n", k.name, M, N, K, epi,
+                           bad);
                 wrong += bad;
             }
     printf("%lld passed, %lld failed\n", checks - wrong, wrong);
