@@ -10,9 +10,10 @@ trap 'rm -rf "$out"' EXIT
 python3 - "$out/sgemm_emu_kernels.inc" <<'PY'
 import sys
 s = open("src/backend/cuda/kernels/matmul.cu").read()
+i = s.index("__device__ __forceinline__ void batch_offsets(")
 a = s.index("// ---- f32: 128 x 128 block tiles")
 b = s.index("// ---- f16 / bf16 for any strides")
-open(sys.argv[1], "w").write(s[a:b])
+open(sys.argv[1], "w").write(s[i:s.index("\n}\n", i) + 3] + s[a:b])
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp
 "$out/sgemm_emu"

@@ -53,17 +53,7 @@ template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx
     if (e.pre) ((float *)e.pre)[idx] = v;
     return e.act == 1 ? (v > 0 ? v : 0) : v;
 }
-static void batch_offsets(const mmidx &s, i64 bt, i64 &ao, i64 &bo)
-{
-    ao = 0, bo = 0;
-    i64 r = bt;
-    for (int d = s.R - 1; d >= 0; d--) {
-        i64 q = r / s.bshape[d], cc = r - q * s.bshape[d];
-        ao += cc * s.ast[d];
-        bo += cc * s.bst[d];
-        r = q;
-    }
-}
+// batch_offsets and the f32 kernels, cut from kernels/matmul.cu by scripts/cuda-emu-sgemm.sh
 #include "sgemm_emu_kernels.inc"
 
 typedef void (*kern)(const float *, const float *, float *, mmidx);
