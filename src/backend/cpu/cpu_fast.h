@@ -69,8 +69,8 @@ bool cpu_fast_portable_forced(void);
 /* AVX2 kernels the AVX-512 table shares. */
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
 /* The whole sum: 256-bit loads stream from memory faster than 512-bit ones on Zen 4 (10 % on
- * one core, bench/RESULTS.md), and either kind is far above a core's memory bandwidth on Intel's
- * AVX-512 cores, so both tables use this one (and give the same bits). */
+ * one core, bench/RESULTS.md, thirteenth session), so both tables use this one and give the same
+ * bits. On Intel's AVX-512 cores the two forms were not compared (only checked for values). */
 double cpu_sum_f32_avx2(const float *x, int64_t n);
 void cpu_fft_pass2_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
                         int64_t t0, int64_t t1);
