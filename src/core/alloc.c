@@ -4,6 +4,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "core_impl.h"
 
@@ -142,14 +143,23 @@ static void *arm_block(block_header *h, size_t nbytes)
     return user;
 }
 
-void *em__mem_alloc_cached(size_t nbytes, size_t cap)
+void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge)
 {
-    if (cap < nbytes || cap > (SIZE_MAX - 2 * ALIGN - GUARD)) {
+    if (cap < nbytes || cap > (SIZE_MAX - 2 * ALIGN - GUARD - EM__HUGE_PAGE)) {
         em_error(EM_ERR_OOM, "em_alloc: %zu bytes is too large", nbytes);
         return NULL;
     }
     size_t total = ALIGN + ((cap + GUARD + ALIGN - 1) / ALIGN) * ALIGN;
-    block_header *h = aligned_alloc(ALIGN, total);
+    size_t align = ALIGN;
+    if (huge) { /* whole 2 MiB pages, so every page of the block can be a huge one */
+        align = EM__HUGE_PAGE;
+        total = (total + EM__HUGE_PAGE - 1) / EM__HUGE_PAGE * EM__HUGE_PAGE;
+    }
+    block_header *h = aligned_alloc(align, total);
+#ifdef MADV_HUGEPAGE
+    /* only advice: where the kernel has no huge page to give, the block keeps 4 KiB pages */
+    if (h && huge) (void)madvise(h, total, MADV_HUGEPAGE);
+#endif
     if (!h) {
         em_error(EM_ERR_OOM, "em_alloc: out of memory allocating %zu bytes", nbytes);
         return NULL;

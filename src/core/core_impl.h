@@ -26,11 +26,14 @@ int64_t core_mono_ns(void);
 /* Hooks for the backends' caching allocators (alloc.c; used by src/backend/cpu/cpu_cache.c).
  * em__mem_should_fail consumes one em_mem_fail_at count (recording EM_ERR_OOM when it fires);
  * em__mem_alloc_cached allocates a block with room for cap bytes (plus guards) and hands out
- * nbytes of it; em__mem_release_to_cache checks and un-counts a live block and returns its raw
- * pointer and capacity (NULL: not cacheable, already freed); em__mem_reuse_cached re-arms a raw
- * cached block for nbytes <= its capacity; em__mem_free_cached returns a raw block. */
+ * nbytes of it (huge: the block starts on a 2 MiB boundary, spans whole 2 MiB pages and is
+ * advised to the kernel for transparent huge pages; its data then starts 64 bytes in);
+ * em__mem_release_to_cache checks and un-counts a live block and returns its raw pointer and
+ * capacity (NULL: not cacheable, already freed); em__mem_reuse_cached re-arms a raw cached block
+ * for nbytes <= its capacity; em__mem_free_cached returns a raw block. */
 bool em__mem_should_fail(size_t nbytes);
-void *em__mem_alloc_cached(size_t nbytes, size_t cap);
+#define EM__HUGE_PAGE ((size_t)2 << 20)
+void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge);
 void *em__mem_release_to_cache(void *p, size_t *cap);
 void *em__mem_reuse_cached(void *raw, size_t nbytes);
 void em__mem_free_cached(void *raw);

@@ -1,7 +1,9 @@
 /* The CPU caching allocator (src/backend/cpu/cpu_cache.c): reuse of freed tensor memory,
  * accounting (cached blocks are not current bytes), em_mem_fail_at on cache hits, guard bytes on
- * reused blocks, the cpu_cache_mb cap, em_mem_trim, and concurrent use from several threads. */
+ * reused blocks, the cpu_cache_mb cap, em_mem_trim, the huge-page layout of large blocks
+ * (cpu_huge_pages), and concurrent use from several threads. */
 #include <pthread.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "backend/cpu/cpu_cache.h"
@@ -149,6 +151,51 @@ static void test_cap(void)
     em_mem_trim();
 }
 
+/* Blocks of 4 MiB and more start 64 bytes (the block header) past a 2 MiB boundary, so their
+ * pages can be huge ones; smaller blocks and cpu_huge_pages = off keep the plain layout. The
+ * data is usable to its last byte, and guards and reuse work as for any block. */
+static void test_huge_pages(void)
+{
+    const uintptr_t huge = (uintptr_t)2 << 20;
+    em_mem_trim();
+    em_mem_set_guards(true);
+    size_t sizes[] = {4u << 20, (5u << 20) + 4096, 48u << 20};
+    for (int i = 0; i < 3; i++) {
+        unsigned char *p = cpu_cache_alloc(sizes[i]);
+        CHECK(p != NULL, "alloc %zu", sizes[i]);
+        if (!p) continue;
+        CHECK(((uintptr_t)p - 64) % huge == 0, "%zu bytes: block on a 2 MiB boundary (%p)",
+              sizes[i], (void *)p);
+        memset(p, 7, sizes[i]);
+        CHECK(p[sizes[i] - 1] == 7 && p[0] == 7, "whole block writable");
+        CHECK(em_mem_check_guards() == 0, "guards intact after a full write");
+        cpu_cache_free(p);
+        unsigned char *q = cpu_cache_alloc(sizes[i] - 64);
+        CHECK(q == p, "%zu bytes: the cached huge block is reused", sizes[i]);
+        cpu_cache_free(q);
+    }
+    unsigned char *small = cpu_cache_alloc((3u << 20) + 1);
+    CHECK(small != NULL, "3 MiB alloc");
+    cpu_cache_free(small);
+    em_config_set("cpu_huge_pages", "off");
+    em_mem_trim(); /* re-reads the configuration */
+    int off_aligned = 0;
+    void *blocks[8];
+    for (int i = 0; i < 8; i++) {
+        blocks[i] = cpu_cache_alloc((6u << 20) + (size_t)i * 4096);
+        CHECK(blocks[i] != NULL, "alloc with huge pages off");
+        off_aligned += blocks[i] && ((uintptr_t)blocks[i] - 64) % huge == 0;
+    }
+    /* a plain block sits past its allocator's own chunk header, at most 64-byte aligned: all
+     * eight on 2 MiB boundaries would mean the switch did nothing */
+    CHECK(off_aligned < 8, "cpu_huge_pages = off keeps the plain layout (%d of 8 aligned)",
+          off_aligned);
+    for (int i = 0; i < 8; i++) cpu_cache_free(blocks[i]);
+    em_config_set("cpu_huge_pages", "on");
+    em_mem_set_guards(false);
+    em_mem_trim();
+}
+
 static void *worker(void *arg)
 {
     unsigned seed = (unsigned)(uintptr_t)arg;
@@ -198,6 +245,7 @@ int main(void)
     test_fail_at_on_hit();
     test_guards();
     test_cap();
+    test_huge_pages();
     test_threads();
     return h_finish();
 }

@@ -9,6 +9,11 @@
  * not fit evicts cached blocks from the largest classes down, or is freed when larger than the
  * cap itself. The cap is read at the first allocation and again at every em_mem_trim.
  *
+ * Blocks of HUGE_MIN bytes or more are 2 MiB aligned, span whole 2 MiB pages and are advised
+ * for transparent huge pages (config key cpu_huge_pages, env EMBER_CPU_HUGE_PAGES, default on,
+ * read with the cap): one page fault and one TLB entry per 2 MiB instead of 512, which the GEMM's
+ * strided reads and stores into large matrices feel most (bench/RESULTS.md: SGEMM 4096 on Zen 5).
+ *
  * Accounting (alloc.c): a cached block is not in current_bytes/live_allocs but in cached_bytes;
  * em_mem_fail_at counts every allocation, hits included (checked first); guard bytes are checked
  * when a block is freed into the cache and re-armed when it is reused. One mutex guards the
@@ -16,6 +21,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "core/core_impl.h"
 #include "cpu_cache.h"
@@ -26,11 +32,13 @@
 #define SUB           4                        /* classes per power of two above SMALL_MAX */
 #define NCLASSES      (SMALL_CLASSES + SUB * 64)
 #define DEFAULT_MB    1024
+#define HUGE_MIN      ((size_t)4 << 20) /* from here whole 2 MiB pages add at most a third */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static void *heads[NCLASSES]; /* raw blocks; the link lives in the first word of the user area */
 static int64_t held;          /* bytes of capacity in the lists (under lock) */
 static int64_t limit = -1;    /* bytes; -1 until read from the configuration */
+static bool huge_on;          /* cpu_huge_pages, read with limit */
 
 /* Class of a request and the capacity of that class. */
 static int size_class(size_t n, size_t *cap)
@@ -64,6 +72,8 @@ static void read_limit(void)
 {
     int64_t mb = em_config_get_int("cpu_cache_mb", DEFAULT_MB);
     limit = mb > 0 ? mb * 1024 * 1024 : 0;
+    const char *v = em_config_get("cpu_huge_pages");
+    huge_on = !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
 }
 
 void *cpu_cache_alloc(size_t nbytes)
@@ -79,9 +89,10 @@ void *cpu_cache_alloc(size_t nbytes)
         heads[c] = *link_of(raw);
         held -= (int64_t)cap;
     }
+    bool huge = huge_on && cap >= HUGE_MIN;
     pthread_mutex_unlock(&lock);
     if (raw) return em__mem_reuse_cached(raw, nbytes);
-    return em__mem_alloc_cached(nbytes, cap);
+    return em__mem_alloc_cached(nbytes, cap, huge);
 }
 
 void cpu_cache_free(void *p)
