@@ -30,6 +30,8 @@ def read(path):
                                                   q1=float(f[4]), q3=float(f[5]), n=int(f[6]))
         elif len(f) == 2 and f[0] == "round":
             rnd = int(f[1])
+        elif len(f) == 2 and f[0].endswith("_check"):
+            meta.setdefault(f[0], []).append(f[1])
         elif len(f) == 2:
             meta[f[0]] = f[1]
     return meta, rows
@@ -122,8 +124,14 @@ head = [
     f"({tmeta.get('torch_version')}), OpenBLAS 2 (core {ometa.get('openblas_core')}; {ometa.get('openblas_config')})",
     f"rounds: {nrounds} (the programs take turns case by case; ms: median of the rounds' medians)",
     f"OpenBLAS env: OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE', '(unset)')} "
-    f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')}; Ember cache: {emeta.get('ember_cache', '?')}",
+    f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE', '(unset)')} in the shell, both unset for the peers; "
+    f"Ember cache: {emeta.get('ember_cache', '?')}",
 ]
+checks = ometa.get("openblas_check", [])
+if checks:
+    bad = [c for c in checks if " ok " not in c]
+    head.append(f"OpenBLAS results checked against f64 sums: {len(checks) - len(bad)} of {len(checks)} ok"
+                + (" (" + "; ".join(bad) + ")" if bad else ""))
 table = "\n".join(head + [""] + lines)
 print(table)
 if "--record" in sys.argv:
