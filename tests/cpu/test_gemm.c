@@ -304,6 +304,41 @@ static void src_suite(const char *kern)
     }
 }
 
+/* The ISA packers (cpu_spack_fn, cpu_spack_bt_fn) are plain copies: byte for byte what the
+ * driver's C loops write, for every k tail, and nothing past the panel. */
+static void packer_suite(const char *kern, const cpu_gemm_kernels *k)
+{
+    if (!cpu_gemm_use(kern)) return;
+    cpu_gemm_use(NULL);
+    static const int64_t kcs[] = {1, 7, 15, 16, 17, 31, 32, 33, 100, 256, 513};
+    for (int side = 0; side < 2; side++) {
+        /* side 0: A panel of MR rows (dst[k * MR + r] = A[r * ld + k]); 1: B^T panel of NR */
+        if (!(side ? (void *)k->s_pack_bt : (void *)k->s_pack_a)) continue;
+        int w = side ? k->s_nr : k->s_mr;
+        for (size_t t = 0; t < sizeof kcs / sizeof kcs[0]; t++) {
+            int64_t kc = kcs[t], ld = kc + 5, guard = 64;
+            float *src = malloc(sizeof(float) * (size_t)(w * ld));
+            float *dst = malloc(sizeof(float) * (size_t)(kc * w + guard));
+            for (int64_t i = 0; i < w * ld; i++) src[i] = (float)i * 0.5f - 7.0f;
+            for (int64_t i = 0; i < kc * w + guard; i++) dst[i] = -1234.5f;
+            if (side)
+                k->s_pack_bt(kc, src, ld, dst);
+            else
+                k->s_pack_a(kc, src, ld, dst);
+            int64_t bad = 0;
+            for (int64_t kk = 0; kk < kc; kk++)
+                for (int c = 0; c < w; c++) bad += dst[kk * w + c] != src[c * ld + kk];
+            for (int64_t i = kc * w; i < kc * w + guard; i++) bad += dst[i] != -1234.5f;
+            CHECK(bad == 0,
+                  "%s %s packer, kc %lld: %lld values differ or were written past the "
+                  "panel",
+                  kern, side ? "B^T" : "A", (long long)kc, (long long)bad);
+            free(src);
+            free(dst);
+        }
+    }
+}
+
 int main(void)
 {
     h_init();
@@ -318,6 +353,8 @@ int main(void)
         thread_invariance(sets[s]);
         src_suite(sets[s]);
     }
+    packer_suite("avx2", &cpu_gemm_kernels_avx2);
+    packer_suite("avx512", &cpu_gemm_kernels_avx512);
     cpu_gemm_use(NULL);
     em_set_num_threads(threads);
     return h_finish();
