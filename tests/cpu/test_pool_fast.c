@@ -155,8 +155,13 @@ int main(void)
     }
     /* outputs past 16 MiB: the two-pass kernels' stream stores, NCHW and channels-last */
     pcase big[] = {{1, 8, 725, 725, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
-                   {1, 16, 513, 513, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false}};
+                   {1, 16, 513, 513, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+                   /* rows of whole 64-byte lines: the AVX-512 rows kernel streams them */
+                   {1, 16, 512, 512, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
+                   {1, 16, 1024, 1024, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false}};
     check_case(&big[0], 0, 3, 2);
     check_case(&big[1], 1, 3, 2);
+    check_case(&big[2], 0, 3, 2);
+    check_case(&big[3], 0, 2, 2); /* small integers: ties alike in f32 and f64 */
     return h_finish();
 }

@@ -64,6 +64,19 @@ int cpu_maxpool_window_rows(const cpu_maxpool_geom *g, const float *p, int64_t o
     return nv;
 }
 
+int cpu_maxpool_window_rows_ahead(const cpu_maxpool_geom *g, const float *p, int64_t oh,
+                                  const float **rows, const float **ahead)
+{
+    int nv = cpu_maxpool_window_rows(g, p, oh, rows);
+    *ahead = NULL;
+    if (nv > 0) {
+        int64_t last = oh * g->sh - g->ph + (g->kh - 1) * g->dh; /* the last valid row */
+        while (last >= g->H) last -= g->dh;
+        if (last + 2 * g->sh < g->H) *ahead = p + (last + 2 * g->sh) * g->x_sh;
+    }
+    return nv;
+}
+
 float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0, int64_t ow,
                          int64_t *bi)
 {
@@ -128,12 +141,15 @@ static void cl_avx2(void *ctx, int64_t u0, int64_t u1)
 typedef struct sep_ctx {
     const cpu_maxpool_geom *g;
     bool stream;
+    int isa;
 } sep_ctx;
 
 static void rows_sep(void *ctx, int64_t r0, int64_t r1)
 {
     const sep_ctx *c = ctx;
-    if (!cpu_maxpool_rows_sep_avx2(c->g, r0, r1, c->stream)) cpu_maxpool_rows_avx2(c->g, r0, r1);
+    bool done = c->isa == CPU_POOL_AVX512 ? cpu_maxpool_rows_sep_avx512(c->g, r0, r1, c->stream)
+                                          : cpu_maxpool_rows_sep_avx2(c->g, r0, r1, c->stream);
+    if (!done) cpu_maxpool_rows_avx2(c->g, r0, r1);
 }
 
 static void cl_sep512(void *ctx, int64_t u0, int64_t u1)
@@ -190,8 +206,9 @@ bool cpu_pool_max_fast(const em_op *op)
     bool small_plane = g.H * g.W < ((int64_t)1 << 30);
     int isa = small_plane ? use_isa() : CPU_POOL_SCALAR;
     int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
-    /* values only: the two-pass kernels (AVX2, and AVX-512 for channels-last, C % 16 == 0) */
-    sep_ctx sc = {&g, (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN};
+    /* values only: the two-pass kernels (AVX2 or AVX-512 for contiguous rows; channels-last:
+       AVX-512 for C % 16 == 0, else AVX2) */
+    sep_ctx sc = {&g, (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN, isa};
     if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
         em_parallel_for(rows, row_grain, rows_sep, &sc);
     } else if (!g.idx && isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C % 16 == 0) {

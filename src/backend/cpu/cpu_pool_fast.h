@@ -35,7 +35,9 @@ void cpu_maxpool_cl_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1);
  * the exact kernels above. false when out of memory (nothing done). */
 bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1, bool stream);
 bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream);
-/* The AVX-512 version of cpu_maxpool_cl_sep_avx2 (cpu_pool_sep_avx512.c), for C % 16 == 0. */
+/* The AVX-512 versions (cpu_pool_sep_avx512.c): contiguous rows as cpu_maxpool_rows_sep_avx2,
+ * and channels-last inputs as cpu_maxpool_cl_sep_avx2 for C % 16 == 0. */
+bool cpu_maxpool_rows_sep_avx512(const cpu_maxpool_geom *g, int64_t r0, int64_t r1, bool stream);
 bool cpu_maxpool_cl_sep_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, bool stream);
 /* One output element (scalar reference of the fast path; same NaN and tie rules as the
  * portable kernel: the first maximum in window order, the last NaN when there is one). */
@@ -48,6 +50,10 @@ float cpu_maxpool_window(const cpu_maxpool_geom *g, const float *p, int64_t ih0,
  * window order, into rows[0 .. 64); their count, or -1 when there are more than 64. */
 int cpu_maxpool_window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh,
                             const float **rows);
+/* The same, and in *ahead the input row that output row oh + 2 adds (for a prefetch while this
+ * row is read; NULL past the plane). */
+int cpu_maxpool_window_rows_ahead(const cpu_maxpool_geom *g, const float *p, int64_t oh,
+                                  const float **rows, const float **ahead);
 /* The greatest common divisor of a > 0 and b >= 0 (the two-pass kernels' column step,
  * gcd(stride, dilation)). */
 int64_t cpu_pool_gcd(int64_t a, int64_t b);

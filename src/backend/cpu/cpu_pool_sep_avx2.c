@@ -98,22 +98,6 @@ static ALWAYS_INLINE void hmax_row(const cpu_maxpool_geom *g, const float *V, fl
     }
 }
 
-/* The valid input rows of output row oh's windows in plane p (cpu_maxpool_window_rows), and in
- * *ahead the row that output row oh + 2 adds (prefetched while this one is read; NULL past the
- * plane). */
-static int window_rows(const cpu_maxpool_geom *g, const float *p, int64_t oh, const float **rows,
-                       const float **ahead)
-{
-    int nv = cpu_maxpool_window_rows(g, p, oh, rows);
-    *ahead = NULL;
-    if (nv > 0) {
-        int64_t last = oh * g->sh - g->ph + (g->kh - 1) * g->dh; /* the last valid row */
-        while (last >= g->H) last -= g->dh;
-        if (last + 2 * g->sh < g->H) *ahead = p + (last + 2 * g->sh) * g->x_sh;
-    }
-    return nv;
-}
-
 /* Buffer floats of the rows kernel: pw of padding, W columns, then -inf to past the last vector
  * of windows (8 sw + (kw - 1) dw beyond the last vector's start) and 16 floats of slack. */
 static int64_t rows_buf_len(const cpu_maxpool_geom *g)
@@ -134,7 +118,7 @@ bool cpu_maxpool_rows_sep_avx2(const cpu_maxpool_geom *g, int64_t r0, int64_t r1
         int64_t oh = r % g->OH, pl = r / g->OH, n = pl / g->C, c = pl % g->C;
         const float *p = g->x + n * g->x_sn + c * g->x_sc;
         const float *rows[64], *ahead;
-        int nv = window_rows(g, p, oh, rows, &ahead);
+        int nv = cpu_maxpool_window_rows_ahead(g, p, oh, rows, &ahead);
         sep_check ck;
         check_init(&ck);
         bool exact = nv <= 0;
@@ -332,7 +316,7 @@ bool cpu_maxpool_cl_sep_avx2(const cpu_maxpool_geom *g, int64_t u0, int64_t u1, 
             continue;
         }
         const float *rows[64], *ahead;
-        int nv = window_rows(g, p, oh, rows, &ahead);
+        int nv = cpu_maxpool_window_rows_ahead(g, p, oh, rows, &ahead);
         if (nv <= 0 || !cl_vertical(g, rows, nv, ahead, iw_min, G, Q, V)) {
             cpu_maxpool_cl_avx2(g, u, u + 1); /* the exact kernel */
             continue;

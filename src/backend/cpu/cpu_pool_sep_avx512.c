@@ -287,3 +287,98 @@ bool cpu_maxpool_cl_sep_avx512(const cpu_maxpool_geom *g, int64_t u0, int64_t u1
     free(V);
     return true;
 }
+
+/* ---- contiguous rows (NCHW and other x_sw == 1 layouts), sw 1 or 2 --------------------------
+ * The AVX2 rows kernel's two passes on 16 columns at a time: the vertical pass over the valid
+ * window rows into a buffer padded with -inf (the row the output row two below adds prefetched),
+ * the horizontal pass over kw buffer columns per output, stride 2 deinterleaved by one
+ * two-source permute. Rows whose windows hold a NaN or a -0 are recomputed by the exact AVX2
+ * rows kernel (the exact kernels of every instruction set give the same values). */
+
+/* Buffer floats: pw of padding, W columns, then -inf to past the last vector of windows (16 sw
+ * + (kw - 1) dw beyond the last vector's start) and slack. */
+static int64_t rows_len(const cpu_maxpool_geom *g)
+{
+    int64_t last = ((g->OW + 15) / 16) * 16 * g->sw + (g->kw - 1) * g->dw + 32;
+    int64_t n = g->pw + ((g->W + 15) / 16) * 16;
+    return (last > n ? last : n) + 32;
+}
+
+/* Elements v[0], v[s], ..., v[15 s] for s = 1 or 2 (v[0 .. 32) readable for s = 2), in order. */
+static ALWAYS_INLINE __m512 load_step16(const float *v, int64_t s)
+{
+    if (s == 1) return _mm512_loadu_ps(v);
+    const __m512i even =
+        _mm512_set_epi32(30, 28, 26, 24, 22, 20, 18, 16, 14, 12, 10, 8, 6, 4, 2, 0);
+    return _mm512_permutex2var_ps(_mm512_loadu_ps(v), even, _mm512_loadu_ps(v + 16));
+}
+
+/* out[ow] = max over b of V[ow sw + b dw], 16 outputs at a time; the last block under a mask. */
+static ALWAYS_INLINE void rows_hmax(const cpu_maxpool_geom *g, const float *V, float *out,
+                                    int64_t sw, bool stream)
+{
+    int64_t ow = 0;
+    for (; ow < g->OW; ow += 16) {
+        const float *q = V + ow * sw;
+        __m512 best = load_step16(q, sw);
+        for (int64_t b = 1; b < g->kw; b++)
+            best = _mm512_max_ps(load_step16(q + b * g->dw, sw), best);
+        if (ow + 16 > g->OW)
+            _mm512_mask_storeu_ps(out + ow, (__mmask16)((1u << (g->OW - ow)) - 1), best);
+        else if (stream)
+            _mm512_stream_ps(out + ow, best);
+        else
+            _mm512_storeu_ps(out + ow, best);
+    }
+}
+
+bool cpu_maxpool_rows_sep_avx512(const cpu_maxpool_geom *g, int64_t r0, int64_t r1, bool stream)
+{
+    int64_t len = rows_len(g);
+    float *V = malloc(sizeof(float) * (size_t)len);
+    if (!V) return false;
+    for (int64_t i = 0; i < len; i++) V[i] = -INFINITY;
+    stream = stream && (((uintptr_t)g->out | (uintptr_t)(g->OW * 4)) & 63) == 0;
+    float *Vc = V + g->pw;
+    for (int64_t r = r0; r < r1; r++) {
+        int64_t oh = r % g->OH, pl = r / g->OH, n = pl / g->C, c = pl % g->C;
+        const float *p = g->x + n * g->x_sn + c * g->x_sc;
+        const float *rows[64], *ahead;
+        int nv = cpu_maxpool_window_rows_ahead(g, p, oh, rows, &ahead);
+        bool exact = nv <= 0;
+        if (!exact) {
+            ck512 ck;
+            ck_init(&ck);
+            for (int64_t j = 0; j < g->W; j += 16) {
+                __mmask16 m = g->W - j >= 16 ? 0xFFFF : (__mmask16)((1u << (g->W - j)) - 1);
+                if (ahead) _mm_prefetch((const char *)(ahead + j), _MM_HINT_T0);
+                __m512 best = _mm512_maskz_loadu_ps(m, rows[0] + j);
+                ck_add(&ck, best);
+                for (int a = 1; a < nv; a++) {
+                    __m512 v = _mm512_maskz_loadu_ps(m, rows[a] + j);
+                    ck_add(&ck, v);
+                    best = _mm512_max_ps(v, best);
+                }
+                /* the masked-off lanes keep the buffer's -inf */
+                _mm512_mask_storeu_ps(Vc + j, m, best);
+            }
+            exact = ck_special(&ck);
+        }
+        if (exact) { /* empty windows, over 64 rows, a NaN or a -0: the exact kernel */
+            cpu_maxpool_rows_avx2(g, r, r + 1);
+            continue;
+        }
+        float *out = g->out + r * g->OW;
+        if (g->sw == 1 && stream)
+            rows_hmax(g, V, out, 1, true);
+        else if (g->sw == 1)
+            rows_hmax(g, V, out, 1, false);
+        else if (stream)
+            rows_hmax(g, V, out, 2, true);
+        else
+            rows_hmax(g, V, out, 2, false);
+    }
+    if (stream) _mm_sfence();
+    free(V);
+    return true;
+}
