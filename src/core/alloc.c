@@ -143,6 +143,18 @@ static void *arm_block(block_header *h, size_t nbytes)
     return user;
 }
 
+void *core_alloc_huge(size_t *nbytes)
+{
+    size_t n = (*nbytes + EM__HUGE_PAGE - 1) / EM__HUGE_PAGE * EM__HUGE_PAGE;
+    void *p = aligned_alloc(EM__HUGE_PAGE, n);
+#ifdef MADV_HUGEPAGE
+    /* only advice: where the kernel has no huge page to give, the block keeps 4 KiB pages */
+    if (p) (void)madvise(p, n, MADV_HUGEPAGE);
+#endif
+    if (p) *nbytes = n;
+    return p;
+}
+
 void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge)
 {
     if (cap < nbytes || cap > (SIZE_MAX - 2 * ALIGN - GUARD - EM__HUGE_PAGE)) {
@@ -150,16 +162,7 @@ void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge)
         return NULL;
     }
     size_t total = ALIGN + ((cap + GUARD + ALIGN - 1) / ALIGN) * ALIGN;
-    size_t align = ALIGN;
-    if (huge) { /* whole 2 MiB pages, so every page of the block can be a huge one */
-        align = EM__HUGE_PAGE;
-        total = (total + EM__HUGE_PAGE - 1) / EM__HUGE_PAGE * EM__HUGE_PAGE;
-    }
-    block_header *h = aligned_alloc(align, total);
-#ifdef MADV_HUGEPAGE
-    /* only advice: where the kernel has no huge page to give, the block keeps 4 KiB pages */
-    if (h && huge) (void)madvise(h, total, MADV_HUGEPAGE);
-#endif
+    block_header *h = huge ? core_alloc_huge(&total) : aligned_alloc(ALIGN, total);
     if (!h) {
         em_error(EM_ERR_OOM, "em_alloc: out of memory allocating %zu bytes", nbytes);
         return NULL;

@@ -33,6 +33,10 @@ int64_t core_mono_ns(void);
  * for nbytes <= its capacity; em__mem_free_cached returns a raw block. */
 bool em__mem_should_fail(size_t nbytes);
 #define EM__HUGE_PAGE ((size_t)2 << 20)
+/* A block of *nbytes rounded up to whole 2 MiB pages (the new size in *nbytes), 2 MiB aligned and
+ * advised for transparent huge pages; released with free(). NULL when out of memory. Used by the
+ * CPU tensor cache (through em__mem_alloc_cached) and the GEMM's packing buffers. */
+void *core_alloc_huge(size_t *nbytes);
 void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge);
 void *em__mem_release_to_cache(void *p, size_t *cap);
 void *em__mem_reuse_cached(void *raw, size_t nbytes);

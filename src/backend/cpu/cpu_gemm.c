@@ -7,9 +7,9 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
 #include <unistd.h>
 
+#include "core/core_impl.h"
 #include "cpu_gemm.h"
 
 /* ---- portable micro-kernels -------------------------------------------------------------- */
@@ -190,7 +190,6 @@ static int64_t round_up(int64_t a, int64_t m)
  * pay for fresh pages each time; big ones are 2 MiB aligned and asked to be huge pages, which
  * spares the TLB when the micro-kernel walks the packed panels. */
 #define POOL_SLOTS 4
-#define HUGE_PAGE  ((size_t)2 << 20)
 
 typedef struct pool_buf {
     void *p;
@@ -215,12 +214,8 @@ static pool_buf buf_get(int64_t elems, size_t es)
     }
     pthread_mutex_unlock(&pool_lock);
     if (b.p) return b;
-    size_t align = n >= HUGE_PAGE ? HUGE_PAGE : 64;
-    b.cap = (n + align - 1) / align * align;
-    b.p = aligned_alloc(align, b.cap);
-#ifdef MADV_HUGEPAGE
-    if (b.p && align == HUGE_PAGE) madvise(b.p, b.cap, MADV_HUGEPAGE);
-#endif
+    b.cap = n;
+    b.p = n >= EM__HUGE_PAGE ? core_alloc_huge(&b.cap) : aligned_alloc(64, n);
     if (!b.p) b.cap = 0;
     return b;
 }
