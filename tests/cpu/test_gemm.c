@@ -119,6 +119,9 @@ static void kernel_suite(const char *kern)
         {5, 300, 200},
         {8, 4100, 30},
         {3, 3300, 50},
+        /* enough rows for several MC blocks: on 2 threads the row tasks shrink toward the end
+         * of each region (plan_rows), with a cut last panel and two KC blocks */
+        {1210, 45, 530},
         /* long reductions into a small C (K >= 4 KC: one task per column share runs every KC
          * block), with cut edge tiles */
         {37, 45, 2100},
@@ -152,7 +155,7 @@ static void thread_invariance(const char *kern)
     if (!cpu_gemm_use(kern)) return;
     static const gcase cases[] = {{150, 170, 300}, {1, 4000, 80},   {3000, 2, 60},   {40, 2000, 9},
                                   {3000, 1, 70},   {1, 2500, 333},  {197, 150, 777}, {5, 300, 200},
-                                  {13, 4200, 40},  {64, 288, 3000}, {9, 33, 2600}};
+                                  {13, 4200, 40},  {64, 288, 3000}, {9, 33, 2600},   {1210, 45, 530}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gcase g = cases[c];
         for (int t = 0; t < 4; t++) {

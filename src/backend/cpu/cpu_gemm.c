@@ -97,7 +97,8 @@ static _Atomic(const cpu_gemm_kernels *) forced;
  * (Intel's server cores), KC 1024 and the A block (MC x KC) in about half of it, which halves
  * the passes over C against KC 512 (bench/RESULTS.md: with the kernel's prefetches, 2048 and
  * 4096 ran 11-22 % faster on a 2 MiB-L2 Xeon); smaller L2s (1 MiB on the Zen 4 these were first
- * tuned on) keep 480 / 512. */
+ * tuned on) keep 480 / 512, with NC 4096 (one column block at N = 4096 instead of 3072 + 1024:
+ * 1.5-3 % faster at 4096 on Zen 5). */
 static cpu_gemm_kernels avx512_fitted;
 
 static void fit_avx512(void)
@@ -110,6 +111,7 @@ static void fit_avx512(void)
         mc -= mc % avx512_fitted.s_mr;
         avx512_fitted.s_kc = kc;
         avx512_fitted.s_mc = mc < 480 ? mc : 480;
+        avx512_fitted.s_nc = 3072; /* the 12 MiB B block these were measured with */
     }
 #endif
 }
@@ -186,6 +188,37 @@ static int64_t round_up(int64_t a, int64_t m)
     return (a + m - 1) / m * m;
 }
 
+/* Splits npan row panels of A into the tasks of one region (each task packs its panels and
+ * sweeps the whole B block): panels [bound[t], bound[t + 1]) for t < the returned count. One
+ * thread: n_ic equal tasks, one per MC block. More threads: tasks of at most one MC block while
+ * much is left, then shrinking toward TAIL_ROWS rows, so that when one thread runs slower (on
+ * the Zen 5 VM one core ran the same tasks 3-8 % slower than the other, bench/RESULTS.md) the
+ * other waits at the region's end for a small task, not for up to a whole MC block. The split
+ * never changes a result. */
+#define TAIL_ROWS 96
+#define PLAN_MAX  256
+
+static int64_t plan_rows(int64_t npan, int64_t n_ic, int threads, int mr, int64_t *bound)
+{
+    int64_t n = 0, p = 0;
+    bound[0] = 0;
+    if (threads <= 1) {
+        for (n = 0; n < n_ic; n++) bound[n + 1] = (n + 1) * npan / n_ic;
+        return n_ic;
+    }
+    int64_t big = (npan + n_ic - 1) / n_ic;
+    int64_t small = (TAIL_ROWS + mr - 1) / mr, few = (npan + 2 * threads - 1) / (2 * threads);
+    if (small > few) small = few; /* little work: about two tasks per thread */
+    if (small < (npan + PLAN_MAX - 1) / PLAN_MAX) small = (npan + PLAN_MAX - 1) / PLAN_MAX;
+    while (p < npan) {
+        int64_t s = (npan - p + 2 * threads - 1) / (2 * threads);
+        s = s > big ? big : s < small ? small : s;
+        p = p + s < npan ? p + s : npan;
+        bound[++n] = p;
+    }
+    return n;
+}
+
 /* Packing buffers are kept between calls (a few slots, the largest kept) so a product does not
  * pay for fresh pages each time; big ones are 2 MiB aligned and asked to be huge pages, which
  * spares the TLB when the micro-kernel walks the packed panels. */
@@ -260,6 +293,7 @@ static void buf_put(pool_buf b)
         void (*pack_bt)(int64_t, const T *, int64_t, T *); /* full transposed B panels, or NULL */ \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
+        const int64_t *bound; /* nblk > 0: task t packs and runs row panels [bound[t], bound[t+1]) */ \
         bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
         int64_t npan_b, bgrain;                                                                    \
         int64_t ntask, task_elems; /* long_k: tasks and buffer floats per task */                  \
@@ -431,8 +465,8 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Task t: with nblk > 0, packs row panels [t * npan / nblk, (t + 1) * npan / nblk) of A       \
-     * itself (so they sit in this core's cache) and sweeps all columns of the B block; else       \
+    /* Task t: with nblk > 0, packs row panels [bound[t], bound[t + 1]) of A itself (so they      \
+     * sit in this core's cache) and sweeps all columns of the B block; else                       \
      * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
     static void P##macro(void *vc, int64_t b, int64_t e)                                           \
     {                                                                                              \
@@ -440,7 +474,7 @@ static void buf_put(pool_buf b)
         for (int64_t t = b; t < e; t++) {                                                          \
             int64_t i0, i1, j0 = 0, j1 = g->nc;                                                    \
             if (g->nblk > 0) {                                                                     \
-                int64_t p0 = t * g->npan / g->nblk, p1 = (t + 1) * g->npan / g->nblk;              \
+                int64_t p0 = g->bound[t], p1 = g->bound[t + 1];                                    \
                 if (g->bshare) P##share_b(g);                                                      \
                 P##pack_a(vc, p0, p1);                                                             \
                 if (g->bshare)                                                                     \
@@ -713,9 +747,12 @@ static void buf_put(pool_buf b)
             }                                                                                      \
             g.Ap = Ab.p;                                                                           \
         }                                                                                          \
-        for (int64_t jc = 0; jc < N; jc += NC) {                                                   \
+        int64_t bound[PLAN_MAX + 1];                                                               \
+        /* column blocks of equal width (whole register tiles), none wider than NC */              \
+        int64_t ncb = round_up((N + (N + NC - 1) / NC - 1) / ((N + NC - 1) / NC), nr);             \
+        for (int64_t jc = 0; jc < N; jc += ncb) {                                                  \
             g.jc = jc;                                                                             \
-            g.nc = min64(NC, N - jc);                                                              \
+            g.nc = min64(ncb, N - jc);                                                             \
             for (int64_t pc = 0; pc < K; pc += KC) {                                               \
                 g.pc = pc;                                                                         \
                 g.kc = min64(KC, K - pc);                                                          \
@@ -731,8 +768,9 @@ static void buf_put(pool_buf b)
                     g.mlen = min64(SUPER_M, M - ms);                                               \
                     g.npan = (g.mlen + mr - 1) / mr;                                               \
                     int64_t n_ic = (g.mlen + MC - 1) / MC;                                         \
-                    g.nblk = round_up(n_ic, threads);                                              \
-                    if (g.nblk <= g.npan) {                                                        \
+                    if (round_up(n_ic, threads) <= g.npan) {                                       \
+                        g.nblk = plan_rows(g.npan, n_ic, threads, mr, bound);                      \
+                        g.bound = bound;                                                           \
                         g.bshare = !b_packed; /* B packed inside this region: one wake-up less */  \
                         P##run(P##macro, &g, g.nblk, 1, par);                                      \
                         b_packed = true;                                                           \
