@@ -140,10 +140,12 @@ int main(int argc, char **argv)
         A = em_randn(EM_SHAPE(n, n), EM_F32, EM_CPU);
         B = em_randn(EM_SHAPE(n, n), EM_F32, EM_CPU);
         check(name);
-        bench_run(name, run_matmul, NULL, 1,
+        /* 256: a product of about 0.1 ms, so more warm-up calls and reps (the peers likewise) */
+        bench_run(name, run_matmul, NULL, n <= 256 ? 20 : 1,
                   n >= 4096   ? 3
                   : n >= 2048 ? 5
-                              : 15,
+                  : n >= 1024 ? 15
+                              : 101,
                   n >= 4096 ? 10 : 3);
         em_release(A);
         em_release(B);

@@ -24,7 +24,8 @@ with torch.no_grad():
         name = f"matmul_{n}"
         if selected(name):
             a, b = torch.randn(n, n), torch.randn(n, n)
-            run(name, lambda: a @ b, 1, 3 if n >= 4096 else 5 if n >= 2048 else 15, 10 if n >= 4096 else 3)
+            run(name, lambda: a @ b, 20 if n <= 256 else 1,
+                3 if n >= 4096 else 5 if n >= 2048 else 15 if n >= 1024 else 101, 10 if n >= 4096 else 3)
     if selected("gemv"):
         A, v = torch.randn(4096, 4096), torch.randn(4096)
         if selected("gemv_n"):

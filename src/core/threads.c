@@ -60,6 +60,7 @@ typedef struct job {
     atomic_int_fast64_t next;
     em_status err; /* the first error raised on a worker, handed to the caller */
     char err_msg[ERR_CAP];
+    int caller_cpu; /* the CPU the caller ran on when it posted the job, or -1 */
 } job;
 
 typedef struct worker {
@@ -108,6 +109,13 @@ static void run_chunks(job *j)
  * on the 2-core VMs measured, as much as a whole GEMV's imbalance, and back-to-back jobs (the
  * ops of a training step) arrive within it. Bounded, so an idle pool sleeps again at once. */
 #define SPIN_NS 50000
+/* A worker that finished its share of a job keeps spinning while the job's caller is still at
+ * work (up to SPIN_BUSY_NS), and SPIN_NS after that: timed from its own finish instead, a worker
+ * whose share ended more than SPIN_NS before the caller's slept through the next job's start, and
+ * from then on every short job ran on the caller alone (SGEMM 256 on Zen 5: 187 us a call
+ * instead of 100, bench/RESULTS.md). */
+#define SPIN_BUSY_NS 2000000
+static _Atomic int64_t job_end_ns; /* when the last job's caller finished it; 0 while one runs */
 
 static void cpu_relax(void)
 {
@@ -126,7 +134,8 @@ int64_t core_mono_ns(void)
 }
 
 /* Spins (without any lock) until *gen differs from seen, or *cnt reaches 0 when gen is NULL,
- * or SPIN_NS passed; the caller re-checks under pool_lock either way. Between checks it yields
+ * or SPIN_NS passed (for a worker, gen != NULL: SPIN_NS after the job's end, see SPIN_BUSY_NS);
+ * the caller re-checks under pool_lock either way. Between checks it yields
  * the core, so a spinning thread on a busy machine gives way to runnable ones (on an idle core
  * sched_yield returns at once). */
 static void spin_until(const _Atomic uint64_t *gen, uint64_t seen, const atomic_int *cnt)
@@ -138,11 +147,35 @@ static void spin_until(const _Atomic uint64_t *gen, uint64_t seen, const atomic_
             return;
         if (i % 16 == 0) {
             sched_yield();
-            if (core_mono_ns() - t0 > SPIN_NS) return;
+            int64_t now = core_mono_ns(), end = gen ? atomic_load(&job_end_ns) : 0;
+            if (end > 0 ? now - (end > t0 ? end : t0) > SPIN_NS
+                        : now - t0 > (gen ? SPIN_BUSY_NS : SPIN_NS))
+                return;
         } else {
             cpu_relax();
         }
     }
+}
+
+/* Moves the calling worker off the CPU its job's caller runs on, when it finds itself there: the
+ * scheduler at times stacks a woken worker on its waker's CPU, and its balancer, which leaves
+ * threads that just ran in place, took 12-25 ms to split the two again, all the while every job
+ * running at one thread's speed (SGEMM 256 on Zen 5: 187 us a call instead of 100,
+ * bench/RESULTS.md). The worker's allowed set without that CPU moves it at once; the set it had
+ * is then restored, so nothing stays pinned. */
+static void leave_callers_cpu(int caller_cpu)
+{
+#ifdef __linux__
+    if (caller_cpu < 0 || sched_getcpu() != caller_cpu) return;
+    cpu_set_t set, away;
+    if (sched_getaffinity(0, sizeof set, &set) != 0) return;
+    away = set;
+    CPU_CLR(caller_cpu, &away);
+    if (CPU_COUNT(&away) > 0 && sched_setaffinity(0, sizeof away, &away) == 0)
+        sched_setaffinity(0, sizeof set, &set);
+#else
+    (void)caller_cpu;
+#endif
 }
 
 static void *worker_main(void *arg)
@@ -170,8 +203,9 @@ static void *worker_main(void *arg)
         }
         if (stopping) break;
         seen = generation;
+        int caller_cpu = cur.caller_cpu;
         pthread_mutex_unlock(&pool_lock);
-
+        leave_callers_cpu(caller_cpu);
         run_chunks(&cur);
         /* Errors are per thread: pass a worker's first one to the caller. */
         bool failed = em_failed();
@@ -234,10 +268,22 @@ static void fork_child(void)
     fork_parent();
 }
 
+static int hw_cpus; /* core_hw_threads() when the first worker started (under job_lock) */
+
+static int current_cpu(void)
+{
+#ifdef __linux__
+    return sched_getcpu();
+#else
+    return -1;
+#endif
+}
+
 /* Under job_lock. Returns how many workers exist, at most `want`. */
 static int ensure_workers(int want)
 {
     if (shut_down) return 0;
+    if (!hw_cpus) hw_cpus = core_hw_threads();
     if (!atfork_registered) {
         if (pthread_atfork(fork_prepare, fork_parent, fork_child) != 0) return 0;
         atfork_registered = true;
@@ -312,6 +358,9 @@ void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
     cur.err_msg[0] = '\0';
     nhelpers = helpers;
     pending = helpers;
+    /* only when the pool fits the CPUs: more threads than CPUs must share them */
+    cur.caller_cpu = helpers < hw_cpus ? current_cpu() : -1;
+    atomic_store(&job_end_ns, 0);
     generation++;
     pthread_cond_broadcast(&wake_cv);
     pthread_mutex_unlock(&pool_lock);
@@ -323,6 +372,7 @@ void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
     spin_until(NULL, 0, &pending);
     pthread_mutex_lock(&pool_lock);
     while (pending > 0) pthread_cond_wait(&done_cv, &pool_lock);
+    atomic_store(&job_end_ns, core_mono_ns());
     em_status err = cur.err;
     char msg[ERR_CAP];
     snprintf(msg, sizeof msg, "%s", cur.err_msg);

@@ -190,7 +190,9 @@ static int64_t round_up(int64_t a, int64_t m)
 
 /* Splits npan row panels of A into the tasks of one region (each task packs its panels and
  * sweeps the whole B block): panels [bound[t], bound[t + 1]) for t < the returned count. One
- * thread: n_ic equal tasks, one per MC block. More threads: tasks of at most one MC block while
+ * thread: n_ic equal tasks, one per MC block; fewer MC blocks than threads: one equal task per
+ * thread (small products, where each task's overhead counts: SGEMM 256 ran 7 % slower in four
+ * shrinking tasks than in two). Else tasks of at most one MC block while
  * much is left, then shrinking toward TAIL_ROWS rows, so that when one thread runs slower (on
  * the Zen 5 VM one core ran the same tasks 3-8 % slower than the other, bench/RESULTS.md) the
  * other waits at the region's end for a small task, not for up to a whole MC block. The split
@@ -202,9 +204,10 @@ static int64_t plan_rows(int64_t npan, int64_t n_ic, int threads, int mr, int64_
 {
     int64_t n = 0, p = 0;
     bound[0] = 0;
-    if (threads <= 1) {
-        for (n = 0; n < n_ic; n++) bound[n + 1] = (n + 1) * npan / n_ic;
-        return n_ic;
+    if (threads <= 1 || n_ic < threads) { /* equal tasks, a multiple of the thread count */
+        int64_t nb = (n_ic + threads - 1) / threads * threads;
+        for (n = 0; n < nb; n++) bound[n + 1] = (n + 1) * npan / nb;
+        return nb;
     }
     int64_t big = (npan + n_ic - 1) / n_ic;
     int64_t small = (TAIL_ROWS + mr - 1) / mr, few = (npan + 2 * threads - 1) / (2 * threads);
