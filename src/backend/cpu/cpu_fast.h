@@ -13,7 +13,9 @@ typedef struct cpu_fast_ops {
     const char *isa;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).
      * stream (here and below): a hint that y is large and not read soon, so stores may bypass
-     * the caches (both ISAs stream the aligned body of such outputs). */
+     * the caches (both ISAs stream the aligned body of such outputs). Streamed stores are not
+     * fenced here: a caller that passes stream calls cpu_fast_stream_fence() once after its
+     * last call of a task, before the task's outputs are handed on. */
     void (*gelu)(const float *x, float *y, int64_t n, bool stream);
     /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
      * is NaN when any element is; the sum of exponentials accumulates in f64). */
@@ -45,6 +47,15 @@ typedef struct cpu_fast_ops {
     /* o[i] = y[i] <= t ? +0 : g[i] (g's bits) for n floats: relu's backward in one pass. */
     void (*threshold_bwd32)(float *o, const float *g, const float *y, float t, int64_t n);
 } cpu_fast_ops;
+
+/* Orders the streamed (non-temporal) stores of the row kernels before what follows: once per task
+ * instead of once per row, which on rows of 4 KiB cost the softmax 8-12 % (bench/RESULTS.md). */
+static inline void cpu_fast_stream_fence(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_sfence();
+#endif
+}
 
 /* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
 #define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)

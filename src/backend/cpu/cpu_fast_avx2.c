@@ -65,7 +65,6 @@ static void gelu(const float *x, float *y, int64_t n, bool stream)
             _mm256_stream_ps(y + i, a);
             _mm256_stream_ps(y + i + 8, c);
         }
-        _mm_sfence();
     } else {
         for (; i + 16 <= n; i += 16) {
             __m256 a = gelu256(_mm256_loadu_ps(x + i)), c = gelu256(_mm256_loadu_ps(x + i + 8));
@@ -91,7 +90,6 @@ static void scale_store(const float *src, float *y, int64_t n, __m256 s, bool st
         }
         for (i = h; i + 8 <= n; i += 8)
             _mm256_stream_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), s));
-        _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8)
             _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(src + i), s));
@@ -283,7 +281,6 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
             if (nx && ((i - h) & 15) == 0) _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
             _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));
         }
-        _mm_sfence();
     } else {
         for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, norm_full(x, w, b, i, mf, rs));
     }

@@ -58,8 +58,7 @@ static inline void prefetch_ahead(const float *p, int64_t i)
             m = tail_mask((n)-i);                                                                  \
             _mm512_mask_storeu_ps((y) + i, m, (VEC));                                              \
         }                                                                                          \
-        if (st_) _mm_sfence();                                                                     \
-    } while (0)
+    } while (0) /* unfenced: the caller fences (cpu_fast_stream_fence) */
 
 /* erf on [-4, 4] (clamped), the same rational approximation as cpu_unary.c's erf_fast. */
 static inline __m512 erf512(__m512 v)

@@ -79,6 +79,7 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
             y[i] = v;
         }
     }
+    if (c->fast && c->stream) cpu_fast_stream_fence();
 }
 
 static em_status exec_layer_rms(const em_op *op, bool rms)

@@ -788,6 +788,7 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
         else
             scan_line(p, x, y, yi);
     }
+    if (p->stream) cpu_fast_stream_fence();
 }
 
 static em_status exec_along(const em_op *op)

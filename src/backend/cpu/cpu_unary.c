@@ -135,6 +135,7 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_GELU:
         if (c->fast) {
             c->fast->gelu(x, y, n, c->stream);
+            if (c->stream) cpu_fast_stream_fence();
             break;
         }
         MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
