@@ -274,6 +274,30 @@ static void compare_fft_passes(void)
         }
 }
 
+/* The automatic store choice (cpu_store_begin, configuration auto): a large softmax's first
+ * call streams, the next ones try streaming and storing through the caches, then one of the two
+ * is kept; every call gives the bits a streamed call gives. */
+static void store_choice(void)
+{
+    if (!cpu_fast()) return; /* no vector rows: nothing is timed */
+    em_scope_begin();
+    em_tensor *x = h_rand(EM_SHAPE(4100, 1025), EM_F32, H_CONTIG, -4, 4, NULL);
+    cpu_store_force(1);
+    em_tensor *ref = em_softmax(x, -1);
+    cpu_store_force(-1);
+    CHECK_OK("softmax (store choice)");
+    bool automatic = cpu_store_decision(CPU_STORE_SOFTMAX) < 0;
+    for (int i = 0; i < 8; i++) {
+        em_tensor *y = em_softmax(x, -1);
+        CHECK(y && h_same_bytes(y, ref), "softmax call %d under the automatic store choice: the "
+              "streamed call's bytes", i);
+    }
+    if (automatic)
+        CHECK(cpu_store_decision(CPU_STORE_SOFTMAX) >= 0,
+              "the store choice is made within 8 large softmax calls");
+    em_scope_end();
+}
+
 int main(void)
 {
     h_init();
@@ -295,15 +319,27 @@ int main(void)
             compare(ops[k].name, ops[k].f, EM_SHAPE(5, lens[i]), true, H_CONTIG, ops[k].tol);
             compare(ops[k].name, ops[k].f, EM_SHAPE(3, lens[i]), false, H_TRANSPOSED, ops[k].tol);
         }
-    /* outputs past CPU_FAST_STREAM_MIN take the streaming stores; odd row lengths start rows
-     * off the 32- and 64-byte boundaries; rows past the softmax kernels' 4096-float stack
-     * buffer keep their exponentials in the output */
-    compare("gelu (streamed)", f_gelu, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
-    compare("softmax (streamed)", f_softmax, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
-    compare("log_softmax (streamed)", f_log_softmax, EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
-    compare("softmax (streamed, long rows)", f_softmax, EM_SHAPE(1030, 4103), true, H_CONTIG, 2e-6);
-    compare("layer_norm (streamed)", f_layer_norm, EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
-    compare("rms_norm (streamed)", f_rms_norm, EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
+    /* outputs past CPU_FAST_STREAM_MIN: stored around the caches (streaming stores) and, the
+     * other choice of cpu_store_begin, through them with the next-row prefetch; odd row
+     * lengths start rows off the 32- and 64-byte boundaries; rows past the softmax kernels'
+     * 4096-float stack buffer keep their exponentials in the output */
+    for (int st = 1; st >= 0; st--) {
+        cpu_store_force(st);
+        compare(st ? "gelu (streamed)" : "gelu (large, cached)", f_gelu, EM_SHAPE(4100, 1025),
+                true, H_CONTIG, 2e-6);
+        compare(st ? "softmax (streamed)" : "softmax (large, cached)", f_softmax,
+                EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
+        compare(st ? "log_softmax (streamed)" : "log_softmax (large, cached)", f_log_softmax,
+                EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
+        compare(st ? "softmax (streamed, long rows)" : "softmax (large, cached, long rows)",
+                f_softmax, EM_SHAPE(1030, 4103), true, H_CONTIG, 2e-6);
+        compare(st ? "layer_norm (streamed)" : "layer_norm (large, cached)", f_layer_norm,
+                EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
+        compare(st ? "rms_norm (streamed)" : "rms_norm (large, cached)", f_rms_norm,
+                EM_SHAPE(1025, 4099), true, H_CONTIG, 1e-5);
+    }
+    cpu_store_force(-1);
+    store_choice();
     /* whole sums: below, at and past the 65536-element block, with tails */
     int64_t sums[] = {65535, 65536, 65537, 3 * 65536 + 17, 1000003};
     for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {

@@ -6,6 +6,7 @@
  * and several thread counts. Inputs without NaN and -0 (kinds 2 and 3, most of 4) take the
  * values-only two-pass kernels (cpu_pool_sep_avx2.c, cpu_pool_sep_avx512.c); the others make them
  * hand rows to the exact kernels; outputs of 16 MiB and more are written with stream stores. */
+#include "backend/cpu/cpu_fast.h"
 #include "backend/cpu/cpu_pool_fast.h"
 #include "harness.h"
 
@@ -159,9 +160,13 @@ int main(void)
                    /* rows of whole 64-byte lines: the AVX-512 rows kernel streams them */
                    {1, 16, 512, 512, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
                    {1, 16, 1024, 1024, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false}};
-    check_case(&big[0], 0, 3, 2);
-    check_case(&big[1], 1, 3, 2);
-    check_case(&big[2], 0, 3, 2);
-    check_case(&big[3], 0, 2, 2); /* small integers: ties alike in f32 and f64 */
+    for (int st = 1; st >= 0; st--) { /* streamed, then through the caches (cpu_store_begin) */
+        cpu_store_force(st);
+        check_case(&big[0], 0, 3, 2);
+        check_case(&big[1], 1, 3, 2);
+        check_case(&big[2], 0, 3, 2);
+        check_case(&big[3], 0, 2, 2); /* small integers: ties alike in f32 and f64 */
+    }
+    cpu_store_force(-1);
     return h_finish();
 }

@@ -12,18 +12,18 @@
 typedef struct cpu_fast_ops {
     const char *isa;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).
-     * stream (here and below): a hint that y is large and not read soon, so stores may bypass
-     * the caches (both ISAs stream the aligned body of such outputs). Streamed stores are not
-     * fenced here: a caller that passes stream calls cpu_fast_stream_fence() once after its
-     * last call of a task, before the task's outputs are handed on. */
-    void (*gelu)(const float *x, float *y, int64_t n, bool stream);
+     * hint (here and below): CPU_FAST_BIG and CPU_FAST_STREAM bits (cpu_store_begin sets them
+     * for an op's output). Streamed stores are not fenced here: a caller that passes
+     * CPU_FAST_STREAM calls cpu_fast_stream_fence() once after its last call of a task, before
+     * the task's outputs are handed on. */
+    void (*gelu)(const float *x, float *y, int64_t n, int hint);
     /* One line of n floats: softmax (or log_softmax) as the portable kernel defines it (the max
      * is NaN when any element is; the sum of exponentials accumulates in f64). */
-    void (*softmax_row)(const float *x, float *y, int64_t n, bool log, bool stream);
+    void (*softmax_row)(const float *x, float *y, int64_t n, bool log, int hint);
     /* Layer norm (or RMS norm) of one row: mean and variance in f64 (the AVX-512 kernel sums
        blocks of 1024 floats in f32 and adds the blocks in f64), then f32 affine. */
     void (*norm_row)(const float *x, float *y, const float *w, const float *b, int64_t n,
-                     double eps, bool rms, bool stream);
+                     double eps, bool rms, int hint);
     /* Sum of n floats, in f64 (AVX2: each vector converted; AVX-512: f32 partial sums of 16
      * values per lane, then f64), the lanes combined in a fixed order. */
     double (*sum)(const float *x, int64_t n);
@@ -57,8 +57,48 @@ static inline void cpu_fast_stream_fence(void)
 #endif
 }
 
-/* Outputs of at least this many bytes are written with the stream hint (past the L3 share). */
+/* Store hints of the row kernels. CPU_FAST_BIG: a large output of contiguous rows, so row
+ * kernels prefetch the next row (cpu_fast_next_row); CPU_FAST_STREAM: store the aligned body of
+ * the output around the caches (non-temporal). */
+#define CPU_FAST_BIG    1
+#define CPU_FAST_STREAM 2
+
+/* Outputs of at least this many bytes are large (past the L3 share): they get CPU_FAST_BIG and,
+ * where cpu_store_begin finds it faster, CPU_FAST_STREAM. */
 #define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)
+
+/* Which stores a large output of each op family gets. Streaming around the caches is not faster
+ * everywhere: on one Zen 5 VM the NCHW max pool ran 10-30 % faster and the softmax 15 % faster
+ * through the caches, layer_norm 35 % faster and the channels-last max pool 7 % faster around
+ * them (bench/RESULTS.md). With config cpu_stream_stores = auto (the default) a family's first
+ * large call streams, its next six try the two, three each (the first of each three settles
+ * the caches, the other two are timed per byte), and the faster (by its fastest timed call;
+ * around the caches unless through is 2 % faster) is kept for the process (cpu_store.c); on /
+ * off fix it. Results are the same bits either way. */
+typedef enum cpu_store_kind {
+    CPU_STORE_GELU,
+    CPU_STORE_SOFTMAX,
+    CPU_STORE_NORM,
+    CPU_STORE_POOL_ROWS, /* the two-pass max pool over contiguous rows (NCHW) */
+    CPU_STORE_POOL_CL,   /* the two-pass channels-last max pool */
+    CPU_STORE_KINDS
+} cpu_store_kind;
+
+typedef struct cpu_store_plan {
+    int hint; /* CPU_FAST_BIG / CPU_FAST_STREAM for this call */
+    cpu_store_kind kind;
+    int trial; /* which store this call tries (0 through, 1 around the caches), or -1 */
+    int64_t bytes, t0;
+} cpu_store_plan;
+
+/* The hint for an op of `kind` writing `bytes` bytes; times the call when it is a trial, until
+ * cpu_store_end. */
+cpu_store_plan cpu_store_begin(cpu_store_kind kind, int64_t bytes);
+void cpu_store_end(const cpu_store_plan *p);
+/* Tests: 1 streams every large output, 0 none, -1 returns to the configuration. */
+void cpu_store_force(int mode);
+/* The decision for kind: 1 around the caches, 0 through them, -1 not yet made. */
+int cpu_store_decision(cpu_store_kind kind);
 
 /* The row after x (n floats on) where large outputs (stream) suggest contiguous rows of a big
  * tensor and n is at most CPU_FAST_PREFETCH_ROW: the softmax and norm row kernels prefetch it
@@ -66,9 +106,9 @@ static inline void cpu_fast_stream_fence(void)
  * (prefetches do not fault, so a row that is the tensor's last is harmless); NULL otherwise. */
 #define CPU_FAST_PREFETCH_ROW 8192
 
-static inline const float *cpu_fast_next_row(const float *x, int64_t n, bool stream)
+static inline const float *cpu_fast_next_row(const float *x, int64_t n, int hint)
 {
-    return stream && n <= CPU_FAST_PREFETCH_ROW ? x + n : NULL;
+    return (hint & CPU_FAST_BIG) && n <= CPU_FAST_PREFETCH_ROW ? x + n : NULL;
 }
 
 /* The kernels for this CPU, or NULL when none applies or cpu_fast_force_portable is on. */

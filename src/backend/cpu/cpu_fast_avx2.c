@@ -51,8 +51,9 @@ static inline int64_t head_len(const float *y, int64_t n)
     return h < n ? h : n;
 }
 
-static void gelu(const float *x, float *y, int64_t n, bool stream)
+static void gelu(const float *x, float *y, int64_t n, int hint)
 {
+    bool stream = hint & CPU_FAST_STREAM;
     int64_t i = 0;
     if (stream && ((uintptr_t)y & 3) == 0) {
         int64_t h = head_len(y, n);
@@ -149,8 +150,9 @@ static inline float hmax_ps(__m256 v)
 // x, y: [n] -> y = softmax(x) (or log_softmax): max, then exp and f64 sum (the exponentials go
 // to y, or with stream to a buffer on the stack), then one scaling pass; a row of a few KiB
 // stays in L1 between the passes, and with stream y is written once, around the caches.
-static void softmax_row(const float *x, float *y, int64_t n, bool lg, bool stream)
+static void softmax_row(const float *x, float *y, int64_t n, bool lg, int hint)
 {
+    bool stream = hint & CPU_FAST_STREAM;
     float buf[SOFTMAX_BUF];
     float *e = stream && n <= SOFTMAX_BUF ? buf : y;
     /* a NaN anywhere need not reach the max: its exponential makes the sum NaN, and with it
@@ -170,7 +172,7 @@ static void softmax_row(const float *x, float *y, int64_t n, bool lg, bool strea
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     /* the next row streams into L1 while this one's exponentials are computed, two lines per 32
        floats (64 x 1024 x 1024 on 2 Zen 3 cores: 30.6 -> 26.7 ms, medians of 6 alternated runs) */
-    const float *nx = cpu_fast_next_row(x, n, stream);
+    const float *nx = cpu_fast_next_row(x, n, hint);
     for (i = 0; i + 32 <= n; i += 32) {
         if (nx) {
             _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
@@ -244,8 +246,12 @@ static inline __m256 norm_masked(const float *x, const float *w, const float *b,
 // One read for the statistics: sums of d = x - x[0] and d^2 in f64 (the shift keeps
 // sum(d^2)/n - mean(d)^2 free of cancellation when the mean is large), then one read and write.
 static void norm_row(const float *x, float *y, const float *w, const float *b, int64_t n,
-                     double eps, bool rms, bool stream)
+                     double eps, bool rms, int hint)
 {
+    bool stream = hint & CPU_FAST_STREAM;
+    /* with CPU_FAST_BIG the next row streams in during the output pass, a line per 16 floats
+       (4096 x 4096 on 2 Zen 3 cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
+    const float *nx = cpu_fast_next_row(x, n, hint);
     double k = rms ? 0.0 : (double)x[0];
     __m256d kv = _mm256_set1_pd(k), all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
     __m256d s0 = _mm256_setzero_pd(), s1 = s0, q0 = s0, q1 = s0;
@@ -274,15 +280,15 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
             __m256i m = tail_mask(h);
             _mm256_maskstore_ps(y, m, norm_masked(x, w, b, 0, m, mf, rs));
         }
-        /* the next row streams in meanwhile, a line per 16 floats (4096 x 4096 on 2 Zen 3
-           cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
-        const float *nx = cpu_fast_next_row(x, n, true);
         for (i = h; i + 8 <= n; i += 8) {
             if (nx && ((i - h) & 15) == 0) _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
             _mm256_stream_ps(y + i, norm_full(x, w, b, i, mf, rs));
         }
     } else {
-        for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, norm_full(x, w, b, i, mf, rs));
+        for (; i + 8 <= n; i += 8) {
+            if (nx && (i & 15) == 0) _mm_prefetch((const char *)(nx + i), _MM_HINT_T0);
+            _mm256_storeu_ps(y + i, norm_full(x, w, b, i, mf, rs));
+        }
     }
     if (i < n) {
         __m256i m = tail_mask(n - i);

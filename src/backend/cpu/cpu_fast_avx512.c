@@ -87,9 +87,9 @@ static inline __m512 gelu512(__m512 v)
                          _mm512_add_ps(_mm512_set1_ps(1.0f), e));
 }
 
-static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, bool stream)
+static void cpu_gelu_f32_avx512(const float *x, float *y, int64_t n, int hint)
 {
-    ROW_STORE(y, n, stream, x, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
+    ROW_STORE(y, n, hint & CPU_FAST_STREAM, x, gelu512(_mm512_maskz_loadu_ps(m, x + i)));
 }
 
 static inline void acc_pd(__m512d *lo, __m512d *hi, __m512 v)
@@ -154,8 +154,9 @@ static inline __attribute__((always_inline)) double exp_sum(const float *x, floa
  * then one scaling pass; a row of a few KiB stays in L1 between the passes, and with stream y is
  * written once, around the caches. A NaN anywhere need not reach the max: its exponential makes
  * the sum NaN, and with it every output, as the portable kernel's NaN max does. */
-static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg, bool stream)
+static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool lg, int hint)
 {
+    bool stream = hint & CPU_FAST_STREAM;
     float buf[SOFTMAX_BUF] __attribute__((aligned(64)));
     float *e = stream && n <= SOFTMAX_BUF ? buf : y;
     const __m512 ninf = _mm512_set1_ps(-INFINITY);
@@ -171,7 +172,7 @@ static void cpu_softmax_row_f32_avx512(const float *x, float *y, int64_t n, bool
         m0 = _mm512_max_ps(m0, _mm512_mask_loadu_ps(ninf, tail_mask(n - k), x + k));
     __m512 mb = _mm512_set1_ps(
         _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m0, m1), _mm512_max_ps(m2, m3))));
-    const float *nx = cpu_fast_next_row(x, n, stream);
+    const float *nx = cpu_fast_next_row(x, n, hint);
     double sum = lg ? exp_sum(x, e, n, mb, false, nx) : exp_sum(x, e, n, mb, true, nx);
     if (lg) {
         __m512 ls = _mm512_set1_ps((float)log(sum));
@@ -244,15 +245,15 @@ static double row_sum(const float *x, int64_t n, __m512 mf, bool sq, const float
  * mean rounded to f32; both summed in f32 blocks of 1024 floats, combined in f64 in a fixed
  * order), then one read and write. */
 static void cpu_norm_row_f32_avx512(const float *x, float *y, const float *w, const float *b,
-                                    int64_t n, double eps, bool rms, bool stream)
+                                    int64_t n, double eps, bool rms, int hint)
 {
-    const float *nx = cpu_fast_next_row(x, n, stream);
+    const float *nx = cpu_fast_next_row(x, n, hint);
     /* the next row streams in during the second pass, a line per 16 floats */
     double mean = rms ? 0 : row_sum(x, n, _mm512_setzero_ps(), false, NULL) / (double)n;
     float m32 = (float)mean;
     double var = row_sum(x, n, _mm512_set1_ps(m32), true, nx) / (double)n;
     __m512 mf = _mm512_set1_ps(m32), rs = _mm512_set1_ps((float)(1.0 / sqrt(var + eps)));
-    ROW_STORE(y, n, stream, NULL, norm512(x, w, b, m, i, mf, rs));
+    ROW_STORE(y, n, hint & CPU_FAST_STREAM, NULL, norm512(x, w, b, m, i, mf, rs));
 }
 
 const cpu_fast_ops cpu_fast_avx512_ops = {

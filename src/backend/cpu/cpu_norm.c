@@ -48,7 +48,7 @@ typedef struct ln32_ctx {
     double eps;
     bool rms;
     const cpu_fast_ops *fast;
-    bool stream; /* the output is large: store around the caches */
+    int hint; /* the row kernels' store hint (cpu_store_begin) */
 } ln32_ctx;
 
 static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
@@ -58,7 +58,7 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
         const float *x = c->x + r * c->inner;
         float *y = c->y + r * c->inner;
         if (c->fast) {
-            c->fast->norm_row(x, y, c->w, c->b, c->inner, c->eps, c->rms, c->stream);
+            c->fast->norm_row(x, y, c->w, c->b, c->inner, c->eps, c->rms, c->hint);
             continue;
         }
         double mean = 0, var = 0;
@@ -79,7 +79,7 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
             y[i] = v;
         }
     }
-    if (c->fast && c->stream) cpu_fast_stream_fence();
+    if (c->fast && (c->hint & CPU_FAST_STREAM)) cpu_fast_stream_fence();
 }
 
 static em_status exec_layer_rms(const em_op *op, bool rms)
@@ -106,8 +106,11 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
                       op->f[0],
                       rms,
                       cpu_fast(),
-                      n * 4 >= CPU_FAST_STREAM_MIN};
+                      0};
+        cpu_store_plan sp = cpu_store_begin(CPU_STORE_NORM, c.fast ? n * 4 : 0);
+        c.hint = sp.hint;
         em_parallel_for(rows, grain, ln32_rows, &c);
+        cpu_store_end(&sp);
         return EM_OK;
     }
     double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
@@ -566,7 +569,7 @@ typedef struct bwd_rows_ctx {
                 continue;                                                                          \
             }                                                                                      \
             if (FAST) { /* the softmax kernel em_softmax runs */                                   \
-                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, false);         \
+                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, 0);         \
             } else {                                                                               \
                 SOFTMAX_ROW(T, EXP, row, c->S, mx);                                                \
             }                                                                                      \

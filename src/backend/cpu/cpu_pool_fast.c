@@ -208,19 +208,29 @@ bool cpu_pool_max_fast(const em_op *op)
     int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
     /* values only: the two-pass kernels (AVX2 or AVX-512 for contiguous rows; channels-last:
        AVX-512 for C % 16 == 0, else AVX2) */
-    sep_ctx sc = {&g, (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN, isa};
+    int64_t bytes = (int64_t)tn_numel(o) * 4;
+    sep_ctx sc = {&g, false, isa};
     if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
+        cpu_store_plan sp = cpu_store_begin(CPU_STORE_POOL_ROWS, bytes);
+        sc.stream = sp.hint & CPU_FAST_STREAM;
         em_parallel_for(rows, row_grain, rows_sep, &sc);
+        cpu_store_end(&sp);
     } else if (!g.idx && isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C % 16 == 0) {
+        cpu_store_plan sp = cpu_store_begin(CPU_STORE_POOL_CL, bytes);
+        sc.stream = sp.hint & CPU_FAST_STREAM;
         /* runs of consecutive output rows (the kernel pairs them and reads each input row
            once per run), four per thread, each at least 4096 outputs; the split follows the
            thread count, the values do not (a max is exact in any grouping) */
         int64_t units = g.N * g.OH, per = units / (4 * (int64_t)em_get_num_threads());
         int64_t least = 4096 / (g.OW * g.C) + 1;
         em_parallel_for(units, per > least ? per : least, cl_sep512, &sc);
+        cpu_store_end(&sp);
     } else if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8 && g.C % 8 == 0) {
+        cpu_store_plan sp = cpu_store_begin(CPU_STORE_POOL_CL, bytes);
+        sc.stream = sp.hint & CPU_FAST_STREAM;
         int64_t work = g.OW * g.C;
         em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_sep, &sc);
+        cpu_store_end(&sp);
     } else if (isa == CPU_POOL_AVX512 && g.x_sw == 1 && g.sw == 1) {
         em_parallel_for(rows, row_grain, rows_avx512, &g);
     } else if (isa == CPU_POOL_AVX512 && g.x_sc == 1 && g.C >= 8) {

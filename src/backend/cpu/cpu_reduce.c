@@ -660,7 +660,7 @@ typedef struct lplan {
     const char *xb;
     char *ob[2];
     const cpu_fast_ops *fast; /* vector row kernels, or NULL */
-    bool stream;              /* the output is large: store around the caches */
+    int hint;                 /* the softmax rows' store hint (cpu_store_begin) */
 } lplan;
 
 /* exp(x - m) over a chunk: in f32 for f32/f16/bf16 inputs (as PyTorch), in f64 for f64. */
@@ -677,7 +677,7 @@ static void softmax_line(const lplan *p, const char *x, char *y)
 {
     if (p->xdt == EM_F32 && p->odt == EM_F32 && p->sx == 4 && p->so[0] == 4 && p->fast) {
         p->fast->softmax_row((const float *)x, (float *)y, p->len, p->op->kind == EM_OP_LOG_SOFTMAX,
-                             p->stream);
+                             p->hint);
         return;
     }
     double b[CH];
@@ -788,7 +788,7 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
         else
             scan_line(p, x, y, yi);
     }
-    if (p->stream) cpu_fast_stream_fence();
+    if (p->hint & CPU_FAST_STREAM) cpu_fast_stream_fence();
 }
 
 static em_status exec_along(const em_op *op)
@@ -824,8 +824,14 @@ static em_status exec_along(const em_op *op)
         p.n++;
     }
     if (rows == 0 || p.len == 0) return EM_OK;
-    p.stream = rows * p.len * (int64_t)em_dtype_size(p.odt) >= CPU_FAST_STREAM_MIN;
+    /* the store hint serves the f32 softmax rows only (softmax_line) */
+    bool fast_rows = (op->kind == EM_OP_SOFTMAX || op->kind == EM_OP_LOG_SOFTMAX) && p.fast &&
+                     p.xdt == EM_F32 && p.odt == EM_F32 && p.sx == 4 && p.so[0] == 4;
+    cpu_store_plan sp =
+        cpu_store_begin(CPU_STORE_SOFTMAX, fast_rows ? rows * p.len * (int64_t)sizeof(float) : 0);
+    p.hint = sp.hint;
     em_parallel_for(rows, CPU_PAR_MIN / p.len + 1, lines_range, &p);
+    cpu_store_end(&sp);
     return EM_OK;
 }
 

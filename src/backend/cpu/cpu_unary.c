@@ -24,7 +24,7 @@ typedef struct uctx {
     double p0, p1; /* op->f[0], op->f[1] */
     float p0f, p1f;
     const cpu_fast_ops *fast; /* vector kernels, or NULL */
-    bool stream;              /* the output is large: vector kernels may store around the caches */
+    int hint;                 /* GELU's store hint (cpu_store_begin) */
 } uctx;
 
 static const double SELU_ALPHA = 1.6732632423543772848170429916717;
@@ -134,8 +134,8 @@ static void run_f32(const uctx *c, const float *restrict x, float *restrict y, i
     case EM_OP_CELU: MAP(v > 0 ? v : a * expm1f(v * b));
     case EM_OP_GELU:
         if (c->fast) {
-            c->fast->gelu(x, y, n, c->stream);
-            if (c->stream) cpu_fast_stream_fence();
+            c->fast->gelu(x, y, n, c->hint);
+            if (c->hint & CPU_FAST_STREAM) cpu_fast_stream_fence();
             break;
         }
         MAP(0.5f * v * (1.0f + erf_fast(v * r2)));
@@ -437,7 +437,9 @@ em_status cpu_exec_unary(const em_op *op)
     };
     if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
     /* f32 outputs are written in place (contiguous); others go through a buffer on the stack */
-    c.stream = o->dtype == EM_F32 && (int64_t)tn_numel(o) * 4 >= CPU_FAST_STREAM_MIN;
+    bool fast_gelu = op->kind == EM_OP_GELU && c.fast && o->dtype == EM_F32;
+    cpu_store_plan sp = cpu_store_begin(CPU_STORE_GELU, fast_gelu ? (int64_t)tn_numel(o) * 4 : 0);
+    c.hint = sp.hint;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
     switch (op->kind) {
@@ -463,5 +465,6 @@ em_status cpu_exec_unary(const em_op *op)
     cpu_bstrides(x, o->shape, o->rank, st[1]);
     char *base[2] = {tn_ptr(o), tn_ptr(x)};
     cpu_loop(o->rank, o->shape, 2, base, st, fn, &c, true);
+    cpu_store_end(&sp);
     return EM_OK;
 }
