@@ -216,7 +216,8 @@ int main(int argc, char **argv)
     }
     if (bench_selected(argc, argv, "gelu") || bench_selected(argc, argv, "sum")) {
         X = em_randn(EM_SHAPE(64 << 20), EM_F32, EM_CPU);
-        if (bench_selected(argc, argv, "gelu")) bench_run("gelu", run_gelu, NULL, STORE_WARMUP, 9, 5);
+        if (bench_selected(argc, argv, "gelu"))
+            bench_run("gelu", run_gelu, NULL, STORE_WARMUP, 9, 5);
         if (bench_selected(argc, argv, "sum")) bench_run("sum", run_sum, NULL, 1, 11, 4);
         check("gelu/sum");
         em_release(X);

@@ -84,7 +84,11 @@ int main(int argc, char **argv)
         if (!bench_selected(argc, argv, name)) continue;
         mm m = {n, randm((size_t)n * n), randm((size_t)n * n), randm((size_t)n * n)};
         bench_run(name, run_gemm, &m, n <= 256 ? 20 : 1,
-                  n >= 4096 ? 3 : n >= 2048 ? 5 : n >= 1024 ? 15 : 101, n >= 4096 ? 10 : 3);
+                  n >= 4096   ? 3
+                  : n >= 2048 ? 5
+                  : n >= 1024 ? 15
+                              : 101,
+                  n >= 4096 ? 10 : 3);
         report(name, check(m.a, false, m.b, n, m.c, n));
         free(m.a);
         free(m.b);

@@ -289,8 +289,10 @@ static void store_choice(void)
     bool automatic = cpu_store_decision(CPU_STORE_SOFTMAX) < 0;
     for (int i = 0; i < 8; i++) {
         em_tensor *y = em_softmax(x, -1);
-        CHECK(y && h_same_bytes(y, ref), "softmax call %d under the automatic store choice: the "
-              "streamed call's bytes", i);
+        CHECK(y && h_same_bytes(y, ref),
+              "softmax call %d under the automatic store choice: the "
+              "streamed call's bytes",
+              i);
     }
     if (automatic)
         CHECK(cpu_store_decision(CPU_STORE_SOFTMAX) >= 0,
@@ -325,8 +327,8 @@ int main(void)
      * 4096-float stack buffer keep their exponentials in the output */
     for (int st = 1; st >= 0; st--) {
         cpu_store_force(st);
-        compare(st ? "gelu (streamed)" : "gelu (large, cached)", f_gelu, EM_SHAPE(4100, 1025),
-                true, H_CONTIG, 2e-6);
+        compare(st ? "gelu (streamed)" : "gelu (large, cached)", f_gelu, EM_SHAPE(4100, 1025), true,
+                H_CONTIG, 2e-6);
         compare(st ? "softmax (streamed)" : "softmax (large, cached)", f_softmax,
                 EM_SHAPE(4100, 1025), true, H_CONTIG, 2e-6);
         compare(st ? "log_softmax (streamed)" : "log_softmax (large, cached)", f_log_softmax,

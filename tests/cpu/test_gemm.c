@@ -153,9 +153,10 @@ static void kernel_suite(const char *kern)
 static void thread_invariance(const char *kern)
 {
     if (!cpu_gemm_use(kern)) return;
-    static const gcase cases[] = {{150, 170, 300}, {1, 4000, 80},   {3000, 2, 60},   {40, 2000, 9},
-                                  {3000, 1, 70},   {1, 2500, 333},  {197, 150, 777}, {5, 300, 200},
-                                  {13, 4200, 40},  {64, 288, 3000}, {9, 33, 2600},   {1210, 45, 530}};
+    static const gcase cases[] = {{150, 170, 300}, {1, 4000, 80}, {3000, 2, 60},
+                                  {40, 2000, 9},   {3000, 1, 70}, {1, 2500, 333},
+                                  {197, 150, 777}, {5, 300, 200}, {13, 4200, 40},
+                                  {64, 288, 3000}, {9, 33, 2600}, {1210, 45, 530}};
     for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
         gcase g = cases[c];
         for (int t = 0; t < 4; t++) {

@@ -296,8 +296,8 @@ static void buf_put(pool_buf b)
         void (*pack_bt)(int64_t, const T *, int64_t, T *); /* full transposed B panels, or NULL */ \
         /* current block */                                                                        \
         int64_t jc, nc, pc, kc, ms, mlen, nj, jchunk, npan, nblk;                                  \
-        const int64_t *bound; /* nblk > 0: task t packs and runs row panels [bound[t], bound[t+1]) */ \
-        bool bshare; /* the macro tasks pack B themselves (share_b) */                             \
+        const int64_t *bound; /* nblk > 0: task t's row panels [bound[t], bound[t + 1]) */         \
+        bool bshare;          /* the macro tasks pack B themselves (share_b) */                    \
         int64_t npan_b, bgrain;                                                                    \
         int64_t ntask, task_elems; /* long_k: tasks and buffer floats per task */                  \
         _Atomic int64_t *bnext, *bdone;                                                            \
@@ -468,7 +468,7 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
-    /* Task t: with nblk > 0, packs row panels [bound[t], bound[t + 1]) of A itself (so they      \
+    /* Task t: with nblk > 0, packs row panels [bound[t], bound[t + 1]) of A itself (so they       \
      * sit in this core's cache) and sweeps all columns of the B block; else                       \
      * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
     static void P##macro(void *vc, int64_t b, int64_t e)                                           \

@@ -569,7 +569,7 @@ typedef struct bwd_rows_ctx {
                 continue;                                                                          \
             }                                                                                      \
             if (FAST) { /* the softmax kernel em_softmax runs */                                   \
-                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, 0);         \
+                (FAST)->softmax_row((const float *)row, (float *)row, c->S, false, 0);             \
             } else {                                                                               \
                 SOFTMAX_ROW(T, EXP, row, c->S, mx);                                                \
             }                                                                                      \

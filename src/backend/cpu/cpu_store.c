@@ -3,10 +3,10 @@
  * (it pays for fresh pages and cold caches, which would count against whichever store it
  * tried: layer_norm's first timing picked the slower store that way), then its next large calls
  * stream around the caches, then store through them, CPU_STORE_TRIALS each, each but the first
- * of a run timed per byte of output; then the store whose fastest timed call was faster is kept for the process (around
- * the caches unless through them is STORE_MARGIN faster: the caches then stay with other work).
- * The stores never change a value, only where the bytes go, so the choice cannot change a
- * result. */
+ * of a run timed per byte of output; then the store whose fastest timed call was faster is kept for
+ * the process (around the caches unless through them is STORE_MARGIN faster: the caches then stay
+ * with other work). The stores never change a value, only where the bytes go, so the choice cannot
+ * change a result. */
 #include <ember/core.h>
 #include <pthread.h>
 #include <string.h>
@@ -17,14 +17,14 @@
 #define CPU_STORE_TRIALS 3
 #define STORE_MARGIN     0.98 /* through the caches must take less than this share of around */
 
-static const char *const kind_names[CPU_STORE_KINDS] = {"gelu", "softmax", "layer/rms norm",
-                                                         "max pool (rows)", "max pool (channels-last)"};
+static const char *const kind_names[CPU_STORE_KINDS] = {
+    "gelu", "softmax", "layer/rms norm", "max pool (rows)", "max pool (channels-last)"};
 
 typedef struct kind_state {
-    bool warm;         /* the untimed first call is done */
-    int tried[2];      /* trials run: [0] through the caches, [1] around them */
-    double best[2];    /* fastest trial, ns per byte */
-    int decision;      /* -1 until made */
+    bool warm;      /* the untimed first call is done */
+    int tried[2];   /* trials run: [0] through the caches, [1] around them */
+    double best[2]; /* fastest trial, ns per byte */
+    int decision;   /* -1 until made */
 } kind_state;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -96,8 +96,8 @@ void cpu_store_end(const cpu_store_plan *p)
             em_log_msg("cpu", EM_LOG_DEBUG,
                        "%s: large outputs stored %s the caches (fastest of %d: around %.4f, "
                        "through %.4f ns/byte)",
-                       kind_names[p->kind], s->decision ? "around" : "through", CPU_STORE_TRIALS - 1,
-                       s->best[1], s->best[0]);
+                       kind_names[p->kind], s->decision ? "around" : "through",
+                       CPU_STORE_TRIALS - 1, s->best[1], s->best[0]);
         }
     }
     pthread_mutex_unlock(&lock);
