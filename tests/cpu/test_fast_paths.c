@@ -3,7 +3,8 @@
  * masked_fill, relu's one-pass backward) and the power-of-two real FFT against the portable paths
  * (cpu_fast_force_portable): odd lengths and tails, NaN and infinities, ties, strided inputs (which
  * take the portable path), and bitwise-identical results for 1, 2 and 3 threads. On CPUs without
- * AVX2 the element-wise sides are both the portable path. */
+ * AVX2 the element-wise sides are both the portable path. The row kernels of every table the CPU
+ * can run (AVX2 beside AVX-512) are also called directly against f64, with each store hint. */
 #include <string.h>
 
 #include "backend/cpu/cpu_fast.h"
@@ -274,6 +275,86 @@ static void compare_fft_passes(void)
         }
 }
 
+/* Every ISA table this CPU can run (the AVX2 one too where AVX-512 is chosen), kernel by kernel:
+ * GELU, softmax, log_softmax and layer norm rows of several lengths at three alignments, against
+ * f64, and with each store hint (CPU_FAST_BIG, CPU_FAST_STREAM) the same bytes as without one,
+ * nothing written outside the row. */
+static double gelu_ref(double v)
+{
+    return 0.5 * v * (1 + erf(v / sqrt(2.0)));
+}
+
+static void row_kernels(const cpu_fast_ops *t)
+{
+    int64_t lens[] = {1, 7, 16, 33, 1000, 1025, 4099, 5000};
+    for (size_t li = 0; li < sizeof lens / sizeof *lens; li++) {
+        int64_t n = lens[li], cap = n + 64;
+        float *x = malloc(sizeof(float) * (size_t)cap), *w = malloc(sizeof(float) * (size_t)n);
+        float *b = malloc(sizeof(float) * (size_t)n), *y0 = malloc(sizeof(float) * (size_t)cap);
+        float *y = malloc(sizeof(float) * (size_t)cap);
+        double *r = malloc(sizeof(double) * (size_t)n);
+        for (int64_t i = 0; i < cap; i++) x[i] = (float)(12 * h_uniform() - 6);
+        for (int64_t i = 0; i < n; i++)
+            w[i] = (float)(h_uniform() + 0.5), b[i] = (float)(h_uniform() - 0.5);
+        for (int off = 0; off < 3; off++)
+            for (int op = 0; op < 4; op++) {
+                const float *xi = x + off;
+                double m = -INFINITY, sum = 0, mean = 0, var = 0;
+                for (int64_t i = 0; i < n; i++) m = xi[i] > m ? xi[i] : m, mean += xi[i];
+                for (int64_t i = 0; i < n; i++) sum += exp((double)xi[i] - m);
+                mean /= (double)n;
+                for (int64_t i = 0; i < n; i++) var += (xi[i] - mean) * (xi[i] - mean);
+                var /= (double)n;
+                for (int64_t i = 0; i < n; i++)
+                    r[i] = op == 0   ? gelu_ref(xi[i])
+                           : op == 1 ? exp((double)xi[i] - m) / sum
+                           : op == 2 ? (double)xi[i] - m - log(sum)
+                                     : (xi[i] - mean) / sqrt(var + 1e-5) * w[i] + b[i];
+                double tol = op == 3 ? 1e-5 : 2e-6;
+                for (int hint = 0; hint < 4; hint++) {
+                    float *o = hint ? y : y0;
+                    for (int64_t i = 0; i < cap; i++) o[i] = -7.0f; /* a guard around the row */
+                    switch (op) {
+                    case 0: t->gelu(xi, o + off, n, hint); break;
+                    case 1: t->softmax_row(xi, o + off, n, false, hint); break;
+                    case 2: t->softmax_row(xi, o + off, n, true, hint); break;
+                    default: t->norm_row(xi, o + off, w, b, n, 1e-5, false, hint); break;
+                    }
+                    cpu_fast_stream_fence();
+                    if (hint) {
+                        CHECK(!memcmp(y0, y, sizeof(float) * (size_t)cap),
+                              "%s row kernel %d, n %lld, offset %d: hint %d changed the bytes",
+                              t->isa, op, (long long)n, off, hint);
+                        continue;
+                    }
+                    int64_t worst = -1;
+                    for (int64_t i = 0; i < cap; i++) {
+                        bool in = i >= off && i < off + n;
+                        if (in ? !(fabs(o[i] - r[i - off]) <= tol * (1 + fabs(r[i - off])))
+                               : o[i] != -7.0f) {
+                            worst = i;
+                            break;
+                        }
+                    }
+                    CHECK(worst < 0, "%s row kernel %d, n %lld, offset %d: element %lld wrong",
+                          t->isa, op, (long long)n, off, (long long)worst);
+                }
+            }
+        free(x), free(w), free(b), free(y0), free(y), free(r);
+    }
+}
+
+static void isa_tables(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+        row_kernels(&cpu_fast_avx2_ops);
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
+        row_kernels(&cpu_fast_avx512_ops);
+#endif
+}
+
 /* The automatic store choice (cpu_store_begin, configuration auto): a large softmax's first
  * call streams, the next ones try streaming and storing through the caches, then one of the two
  * is kept; every call gives the bits a streamed call gives. */
@@ -342,6 +423,7 @@ int main(void)
     }
     cpu_store_force(-1);
     store_choice();
+    isa_tables();
     /* whole sums: below, at and past the 65536-element block, with tails */
     int64_t sums[] = {65535, 65536, 65537, 3 * 65536 + 17, 1000003};
     for (size_t i = 0; i < sizeof sums / sizeof *sums; i++) {
