@@ -131,7 +131,9 @@ int64_t em_mem_trim(void);
 void em_set_num_threads(int n);
 int em_get_num_threads(void);
 /* Calls fn(ctx, begin, end) over [0, n) split into chunks of at least `grain` items, on the
- * persistent pool. The split depends only on n and grain, never on the thread count. */
+ * persistent pool. The split depends only on n and grain, never on the thread count. Each thread
+ * starts on its own contiguous run of chunks (its share of an even split) and, when that is done,
+ * takes the chunks left at the ends of the others' runs. */
 typedef void (*em_range_fn)(void *ctx, int64_t begin, int64_t end);
 void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
 

@@ -9,6 +9,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "core/core_impl.h"
 #include "harness.h"
 
 /* ---- helpers ----------------------------------------------------------------------------- */
@@ -554,18 +555,22 @@ static void cover_fn(void *ctx, int64_t begin, int64_t end)
     for (int64_t i = begin; i < end; i++) atomic_fetch_add(&c->hits[i], 1);
 }
 
-static void check_cover(int64_t n, int64_t grain)
+/* in_order: core_parallel_for_in_order (one counter), else em_parallel_for (spans). */
+static void check_cover(int64_t n, int64_t grain, bool in_order)
 {
     cover_ctx c = {.hits = calloc((size_t)(n > 0 ? n : 1), sizeof(atomic_int))};
     int64_t g = grain < 1 ? 1 : grain;
     int64_t nchunks = n / g < 1 ? 1 : n / g > 256 ? 256 : n / g;
     c.base = n / nchunks;
-    em_parallel_for(n, grain, cover_fn, &c);
+    if (in_order)
+        core_parallel_for_in_order(n, grain, cover_fn, &c);
+    else
+        em_parallel_for(n, grain, cover_fn, &c);
     int64_t wrong = 0;
     for (int64_t i = 0; i < n; i++) wrong += atomic_load(&c.hits[i]) != 1;
     int want_calls = n > 0 ? (int)nchunks : 0;
-    CHECK(wrong == 0, "n=%lld grain=%lld threads=%d: %lld indices not covered exactly once",
-          (long long)n, (long long)grain, em_get_num_threads(), (long long)wrong);
+    CHECK(wrong == 0, "n=%lld grain=%lld threads=%d in order %d: %lld indices not covered once",
+          (long long)n, (long long)grain, em_get_num_threads(), in_order, (long long)wrong);
     CHECK(atomic_load(&c.calls) == want_calls && atomic_load(&c.bad_size) == 0,
           "n=%lld grain=%lld: %d chunks (want %d), %d of the wrong size", (long long)n,
           (long long)grain, atomic_load(&c.calls), want_calls, atomic_load(&c.bad_size));
@@ -637,6 +642,54 @@ static void err_fn(void *ctx, int64_t begin, int64_t end)
     em_error(EM_ERR_INTERNAL, "worker chunk [%lld, %lld) failed", (long long)begin, (long long)end);
 }
 
+/* Spans: on 2 threads the caller owns the second half of the 256 chunks. Chunks of the first
+ * half (the worker's) wait until the caller has run one of them, which it can only take from
+ * the end of the worker's span once its own span is done. */
+typedef struct span_ctx {
+    pthread_t caller;
+    atomic_int hits[256];
+    atomic_int caller_first, caller_stole; /* the caller's first chunk + 1; chunks taken */
+    atomic_int seq;
+    int order[256]; /* claim position of each chunk */
+} span_ctx;
+
+static void span_fn(void *ctx, int64_t begin, int64_t end)
+{
+    span_ctx *c = ctx;
+    int64_t t0 = core_mono_ns();
+    for (int64_t i = begin; i < end; i++) {
+        atomic_fetch_add(&c->hits[i], 1);
+        c->order[i] = atomic_fetch_add(&c->seq, 1);
+        if (pthread_equal(pthread_self(), c->caller)) {
+            int zero = 0;
+            atomic_compare_exchange_strong(&c->caller_first, &zero, (int)i + 1);
+            if (i < 128) atomic_fetch_add(&c->caller_stole, 1);
+        } else if (i < 128) {
+            while (!atomic_load(&c->caller_stole) && core_mono_ns() - t0 < 5000000000LL)
+                sched_yield();
+        }
+    }
+}
+
+static void check_spans(void)
+{
+    em_set_num_threads(2);
+    span_ctx *c = calloc(1, sizeof *c);
+    c->caller = pthread_self();
+    em_parallel_for(256, 1, span_fn, c);
+    int64_t wrong = 0;
+    for (int i = 0; i < 256; i++) wrong += atomic_load(&c->hits[i]) != 1;
+    CHECK(wrong == 0, "spans: %lld chunks not run once", (long long)wrong);
+    CHECK(atomic_load(&c->caller_first) == 129, "the caller started its own span at chunk 128 (%d)",
+          atomic_load(&c->caller_first) - 1);
+    CHECK(atomic_load(&c->caller_stole) > 0, "the caller took chunks of the worker's span");
+    /* a span is run front to back: chunk 128's successors in the caller's span came after it */
+    int late = 0;
+    for (int i = 129; i < 256; i++) late += c->order[i] < c->order[128];
+    CHECK(late == 0, "the caller's span ran in order (%d chunks before its first)", late);
+    free(c);
+}
+
 static void *concurrent_caller(void *arg)
 {
     int64_t n = 1000 + *(int *)arg;
@@ -666,8 +719,10 @@ static void test_threads(void)
         CHECK(em_get_num_threads() == threads[t], "set %d threads", threads[t]);
         for (size_t i = 0; i < sizeof ns / sizeof *ns; i++)
             for (size_t g = 0; g < sizeof grains / sizeof *grains; g++)
-                check_cover(ns[i], grains[g]);
+                for (int o = 0; o < 2; o++) check_cover(ns[i], grains[g], o);
     }
+
+    check_spans();
 
     em_set_num_threads(4);
     em_parallel_for(10, 1, NULL, NULL);

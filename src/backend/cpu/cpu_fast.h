@@ -100,7 +100,7 @@ void cpu_store_force(int mode);
 /* The decision for kind: 1 around the caches, 0 through them, -1 not yet made. */
 int cpu_store_decision(cpu_store_kind kind);
 
-/* The row after x (n floats on) where large outputs (stream) suggest contiguous rows of a big
+/* The row after x (n floats on) where large outputs (CPU_FAST_BIG) suggest contiguous rows of a big
  * tensor and n is at most CPU_FAST_PREFETCH_ROW: the softmax and norm row kernels prefetch it
  * while they compute on x from L1, so the memory keeps streaming through their arithmetic
  * (prefetches do not fault, so a row that is the tensor's last is harmless); NULL otherwise. */

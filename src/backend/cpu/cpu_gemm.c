@@ -593,8 +593,8 @@ static void buf_put(pool_buf b)
                                                                                                    \
     static void P##run(em_range_fn fn, P##ctx *g, int64_t n, int64_t grain, bool par)              \
     {                                                                                              \
-        if (par)                                                                                   \
-            em_parallel_for(n, grain, fn, g);                                                      \
+        if (par) /* the row tasks are planned for chunks started in order (plan_rows) */           \
+            core_parallel_for_in_order(n, grain, fn, g);                                           \
         else                                                                                       \
             fn(g, 0, n);                                                                           \
     }                                                                                              \
