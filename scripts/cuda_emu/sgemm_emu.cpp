@@ -96,7 +96,11 @@ int main()
         {em_mm_sgemm_v4_mk_t64, 64, 64, 0, 1, "em_mm_sgemm_v4_mk_t64"},
     };
     // M, N, K: partial tiles, one k tile, K shorter than a tile, several of each
-    const int shapes[][3] = {{200, 264, 136}, {128, 128, 16}, {260, 132, 36}, {8, 300, 20}};
+    const int shapes[][3] = {{200, 264, 136},
+                             {128, 128, 16},
+                             {260, 132, 36},
+                             {8, 300, 20},
+                             {600, 72, 20}}; // the last: 10 row tiles of 64, two groups of rows
     long long wrong = 0, checks = 0;
     for (auto &sh : shapes)
         for (auto &k : ks)
