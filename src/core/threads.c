@@ -57,11 +57,10 @@ typedef struct job {
     em_range_fn fn;
     void *ctx;
     int64_t nchunks, base, rem;
-    atomic_int_fast64_t next;
     em_status err; /* the first error raised on a worker, handed to the caller */
     char err_msg[ERR_CAP];
     int caller_cpu; /* the CPU the caller ran on when it posted the job, or -1 */
-    bool spans;     /* take chunks from per-thread spans (see run_spans), not from `next` */
+    int parts;      /* spans the chunks are split into (run_spans): 1 for one in-order queue */
 } job;
 
 typedef struct worker {
@@ -94,10 +93,11 @@ static void chunk_range(const job *j, int64_t c, int64_t *begin, int64_t *end)
     *end = *begin + j->base + (c < j->rem ? 1 : 0);
 }
 
-/* Spans: participant p (workers 0..nhelpers-1, the caller nhelpers) owns chunks
- * [p nchunks / P, (p + 1) nchunks / P) of the P participants' even split, packed as lo | hi << 32.
- * Each takes its own span's chunks from the front, then the others' from their ends, so every
- * thread streams one contiguous part of memory while the work stays balanced. */
+/* Spans: with P = parts, participant p (workers 0..nhelpers-1, the caller nhelpers) owns chunks
+ * [p nchunks / P, (p + 1) nchunks / P), packed as lo | hi << 32. Each takes its own span's chunks
+ * from the front, then the others' from their ends, so every thread streams one contiguous part
+ * of memory while the work stays balanced. With P = 1 all take span 0 from the front: one queue,
+ * chunks started in index order. */
 static _Atomic uint64_t span[MAX_THREADS];
 
 static bool span_take(int p, bool front, int64_t *c)
@@ -114,26 +114,15 @@ static bool span_take(int p, bool front, int64_t *c)
     }
 }
 
-static void run_spans(job *j, int me, int parts)
+static void run_spans(job *j, int me)
 {
-    for (int k = 0; k < parts; k++) {
-        int p = (me + k) % parts;
+    for (int k = 0; k < j->parts; k++) {
+        int p = (me + k) % j->parts;
         int64_t c, b, e;
         while (span_take(p, k == 0, &c)) {
             chunk_range(j, c, &b, &e);
             j->fn(j->ctx, b, e);
         }
-    }
-}
-
-static void run_chunks(job *j)
-{
-    for (;;) {
-        int64_t c = atomic_fetch_add(&j->next, 1);
-        if (c >= j->nchunks) return;
-        int64_t b, e;
-        chunk_range(j, c, &b, &e);
-        j->fn(j->ctx, b, e);
     }
 }
 
@@ -239,10 +228,7 @@ static void *worker_main(void *arg)
         int caller_cpu = cur.caller_cpu;
         pthread_mutex_unlock(&pool_lock);
         leave_callers_cpu(caller_cpu);
-        if (cur.spans)
-            run_spans(&cur, idx, nhelpers + 1);
-        else
-            run_chunks(&cur);
+        run_spans(&cur, idx);
         /* Errors are per thread: pass a worker's first one to the caller. */
         bool failed = em_failed();
         pthread_mutex_lock(&pool_lock);
@@ -353,7 +339,7 @@ static void run_inline(job *j)
 /* Chunks: nchunks = clamp(floor(n / grain), 1, 256), sizes differing by at most one, so every
  * chunk holds at least `grain` items (or all n when n < grain). Chunk c covers
  * [c*base + min(c, rem), ... + base + (c < rem)) with base = n / nchunks, rem = n % nchunks. */
-static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bool spans)
+static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bool in_order)
 {
     if (!fn) {
         em_error(EM_ERR_INVALID_ARG, "em_parallel_for: fn is NULL (n = %lld)", (long long)n);
@@ -389,11 +375,10 @@ static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bo
     cur.nchunks = local.nchunks;
     cur.base = local.base;
     cur.rem = local.rem;
-    atomic_store(&cur.next, 0);
-    cur.spans = spans;
-    for (int p = 0; cur.spans && p <= helpers; p++)
-        atomic_store(&span[p], (uint64_t)(p * nchunks / (helpers + 1)) |
-                                   (uint64_t)((p + 1) * nchunks / (helpers + 1)) << 32);
+    cur.parts = in_order ? 1 : helpers + 1;
+    for (int p = 0; p < cur.parts; p++)
+        atomic_store(&span[p], (uint64_t)(p * nchunks / cur.parts) |
+                                   (uint64_t)((p + 1) * nchunks / cur.parts) << 32);
     cur.err = EM_OK;
     cur.err_msg[0] = '\0';
     nhelpers = helpers;
@@ -406,10 +391,7 @@ static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bo
     pthread_mutex_unlock(&pool_lock);
 
     in_parallel = true;
-    if (cur.spans)
-        run_spans(&cur, helpers, helpers + 1);
-    else
-        run_chunks(&cur);
+    run_spans(&cur, helpers);
     in_parallel = false;
 
     spin_until(NULL, 0, &pending);
@@ -429,10 +411,10 @@ static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bo
  * 48 (the sum of 64M floats 8.6 ms against 5.5; bench/RESULTS.md, sixteenth session). */
 void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
 {
-    parallel_for(n, grain, fn, ctx, true);
+    parallel_for(n, grain, fn, ctx, false);
 }
 
 void core_parallel_for_in_order(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
 {
-    parallel_for(n, grain, fn, ctx, false);
+    parallel_for(n, grain, fn, ctx, true);
 }

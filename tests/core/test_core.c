@@ -651,12 +651,13 @@ typedef struct span_ctx {
     atomic_int caller_first, caller_stole; /* the caller's first chunk + 1; chunks taken */
     atomic_int seq;
     int order[256]; /* claim position of each chunk */
+    int64_t
+        deadline; /* the worker stops waiting then (a pool that never steals fails, not hangs) */
 } span_ctx;
 
 static void span_fn(void *ctx, int64_t begin, int64_t end)
 {
     span_ctx *c = ctx;
-    int64_t t0 = core_mono_ns();
     for (int64_t i = begin; i < end; i++) {
         atomic_fetch_add(&c->hits[i], 1);
         c->order[i] = atomic_fetch_add(&c->seq, 1);
@@ -665,8 +666,7 @@ static void span_fn(void *ctx, int64_t begin, int64_t end)
             atomic_compare_exchange_strong(&c->caller_first, &zero, (int)i + 1);
             if (i < 128) atomic_fetch_add(&c->caller_stole, 1);
         } else if (i < 128) {
-            while (!atomic_load(&c->caller_stole) && core_mono_ns() - t0 < 5000000000LL)
-                sched_yield();
+            while (!atomic_load(&c->caller_stole) && core_mono_ns() < c->deadline) sched_yield();
         }
     }
 }
@@ -676,6 +676,7 @@ static void check_spans(void)
     em_set_num_threads(2);
     span_ctx *c = calloc(1, sizeof *c);
     c->caller = pthread_self();
+    c->deadline = core_mono_ns() + 5000000000LL;
     em_parallel_for(256, 1, span_fn, c);
     int64_t wrong = 0;
     for (int i = 0; i < 256; i++) wrong += atomic_load(&c->hits[i]) != 1;

@@ -469,7 +469,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
     const i64 M = s.M, N = s.N, K = s.K;
     // T = 64 (several blocks per multiprocessor): tiles in groups of 8 tile rows, column by
     // column inside a group, so the blocks resident together share A and B rows in L2 (1024^3 on
-    // the H200: 0.0767 -> 0.0656 ms; on T = 128 it cost 0.3-0.8 % at 2048-4096 and was left out)
+    // the H200: 0.0767 -> 0.0656 ms; on T = 128 it cost 0.8-1.0 % at 2048-4096 and was left out)
     i64 m0 = (i64)blockIdx.y * T, n0 = (i64)blockIdx.x * T;
     if (T == 64) {
         const unsigned nx = gridDim.x, pid = blockIdx.y * nx + blockIdx.x;
