@@ -20,7 +20,7 @@ void core_init(void);
 /* The number of hardware threads (cores) available to the process. */
 int core_hw_threads(void);
 
-/* em_parallel_for's split, but the threads claim chunks from one counter in index order, so
+/* em_parallel_for's split, but the threads claim chunks from one queue in index order, so
  * chunks start in order: for plans that put their longest chunks first and end on short ones to
  * balance the threads (the GEMM's row tasks), not for streaming memory (em_parallel_for). */
 void core_parallel_for_in_order(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
