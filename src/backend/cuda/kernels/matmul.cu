@@ -560,12 +560,16 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
         fetch(0);
         store(0);
         __syncthreads();
-        // T = 64: the values of step k + 1 are read from shared memory while step k's products
-        // run, and the next tile is stored and the barrier passed before the last step's
-        // products, so the first step's reads wait behind them rather than stall every warp after
-        // the barrier (1024^3 on the H200: 0.658 -> 0.629 ms). On T = 128 the same order ran 4-5 %
-        // slower (ptxas schedules the one-block-per-multiprocessor kernel's reads itself).
-        constexpr bool PIPE = T == 64;
+        // T = 64 with A k-contiguous and B n-contiguous (a @ b of row-major matrices): the values
+        // of step k + 1 are read from shared memory while step k's products run, and the next
+        // tile is stored and the barrier passed before the last step's products, so the first
+        // step's reads wait behind them rather than stall every warp after the barrier (1024^3 on
+        // the H200: 0.658 -> 0.629 ms; 235 -> 237 registers, four blocks per multiprocessor
+        // either way). The other layouts' 64-tile kernels went from 168-195 registers (five or
+        // six blocks) to 225-247 (four) with it, and a transformer encoder's forward, whose
+        // x @ W^T products take them, from 4.34 to 4.42 ms, so they keep the plain order; on
+        // T = 128 it ran 1-5 % slower (ptxas schedules the one-block kernel's reads itself).
+        constexpr bool PIPE = T == 64 && AK && !BK;
         float fa[2][8], fb[2][8];
         if (PIPE) sg_frag<T / 2>(fa[0], fb[0], As[0][0], Bs[0][0], ty, tx);
         int buf = 0;
