@@ -651,8 +651,8 @@ typedef struct span_ctx {
     atomic_int caller_first, caller_stole; /* the caller's first chunk + 1; chunks taken */
     atomic_int seq;
     int order[256]; /* claim position of each chunk */
-    int64_t
-        deadline; /* the worker stops waiting then (a pool that never steals fails, not hangs) */
+    /* the worker stops waiting then (a pool that never steals fails, not hangs) */
+    int64_t deadline;
 } span_ctx;
 
 static void span_fn(void *ctx, int64_t begin, int64_t end)

@@ -568,7 +568,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
         // either way). The other layouts' 64-tile kernels went from 168-195 registers (five or
         // six blocks) to 225-247 (four) with it, and a transformer encoder's forward, whose
         // x @ W^T products take them, from 4.34 to 4.42 ms, so they keep the plain order; on
-        // T = 128 it ran 1-5 % slower (ptxas schedules the one-block kernel's reads itself).
+        // T = 128 it ran 4-5 % slower (ptxas schedules the one-block kernel's reads itself).
         constexpr bool PIPE = T == 64 && AK && !BK;
         float fa[2][8], fb[2][8];
         if (PIPE) sg_frag<T / 2>(fa[0], fb[0], As[0][0], Bs[0][0], ty, tx);
