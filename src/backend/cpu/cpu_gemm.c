@@ -299,7 +299,9 @@ static void buf_put(pool_buf b)
         const int64_t *bound; /* nblk > 0: task t's row panels [bound[t], bound[t + 1]) */         \
         bool bshare;          /* the macro tasks pack B themselves (share_b) */                    \
         int64_t npan_b, bgrain;                                                                    \
-        int64_t ntask, task_elems; /* long_k: tasks and buffer floats per task */                  \
+        int64_t ntask, task_elems;  /* long_k: tasks and buffer floats per task */                 \
+        int64_t kblk, nring, bslot; /* all_k: KC, B ring slots and elements per slot */            \
+        _Atomic int64_t *kb;        /* all_k: per KC block next, done, finished; per task rows */  \
         _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
@@ -468,6 +470,24 @@ static void buf_put(pool_buf b)
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
+    /* The micro-kernel over rows [i0, i1) x columns [j0, j1) of the current block (packed A and   \
+     * B), then the epilogue when the block is K's last. */                                        \
+    static void P##sweep(const P##ctx *g, int64_t i0, int64_t i1, int64_t j0, int64_t j1)          \
+    {                                                                                              \
+        for (int64_t jr = j0; jr < j1; jr += g->nr) {                                              \
+            const T *bp = g->Bp + (jr / g->nr) * g->nr * g->kc;                                    \
+            int nr = (int)min64(g->nr, g->nc - jr);                                                \
+            for (int64_t ir = i0; ir < i1; ir += g->mr) {                                          \
+                const T *ap = g->Ap + (ir / g->mr) * g->mr * g->kc;                                \
+                T *c = g->C + (g->ms + ir) * g->ldc + g->jc + jr;                                  \
+                g->ukr(g->kc, ap, bp, c, g->ldc, g->alpha, g->beta_blk,                            \
+                       (int)min64(g->mr, g->mlen - ir), nr);                                       \
+            }                                                                                      \
+        }                                                                                          \
+        if (g->pc + g->kc == g->K) /* the block's last K step: it is final and in cache */         \
+            P##epi_block(g, g->ms + i0, g->jc + j0, i1 - i0, j1 - j0);                             \
+    }                                                                                              \
+                                                                                                   \
     /* Task t: with nblk > 0, packs row panels [bound[t], bound[t + 1]) of A itself (so they       \
      * sit in this core's cache) and sweeps all columns of the B block; else                       \
      * rows [ic*MC, +MC) of the already packed super-block, columns [js*jchunk, +jchunk). */       \
@@ -475,30 +495,57 @@ static void buf_put(pool_buf b)
     {                                                                                              \
         const P##ctx *g = vc;                                                                      \
         for (int64_t t = b; t < e; t++) {                                                          \
-            int64_t i0, i1, j0 = 0, j1 = g->nc;                                                    \
             if (g->nblk > 0) {                                                                     \
                 int64_t p0 = g->bound[t], p1 = g->bound[t + 1];                                    \
                 if (g->bshare) P##share_b(g);                                                      \
                 P##pack_a(vc, p0, p1);                                                             \
                 if (g->bshare)                                                                     \
                     while (atomic_load(g->bdone) < g->npan_b) sched_yield();                       \
-                i0 = p0 * g->mr, i1 = min64(p1 * g->mr, g->mlen);                                  \
+                P##sweep(g, p0 * g->mr, min64(p1 * g->mr, g->mlen), 0, g->nc);                     \
             } else {                                                                               \
-                i0 = (t / g->nj) * g->mc, i1 = min64(i0 + g->mc, g->mlen);                         \
-                j0 = (t % g->nj) * g->jchunk, j1 = min64(j0 + g->jchunk, g->nc);                   \
+                int64_t i0 = (t / g->nj) * g->mc, j0 = (t % g->nj) * g->jchunk;                    \
+                P##sweep(g, i0, min64(i0 + g->mc, g->mlen), j0, min64(j0 + g->jchunk, g->nc));     \
             }                                                                                      \
-            for (int64_t jr = j0; jr < j1; jr += g->nr) {                                          \
-                const T *bp = g->Bp + (jr / g->nr) * g->nr * g->kc;                                \
-                int nr = (int)min64(g->nr, g->nc - jr);                                            \
-                for (int64_t ir = i0; ir < i1; ir += g->mr) {                                      \
-                    const T *ap = g->Ap + (ir / g->mr) * g->mr * g->kc;                            \
-                    T *c = g->C + (g->ms + ir) * g->ldc + g->jc + jr;                              \
-                    g->ukr(g->kc, ap, bp, c, g->ldc, g->alpha, g->beta_blk,                        \
-                           (int)min64(g->mr, g->mlen - ir), nr);                                   \
-                }                                                                                  \
+        }                                                                                          \
+    }                                                                                              \
+                                                                                                   \
+    /* Every KC block of one column block in one pool region: task t is row task t % nblk of       \
+     * KC block t / nblk, taken in order, so a thread that finishes its share of a block goes on   \
+     * to the next block's rows instead of waiting for the other at the block's end (one wake-up   \
+     * and one final wait per product instead of one per KC block). Blocks pack B into a ring of   \
+     * nring slots: the first tasks of a block pack it (share_b) once every task of the block      \
+     * that used the slot before has finished. A task waits for its rows' previous block (C is     \
+     * accumulated block after block) and for its block's B; it waits only on tasks taken before   \
+     * it, which run on threads that are running, so the region cannot deadlock. kb holds per      \
+     * block: next B chunk, B panels done, tasks finished; then per row task the blocks done.      \
+     * Each C element sees the same blocks, packed values and micro-kernel calls as block by       \
+     * block (the same bits). */                                                                   \
+    static void P##all_k(void *vc, int64_t b, int64_t e)                                           \
+    {                                                                                              \
+        const P##ctx *g0 = vc;                                                                     \
+        int64_t nkb = (g0->K + g0->kblk - 1) / g0->kblk;                                           \
+        _Atomic int64_t *rows = g0->kb + 3 * nkb;                                                  \
+        for (int64_t t = b; t < e; t++) {                                                          \
+            int64_t q = t / g0->nblk, r = t % g0->nblk;                                            \
+            P##ctx g = *g0;                                                                        \
+            g.pc = q * g0->kblk;                                                                   \
+            g.kc = min64(g0->kblk, g0->K - g.pc);                                                  \
+            g.beta_blk = q == 0 ? g0->beta : (T)1;                                                 \
+            g.Bp = g0->Bp + (q % g0->nring) * g0->bslot;                                           \
+            g.bnext = g0->kb + 3 * q, g.bdone = g.bnext + 1;                                       \
+            if (atomic_load(g.bnext) < g.npan_b) {                                                 \
+                if (q >= g0->nring)                                                                \
+                    while (atomic_load(g0->kb + 3 * (q - g0->nring) + 2) < g0->nblk)               \
+                        sched_yield();                                                             \
+                P##share_b(&g);                                                                    \
             }                                                                                      \
-            if (g->pc + g->kc == g->K) /* the block's last K step: it is final and in cache */     \
-                P##epi_block(g, g->ms + i0, g->jc + j0, i1 - i0, j1 - j0);                         \
+            while (atomic_load(rows + r) < q) sched_yield();                                       \
+            int64_t p0 = g.bound[r], p1 = g.bound[r + 1];                                          \
+            P##pack_a(&g, p0, p1);                                                                 \
+            while (atomic_load(g.bdone) < g.npan_b) sched_yield();                                 \
+            P##sweep(&g, p0 *g.mr, min64(p1 *g.mr, g.mlen), 0, g.nc);                              \
+            atomic_store(rows + r, q + 1);                                                         \
+            atomic_fetch_add(g0->kb + 3 * q + 2, 1);                                               \
         }                                                                                          \
     }                                                                                              \
                                                                                                    \
@@ -597,6 +644,30 @@ static void buf_put(pool_buf b)
             core_parallel_for_in_order(n, grain, fn, g);                                           \
         else                                                                                       \
             fn(g, 0, n);                                                                           \
+    }                                                                                              \
+                                                                                                   \
+    /* Runs column block g->jc of the product with P##all_k when it suits (the row tasks' plan,    \
+     * M in one super-block, two or more KC blocks): false, and nothing done, otherwise. The       \
+     * caller allocated ring slots of g->bslot elements for B. */                                  \
+    static bool P##all_k_region(P##ctx *g, int threads, int64_t MC, int64_t KC, int64_t ring,      \
+                                int64_t *bound)                                                    \
+    {                                                                                              \
+        int64_t nkb = (g->K + KC - 1) / KC, npan = (g->M + g->mr - 1) / g->mr;                     \
+        int64_t n_ic = (g->M + MC - 1) / MC;                                                       \
+        if (threads < 2 || g->M > SUPER_M || nkb < 2 || round_up(n_ic, threads) > npan)            \
+            return false;                                                                          \
+        g->ms = 0, g->mlen = g->M, g->npan = npan;                                                 \
+        g->nblk = plan_rows(npan, n_ic, threads, g->mr, bound);                                    \
+        g->bound = bound;                                                                          \
+        g->kb = calloc((size_t)(3 * nkb + g->nblk), sizeof *g->kb); /* all zero: lock-free */      \
+        if (!g->kb) return false;                                                                  \
+        g->kblk = KC, g->nring = ring;                                                             \
+        g->npan_b = (g->nc + g->nr - 1) / g->nr;                                                   \
+        g->bgrain = 1 + 16384 / (g->nr * KC);                                                      \
+        P##run(P##all_k, g, nkb * g->nblk, 1, true);                                               \
+        free((void *)g->kb);                                                                       \
+        g->kb = NULL;                                                                              \
+        return true;                                                                               \
     }                                                                                              \
                                                                                                    \
     /* Vector-shaped products: out[i * ldo] = alpha * (dot or axpy sum) + beta * out[..] in        \
@@ -709,10 +780,12 @@ static void buf_put(pool_buf b)
             return true;                                                                           \
         }                                                                                          \
         bool small = !srcs && (mnk <= SMALL_MNK || M == 1 || N == 1);                              \
+        /* B ring slots: two when the KC blocks may run in one region (P##all_k) */                \
+        int64_t ring = par && M <= SUPER_M && K > KC ? 2 : 1;                                      \
         pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
-            Bb = buf_get(kcap * round_up(min64(N, NC), nr), sizeof(T));                            \
+            Bb = buf_get(ring * kcap * round_up(min64(N, NC), nr), sizeof(T));                     \
             Ab = buf_get(kcap * round_up(min64(M, SUPER_M), mr), sizeof(T));                       \
             if ((!Bb.p || !Ab.p) && srcs) {                                                        \
                 buf_put(Bb);                                                                       \
@@ -751,11 +824,13 @@ static void buf_put(pool_buf b)
             g.Ap = Ab.p;                                                                           \
         }                                                                                          \
         int64_t bound[PLAN_MAX + 1];                                                               \
+        g.bslot = min64(K, KC) * round_up(min64(N, NC), nr);                                       \
         /* column blocks of equal width (whole register tiles), none wider than NC */              \
         int64_t ncb = round_up((N + (N + NC - 1) / NC - 1) / ((N + NC - 1) / NC), nr);             \
         for (int64_t jc = 0; jc < N; jc += ncb) {                                                  \
             g.jc = jc;                                                                             \
             g.nc = min64(ncb, N - jc);                                                             \
+            if (ring > 1 && P##all_k_region(&g, threads, MC, KC, ring, bound)) continue;           \
             for (int64_t pc = 0; pc < K; pc += KC) {                                               \
                 g.pc = pc;                                                                         \
                 g.kc = min64(KC, K - pc);                                                          \
