@@ -156,6 +156,26 @@ int main(int argc, char **argv)
         em_release(A);
         em_release(B);
     }
+    /* operands the GEMM packs straight from the tensor: bf16 (converted as packed, the result
+     * rounded by the epilogue) and f32 views with every other column */
+    if (bench_selected(argc, argv, "bf16_matmul_1024")) {
+        em_tensor *a = em_randn(EM_SHAPE(1024, 1024), EM_F32, EM_CPU);
+        em_tensor *b = em_randn(EM_SHAPE(1024, 1024), EM_F32, EM_CPU);
+        A = em_cast(a, EM_BF16), B = em_cast(b, EM_BF16);
+        em_release(a), em_release(b);
+        check("bf16_matmul_1024");
+        bench_run("bf16_matmul_1024", run_matmul, NULL, 1, 15, 3);
+        em_release(A), em_release(B);
+    }
+    if (bench_selected(argc, argv, "strided_matmul_1024")) {
+        em_tensor *a = em_randn(EM_SHAPE(1024, 2048), EM_F32, EM_CPU);
+        em_tensor *b = em_randn(EM_SHAPE(1024, 2048), EM_F32, EM_CPU);
+        A = em_slice(a, 1, 0, 2048, 2), B = em_slice(b, 1, 0, 2048, 2);
+        em_release(a), em_release(b);
+        check("strided_matmul_1024");
+        bench_run("strided_matmul_1024", run_matmul, NULL, 1, 15, 3);
+        em_release(A), em_release(B);
+    }
     if (bench_selected(argc, argv, "gemv")) {
         A = em_randn(EM_SHAPE(4096, 4096), EM_F32, EM_CPU);
         V = em_randn(EM_SHAPE(4096), EM_F32, EM_CPU);

@@ -68,6 +68,7 @@ F = 4  # bytes per f32
 work = {  # case: ("flop", count) or ("byte", count)
     "matmul_256": ("flop", 2 * 256**3), "matmul_1024": ("flop", 2 * 1024**3),
     "matmul_2048": ("flop", 2 * 2048**3), "matmul_4096": ("flop", 2 * 4096**3),
+    "bf16_matmul_1024": ("flop", 2 * 1024**3), "strided_matmul_1024": ("flop", 2 * 1024**3),
     "gemv_n": ("byte", F * 4096 * 4096), "gemv_t": ("byte", F * 4096 * 4096),
     "conv_3x3": ("flop", 2 * 16 * 64 * 56 * 56 * 64 * 9),
     "conv_7x7s2": ("flop", 2 * 16 * 64 * 112 * 112 * 3 * 49),
@@ -81,7 +82,8 @@ work = {  # case: ("flop", count) or ("byte", count)
     "topk_k1_dim0": ("byte", F * 16 * 1024 * 1024), "topk_k10_last": ("byte", F * 16 * 1024 * 1024),
 }
 
-order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "gemv_n", "gemv_t", "conv_3x3",
+order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "bf16_matmul_1024",
+         "strided_matmul_1024", "gemv_n", "gemv_t", "conv_3x3",
          "conv_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "layer_norm", "gelu", "sum",
          "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn"]
 

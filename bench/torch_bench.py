@@ -26,6 +26,12 @@ with torch.no_grad():
             a, b = torch.randn(n, n), torch.randn(n, n)
             run(name, lambda: a @ b, 20 if n <= 256 else 1,
                 3 if n >= 4096 else 5 if n >= 2048 else 15 if n >= 1024 else 101, 10 if n >= 4096 else 3)
+    if selected("bf16_matmul_1024"):
+        a, b = torch.randn(1024, 1024).bfloat16(), torch.randn(1024, 1024).bfloat16()
+        run("bf16_matmul_1024", lambda: a @ b, 1, 15, 3)
+    if selected("strided_matmul_1024"):
+        a, b = torch.randn(1024, 2048)[:, ::2], torch.randn(1024, 2048)[:, ::2]
+        run("strided_matmul_1024", lambda: a @ b, 1, 15, 3)
     if selected("gemv"):
         A, v = torch.randn(4096, 4096), torch.randn(4096)
         if selected("gemv_n"):

@@ -149,8 +149,8 @@ static void kernel_suite(const char *kern)
     check_case(kern, false, false, (gcase){9, 40, 20}, 0, 0.5, false);
 }
 
-/* The same product with 1 and 2 threads must be bitwise identical (packed and unpacked; on 2
- * threads the KC blocks of 197 x 150 x 777, 1210 x 45 x 530 and 600 x 70 x 2000 run in one
+/* The same product with 1, 2 and 3 threads must be bitwise identical (packed and unpacked; on
+ * several threads the KC blocks of 197 x 150 x 777, 1210 x 45 x 530 and 600 x 70 x 2000 run in one
  * region, the last with B's two ring slots reused several times). */
 static void thread_invariance(const char *kern)
 {
@@ -174,18 +174,22 @@ static void thread_invariance(const char *kern)
                    *d2 = malloc(sizeof(double) * (size_t)nc);
             for (int64_t i = 0; i < na; i++) a[i] = (float)(da[i] = 2 * h_uniform() - 1);
             for (int64_t i = 0; i < nb; i++) b[i] = (float)(db[i] = 2 * h_uniform() - 1);
-            for (int64_t i = 0; i < nc; i++) c1[i] = c2[i] = (float)(d1[i] = d2[i] = h_uniform());
+            double *d0 = malloc(sizeof(double) * (size_t)nc);
+            for (int64_t i = 0; i < nc; i++) c1[i] = (float)(d1[i] = d0[i] = h_uniform());
             em_set_num_threads(1);
             cpu_sgemm(ta, tb, g.M, g.N, g.K, 1.5f, a, lda, b, ldb, 0.5f, c1, g.N);
             cpu_dgemm(ta, tb, g.M, g.N, g.K, 1.5, da, lda, db, ldb, 0.5, d1, g.N);
-            em_set_num_threads(2);
-            cpu_sgemm(ta, tb, g.M, g.N, g.K, 1.5f, a, lda, b, ldb, 0.5f, c2, g.N);
-            cpu_dgemm(ta, tb, g.M, g.N, g.K, 1.5, da, lda, db, ldb, 0.5, d2, g.N);
-            CHECK(!memcmp(c1, c2, sizeof(float) * (size_t)nc) &&
-                      !memcmp(d1, d2, sizeof(double) * (size_t)nc),
-                  "%s: 1 and 2 threads differ for %lldx%lldx%lld ta=%d tb=%d", kern, (long long)g.M,
-                  (long long)g.N, (long long)g.K, ta, tb);
-            free(a), free(b), free(c1), free(c2), free(da), free(db), free(d1), free(d2);
+            for (int th = 2; th <= 3; th++) { /* 3 threads on 2 cores: other interleavings */
+                for (int64_t i = 0; i < nc; i++) c2[i] = (float)(d2[i] = d0[i]);
+                em_set_num_threads(th);
+                cpu_sgemm(ta, tb, g.M, g.N, g.K, 1.5f, a, lda, b, ldb, 0.5f, c2, g.N);
+                cpu_dgemm(ta, tb, g.M, g.N, g.K, 1.5, da, lda, db, ldb, 0.5, d2, g.N);
+                CHECK(!memcmp(c1, c2, sizeof(float) * (size_t)nc) &&
+                          !memcmp(d1, d2, sizeof(double) * (size_t)nc),
+                      "%s: 1 and %d threads differ for %lldx%lldx%lld ta=%d tb=%d", kern, th,
+                      (long long)g.M, (long long)g.N, (long long)g.K, ta, tb);
+            }
+            free(a), free(b), free(c1), free(c2), free(da), free(db), free(d0), free(d1), free(d2);
         }
     }
 }
@@ -243,6 +247,43 @@ static void epilogue_suite(const char *kern)
                 }
 }
 
+/* ---- em_matmul's operands packed from the tensors ---------------------------------------------
+ * f16 / bf16 operands and f32 / f64 ones without a unit stride are packed straight from the
+ * tensor, converted as they are packed, for products the GEMM packs anyway: the result must have
+ * the bits of the product of contiguous f32 (f64) copies, rounded once to f16 / bf16. Every
+ * layout of the harness (transposed, every other element, negative strides) on each side, one
+ * batched product with a broadcast B, and a small product (the unpacked loops, on copies). */
+static void operand_suite(const char *kern)
+{
+    if (!cpu_gemm_use(kern)) return;
+    static const gcase cases[] = {
+        {65, 70, 130}, {20, 37, 1100}, {150, 40, 61}, {300, 9, 33}, {5, 6, 7}};
+    static const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++)
+        for (size_t d = 0; d < 4; d++)
+            for (int la = 0; la < H_LAYOUT_COUNT; la++)
+                for (int lb = 0; lb < H_LAYOUT_COUNT; lb++) {
+                    em_scope_begin();
+                    gcase g = cases[c];
+                    em_dtype dt = dts[d], wt = dt == EM_F64 ? EM_F64 : EM_F32;
+                    bool batched = c == 0 && la == lb;
+                    em_tensor *a =
+                        batched ? h_rand(EM_SHAPE(3, g.M, g.K), dt, (h_layout)la, -1, 1, NULL)
+                                : h_rand(EM_SHAPE(g.M, g.K), dt, (h_layout)la, -1, 1, NULL);
+                    em_tensor *b = h_rand(EM_SHAPE(g.K, g.N), dt, (h_layout)lb, -1, 1, NULL);
+                    em_tensor *got = em_matmul(a, b);
+                    em_tensor *want =
+                        em_matmul(em_contiguous(em_cast(a, wt)), em_contiguous(em_cast(b, wt)));
+                    if (dt != wt) want = em_cast(want, dt);
+                    CHECK(got && want && h_same_bytes(got, want),
+                          "%s: matmul %s %lldx%lldx%lld layouts %d / %d%s differs from the "
+                          "product of contiguous copies",
+                          kern, em_dtype_name(dt), (long long)g.M, (long long)g.N, (long long)g.K,
+                          la, lb, batched ? " (batched)" : "");
+                    em_scope_end();
+                }
+}
+
 /* ---- operands packed by a callback ------------------------------------------------------------
  * The callback packs from an ordinary matrix, X [rows, K] row-major (op(A), or op(B)^T), so the
  * product must have the bits of cpu_sgemm / cpu_dgemm on the same matrices (packed path:
@@ -295,10 +336,10 @@ static void src_suite(const char *kern)
             for (int side = 0; side < 3; side++) { /* A, B, both by callback */
                 bool ok =
                     cpu_sgemm_src(false, true, g.M, g.N, g.K, 1.0f, a, g.K, side != 1 ? &pa : NULL,
-                                  bt, g.K, side != 0 ? &pb : NULL, 0.0f, got, g.N);
+                                  bt, g.K, side != 0 ? &pb : NULL, 0.0f, got, g.N, NULL);
                 bool dok =
                     cpu_dgemm_src(false, true, g.M, g.N, g.K, 1.0, da, g.K, side != 1 ? &dpa : NULL,
-                                  dbt, g.K, side != 0 ? &dpb : NULL, 0.0, dgot, g.N);
+                                  dbt, g.K, side != 0 ? &dpb : NULL, 0.0, dgot, g.N, NULL);
                 CHECK(ok && dok && !memcmp(got, want, sizeof(float) * nc) &&
                           !memcmp(dgot, dwant, sizeof(double) * nc),
                       "%s: callback-packed side %d differs from memory for %lldx%lldx%lld on %d "
@@ -355,6 +396,7 @@ int main(void)
             em_set_num_threads(t);
             kernel_suite(sets[s]);
             epilogue_suite(sets[s]);
+            operand_suite(sets[s]);
         }
         thread_invariance(sets[s]);
         src_suite(sets[s]);

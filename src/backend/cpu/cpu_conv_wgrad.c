@@ -326,9 +326,9 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     int64_t M = b_side ? Co : ckk, Nn = b_side ? ckk : Co;
     bool ok;
     if (dbl)
-        ok = cpu_dgemm_src(false, true, M, Nn, K, 1.0, gt, K, as, gt, K, bs, 0.0, cm, Nn);
+        ok = cpu_dgemm_src(false, true, M, Nn, K, 1.0, gt, K, as, gt, K, bs, 0.0, cm, Nn, NULL);
     else
-        ok = cpu_sgemm_src(false, true, M, Nn, K, 1.0f, gt, K, as, gt, K, bs, 0.0f, cm, Nn);
+        ok = cpu_sgemm_src(false, true, M, Nn, K, 1.0f, gt, K, as, gt, K, bs, 0.0f, cm, Nn, NULL);
     if (!ok) goto done;
     if (!direct) {
         /* cm is gw [Co, ckk] ([Co, kh, kw, C] channels-last) or, from the A side, gw^T */

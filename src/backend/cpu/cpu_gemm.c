@@ -178,6 +178,8 @@ const char *cpu_gemm_kernel_name(void)
 #define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
 #define GEMV_BYTES 8192   /* output columns per task of an axpy-shaped GEMV, in bytes */
 
+bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K);
+
 static int64_t min64(int64_t a, int64_t b)
 {
     return a < b ? a : b;
@@ -543,6 +545,10 @@ static void buf_put(pool_buf b)
             }                                                                                      \
             while (atomic_load(rows + r) < q) sched_yield();                                       \
             int64_t p0 = g.bound[r], p1 = g.bound[r + 1];                                          \
+            /* the rows' panels at a KC stride from panel p0 on, so that a short last block's      \
+             * panels stay inside the band's own part of Ap, which other bands' tasks of the       \
+             * block before may still be reading */                                                \
+            g.Ap = g0->Ap + p0 * g.mr * (g0->kblk - g.kc);                                         \
             P##pack_a(&g, p0, p1);                                                                 \
             while (atomic_load(g.bdone) < g.npan_b) sched_yield();                                 \
             P##sweep(&g, p0 *g.mr, min64(p1 *g.mr, g.mlen), 0, g.nc);                              \
@@ -781,7 +787,7 @@ static void buf_put(pool_buf b)
             if (epi) epi->fn(epi->ctx, C, ldc, 0, 0, M, N); /* after the GEMV: one pass */         \
             return true;                                                                           \
         }                                                                                          \
-        bool small = !srcs && (mnk <= SMALL_MNK || M == 1 || N == 1);                              \
+        bool small = !srcs && !cpu_gemm_packed(M, N, K);                                           \
         /* B ring slots: two when the KC blocks may run in one region (P##all_k) */                \
         int64_t ring = par && M <= SUPER_M && K > KC ? 2 : 1;                                      \
         pool_buf Bb = {0}, Ab = {0};                                                               \
@@ -898,22 +904,29 @@ void cpu_dgemm_epi(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alp
 
 bool cpu_sgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const cpu_gemm_src *asrc, const float *B, int64_t ldb,
-                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc)
+                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc,
+                   const cpu_gemm_epi *epi)
 {
     const cpu_gemm_kernels *k = kernels();
     return s_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->s_ukr, k->s_pack_a,
                   k->s_pack_bt, k->s_mr, k->s_nr, k->s_mc, k->s_kc, k->s_nc, k->s_dot, k->s_axpy,
-                  NULL, asrc, bsrc);
+                  epi, asrc, bsrc);
 }
 
 bool cpu_dgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                    int64_t lda, const cpu_gemm_src *asrc, const double *B, int64_t ldb,
-                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc)
+                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc,
+                   const cpu_gemm_epi *epi)
 {
     const cpu_gemm_kernels *k = kernels();
     return d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL,
-                  k->d_mr, k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, NULL, asrc,
+                  k->d_mr, k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, epi, asrc,
                   bsrc);
+}
+
+bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K)
+{
+    return M > 1 && N > 1 && M * N * K > SMALL_MNK;
 }
 
 void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

@@ -40,16 +40,21 @@ typedef struct cpu_gemm_src {
     void (*pack)(const void *ctx, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst);
     const void *ctx;
 } cpu_gemm_src;
-/* cpu_sgemm / cpu_dgemm with A packed by asrc (A, lda, ta unused) and/or B by bsrc (B, ldb, tb
- * unused), NULL for one read from memory. Always the packed path with its blocking, so the
- * result is the one cpu_sgemm gives for the same values packed from memory (same bits) on the
- * packed path. False (C untouched) when the packing buffers could not be had. */
+/* cpu_sgemm_epi / cpu_dgemm_epi with A packed by asrc (A, lda, ta unused) and/or B by bsrc (B,
+ * ldb, tb unused), NULL for one read from memory. Always the packed path with its blocking, so
+ * the result is the one cpu_sgemm gives for the same values packed from memory (same bits) when
+ * cpu_gemm_packed(M, N, K). False (C untouched) when the packing buffers could not be had. */
 bool cpu_sgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,
                    int64_t lda, const cpu_gemm_src *asrc, const float *B, int64_t ldb,
-                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc);
+                   const cpu_gemm_src *bsrc, float beta, float *C, int64_t ldc,
+                   const cpu_gemm_epi *epi);
 bool cpu_dgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alpha, const double *A,
                    int64_t lda, const cpu_gemm_src *asrc, const double *B, int64_t ldb,
-                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc);
+                   const cpu_gemm_src *bsrc, double beta, double *C, int64_t ldc,
+                   const cpu_gemm_epi *epi);
+/* Whether cpu_sgemm / cpu_dgemm take the packed path for these sizes (not the unpacked loops
+ * of small products nor the GEMV of vector-shaped ones). */
+bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K);
 
 /* ---- micro-kernels (cpu_gemm.c picks one set at run time) -------------------------------- */
 

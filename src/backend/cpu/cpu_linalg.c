@@ -1,11 +1,14 @@
 /* CPU kernel for MATMUL: a batched product over broadcast batch dims. f32/f64 call the GEMM
- * per batch, directly on the operands when each matrix has a unit stride along one dim, else
- * on a contiguous copy; f16/bf16 go through f32 copies (f32 accumulation, one rounding at the
- * end); integers accumulate in i64 (wrapping) and store in their own dtype.
+ * per batch, directly on the operands when each matrix has a unit stride along one dim; other
+ * f32/f64 operands and f16/bf16 ones (f32 accumulation, one rounding at the end) are packed by
+ * the GEMM straight from the tensor through a callback that converts as it packs (pack_src),
+ * or, for products the GEMM does not pack (small or vector-shaped), copied first; integers
+ * accumulate in i64 (wrapping) and store in their own dtype.
  * MATMUL_BIAS_ACT runs the same product with an epilogue inside the GEMM (cpu_gemm_epi): each
  * block of C, as soon as its last K step is done and while it is in cache, gets the bias added,
  * the pre-activation stored when asked for, the activation applied (the unary kernels' own code,
- * cpu_act_f32/f64) and, for f16/bf16, its one rounding to the output dtype. */
+ * cpu_act_f32/f64) and, for f16/bf16, its one rounding to the output dtype; a plain f16/bf16
+ * MATMUL runs the same epilogue for the rounding alone. */
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -156,6 +159,70 @@ static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off,
     }
 }
 
+/* An operand the GEMM packs straight from the tensor (cpu_gemm_src), converting as it packs:
+ * X[r, k] (op(A), or op(B)^T) at element off + r * rs + k * cs of data, in dtype dt (f32, f16
+ * or bf16 into float panels; f64 into double ones); any strides, negative ones too. */
+typedef struct mat_src {
+    const char *data;
+    em_dtype dt;
+    int64_t off, rs, cs;
+} mat_src;
+
+/* f16 -> f32 with the normal numbers inline (the rest through em_f16_to_f32). */
+static inline float f16_value(uint16_t h)
+{
+    uint32_t e = (h >> 10) & 0x1fu;
+    if (e == 0 || e == 0x1f) return em_f16_to_f32(h);
+    uint32_t x =
+        ((uint32_t)(h & 0x8000u) << 16) | ((e + 112u) << 23) | ((uint32_t)(h & 0x3ffu) << 13);
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+static inline float bf16_value(uint16_t h)
+{
+    uint32_t x = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &x, sizeof f);
+    return f;
+}
+
+/* dst[k * w + c] = X[i0 + c, k0 + k] for c < n, zeros for n <= c < w: along k when k is the
+ * contiguous (or not the other's unit) stride, else along the rows. */
+#define PACK_SRC(name, S, D, CVT)                                                                  \
+    static void name(const mat_src *m, int64_t k0, int64_t kc, int64_t i0, int n, int w, D *dst)   \
+    {                                                                                              \
+        const S *x = (const S *)m->data + m->off + i0 * m->rs + k0 * m->cs;                        \
+        int64_t rs = m->rs, cs = m->cs;                                                            \
+        if (cs == 1 || rs != 1) {                                                                  \
+            for (int c = 0; c < n; c++, x += rs)                                                   \
+                for (int64_t k = 0; k < kc; k++) dst[k * w + c] = CVT(x[k * cs]);                  \
+        } else {                                                                                   \
+            for (int64_t k = 0; k < kc; k++)                                                       \
+                for (int c = 0; c < n; c++) dst[k * w + c] = CVT(x[k * cs + c]);                   \
+        }                                                                                          \
+        for (int64_t k = 0; k < kc; k++)                                                           \
+            for (int c = n; c < w; c++) dst[k * w + c] = 0;                                        \
+    }
+#define SAME(v) (v)
+PACK_SRC(pack_f32, float, float, SAME)
+PACK_SRC(pack_f16, uint16_t, float, f16_value)
+PACK_SRC(pack_bf16, uint16_t, float, bf16_value)
+PACK_SRC(pack_f64, double, double, SAME)
+#undef SAME
+
+static void pack_src(const void *ctx, int64_t k0, int64_t kc, int64_t i0, int n, int w, void *dst)
+{
+    const mat_src *m = ctx;
+    switch (m->dt) {
+    case EM_F16: pack_f16(m, k0, kc, i0, n, w, dst); break;
+    case EM_BF16: pack_bf16(m, k0, kc, i0, n, w, dst); break;
+    case EM_F64: pack_f64(m, k0, kc, i0, n, w, dst); break;
+    default: pack_f32(m, k0, kc, i0, n, w, dst); break;
+    }
+}
+
 /* c[M, N] = a[M, K] . b[K, N] over contiguous i64 buffers, wrapping on overflow. */
 static void igemm(const int64_t *a, const int64_t *b, uint64_t *c, int64_t M, int64_t K, int64_t N)
 {
@@ -179,8 +246,15 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
     bool native = dt == EM_F32 || dt == EM_F64;
     em_dtype work = dt == EM_F64 ? EM_F64 : em_dtype_is_float(dt) ? EM_F32 : EM_I64;
     size_t ws = em_dtype_size(work);
-    /* scratch for copied operands and, when the dtype is not native, the result */
+    /* scratch for copied operands and, when the dtype is not native, the result; float
+     * operands the GEMM would pack anyway are packed from the tensor instead (pack_src), which
+     * gives the bits of the copies */
     bool copy_a = !native || !p->a_direct, copy_b = !native || !p->b_direct;
+    bool from_a = false, from_b = false;
+    if (work != EM_I64 && cpu_gemm_packed(M, N, K)) {
+        from_a = copy_a, from_b = copy_b;
+        copy_a = copy_b = false;
+    }
     size_t na = copy_a ? (size_t)(M * K) : 0, nb = copy_b ? (size_t)(K * N) : 0;
     size_t nc = native ? 0 : (size_t)(M * N);
     char *scratch = NULL;
@@ -215,14 +289,32 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
         epi_ctx ec = {.p = p, .out = c};
         if (p->pre) ec.pre = tn_ptr(p->pre) + t * M * N * (int64_t)es;
         cpu_gemm_epi epi = {work == EM_F64 ? epi_f64 : epi_f32, &ec};
-        if (work == EM_F64) {
-            cpu_dgemm_epi(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, (double *)c, N,
-                          p->epi ? &epi : NULL);
+        /* f16 / bf16 results are rounded into the output by the epilogue, block by block as
+         * the GEMM finishes them (on the pool's threads, while in cache) */
+        const cpu_gemm_epi *ep = p->epi || !native ? &epi : NULL;
+        /* op(A) [M, K] and op(B)^T [N, K] as the GEMM's callbacks read them */
+        mat_src ma = {adata, dt, oa, p->ars, p->acs}, mb = {bdata, dt, ob, p->bcs, p->brs};
+        cpu_gemm_src sa = {pack_src, &ma}, sb = {pack_src, &mb};
+        const cpu_gemm_src *asrc = from_a ? &sa : NULL, *bsrc = from_b ? &sb : NULL;
+        if (work == EM_F64 && (asrc || bsrc)) {
+            if (!cpu_dgemm_src(ta, tb, M, N, K, 1.0, A, lda, asrc, B, ldb, bsrc, 0.0, (double *)c,
+                               N, ep)) {
+                atomic_store(&p->oom, 1);
+                break;
+            }
+        } else if (work == EM_F64) {
+            cpu_dgemm_epi(ta, tb, M, N, K, 1.0, A, lda, B, ldb, 0.0, (double *)c, N, ep);
         } else if (work == EM_F32) {
             float *C = native ? (float *)c : tc_buf;
-            cpu_sgemm_epi(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, p->epi ? &epi : NULL);
-            if (!native && !p->epi) /* the epilogue stores the rounded values itself */
-                for (int64_t i = 0; i < M * N; i++) cpu_set_f64(c + i * (int64_t)es, dt, C[i]);
+            if (asrc || bsrc) {
+                if (!cpu_sgemm_src(ta, tb, M, N, K, 1.0f, A, lda, asrc, B, ldb, bsrc, 0.0f, C, N,
+                                   ep)) {
+                    atomic_store(&p->oom, 1);
+                    break;
+                }
+            } else {
+                cpu_sgemm_epi(ta, tb, M, N, K, 1.0f, A, lda, B, ldb, 0.0f, C, N, ep);
+            }
         } else {
             igemm(A, B, tc_buf, M, K, N);
             const uint64_t *C = tc_buf;
@@ -248,7 +340,7 @@ static em_op_kind act_kind(int64_t act)
  * MATMUL_BIAS_ACT: bias [N] -> out = act(a . b + bias), pre (out[1], optional) = a . b + bias. */
 static em_status matmul(const em_op *op)
 {
-    mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0]};
+    mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0], .act = EM_OP_COUNT};
     const em_tensor *a = p.a, *b = p.b;
     bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
     p.dt = a->dtype;
@@ -301,8 +393,8 @@ static em_status matmul(const em_op *op)
     free(bias);
     if (atomic_load(&p.oom))
         return em_error(EM_ERR_OOM,
-                        "em_matmul: out of memory for the copies of a [%lld, %lld] "
-                        "by [%lld, %lld] product",
+                        "em_matmul: out of memory for the copies or packing buffers of a "
+                        "[%lld, %lld] by [%lld, %lld] product",
                         (long long)p.M, (long long)p.K, (long long)p.K, (long long)p.N);
     return EM_OK;
 }
