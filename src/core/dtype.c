@@ -151,15 +151,10 @@ float em_f16_to_f32(uint16_t h)
 
 uint16_t em_f32_to_bf16(float f)
 {
-    uint32_t x = f32_bits(f);
-    if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate and force the quiet bit */
-        return (uint16_t)((x >> 16) | 0x0040u);
-    /* Round to nearest even on the low 16 bits; overflow carries into Inf naturally. */
-    x += 0x7fffu + ((x >> 16) & 1u);
-    return (uint16_t)(x >> 16);
+    return core_f32_to_bf16(f);
 }
 
 float em_bf16_to_f32(uint16_t b)
 {
-    return bits_f32((uint32_t)b << 16);
+    return core_bf16_to_f32(b);
 }

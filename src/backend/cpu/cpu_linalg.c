@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/core_impl.h"
 #include "cpu.h"
 #include "cpu_gemm.h"
 
@@ -48,6 +49,17 @@ typedef struct epi_ctx {
 
 #define EPI_CHUNK 256
 
+/* q[k] = v[k] rounded to dt (f32, f16 or bf16) for k < m. */
+static void store_as(char *q, em_dtype dt, const float *v, int64_t m)
+{
+    if (dt == EM_BF16)
+        for (int64_t k = 0; k < m; k++) ((uint16_t *)q)[k] = core_f32_to_bf16(v[k]);
+    else if (dt == EM_F16)
+        for (int64_t k = 0; k < m; k++) ((uint16_t *)q)[k] = core_f32_to_f16(v[k]);
+    else
+        memcpy(q, v, (size_t)m * sizeof(float));
+}
+
 /* float work type (f32, f16, bf16 outputs). */
 static void epi_f32(const void *vctx, void *vC, int64_t ldc, int64_t i0, int64_t j0, int64_t rows,
                     int64_t cols)
@@ -58,28 +70,25 @@ static void epi_f32(const void *vctx, void *vC, int64_t ldc, int64_t i0, int64_t
     size_t es = em_dtype_size(dt);
     const float *bias = p->bias;
     float v[EPI_CHUNK], y[EPI_CHUNK];
+    bool round_only = !bias && !e->pre && p->act == EM_OP_COUNT; /* a plain f16/bf16 matmul */
     for (int64_t r = 0; r < rows; r++) {
         float *c = (float *)vC + r * ldc;
         int64_t off = (i0 + r) * p->N + j0; /* element offset in the batch's output */
+        if (round_only) {
+            store_as(e->out + off * (int64_t)es, dt, c, cols);
+            continue;
+        }
         for (int64_t j = 0; j < cols; j += EPI_CHUNK) {
             int64_t m = cols - j < EPI_CHUNK ? cols - j : EPI_CHUNK;
             for (int64_t k = 0; k < m; k++) v[k] = bias ? c[j + k] + bias[j0 + j + k] : c[j + k];
-            if (e->pre && dt == EM_F32) {
-                memcpy((float *)e->pre + off + j, v, (size_t)m * sizeof(float));
-            } else if (e->pre) {
-                char *q = e->pre + (off + j) * (int64_t)es;
-                for (int64_t k = 0; k < m; k++) cpu_set_f64(q + k * (int64_t)es, dt, v[k]);
-            }
+            if (e->pre) store_as(e->pre + (off + j) * (int64_t)es, dt, v, m);
             bool in_place = dt == EM_F32; /* C is the output itself */
             float *dst = in_place ? c + j : y;
             if (p->act != EM_OP_COUNT)
                 cpu_act_f32(p->act, v, dst, m);
             else
                 for (int64_t k = 0; k < m; k++) dst[k] = v[k];
-            if (!in_place) {
-                char *q = e->out + (off + j) * (int64_t)es;
-                for (int64_t k = 0; k < m; k++) cpu_set_f64(q + k * (int64_t)es, dt, y[k]);
-            }
+            if (!in_place) store_as(e->out + (off + j) * (int64_t)es, dt, y, m);
         }
     }
 }
@@ -168,26 +177,6 @@ typedef struct mat_src {
     int64_t off, rs, cs;
 } mat_src;
 
-/* f16 -> f32 with the normal numbers inline (the rest through em_f16_to_f32). */
-static inline float f16_value(uint16_t h)
-{
-    uint32_t e = (h >> 10) & 0x1fu;
-    if (e == 0 || e == 0x1f) return em_f16_to_f32(h);
-    uint32_t x =
-        ((uint32_t)(h & 0x8000u) << 16) | ((e + 112u) << 23) | ((uint32_t)(h & 0x3ffu) << 13);
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
-
-static inline float bf16_value(uint16_t h)
-{
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
-}
-
 /* dst[k * w + c] = X[i0 + c, k0 + k] for c < n, zeros for n <= c < w: along k when k is the
  * contiguous (or not the other's unit) stride, else along the rows. */
 #define PACK_SRC(name, S, D, CVT)                                                                  \
@@ -207,8 +196,8 @@ static inline float bf16_value(uint16_t h)
     }
 #define SAME(v) (v)
 PACK_SRC(pack_f32, float, float, SAME)
-PACK_SRC(pack_f16, uint16_t, float, f16_value)
-PACK_SRC(pack_bf16, uint16_t, float, bf16_value)
+PACK_SRC(pack_f16, uint16_t, float, core_f16_to_f32)
+PACK_SRC(pack_bf16, uint16_t, float, core_bf16_to_f32)
 PACK_SRC(pack_f64, double, double, SAME)
 #undef SAME
 
