@@ -1017,6 +1017,25 @@ static void test_half(void)
         bad_sweep += em_f32_to_f16(f) != ref_f16(f);
     }
     CHECK(bad_sweep == 0, "f32 -> f16 matches the reference (%d wrong)", bad_sweep);
+
+    /* The inline conversions of the hot loops (core_impl.h) give the same bits: every half,
+     * and the f32 sweep with every half's neighbourhood (ties, the range's edges). */
+    int bad_inline = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        float a = em_f16_to_f32((uint16_t)h), b = core_f16_to_f32((uint16_t)h);
+        bad_inline += f32_bits(a) != f32_bits(b);
+        uint32_t x = f32_bits(a);
+        for (uint32_t d = 0; d < 3; d++) {
+            float f = bits_f32(x + d * 0x1000u - 0x1000u); /* a tie step below, at, above */
+            bad_inline += em_f32_to_f16(f) != core_f32_to_f16(f);
+        }
+    }
+    for (uint64_t b = 0; b < 0x100000000ull; b += 4099) {
+        float f = bits_f32((uint32_t)b);
+        bad_inline += em_f32_to_f16(f) != core_f32_to_f16(f);
+    }
+    CHECK(bad_inline == 0, "inline f16 conversions match em_f16_to_f32 / em_f32_to_f16 (%d wrong)",
+          bad_inline);
 }
 
 static void test_bf16(void)
