@@ -11,7 +11,8 @@ P=gpu-prebuilt
 rm -rf "$P"
 mkdir -p "$P/lib" "$P/data"
 cmake -S . -B build-gpu-pre -DCMAKE_BUILD_TYPE=Release >/dev/null
-CPU_TESTS="cpu_test_gemm cpu_test_fast_paths cpu_test_pool_fast cpu_test_conv_fast cpu_test_cache"
+CPU_TESTS="cpu_test_gemm cpu_test_fast_paths cpu_test_pool_fast cpu_test_conv_fast cpu_test_conv_wgrad
+cpu_test_cache"
 # every tests/cuda/test_cuda*.c program, and the suites that take EMBER_TEST_DEVICE
 CUDA_TESTS=$(for f in tests/cuda/test_cuda*.c; do basename "$f" .c | sed 's/^/cuda_/'; done)
 cmake --build build-gpu-pre -j 2 --target $CUDA_TESTS ops_conformance autodiff_gradcheck \

@@ -149,9 +149,11 @@ static void kernel_suite(const char *kern)
     check_case(kern, false, false, (gcase){9, 40, 20}, 0, 0.5, false);
 }
 
-/* The same product with 1, 2 and 3 threads must be bitwise identical (packed and unpacked; on
- * several threads the KC blocks of 197 x 150 x 777, 1210 x 45 x 530 and 600 x 70 x 2000 run in one
- * region, the last with B's two ring slots reused several times). */
+/* The same product with 1, 2, 3 and all the cores' threads must be bitwise identical (packed and
+ * unpacked; on several threads the KC blocks of 197 x 150 x 777, 1210 x 45 x 530 and 600 x 70 x
+ * 2000 run in one region, the last with B's two ring slots reused several times). */
+static int default_threads; /* em_get_num_threads() at start: the machine's cores by default */
+
 static void thread_invariance(const char *kern)
 {
     if (!cpu_gemm_use(kern)) return;
@@ -179,7 +181,10 @@ static void thread_invariance(const char *kern)
             em_set_num_threads(1);
             cpu_sgemm(ta, tb, g.M, g.N, g.K, 1.5f, a, lda, b, ldb, 0.5f, c1, g.N);
             cpu_dgemm(ta, tb, g.M, g.N, g.K, 1.5, da, lda, db, ldb, 0.5, d1, g.N);
-            for (int th = 2; th <= 3; th++) { /* 3 threads on 2 cores: other interleavings */
+            /* 3 threads on 2 cores: other interleavings; all cores where there are more */
+            int counts[] = {2, 3, default_threads}, ncount = default_threads > 3 ? 3 : 2;
+            for (int ci = 0; ci < ncount; ci++) {
+                int th = counts[ci];
                 for (int64_t i = 0; i < nc; i++) c2[i] = (float)(d2[i] = d0[i]);
                 em_set_num_threads(th);
                 cpu_sgemm(ta, tb, g.M, g.N, g.K, 1.5f, a, lda, b, ldb, 0.5f, c2, g.N);
@@ -390,6 +395,7 @@ int main(void)
 {
     h_init();
     int threads = em_get_num_threads();
+    default_threads = threads;
     static const char *const sets[] = {"portable", "avx2", "avx512"};
     for (int s = 0; s < 3; s++) {
         for (int t = 1; t <= 2; t++) { /* the whole suite on 1 and on 2 threads */
