@@ -334,13 +334,16 @@ TC_KERNEL(em_mm_tc_bf16_tt, 1, 1, 1)
 // ---- f32: 128 x 128 block tiles, 8 x 8 outputs per thread, f32 accumulation ----------------
 // Thread (ty, tx) owns rows ty*4..+3 and 64+ty*4..+3, columns tx*4..+3 and 64+tx*4..+3.
 
-// The thread's 8 values of A and of B for one k step, from row k of the shared tiles (k-major).
+// The thread's 8 values of A and of B for one k step, from row k of the shared tiles (k-major);
+// sw: the row's column swizzle (sgemm_v4), XORed into each float4's column.
 template <int H = 64>
 __device__ __forceinline__ void sg_frag(float (&av)[8], float (&bv)[8], const float *as,
-                                        const float *bs, int ty, int tx)
+                                        const float *bs, int ty, int tx, int sw = 0)
 {
-    const float4 a0 = *(const float4 *)&as[ty * 4], a1 = *(const float4 *)&as[H + ty * 4];
-    const float4 b0 = *(const float4 *)&bs[tx * 4], b1 = *(const float4 *)&bs[H + tx * 4];
+    const float4 a0 = *(const float4 *)&as[(ty * 4) ^ sw],
+                 a1 = *(const float4 *)&as[(H + ty * 4) ^ sw];
+    const float4 b0 = *(const float4 *)&bs[(tx * 4) ^ sw],
+                 b1 = *(const float4 *)&bs[(H + tx * 4) ^ sw];
     av[0] = a0.x, av[1] = a0.y, av[2] = a0.z, av[3] = a0.w;
     av[4] = a1.x, av[5] = a1.y, av[6] = a1.z, av[7] = a1.w;
     bv[0] = b0.x, bv[1] = b0.y, bv[2] = b0.z, bv[3] = b0.w;
@@ -359,10 +362,10 @@ __device__ __forceinline__ void sg_fma(float (&acc)[8][8], const float (&av)[8],
 // One k step: the thread's 8 x 8 products from row k of the shared A and B tiles.
 template <int H = 64>
 __device__ __forceinline__ void sg_products(float (&acc)[8][8], const float *as, const float *bs,
-                                            int ty, int tx)
+                                            int ty, int tx, int sw = 0)
 {
     float av[8], bv[8];
-    sg_frag<H>(av, bv, as, bs, ty, tx);
+    sg_frag<H>(av, bv, as, bs, ty, tx, sw);
     sg_fma(acc, av, bv);
 }
 
@@ -533,23 +536,35 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
                 pb[i] += stb;
             }
         };
+        // The pipelined 64-tile kernel (PIPE, below) stores column c of row k at c ^ (k & SW)
+        // (whole float4 keep their place): a warp's transposing stores of A write rows k, k + 4,
+        // k + 8, k + 12 at 8 columns each, and with rows of T + 4 floats rows k and k + 8 fall
+        // on the same banks (two wavefronts per store). With SW = 8, 1024^3 on the H200 ran
+        // 0.593 ms against 0.629; on the other kernels the XORed addresses cost more than the
+        // conflicts (128 tiles at 2048-8192 0.4-1.2 % slower, 1.3 % more instructions at 4096
+        // although Nsight Compute's 4 % excess shared wavefronts went; the encoder's forward,
+        // B k-contiguous, 4.30 -> 4.64 ms), so there SW = 0 and the code is as before.
+        constexpr bool PIPE = T == 64 && AK && !BK;
+        constexpr int SW = PIPE ? 8 : 0;
         auto store = [&](int buf) {
 #pragma unroll
             for (int i = 0; i < NL; i++) {
                 if (AK) {
-                    As[buf][ak[i]][ar[i]] = ra[i].x;
-                    As[buf][ak[i] + 1][ar[i]] = ra[i].y;
-                    As[buf][ak[i] + 2][ar[i]] = ra[i].z;
-                    As[buf][ak[i] + 3][ar[i]] = ra[i].w;
+                    const int c = ar[i] ^ (ak[i] & SW); // ak[i] .. + 3 share k & 8
+                    As[buf][ak[i]][c] = ra[i].x;
+                    As[buf][ak[i] + 1][c] = ra[i].y;
+                    As[buf][ak[i] + 2][c] = ra[i].z;
+                    As[buf][ak[i] + 3][c] = ra[i].w;
                 } else
-                    *(float4 *)&As[buf][ak[i]][ar[i]] = ra[i];
+                    *(float4 *)&As[buf][ak[i]][ar[i] ^ (ak[i] & SW)] = ra[i];
                 if (BK) {
-                    Bs[buf][bk[i]][br[i]] = rb[i].x;
-                    Bs[buf][bk[i] + 1][br[i]] = rb[i].y;
-                    Bs[buf][bk[i] + 2][br[i]] = rb[i].z;
-                    Bs[buf][bk[i] + 3][br[i]] = rb[i].w;
+                    const int c = br[i] ^ (bk[i] & SW);
+                    Bs[buf][bk[i]][c] = rb[i].x;
+                    Bs[buf][bk[i] + 1][c] = rb[i].y;
+                    Bs[buf][bk[i] + 2][c] = rb[i].z;
+                    Bs[buf][bk[i] + 3][c] = rb[i].w;
                 } else
-                    *(float4 *)&Bs[buf][bk[i]][br[i]] = rb[i];
+                    *(float4 *)&Bs[buf][bk[i]][br[i] ^ (bk[i] & SW)] = rb[i];
             }
         };
         float acc[8][8];
@@ -569,7 +584,6 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
         // six blocks) to 225-247 (four) with it, and a transformer encoder's forward, whose
         // x @ W^T products take them, from 4.34 to 4.42 ms, so they keep the plain order; on
         // T = 128 it ran 4-5 % slower (ptxas schedules the one-block kernel's reads itself).
-        constexpr bool PIPE = T == 64 && AK && !BK;
         float fa[2][8], fb[2][8];
         if (PIPE) sg_frag<T / 2>(fa[0], fb[0], As[0][0], Bs[0][0], ty, tx);
         int buf = 0;
@@ -581,7 +595,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
                 for (int k = 0; k < SG_BK; k++) {
                     if (k + 1 < SG_BK)
                         sg_frag<T / 2>(fa[(k + 1) & 1], fb[(k + 1) & 1], As[buf][k + 1],
-                                       Bs[buf][k + 1], ty, tx);
+                                       Bs[buf][k + 1], ty, tx, (k + 1) & SW);
                     else if (more) {
                         store(buf ^ 1);
                         __syncthreads();
@@ -592,7 +606,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
             } else {
 #pragma unroll
                 for (int k = 0; k < SG_BK; k++)
-                    sg_products<T / 2>(acc, As[buf][k], Bs[buf][k], ty, tx);
+                    sg_products<T / 2>(acc, As[buf][k], Bs[buf][k], ty, tx, k & SW);
                 if (more) store(buf ^ 1);
                 __syncthreads();
             }
