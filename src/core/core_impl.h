@@ -54,21 +54,32 @@ static inline bool core_mul_ok(int64_t a, int64_t b, int64_t *out)
     return !__builtin_mul_overflow(a, b, out);
 }
 
+/* A float's bits and back. */
+static inline uint32_t core_f32_bits(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static inline float core_bits_f32(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
 /* Inline f16 / bf16 conversions for hot loops, with the bits of em_f16_to_f32, em_f32_to_f16,
  * em_bf16_to_f32 and em_f32_to_bf16 (the f16 ones call those for subnormals, Inf, NaN and
  * values that round outside the normal range). */
 static inline float core_bf16_to_f32(uint16_t h)
 {
-    uint32_t x = (uint32_t)h << 16;
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
+    return core_bits_f32((uint32_t)h << 16);
 }
 
 static inline uint16_t core_f32_to_bf16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
+    uint32_t x = core_f32_bits(f);
     if ((x & 0x7fffffffu) > 0x7f800000u) /* NaN: truncate and force the quiet bit */
         return (uint16_t)((x >> 16) | 0x0040u);
     /* Round to nearest even on the low 16 bits; overflow carries into Inf naturally. */
@@ -80,17 +91,13 @@ static inline float core_f16_to_f32(uint16_t h)
 {
     uint32_t e = ((uint32_t)h >> 10) & 0x1fu;
     if (EM_UNLIKELY(e == 0 || e == 0x1f)) return em_f16_to_f32(h);
-    uint32_t x =
-        ((uint32_t)(h & 0x8000u) << 16) | ((e + 112u) << 23) | ((uint32_t)(h & 0x3ffu) << 13);
-    float f;
-    memcpy(&f, &x, sizeof f);
-    return f;
+    return core_bits_f32(((uint32_t)(h & 0x8000u) << 16) | ((e + 112u) << 23) |
+                         ((uint32_t)(h & 0x3ffu) << 13));
 }
 
 static inline uint16_t core_f32_to_f16(float f)
 {
-    uint32_t x;
-    memcpy(&x, &f, sizeof x);
+    uint32_t x = core_f32_bits(f);
     uint32_t ax = x & 0x7fffffffu;
     if (EM_UNLIKELY(ax < 0x38800000u || ax >= 0x477ff000u)) return em_f32_to_f16(f);
     /* normal half: re-bias the exponent by -112, round the 13 bits (to nearest even) */

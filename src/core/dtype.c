@@ -87,23 +87,9 @@ em_dtype em_dtype_promote(em_dtype a, em_dtype b)
     return int_width(a) >= int_width(b) ? a : b;
 }
 
-static uint32_t f32_bits(float f)
-{
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    return u;
-}
-
-static float bits_f32(uint32_t u)
-{
-    float f;
-    memcpy(&f, &u, sizeof f);
-    return f;
-}
-
 uint16_t em_f32_to_f16(float f)
 {
-    uint32_t x = f32_bits(f);
+    uint32_t x = core_f32_bits(f);
     uint32_t sign = (x >> 16) & 0x8000u;
     uint32_t ax = x & 0x7fffffffu;
     if (ax > 0x7f800000u) /* NaN: keep the top payload bits, force the quiet bit */
@@ -135,18 +121,18 @@ float em_f16_to_f32(uint16_t h)
     uint32_t e = ((uint32_t)h >> 10) & 0x1fu;
     uint32_t m = (uint32_t)h & 0x3ffu;
     if (e == 0x1f) /* Inf, or NaN made quiet (as hardware conversions do) */
-        return bits_f32(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
+        return core_bits_f32(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : 0u));
     if (e == 0) {
-        if (m == 0) return bits_f32(sign);
+        if (m == 0) return core_bits_f32(sign);
         /* Subnormal: normalise so the leading one becomes the implicit bit. */
         e = 113;
         while (!(m & 0x400u)) {
             m <<= 1;
             e--;
         }
-        return bits_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
+        return core_bits_f32(sign | (e << 23) | ((m & 0x3ffu) << 13));
     }
-    return bits_f32(sign | ((e + 112u) << 23) | (m << 13));
+    return core_bits_f32(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 uint16_t em_f32_to_bf16(float f)
