@@ -149,10 +149,11 @@ static void kernel_suite(const char *kern)
     check_case(kern, false, false, (gcase){9, 40, 20}, 0, 0.5, false);
 }
 
+static int default_threads; /* em_get_num_threads() at start: the machine's cores by default */
+
 /* The same product with 1, 2, 3 and all the cores' threads must be bitwise identical (packed and
  * unpacked; on several threads the KC blocks of 197 x 150 x 777, 1210 x 45 x 530 and 600 x 70 x
  * 2000 run in one region, the last with B's two ring slots reused several times). */
-static int default_threads; /* em_get_num_threads() at start: the machine's cores by default */
 
 static void thread_invariance(const char *kern)
 {

@@ -178,7 +178,10 @@ const char *cpu_gemm_kernel_name(void)
 #define GEMV_ROWS  64     /* rows per task of a dot-shaped GEMV */
 #define GEMV_BYTES 8192   /* output columns per task of an axpy-shaped GEMV, in bytes */
 
-bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K);
+bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K)
+{
+    return M > 1 && N > 1 && M * N * K > SMALL_MNK;
+}
 
 static int64_t min64(int64_t a, int64_t b)
 {
@@ -200,6 +203,7 @@ static int64_t round_up(int64_t a, int64_t m)
  * other waits at the region's end for a small task, not for up to a whole MC block. The split
  * never changes a result. */
 #define TAIL_ROWS 96
+#define B_RING    2 /* B's slots when the KC blocks run in one region (all_k) */
 #define PLAN_MAX  256
 
 static int64_t plan_rows(int64_t npan, int64_t n_ic, int threads, int mr, int64_t *bound)
@@ -301,9 +305,9 @@ static void buf_put(pool_buf b)
         const int64_t *bound; /* nblk > 0: task t's row panels [bound[t], bound[t + 1]) */         \
         bool bshare;          /* the macro tasks pack B themselves (share_b) */                    \
         int64_t npan_b, bgrain;                                                                    \
-        int64_t ntask, task_elems;  /* long_k: tasks and buffer floats per task */                 \
-        int64_t kblk, nring, bslot; /* all_k: KC, B ring slots and elements per slot */            \
-        _Atomic int64_t *kb;        /* all_k: per KC block next, done, finished; per task rows */  \
+        int64_t ntask, task_elems; /* long_k: tasks and buffer floats per task */                  \
+        int64_t kblk, bslot;       /* all_k: KC, elements per B ring slot */                       \
+        _Atomic int64_t *kb;       /* all_k: per KC block next, done, finished; per task rows */   \
         _Atomic int64_t *bnext, *bdone;                                                            \
         T beta_blk;                                                                                \
         T *Ap, *Bp;                                                                                \
@@ -517,7 +521,7 @@ static void buf_put(pool_buf b)
      * KC block t / nblk, taken in order, so a thread that finishes its share of a block goes on   \
      * to the next block's rows instead of waiting for the other at the block's end (one wake-up   \
      * and one final wait per product instead of one per KC block). Blocks pack B into a ring of   \
-     * nring slots: the first tasks of a block pack it (share_b) once every task of the block      \
+     * B_RING slots: the first tasks of a block pack it (share_b) once every task of the block     \
      * that used the slot before has finished. A task waits for its rows' previous block (C is     \
      * accumulated block after block) and for its block's B; it waits only on tasks taken before   \
      * it, which run on threads that are running, so the region cannot deadlock. kb holds per      \
@@ -535,12 +539,11 @@ static void buf_put(pool_buf b)
             g.pc = q * g0->kblk;                                                                   \
             g.kc = min64(g0->kblk, g0->K - g.pc);                                                  \
             g.beta_blk = q == 0 ? g0->beta : (T)1;                                                 \
-            g.Bp = g0->Bp + (q % g0->nring) * g0->bslot;                                           \
+            g.Bp = g0->Bp + (q % B_RING) * g0->bslot;                                              \
             g.bnext = g0->kb + 3 * q, g.bdone = g.bnext + 1;                                       \
             if (atomic_load(g.bnext) < g.npan_b) {                                                 \
-                if (q >= g0->nring)                                                                \
-                    while (atomic_load(g0->kb + 3 * (q - g0->nring) + 2) < g0->nblk)               \
-                        sched_yield();                                                             \
+                if (q >= B_RING)                                                                   \
+                    while (atomic_load(g0->kb + 3 * (q - B_RING) + 2) < g0->nblk) sched_yield();   \
                 P##share_b(&g);                                                                    \
             }                                                                                      \
             while (atomic_load(rows + r) < q) sched_yield();                                       \
@@ -654,22 +657,20 @@ static void buf_put(pool_buf b)
             fn(g, 0, n);                                                                           \
     }                                                                                              \
                                                                                                    \
-    /* Runs column block g->jc of the product with P##all_k when it suits (the row tasks' plan,    \
-     * M in one super-block, two or more KC blocks): false, and nothing done, otherwise. The       \
-     * caller allocated ring slots of g->bslot elements for B. */                                  \
-    static bool P##all_k_region(P##ctx *g, int threads, int64_t MC, int64_t KC, int64_t ring,      \
-                                int64_t *bound)                                                    \
+    /* Runs column block g->jc of the product with P##all_k when the row tasks' plan suits (the    \
+     * caller checked the rest: several threads, M in one super-block, two or more KC blocks, and  \
+     * B_RING slots of g->bslot elements for B): false, and nothing done, otherwise. */            \
+    static bool P##all_k_region(P##ctx *g, int threads, int64_t MC, int64_t KC, int64_t *bound)    \
     {                                                                                              \
         int64_t nkb = (g->K + KC - 1) / KC, npan = (g->M + g->mr - 1) / g->mr;                     \
         int64_t n_ic = (g->M + MC - 1) / MC;                                                       \
-        if (threads < 2 || g->M > SUPER_M || nkb < 2 || round_up(n_ic, threads) > npan)            \
-            return false;                                                                          \
+        if (round_up(n_ic, threads) > npan) return false;                                          \
         g->ms = 0, g->mlen = g->M, g->npan = npan;                                                 \
         g->nblk = plan_rows(npan, n_ic, threads, g->mr, bound);                                    \
         g->bound = bound;                                                                          \
         g->kb = calloc((size_t)(3 * nkb + g->nblk), sizeof *g->kb); /* all zero: lock-free */      \
         if (!g->kb) return false;                                                                  \
-        g->kblk = KC, g->nring = ring;                                                             \
+        g->kblk = KC;                                                                              \
         g->npan_b = (g->nc + g->nr - 1) / g->nr;                                                   \
         g->bgrain = 1 + 16384 / (g->nr * KC);                                                      \
         P##run(P##all_k, g, nkb * g->nblk, 1, true);                                               \
@@ -788,8 +789,9 @@ static void buf_put(pool_buf b)
             return true;                                                                           \
         }                                                                                          \
         bool small = !srcs && !cpu_gemm_packed(M, N, K);                                           \
-        /* B ring slots: two when the KC blocks may run in one region (P##all_k) */                \
-        int64_t ring = par && M <= SUPER_M && K > KC ? 2 : 1;                                      \
+        /* B ring slots when the KC blocks may run in one region (P##all_k) */                     \
+        bool all_k = par && M <= SUPER_M && K > KC;                                                \
+        int64_t ring = all_k ? B_RING : 1;                                                         \
         pool_buf Bb = {0}, Ab = {0};                                                               \
         if (!small) {                                                                              \
             int64_t kcap = min64(K, KC);                                                           \
@@ -838,7 +840,7 @@ static void buf_put(pool_buf b)
         for (int64_t jc = 0; jc < N; jc += ncb) {                                                  \
             g.jc = jc;                                                                             \
             g.nc = min64(ncb, N - jc);                                                             \
-            if (ring > 1 && P##all_k_region(&g, threads, MC, KC, ring, bound)) continue;           \
+            if (all_k && P##all_k_region(&g, threads, MC, KC, bound)) continue;                    \
             for (int64_t pc = 0; pc < K; pc += KC) {                                               \
                 g.pc = pc;                                                                         \
                 g.kc = min64(KC, K - pc);                                                          \
@@ -922,11 +924,6 @@ bool cpu_dgemm_src(bool ta, bool tb, int64_t M, int64_t N, int64_t K, double alp
     return d_gemm(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, k->d_ukr, NULL, NULL,
                   k->d_mr, k->d_nr, k->d_mc, k->d_kc, k->d_nc, k->d_dot, k->d_axpy, epi, asrc,
                   bsrc);
-}
-
-bool cpu_gemm_packed(int64_t M, int64_t N, int64_t K)
-{
-    return M > 1 && N > 1 && M * N * K > SMALL_MNK;
 }
 
 void cpu_sgemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float *A,

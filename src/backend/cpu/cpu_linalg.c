@@ -70,7 +70,8 @@ static void epi_f32(const void *vctx, void *vC, int64_t ldc, int64_t i0, int64_t
     size_t es = em_dtype_size(dt);
     const float *bias = p->bias;
     float v[EPI_CHUNK], y[EPI_CHUNK];
-    bool round_only = !bias && !e->pre && p->act == EM_OP_COUNT; /* a plain f16/bf16 matmul */
+    /* a plain f16/bf16 matmul (an f32 one's C is its output: nothing to do) */
+    bool round_only = dt != EM_F32 && !bias && !e->pre && p->act == EM_OP_COUNT;
     for (int64_t r = 0; r < rows; r++) {
         float *c = (float *)vC + r * ldc;
         int64_t off = (i0 + r) * p->N + j0; /* element offset in the batch's output */
