@@ -224,9 +224,13 @@ static void packed_case(int64_t B, int64_t C, int64_t H, int64_t W, int64_t Co, 
  * cpu_conv_direct.h: one FMA per k in k order, then one add into C). */
 static void kernel_case(void)
 {
+#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     if (!__builtin_cpu_supports("avx512f") || !__builtin_cpu_supports("avx2") ||
         !__builtin_cpu_supports("fma")) {
+#else
+    {
+#endif
         printf("skipped: the AVX-512 conv kernel (no AVX-512 here)\n");
         return;
     }

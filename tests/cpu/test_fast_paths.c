@@ -275,6 +275,7 @@ static void compare_fft_passes(void)
         }
 }
 
+#if defined(__x86_64__) || defined(__i386__)
 /* Every ISA table this CPU can run (the AVX2 one too where AVX-512 is chosen), kernel by kernel:
  * GELU, softmax, log_softmax and layer norm rows of several lengths at three alignments, against
  * f64, and with each store hint (CPU_FAST_BIG, CPU_FAST_STREAM) the same bytes as without one,
@@ -343,6 +344,8 @@ static void row_kernels(const cpu_fast_ops *t)
         free(x), free(w), free(b), free(y0), free(y), free(r);
     }
 }
+
+#endif
 
 static void isa_tables(void)
 {

@@ -5,6 +5,7 @@
 #include "cpu.h"
 #include "cpu_cache.h"
 #include "cpu_conv_direct.h"
+#include "cpu_fast.h"
 #include "cpu_gemm.h"
 
 #include <stdatomic.h>
@@ -387,9 +388,11 @@ typedef struct fused_conv {
 /* The kernel set cpu_sgemm would use, when it has register kernels (NULL for portable). */
 static const cpu_gemm_kernels *fused_kernels(void)
 {
+#if CPU_X86
     const char *name = cpu_gemm_kernel_name();
     if (!strcmp(name, "avx512")) return &cpu_gemm_kernels_avx512;
     if (!strcmp(name, "avx2")) return &cpu_gemm_kernels_avx2;
+#endif
     return NULL;
 }
 
@@ -660,8 +663,7 @@ static void direct_range(void *ctx, int64_t u0, int64_t u1)
  * or the AVX-512 GEMM kernels (not the portable ones, which the tests force to compare against). */
 static bool direct_isa(void)
 {
-    const char *k = cpu_gemm_kernel_name();
-    return !strcmp(k, "avx2") || !strcmp(k, "avx512");
+    return cpu_gemm_x86();
 }
 
 /* Runs an f32 2-D stride-1 forward convolution through the direct AVX2 path: 1 when done, 0

@@ -253,11 +253,11 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
     if (!dbl && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
-        (OH == 1 || gy->strides[2] == OW) && strcmp(cpu_gemm_kernel_name(), "portable") != 0)
+        (OH == 1 || gy->strides[2] == OW) && cpu_gemm_x86())
         return wgrad_dots(op, x, gy, out);
     bool b_side = ckk >= Co;
     wg_cols cols = {.dbl = dbl,
-                    .avx2 = strcmp(cpu_gemm_kernel_name(), "portable") != 0,
+                    .avx2 = cpu_gemm_x86(),
                     /* channels-last where whole 8-float groups of a panel are one tap */
                     .nhwc = b_side && C % 8 == 0,
                     .C = C,

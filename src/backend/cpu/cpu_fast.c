@@ -1,5 +1,5 @@
 /* Run-time choice of the vectorised row kernels (cpu_fast.h): AVX-512 when the CPU has
- * AVX-512F+DQ, else AVX2+FMA, else none. */
+ * AVX-512F+DQ, else AVX2+FMA, else none (always none off x86). */
 #include <stdatomic.h>
 #include <stddef.h>
 
@@ -21,6 +21,7 @@ const cpu_fast_ops *cpu_fast(void)
 {
     static atomic_int isa = -1; /* 0 none, 1 AVX2+FMA, 2 AVX-512 */
     int h = atomic_load(&isa);
+#if CPU_X86
     if (h < 0) {
         __builtin_cpu_init();
         if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq"))
@@ -33,4 +34,8 @@ const cpu_fast_ops *cpu_fast(void)
     }
     if (atomic_load(&force_portable)) return NULL;
     return h == 2 ? &cpu_fast_avx512_ops : h == 1 ? &cpu_fast_avx2_ops : NULL;
+#else
+    (void)h;
+    return NULL;
+#endif
 }

@@ -9,6 +9,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* 1 where the x86 ISA files (*_avx2.c, *_avx512.c) are built and __builtin_cpu_supports knows
+ * their features; elsewhere those files are left out (CMakeLists.txt) and nothing names them. */
+#if defined(__x86_64__) || defined(__i386__)
+#define CPU_X86 1
+#else
+#define CPU_X86 0
+#endif
+
 typedef struct cpu_fast_ops {
     const char *isa;
     /* y = x * 0.5 * (1 + erf(x / sqrt 2)) for n floats (rational erf as the portable f32 path).

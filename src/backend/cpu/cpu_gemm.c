@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "core/core_impl.h"
+#include "cpu_fast.h"
 #include "cpu_gemm.h"
 
 /* ---- portable micro-kernels -------------------------------------------------------------- */
@@ -90,8 +91,10 @@ static const cpu_gemm_kernels kernels_portable = {
 
 static const cpu_gemm_kernels *auto_kernels = &kernels_portable;
 static pthread_once_t choose_once = PTHREAD_ONCE_INIT;
-static bool has_avx2, has_avx512;
 static _Atomic(const cpu_gemm_kernels *) forced;
+
+#if CPU_X86
+static bool has_avx2, has_avx512;
 
 /* The AVX-512 set with its f32 blocking fitted to the L2 cache: with 2 MiB or more per core
  * (Intel's server cores), KC 1024 and the A block (MC x KC) in about half of it, which halves
@@ -115,22 +118,29 @@ static void fit_avx512(void)
     }
 #endif
 }
+#endif
 
+/* EMBER_GEMM=portable keeps the C kernels; on x86, EMBER_GEMM=avx2 passes over AVX-512. */
 static void choose_kernels(void)
 {
+    const char *want = getenv("EMBER_GEMM");
+#if CPU_X86
     fit_avx512();
-#if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
     has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
     has_avx512 = has_avx2 && __builtin_cpu_supports("avx512f") &&
                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw") &&
                  __builtin_cpu_supports("avx512dq");
-    const char *want = getenv("EMBER_GEMM");
     if (want && !strcmp(want, "portable")) return;
     if (has_avx512 && !(want && !strcmp(want, "avx2")))
         auto_kernels = &avx512_fitted;
     else if (has_avx2)
         auto_kernels = &cpu_gemm_kernels_avx2;
+#elif defined(__aarch64__)
+    if (!(want && !strcmp(want, "portable")))
+        auto_kernels = &cpu_gemm_kernels_neon; /* Advanced SIMD: part of the base architecture */
+#else
+    (void)want;
 #endif
 }
 
@@ -149,10 +159,16 @@ bool cpu_gemm_use(const char *name)
         k = NULL;
     else if (!strcmp(name, "portable"))
         k = &kernels_portable;
+#if CPU_X86
     else if (!strcmp(name, "avx2") && has_avx2)
         k = &cpu_gemm_kernels_avx2;
     else if (!strcmp(name, "avx512") && has_avx512)
         k = &avx512_fitted;
+#endif
+#if defined(__aarch64__)
+    else if (!strcmp(name, "neon"))
+        k = &cpu_gemm_kernels_neon;
+#endif
     else
         return false;
     atomic_store(&forced, k);
@@ -167,6 +183,12 @@ void cpu_gemm_force_portable(bool on)
 const char *cpu_gemm_kernel_name(void)
 {
     return kernels()->name;
+}
+
+bool cpu_gemm_x86(void)
+{
+    const char *k = cpu_gemm_kernel_name();
+    return CPU_X86 && (!strcmp(k, "avx2") || !strcmp(k, "avx512"));
 }
 
 /* ---- shared sizes ------------------------------------------------------------------------ */

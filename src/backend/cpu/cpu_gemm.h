@@ -99,17 +99,23 @@ typedef struct cpu_gemm_kernels {
     cpu_dgemv_fn d_dot, d_axpy;
 } cpu_gemm_kernels;
 
+/* x86 (built there only): */
 extern const cpu_gemm_kernels cpu_gemm_kernels_avx2;   /* cpu_gemm_avx2.c: 6x16 f32, 6x8 f64 */
 extern const cpu_gemm_kernels cpu_gemm_kernels_avx512; /* cpu_gemm_avx512.c */
+/* 64-bit Arm (built there only): */
+extern const cpu_gemm_kernels cpu_gemm_kernels_neon; /* cpu_gemm_neon.c: 8x12 f32, 8x6 f64 */
 
 /* Tests: true forces the portable C micro-kernels; false returns to the run-time choice
- * (which EMBER_GEMM=portable|avx2|avx512 can also steer, read once). */
+ * (which EMBER_GEMM=portable|avx2 can also steer, read once). */
 void cpu_gemm_force_portable(bool on);
-/* Tests: forces the kernel set called `name` ("portable", "avx2", "avx512"); NULL returns to
- * the run-time choice. False (and no change) when this CPU cannot run that set. */
+/* Tests: forces the kernel set called `name` ("portable", "avx2", "avx512", "neon"); NULL
+ * returns to the run-time choice. False (and no change) when this CPU cannot run that set. */
 bool cpu_gemm_use(const char *name);
-/* Name of the kernel set the next call will use ("portable", "avx2", "avx512"). */
+/* Name of the kernel set the next call will use ("portable", "avx2", "avx512", "neon"). */
 const char *cpu_gemm_kernel_name(void);
+/* Whether that set is one of the x86 ones, which the convolution's AVX2 / AVX-512 paths go
+ * with (they are compiled on x86 only). */
+bool cpu_gemm_x86(void);
 
 #ifdef CPU_GEMM_GEMV_TEMPLATES
 /* ---- GEMV kernel templates for the ISA files ------------------------------------------------

@@ -18,10 +18,12 @@ static int cpu_isa(void)
     static atomic_int has = -1;
     int h = atomic_load(&has);
     if (h < 0) {
-        __builtin_cpu_init();
         h = CPU_POOL_SCALAR;
+#if CPU_X86
+        __builtin_cpu_init();
         if (__builtin_cpu_supports("avx2")) h = CPU_POOL_AVX2;
         if (__builtin_cpu_supports("avx512f")) h = CPU_POOL_AVX512;
+#endif
         atomic_store(&has, h);
     }
     return h;
@@ -118,6 +120,7 @@ static void rows_scalar(void *ctx, int64_t r0, int64_t r1)
     }
 }
 
+#if CPU_X86
 static void rows_avx512(void *ctx, int64_t r0, int64_t r1)
 {
     cpu_maxpool_rows_avx512(ctx, r0, r1);
@@ -166,6 +169,7 @@ static void cl_sep(void *ctx, int64_t u0, int64_t u1)
     const sep_ctx *c = ctx;
     if (!cpu_maxpool_cl_sep_avx2(c->g, u0, u1, c->stream)) cpu_maxpool_cl_avx2(c->g, u0, u1);
 }
+#endif
 
 bool cpu_pool_max_fast(const em_op *op)
 {
@@ -206,6 +210,7 @@ bool cpu_pool_max_fast(const em_op *op)
     bool small_plane = g.H * g.W < ((int64_t)1 << 30);
     int isa = small_plane ? use_isa() : CPU_POOL_SCALAR;
     int64_t row_grain = g.OW >= 4096 ? 1 : 4096 / g.OW + 1;
+#if CPU_X86
     /* values only: the two-pass kernels (AVX2 or AVX-512 for contiguous rows; channels-last:
        AVX-512 for C % 16 == 0, else AVX2) */
     int64_t bytes = (int64_t)tn_numel(o) * 4;
@@ -241,7 +246,11 @@ bool cpu_pool_max_fast(const em_op *op)
     } else if (isa >= CPU_POOL_AVX2 && g.x_sc == 1 && g.C >= 8) {
         int64_t work = g.OW * g.C;
         em_parallel_for(g.N * g.OH, work >= 4096 ? 1 : 4096 / work + 1, cl_avx2, &g);
-    } else {
+    } else
+#else
+    (void)isa;
+#endif
+    {
         em_parallel_for(rows, row_grain, rows_scalar, &g);
     }
     return true;
