@@ -410,12 +410,12 @@ int main(void)
     if (getenv("EMBER_TEST_ONE_THREAD")) max_threads = 1;
     for (int s = 0; s < 4; s++) {
         if (only && !strstr(only, sets[s])) continue;
-        for (int t = 1; t <= max_threads; t++) { /* the whole suite on 1 and on 2 threads */
+        for (int t = 1; t <= max_threads; t++) { /* the whole suite on 1, then 2 threads */
             em_set_num_threads(t);
             kernel_suite(sets[s]);
             epilogue_suite(sets[s]);
         }
-        operand_suite(sets[s]); /* on 2 threads */
+        operand_suite(sets[s]); /* on max_threads */
         if (max_threads > 1)
             thread_invariance(sets[s]);
         else

@@ -659,13 +659,6 @@ static void direct_range(void *ctx, int64_t u0, int64_t u1)
     free(yb);
 }
 
-/* Whether the direct and Winograd paths (AVX2 or AVX-512 register kernels) may run: with the AVX2
- * or the AVX-512 GEMM kernels (not the portable ones, which the tests force to compare against). */
-static bool direct_isa(void)
-{
-    return cpu_gemm_x86();
-}
-
 /* Runs an f32 2-D stride-1 forward convolution through the direct AVX2 path: 1 when done, 0
  * when the path does not apply (nothing written), -1 when memory ran out. */
 static int conv_direct(const conv_job *j, int64_t nb)
@@ -673,7 +666,7 @@ static int conv_direct(const conv_job *j, int64_t nb)
     const geo *g = &j->g;
     if (j->dbl || j->transposed || j->direct || g->k[0] != 1 || g->in[0] != 1 || g->out[0] != 1)
         return 0;
-    if (g->s[1] != 1 || g->s[2] != 1 || !direct_isa() || atomic_load(&direct_off)) return 0;
+    if (g->s[1] != 1 || g->s[2] != 1 || !cpu_gemm_x86() || atomic_load(&direct_off)) return 0;
     int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, kn = g->k_n;
     if (cig == 0 || cog == 0) return 0;
     direct_conv d = {.j = j};
@@ -852,7 +845,7 @@ static int conv_winograd(const conv_job *j, int64_t nb)
         g->out[0] != 1 || atomic_load(&wino_off))
         return 0;
     if (g->k[1] != 3 || g->k[2] != 3 || g->s[1] != 1 || g->s[2] != 1 || g->d[1] != 1 ||
-        g->d[2] != 1 || !direct_isa())
+        g->d[2] != 1 || !cpu_gemm_x86())
         return 0;
     int64_t C = j->cin, Co = j->cout, OH = g->out[1], OW = g->out[2];
     if (C < 16 || C > 256 || Co < 16 || OH < 2 || OW < 2) return 0;

@@ -114,7 +114,8 @@ bool cpu_gemm_use(const char *name);
 /* Name of the kernel set the next call will use ("portable", "avx2", "avx512", "neon"). */
 const char *cpu_gemm_kernel_name(void);
 /* Whether that set is one of the x86 ones, which the convolution's AVX2 / AVX-512 paths go
- * with (they are compiled on x86 only). */
+ * with (they are compiled on x86 only; with the portable set, which tests force to compare
+ * against, the convolution takes its portable paths too). */
 bool cpu_gemm_x86(void);
 
 #ifdef CPU_GEMM_GEMV_TEMPLATES
