@@ -157,13 +157,14 @@ static bool sdpa_fused(ad_ctx *c)
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
     int mkind = (int)op->i[1];
     if (em_grad_enabled() || (mask && mkind == 2 && c->needs[3]) || !c->out[0]) return false;
-    const char *cfg = em_config_get("sdpa_fused_backward");
-    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
+    if (!tn_sdpa_fused_backward_on()) return false;
     em_tensor *g = ad_gout(c, 0);
     if (g && g->dtype != op->in[0]->dtype) g = em_cast(g, op->in[0]->dtype);
     if (!g) return false;
+    /* the forward's row statistics, where the backend wrote them (em_sdpa) */
+    em_tensor *lse = op->n_out > 1 ? c->out[1] : NULL;
     em_tensor *d[3];
-    em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, mkind,
+    em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, lse, mkind,
                                     op->i[0] != 0, op->f[0], true, &d[0], &d[1], &d[2]);
     if (st == EM_ERR_UNSUPPORTED && !em_failed()) return false;
     for (int i = 0; i < 3 && st == EM_OK; i++)

@@ -15,7 +15,7 @@ typedef enum em_op_kind {
         EM_OP_COUNT
 } em_op_kind;
 
-#define EM_OP_MAX_IN  6
+#define EM_OP_MAX_IN  8
 #define EM_OP_MAX_OUT 3
 #define EM_OP_MAX_I   40
 #define EM_OP_MAX_F   4
@@ -68,14 +68,23 @@ int64_t tn_fallback_count(em_op_kind kind);
 bool tn_supported(const em_op *op);
 
 /* The gradients of em_sdpa (an SDPA_BACKWARD record, see ops_norm.c): from q, k, v, the forward
- * output o, its gradient g and the optional mask (mask_kind 1 bool, 2 additive), writes dq
- * [B..., L, E], dk [B..., S, E], dv [B..., S, Ev] over the output's batch dims B (not summed
- * back over broadcast dims), in q's dtype. With `probe`, returns EM_ERR_UNSUPPORTED without
- * recording an error when the backend would not run the record natively. */
+ * output o, its gradient g, the optional mask (mask_kind 1 bool, 2 additive) and the optional
+ * lse the forward wrote (tn_sdpa_lse), writes dq [B..., L, E], dk [B..., S, E], dv [B..., S, Ev]
+ * over the output's batch dims B (not summed back over broadcast dims), in q's dtype. With
+ * `probe`, returns EM_ERR_UNSUPPORTED without recording an error when the backend would not run
+ * the record natively. */
 em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
                            const em_tensor *o, const em_tensor *g, const em_tensor *mask,
-                           int mask_kind, bool causal, double scale, bool probe, em_tensor **dq,
-                           em_tensor **dk, em_tensor **dv);
+                           const em_tensor *lse, int mask_kind, bool causal, double scale,
+                           bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv);
+
+/* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
+ * NULL where the backend does not claim that record (the output is computed either way). */
+em_tensor *tn_sdpa_lse(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                       const em_tensor *mask, em_sdpa_opts o, em_tensor **lse);
+
+/* Config sdpa_fused_backward is not off: the sdpa rule may emit the SDPA_BACKWARD record. */
+bool tn_sdpa_fused_backward_on(void);
 
 /* The weight gradient of an ungrouped, stride-1, undilated 2-D convolution (a CONV_WEIGHT_GRAD
  * record, see ops_conv.c): for x [N, C, H, W] and gy [N, Co, OH, OW] with OH = H + pad_lo[0] +

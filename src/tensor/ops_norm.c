@@ -8,8 +8,14 @@
  *   BATCH_NORM  in: x [N, C, *], mean C, var C, [weight C], [bias C]; i1 = has weight,
  *               i2 = has bias; f0 = eps
  *   SDPA        in: q [..., L, E], k [..., S, E], v [..., S, Ev], [mask]; i0 = causal,
- *               i1 = mask kind (0 none, 1 bool keep-mask, 2 additive float); f0 = scale
- *   SDPA_BACKWARD in: q, k, v, o (the SDPA output), g (its gradient, o's shape), [mask];
+ *               i1 = mask kind (0 none, 1 bool keep-mask, 2 additive float); f0 = scale;
+ *               out: o [B..., L, Ev], optionally lse [B..., L] (f32, contiguous): the base-2
+ *               log-sum-exp of each row's kept scores, log2 sum_j 2^(scale q k_j^T log2 e + ...),
+ *               +inf for a row with every key masked. Only backends that claim the two-output
+ *               record get it (the autodiff rule hands lse to SDPA_BACKWARD).
+ *   SDPA_BACKWARD in: q, k, v, o (the SDPA output), g (its gradient, o's shape), [mask], [lse]
+ *               (i2 = 1: the last input is the forward's lse, which a backend may use instead of
+ *               recomputing the softmax statistics);
  *               out: dq [B..., L, E], dk [B..., S, E], dv [B..., S, Ev] over o's batch dims B
  *               (contiguous, q's dtype; not summed over broadcast dims); i0, i1, f0 as SDPA.
  *               P = softmax(scale q k^T + mask) with a fully masked row all zero (the forward
@@ -165,10 +171,19 @@ static bool batch_broadcast(const int64_t *a, int ra, const int64_t *b, int rb, 
     return true;
 }
 
-em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
-                   const em_tensor *mask, em_sdpa_opts o)
+bool tn_sdpa_fused_backward_on(void)
+{
+    const char *cfg = em_config_get("sdpa_fused_backward");
+    return !(cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false")));
+}
+
+/* em_sdpa; with want_lse, the two-output record where the backend claims it (*lse set, else
+ * NULL). */
+static em_tensor *sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                       const em_tensor *mask, em_sdpa_opts o, bool want_lse, em_tensor **lse)
 {
     const char *fn = "em_sdpa";
+    if (lse) *lse = NULL;
     if (!tn_check_ptr(fn, q, "q") || !tn_check_ptr(fn, k, "k") || !tn_check_ptr(fn, v, "v"))
         return NULL;
     if (!check_float(fn, q, "q")) return NULL;
@@ -243,14 +258,58 @@ em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
     em_tensor *in[4] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v, (em_tensor *)mask};
     int64_t ip[2] = {o.causal, mask_kind};
     double f[1] = {scale};
-    em_tensor *out = tn_new(q->dtype, oshape, r2 + 2, q->storage->device);
-    return tn_run1(EM_OP_SDPA, out, in, mask ? 4 : 3, ip, 2, f, 1);
+    em_device dev = q->storage->device;
+    em_op rec;
+    memset(&rec, 0, sizeof rec);
+    rec.kind = EM_OP_SDPA;
+    rec.n_in = mask ? 4 : 3;
+    for (int i = 0; i < 4; i++) rec.in[i] = in[i];
+    rec.i[0] = ip[0], rec.i[1] = ip[1];
+    rec.f[0] = f[0];
+    rec.n_out = 1;
+    rec.out[0] = tn_new(q->dtype, oshape, r2 + 2, dev);
+    if (!rec.out[0]) return NULL;
+    if (want_lse) {
+        rec.out[1] = tn_new(EM_F32, oshape, r2 + 1, dev);
+        if (!rec.out[1]) {
+            em_release(rec.out[0]);
+            return NULL;
+        }
+        rec.n_out = 2;
+        if (!tn_supported(&rec)) {
+            em_release(rec.out[1]);
+            rec.out[1] = NULL;
+            rec.n_out = 1;
+        }
+    }
+    if (tn_dispatch(&rec) != EM_OK) return NULL;
+    if (lse)
+        *lse = rec.out[1];
+    else
+        em_release(rec.out[1]); /* the graph keeps its alias when it took the record */
+    return rec.out[0];
+}
+
+em_tensor *em_sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                   const em_tensor *mask, em_sdpa_opts o)
+{
+    /* the forward's row statistics, for the fused backward, when a graph records the op */
+    em_tensor *in[4] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v, (em_tensor *)mask};
+    bool want = q && k && v && tn_would_record(in, mask ? 4 : 3) && tn_sdpa_fused_backward_on();
+    return sdpa(q, k, v, mask, o, want, NULL);
+}
+
+em_tensor *tn_sdpa_lse(const em_tensor *q, const em_tensor *k, const em_tensor *v,
+                       const em_tensor *mask, em_sdpa_opts o, em_tensor **lse)
+{
+    *lse = NULL;
+    return sdpa(q, k, v, mask, o, true, lse);
 }
 
 em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
                            const em_tensor *o, const em_tensor *g, const em_tensor *mask,
-                           int mask_kind, bool causal, double scale, bool probe, em_tensor **dq,
-                           em_tensor **dk, em_tensor **dv)
+                           const em_tensor *lse, int mask_kind, bool causal, double scale,
+                           bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv)
 {
     *dq = *dk = *dv = NULL;
     int nb = o->rank - 2;
@@ -267,7 +326,8 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
     op.in[0] = (em_tensor *)q, op.in[1] = (em_tensor *)k, op.in[2] = (em_tensor *)v;
     op.in[3] = (em_tensor *)o, op.in[4] = (em_tensor *)g, op.in[5] = (em_tensor *)mask;
     op.n_in = mask ? 6 : 5;
-    op.i[0] = causal, op.i[1] = mask ? mask_kind : 0;
+    if (lse) op.in[op.n_in++] = (em_tensor *)lse;
+    op.i[0] = causal, op.i[1] = mask ? mask_kind : 0, op.i[2] = lse != NULL;
     op.f[0] = scale;
     if (probe) {
         /* supports() reads shapes and dtypes only: describe the outputs without memory */

@@ -7,6 +7,7 @@
  * (config cuda_flash_variant 1 and 2). The fused backward (SDPA_BACKWARD) against the cpu's
  * record on the same shapes, layouts and masks, and through the autodiff rule. Without a CUDA
  * device it prints one line and passes. */
+#include <math.h>
 #include <string.h>
 
 #include "backend/backend.h"
@@ -74,10 +75,52 @@ static em_tensor *flip0(em_tensor *t)
 
 /* The flash kernel variant under test (config cuda_flash_variant; NULL: the default). */
 static const char *flash_variant;
+/* check() runs flash cases: the two-output record must give the lse (else it must decline). */
+static bool flash_cases;
+
+/* The rows' base-2 log-sum-exp of the scaled, masked scores of q (cpu, after its view) against
+ * k, in f64 on the cpu: [B..., L], -inf where every key is masked. */
+static em_tensor *lse_ref(em_tensor *q, em_tensor *k, em_tensor *m, em_sdpa_opts o)
+{
+    em_shape qs = em_tensor_shape(q), ks = em_tensor_shape(k);
+    double scale = o.scale > 0 ? o.scale : 1 / sqrt((double)qs.dims[qs.rank - 1]);
+    em_tensor *sc = em_mul_scalar(
+        em_matmul(em_cast(q, EM_F64), em_transpose(em_cast(k, EM_F64), -2, -1)), scale);
+    if (m && em_tensor_dtype(m) != EM_BOOL) sc = em_add(sc, em_cast(m, EM_F64));
+    if (m && em_tensor_dtype(m) == EM_BOOL) sc = em_masked_fill(sc, em_logical_not(m), -INFINITY);
+    if (o.causal) {
+        em_tensor *ones =
+            em_ones(EM_SHAPE(qs.dims[qs.rank - 2], ks.dims[ks.rank - 2]), EM_F64, EM_CPU);
+        sc = em_masked_fill(sc, em_ne_scalar(em_triu(ones, 1), 0), -INFINITY);
+    }
+    return em_mul_scalar(em_logsumexp(sc, EM_AXES(-1), false), 1 / log(2.0));
+}
+
+/* The device's lse (tn_sdpa_lse) against lse_ref: +inf where the reference is -inf. */
+static void check_lse(const char *what, em_tensor *got, em_tensor *want)
+{
+    CHECK(got && want, "%s: lse missing (%s)", what, em_last_error());
+    if (!got || !want) return;
+    CHECK(em_shape_equal(em_tensor_shape(got), em_tensor_shape(want)) &&
+              em_tensor_dtype(got) == EM_F32,
+          "%s: lse shape or dtype", what);
+    double *a = h_values(em_to_device(got, EM_CPU)), *b = h_values(want);
+    int64_t n = em_tensor_numel(want), bad = -1;
+    for (int64_t i = 0; i < n && bad < 0; i++) {
+        bool ok = isinf(b[i]) && b[i] < 0 ? isinf(a[i]) && a[i] > 0
+                                          : fabs(a[i] - b[i]) <= 1e-3 + 1e-5 * fabs(b[i]);
+        if (!ok) bad = i;
+    }
+    CHECK(bad < 0, "%s: lse[%lld] = %.9g, expected %.9g", what, (long long)bad,
+          bad < 0 ? 0 : a[bad], bad < 0 ? 0 : b[bad]);
+    free(a);
+    free(b);
+}
 
 /* Runs em_sdpa on the cpu tensors (after `view`) and on device copies of them (the same view),
- * and compares; with `general` also with the flash kernel switched off (once, under the default
- * variant). */
+ * and compares, with the device's lse (the two-output record) against lse_ref; with `general`
+ * also with the flash kernel switched off (once, under the default variant), which declines the
+ * two-output record. */
 static void check(const char *what0, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
                   view_fn vq, view_fn vk, em_sdpa_opts o, double atol, double rtol, bool general)
 {
@@ -92,12 +135,22 @@ static void check(const char *what0, em_tensor *q, em_tensor *k, em_tensor *v, e
     int64_t before = tn_fallback_count(EM_OP_SDPA);
     compare(what, em_sdpa(qd, kd, vd, md, o), want, atol, rtol);
     CHECK(tn_fallback_count(EM_OP_SDPA) == before, "%s: ran on the cpu", what);
+    char name[220];
+    em_tensor *lse = NULL;
+    snprintf(name, sizeof name, "%s (with lse)", what);
+    compare(name, tn_sdpa_lse(qd, kd, vd, md, o, &lse), want, atol, rtol);
+    if (flash_cases)
+        check_lse(name, lse, lse_ref(vq(q), vk(k), m, o));
+    else
+        CHECK(!lse, "%s: the general kernel claimed the lse output", name);
     if (general) {
-        char name[220];
         snprintf(name, sizeof name, "%s (general kernel)", what);
         em_config_set("cuda_flash", "off");
         double tol = em_tensor_dtype(want) == EM_BF16 ? 8e-3 : 1e-3; /* an ulp of the output */
         compare(name, em_sdpa(qd, kd, vd, md, o), want, 1e-6, tol);
+        lse = NULL;
+        compare(name, tn_sdpa_lse(qd, kd, vd, md, o, &lse), want, 1e-6, tol);
+        CHECK(!lse, "%s: the general kernel claimed the lse output", name);
         em_config_set("cuda_flash", NULL);
     }
     em_scope_end();
@@ -106,6 +159,7 @@ static void check(const char *what0, em_tensor *q, em_tensor *k, em_tensor *v, e
 /* The flash kernel: f16 and bf16, head dims 64 and 128. */
 static void test_flash(void)
 {
+    flash_cases = true;
     static const struct {
         int64_t B, H, L, S;
         bool causal;
@@ -300,13 +354,13 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
     em_tensor *out = em_sdpa(qc, kc, vc, m, o);
     em_tensor *g = rnd(em_tensor_shape(out), em_tensor_dtype(q), -1, 1);
     em_tensor *want[3] = {NULL, NULL, NULL}, *got[3] = {NULL, NULL, NULL};
-    tn_sdpa_backward(qc, kc, vc, out, g, m, mk, o.causal, scale, false, &want[0], &want[1],
+    tn_sdpa_backward(qc, kc, vc, out, g, m, NULL, mk, o.causal, scale, false, &want[0], &want[1],
                      &want[2]);
     CHECK_OK(what);
     em_tensor *qd = vq(on_dev(q)), *kd = vk(on_dev(k)), *vd = vk(on_dev(v));
     int64_t before = tn_fallback_count(EM_OP_SDPA_BACKWARD);
-    em_status st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), mk, o.causal,
-                                    scale, true, &got[0], &got[1], &got[2]);
+    em_status st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), NULL, mk,
+                                    o.causal, scale, true, &got[0], &got[1], &got[2]);
     CHECK(st == EM_OK, "%s: the device declined or failed: %s", what, em_last_error());
     CHECK(tn_fallback_count(EM_OP_SDPA_BACKWARD) == before, "%s: ran on the cpu", what);
     /* bf16: P and dS are rounded to bf16 for the products, as in the forward */
@@ -317,6 +371,25 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         snprintf(name, sizeof name, "%s: %s", what, names[i]);
         compare_rel(name, got[i], want[i], tol);
     }
+    /* again with the lse of the device's forward on the same inputs (no first pass), under both
+       dq kernels (config cuda_attn_bwd_dq: the dq2 kernel by default, 1 the first pass's) */
+    em_tensor *lse = NULL;
+    tn_sdpa_lse(qd, kd, vd, on_dev(m), o, &lse);
+    CHECK(lse, "%s: the device's forward wrote no lse (%s)", what, em_last_error());
+    for (int var = 0; var < 2 && lse; var++) {
+        em_config_set("cuda_attn_bwd_dq", var ? "1" : NULL);
+        st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), lse, mk, o.causal,
+                              scale, true, &got[0], &got[1], &got[2]);
+        CHECK(st == EM_OK, "%s: with lse, the device declined or failed: %s", what,
+              em_last_error());
+        for (int i = 0; i < 3 && st == EM_OK; i++) {
+            char name[240];
+            snprintf(name, sizeof name, "%s: %s (forward's lse, dq kernel %s)", what, names[i],
+                     var ? "1" : "2");
+            compare_rel(name, got[i], want[i], tol);
+        }
+    }
+    em_config_set("cuda_attn_bwd_dq", NULL);
     em_clear_error();
     em_scope_end();
 }

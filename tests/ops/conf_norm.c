@@ -298,8 +298,8 @@ static void check_sdpa_backward(void)
                     em_sdpa(q, kt, v, m, (em_sdpa_opts){.causal = causal, .scale = scale});
                 double *ov = o ? h_values(o) : NULL;
                 em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
-                em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, m, mk, causal, scale, false,
-                                                    &gq, &gk, &gvv)
+                em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, m, NULL, mk, causal, scale,
+                                                    false, &gq, &gk, &gvv)
                                  : EM_ERR_INTERNAL;
                 CHECK(st == EM_OK, "sdpa_backward %s case %d: %s", em_dtype_name(dt), c,
                       em_last_error());
@@ -343,9 +343,9 @@ static void check_sdpa_backward(void)
                    *dk = malloc(sizeof(double) * B * S * E),
                    *dv = malloc(sizeof(double) * B * S * E);
             em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
-            em_status st =
-                o ? tn_sdpa_backward(q, kt, v, o, g, NULL, 0, c == 1, scale, false, &gq, &gk, &gvv)
-                  : EM_ERR_INTERNAL;
+            em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, NULL, NULL, 0, c == 1, scale, false,
+                                                &gq, &gk, &gvv)
+                             : EM_ERR_INTERNAL;
             CHECK(st == EM_OK, "sdpa_backward %s D=64: %s", em_dtype_name(dt), em_last_error());
             if (st == EM_OK && ov) {
                 ref_sdpa_bwd(qv, kv, vv, ov, gv, B, L, S, E, E, true, NULL, 0, c == 1, scale, dq,
@@ -371,8 +371,8 @@ static void check_sdpa_backward(void)
               *k0 = em_ones(EM_SHAPE(2, 0, 4), EM_F32, h_dev);
     em_tensor *o = em_sdpa(q, k0, k0, NULL, (em_sdpa_opts){0});
     em_tensor *gq = NULL, *gk = NULL, *gv = NULL;
-    CHECK(o &&
-              tn_sdpa_backward(q, k0, k0, o, o, NULL, 0, false, 0.5, false, &gq, &gk, &gv) == EM_OK,
+    CHECK(o && tn_sdpa_backward(q, k0, k0, o, o, NULL, NULL, 0, false, 0.5, false, &gq, &gk, &gv) ==
+                   EM_OK,
           "sdpa_backward S = 0");
     if (gq) CHECK(em_item_f64(em_sum(em_abs(gq), EM_ALL, false)) == 0, "sdpa_backward S = 0: dq");
     em_scope_end();

@@ -34,6 +34,9 @@ static const exec_fn exec_table[] = {
 
 static bool cpu_supports(const em_op *op)
 {
+    /* SDPA's second output (the rows' log-sum-exp for the fused backward) is a device kernel's
+       by-product; the CPU backward recomputes the softmax and ignores an lse input */
+    if (op->kind == EM_OP_SDPA && op->n_out != 1) return false;
     return op->kind >= 0 && op->kind < EM_OP_COUNT;
 }
 

@@ -48,9 +48,30 @@ static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S);
 
 /* SDPA_BACKWARD runs only in the flash kernels' cases (f16/bf16, E = Ev of 64 or 128, S > 0,
  * L > 0); the sdpa rule composes the others from ops. */
+/* The forward's lse [B..., L] (f32, contiguous) for an output o [B..., L, Ev]. */
+static bool lse_fits(const em_tensor *lse, const em_tensor *o)
+{
+    if (lse->dtype != EM_F32 || !tn_is_contiguous(lse) || lse->rank != o->rank - 1) return false;
+    for (int d = 0; d < lse->rank; d++)
+        if (lse->shape[d] != o->shape[d]) return false;
+    return true;
+}
+
+/* SDPA_BACKWARD's mask and lse inputs (NULL where absent). */
+static const em_tensor *bwd_mask(const em_op *op)
+{
+    return op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL;
+}
+
+static const em_tensor *bwd_lse(const em_op *op)
+{
+    return op->i[2] ? op->in[op->n_in - 1] : NULL;
+}
+
 static bool bwd_supports(const em_op *op)
 {
-    if (op->n_in < 5 || op->n_in > 6 || op->n_out != 3) return false;
+    int has_lse = op->i[2] != 0;
+    if (op->n_in < 5 + has_lse || op->n_in > 6 + has_lse || op->n_out != 3) return false;
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     em_dtype dt = q->dtype;
     if (dt != EM_F16 && dt != EM_BF16) return false;
@@ -59,11 +80,12 @@ static bool bwd_supports(const em_op *op)
     for (int i = 0; i < 3; i++)
         if (op->out[i]->dtype != dt || !tn_is_contiguous(op->out[i]) || op->out[i]->rank > 10)
             return false;
-    if (op->n_in == 6) {
+    if (bwd_mask(op)) {
         em_dtype m = op->in[5]->dtype;
         if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
     }
     const em_tensor *o = op->in[3];
+    if (has_lse && !lse_fits(bwd_lse(op), o)) return false;
     int64_t L = o->shape[o->rank - 2];
     return L > 0 &&
            flash_case(op, q->shape[q->rank - 1], v->shape[v->rank - 1], k->shape[k->rank - 2]);
@@ -77,8 +99,14 @@ static bool attn_dtype(em_dtype dt)
 bool cuda_attn_supports(const em_op *op)
 {
     if (op->kind == EM_OP_SDPA_BACKWARD) return bwd_supports(op);
-    if (op->n_in < 3 || op->n_in > 4 || op->n_out != 1) return false;
+    if (op->n_in < 3 || op->n_in > 4 || op->n_out < 1 || op->n_out > 2) return false;
     em_dtype dt = op->out[0]->dtype;
+    /* the rows' lse as a second output: written by the flash kernels only */
+    if (op->n_out == 2 &&
+        (!lse_fits(op->out[1], op->out[0]) ||
+         !flash_case(op, op->in[0]->shape[op->in[0]->rank - 1],
+                     op->in[2]->shape[op->in[2]->rank - 1], op->in[1]->shape[op->in[1]->rank - 2])))
+        return false;
     if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !tn_is_contiguous(op->out[0])) return false;
     for (int i = 0; i < 3; i++)
         if (op->in[i]->dtype != dt) return false;
@@ -196,7 +224,8 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
     void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
     void *mp = g->mkind ? tn_ptr(op->in[3]) : NULL;
-    void *params[] = {&qp, &kp, &vp, &mp, &op_, &a};
+    void *lp = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    void *params[] = {&qp, &kp, &vp, &mp, &op_, &lp, &a};
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 
@@ -341,13 +370,14 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     return st;
 }
 
-/* SDPA_BACKWARD (kernels/attention_bwd.cu): the dq kernel (which also writes lse and D per query
- * row into two pooled f32 buffers), then the dk/dv kernel. q, k, v, o and g in another layout
- * than the kernels load are first gathered into contiguous pooled buffers. */
+/* SDPA_BACKWARD (kernels/attention_bwd.cu): the dq kernel (which also writes D, and lse unless
+ * the forward's is given, per query row into pooled f32 buffers), then the dk/dv kernel. q, k, v,
+ * o and g in another layout than the kernels load are first gathered into contiguous pooled
+ * buffers. */
 static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
 {
     const em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
-    const em_tensor *m = op->n_in > 5 ? op->in[5] : NULL;
+    const em_tensor *m = bwd_mask(op), *lse_in = bwd_lse(op);
     attn_bwd_arg a;
     memset(&a, 0, sizeof a);
     a.nb = dq->rank - 2;
@@ -385,12 +415,14 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         batch_strides(t->shape, cs, t->rank, a.nb, bst[i]);
         *rst[i] = cs[t->rank - 2];
     }
-    float *lse = NULL, *dd = NULL;
+    float *lse = NULL, *dd = NULL, *lse_buf = NULL;
     if (st == EM_OK) {
-        lse = cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float));
+        if (!lse_in) lse_buf = cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float));
+        lse = lse_in ? (float *)tn_ptr(lse_in) : lse_buf;
         dd = lse ? cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float)) : NULL;
         if (!dd) st = em_last_status();
     }
+    const float *lse_given = lse_in ? lse : NULL;
     const char *dts = op->out[0]->dtype == EM_BF16 ? "bf16" : "f16";
     const char *mks = a.mkind == 1 ? "_mbool" : a.mkind == 2 ? "_madd" : "";
     /* six tiles of 64 rows of D + 8 halves (Q, dO and two stages of K and V, or K, V and two
@@ -399,13 +431,29 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     unsigned block[3] = {128, 1, 1};
     void *mp = m ? tn_ptr(m) : NULL;
     void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
-    if (st == EM_OK) {
+    /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
+       config cuda_attn_bwd_dq is 1 */
+    const char *dqv = em_config_get("cuda_attn_bwd_dq");
+    bool dq2 = lse_given && !(dqv && !strcmp(dqv, "1"));
+    if (st == EM_OK && dq2) {
+        char name[48];
+        snprintf(name, sizeof name, "em_attn_bwd_dq2_%s_d%d%s", dts, (int)D, mks);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int64_t work = (a.L + 127) / 128 * a.nbatch;
+        unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+        /* Q and dO tiles of 128 rows, two stages of a K and a V tile of 32 rows */
+        unsigned smem2 = (unsigned)((2 * 128 + 4 * 32) * (D + 8) * 2);
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3],    &ptr[4],
+                          &mp,     &dqp,    &dd,     &lse_given, &a};
+        st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem2, params, what) : em_last_status();
+    } else if (st == EM_OK) {
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dq_%s_d%d%s", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
         int64_t work = (a.L + 63) / 64 * a.nbatch;
         unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
-        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3], &ptr[4], &mp, &dqp, &lse, &dd, &a};
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[3],    &ptr[4], &mp,
+                          &dqp,    &lse,    &dd,     &lse_given, &a};
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
     if (st == EM_OK) {
@@ -418,7 +466,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem + 4 * 64 * 4, params, what)
                : em_last_status();
     }
-    cuda_pool_free(dev, lse); /* stream order: both kernels have read them */
+    cuda_pool_free(dev, lse_buf); /* stream order: both kernels have read them */
     cuda_pool_free(dev, dd);
     for (int i = 0; i < 5; i++) cuda_pool_free(dev, tmp[i]);
     return st;

@@ -269,6 +269,16 @@ template <int BF> __device__ __forceinline__ unsigned attn_pack(float x, float y
     return r;
 }
 
+// Row i's base-2 log-sum-exp from its running max m (scaled, base 2) and sum l of 2^(s - m), into
+// lse[base + i] by the first lane of the row's quad; +inf where every key was masked (m = -inf:
+// the backward then takes P = 0). Nothing when lse is NULL or the row is past L.
+__device__ __forceinline__ void attn_store_lse(float *lse, i64 base, i64 i, i64 L, float m,
+                                               float l)
+{
+    if (lse && i < L && (threadIdx.x & 3) == 0)
+        lse[base + i] = m == -__int_as_float(0x7f800000) ? __int_as_float(0x7f800000) : m + log2f(l);
+}
+
 __device__ __forceinline__ float attn_exp2(float x)
 {
     float r;
@@ -300,7 +310,7 @@ template <int BF> __device__ __forceinline__ float attn_h2f(unsigned short h)
 template <int BF, int D, int MK>
 __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
                            const unsigned short *v, const void *mask, unsigned short *out,
-                           const attn_flash_arg &g)
+                           float *lse, const attn_flash_arg &g)
 {
     constexpr int P = D + 8;        // smem pitch in halves
     constexpr int KT = D / 16;      // k-steps of S = Q K^T
@@ -483,6 +493,7 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             lrow[h] = 1.f / l;
+            attn_store_lse(lse, bt * L, qi0 + h * 8, L, mrow[h], l);
         }
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -503,9 +514,9 @@ __device__ void attn_flash(const unsigned short *q, const unsigned short *k,
 #define ATTN_FLASH(NAME, BF, D, MK)                                                                \
     extern "C" __global__ void __launch_bounds__(256, D == 64 && !MK ? 2 : 1)                      \
         NAME(const unsigned short *q, const unsigned short *k, const unsigned short *v,            \
-             const void *mask, unsigned short *out, attn_flash_arg g)                              \
+             const void *mask, unsigned short *out, float *lse, attn_flash_arg g)                  \
     {                                                                                              \
-        attn_flash<BF, D, MK>(q, k, v, mask, out, g);                                              \
+        attn_flash<BF, D, MK>(q, k, v, mask, out, lse, g);                                         \
     }
 #define ATTN_FLASH3(NAME, BF, D)                                                                   \
     ATTN_FLASH(NAME, BF, D, 0) ATTN_FLASH(NAME##_mbool, BF, D, 1) ATTN_FLASH(NAME##_madd, BF, D, 2)

@@ -1,11 +1,12 @@
 // ---- flash attention backward (the SDPA_BACKWARD record), f16/bf16, D = E = Ev of 64 or 128 ----
 // FlashAttention-2's backward without float atomics, in two kernels that use the helpers of
 // attention.cu (mma.sync m16n8k16 with f32 accumulation, ldmatrix, cp.async):
-//  1. em_attn_bwd_dq_*: one block of 4 warps per 64 query rows (16 per warp). A first pass over
-//     the key tiles computes S = Q K^T, the row max and sum of the softmax (base 2, as the
-//     forward) and so lse = max + log2(sum); D = rowsum(dO * O) comes from the rows. A second
+//  1. em_attn_bwd_dq_*: one block of 4 warps per 64 query rows (16 per warp). Unless the
+//     forward's lse is given (lse_in), a first pass over the key tiles computes S = Q K^T, the
+//     row max and sum of the softmax (base 2, as the forward) and so lse = max + log2(sum);
+//     D = rowsum(dO * O) comes from the rows. A second
 //     pass recomputes S, P = exp2(S scale log2e - lse), dP = dO V^T, dS = P (dP - D) and
-//     accumulates dQ += dS K in registers. lse and D go to two f32 buffers for kernel 2.
+//     accumulates dQ += dS K in registers. D (and the computed lse) go to f32 buffers for kernel 2.
 //  2. em_attn_bwd_dkdv_*: one block of 4 warps per 64 keys (16 per warp), looping over the query
 //     tiles: S^T = K Q^T, P^T from lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D),
 //     dK += dS^T Q, both accumulated in registers.
@@ -48,16 +49,16 @@ __device__ __forceinline__ void attn_bwd_offsets(const attn_bwd_arg &g, i64 bt, 
     }
 }
 
-// Rows [r0, r0 + 64) of x (row stride xs) into the shared tile at dst (pitch D + 8 halves) by
+// Rows [r0, r0 + R) of x (row stride xs) into the shared tile at dst (pitch D + 8 halves) by
 // the block's 128 threads; rows at or past n are zero-filled.
-template <int D>
+template <int D, int R = ATTN_BB>
 __device__ __forceinline__ void attn_bwd_tile(unsigned dst, const unsigned short *x, i64 xs,
                                               i64 r0, i64 n)
 {
     constexpr int P = D + 8, CH = D / 8, NTH = 128;
     const int tid = threadIdx.x, lrow = tid / CH, lcol = (tid % CH) * 8;
 #pragma unroll
-    for (int it = 0; it < ATTN_BB * CH / NTH; it++) {
+    for (int it = 0; it < R * CH / NTH; it++) {
         const int row = lrow + it * (NTH / CH);
         const i64 j = r0 + row;
         const bool ok = j < n;
@@ -115,18 +116,18 @@ __device__ __forceinline__ void attn_bwd_xb(float (*acc)[4], float (*x)[4], unsi
     }
 }
 
-// Masks the 16 x 64 scores s of rows i0 + (lane >> 2) + 8 (e >> 1) and columns
+// Masks the 16 x 8 NT scores s of rows i0 + (lane >> 2) + 8 (e >> 1) and columns
 // j0 + n * 8 + (lane & 3) * 2 + (e & 1) (TR: rows are keys and columns queries): -inf past the
 // keys' end S, for causal keys past their query, and where the mask tensor drops them (an
 // additive mask is added, scaled like the raw scores).
-template <int BF, int MK, int TR>
+template <int BF, int MK, int TR, int NT = ATTN_BB / 8>
 __device__ __forceinline__ void attn_bwd_mask(float (*s)[4], i64 i0, i64 j0, i64 mo,
                                               const void *mask, const attn_bwd_arg &g)
 {
     const int lane = threadIdx.x & 31;
     const float ninf = -__int_as_float(0x7f800000);
 #pragma unroll
-    for (int n = 0; n < ATTN_BB / 8; n++)
+    for (int n = 0; n < NT; n++)
 #pragma unroll
         for (int e = 0; e < 4; e++) {
             const i64 r = i0 + (lane >> 2) + (e >> 1) * 8, c = j0 + n * 8 + (lane & 3) * 2 + (e & 1);
@@ -147,7 +148,8 @@ template <int BF, int D, int MK>
 __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
                             const unsigned short *v, const unsigned short *o,
                             const unsigned short *dout, const void *mask, unsigned short *dq,
-                            float *lse_out, float *dd_out, const attn_bwd_arg &g)
+                            float *lse_out, float *dd_out, const float *lse_in,
+                            const attn_bwd_arg &g)
 {
     constexpr int P = D + 8, NT = ATTN_BB / 8, OT = D / 8, TILE = ATTN_BB * P * 2;
     extern __shared__ __align__(16) unsigned short attn_bsm[];
@@ -178,14 +180,14 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
         const int r0 = warp * 16;
         const i64 qi0 = m0 + r0 + (lane >> 2); // this thread's rows: qi0 and qi0 + 8
 
-        // pass 1: lse per row. Groups: Q and dO, then K(t).
+        // pass 1 (without the forward's lse): lse per row. Groups: Q and dO, then K(t).
         attn_bwd_tile<D>(Qs, qg, g.qs, m0, L);
         attn_bwd_tile<D>(Gs, gg, g.gs, m0, L);
         asm volatile("cp.async.commit_group;\n" ::);
-        attn_bwd_tile<D>(Ks, kg, g.ks, 0, S);
+        if (!lse_in) attn_bwd_tile<D>(Ks, kg, g.ks, 0, S);
         asm volatile("cp.async.commit_group;\n" ::);
         float mrow[2] = {ninf, ninf}, lrow[2] = {0.f, 0.f};
-        for (int t = 0; t < ntiles; t++) {
+        for (int t = 0; t < (lse_in ? 0 : ntiles); t++) {
             if (t + 1 < ntiles)
                 attn_bwd_tile<D>(Ks + ((t + 1) & 1) * TILE, kg, g.ks, (i64)(t + 1) * ATTN_BB, S);
             asm volatile("cp.async.commit_group;\n" ::);
@@ -226,12 +228,16 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
         float lse[2], dd[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
+            const i64 i = qi0 + h * 8;
             float l = lrow[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
-            const bool none = mrow[h] == ninf; // every key masked
+            bool none = mrow[h] == ninf; // every key masked
             lse[h] = none ? pinf : mrow[h] + log2f(l);
-            const i64 i = qi0 + h * 8;
+            if (lse_in) {
+                lse[h] = i < L ? lse_in[bt * L + i] : pinf;
+                none = lse[h] == pinf;
+            }
             const unsigned short *grow = attn_bsm + (ATTN_BB + r0 + (lane >> 2) + h * 8) * P; // dO
             float acc = 0.f;
             if (i < L) {
@@ -247,7 +253,7 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
             acc += __shfl_xor_sync(0xffffffffu, acc, 2);
             dd[h] = none ? 0.f : acc;
             if (i < L && (lane & 3) == 0) {
-                lse_out[bt * L + i] = lse[h];
+                if (!lse_in) lse_out[bt * L + i] = lse[h];
                 dd_out[bt * L + i] = dd[h];
             }
         }
@@ -297,6 +303,187 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
                 const int col = t2 * 8 + (lane & 3) * 2;
                 *(unsigned *)(row + col) =
                     attn_pack<BF>(acc[t2][2 * h] * g.scale, acc[t2][2 * h + 1] * g.scale);
+            }
+        }
+    }
+}
+
+// em_attn_bwd_dq2_*: dQ from the forward's lse (lse_in), one block of 4 warps per 128 query rows,
+// 32 per warp (two m16 tiles), so each K or V fragment read from shared memory feeds two MMAs.
+// Key tiles of 32 (double-buffered with cp.async; Q and dO of 128 rows stay) keep the scores and
+// dP at 2 x 16 x 32 per warp next to the 2 x 16 x D accumulators. Per tile: S = Q K^T,
+// dP = dO V^T, dS = P (dP - D) with P = exp2(S scale log2 e - lse), dQ += dS K. D = rowsum(dO O)
+// goes to dd_out for the dk/dv kernel. Same arithmetic per element as attn_bwd_dq's second pass
+// (the sums over the head dim and over the keys in the same order).
+#define ATTN_QB 128 // query rows per dq2 block
+#define ATTN_KB 32  // keys per dq2 tile
+template <int BF, int D, int MK>
+__device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
+                             const unsigned short *v, const unsigned short *o,
+                             const unsigned short *dout, const void *mask, unsigned short *dq,
+                             float *dd_out, const float *lse_in, const attn_bwd_arg &g)
+{
+    constexpr int P = D + 8, OT = D / 8, KT = D / 16, NT = ATTN_KB / 8;
+    constexpr int QT = ATTN_QB * P * 2, KTL = ATTN_KB * P * 2; // tile bytes
+    extern __shared__ __align__(16) unsigned short attn_bsm[];
+    // Q [128][P], dO [128][P], K [2][32][P], V [2][32][P] (halves)
+    const unsigned Qs = attn_smem(attn_bsm), Gs = Qs + QT, Ks = Gs + QT, Vs = Ks + 2 * KTL;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const float pinf = __int_as_float(0x7f800000);
+    const i64 L = g.L, S = g.S, mblocks = (L + ATTN_QB - 1) / ATTN_QB;
+    for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < mblocks * g.nbatch;
+         work += (i64)gridDim.x * gridDim.y) {
+        i64 bt, mb;
+        if (g.causal) { // the row blocks with the most key tiles first
+            const i64 mi = work / g.nbatch;
+            bt = work - mi * g.nbatch;
+            mb = mblocks - 1 - mi;
+        } else {
+            bt = work / mblocks;
+            mb = work - bt * mblocks;
+        }
+        const i64 m0 = mb * ATTN_QB;
+        i64 off[6];
+        attn_bwd_offsets(g, bt, off);
+        const unsigned short *kg = k + off[1], *vg = v + off[2], *og = o + off[3];
+        i64 kend = S;
+        if (g.causal && m0 + ATTN_QB < kend) kend = m0 + ATTN_QB;
+        const int ntiles = (int)((kend + ATTN_KB - 1) / ATTN_KB);
+        const int r0 = warp * 32;
+        const i64 qi0 = m0 + r0 + (lane >> 2); // this thread's rows: qi0 + 8 h, h = 0..3
+
+        attn_bwd_tile<D, ATTN_QB>(Qs, q + off[0], g.qs, m0, L);
+        attn_bwd_tile<D, ATTN_QB>(Gs, dout + off[4], g.gs, m0, L);
+        if (ntiles > 0) {
+            attn_bwd_tile<D, ATTN_KB>(Ks, kg, g.ks, 0, S);
+            attn_bwd_tile<D, ATTN_KB>(Vs, vg, g.vs, 0, S);
+        }
+        asm volatile("cp.async.commit_group;\n" ::);
+        float lse[4], dd[4];
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            const i64 i = qi0 + h * 8;
+            lse[h] = i < L ? lse_in[bt * L + i] : pinf;
+            float acc = 0.f; // D from the global dO and O rows (the tiles are in flight)
+            if (i < L && lse[h] != pinf) {
+                const unsigned short *orow = og + i * g.os, *grow = dout + off[4] + i * g.gs;
+#pragma unroll
+                for (int t2 = 0; t2 < OT; t2++) {
+                    const int col = t2 * 8 + (lane & 3) * 2;
+                    acc = fmaf(attn_h2f<BF>(grow[col]), attn_h2f<BF>(orow[col]), acc);
+                    acc = fmaf(attn_h2f<BF>(grow[col + 1]), attn_h2f<BF>(orow[col + 1]), acc);
+                }
+            }
+            acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+            acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+            dd[h] = acc;
+            if (i < L && (lane & 3) == 0) dd_out[bt * L + i] = acc;
+        }
+
+        float acc[2][OT][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int t2 = 0; t2 < OT; t2++)
+                acc[mt][t2][0] = acc[mt][t2][1] = acc[mt][t2][2] = acc[mt][t2][3] = 0.f;
+        for (int t = 0; t < ntiles; t++) {
+            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with Q and dO when t = 0)
+            __syncthreads(); // ... for every thread, and all are done with tile t - 1
+            if (t + 1 < ntiles) {
+                const i64 n1 = (i64)(t + 1) * ATTN_KB;
+                attn_bwd_tile<D, ATTN_KB>(Ks + ((t + 1) & 1) * KTL, kg, g.ks, n1, S);
+                attn_bwd_tile<D, ATTN_KB>(Vs + ((t + 1) & 1) * KTL, vg, g.vs, n1, S);
+            }
+            asm volatile("cp.async.commit_group;\n" ::);
+            const unsigned kb = Ks + (t & 1) * KTL, vb = Vs + (t & 1) * KTL;
+            const i64 n0 = (i64)t * ATTN_KB;
+            float s[2][NT][4], dp[2][NT][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][n][e] = dp[mt][n][e] = 0.f;
+            // S = Q K^T and dP = dO V^T, each B fragment feeding both m tiles
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                unsigned qa[2][4], ga[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const unsigned ao = ((r0 + mt * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8) * 2;
+                    attn_ldsm4(Qs + ao, qa[mt][0], qa[mt][1], qa[mt][2], qa[mt][3]);
+                    attn_ldsm4(Gs + ao, ga[mt][0], ga[mt][1], ga[mt][2], ga[mt][3]);
+                }
+#pragma unroll
+                for (int p = 0; p < NT / 2; p++) {
+                    const unsigned bo =
+                        ((p * 16 + (lane & 7) + ((lane >> 4) << 3)) * P + kk * 16 + ((lane >> 3) & 1) * 8) * 2;
+                    unsigned b0, b1, b2, b3;
+                    attn_ldsm4(kb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(s[mt][2 * p], qa[mt], b0, b1);
+                        attn_mma<BF>(s[mt][2 * p + 1], qa[mt], b2, b3);
+                    }
+                    attn_ldsm4(vb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(dp[mt][2 * p], ga[mt], b0, b1);
+                        attn_mma<BF>(dp[mt][2 * p + 1], ga[mt], b2, b3);
+                    }
+                }
+            }
+            if (n0 + ATTN_KB > S || (g.causal && n0 + ATTN_KB - 1 > m0 + r0) || MK)
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+                    attn_bwd_mask<BF, MK, 0, NT>(s[mt], m0 + r0 + mt * 16, n0, off[5], mask, g);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int n = 0; n < NT; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) {
+                        const int h = mt * 2 + (e >> 1);
+                        const float p = attn_exp2(fmaf(s[mt][n][e], g.scale_log2, -lse[h]));
+                        s[mt][n][e] = p * (dp[mt][n][e] - dd[h]); // dS
+                    }
+            // dQ += dS K
+#pragma unroll
+            for (int kk = 0; kk < ATTN_KB / 16; kk++) {
+                unsigned xa[2][4]; // the C layout of two n-tiles is the A layout
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    xa[mt][0] = attn_pack<BF>(s[mt][2 * kk][0], s[mt][2 * kk][1]);
+                    xa[mt][1] = attn_pack<BF>(s[mt][2 * kk][2], s[mt][2 * kk][3]);
+                    xa[mt][2] = attn_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
+                    xa[mt][3] = attn_pack<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
+                }
+#pragma unroll
+                for (int p = 0; p < D / 16; p++) {
+                    unsigned b0, b1, b2, b3;
+                    attn_ldsm4_t(kb + ((kk * 16 + (lane & 15)) * P + p * 16 + (lane >> 4) * 8) * 2, b0,
+                                 b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(acc[mt][2 * p], xa[mt], b0, b1);
+                        attn_mma<BF>(acc[mt][2 * p + 1], xa[mt], b2, b3);
+                    }
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncthreads(); // the tiles are reloaded for the next work item
+#pragma unroll
+        for (int h = 0; h < 4; h++) {
+            const i64 i = qi0 + h * 8;
+            if (i >= L) continue;
+            const int mt = h >> 1, c0 = 2 * (h & 1);
+            unsigned short *row = dq + (bt * L + i) * D;
+#pragma unroll
+            for (int t2 = 0; t2 < OT; t2++) {
+                const int col = t2 * 8 + (lane & 3) * 2;
+                *(unsigned *)(row + col) =
+                    attn_pack<BF>(acc[mt][t2][c0] * g.scale, acc[mt][t2][c0 + 1] * g.scale);
             }
         }
     }
@@ -415,9 +602,17 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
         em_attn_bwd_dq_##NAME(const unsigned short *q, const unsigned short *k,                    \
                               const unsigned short *v, const unsigned short *o,                    \
                               const unsigned short *dout, const void *mask, unsigned short *dq,    \
-                              float *lse, float *dd, attn_bwd_arg g)                               \
+                              float *lse, float *dd, const float *lse_in, attn_bwd_arg g)          \
     {                                                                                              \
-        attn_bwd_dq<BF, D, MK>(q, k, v, o, dout, mask, dq, lse, dd, g);                            \
+        attn_bwd_dq<BF, D, MK>(q, k, v, o, dout, mask, dq, lse, dd, lse_in, g);                    \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(128, 2)                                           \
+        em_attn_bwd_dq2_##NAME(const unsigned short *q, const unsigned short *k,                   \
+                               const unsigned short *v, const unsigned short *o,                   \
+                               const unsigned short *dout, const void *mask, unsigned short *dq,   \
+                               float *dd, const float *lse_in, attn_bwd_arg g)                     \
+    {                                                                                              \
+        attn_bwd_dq2<BF, D, MK>(q, k, v, o, dout, mask, dq, dd, lse_in, g);                        \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \

@@ -8,12 +8,12 @@
 // for K, V is awaited just before O += P V (P is packed to the input type before that wait, so
 // the f32 scores are dead by then). O is rescaled only when a row max of the warp moved. Two
 // blocks per multiprocessor (4 x 64 + 32 registers of accumulators and scores per thread at D =
-// 128).
+// 128). With lse non-NULL each row's base-2 log-sum-exp goes there too (attn_store_lse).
 
 template <int BF, int D, int MK>
 __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
                             const unsigned short *v, const void *mask, unsigned short *out,
-                            const attn_flash_arg &g)
+                            float *lse, const attn_flash_arg &g)
 {
     constexpr int P = D + 8;        // smem pitch in halves
     constexpr int KT = D / 16;      // k-steps of S = Q K^T
@@ -242,13 +242,14 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
         asm volatile("cp.async.wait_group 0;\n" ::);
         __syncthreads(); // Q, K and V are reloaded for the next work item
 
-        // finish: the row sums over the quad, then O / l
+        // finish: the row sums over the quad, then O / l (and lse, when asked)
 #pragma unroll
         for (int h = 0; h < 4; h++) {
             float l = lrow[h];
             l += __shfl_xor_sync(0xffffffffu, l, 1);
             l += __shfl_xor_sync(0xffffffffu, l, 2);
             lrow[h] = 1.f / l;
+            attn_store_lse(lse, bt * L, qi0 + h * 8, L, mrow[h], l);
         }
 #pragma unroll
         for (int h = 0; h < 4; h++) {
@@ -269,9 +270,9 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
 #define ATTN_FLASH2(NAME, BF, D, MK)                                                               \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         NAME(const unsigned short *q, const unsigned short *k, const unsigned short *v,            \
-             const void *mask, unsigned short *out, attn_flash_arg g)                              \
+             const void *mask, unsigned short *out, float *lse, attn_flash_arg g)                  \
     {                                                                                              \
-        attn_flash2<BF, D, MK>(q, k, v, mask, out, g);                                             \
+        attn_flash2<BF, D, MK>(q, k, v, mask, out, lse, g);                                        \
     }
 #define ATTN_FLASH2_3(NAME, BF, D)                                                                 \
     ATTN_FLASH2(NAME, BF, D, 0)                                                                    \
