@@ -12,6 +12,8 @@ k = "src/backend/cuda/kernels/"
 a = open(k + "attention.cu").read()
 i = a.index("struct attn_flash_arg {")
 src = "#define ATTN_BM 128\n#define ATTN_BN 64\n" + a[i:a.index("};", i) + 2] + "\n"
+j = a.index("__device__ __forceinline__ void attn_store_lse")
+src += a[j:a.index("\n}\n", j) + 3] + "\n"
 for name, cut, smem in (("attention_flash2.cu", "#define ATTN_FLASH2(NAME", "attn_f2sm"),
                         ("attention_bwd.cu", "#define ATTN_BWD(NAME", "attn_bsm")):
     s = open(k + name).read()
