@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # Runs the flash attention kernels (forward variant 2 and the backward) on the CPU through
 # scripts/cuda_emu/attention_emu.cpp, against f64 references: a check of the kernels without a
-# GPU. Needs g++ with C++20 and python3; takes minutes (one thread per CUDA thread).
+# GPU (ctest cuda.attention_emu where g++ and python3 are found). Needs g++ with C++20 and
+# python3; about 30 s on 2 cores (one thread per CUDA thread).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=${TMPDIR:-/tmp}/ember-cuda-emu
-mkdir -p "$out"
+out=$(mktemp -d "${TMPDIR:-/tmp}/ember-attention-emu.XXXXXX")
+trap 'rm -rf "$out"' EXIT
 python3 - "$out/attention_emu_kernels.inc" <<'PY'
 import sys
 k = "src/backend/cuda/kernels/"

@@ -457,20 +457,14 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
     if (st == EM_OK) {
-        /* config cuda_attn_bwd_kb: 64 keys per block (4 warps) or 128 (8 warps) */
-        const char *kbv = em_config_get("cuda_attn_bwd_kb");
-        int kb = kbv && !strcmp(kbv, "128") ? 128 : 64;
         char name[48];
-        snprintf(name, sizeof name, "em_attn_bwd_dkdv%s_%s_d%d%s", kb == 128 ? "8" : "", dts,
-                 (int)D, mks);
+        snprintf(name, sizeof name, "em_attn_bwd_dkdv_%s_d%d%s", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
-        int64_t work = (a.S + kb - 1) / kb * a.nbatch;
+        int64_t work = (a.S + 63) / 64 * a.nbatch;
         unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
-        unsigned blk[3] = {(unsigned)(2 * kb), 1, 1};
-        /* K and V tiles of kb rows, two stages of a Q and a dO tile of 64, lse and D */
-        unsigned smem3 = (unsigned)((2 * kb + 4 * 64) * (D + 8) * 2 + 4 * 64 * 4);
         void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &a};
-        st = f ? cuda_launch_grid_smem(dev, f, grid, blk, smem3, params, what) : em_last_status();
+        st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem + 4 * 64 * 4, params, what)
+               : em_last_status();
     }
     cuda_pool_free(dev, lse_buf); /* stream order: both kernels have read them */
     cuda_pool_free(dev, dd);

@@ -50,12 +50,12 @@ __device__ __forceinline__ void attn_bwd_offsets(const attn_bwd_arg &g, i64 bt, 
 }
 
 // Rows [r0, r0 + R) of x (row stride xs) into the shared tile at dst (pitch D + 8 halves) by
-// the block's NTH threads; rows at or past n are zero-filled.
-template <int D, int R = ATTN_BB, int NTH = 128>
+// the block's 128 threads; rows at or past n are zero-filled.
+template <int D, int R = ATTN_BB>
 __device__ __forceinline__ void attn_bwd_tile(unsigned dst, const unsigned short *x, i64 xs,
                                               i64 r0, i64 n)
 {
-    constexpr int P = D + 8, CH = D / 8;
+    constexpr int P = D + 8, CH = D / 8, NTH = 128;
     const int tid = threadIdx.x, lrow = tid / CH, lcol = (tid % CH) * 8;
 #pragma unroll
     for (int it = 0; it < R * CH / NTH; it++) {
@@ -489,22 +489,20 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
     }
 }
 
-// NW warps, 16 keys each: KB = 16 NW keys per block (64 or 128).
-template <int BF, int D, int MK, int NW>
+template <int BF, int D, int MK>
 __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
                               const unsigned short *v, const unsigned short *dout,
                               const void *mask, const float *lse_in, const float *dd_in,
                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g)
 {
     constexpr int P = D + 8, NT = ATTN_BB / 8, OT = D / 8, TILE = ATTN_BB * P * 2;
-    constexpr int KB = 16 * NW, NTH = 32 * NW, KTILE = KB * P * 2;
     extern __shared__ __align__(16) unsigned short attn_bsm[];
-    // K [KB][P], V [KB][P], Q [2][64][P], dO [2][64][P] (halves), then lse [2][64], D [2][64]
-    const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
-    float *lse_s = (float *)(attn_bsm + (2 * KB + 4 * ATTN_BB) * P), *dd_s = lse_s + 2 * ATTN_BB;
+    // K [64][P], V [64][P], Q [2][64][P], dO [2][64][P] (halves), then lse [2][64], D [2][64]
+    const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + TILE, Qs = Vs + TILE, Gs = Qs + 2 * TILE;
+    float *lse_s = (float *)(attn_bsm + 6 * ATTN_BB * P), *dd_s = lse_s + 2 * ATTN_BB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const float pinf = __int_as_float(0x7f800000);
-    const i64 L = g.L, S = g.S, nblocks = (S + KB - 1) / KB;
+    const i64 L = g.L, S = g.S, nblocks = (S + ATTN_BB - 1) / ATTN_BB;
     const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
     for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < nblocks * g.nbatch;
          work += (i64)gridDim.x * gridDim.y) {
@@ -516,7 +514,7 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
             bt = work / nblocks;
             nbk = work - bt * nblocks;
         }
-        const i64 n0 = nbk * KB;
+        const i64 n0 = nbk * ATTN_BB;
         i64 off[6];
         attn_bwd_offsets(g, bt, off);
         const unsigned short *qg = q + off[0], *gg = dout + off[4];
@@ -527,16 +525,16 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
         const int rk = warp * 16; // the warp's first key in the block
         auto stage = [&](int buf, int t) {
             const i64 i0 = (i64)t * ATTN_BB;
-            attn_bwd_tile<D, ATTN_BB, NTH>(Qs + buf * TILE, qg, g.qs, i0, L);
-            attn_bwd_tile<D, ATTN_BB, NTH>(Gs + buf * TILE, gg, g.gs, i0, L);
+            attn_bwd_tile<D>(Qs + buf * TILE, qg, g.qs, i0, L);
+            attn_bwd_tile<D>(Gs + buf * TILE, gg, g.gs, i0, L);
             if (tid < ATTN_BB) {
                 const i64 i = i0 + tid;
                 lse_s[buf * ATTN_BB + tid] = i < L ? lb[i] : pinf;
                 dd_s[buf * ATTN_BB + tid] = i < L ? db[i] : 0.f;
             }
         };
-        attn_bwd_tile<D, KB, NTH>(Ks, k + off[1], g.ks, n0, S);
-        attn_bwd_tile<D, KB, NTH>(Vs, v + off[2], g.vs, n0, S);
+        attn_bwd_tile<D>(Ks, k + off[1], g.ks, n0, S);
+        attn_bwd_tile<D>(Vs, v + off[2], g.vs, n0, S);
         if (t0 < qtiles) stage(t0 & 1, t0);
         asm volatile("cp.async.commit_group;\n" ::);
 
@@ -622,15 +620,7 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
                                 const void *mask, const float *lse, const float *dd,               \
                                 unsigned short *dk, unsigned short *dv, attn_bwd_arg g)            \
     {                                                                                              \
-        attn_bwd_dkdv<BF, D, MK, 4>(q, k, v, dout, mask, lse, dd, dk, dv, g);                      \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
-        em_attn_bwd_dkdv8_##NAME(const unsigned short *q, const unsigned short *k,                 \
-                                 const unsigned short *v, const unsigned short *dout,              \
-                                 const void *mask, const float *lse, const float *dd,              \
-                                 unsigned short *dk, unsigned short *dv, attn_bwd_arg g)           \
-    {                                                                                              \
-        attn_bwd_dkdv<BF, D, MK, 8>(q, k, v, dout, mask, lse, dd, dk, dv, g);                      \
+        attn_bwd_dkdv<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                         \
     }
 #define ATTN_BWD3(NAME, BF, D)                                                                     \
     ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)
