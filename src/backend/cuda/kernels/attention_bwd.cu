@@ -32,6 +32,21 @@ struct attn_bwd_arg {
 
 #define ATTN_BB 64 // rows of every tile: query rows of a dq block, keys of a dk/dv block
 
+// Work item `work` of nbatch x mblocks query-row blocks: batch index bt, row block mb; causal,
+// the row blocks with the most key tiles first, over all batch indices (as the forward).
+__device__ __forceinline__ void attn_bwd_work(i64 work, i64 mblocks, i64 nbatch, int causal,
+                                              i64 &bt, i64 &mb)
+{
+    if (causal) {
+        const i64 mi = work / nbatch;
+        bt = work - mi * nbatch;
+        mb = mblocks - 1 - mi;
+    } else {
+        bt = work / mblocks;
+        mb = work - bt * mblocks;
+    }
+}
+
 // Offsets of batch index bt into q, k, v, o, dO and the mask.
 __device__ __forceinline__ void attn_bwd_offsets(const attn_bwd_arg &g, i64 bt, i64 *off)
 {
@@ -161,14 +176,7 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
     for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < mblocks * g.nbatch;
          work += (i64)gridDim.x * gridDim.y) {
         i64 bt, mb;
-        if (g.causal) { // the row blocks with the most key tiles first
-            const i64 mi = work / g.nbatch;
-            bt = work - mi * g.nbatch;
-            mb = mblocks - 1 - mi;
-        } else {
-            bt = work / mblocks;
-            mb = work - bt * mblocks;
-        }
+        attn_bwd_work(work, mblocks, g.nbatch, g.causal, bt, mb);
         const i64 m0 = mb * ATTN_BB;
         i64 off[6];
         attn_bwd_offsets(g, bt, off);
@@ -334,14 +342,7 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
     for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < mblocks * g.nbatch;
          work += (i64)gridDim.x * gridDim.y) {
         i64 bt, mb;
-        if (g.causal) { // the row blocks with the most key tiles first
-            const i64 mi = work / g.nbatch;
-            bt = work - mi * g.nbatch;
-            mb = mblocks - 1 - mi;
-        } else {
-            bt = work / mblocks;
-            mb = work - bt * mblocks;
-        }
+        attn_bwd_work(work, mblocks, g.nbatch, g.causal, bt, mb);
         const i64 m0 = mb * ATTN_QB;
         i64 off[6];
         attn_bwd_offsets(g, bt, off);
