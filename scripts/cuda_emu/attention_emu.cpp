@@ -25,12 +25,12 @@ thread_local dim3e threadIdx, blockIdx;
 dim3e gridDim;
 alignas(16) static unsigned char g_smem[256 * 1024];
 static std::barrier<> *blockbar;
-static std::barrier<> *warpbar[4];
+static std::barrier<> *warpbar[8];
 static void __syncthreads()
 {
     blockbar->arrive_and_wait();
 }
-static unsigned long long wslot[4][32][8];
+static unsigned long long wslot[8][32][8];
 static inline void wsync()
 {
     warpbar[threadIdx.x >> 5]->arrive_and_wait();
@@ -87,6 +87,10 @@ static void attn_ldsm4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, 
     }
     wsync();
     r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+static void attn_sts32(unsigned addr, unsigned x)
+{
+    memcpy(g_smem + addr, &x, 4);
 }
 static void attn_ldsm4_t(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, unsigned &r3)
 {
@@ -305,13 +309,14 @@ static int run(int B, int L, int S, bool causal, double scale, unsigned grid)
                                  : nullptr;
     std::vector<unsigned short> gq(B * L * D, 0x7fc0), gk(B * S * D, 0x7fc0), gv(B * S * D, 0x7fc0);
     std::vector<float> lse(B * L), dd(B * L);
-    auto launch = [&](std::function<void()> body) {
+    auto launch = [&](std::function<void()> body, unsigned nth = 128) {
         gridDim = {grid, 1, 1};
         for (unsigned bx = 0; bx < grid; bx++) {
-            std::barrier<> bb(128), w0(32), w1(32), w2(32), w3(32);
+            std::barrier<> bb(nth), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
             blockbar = &bb, warpbar[0] = &w0, warpbar[1] = &w1, warpbar[2] = &w2, warpbar[3] = &w3;
+            warpbar[4] = &w4, warpbar[5] = &w5, warpbar[6] = &w6, warpbar[7] = &w7;
             std::vector<std::thread> th;
-            for (unsigned t = 0; t < 128; t++)
+            for (unsigned t = 0; t < nth; t++)
                 th.emplace_back([&, t, bx] {
                     threadIdx = {t, 0, 0};
                     blockIdx = {bx, 0, 0};
@@ -371,6 +376,15 @@ static int run(int B, int L, int S, bool causal, double scale, unsigned grid)
                                  dd2.data(), gk.data(), gv.data(), a);
     });
     cmp("dk (forward's lse)", gk, dk), cmp("dv (forward's lse)", gv, dv);
+    std::fill(gk.begin(), gk.end(), 0x7fc0);
+    std::fill(gv.begin(), gv.end(), 0x7fc0);
+    launch(
+        [&] {
+            attn_bwd_dkdv2<BF, D, MK>(q.data(), k.data(), v.data(), g.data(), mask, lse_ref.data(),
+                                      dd2.data(), gk.data(), gv.data(), a);
+        },
+        256);
+    cmp("dk (dkdv2)", gk, dk), cmp("dv (dkdv2)", gv, dv);
     return fails;
 }
 int main()

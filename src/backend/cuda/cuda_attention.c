@@ -457,13 +457,22 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
     if (st == EM_OK) {
+        /* config cuda_attn_bwd_dkdv 2: the kernel of 8 warps per 128 keys with P and dS through
+           shared memory; else 4 warps per 64 keys */
+        const char *kv = em_config_get("cuda_attn_bwd_dkdv");
+        bool v2 = kv && !strcmp(kv, "2");
+        int kb = v2 ? 128 : 64;
         char name[48];
-        snprintf(name, sizeof name, "em_attn_bwd_dkdv_%s_d%d%s", dts, (int)D, mks);
+        snprintf(name, sizeof name, "em_attn_bwd_dkdv%s_%s_d%d%s", v2 ? "2" : "", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
-        int64_t work = (a.S + 63) / 64 * a.nbatch;
+        int64_t work = (a.S + kb - 1) / kb * a.nbatch;
         unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
+        unsigned blk[3] = {v2 ? 256u : 128u, 1, 1};
+        /* v2: K and V tiles of 128 rows, two stages of Q and dO (64 rows), P^T and dS^T
+           [128][72]; both: two stages of 64 lse and 64 D */
+        unsigned sm = v2 ? (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2) : smem;
         void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &a};
-        st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem + 4 * 64 * 4, params, what)
+        st = f ? cuda_launch_grid_smem(dev, f, grid, blk, sm + 4 * 64 * 4, params, what)
                : em_last_status();
     }
     cuda_pool_free(dev, lse_buf); /* stream order: both kernels have read them */

@@ -235,6 +235,12 @@ __device__ __forceinline__ void attn_ldsm4(unsigned addr, unsigned &r0, unsigned
                  : "r"(addr));
 }
 
+// A 32-bit store to the shared-window byte address addr.
+__device__ __forceinline__ void attn_sts32(unsigned addr, unsigned x)
+{
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(addr), "r"(x));
+}
+
 __device__ __forceinline__ void attn_ldsm4_t(unsigned addr, unsigned &r0, unsigned &r1,
                                              unsigned &r2, unsigned &r3)
 {

@@ -65,12 +65,12 @@ __device__ __forceinline__ void attn_bwd_offsets(const attn_bwd_arg &g, i64 bt, 
 }
 
 // Rows [r0, r0 + R) of x (row stride xs) into the shared tile at dst (pitch D + 8 halves) by
-// the block's 128 threads; rows at or past n are zero-filled.
-template <int D, int R = ATTN_BB>
+// the block's NTH threads; rows at or past n are zero-filled.
+template <int D, int R = ATTN_BB, int NTH = 128>
 __device__ __forceinline__ void attn_bwd_tile(unsigned dst, const unsigned short *x, i64 xs,
                                               i64 r0, i64 n)
 {
-    constexpr int P = D + 8, CH = D / 8, NTH = 128;
+    constexpr int P = D + 8, CH = D / 8;
     const int tid = threadIdx.x, lrow = tid / CH, lcol = (tid % CH) * 8;
 #pragma unroll
     for (int it = 0; it < R * CH / NTH; it++) {
@@ -598,6 +598,196 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
     }
 }
 
+// em_attn_bwd_dkdv2_*: dK and dV with P and dS passed through shared memory (FlashAttention-2's
+// layout of the work), one block of 8 warps per 128 keys looping over query tiles of 64. For
+// S^T = K Q^T and dP^T = V dO^T the warps split the 128 x 64 tile 4 (keys) x 2 (queries), 32 x 32
+// each; P^T and dS^T, rounded to the input type, go to shared memory; for dV += P^T dO and
+// dK += dS^T Q the warps split the 128 x D results 4 (keys) x 2 (halves of D), 32 x D/2 each, so
+// every fragment read from shared memory feeds two to four MMAs and the accumulators take 4 D
+// registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
+// Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
+// run in the same order, P and dS rounded once.
+#define ATTN_DKB 128 // keys per dkdv2 block
+template <int BF, int D, int MK>
+__device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
+                               const unsigned short *v, const unsigned short *dout,
+                               const void *mask, const float *lse_in, const float *dd_in,
+                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g)
+{
+    constexpr int P = D + 8, PQ = ATTN_BB + 8, KT = D / 16, NTH = 256;
+    constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
+    extern __shared__ __align__(16) unsigned short attn_bsm[];
+    // K [128][P], V [128][P], Q [2][64][P], dO [2][64][P], P^T [128][PQ], dS^T [128][PQ]
+    // (halves), then lse [2][64], D [2][64] (floats)
+    const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
+    const unsigned Ps = Gs + 2 * TILE, Ds = Ps + ATTN_DKB * PQ * 2;
+    float *lse_s = (float *)(attn_bsm + (2 * ATTN_DKB + 4 * ATTN_BB) * P + 2 * ATTN_DKB * PQ);
+    float *dd_s = lse_s + 2 * ATTN_BB;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int kw = warp >> 1, qh = warp & 1; // 32 keys; 32 queries of the tile, or a half of D
+    const int rk = kw * 32;                  // the warp's first key in the block
+    const float pinf = __int_as_float(0x7f800000);
+    const i64 L = g.L, S = g.S, nblocks = (S + ATTN_DKB - 1) / ATTN_DKB;
+    const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
+    for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < nblocks * g.nbatch;
+         work += (i64)gridDim.x * gridDim.y) {
+        i64 bt, nbk;
+        if (g.causal) { // the key blocks with the most query tiles (the first ones) first
+            nbk = work / g.nbatch;
+            bt = work - nbk * g.nbatch;
+        } else {
+            bt = work / nblocks;
+            nbk = work - bt * nblocks;
+        }
+        const i64 n0 = nbk * ATTN_DKB;
+        i64 off[6];
+        attn_bwd_offsets(g, bt, off);
+        const unsigned short *qg = q + off[0], *gg = dout + off[4];
+        const float *lb = lse_in + bt * L, *db = dd_in + bt * L;
+        // causal: query tiles before the one holding n0 see none of this block's keys
+        const int t0 = g.causal ? (int)(n0 / ATTN_BB) : 0;
+        auto stage = [&](int buf, int t) {
+            const i64 i0 = (i64)t * ATTN_BB;
+            attn_bwd_tile<D, ATTN_BB, NTH>(Qs + buf * TILE, qg, g.qs, i0, L);
+            attn_bwd_tile<D, ATTN_BB, NTH>(Gs + buf * TILE, gg, g.gs, i0, L);
+            if (tid < ATTN_BB) {
+                const i64 i = i0 + tid;
+                lse_s[buf * ATTN_BB + tid] = i < L ? lb[i] : pinf;
+                dd_s[buf * ATTN_BB + tid] = i < L ? db[i] : 0.f;
+            }
+        };
+        attn_bwd_tile<D, ATTN_DKB, NTH>(Ks, k + off[1], g.ks, n0, S);
+        attn_bwd_tile<D, ATTN_DKB, NTH>(Vs, v + off[2], g.vs, n0, S);
+        if (t0 < qtiles) stage(t0 & 1, t0);
+        asm volatile("cp.async.commit_group;\n" ::);
+
+        float adk[2][HT][4], adv[2][HT][4];
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int t2 = 0; t2 < HT; t2++)
+#pragma unroll
+                for (int e = 0; e < 4; e++) adk[mt][t2][e] = adv[mt][t2][e] = 0.f;
+        for (int t = t0; t < qtiles; t++) {
+            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
+            __syncthreads(); // ... for every thread, and all are done with tile t - 1
+            if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
+            asm volatile("cp.async.commit_group;\n" ::);
+            const int buf = t & 1;
+            const unsigned qb = Qs + buf * TILE, gb = Gs + buf * TILE;
+            const float *ls = lse_s + buf * ATTN_BB, *ds = dd_s + buf * ATTN_BB;
+            const i64 i0 = (i64)t * ATTN_BB;
+            // S^T = K Q^T and dP^T = V dO^T on the warp's 32 keys x 32 queries
+            float s[2][4][4], dp[2][4][4];
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int n = 0; n < 4; n++)
+#pragma unroll
+                    for (int e = 0; e < 4; e++) s[mt][n][e] = dp[mt][n][e] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < KT; kk++) {
+                unsigned ka[2][4], va[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const unsigned ao = ((rk + mt * 16 + (lane & 15)) * P + kk * 16 + (lane >> 4) * 8) * 2;
+                    attn_ldsm4(Ks + ao, ka[mt][0], ka[mt][1], ka[mt][2], ka[mt][3]);
+                    attn_ldsm4(Vs + ao, va[mt][0], va[mt][1], va[mt][2], va[mt][3]);
+                }
+#pragma unroll
+                for (int p = 0; p < 2; p++) {
+                    const unsigned bo = ((qh * 32 + p * 16 + (lane & 7) + ((lane >> 4) << 3)) * P +
+                                         kk * 16 + ((lane >> 3) & 1) * 8) *
+                                        2;
+                    unsigned b0, b1, b2, b3;
+                    attn_ldsm4(qb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(s[mt][2 * p], ka[mt], b0, b1);
+                        attn_mma<BF>(s[mt][2 * p + 1], ka[mt], b2, b3);
+                    }
+                    attn_ldsm4(gb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(dp[mt][2 * p], va[mt], b0, b1);
+                        attn_mma<BF>(dp[mt][2 * p + 1], va[mt], b2, b3);
+                    }
+                }
+            }
+            // rows past L have lse = +inf (P = 0); keys past S are masked, and never stored
+            if ((g.causal && n0 + rk + 31 > i0 + qh * 32) || MK)
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++)
+                    attn_bwd_mask<BF, MK, 1, 4>(s[mt], n0 + rk + mt * 16, i0 + qh * 32, off[5], mask, g);
+            // P^T and dS^T, rounded to the input type, into shared memory
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+                for (int n = 0; n < 4; n++)
+#pragma unroll
+                    for (int h = 0; h < 2; h++) {
+                        const int c = qh * 32 + n * 8 + (lane & 3) * 2;
+                        const float p0 = attn_exp2(fmaf(s[mt][n][2 * h], g.scale_log2, -ls[c]));
+                        const float p1 =
+                            attn_exp2(fmaf(s[mt][n][2 * h + 1], g.scale_log2, -ls[c + 1]));
+                        const float d0 = p0 * (dp[mt][n][2 * h] - ds[c]);
+                        const float d1 = p1 * (dp[mt][n][2 * h + 1] - ds[c + 1]);
+                        const unsigned o = ((rk + mt * 16 + (lane >> 2) + 8 * h) * PQ + c) * 2;
+                        attn_sts32(Ps + o, attn_pack<BF>(p0, p1));
+                        attn_sts32(Ds + o, attn_pack<BF>(d0, d1));
+                    }
+            __syncthreads();
+            // dV += P^T dO and dK += dS^T Q on the warp's 32 keys x D/2 columns
+#pragma unroll
+            for (int kk = 0; kk < ATTN_BB / 16; kk++) {
+                unsigned pa[2][4], da[2][4];
+#pragma unroll
+                for (int mt = 0; mt < 2; mt++) {
+                    const unsigned ao = ((rk + mt * 16 + (lane & 15)) * PQ + kk * 16 + (lane >> 4) * 8) * 2;
+                    attn_ldsm4(Ps + ao, pa[mt][0], pa[mt][1], pa[mt][2], pa[mt][3]);
+                    attn_ldsm4(Ds + ao, da[mt][0], da[mt][1], da[mt][2], da[mt][3]);
+                }
+#pragma unroll
+                for (int p = 0; p < HT / 2; p++) {
+                    const unsigned bo =
+                        ((kk * 16 + (lane & 15)) * P + qh * (D / 2) + p * 16 + (lane >> 4) * 8) * 2;
+                    unsigned b0, b1, b2, b3;
+                    attn_ldsm4_t(gb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(adv[mt][2 * p], pa[mt], b0, b1);
+                        attn_mma<BF>(adv[mt][2 * p + 1], pa[mt], b2, b3);
+                    }
+                    attn_ldsm4_t(qb + bo, b0, b1, b2, b3);
+#pragma unroll
+                    for (int mt = 0; mt < 2; mt++) {
+                        attn_mma<BF>(adk[mt][2 * p], da[mt], b0, b1);
+                        attn_mma<BF>(adk[mt][2 * p + 1], da[mt], b2, b3);
+                    }
+                }
+            }
+        }
+        asm volatile("cp.async.wait_group 0;\n" ::);
+        __syncthreads(); // the tiles are reloaded for the next work item
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const i64 j = n0 + rk + mt * 16 + (lane >> 2) + h * 8;
+                if (j >= S) continue;
+                unsigned short *krow = dk + (bt * S + j) * D, *vrow = dv + (bt * S + j) * D;
+#pragma unroll
+                for (int t2 = 0; t2 < HT; t2++) {
+                    const int col = qh * (D / 2) + t2 * 8 + (lane & 3) * 2;
+                    *(unsigned *)(krow + col) = attn_pack<BF>(adk[mt][t2][2 * h] * g.scale,
+                                                              adk[mt][t2][2 * h + 1] * g.scale);
+                    *(unsigned *)(vrow + col) =
+                        attn_pack<BF>(adv[mt][t2][2 * h], adv[mt][t2][2 * h + 1]);
+                }
+            }
+    }
+}
+
 #define ATTN_BWD(NAME, BF, D, MK)                                                                  \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dq_##NAME(const unsigned short *q, const unsigned short *k,                    \
@@ -614,6 +804,14 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
                                float *dd, const float *lse_in, attn_bwd_arg g)                     \
     {                                                                                              \
         attn_bwd_dq2<BF, D, MK>(q, k, v, o, dout, mask, dq, dd, lse_in, g);                        \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
+        em_attn_bwd_dkdv2_##NAME(const unsigned short *q, const unsigned short *k,                 \
+                                 const unsigned short *v, const unsigned short *dout,              \
+                                 const void *mask, const float *lse, const float *dd,              \
+                                 unsigned short *dk, unsigned short *dv, attn_bwd_arg g)           \
+    {                                                                                              \
+        attn_bwd_dkdv2<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                        \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \
