@@ -255,17 +255,15 @@ static em_tensor *sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *
         }
     }
     double scale = o.scale > 0 ? o.scale : 1.0 / sqrt((double)(E > 0 ? E : 1));
-    em_tensor *in[4] = {(em_tensor *)q, (em_tensor *)k, (em_tensor *)v, (em_tensor *)mask};
-    int64_t ip[2] = {o.causal, mask_kind};
-    double f[1] = {scale};
     em_device dev = q->storage->device;
     em_op rec;
     memset(&rec, 0, sizeof rec);
     rec.kind = EM_OP_SDPA;
     rec.n_in = mask ? 4 : 3;
-    for (int i = 0; i < 4; i++) rec.in[i] = in[i];
-    rec.i[0] = ip[0], rec.i[1] = ip[1];
-    rec.f[0] = f[0];
+    rec.in[0] = (em_tensor *)q, rec.in[1] = (em_tensor *)k, rec.in[2] = (em_tensor *)v;
+    rec.in[3] = (em_tensor *)mask;
+    rec.i[0] = o.causal, rec.i[1] = mask_kind;
+    rec.f[0] = scale;
     rec.n_out = 1;
     rec.out[0] = tn_new(q->dtype, oshape, r2 + 2, dev);
     if (!rec.out[0]) return NULL;
