@@ -78,6 +78,18 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
                            const em_tensor *lse, int mask_kind, bool causal, double scale,
                            bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv);
 
+/* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
+ * last input, when i2 = 1). */
+static inline const em_tensor *tn_sdpa_bwd_mask(const em_op *op)
+{
+    return op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL;
+}
+
+static inline const em_tensor *tn_sdpa_bwd_lse(const em_op *op)
+{
+    return op->i[2] ? op->in[op->n_in - 1] : NULL;
+}
+
 /* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
  * NULL where the backend does not claim that record (the output is computed either way). */
 em_tensor *tn_sdpa_lse(const em_tensor *q, const em_tensor *k, const em_tensor *v,

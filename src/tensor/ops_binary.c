@@ -375,12 +375,7 @@ em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double 
         op.f[0] = t;
         /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
         em_tensor desc;
-        memset(&desc, 0, sizeof desc);
-        desc.dtype = g->dtype;
-        desc.rank = g->rank;
-        desc.storage = g->storage;
-        memcpy(desc.shape, g->shape, sizeof desc.shape);
-        tn_contiguous_strides(desc.shape, desc.rank, desc.strides);
+        tn_describe(&desc, g->dtype, g->shape, g->rank, g->storage);
         op.out[0] = &desc;
         if (tn_supported(&op)) {
             op.out[0] = tn_new(g->dtype, g->shape, g->rank, g->storage->device);

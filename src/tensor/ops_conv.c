@@ -409,12 +409,7 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
     op.i[2] = pad_lo[0], op.i[3] = pad_lo[1], op.i[4] = pad_hi[0], op.i[5] = pad_hi[1];
     /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
     em_tensor desc;
-    memset(&desc, 0, sizeof desc);
-    desc.dtype = x->dtype;
-    desc.rank = 4;
-    desc.storage = x->storage;
-    memcpy(desc.shape, shape, sizeof shape);
-    tn_contiguous_strides(shape, 4, desc.strides);
+    tn_describe(&desc, x->dtype, shape, 4, x->storage);
     op.out[0] = &desc;
     if (!tn_supported(&op))
         return native_only ? NULL : weight_grad_composed(x, gy, k, pad_lo, pad_hi);

@@ -265,19 +265,23 @@ static em_tensor *sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *
     rec.i[0] = o.causal, rec.i[1] = mask_kind;
     rec.f[0] = scale;
     rec.n_out = 1;
+    if (want_lse) {
+        /* supports() reads shapes and dtypes only: ask with descriptors, no memory */
+        em_tensor desc[2];
+        tn_describe(&desc[0], q->dtype, oshape, r2 + 2, q->storage);
+        tn_describe(&desc[1], EM_F32, oshape, r2 + 1, q->storage);
+        rec.out[0] = &desc[0], rec.out[1] = &desc[1];
+        rec.n_out = 2;
+        if (!tn_supported(&rec)) rec.n_out = 1;
+        rec.out[0] = rec.out[1] = NULL;
+    }
     rec.out[0] = tn_new(q->dtype, oshape, r2 + 2, dev);
     if (!rec.out[0]) return NULL;
-    if (want_lse) {
+    if (rec.n_out == 2) {
         rec.out[1] = tn_new(EM_F32, oshape, r2 + 1, dev);
         if (!rec.out[1]) {
             em_release(rec.out[0]);
             return NULL;
-        }
-        rec.n_out = 2;
-        if (!tn_supported(&rec)) {
-            em_release(rec.out[1]);
-            rec.out[1] = NULL;
-            rec.n_out = 1;
         }
     }
     if (tn_dispatch(&rec) != EM_OK) return NULL;
@@ -331,16 +335,7 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
         /* supports() reads shapes and dtypes only: describe the outputs without memory */
         em_tensor desc[3];
         for (int t = 0; t < 3; t++) {
-            memset(&desc[t], 0, sizeof desc[t]);
-            desc[t].dtype = q->dtype;
-            desc[t].rank = nb + 2;
-            desc[t].storage = o->storage;
-            int64_t st = 1;
-            for (int d = nb + 1; d >= 0; d--) {
-                desc[t].shape[d] = shp[t][d];
-                desc[t].strides[d] = st;
-                st *= shp[t][d];
-            }
+            tn_describe(&desc[t], q->dtype, shp[t], nb + 2, o->storage);
             op.out[t] = &desc[t];
         }
         op.n_out = 3;

@@ -78,6 +78,16 @@ void tn_contiguous_strides(const int64_t *shape, int rank, int64_t *strides)
     }
 }
 
+void tn_describe(em_tensor *d, em_dtype dtype, const int64_t *shape, int rank, em_storage *storage)
+{
+    memset(d, 0, sizeof *d);
+    d->dtype = dtype;
+    d->rank = rank;
+    d->storage = storage;
+    memcpy(d->shape, shape, sizeof(int64_t) * (size_t)rank);
+    tn_contiguous_strides(d->shape, rank, d->strides);
+}
+
 em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
 {
     if (rank < 0 || rank > EM_MAX_RANK) {

@@ -71,6 +71,9 @@ bool tn_is_contiguous(const em_tensor *t);
 em_shape tn_shape(const em_tensor *t);
 /* Fills `strides` with row-major strides for `shape`. */
 void tn_contiguous_strides(const int64_t *shape, int rank, int64_t *strides);
+/* Fills *d as a contiguous tensor of dtype and shape on `storage`, without memory of its own:
+ * an output descriptor for tn_supported, whose backends read only dtypes, shapes and devices. */
+void tn_describe(em_tensor *d, em_dtype dtype, const int64_t *shape, int rank, em_storage *storage);
 
 /* ---- validation helpers used by op front-ends (they record the error, naming `op`) ------ */
 

@@ -585,7 +585,7 @@ static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
     const bwd_rows_ctx *x = vctx;
     const bwd_geo *c = x->c;
     const em_op *op = c->op;
-    const em_tensor *mask = op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL; /* then lse */
+    const em_tensor *mask = tn_sdpa_bwd_mask(op); /* the lse, if any, is not used here */
     bool causal = op->i[0] != 0;
     int mkind = (int)op->i[1];
     if (x->dbl)

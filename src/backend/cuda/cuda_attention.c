@@ -46,8 +46,6 @@ bool cuda_attn_claims(em_op_kind k)
 
 static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S);
 
-/* SDPA_BACKWARD runs only in the flash kernels' cases (f16/bf16, E = Ev of 64 or 128, S > 0,
- * L > 0); the sdpa rule composes the others from ops. */
 /* The forward's lse [B..., L] (f32, contiguous) for an output o [B..., L, Ev]. */
 static bool lse_fits(const em_tensor *lse, const em_tensor *o)
 {
@@ -57,17 +55,8 @@ static bool lse_fits(const em_tensor *lse, const em_tensor *o)
     return true;
 }
 
-/* SDPA_BACKWARD's mask and lse inputs (NULL where absent). */
-static const em_tensor *bwd_mask(const em_op *op)
-{
-    return op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL;
-}
-
-static const em_tensor *bwd_lse(const em_op *op)
-{
-    return op->i[2] ? op->in[op->n_in - 1] : NULL;
-}
-
+/* SDPA_BACKWARD runs only in the flash kernels' cases (f16/bf16, E = Ev of 64 or 128, S > 0,
+ * L > 0); the sdpa rule composes the others from ops. */
 static bool bwd_supports(const em_op *op)
 {
     int has_lse = op->i[2] != 0;
@@ -80,12 +69,12 @@ static bool bwd_supports(const em_op *op)
     for (int i = 0; i < 3; i++)
         if (op->out[i]->dtype != dt || !tn_is_contiguous(op->out[i]) || op->out[i]->rank > 10)
             return false;
-    if (bwd_mask(op)) {
+    if (tn_sdpa_bwd_mask(op)) {
         em_dtype m = op->in[5]->dtype;
         if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
     }
     const em_tensor *o = op->in[3];
-    if (has_lse && !lse_fits(bwd_lse(op), o)) return false;
+    if (has_lse && !lse_fits(tn_sdpa_bwd_lse(op), o)) return false;
     int64_t L = o->shape[o->rank - 2];
     return L > 0 &&
            flash_case(op, q->shape[q->rank - 1], v->shape[v->rank - 1], k->shape[k->rank - 2]);
@@ -377,7 +366,7 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
 static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
 {
     const em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
-    const em_tensor *m = bwd_mask(op), *lse_in = bwd_lse(op);
+    const em_tensor *m = tn_sdpa_bwd_mask(op), *lse_in = tn_sdpa_bwd_lse(op);
     attn_bwd_arg a;
     memset(&a, 0, sizeof a);
     a.nb = dq->rank - 2;
