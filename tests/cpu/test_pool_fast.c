@@ -159,13 +159,17 @@ int main(void)
                    {1, 16, 513, 513, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
                    /* rows of whole 64-byte lines: the AVX-512 rows kernel streams them */
                    {1, 16, 512, 512, {3, 3}, {1, 1}, {1, 1}, {1, 1}, false},
-                   {1, 16, 1024, 1024, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false}};
+                   {1, 16, 1024, 1024, {3, 3}, {2, 2}, {1, 1}, {1, 1}, false},
+                   /* channels-last 16 + 8 channels, row pairs, planes' rows at any alignment */
+                   {2, 24, 97, 131, {5, 5}, {2, 2}, {2, 2}, {2, 2}, false}};
     for (int st = 1; st >= 0; st--) { /* streamed, then through the caches (cpu_store_begin) */
         cpu_store_force(st);
         check_case(&big[0], 0, 3, 2);
         check_case(&big[1], 1, 3, 2);
         check_case(&big[2], 0, 3, 2);
         check_case(&big[3], 0, 2, 2); /* small integers: ties alike in f32 and f64 */
+        check_case(&big[4], 1, 3, 2);
+        check_case(&big[4], 1, 4, 2); /* a NaN and a -0: those rows by the exact kernel */
     }
     cpu_store_force(-1);
     return h_finish();
