@@ -173,10 +173,12 @@ static void compare_topk_at(em_shape shape, int dim, int64_t k, bool largest, in
     double *v = malloc(sizeof(double) * (size_t)cnt);
     for (int64_t i = 0; i < cnt; i++) {
         double u = h_uniform();
-        /* kind 0: distinct reals; 1: a few repeated values (ties); 2: with NaN and infinities */
+        /* kind 0: distinct reals; 1: a few repeated values (ties); 2: with NaN and infinities;
+           3: infinities and zeros of both signs (ties of -0 and +0), no NaN */
         v[i] = kind == 1 ? (double)(int)(u * 5) : 8 * u - 4;
         if (kind == 2 && i % 37 == 5) v[i] = NAN;
-        if (kind == 2 && i % 53 == 7) v[i] = i % 2 ? INFINITY : -INFINITY;
+        if (kind >= 2 && i % 53 == 7) v[i] = i % 2 ? INFINITY : -INFINITY;
+        if (kind == 3 && i % 7 == 3) v[i] = i % 3 ? 0.0 : -0.0;
     }
     em_tensor *x = h_from_values(v, shape, EM_F32, layout);
     em_tensor *rv = NULL, *ri = NULL;
@@ -450,12 +452,13 @@ int main(void)
     }
     compare_threshold(2048, 784, 0.0, H_CONTIG); /* train_cnn's first ReLU */
 
-    int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 1000, 4099};
-    int64_t tk_ks[] = {1, 3, 10, 32};
+    /* rows of 256 and more: the vector kernel's bounded pass, with 8, 16 or 32 groups by k */
+    int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 255, 256, 263, 1000, 4099};
+    int64_t tk_ks[] = {1, 3, 8, 9, 10, 16, 17, 32};
     for (size_t i = 0; i < sizeof tk_lens / sizeof *tk_lens; i++)
         for (size_t j = 0; j < sizeof tk_ks / sizeof *tk_ks; j++) {
             if (tk_ks[j] > tk_lens[i]) continue;
-            for (int kind = 0; kind < 3; kind++)
+            for (int kind = 0; kind < 4; kind++)
                 for (int largest = 0; largest < 2; largest++)
                     compare_topk(5, tk_lens[i], tk_ks[j], largest, kind, H_CONTIG);
             compare_topk(3, tk_lens[i], tk_ks[j], true, 2, H_TRANSPOSED);

@@ -38,6 +38,12 @@ typedef struct cpu_fast_ops {
     /* First index i >= from with x[i] > t (desc) or x[i] < t (!desc), or NaN, or n if none:
      * the skip test of the small-k top-k (NULL: no vector version). */
     int64_t (*find_past)(const float *x, int64_t from, int64_t n, float t, bool desc);
+    /* The top k (1 <= k <= 32) of a row of n >= 32 floats without NaN, best first, ties in index
+     * order, as the sort orders them: values to val[0, k), positions to idx[0, k). A first pass
+     * takes the best of G interleaved groups (8, 16 or 32, at least k), whose k-th best bounds
+     * the top k, so only the elements reaching it are inserted. false (val, idx undefined) on a
+     * NaN or other n, k. */
+    bool (*topk_row)(const float *x, int64_t n, int64_t k, bool desc, float *val, int64_t *idx);
     /* A pass of decimation-in-time FFT butterflies t in [t0, t1), t = block * h + k (h >= 4),
      * over split re/im arrays: radix 2 (span h, blocks of 2h) or radix 4 (spans h and 2h,
      * blocks of 4h); tw[h + k] = exp(-i pi k / h). As cpu_signal.c's portable passes. */
@@ -127,6 +133,8 @@ bool cpu_fast_portable_forced(void);
 
 /* AVX2 kernels the AVX-512 table shares. */
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
+bool cpu_topk_row_f32_avx2(const float *x, int64_t n, int64_t k, bool desc, float *val,
+                           int64_t *idx);
 /* The whole sum: 256-bit loads stream from memory faster than 512-bit ones on Zen 4 (10 % on
  * one core, bench/RESULTS.md, thirteenth session), so both tables use this one and give the same
  * bits. On Intel's AVX-512 cores the two forms were not compared (only checked for values). */

@@ -264,6 +264,7 @@ const cpu_fast_ops cpu_fast_avx512_ops = {
     /* AVX-512 CPUs have AVX2 */
     .sum = cpu_sum_f32_avx2,
     .find_past = cpu_find_past_f32_avx2,
+    .topk_row = cpu_topk_row_f32_avx2,
     .fft_pass2 = cpu_fft_pass2_avx2,
     .fft_pass4 = cpu_fft_pass4_avx2,
     .col_top1 = cpu_col_top1_avx2,
