@@ -280,6 +280,7 @@ int main(void)
     packed_case(3, 5, 11, 13, 7, 1, 3, 3, 1, 1, 1, 1, true, false);   /* odd sizes, Co < tile */
     packed_case(2, 64, 9, 47, 13, 1, 3, 3, 1, 1, 1, 1, false, false); /* K = 576: three blocks */
     packed_case(1, 3, 37, 41, 20, 1, 7, 7, 2, 1, 3, 3, true, false);  /* 7x7 stride 2 */
+    packed_case(1, 48, 15, 29, 10, 1, 3, 3, 2, 1, 1, 1, true, false); /* K 432 + bias: 2 blocks */
     packed_case(2, 6, 10, 12, 9, 3, 3, 2, 1, 2, 2, 1, true, false);   /* groups, dilation */
     packed_case(2, 4, 26, 31, 8, 2, 5, 3, 3, 1, 0, 2, false, false);  /* stride 3, uneven pads */
     packed_case(1, 1, 28, 28, 32, 1, 3, 3, 1, 1, 1, 1, true, false);  /* the CNN's first conv */

@@ -371,16 +371,19 @@ static void conv_item(const conv_job *j, int64_t n)
  * The weights of every group are packed once per op into the micro-kernel's A panels (MR rows
  * per k, zero padded); for each block of output positions and each block of KC reduction
  * rows, the im2col rows are built in a small L1-resident buffer and scattered as the B panels
- * (NR positions per k), then the register kernel accumulates into the output, which starts as
- * the bias. Work units are (item, block of output positions); every output element sums the
- * same K blocks in the same order whatever the thread count. */
+ * (NR positions per k), then the register kernel accumulates into the output (the first K block
+ * overwrites it, so the output is never filled first). A bias is the first reduction row: its
+ * weights are the bias, its im2col row all ones. Work units are (item, block of output
+ * positions); every output element sums the same K blocks in the same order whatever the thread
+ * count. */
 
 typedef struct fused_conv {
     const conv_job *j;
     const cpu_gemm_kernels *k;
     int64_t mr, nr, kc, nc; /* register tile, K block, block of output positions */
     int64_t mp;             /* cog rounded up to mr */
-    const float *ap;        /* packed weights: per group mp * K floats, K blocks in order */
+    const float *ap;        /* packed weights: per group mp * Kb floats, K blocks in order */
+    int64_t Kb;             /* reduction rows: the bias row (if any), then the im2col's K */
     int64_t nblocks;        /* blocks of output positions per item */
     atomic_bool failed;     /* a task found no memory for its panels */
 } fused_conv;
@@ -420,6 +423,8 @@ static void col_row(const geo *g, const float *img, int64_t kk, int64_t j0, int6
         const float *sr = src + ih * W;
         if (s2 == 1) {
             if (vhi > vlo) memcpy(d + vlo, sr + vlo + off2, (size_t)(vhi - vlo) * sizeof(float));
+        } else if (s2 == 2) { /* the fused path runs with the x86 kernels only */
+            if (vhi > vlo) cpu_conv_gather2_avx2(sr + 2 * vlo + off2, d + vlo, vhi - vlo);
         } else {
             for (int64_t o = vlo; o < vhi; o++) d[o] = sr[o * s2 + off2];
         }
@@ -432,8 +437,8 @@ static void fused_units(const fused_conv *f, int64_t u0, int64_t u1, float *buf)
 {
     const conv_job *j = f->j;
     const geo *g = &j->g;
-    int64_t cig = j->cin / j->groups, cog = j->cout / j->groups, K = cig * g->k_n;
-    int64_t mr = f->mr, nr = f->nr, kc = f->kc;
+    int64_t cog = j->cout / j->groups, Kb = f->Kb, hb = j->bias != NULL;
+    int64_t cig = j->cin / j->groups, mr = f->mr, nr = f->nr, kc = f->kc;
     float *bp = buf, *tmp = buf + kc * f->nc;
     for (int64_t u = u0; u < u1; u++) {
         int64_t n = u / f->nblocks, j0 = (u % f->nblocks) * f->nc;
@@ -444,16 +449,16 @@ static void fused_units(const fused_conv *f, int64_t u0, int64_t u1, float *buf)
         for (int64_t gi = 0; gi < j->groups; gi++) {
             const float *xg = xs + gi * cig * j->x_n;
             float *yg = ys + gi * cog * j->y_n + j0;
-            for (int64_t co = 0; co < cog; co++) {
-                float v = j->bias ? ((const float *)j->bias)[gi * cog + co] : 0.0f;
-                for (int64_t i = 0; i < ncb; i++) yg[co * j->y_n + i] = v;
-            }
-            for (int64_t k0 = 0; k0 < K; k0 += kc) {
-                int64_t kcb = K - k0 < kc ? K - k0 : kc;
+            for (int64_t k0 = 0; k0 < Kb; k0 += kc) {
+                int64_t kcb = Kb - k0 < kc ? Kb - k0 : kc;
                 /* B panels: panel p holds positions p*nr .. p*nr+nr-1, nr floats per k */
                 for (int64_t k = 0; k < kcb; k++) {
-                    col_row(g, xg, k0 + k, j0, ncb, tmp);
-                    for (int64_t i = ncb; i < npan * nr; i++) tmp[i] = 0;
+                    if (hb && k0 + k == 0) {
+                        for (int64_t i = 0; i < npan * nr; i++) tmp[i] = 1.0f;
+                    } else {
+                        col_row(g, xg, k0 + k - hb, j0, ncb, tmp);
+                        for (int64_t i = ncb; i < npan * nr; i++) tmp[i] = 0;
+                    }
                     float *dst = bp + k * nr;
                     if (nr == 16) /* a fixed-size copy compiles to a few vector moves */
                         for (int64_t pn = 0; pn < npan; pn++)
@@ -462,13 +467,14 @@ static void fused_units(const fused_conv *f, int64_t u0, int64_t u1, float *buf)
                         for (int64_t pn = 0; pn < npan; pn++)
                             memcpy(dst + pn * kcb * nr, tmp + pn * nr, (size_t)nr * sizeof(float));
                 }
-                const float *ap = f->ap + gi * f->mp * K + k0 * f->mp;
+                const float *ap = f->ap + gi * f->mp * Kb + k0 * f->mp;
                 for (int64_t pn = 0; pn < npan; pn++) {
                     int nrr = (int)(ncb - pn * nr < nr ? ncb - pn * nr : nr);
                     for (int64_t i0 = 0; i0 < cog; i0 += mr) {
                         int mrr = (int)(cog - i0 < mr ? cog - i0 : mr);
                         f->k->s_ukr(kcb, ap + i0 * kcb, bp + pn * kcb * nr,
-                                    yg + i0 * j->y_n + pn * nr, j->y_n, 1.0f, 1.0f, mrr, nrr);
+                                    yg + i0 * j->y_n + pn * nr, j->y_n, 1.0f, k0 ? 1.0f : 0.0f, mrr,
+                                    nrr);
                     }
                 }
             }
@@ -503,19 +509,25 @@ static int conv_fused(const conv_job *j, int64_t nb)
     f.nc = (384 + f.nr - 1) / f.nr * f.nr;
     f.mp = (cog + f.mr - 1) / f.mr * f.mr;
     f.nblocks = (j->y_n + f.nc - 1) / f.nc;
-    float *ap = scratch(j->groups * f.mp * K, sizeof(float));
+    int64_t hb = j->bias != NULL, Kb = K + hb;
+    f.Kb = Kb;
+    float *ap = scratch(j->groups * f.mp * Kb, sizeof(float));
     if (!ap) return -1;
-    /* A panels: for group gi and K block k0, panel i0 holds rows i0 .. i0+mr-1, mr per k */
-    const float *w = (const float *)j->w;
+    /* A panels: for group gi and K block k0, panel i0 holds rows i0 .. i0+mr-1, mr per k;
+       reduction row 0 is the bias where there is one */
+    const float *w = (const float *)j->w, *bias = (const float *)j->bias;
     for (int64_t gi = 0; gi < j->groups; gi++)
-        for (int64_t k0 = 0; k0 < K; k0 += f.kc) {
-            int64_t kcb = K - k0 < f.kc ? K - k0 : f.kc;
-            float *blk = ap + gi * f.mp * K + k0 * f.mp;
+        for (int64_t k0 = 0; k0 < Kb; k0 += f.kc) {
+            int64_t kcb = Kb - k0 < f.kc ? Kb - k0 : f.kc;
+            float *blk = ap + gi * f.mp * Kb + k0 * f.mp;
             for (int64_t i0 = 0; i0 < f.mp; i0 += f.mr)
                 for (int64_t kk = 0; kk < kcb; kk++)
-                    for (int64_t r = 0; r < f.mr; r++)
-                        blk[(i0 * kcb) + kk * f.mr + r] =
-                            i0 + r < cog ? w[(gi * cog + i0 + r) * K + k0 + kk] : 0.0f;
+                    for (int64_t r = 0; r < f.mr; r++) {
+                        int64_t co = gi * cog + i0 + r, kw = k0 + kk - hb;
+                        blk[(i0 * kcb) + kk * f.mr + r] = i0 + r >= cog ? 0.0f
+                                                          : kw < 0      ? bias[co]
+                                                                        : w[co * K + kw];
+                    }
         }
     f.ap = ap;
     atomic_init(&f.failed, false);

@@ -101,6 +101,17 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
     }
 }
 
+void cpu_conv_gather2_avx2(const float *s, float *d, int64_t n)
+{
+    int64_t o = 0;
+    for (; o + 8 < n; o += 8) { /* s[2 o + 15] < s[2 n - 2] */
+        __m256 p = _mm256_shuffle_ps(_mm256_loadu_ps(s + 2 * o), _mm256_loadu_ps(s + 2 * o + 8),
+                                     0x88); /* even elements, 128-bit lanes interleaved */
+        _mm256_storeu_ps(d + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8)));
+    }
+    for (; o < n; o++) d[o] = s[2 * o];
+}
+
 /* Eight rows of m <= 8 floats (zeros for rows >= nr; nothing read past a row's m), transposed:
  * t[i] = (r[0][i], ..., r[7][i]) for i < m. */
 static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)

@@ -28,6 +28,9 @@ void cpu_conv_direct_small_avx2(const float *xrow, const int64_t *off, int K, co
 /* o[i] = bias + t[i] for i < n: a tile row copied out with the bias (masked at the end). */
 void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias);
 
+/* d[o] = s[2 o] for o < n (reads nothing past s[2 n - 2]): a stride-2 row of the im2col. */
+void cpu_conv_gather2_avx2(const float *s, float *d, int64_t n);
+
 /* The implicit im2col's packing (cpu_conv_wgrad.c) along one run of positions, plain copies
  * (the same bytes as a scalar loop): dst[r * w + c] = b[off[c] + r * step] for c < n and r <
  * run, 0 for n <= c < w.

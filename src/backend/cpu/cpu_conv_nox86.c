@@ -82,3 +82,9 @@ void cpu_wino_out_avx2(const float *m, int64_t xs, float bias, float *y, int64_t
     (void)m, (void)xs, (void)bias, (void)y, (void)ys, (void)row2, (void)ncols;
     absent(__func__);
 }
+
+void cpu_conv_gather2_avx2(const float *s, float *d, int64_t n)
+{
+    (void)s, (void)d, (void)n;
+    absent(__func__);
+}
