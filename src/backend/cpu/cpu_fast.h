@@ -131,6 +131,24 @@ const cpu_fast_ops *cpu_fast(void);
 void cpu_fast_force_portable(bool on);
 bool cpu_fast_portable_forced(void);
 
+/* One element into a top-k buffer (val, idx sorted best first, *cnt of k filled): it enters
+ * only past every value at least as good (ties keep index order). false on a NaN. */
+static inline __attribute__((always_inline)) bool
+cpu_topk_insert(float v, int64_t e, float *val, int64_t *idx, int64_t *cnt, int64_t k, bool desc)
+{
+    if (v != v) return false;
+    if (*cnt == k && !(desc ? v > val[k - 1] : v < val[k - 1])) return true;
+    int64_t j = *cnt < k ? (*cnt)++ : k - 1;
+    while (j > 0 && (desc ? v > val[j - 1] : v < val[j - 1])) {
+        val[j] = val[j - 1];
+        idx[j] = idx[j - 1];
+        j--;
+    }
+    val[j] = v;
+    idx[j] = e;
+    return true;
+}
+
 /* AVX2 kernels the AVX-512 table shares. */
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
 bool cpu_topk_row_f32_avx2(const float *x, int64_t n, int64_t k, bool desc, float *val,

@@ -341,24 +341,6 @@ int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t,
     return n;
 }
 
-/* One element into the top-k buffer (val, idx sorted best first, *cnt of k filled): it enters
- * only past every value at least as good (ties keep index order). false on a NaN. */
-static inline __attribute__((always_inline)) bool
-topk_insert(float v, int64_t e, float *val, int64_t *idx, int64_t *cnt, int64_t k, bool desc)
-{
-    if (v != v) return false;
-    if (*cnt == k && !(desc ? v > val[k - 1] : v < val[k - 1])) return true;
-    int64_t j = *cnt < k ? (*cnt)++ : k - 1;
-    while (j > 0 && (desc ? v > val[j - 1] : v < val[j - 1])) {
-        val[j] = val[j - 1];
-        idx[j] = idx[j - 1];
-        j--;
-    }
-    val[j] = v;
-    idx[j] = e;
-    return true;
-}
-
 /* The top k of a row with G = 8 nv groups (k <= G <= n). */
 static inline __attribute__((always_inline)) bool
 topk_row(const float *x, int64_t n, int64_t k, float *val, int64_t *idx, bool desc, int nv)
@@ -402,11 +384,11 @@ topk_row(const float *x, int64_t n, int64_t k, float *val, int64_t *idx, bool de
                                                        : _mm256_cmp_ps(v, tv, _CMP_NGT_UQ));
         for (; m; m &= m - 1) {
             int64_t e = i + __builtin_ctz(m);
-            if (!topk_insert(x[e], e, val, idx, &cnt, k, desc)) return false;
+            if (!cpu_topk_insert(x[e], e, val, idx, &cnt, k, desc)) return false;
         }
     }
     for (; i < n; i++)
-        if (!(desc ? x[i] < t : x[i] > t) && !topk_insert(x[i], i, val, idx, &cnt, k, desc))
+        if (!(desc ? x[i] < t : x[i] > t) && !cpu_topk_insert(x[i], i, val, idx, &cnt, k, desc))
             return false;
     return cnt == k; /* always (k elements reach t); were t ever too high, the scalar path */
 }

@@ -98,27 +98,19 @@ static void topk_f32_row(const cpu_fast_ops *f, const float *x, int64_t *buf, in
 /* topk_f32_row for rows without NaN: the k values kept beside their indices (the insertion
  * compares floats in the buffer, not doubles read through the indices). false at the first NaN
  * met (the caller then runs topk_f32_row, whose order puts NaNs first). Ties keep index order as
- * in the sort: a value enters only past an equal one. */
+ * in the sort (cpu_topk_insert). */
 static inline __attribute__((always_inline)) bool topk_f32_clean(const cpu_fast_ops *f,
                                                                  const float *x, int64_t *buf,
                                                                  float *val, int64_t n, int64_t k,
                                                                  bool desc)
 {
+    int64_t cnt = 0;
     for (int64_t i = 0; i < n; i++) {
         if (i >= k) {
             i = f->find_past(x, i, n, val[k - 1], desc);
             if (i == n) break;
         }
-        float v = x[i];
-        if (v != v) return false;
-        int64_t j = i < k ? i : k - 1;
-        while (j > 0 && (desc ? v > val[j - 1] : v < val[j - 1])) {
-            val[j] = val[j - 1];
-            buf[j] = buf[j - 1];
-            j--;
-        }
-        val[j] = v;
-        buf[j] = i;
+        if (!cpu_topk_insert(x[i], i, val, buf, &cnt, k, desc)) return false;
     }
     return true;
 }
