@@ -92,8 +92,8 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     return r ? em_transpose(r, 0, 1) : NULL;
 }
 
-/* The weight gradient of an ungrouped stride-1, undilated 2-D convolution over a batch as one
- * CONV_WEIGHT_GRAD record, where the backend runs it natively (the CPU: one GEMM with the batch
+/* The weight gradient of an ungrouped 2-D convolution over a batch as one CONV_WEIGHT_GRAD
+ * record, where the backend runs it natively (the CPU: one GEMM with the batch
  * inside the reduction, its im2col operand packed straight from the padded images). NULL
  * without an error when the geometry does not fit or the backend lacks the record. */
 static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
@@ -104,13 +104,14 @@ static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, con
        CUDA kernels' 128 x 128 tiles leave the GPU idle (Fashion-MNIST's epoch on the H200 took
        4.8 s with one such product, 2.0 s with the per-sample products) */
     if (em_tensor_device(x).backend != 0) return NULL;
-    for (int d = 0; d < 2; d++)
-        if (g->stride[d] != 1 || g->dil[d] != 1) return NULL;
     int64_t k[2] = {ksize[0], ksize[1]}, lo[2] = {g->plo[0], g->plo[1]};
-    int64_t hi[2] = {g->phi[0], g->phi[1]};
-    for (int d = 0; d < 2; d++)
-        if (gy->shape[2 + d] != x->shape[2 + d] + lo[d] + hi[d] - k[d] + 1) return NULL;
-    return tn_conv2d_weight_grad(x, gy, k, lo, hi, true);
+    int64_t hi[2] = {g->phi[0], g->phi[1]}, st[2] = {g->stride[0], g->stride[1]};
+    int64_t dil[2] = {g->dil[0], g->dil[1]};
+    for (int d = 0; d < 2; d++) {
+        int64_t span = x->shape[2 + d] + lo[d] + hi[d] - dil[d] * (k[d] - 1) - 1;
+        if (span < 0 || gy->shape[2 + d] != span / st[d] + 1) return NULL;
+    }
+    return tn_conv2d_weight_grad(x, gy, k, st, dil, lo, hi, true);
 }
 
 /* The same weight gradient for 1-D and 2-D convolutions with symmetric padding, as im2col of x
@@ -251,7 +252,8 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
 
 /* CONV_WEIGHT_GRAD: gw is bilinear in x and gy; for its upstream gradient gg [Co, C, kh, kw],
  * d/dgy is the forward conv2d of x with gg as weight and d/dx the input gradient of that conv,
- * conv_transpose2d(gy, gg), both with the record's pads (no out_pad: stride 1 drops nothing). */
+ * conv_transpose2d(gy, gg), both with the record's pads, strides and dilations (out_pad gives
+ * back the rows and columns of x a stride left out of every window). */
 static em_status weight_grad_backward(ad_ctx *c)
 {
     const em_op *op = c->op;
@@ -260,8 +262,14 @@ static em_status weight_grad_backward(ad_ctx *c)
     for (int d = 0; d < 2; d++) {
         o.pad_lo[d] = op->i[2 + d];
         o.pad_hi[d] = op->i[4 + d];
+        o.stride[d] = op->i[6 + d];
+        o.dilation[d] = op->i[8 + d];
+        int64_t span = ad_in_shape(c, 0).dims[2 + d] + o.pad_lo[d] + o.pad_hi[d] -
+                       o.dilation[d] * (op->i[d] - 1) - 1;
+        o.out_pad[d] = span % o.stride[d];
     }
     if (c->needs[0]) c->gin[0] = em_conv_transpose2d(op->in[1], gg, NULL, o);
+    o.out_pad[0] = o.out_pad[1] = 0;
     if (c->needs[1]) c->gin[1] = em_conv2d(op->in[0], gg, NULL, o);
     return em_failed() ? em_last_status() : EM_OK;
 }

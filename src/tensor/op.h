@@ -98,13 +98,14 @@ em_tensor *tn_sdpa_lse(const em_tensor *q, const em_tensor *k, const em_tensor *
 /* Config sdpa_fused_backward is not off: the sdpa rule may emit the SDPA_BACKWARD record. */
 bool tn_sdpa_fused_backward_on(void);
 
-/* The weight gradient of an ungrouped, stride-1, undilated 2-D convolution (a CONV_WEIGHT_GRAD
- * record, see ops_conv.c): for x [N, C, H, W] and gy [N, Co, OH, OW] with OH = H + pad_lo[0] +
- * pad_hi[0] - k[0] + 1 (OW likewise), gw [Co, C, k[0], k[1]] = sum over n and the output
- * positions of gy times the zero-padded x's window. Where the backend does not run the record,
- * NULL without an error with `native_only`, else the same value composed of pad, im2col, matmul
- * and sum. */
+/* The weight gradient of an ungrouped 2-D convolution (a CONV_WEIGHT_GRAD record, see
+ * ops_conv.c): for x [N, C, H, W] and gy [N, Co, OH, OW] with OH = (H + pad_lo[0] + pad_hi[0] -
+ * dil[0] (k[0] - 1) - 1) / stride[0] + 1 (OW likewise), gw [Co, C, k[0], k[1]] = sum over n and
+ * the output positions of gy times the zero-padded x's window. stride, dil: NULL for 1. Where
+ * the backend does not run the record, NULL without an error with `native_only`, else the same
+ * value composed of pad, im2col, matmul and sum. */
 em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
+                                 const int64_t stride[2], const int64_t dil[2],
                                  const int64_t pad_lo[2], const int64_t pad_hi[2],
                                  bool native_only);
 

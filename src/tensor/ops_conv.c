@@ -16,10 +16,11 @@
  *   for COL2IM.
  * CONV_WEIGHT_GRAD (tn_conv2d_weight_grad, internal: the conv rule's weight gradient): in[0] =
  *   x [N, C, H, W], in[1] = gy [N, Co, OH, OW], one float dtype -> gw [Co, C, kh, kw],
- *   gw[co, c, a, b] = sum_{n, oh, ow} gy[n, co, oh, ow] * x[n, c, oh + a - pt, ow + b - pl] (0
- *   outside x): the weight gradient of an ungrouped stride-1 undilated conv2d. i[0..1] =
- *   kernel (kh, kw), i[2..3] = pad_lo (pt, pl), i[4..5] = pad_hi; OH = H + pt + pad_hi[0] - kh +
- *   1, OW likewise.
+ *   gw[co, c, a, b] = sum_{n, oh, ow} gy[n, co, oh, ow] * x[n, c, oh sh + a dh - pt,
+ *   ow sw + b dw - pl] (0 outside x): the weight gradient of an ungrouped conv2d. i[0..1] =
+ *   kernel (kh, kw), i[2..3] = pad_lo (pt, pl), i[4..5] = pad_hi, i[6..7] = stride (sh, sw),
+ *   i[8..9] = dilation (dh, dw); OH = (H + pt + pad_hi[0] - dh (kh - 1) - 1) / sh + 1, OW
+ *   likewise.
  */
 #include <string.h>
 
@@ -361,15 +362,16 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
 /* The composition a backend without CONV_WEIGHT_GRAD runs: per sample im2col of the padded x,
  * one batched product with gy and a sum over the batch. */
 static em_tensor *weight_grad_composed(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
+                                       const int64_t stride[2], const int64_t dil[2],
                                        const int64_t pad_lo[2], const int64_t pad_hi[2])
 {
     int64_t N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3];
-    int64_t pads[4] = {pad_lo[1], pad_hi[1], pad_lo[0], pad_hi[0]}, one[2] = {1, 1};
+    int64_t pads[4] = {pad_lo[1], pad_hi[1], pad_lo[0], pad_hi[0]};
     int64_t zero[2] = {0, 0};
     em_scope_begin();
     em_tensor *xp = em_pad(x, pads, 2, EM_PAD_CONSTANT, 0.0);
-    em_tensor *cols = em_im2col(xp, k, one, zero, one); /* [N, C*kh*kw, L] */
+    em_tensor *cols = em_im2col(xp, k, dil, zero, stride); /* [N, C*kh*kw, L] */
     em_tensor *p = em_matmul(em_reshape(gy, EM_SHAPE(N, Co, L)), em_transpose(cols, 1, 2));
     em_tensor *s = em_sum(p, (em_axes){.n = 1, .d = {0}}, false); /* [Co, C*kh*kw] */
     em_tensor *r = em_keep(em_reshape(s, EM_SHAPE(Co, C, k[0], k[1])));
@@ -378,8 +380,11 @@ static em_tensor *weight_grad_composed(const em_tensor *x, const em_tensor *gy, 
 }
 
 em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
+                                 const int64_t stride_in[2], const int64_t dil_in[2],
                                  const int64_t pad_lo[2], const int64_t pad_hi[2], bool native_only)
 {
+    int64_t stride[2] = {stride_in ? stride_in[0] : 1, stride_in ? stride_in[1] : 1};
+    int64_t dil[2] = {dil_in ? dil_in[0] : 1, dil_in ? dil_in[1] : 1};
     const char *fn = "conv_weight_grad";
     if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, gy, "gy")) return NULL;
     if (!conv_dtype_ok(fn, x, "input", NULL) || !conv_dtype_ok(fn, gy, "output gradient", x))
@@ -390,12 +395,15 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
         return NULL;
     }
     for (int d = 0; d < 2; d++) {
-        int64_t o = x->shape[2 + d] + pad_lo[d] + pad_hi[d] - k[d] + 1;
-        if (k[d] < 1 || pad_lo[d] < 0 || pad_hi[d] < 0 || o < 1 || gy->shape[2 + d] != o) {
+        int64_t span = x->shape[2 + d] + pad_lo[d] + pad_hi[d] - dil[d] * (k[d] - 1) - 1;
+        bool ok = k[d] >= 1 && stride[d] >= 1 && dil[d] >= 1 && pad_lo[d] >= 0 && pad_hi[d] >= 0;
+        if (!ok || span < 0 || gy->shape[2 + d] != span / stride[d] + 1) {
             em_error(EM_ERR_SHAPE,
-                     "%s: kernel %lld, pads (%lld, %lld) over x %s do not give gy %s (dim %d)", fn,
-                     (long long)k[d], (long long)pad_lo[d], (long long)pad_hi[d],
-                     tn_dims_str(x->shape, x->rank), tn_dims_str(gy->shape, gy->rank), d);
+                     "%s: kernel %lld, stride %lld, dilation %lld, pads (%lld, %lld) over x %s do "
+                     "not give gy %s (dim %d)",
+                     fn, (long long)k[d], (long long)stride[d], (long long)dil[d],
+                     (long long)pad_lo[d], (long long)pad_hi[d], tn_dims_str(x->shape, x->rank),
+                     tn_dims_str(gy->shape, gy->rank), d);
             return NULL;
         }
     }
@@ -407,12 +415,13 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
     op.in[0] = (em_tensor *)x, op.in[1] = (em_tensor *)gy;
     op.i[0] = k[0], op.i[1] = k[1];
     op.i[2] = pad_lo[0], op.i[3] = pad_lo[1], op.i[4] = pad_hi[0], op.i[5] = pad_hi[1];
+    op.i[6] = stride[0], op.i[7] = stride[1], op.i[8] = dil[0], op.i[9] = dil[1];
     /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
     em_tensor desc;
     tn_describe(&desc, x->dtype, shape, 4, x->storage);
     op.out[0] = &desc;
     if (!tn_supported(&op))
-        return native_only ? NULL : weight_grad_composed(x, gy, k, pad_lo, pad_hi);
+        return native_only ? NULL : weight_grad_composed(x, gy, k, stride, dil, pad_lo, pad_hi);
     op.out[0] = tn_new(x->dtype, shape, 4, x->storage->device);
     return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
 }

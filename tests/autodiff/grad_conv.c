@@ -222,14 +222,14 @@ static void run_fold(void)
  * through its own rule; on the CPU even when the suite runs on another device (where the
  * front-end composes other ops instead). */
 typedef struct wgrad_case {
-    int64_t x[4], gy[4], k[2], lo[2], hi[2];
+    int64_t x[4], gy[4], k[2], lo[2], hi[2], st[2], dil[2];
 } wgrad_case;
 
 static em_tensor *f_wgrad(em_tensor *const *in, int n, void *ctx)
 {
     (void)n;
     const wgrad_case *c = ctx;
-    em_tensor *g = tn_conv2d_weight_grad(in[0], in[1], c->k, c->lo, c->hi, true);
+    em_tensor *g = tn_conv2d_weight_grad(in[0], in[1], c->k, c->st, c->dil, c->lo, c->hi, true);
     if (!g && !em_failed()) em_error(EM_ERR_UNSUPPORTED, "conv_weight_grad: not native here");
     return g ? em_mul(g, g) : NULL;
 }
@@ -239,10 +239,12 @@ static void run_wgrad(void)
     em_device dev = h_dev;
     h_dev = EM_CPU; /* the harness makes inputs and weights on h_dev */
     const wgrad_case cases[] = {
-        {{2, 2, 4, 5}, {2, 3, 4, 5}, {3, 3}, {1, 1}, {1, 1}},
-        {{3, 1, 5, 4}, {3, 4, 5, 2}, {2, 3}, {1, 0}, {0, 0}},
+        {{2, 2, 4, 5}, {2, 3, 4, 5}, {3, 3}, {1, 1}, {1, 1}, {1, 1}, {1, 1}},
+        {{3, 1, 5, 4}, {3, 4, 5, 2}, {2, 3}, {1, 0}, {0, 0}, {1, 1}, {1, 1}},
+        /* stride 2 x 1 (a row of x in no window), dilation 1 x 2 */
+        {{2, 2, 6, 5}, {2, 3, 3, 4}, {2, 2}, {1, 0}, {0, 1}, {2, 1}, {1, 2}},
     };
-    for (int ci = 0; ci < 2; ci++) {
+    for (int ci = 0; ci < 3; ci++) {
         const wgrad_case *c = &cases[ci];
         for (int l = 0; l < H_LAYOUT_COUNT; l++) {
             em_scope_begin();

@@ -654,22 +654,28 @@ static void test_bad_inputs(void)
 
 /* ---- conv_weight_grad (internal) ------------------------------------------------------------ */
 
-/* gw[co, c, a, b] = sum_{n, oh, ow} gy[n, co, oh, ow] x[n, c, oh + a - pt, ow + b - pl]. */
+/* gw[co, c, a, b] = sum_{n, oh, ow} gy[n, co, oh, ow] x[n, c, oh sh + a dh - pt,
+ * ow sw + b dw - pl]. */
 static void test_weight_grad(void)
 {
-    static const int64_t cases[][11] = {
-        /* n  c  co  h  w  kh kw pt pb pl pr */
-        {2, 3, 4, 5, 6, 3, 3, 1, 1, 1, 1},
-        {3, 1, 8, 7, 5, 3, 3, 1, 1, 1, 1},
-        {1, 2, 3, 4, 4, 1, 1, 0, 0, 0, 0},
-        {2, 2, 3, 6, 7, 5, 3, 2, 0, 1, 2},
+    static const int64_t cases[][15] = {
+        /* n  c  co  h  w  kh kw pt pb pl pr sh sw dh dw */
+        {2, 3, 4, 5, 6, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+        {3, 1, 8, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+        {1, 2, 3, 4, 4, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1},
+        {2, 2, 3, 6, 7, 5, 3, 2, 0, 1, 2, 1, 1, 1, 1},
+        {2, 3, 4, 9, 8, 3, 3, 1, 1, 1, 1, 2, 2, 1, 1},  /* stride 2, a row left over */
+        {1, 2, 5, 11, 9, 3, 2, 2, 1, 0, 1, 3, 2, 2, 3}, /* strides and dilations */
     };
     em_dtype dts[] = {EM_F64, EM_F32, EM_F16, EM_BF16};
-    for (int ci = 0; ci < 4; ci++) {
+    for (int ci = 0; ci < 6; ci++) {
         const int64_t *k = cases[ci];
         int64_t N = k[0], C = k[1], Co = k[2], H = k[3], W = k[4], kh = k[5], kw = k[6];
-        int64_t OH = H + k[7] + k[8] - kh + 1, OW = W + k[9] + k[10] - kw + 1;
+        int64_t sh = k[11], sw = k[12], dh = k[13], dw = k[14];
+        int64_t OH = (H + k[7] + k[8] - dh * (kh - 1) - 1) / sh + 1;
+        int64_t OW = (W + k[9] + k[10] - dw * (kw - 1) - 1) / sw + 1;
         int64_t kern[2] = {kh, kw}, lo[2] = {k[7], k[9]}, hi[2] = {k[8], k[10]};
+        int64_t st[2] = {sh, sw}, dil[2] = {dh, dw};
         for (int di = 0; di < 4; di++)
             for (int l = 0; l < H_LAYOUT_COUNT; l++) {
                 if (di >= 2 && l != ci % H_LAYOUT_COUNT) continue;
@@ -688,7 +694,8 @@ static void test_weight_grad(void)
                                 for (int64_t n = 0; n < N; n++)
                                     for (int64_t oh = 0; oh < OH; oh++)
                                         for (int64_t ow = 0; ow < OW; ow++) {
-                                            int64_t ih = oh + a - k[7], iw = ow + b - k[9];
+                                            int64_t ih = oh * sh + a * dh - k[7];
+                                            int64_t iw = ow * sw + b * dw - k[9];
                                             if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
                                             s += gv[((n * Co + o) * OH + oh) * OW + ow] *
                                                  xv[((n * C + c) * H + ih) * W + iw];
@@ -700,14 +707,14 @@ static void test_weight_grad(void)
                 snprintf(what, sizeof what, "conv_weight_grad case %d %s layout %d", ci,
                          em_dtype_name(dt), l);
                 em_shape ws = EM_SHAPE(Co, C, kh, kw);
-                h_check_tensor(what, tn_conv2d_weight_grad(x, gy, kern, lo, hi, false), e, ws,
-                               h_atol(dt) * tol, h_rtol(dt) * tol);
+                h_check_tensor(what, tn_conv2d_weight_grad(x, gy, kern, st, dil, lo, hi, false), e,
+                               ws, h_atol(dt) * tol, h_rtol(dt) * tol);
                 if (h_dev.backend != 0) { /* the record itself, on the CPU */
                     em_tensor *xc = em_to_device(x, EM_CPU), *gc = em_to_device(gy, EM_CPU);
                     snprintf(what, sizeof what, "conv_weight_grad case %d %s layout %d on cpu", ci,
                              em_dtype_name(dt), l);
-                    h_check_tensor(what, tn_conv2d_weight_grad(xc, gc, kern, lo, hi, true), e, ws,
-                                   h_atol(dt) * tol, h_rtol(dt) * tol);
+                    h_check_tensor(what, tn_conv2d_weight_grad(xc, gc, kern, st, dil, lo, hi, true),
+                                   e, ws, h_atol(dt) * tol, h_rtol(dt) * tol);
                 }
                 CHECK_OK(what);
                 free(e);
@@ -720,12 +727,12 @@ static void test_weight_grad(void)
     em_scope_begin();
     int64_t k3[2] = {3, 3}, p1[2] = {1, 1};
     em_tensor *x = em_zeros(EM_SHAPE(2, 3, 5, 5), EM_F32, h_dev);
-    CHECK(tn_conv2d_weight_grad(x, em_zeros(EM_SHAPE(2, 4, 4, 5), EM_F32, h_dev), k3, p1, p1,
-                                false) == NULL,
+    CHECK(tn_conv2d_weight_grad(x, em_zeros(EM_SHAPE(2, 4, 4, 5), EM_F32, h_dev), k3, NULL, NULL,
+                                p1, p1, false) == NULL,
           "conv_weight_grad: gy of the wrong size accepted");
     CHECK_ERR(EM_ERR_SHAPE, "conv_weight_grad");
-    CHECK(tn_conv2d_weight_grad(x, em_zeros(EM_SHAPE(2, 4, 5, 5), EM_I32, h_dev), k3, p1, p1,
-                                false) == NULL,
+    CHECK(tn_conv2d_weight_grad(x, em_zeros(EM_SHAPE(2, 4, 5, 5), EM_I32, h_dev), k3, NULL, NULL,
+                                p1, p1, false) == NULL,
           "conv_weight_grad: an int gy accepted");
     CHECK_ERR(EM_ERR_DTYPE, "conv_weight_grad");
     em_scope_end();

@@ -127,8 +127,29 @@ static inline void load_t8(const float *const *r, int nr, int m, __m256 *t)
     cpu_avx2_transpose8(a, t);
 }
 
-void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
-                              float *dst)
+/* As load_t8 for rows read at step 2: r[c][0], r[c][2], ..., r[c][2 (m - 1)] (nothing read past
+ * the last). */
+static inline void load_t8_s2(const float *const *r, int nr, int m, __m256 *t)
+{
+    __m256 a[8];
+    for (int c = 0; c < 8; c++) {
+        if (c >= nr) {
+            a[c] = _mm256_setzero_ps();
+        } else if (m == 8) { /* r[0 .. 7] and r[7 .. 14]: lanes r0 r2 r8 r10 | r4 r6 r12 r14 */
+            __m256 p = _mm256_shuffle_ps(_mm256_loadu_ps(r[c]), _mm256_loadu_ps(r[c] + 7),
+                                         _MM_SHUFFLE(3, 1, 2, 0));
+            a[c] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8));
+        } else {
+            float v[8] = {0};
+            for (int i = 0; i < m; i++) v[i] = r[c][2 * i];
+            a[c] = _mm256_loadu_ps(v);
+        }
+    }
+    cpu_avx2_transpose8(a, t);
+}
+
+void cpu_conv_wgrad_pack_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst)
 {
     int tail = w % 8;
     __m256i tm = cpu_avx2_lanes(tail);
@@ -137,9 +158,12 @@ void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, 
         for (int g = 0; g < w; g += 8) {
             const float *r[8];
             int nr = n - g < 8 ? n - g : 8;
-            for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k;
+            for (int c = 0; c < nr; c++) r[c] = b + off[g + c] + k * step;
             __m256 t[8];
-            load_t8(r, nr, m, t);
+            if (step == 2)
+                load_t8_s2(r, nr, m, t);
+            else
+                load_t8(r, nr, m, t);
             if (g + 8 <= w) {
                 for (int i = 0; i < m; i++) _mm256_storeu_ps(dst + (k + i) * w + g, t[i]);
             } else if (w < 8) {

@@ -34,12 +34,12 @@ void cpu_conv_gather2_avx2(const float *s, float *d, int64_t n);
 /* The implicit im2col's packing (cpu_conv_wgrad.c) along one run of positions, plain copies
  * (the same bytes as a scalar loop): dst[r * w + c] = b[off[c] + r * step] for c < n and r <
  * run, 0 for n <= c < w.
- * pack: step 1 (channel-major images, or gy's rows), 8 x 8 transposes; reads nothing past
- *   b[off[c] + run - 1].
+ * pack: step 1 or 2 (channel-major images, or gy's rows), 8 x 8 transposes; reads nothing past
+ *   b[off[c] + (run - 1) step].
  * copy: any step (channels-last images), n and w multiples of 8 and off[g + i] = off[g] + i for
  *   each group of 8 columns g, i < 8: two vector moves per 16 columns. */
-void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
-                              float *dst);
+void cpu_conv_wgrad_pack_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst);
 void cpu_conv_wgrad_copy_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
                               int64_t run, float *dst);
 /* One row of channels-last images from channel-major ones: d[w * C + c] = s[c * cs + w] for w <

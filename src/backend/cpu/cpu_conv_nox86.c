@@ -41,10 +41,10 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
     absent(__func__);
 }
 
-void cpu_conv_wgrad_pack_avx2(const float *b, const int64_t *off, int n, int w, int64_t run,
-                              float *dst)
+void cpu_conv_wgrad_pack_avx2(const float *b, int64_t step, const int64_t *off, int n, int w,
+                              int64_t run, float *dst)
 {
-    (void)b, (void)off, (void)n, (void)w, (void)run, (void)dst;
+    (void)b, (void)step, (void)off, (void)n, (void)w, (void)run, (void)dst;
     absent(__func__);
 }
 

@@ -1,5 +1,5 @@
-/* CPU kernel of CONV_WEIGHT_GRAD, the weight gradient of a stride-1 conv2d, as ONE GEMM over the
- * whole batch: gw [Co, C*kh*kw] = gy' [Co, N*OH*OW] . cols^T, whose im2col operand cols is never
+/* CPU kernel of CONV_WEIGHT_GRAD, the weight gradient of a conv2d, as ONE GEMM over the whole
+ * batch: gw [Co, C*kh*kw] = gy' [Co, N*OH*OW] . cols^T, whose im2col operand cols is never
  * written: the GEMM's packing callback reads its panels straight from the zero-padded images
  * (an implicit im2col), so the column matrix (kh*kw times the image) costs no memory pass. */
 #include <assert.h>
@@ -11,13 +11,14 @@
 #include "cpu_gemm.h"
 
 /* cols[j, q] for column j of C*kh*kw and position q = (n, oh, ow) of N*OH*OW is the padded
- * image at (n, c, oh + a, ow + b), the column j = (c, a, b) for channel-major images [N, C, Hp,
- * Wp] or j = (a, b, c) for channels-last ones [N, Hp, Wp, C] (then 8 consecutive columns are 8
- * consecutive floats of the image: vector copies instead of transposes). */
+ * image at (n, c, oh sh + a dh, ow sw + b dw), the column j = (c, a, b) for channel-major images
+ * [N, C, Hp, Wp] or j = (a, b, c) for channels-last ones [N, Hp, Wp, C] (then 8 consecutive
+ * columns are 8 consecutive floats of the image: vector copies instead of transposes). */
 typedef struct wg_cols {
     const void *xp; /* the padded images in the work type */
     bool dbl, avx2, nhwc;
     int64_t C, kh, kw, Wp, OH, OW, item; /* item = C * Hp * Wp */
+    int64_t sh, sw, dh, dw;              /* strides and dilations */
 } wg_cols;
 
 #define WG_MAXW 64 /* widest register tile side of any kernel set */
@@ -36,8 +37,8 @@ static void pack_run(const void *b, bool dbl, bool avx2, bool groups, int64_t st
         }
     } else if (avx2 && groups && n % 8 == 0 && w % 8 == 0) {
         cpu_conv_wgrad_copy_avx2(b, step, off, n, w, run, dst);
-    } else if (avx2 && step == 1) {
-        cpu_conv_wgrad_pack_avx2(b, off, n, w, run, dst);
+    } else if (avx2 && (step == 1 || step == 2)) {
+        cpu_conv_wgrad_pack_avx2(b, step, off, n, w, run, dst);
     } else {
         const float *s = b;
         float *d = dst;
@@ -50,7 +51,8 @@ static void pack_run(const void *b, bool dbl, bool avx2, bool groups, int64_t st
 
 /* The GEMM's packing callback: dst[k * w + c] = cols[j0 + c, k0 + k], zeros for c >= n. A
  * block of positions is walked one output row (a run of OW positions, or what is left of it)
- * at a time: along a run, every column reads the image at a fixed step (1, or C channels-last). */
+ * at a time: along a run, every column reads the image at a fixed step (sw, or sw C
+ * channels-last). */
 static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n, int w, void *dst)
 {
     const wg_cols *x = vc;
@@ -62,18 +64,18 @@ static void pack_cols(const void *vc, int64_t k0, int64_t kc, int64_t j0, int n,
         int64_t j = j0 + c;
         if (x->nhwc) {
             int64_t t = j / x->C;
-            off[c] = ((t / x->kw) * x->Wp + t % x->kw) * x->C + j % x->C;
+            off[c] = ((t / x->kw) * x->dh * x->Wp + t % x->kw * x->dw) * x->C + j % x->C;
         } else {
             int64_t t = j % kk;
-            off[c] = (j / kk) * plane + (t / x->kw) * x->Wp + t % x->kw;
+            off[c] = (j / kk) * plane + (t / x->kw) * x->dh * x->Wp + t % x->kw * x->dw;
         }
     }
     int64_t L = x->OH * x->OW, img = k0 / L, l = k0 % L, oh = l / x->OW, ow = l % x->OW;
     for (int64_t k = 0; k < kc;) {
         int64_t run = x->OW - ow < kc - k ? x->OW - ow : kc - k;
-        int64_t base = img * x->item + oh * row + ow * step;
-        pack_run((const char *)x->xp + (size_t)base * es, x->dbl, x->avx2, x->nhwc, step, off, n, w,
-                 run, (char *)dst + (size_t)(k * w) * es);
+        int64_t base = img * x->item + oh * x->sh * row + ow * x->sw * step;
+        pack_run((const char *)x->xp + (size_t)base * es, x->dbl, x->avx2, x->nhwc, x->sw * step,
+                 off, n, w, run, (char *)dst + (size_t)(k * w) * es);
         k += run;
         ow += run;
         if (ow == x->OW) {
@@ -252,7 +254,9 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     int64_t kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
     int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
-    if (!dbl && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
+    int64_t sh = op->i[6], sw = op->i[7], dh = op->i[8], dw = op->i[9];
+    bool unit = sh == 1 && sw == 1 && dh == 1 && dw == 1;
+    if (!dbl && unit && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
         (OH == 1 || gy->strides[2] == OW) && cpu_gemm_x86())
         return wgrad_dots(op, x, gy, out);
     bool b_side = ckk >= Co;
@@ -266,7 +270,11 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
                     .Wp = Wp,
                     .OH = OH,
                     .OW = OW,
-                    .item = C * Hp * Wp};
+                    .item = C * Hp * Wp,
+                    .sh = sh,
+                    .sw = sw,
+                    .dh = dh,
+                    .dw = dw};
     void *xp = cpu_cache_alloc((size_t)(N * cols.item > 0 ? N * cols.item : 1) * es);
     /* gy as B (its channels the product's columns) is packed straight from gy where its planes
      * are contiguous in the work type; else, and as A, from a copy gy' [Co, K] (measured: on

@@ -155,6 +155,19 @@ static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off,
 {
     size_t es = em_dtype_size(t->dtype);
     const char *base = (const char *)t->storage->data;
+    if (t->dtype == to && (to == EM_F32 || to == EM_F64)) { /* plain copies, rows at a time */
+        for (int64_t i = 0; i < rows; i++) {
+            const char *src = base + (off + i * rs) * (int64_t)es;
+            char *d = (char *)dst + i * cols * (int64_t)es;
+            if (cs == 1)
+                memcpy(d, src, (size_t)cols * es);
+            else if (to == EM_F32)
+                for (int64_t j = 0; j < cols; j++) ((float *)d)[j] = ((const float *)src)[j * cs];
+            else
+                for (int64_t j = 0; j < cols; j++) ((double *)d)[j] = ((const double *)src)[j * cs];
+        }
+        return;
+    }
     for (int64_t i = 0; i < rows; i++) {
         for (int64_t j = 0; j < cols; j++) {
             const char *src = base + (off + i * rs + j * cs) * (int64_t)es;
