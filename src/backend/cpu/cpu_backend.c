@@ -196,6 +196,19 @@ typedef struct conv_ctx {
     em_dtype dt_out, dt_in;
 } conv_ctx;
 
+/* n elements of size sizeof(T) from `in` to `o`, byte strides s[1] and s[0] (a stride of 0
+ * repeats); fixed-size memcpy compiles to plain moves and leaves alignment free. */
+#define STRIDED_COPY(T)                                                                            \
+    do {                                                                                           \
+        if (s[1] == 0) {                                                                           \
+            T v;                                                                                   \
+            memcpy(&v, in, sizeof v);                                                              \
+            for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], &v, sizeof v);                    \
+        } else {                                                                                   \
+            for (int64_t i = 0; i < n; i++) memcpy(o + i * s[0], in + i * s[1], sizeof(T));        \
+        }                                                                                          \
+    } while (0)
+
 static void copy_row(char **p, const int64_t *s, int64_t n, void *ctx)
 {
     const conv_ctx *c = ctx;
@@ -206,6 +219,14 @@ static void copy_row(char **p, const int64_t *s, int64_t n, void *ctx)
         if (s[0] == (int64_t)es && s[1] == (int64_t)es) {
             memcpy(o, in, (size_t)n * es);
             return;
+        }
+        /* strided or broadcast: typed moves (a memcpy call per element cost ~5 ns) */
+        switch (es) {
+        case 4: STRIDED_COPY(uint32_t); return;
+        case 8: STRIDED_COPY(uint64_t); return;
+        case 2: STRIDED_COPY(uint16_t); return;
+        case 1: STRIDED_COPY(uint8_t); return;
+        default: break;
         }
         for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) memcpy(o, in, es);
         return;

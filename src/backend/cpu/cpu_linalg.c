@@ -161,6 +161,8 @@ static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off,
             char *d = (char *)dst + i * cols * (int64_t)es;
             if (cs == 1)
                 memcpy(d, src, (size_t)cols * es);
+            else if (i > 0 && rs == 0) /* a broadcast row: the one before */
+                memcpy(d, d - cols * (int64_t)es, (size_t)cols * es);
             else if (to == EM_F32)
                 for (int64_t j = 0; j < cols; j++) ((float *)d)[j] = ((const float *)src)[j * cs];
             else
