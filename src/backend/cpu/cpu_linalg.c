@@ -153,6 +153,7 @@ static void batch_offsets(const mm_plan *p, int64_t t, int64_t *oa, int64_t *ob)
 static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off, int64_t rows,
                         int64_t cols, int64_t rs, int64_t cs)
 {
+    if (rows <= 0 || cols <= 0) return; /* (an empty tensor may have no memory at all) */
     size_t es = em_dtype_size(t->dtype);
     const char *base = (const char *)t->storage->data;
     if (t->dtype == to && (to == EM_F32 || to == EM_F64)) { /* plain copies, rows at a time */
