@@ -36,6 +36,15 @@ static void run_conv(void *c)
     em_scope_end();
 }
 
+/* forward and backward (x, w and bias) of the conv, with the loss sum(y * R) (a dense gradient) */
+static em_tensor *R;
+static void run_conv_fwbw(void *c)
+{
+    em_scope_begin();
+    em_backward(em_sum(em_mul(em_conv2d(X, W, Bias, conv_o), R), EM_ALL, false));
+    em_scope_end();
+}
+
 static em_pool_opts pool_o;
 static void run_pool(void *c)
 {
@@ -202,6 +211,16 @@ int main(int argc, char **argv)
         bench_run("conv_7x7s2", run_conv, NULL, 1, 7, 4);
         check("conv_7x7s2");
         em_release(X), em_release(W), em_release(Bias);
+    }
+    if (bench_selected(argc, argv, "conv_fwbw_7x7s2")) {
+        X = em_requires_grad(em_randn(EM_SHAPE(16, 3, 224, 224), EM_F32, EM_CPU), true);
+        W = em_requires_grad(em_randn(EM_SHAPE(64, 3, 7, 7), EM_F32, EM_CPU), true);
+        Bias = em_requires_grad(em_randn(EM_SHAPE(64), EM_F32, EM_CPU), true);
+        R = em_randn(EM_SHAPE(16, 64, 112, 112), EM_F32, EM_CPU);
+        conv_o = (em_conv_opts){.stride = {2, 2}, .pad_lo = {3, 3}, .pad_hi = {3, 3}};
+        bench_run("conv_fwbw_7x7s2", run_conv_fwbw, NULL, 1, 7, 4);
+        check("conv_fwbw_7x7s2");
+        em_release(X), em_release(W), em_release(Bias), em_release(R);
     }
     if (bench_selected(argc, argv, "maxpool_k3s1")) {
         X = em_randn(EM_SHAPE(2, 128, 512, 512), EM_F32, EM_CPU);

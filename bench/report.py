@@ -72,6 +72,8 @@ work = {  # case: ("flop", count) or ("byte", count)
     "gemv_n": ("byte", F * 4096 * 4096), "gemv_t": ("byte", F * 4096 * 4096),
     "conv_3x3": ("flop", 2 * 16 * 64 * 56 * 56 * 64 * 9),
     "conv_7x7s2": ("flop", 2 * 16 * 64 * 112 * 112 * 3 * 49),
+    # the forward and the gradients of x and w (a product of the forward's size each) and bias
+    "conv_fwbw_7x7s2": ("flop", 3 * 2 * 16 * 64 * 112 * 112 * 3 * 49),
     # max pooling without indices (both programs ask for values only): the input read once and
     # the output written once; k5 s2 p2 d2's windows touch only the even rows and columns, a
     # quarter of the input, but the whole input is counted, as for every case
@@ -84,7 +86,7 @@ work = {  # case: ("flop", count) or ("byte", count)
 
 order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "bf16_matmul_1024",
          "strided_matmul_1024", "gemv_n", "gemv_t", "conv_3x3",
-         "conv_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "layer_norm", "gelu", "sum",
+         "conv_7x7s2", "conv_fwbw_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "layer_norm", "gelu", "sum",
          "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn"]
 
 

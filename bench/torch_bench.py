@@ -91,6 +91,16 @@ def train_case(name, net, xshape, reps):
     run(name, step, 3, reps, 4)
 
 
+if selected("conv_fwbw_7x7s2"):
+    x, w, b = (torch.randn(16, 3, 224, 224).requires_grad_(), torch.randn(64, 3, 7, 7).requires_grad_(),
+               torch.randn(64).requires_grad_())
+    r = torch.randn(16, 64, 112, 112)
+
+    def conv_fwbw():
+        x.grad = w.grad = b.grad = None  # fresh gradients each time, as em_backward gives
+        (F.conv2d(x, w, b, stride=2, padding=3) * r).sum().backward()
+
+    run("conv_fwbw_7x7s2", conv_fwbw, 1, 7, 4)
 if selected("train_mlp"):
     nn = torch.nn
     train_case("train_mlp", nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
