@@ -32,32 +32,33 @@ nvrtc=$(ldconfig -p 2>/dev/null | grep -o '/[^ ]*libnvrtc.so[.0-9]*$' | head -1)
 [ -n "$nvrtc" ] && export EMBER_CUDA_NVRTC=$nvrtc
 VARIANTS=(default ${VARS:-})
 envof() { [ "$1" = default ] && echo "EMBER_VARIANT=default" || echo "$1"; }
+key() { echo "${1//[^A-Za-z0-9_]/_}"; } # a file name for a variant
 
 if [ -n "${TEST:-}" ]; then
     for v in "${VARIANTS[@]}"; do
         t0=$(date +%s)
-        env "$(envof "$v")" timeout "${LIMIT:-300}" "$B/$TEST" >"$L/test_$v.log" 2>&1
+        env "$(envof "$v")" timeout "${LIMIT:-300}" "$B/$TEST" >"$L/test_$(key "$v").log" 2>&1
         rc=$?
-        echo "$TEST [$v]: exit $rc, $(grep -E '^[0-9]+ passed' "$L/test_$v.log" | tail -1), $(($(date +%s) - t0)) s"
-        grep -m 5 FAIL "$L/test_$v.log"
+        echo "$TEST [$v]: exit $rc, $(grep -E '^[0-9]+ passed' "$L/test_$(key "$v").log" | tail -1), $(($(date +%s) - t0)) s"
+        grep -m 5 FAIL "$L/test_$(key "$v").log"
     done
 fi
 
 for r in $(seq "${ROUNDS:-3}"); do
     for v in "${VARIANTS[@]}"; do
-        env "$(envof "$v")" EMBER_CPU_FALLBACK=1 $B/gpu_bench "$@" >"$L/bench_${r}_$v.txt" 2>"$L/bench_${r}_$v.err"
+        env "$(envof "$v")" EMBER_CPU_FALLBACK=1 $B/gpu_bench "$@" >"$L/bench_${r}_$(key "$v").txt" 2>"$L/bench_${r}_$(key "$v").err"
     done
     python3 bench/gpu_torch.py "$@" >"$L/bench_${r}_torch.txt" 2>"$L/bench_${r}_torch.err"
 done
 
 python3 - "$L" "${ROUNDS:-3}" "${VARIANTS[@]}" torch <<'PY'
-import statistics, sys
+import re, statistics, sys
 L, rounds, cols = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
 ms = {}  # case -> column -> [per-round median ms]
 for r in range(1, rounds + 1):
     for c in cols:
         try:
-            lines = open(f"{L}/bench_{r}_{c}.txt").read().splitlines()
+            lines = open(f"{L}/bench_{r}_{re.sub('[^A-Za-z0-9_]', '_', c)}.txt").read().splitlines()
         except OSError:
             continue
         for line in lines:
@@ -79,9 +80,9 @@ if [ -n "${NCU:-}" ] && command -v ncu >/dev/null; then
     M="gpu__time_duration.sum,launch__registers_per_thread,sm__pipe_tensor_op_hmma_cycles_active.avg.pct_of_peak_sustained_active,smsp__issue_active.avg.pct_of_peak_sustained_active,regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio"
     for v in "${VARIANTS[@]}"; do
         env "$(envof "$v")" timeout 200 ncu --clock-control none --metrics "$M" -k "regex:$NCU" \
-            --launch-count "${NCU_LAUNCHES:-4}" $B/gpu_bench "$1" >"$L/ncu_$v.txt" 2>&1
+            --launch-count "${NCU_LAUNCHES:-4}" $B/gpu_bench "$1" >"$L/ncu_$(key "$v").txt" 2>&1
         echo "== Nsight Compute, $1 [$v]"
-        grep -E '^  [a-zA-Z_].*\(|duration|registers|hmma|issue_active|stalled' "$L/ncu_$v.txt" |
+        grep -E '^  [a-zA-Z_].*\(|duration|registers|hmma|issue_active|stalled' "$L/ncu_$(key "$v").txt" |
             awk '!/stalled/ || $NF + 0 >= 0.2' | head -40
     done
 fi

@@ -446,10 +446,11 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
     if (st == EM_OK) {
-        /* config cuda_attn_bwd_dkdv 2: the kernel of 8 warps per 128 keys with P and dS through
-           shared memory; else 4 warps per 64 keys */
+        /* the kernel of 8 warps per 128 keys with P and dS through shared memory (on the H200:
+           7.69 against 7.96 ms at B2 H16 S8192 D128, bench/RESULTS.md); config
+           cuda_attn_bwd_dkdv 1: 4 warps per 64 keys */
         const char *kv = em_config_get("cuda_attn_bwd_dkdv");
-        bool v2 = kv && !strcmp(kv, "2");
+        bool v2 = !(kv && !strcmp(kv, "1"));
         int kb = v2 ? 128 : 64;
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dkdv%s_%s_d%d%s", v2 ? "2" : "", dts, (int)D, mks);
