@@ -411,6 +411,10 @@ static void test_matmul(void)
     test_matmul_tiles("auto");
     test_matmul_tiles("narrow");
     test_matmul_tiles("wide");
+    /* exact f32 on the copy-engine kernels (sm_90) wherever the layout fits */
+    em_config_set("cuda_f32_tma", "on");
+    test_matmul_tiles("auto");
+    em_config_set("cuda_f32_tma", "auto");
     em_config_set("cuda_mm_tile", "auto");
     em_config_set("cuda_f32_tile", "auto");
 }
@@ -627,6 +631,9 @@ static void test_matmul_bias_act(void)
     em_config_set("cuda_f32_tile", "auto");
     em_config_set("cuda_wgmma", "on");
     test_matmul_bias_act_paths("wgmma");
+    em_config_set("cuda_f32_tma", "on");
+    test_matmul_bias_act_paths("f32 tma");
+    em_config_set("cuda_f32_tma", "auto");
     /* three K slices wherever K allows them (the epilogue in the split-K sum), both f32 tiles */
     em_config_set("cuda_split_k", "3");
     test_matmul_bias_act_paths("split-K 3");

@@ -350,12 +350,19 @@ static em_status transpose4(int dev, const void *src, void *dst, long long rows,
 bool cuda_encode_tmap(cuda_tmap *m, int esz, const void *p, int64_t inner, int64_t outer,
                       int64_t ld_bytes, unsigned box_in, unsigned box_out)
 {
+    return cuda_encode_tmap_swizzle(m, esz, p, inner, outer, ld_bytes, box_in, box_out, true);
+}
+
+bool cuda_encode_tmap_swizzle(cuda_tmap *m, int esz, const void *p, int64_t inner, int64_t outer,
+                              int64_t ld_bytes, unsigned box_in, unsigned box_out, bool swizzle)
+{
     /* CU_TENSOR_MAP_DATA_TYPE_ UINT16 = 1, FLOAT32 = 7: the copy moves bits */
     uint64_t dims[2] = {(uint64_t)inner, (uint64_t)outer}, strides[1] = {(uint64_t)ld_bytes};
     unsigned box[2] = {box_in, box_out}, es[2] = {1, 1};
-    /* no interleave, CU_TENSOR_MAP_SWIZZLE_128B = 3, L2 promotion 128B = 2, zero fill */
+    /* no interleave, CU_TENSOR_MAP_SWIZZLE_128B = 3 (or NONE = 0), L2 promotion 128B = 2, zero
+     * fill */
     return cuda_drv.cuTensorMapEncodeTiled(m, esz == 2 ? 1 : 7, 2, (void *)p, dims, strides, box,
-                                           es, 0, 3, 2, 0) == 0;
+                                           es, 0, swizzle ? 3 : 0, 2, 0) == 0;
 }
 
 /* Whether the operand with unit stride along `unit` (1 = K, 0 = the other dim) fits a tensor map:
@@ -709,6 +716,53 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
     return parts;
 }
 
+/* ---- exact f32 fed by the copy engine (em_mm_sgt_<a><b>, kernels/matmul_wgmma.cu) ----------
+ * On sm_90 with one product (no batch) of at least one 128 x 128 tile per multiprocessor, both
+ * operands in a layout a tensor map takes (16-byte aligned base, unit stride along one dim, the
+ * other a multiple of 4 floats). Config cuda_f32_tma: off never, on whenever the layout fits
+ * (tests), unset: the rule. */
+static bool sgt_ok(int dev, const mm_arg *s)
+{
+    const char *v = em_config_get("cuda_f32_tma");
+    if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
+    const bool force = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
+    if (!force) return false; /* the rule: until measured */
+    return cuda_wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled && s->nbatch == 1 &&
+           s->K > 0 && s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
+}
+
+/* The product on em_mm_sgt_<a><b>: one block of 384 threads per multiprocessor (at most one per
+ * tile), 4 stages of 32 KiB. EM_ERR_UNSUPPORTED (nothing recorded) when the layout does not fit. */
+static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *what)
+{
+    const void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]);
+    if (((uintptr_t)ap | (uintptr_t)bp) & 15) return EM_ERR_UNSUPPORTED;
+    int am = tma_major(s->sam, s->sak, 4), bn = tma_major(s->sbn, s->sbk, 4);
+    if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
+    const int64_t M = s->M, N = s->N, K = s->K;
+    cuda_tmap ma, mb; /* k-contiguous: boxes of 32 k x 128 rows, swizzled; else 128 x 32 k */
+    bool ok = am ? cuda_encode_tmap_swizzle(&ma, 4, ap, M, K, s->sak * 4, 128, 32, false)
+                 : cuda_encode_tmap(&ma, 4, ap, K, M, s->sam * 4, 32, 128);
+    ok = ok && (bn ? cuda_encode_tmap_swizzle(&mb, 4, bp, N, K, s->sbk * 4, 128, 32, false)
+                   : cuda_encode_tmap(&mb, 4, bp, K, N, s->sbn * 4, 32, 128));
+    if (!ok) {
+        em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", what);
+        return EM_ERR_UNSUPPORTED;
+    }
+    char name[40];
+    snprintf(name, sizeof name, "em_mm_sgt_%c%c", am ? 'm' : 'k', bn ? 'n' : 'k');
+    CUfunction f = cuda_kernel(dev, name, what);
+    if (!f) return em_last_status();
+    const int64_t tiles = (M + 127) / 128 * ((N + 127) / 128);
+    const int64_t sms = cuda_device(dev)->sm_count;
+    unsigned grid[3] = {(unsigned)(tiles < sms ? tiles : sms), 1, 1}, block[3] = {384, 1, 1};
+    void *cp = tn_ptr(op->out[0]);
+    int mi = (int)M, ni = (int)N, ki = (int)K;
+    cuda_mm_epi ep = s->ep;
+    void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
+    return cuda_launch_grid_smem(dev, f, grid, block, 4 * 32768 + 1024 + 64, params, what);
+}
+
 /* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per
  * multiprocessor, or one and K >= 1024; else 64 x 64 (more, smaller blocks for a transformer's
  * [512, 768] x [768, 768]: 24 tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256
@@ -914,6 +968,12 @@ static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const ch
             if (!f) return em_last_status();
             /* 3 stages of two 128 x 32 float tiles, rows padded to 36 (matmul.cu) */
             return cuda_launch_grid_smem(dev, f, grid, block, 3 * 2 * 128 * 36 * 4, params, what);
+        }
+        if (!tf32 && sgt_ok(dev, &s)) {
+            em_status st = run_sgt(op, &s, dev, what);
+            *fused = true;
+            if (st != EM_ERR_UNSUPPORTED) return st;
+            *fused = false;
         }
         int tile = tf32 || (s.M + 63) / 64 > 65535 ? 128 : sgemm_tile(dev, &s);
         int parts = split_k_parts(dev, &s, tile);

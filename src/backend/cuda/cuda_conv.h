@@ -33,5 +33,8 @@ typedef struct cuda_tmap {
  * false when the driver refuses the layout. */
 bool cuda_encode_tmap(cuda_tmap *m, int esz, const void *p, int64_t inner, int64_t outer,
                       int64_t ld_bytes, unsigned box_in, unsigned box_out);
+/* The same with the 128-byte swizzle (swizzle) or none (the box's rows stored dense). */
+bool cuda_encode_tmap_swizzle(cuda_tmap *m, int esz, const void *p, int64_t inner, int64_t outer,
+                              int64_t ld_bytes, unsigned box_in, unsigned box_out, bool swizzle);
 
 #endif

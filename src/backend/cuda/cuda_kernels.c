@@ -398,8 +398,22 @@ static em_status compile(int device, const char *unit, const char *src, const ch
                         nvrtc.GetErrorString(r));
     char archopt[64];
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
-    const char *opts[] = {archopt, "--std=c++17", "-default-device"};
-    r = nvrtc.CompileProgram(prog, 3, opts);
+    /* config cuda_ptxas_info (EMBER_CUDA_PTXAS_INFO=1): ptxas reports each kernel's registers,
+     * stack frame and spills, printed to stderr (a kernel developer's check) */
+    const char *info = em_config_get("cuda_ptxas_info");
+    const bool verbose = info && strcmp(info, "0") && strcmp(info, "off");
+    const char *opts[] = {archopt, "--std=c++17", "-default-device", "--ptxas-options=-v"};
+    r = nvrtc.CompileProgram(prog, verbose ? 4 : 3, opts);
+    if (r == 0 && verbose) {
+        size_t ln = 0;
+        nvrtc.GetProgramLogSize(prog, &ln);
+        char *log = malloc(ln + 1);
+        if (log && nvrtc.GetProgramLog(prog, log) == 0) {
+            log[ln] = '\0';
+            fprintf(stderr, "%s (%s):\n%s\n", unit, arch, log);
+        }
+        free(log);
+    }
     if (r != 0) {
         size_t ln = 0;
         nvrtc.GetProgramLogSize(prog, &ln);

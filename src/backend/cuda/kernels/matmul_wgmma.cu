@@ -630,6 +630,151 @@ TWC_KERNEL(em_conv_tw_bf16_w, 1, 256)
 TWC_KERNEL(em_conv_tw_bf16_n, 1, 128)
 TWC_KERNEL(em_conv_tw_f16_w, 0, 256)
 TWC_KERNEL(em_conv_tw_f16_n, 0, 128)
+
+// ---- exact f32 on the copy engine: em_mm_sgt_<a><b> --------------------------------------------
+// Exact f32 products (FFMA, each output summed in k order as em_mm_sgemm_v4 does) whose operands
+// arrive by bulk tensor copies, so the 8 consumer warps issue nothing but shared loads and FFMAs
+// in the k loop: no global loads, no staging registers, no transposing stores, no block barrier.
+// Warpgroup 0's first thread is the producer (tw_produce: 4 stages of 32 k, full / empty
+// mbarriers), warpgroups 1 and 2 the consumers (setmaxnreg: 40 and 232 registers);
+// the grid holds one block per multiprocessor, each walking output tiles of 128 x 128 in
+// tw_tile's order, so the next tile's stages fill while the consumers store the last one.
+// Stage: A's tile at 0, B's at 16 KiB. A k-contiguous operand (a = k: A [M][K]; b = k: B [N][K])
+// comes in one box of 32 k x 128 rows with the 128-byte swizzle (row r's 16-byte chunk q at
+// q ^ (r % 8)); an m- or n-contiguous one (a = m: A [K][M]; b = n: B [K][N]) in one unswizzled
+// box of 128 x 32 k, [k][128]. Thread (ty, tx) of the 16 x 16 grid (a warp: 4 rows x 8 columns
+// of it) owns 8 rows and 8 columns: rows ty*4 + 0..3 and 64 + ty*4 + 0..3 from an m-contiguous A
+// (float4 along m), rows ty + 16 i from a k-contiguous one (float4 of 4 k steps per row, the
+// swizzle sending a warp's 4 rows to 4 different chunks: one wavefront); likewise the columns.
+#define SGT_STAGE 32768
+
+// The thread's 8 rows (r: ty for A, tx for B) of 4 k steps 4 q .. 4 q + 3 from a stage tile t, KC:
+// the operand is k-contiguous. v[i][kk]: row i, k step 4 q + kk.
+template <int KC>
+__device__ __forceinline__ void sgt_frag(float (&v)[8][4], const unsigned char *t, int q, int r)
+{
+    if (KC) {
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const float4 x = *(const float4 *)(t + r * 128 + i * 2048 + ((q ^ (r & 7)) << 4));
+            v[i][0] = x.x, v[i][1] = x.y, v[i][2] = x.z, v[i][3] = x.w;
+        }
+    } else {
+#pragma unroll
+        for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const float4 x = *(const float4 *)(t + (q * 4 + kk) * 512 + h * 256 + r * 16);
+                v[4 * h][kk] = x.x, v[4 * h + 1][kk] = x.y, v[4 * h + 2][kk] = x.z;
+                v[4 * h + 3][kk] = x.w;
+            }
+    }
+}
+
+template <int AK, int BK>
+__device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M, int N, int K,
+                           const mmep &ep)
+{
+    extern __shared__ __align__(1024) unsigned char tws[];
+    const unsigned base = tw_start(SGT_STAGE);
+    const unsigned char *sm = tws + (base - smem_u32(tws));
+    const int tid = threadIdx.x;
+    const int tm = (M + 127) / 128, tn = (N + 127) / 128, tiles = tm * tn, kts = (K + 31) / 32;
+    if (tid < 128) {
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        if (tid == 0)
+            tw_produce(base, SGT_STAGE, SGT_STAGE, tm, tn, kts,
+                       [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
+                           const int m0 = mt * 128, n0 = nt * 128, k0 = kt * 32;
+                           if (AK)
+                               tma_load_2d(sa, ma, k0, m0, full);
+                           else
+                               tma_load_2d(sa, ma, m0, k0, full);
+                           if (BK)
+                               tma_load_2d(sa + 16384, mb, k0, n0, full);
+                           else
+                               tma_load_2d(sa + 16384, mb, n0, k0, full);
+                       });
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+    const int w = (tid >> 5) - 4, lane = tid & 31;
+    const int tx = (w & 1) * 8 + (lane & 7), ty = (w >> 1) * 4 + (lane >> 3);
+    const unsigned full0 = base + TW_STAGES * SGT_STAGE, empty0 = full0 + 8 * TW_STAGES;
+    int it = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        int mt, nt;
+        tw_tile(t, tm, tn, mt, nt);
+        float acc[8][8];
+#pragma unroll
+        for (int i = 0; i < 8; i++)
+#pragma unroll
+            for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
+        for (int kt = 0; kt < kts; kt++, it++) {
+            const int s = it % TW_STAGES;
+            mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
+            const unsigned char *st = sm + s * SGT_STAGE;
+#pragma unroll
+            for (int q = 0; q < 8; q++) {
+                float a[8][4], b[8][4];
+                sgt_frag<AK>(a, st, q, ty);
+                sgt_frag<BK>(b, st + 16384, q, tx);
+#pragma unroll
+                for (int kk = 0; kk < 4; kk++)
+#pragma unroll
+                    for (int i = 0; i < 8; i++)
+#pragma unroll
+                        for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
+            }
+            __syncwarp();
+            if (lane == 0) mbar_arrive(empty0 + 8 * s);
+        }
+        const i64 m0 = (i64)mt * 128, n0 = (i64)nt * 128;
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const i64 row = m0 + (AK ? ty + 16 * i : (i >> 2) * 64 + ty * 4 + (i & 3));
+            if (row >= M) continue;
+            float *cr = c + row * N;
+            if constexpr (BK) {
+#pragma unroll
+                for (int j = 0; j < 8; j++) {
+                    const i64 col = n0 + tx + 16 * j;
+                    if (col < N)
+                        cr[col] = ep.on ? ep_apply<2>(ep, acc[i][j], col, row * N + col) : acc[i][j];
+                }
+            } else
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const i64 col = n0 + h * 64 + tx * 4;
+                float v[4];
+#pragma unroll
+                for (int e = 0; e < 4; e++)
+                    v[e] = ep.on && col + e < N ? ep_apply<2>(ep, acc[i][4 * h + e], col + e, row * N + col + e)
+                                                : acc[i][4 * h + e];
+                if ((N & 3) == 0 && col + 3 < N)
+                    *(float4 *)(cr + col) = make_float4(v[0], v[1], v[2], v[3]);
+                else
+#pragma unroll
+                    for (int e = 0; e < 4; e++)
+                        if (col + e < N) cr[col + e] = v[e];
+            }
+        }
+    }
+}
+
+// a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]); one block of 384 threads per
+// multiprocessor.
+#define SGT_KERNEL(name, AK, BK)                                                                   \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, float *c,     \
+             int M, int N, int K, mmep ep)                                                         \
+    {                                                                                              \
+        sgt_matmul<AK, BK>(&ma, &mb, c, M, N, K, ep);                                              \
+    }
+SGT_KERNEL(em_mm_sgt_kn, 1, 0)
+SGT_KERNEL(em_mm_sgt_kk, 1, 1)
+SGT_KERNEL(em_mm_sgt_mn, 0, 0)
+SGT_KERNEL(em_mm_sgt_mk, 0, 1)
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
