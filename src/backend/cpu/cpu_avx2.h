@@ -14,6 +14,15 @@ static inline __m256i cpu_avx2_lanes(int64_t n)
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(k), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
 }
 
+/* v[0], v[2], ..., v[14] in order, reading v[0 .. 14] only: the even lanes of v[0 .. 7] and the
+ * odd lanes of v[7 .. 14] (r0 r2 r8 r10 | r4 r6 r12 r14), then the 64-bit pairs in order. */
+static ALWAYS_INLINE __m256 cpu_avx2_even8(const float *v)
+{
+    __m256 p =
+        _mm256_shuffle_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 7), _MM_SHUFFLE(3, 1, 2, 0));
+    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8));
+}
+
 /* t[i] = (a[0][i], ..., a[7][i]): an 8x8 f32 block transposed in registers. Every a is read
  * before any t is written, so a == t transposes in place. */
 static inline void cpu_avx2_transpose8(const __m256 *a, __m256 *t)

@@ -104,11 +104,7 @@ void cpu_conv_direct_out_avx2(const float *t, float *o, int64_t n, float bias)
 void cpu_conv_gather2_avx2(const float *s, float *d, int64_t n)
 {
     int64_t o = 0;
-    for (; o + 8 < n; o += 8) { /* s[2 o + 15] < s[2 n - 2] */
-        __m256 p = _mm256_shuffle_ps(_mm256_loadu_ps(s + 2 * o), _mm256_loadu_ps(s + 2 * o + 8),
-                                     0x88); /* even elements, 128-bit lanes interleaved */
-        _mm256_storeu_ps(d + o, _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8)));
-    }
+    for (; o + 8 <= n; o += 8) _mm256_storeu_ps(d + o, cpu_avx2_even8(s + 2 * o));
     for (; o < n; o++) d[o] = s[2 * o];
 }
 
@@ -135,10 +131,8 @@ static inline void load_t8_s2(const float *const *r, int nr, int m, __m256 *t)
     for (int c = 0; c < 8; c++) {
         if (c >= nr) {
             a[c] = _mm256_setzero_ps();
-        } else if (m == 8) { /* r[0 .. 7] and r[7 .. 14]: lanes r0 r2 r8 r10 | r4 r6 r12 r14 */
-            __m256 p = _mm256_shuffle_ps(_mm256_loadu_ps(r[c]), _mm256_loadu_ps(r[c] + 7),
-                                         _MM_SHUFFLE(3, 1, 2, 0));
-            a[c] = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8));
+        } else if (m == 8) {
+            a[c] = cpu_avx2_even8(r[c]);
         } else {
             float v[8] = {0};
             for (int i = 0; i < m; i++) v[i] = r[c][2 * i];

@@ -68,12 +68,10 @@ static void check_init(sep_check *c)
     c->min = _mm256_set1_epi32(INT_MAX);
 }
 
-/* Elements v[0], v[s], ..., v[7 s] for s = 1 or 2 (v[0 .. 16) readable for s = 2), in order. */
+/* Elements v[0], v[s], ..., v[7 s] for s = 1 or 2, in order. */
 static ALWAYS_INLINE __m256 load_step(const float *v, int64_t s)
 {
-    if (s == 1) return _mm256_loadu_ps(v);
-    __m256 p = _mm256_shuffle_ps(_mm256_loadu_ps(v), _mm256_loadu_ps(v + 8), 0x88);
-    return _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(p), 0xD8));
+    return s == 1 ? _mm256_loadu_ps(v) : cpu_avx2_even8(v);
 }
 
 /* The horizontal pass of one output row: out[ow] = max over b of V[ow sw + b dw], 8 outputs at
