@@ -725,7 +725,8 @@ static bool sgt_ok(int dev, const mm_arg *s)
 {
     const char *v = em_config_get("cuda_f32_tma");
     if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
-    const bool force = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
+    const bool force =
+        v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "wide"));
     if (!force) return false; /* the rule: until measured */
     return cuda_wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled && s->nbatch == 1 &&
            s->K > 0 && s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
@@ -740,27 +741,34 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
     int am = tma_major(s->sam, s->sak, 4), bn = tma_major(s->sbn, s->sbk, 4);
     if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
     const int64_t M = s->M, N = s->N, K = s->K;
-    cuda_tmap ma, mb; /* k-contiguous: boxes of 32 k x 128 rows, swizzled; else 128 x 32 k */
+    /* config cuda_f32_tma = wide: 128 x 256 tiles where B is n-contiguous */
+    const char *v = em_config_get("cuda_f32_tma");
+    const bool wide = bn && v && !strcmp(v, "wide");
+    const unsigned bw = wide ? 256 : 128;
+    /* k-contiguous: boxes of 32 k x 128 rows, swizzled; else 128 (bw) x 32 k, unswizzled */
+    cuda_tmap ma, mb;
     bool ok = am ? cuda_encode_tmap_swizzle(&ma, 4, ap, M, K, s->sak * 4, 128, 32, false)
                  : cuda_encode_tmap(&ma, 4, ap, K, M, s->sam * 4, 32, 128);
-    ok = ok && (bn ? cuda_encode_tmap_swizzle(&mb, 4, bp, N, K, s->sbk * 4, 128, 32, false)
+    ok = ok && (bn ? cuda_encode_tmap_swizzle(&mb, 4, bp, N, K, s->sbk * 4, bw, 32, false)
                    : cuda_encode_tmap(&mb, 4, bp, K, N, s->sbn * 4, 32, 128));
     if (!ok) {
         em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", what);
         return EM_ERR_UNSUPPORTED;
     }
     char name[40];
-    snprintf(name, sizeof name, "em_mm_sgt_%c%c", am ? 'm' : 'k', bn ? 'n' : 'k');
+    snprintf(name, sizeof name, "em_mm_sgt_%c%c%s", am ? 'm' : 'k', bn ? 'n' : 'k',
+             wide ? "w" : "");
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    const int64_t tiles = (M + 127) / 128 * ((N + 127) / 128);
+    const int64_t tiles = (M + 127) / 128 * ((N + bw - 1) / bw);
     const int64_t sms = cuda_device(dev)->sm_count;
     unsigned grid[3] = {(unsigned)(tiles < sms ? tiles : sms), 1, 1}, block[3] = {384, 1, 1};
     void *cp = tn_ptr(op->out[0]);
     int mi = (int)M, ni = (int)N, ki = (int)K;
     cuda_mm_epi ep = s->ep;
     void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
-    return cuda_launch_grid_smem(dev, f, grid, block, 4 * 32768 + 1024 + 64, params, what);
+    return cuda_launch_grid_smem(dev, f, grid, block, 4 * (16384 + bw * 128) + 1024 + 64, params,
+                                 what);
 }
 
 /* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per
