@@ -414,8 +414,6 @@ static void test_matmul(void)
     /* exact f32 on the copy-engine kernels (sm_90) wherever the layout fits */
     em_config_set("cuda_f32_tma", "on");
     test_matmul_tiles("auto");
-    em_config_set("cuda_f32_tma", "wide");
-    test_matmul_tiles("auto");
     em_config_set("cuda_f32_tma", "auto");
     em_config_set("cuda_mm_tile", "auto");
     em_config_set("cuda_f32_tile", "auto");

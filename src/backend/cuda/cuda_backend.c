@@ -717,19 +717,23 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
 }
 
 /* ---- exact f32 fed by the copy engine (em_mm_sgt_<a><b>, kernels/matmul_wgmma.cu) ----------
- * On sm_90 with one product (no batch) of at least one 128 x 128 tile per multiprocessor, both
- * operands in a layout a tensor map takes (16-byte aligned base, unit stride along one dim, the
- * other a multiple of 4 floats). Config cuda_f32_tma: off never, on whenever the layout fits
- * (tests), unset: the rule. */
+ * On sm_90, one product (no batch) with at least one 128 x 128 tile per multiprocessor that the
+ * K split would leave whole (split_k_parts 1), both operands in a layout a tensor map takes
+ * (16-byte aligned base, unit stride along one dim, the other a multiple of 4 floats). On the
+ * H200 (3 rounds against em_mm_sgemm_v4_kn, ms): 2048^3 3.869 -> 3.641 (10 products), 4096^3
+ * 3.056 -> 2.915, 8192^3 24.26 -> 22.61; torch (cuBLAS) 3.474 / 2.728 / 21.66. Products with
+ * fewer tiles keep the 64-tile or split-K kernels (1536^3: three slices). Config cuda_f32_tma: off
+ * never, on wherever the layout fits (tests), unset: the rule. */
 static bool sgt_ok(int dev, const mm_arg *s)
 {
     const char *v = em_config_get("cuda_f32_tma");
     if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
-    const bool force =
-        v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "wide"));
-    if (!force) return false; /* the rule: until measured */
-    return cuda_wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled && s->nbatch == 1 &&
-           s->K > 0 && s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
+    const bool force = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
+    if (!cuda_wgmma_device(dev) || !cuda_drv.cuTensorMapEncodeTiled || s->nbatch != 1 ||
+        s->K <= 0 || s->M >= INT32_MAX || s->N >= INT32_MAX || s->K >= INT32_MAX)
+        return false;
+    const int64_t tiles = ((s->M + 127) / 128) * ((s->N + 127) / 128);
+    return force || (tiles >= cuda_device(dev)->sm_count && split_k_parts(dev, s, 128) == 1);
 }
 
 /* The product on em_mm_sgt_<a><b>: one block of 384 threads per multiprocessor (at most one per
@@ -741,34 +745,28 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
     int am = tma_major(s->sam, s->sak, 4), bn = tma_major(s->sbn, s->sbk, 4);
     if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
     const int64_t M = s->M, N = s->N, K = s->K;
-    /* config cuda_f32_tma = wide: 128 x 256 tiles where B is n-contiguous */
-    const char *v = em_config_get("cuda_f32_tma");
-    const bool wide = bn && v && !strcmp(v, "wide");
-    const unsigned bw = wide ? 256 : 128;
-    /* k-contiguous: boxes of 32 k x 128 rows, swizzled; else 128 (bw) x 32 k, unswizzled */
+    /* k-contiguous: boxes of 32 k x 128 rows, swizzled; else 128 x 32 k, unswizzled */
     cuda_tmap ma, mb;
     bool ok = am ? cuda_encode_tmap_swizzle(&ma, 4, ap, M, K, s->sak * 4, 128, 32, false)
                  : cuda_encode_tmap(&ma, 4, ap, K, M, s->sam * 4, 32, 128);
-    ok = ok && (bn ? cuda_encode_tmap_swizzle(&mb, 4, bp, N, K, s->sbk * 4, bw, 32, false)
+    ok = ok && (bn ? cuda_encode_tmap_swizzle(&mb, 4, bp, N, K, s->sbk * 4, 128, 32, false)
                    : cuda_encode_tmap(&mb, 4, bp, K, N, s->sbn * 4, 32, 128));
     if (!ok) {
         em_log_msg("cuda", EM_LOG_INFO, "%s: cuTensorMapEncodeTiled refused an operand", what);
         return EM_ERR_UNSUPPORTED;
     }
     char name[40];
-    snprintf(name, sizeof name, "em_mm_sgt_%c%c%s", am ? 'm' : 'k', bn ? 'n' : 'k',
-             wide ? "w" : "");
+    snprintf(name, sizeof name, "em_mm_sgt_%c%c", am ? 'm' : 'k', bn ? 'n' : 'k');
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    const int64_t tiles = (M + 127) / 128 * ((N + bw - 1) / bw);
+    const int64_t tiles = (M + 127) / 128 * ((N + 127) / 128);
     const int64_t sms = cuda_device(dev)->sm_count;
     unsigned grid[3] = {(unsigned)(tiles < sms ? tiles : sms), 1, 1}, block[3] = {384, 1, 1};
     void *cp = tn_ptr(op->out[0]);
     int mi = (int)M, ni = (int)N, ki = (int)K;
     cuda_mm_epi ep = s->ep;
     void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
-    return cuda_launch_grid_smem(dev, f, grid, block, 4 * (16384 + bw * 128) + 1024 + 64, params,
-                                 what);
+    return cuda_launch_grid_smem(dev, f, grid, block, 4 * 32768 + 1024 + 64, params, what);
 }
 
 /* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per

@@ -646,6 +646,7 @@ TWC_KERNEL(em_conv_tw_f16_n, 0, 128)
 // of it) owns 8 rows and 8 columns: rows ty*4 + 0..3 and 64 + ty*4 + 0..3 from an m-contiguous A
 // (float4 along m), rows ty + 16 i from a k-contiguous one (float4 of 4 k steps per row, the
 // swizzle sending a warp's 4 rows to 4 different chunks: one wavefront); likewise the columns.
+#define SGT_STAGE 32768
 
 // The thread's 8 rows (r: ty for A, tx for B) of 4 k steps 4 q .. 4 q + 3 from a stage tile t, KC:
 // the operand is k-contiguous. v[i][kk]: row i, k step 4 q + kk.
@@ -670,23 +671,21 @@ __device__ __forceinline__ void sgt_frag(float (&v)[8][4], const unsigned char *
     }
 }
 
-template <int AK, int BK, int BN>
+template <int AK, int BK>
 __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M, int N, int K,
                            const mmep &ep)
 {
-    constexpr unsigned STAGE = 16384 + BN * 128;
-    constexpr int J = BN / 16; // columns per thread
     extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = tw_start(STAGE);
+    const unsigned base = tw_start(SGT_STAGE);
     const unsigned char *sm = tws + (base - smem_u32(tws));
     const int tid = threadIdx.x;
-    const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn, kts = (K + 31) / 32;
+    const int tm = (M + 127) / 128, tn = (N + 127) / 128, tiles = tm * tn, kts = (K + 31) / 32;
     if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
         if (tid == 0)
-            tw_produce(base, STAGE, STAGE, tm, tn, kts,
+            tw_produce(base, SGT_STAGE, SGT_STAGE, tm, tn, kts,
                        [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
-                           const int m0 = mt * 128, n0 = nt * BN, k0 = kt * 32;
+                           const int m0 = mt * 128, n0 = nt * 128, k0 = kt * 32;
                            if (AK)
                                tma_load_2d(sa, ma, k0, m0, full);
                            else
@@ -701,55 +700,36 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
     const int w = (tid >> 5) - 4, lane = tid & 31;
     const int tx = (w & 1) * 8 + (lane & 7), ty = (w >> 1) * 4 + (lane >> 3);
-    const unsigned full0 = base + TW_STAGES * STAGE, empty0 = full0 + 8 * TW_STAGES;
+    const unsigned full0 = base + TW_STAGES * SGT_STAGE, empty0 = full0 + 8 * TW_STAGES;
     int it = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         int mt, nt;
         tw_tile(t, tm, tn, mt, nt);
-        float acc[8][J];
+        float acc[8][8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
-            for (int j = 0; j < J; j++) acc[i][j] = 0.f;
+            for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
         for (int kt = 0; kt < kts; kt++, it++) {
             const int s = it % TW_STAGES;
             mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
-            const unsigned char *st = sm + s * STAGE;
+            const unsigned char *st = sm + s * SGT_STAGE;
 #pragma unroll
             for (int q = 0; q < 8; q++) {
-                float a[8][4];
+                float a[8][4], b[8][4];
                 sgt_frag<AK>(a, st, q, ty);
-                if constexpr (BN == 128) {
-                    float b[8][4];
-                    sgt_frag<BK>(b, st + 16384, q, tx);
+                sgt_frag<BK>(b, st + 16384, q, tx);
 #pragma unroll
-                    for (int kk = 0; kk < 4; kk++)
+                for (int kk = 0; kk < 4; kk++)
 #pragma unroll
-                        for (int i = 0; i < 8; i++)
+                    for (int i = 0; i < 8; i++)
 #pragma unroll
-                            for (int j = 0; j < 8; j++)
-                                acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
-                } else { // B n-contiguous: its row k's 16 values of the thread, step by step
-#pragma unroll
-                    for (int kk = 0; kk < 4; kk++) {
-                        float b[J];
-#pragma unroll
-                        for (int h = 0; h < J / 4; h++) {
-                            const float4 x = *(const float4 *)(st + 16384 + (q * 4 + kk) * (BN * 4) +
-                                                               h * 256 + tx * 16);
-                            b[4 * h] = x.x, b[4 * h + 1] = x.y, b[4 * h + 2] = x.z, b[4 * h + 3] = x.w;
-                        }
-#pragma unroll
-                        for (int i = 0; i < 8; i++)
-#pragma unroll
-                            for (int j = 0; j < J; j++) acc[i][j] = fmaf(a[i][kk], b[j], acc[i][j]);
-                    }
-                }
+                        for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
             }
             __syncwarp();
             if (lane == 0) mbar_arrive(empty0 + 8 * s);
         }
-        const i64 m0 = (i64)mt * 128, n0 = (i64)nt * BN;
+        const i64 m0 = (i64)mt * 128, n0 = (i64)nt * 128;
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const i64 row = m0 + (AK ? ty + 16 * i : (i >> 2) * 64 + ty * 4 + (i & 3));
@@ -764,7 +744,7 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
                 }
             } else
 #pragma unroll
-            for (int h = 0; h < J / 4; h++) {
+            for (int h = 0; h < 2; h++) {
                 const i64 col = n0 + h * 64 + tx * 4;
                 float v[4];
 #pragma unroll
@@ -784,20 +764,17 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
 
 // a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]); one block of 384 threads per
 // multiprocessor.
-#define SGT_KERNEL(name, AK, BK, BN)                                                               \
+#define SGT_KERNEL(name, AK, BK)                                                                   \
     extern "C" __global__ void __launch_bounds__(384, 1)                                           \
         name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, float *c,     \
              int M, int N, int K, mmep ep)                                                         \
     {                                                                                              \
-        sgt_matmul<AK, BK, BN>(&ma, &mb, c, M, N, K, ep);                                          \
+        sgt_matmul<AK, BK>(&ma, &mb, c, M, N, K, ep);                                              \
     }
-SGT_KERNEL(em_mm_sgt_kn, 1, 0, 128)
-SGT_KERNEL(em_mm_sgt_kk, 1, 1, 128)
-SGT_KERNEL(em_mm_sgt_mn, 0, 0, 128)
-SGT_KERNEL(em_mm_sgt_mk, 0, 1, 128)
-// 128 x 256 tiles (8 x 16 outputs per thread) for B n-contiguous
-SGT_KERNEL(em_mm_sgt_knw, 1, 0, 256)
-SGT_KERNEL(em_mm_sgt_mnw, 0, 0, 256)
+SGT_KERNEL(em_mm_sgt_kn, 1, 0)
+SGT_KERNEL(em_mm_sgt_kk, 1, 1)
+SGT_KERNEL(em_mm_sgt_mn, 0, 0)
+SGT_KERNEL(em_mm_sgt_mk, 0, 1)
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
