@@ -21,14 +21,16 @@ PY
 python3 - "$out/sgt_emu_kernels.inc" <<'PY'
 import sys
 s = open("src/backend/cuda/kernels/matmul_wgmma.cu").read()
-def cut(start, end="\n}\n"):
-    i = s.index(start)
+def cut(name, end="\n}\n"):  # the function, from its template line if it has one
+    i = s.rindex("\n", 0, s.index(name)) + 1
+    if s.rfind("template <", 0, i) == s.rindex("\n", 0, i - 1) + 1:
+        i = s.rindex("\n", 0, i - 1) + 1
     return s[i:s.index(end, i) + len(end)]
 a = s.index("// ---- exact f32 on the copy engine")
 sgt = s[a:s.index("#endif", a)]
 sgt = "\n".join(l for l in sgt.split("\n") if "setmaxnreg" not in l and "extern __shared__" not in l)
-open(sys.argv[1], "w").write(cut("__device__ __forceinline__ void tw_tile(") +
-                             cut("template <typename Load>\n__device__ __forceinline__ void tw_produce(") + sgt)
+open(sys.argv[1], "w").write(cut("void tw_tile(") +
+                             cut("void tw_produce(") + sgt)
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgt_emu" scripts/cuda_emu/sgt_emu.cpp

@@ -3,55 +3,19 @@
 // thread of a block, blocks one after the other, __syncthreads through a barrier. Checks the
 // kernels' index arithmetic, edges, batches and the matmul_bias_act epilogue against f64 sums
 // without a GPU. Built and run by scripts/cuda-emu-sgemm.sh (C++20, seconds).
-#include <barrier>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <thread>
-#include <vector>
-typedef long long i64;
-#define __device__
-#define __forceinline__
-#define __global__
-#define __align__(x) __attribute__((aligned(x)))
-#define __launch_bounds__(...)
+#include "emu_common.h"
 #define __shared__ static
-struct dim3e {
-    unsigned x, y, z;
-};
-thread_local dim3e threadIdx, blockIdx;
-dim3e gridDim;
 static std::barrier<> *blockbar;
 static void __syncthreads()
 {
     blockbar->arrive_and_wait();
 }
-struct float4 {
-    float x, y, z, w;
-};
-static float4 make_float4(float a, float b, float c, float d)
-{
-    return {a, b, c, d};
-}
-struct mmep {
-    const void *bias;
-    void *pre;
-    i64 bs;
-    int on, act;
-};
 struct mmidx {
     i64 bshape[8], ast[8], bst[8];
     int R;
     i64 M, K, N, sam, sak, sbk, sbn, nbatch;
     mmep ep;
 };
-// the epilogue with f32 bias, the pre-activation and ReLU (act 1) only
-template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx)
-{
-    if (e.bias) v += ((const float *)e.bias)[col * e.bs];
-    if (e.pre) ((float *)e.pre)[idx] = v;
-    return e.act == 1 ? (v > 0 ? v : 0) : v;
-}
 // batch_offsets and the f32 kernels, cut from kernels/matmul.cu by scripts/cuda-emu-sgemm.sh
 #include "sgemm_emu_kernels.inc"
 

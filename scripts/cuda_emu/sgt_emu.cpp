@@ -4,48 +4,13 @@
 // (arrivals, transaction bytes, phase parity) and __syncwarp are emulated, so the kernels' stage
 // protocol, shared-memory layouts, swizzled reads, tile walk and stores are checked against f64
 // sums without a GPU. Built and run by scripts/cuda-emu-sgemm.sh (C++20).
-#include <barrier>
-#include <cmath>
 #include <condition_variable>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <mutex>
-#include <thread>
-#include <vector>
-typedef long long i64;
-#define __device__
-#define __forceinline__
-#define __global__
-#define __align__(x) __attribute__((aligned(x)))
-#define __launch_bounds__(...)
+
+#include "emu_common.h"
 #define __grid_constant__
 #define TW_STAGES 4
-struct dim3e {
-    unsigned x, y, z;
-};
-thread_local dim3e threadIdx, blockIdx;
-dim3e gridDim;
-struct float4 {
-    float x, y, z, w;
-};
-static float4 make_float4(float a, float b, float c, float d)
-{
-    return {a, b, c, d};
-}
-struct mmep {
-    const void *bias;
-    void *pre;
-    i64 bs;
-    int on, act;
-};
-// the epilogue with f32 bias, the pre-activation and ReLU (act 1) only
-template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx)
-{
-    if (e.bias) v += ((const float *)e.bias)[col * e.bs];
-    if (e.pre) ((float *)e.pre)[idx] = v;
-    return e.act == 1 ? (v > 0 ? v : 0) : v;
-}
 
 // The block's shared memory: "addresses" are byte offsets into it.
 alignas(1024) static unsigned char smem[4 * 32768 + 2048];
