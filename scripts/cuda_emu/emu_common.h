@@ -1,0 +1,44 @@
+// What the exact f32 matmul emulators (sgemm_emu.cpp, sgt_emu.cpp) share: CUDA C's qualifiers
+// spelled away, the thread and block indices (thread-local: one std::thread per CUDA thread),
+// float4, and matmul_bias_act's epilogue struct with an f32 version of its apply (bias, the saved
+// pre-activation, ReLU only).
+#ifndef EMBER_CUDA_EMU_COMMON_H
+#define EMBER_CUDA_EMU_COMMON_H
+#include <barrier>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <thread>
+#include <vector>
+typedef long long i64;
+#define __device__
+#define __forceinline__
+#define __global__
+#define __align__(x) __attribute__((aligned(x)))
+#define __launch_bounds__(...)
+struct dim3e {
+    unsigned x, y, z;
+};
+thread_local dim3e threadIdx, blockIdx;
+dim3e gridDim;
+struct float4 {
+    float x, y, z, w;
+};
+static float4 make_float4(float a, float b, float c, float d)
+{
+    return {a, b, c, d};
+}
+struct mmep {
+    const void *bias;
+    void *pre;
+    i64 bs;
+    int on, act;
+};
+// the epilogue with f32 bias, the pre-activation and ReLU (act 1) only
+template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx)
+{
+    if (e.bias) v += ((const float *)e.bias)[col * e.bs];
+    if (e.pre) ((float *)e.pre)[idx] = v;
+    return e.act == 1 ? (v > 0 ? v : 0) : v;
+}
+#endif
