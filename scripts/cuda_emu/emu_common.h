@@ -41,4 +41,17 @@ template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx
     if (e.pre) ((float *)e.pre)[idx] = v;
     return e.act == 1 ? (v > 0 ? v : 0) : v;
 }
+// One output checked against its f64 sum r: with the epilogue (epi), r + bias against the saved
+// pre-activation and ReLU of that against the output c. Counts checks; returns how many failed.
+static int emu_check(double r, bool epi, float bias, float pre, float c, i64 &checks)
+{
+    int bad = 0;
+    if (epi) {
+        r += bias;
+        bad += std::fabs(r - pre) > 1e-3;
+        r = r > 0 ? r : 0;
+    }
+    checks += 1 + epi;
+    return bad + (std::fabs(r - c) > 1e-3);
+}
 #endif

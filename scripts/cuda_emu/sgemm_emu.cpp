@@ -97,13 +97,7 @@ int main()
                                 r += (double)A[bt * asz + i * s.sam + q * s.sak] *
                                      B[bt * bsz + q * s.sbk + j * s.sbn];
                             const i64 o = (bt * M + i) * N + j;
-                            if (epi) {
-                                r += bias[j];
-                                bad += std::fabs(r - pre[o]) > 1e-3;
-                                r = r > 0 ? r : 0;
-                            }
-                            bad += std::fabs(r - C[o]) > 1e-3;
-                            checks += 1 + epi;
+                            bad += emu_check(r, epi, bias[j], pre[o], C[o], checks);
                         }
                 if (bad)
                     printf("FAIL %s %lldx%lldx%lld epilogue %d: %d wrong\n", k.name, M, N, K, epi,

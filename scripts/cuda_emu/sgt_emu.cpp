@@ -196,13 +196,7 @@ int main()
                             r += (double)A[k.ak ? i * lda + q : q * lda + i] *
                                  B[k.bk ? j * ldb + q : q * ldb + j];
                         const i64 o = i * N + j;
-                        if (epi) {
-                            r += bias[j];
-                            bad += std::fabs(r - pre[o]) > 1e-3;
-                            r = r > 0 ? r : 0;
-                        }
-                        bad += std::fabs(r - C[o]) > 1e-3;
-                        checks += 1 + epi;
+                        bad += emu_check(r, epi, bias[j], pre[o], C[o], checks);
                     }
                 if (bad)
                     printf("FAIL %s %dx%dx%d epilogue %d: %d wrong\n", k.name, M, N, K, epi, bad);

@@ -324,11 +324,23 @@ bool cuda_wgmma_device(int dev)
     return d && d->cc_major == 9 && d->cc_minor == 0;
 }
 
-/* The Hopper kernels take one 2-D product (no batch), both sides at least 64. */
+/* The Hopper kernels take one 2-D product (no batch) with int-sized dims. */
+static bool hopper_2d_ok(int dev, const mm_arg *s)
+{
+    return cuda_wgmma_device(dev) && s->nbatch == 1 && s->K > 0 && s->M < INT32_MAX &&
+           s->N < INT32_MAX && s->K < INT32_MAX;
+}
+
+/* The wgmma kernels also want both sides at least 64. */
 static bool wgmma_ok(int dev, const mm_arg *s)
 {
-    return cuda_wgmma_device(dev) && s->nbatch == 1 && s->M >= 64 && s->N >= 64 && s->K > 0 &&
-           s->M < INT32_MAX && s->N < INT32_MAX && s->K < INT32_MAX;
+    return hopper_2d_ok(dev, s) && s->M >= 64 && s->N >= 64;
+}
+
+/* Output tiles of 128 x 128 in the product s. */
+static int64_t tiles128(const mm_arg *s)
+{
+    return ((s->M + 127) / 128) * ((s->N + 127) / 128);
 }
 
 /* Launches em_transpose_4: dst [cols][rows] contiguous from src [rows][cols] (row stride lds),
@@ -729,11 +741,8 @@ static bool sgt_ok(int dev, const mm_arg *s)
     const char *v = em_config_get("cuda_f32_tma");
     if (v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"))) return false;
     const bool force = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
-    if (!cuda_wgmma_device(dev) || !cuda_drv.cuTensorMapEncodeTiled || s->nbatch != 1 ||
-        s->K <= 0 || s->M >= INT32_MAX || s->N >= INT32_MAX || s->K >= INT32_MAX)
-        return false;
-    const int64_t tiles = ((s->M + 127) / 128) * ((s->N + 127) / 128);
-    return force || (tiles >= cuda_device(dev)->sm_count && split_k_parts(dev, s, 128) == 1);
+    if (!hopper_2d_ok(dev, s) || !cuda_drv.cuTensorMapEncodeTiled) return false;
+    return force || (tiles128(s) >= cuda_device(dev)->sm_count && split_k_parts(dev, s, 128) == 1);
 }
 
 /* The product on em_mm_sgt_<a><b>: one block of 384 threads per multiprocessor (at most one per
@@ -759,8 +768,7 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
     snprintf(name, sizeof name, "em_mm_sgt_%c%c", am ? 'm' : 'k', bn ? 'n' : 'k');
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    const int64_t tiles = (M + 127) / 128 * ((N + 127) / 128);
-    const int64_t sms = cuda_device(dev)->sm_count;
+    const int64_t tiles = tiles128(s), sms = cuda_device(dev)->sm_count;
     unsigned grid[3] = {(unsigned)(tiles < sms ? tiles : sms), 1, 1}, block[3] = {384, 1, 1};
     void *cp = tn_ptr(op->out[0]);
     int mi = (int)M, ni = (int)N, ki = (int)K;
@@ -780,7 +788,7 @@ static int sgemm_tile(int dev, const mm_arg *s)
     const char *v = em_config_get("cuda_f32_tile");
     if (v && !strcmp(v, "64")) return 64;
     if (v && !strcmp(v, "128")) return 128;
-    int64_t blocks = ((s->M + 127) / 128) * ((s->N + 127) / 128) * s->nbatch;
+    int64_t blocks = tiles128(s) * s->nbatch;
     int64_t sms = cuda_device(dev)->sm_count;
     return blocks >= 2 * sms || (blocks >= sms && s->K >= 1024) ? 128 : 64;
 }
