@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the exact f32 matmul kernels (em_mm_sgemm, em_mm_sgemm_v4_* on both tile sizes, and the
-# copy-engine em_mm_sgt_* through scripts/cuda_emu/sgt_emu.cpp) on the CPU
+# copy-engine em_mm_sgt_* and em_conv_sgt_f32 through scripts/cuda_emu/sgt_emu.cpp) on the CPU
 # through scripts/cuda_emu/sgemm_emu.cpp, against f64 sums: a check of the kernels' index
 # arithmetic without a GPU (ctest cuda.sgemm_emu where g++ and python3 are found). Needs g++ with
 # C++20 and python3; about 15 s on 2 cores (6.35 million checks, 256 threads per block).
@@ -16,8 +16,8 @@ a = s.index("// ---- f32: 128 x 128 block tiles")
 b = s.index("// ---- f16 / bf16 for any strides")
 open(sys.argv[1], "w").write(s[i:s.index("\n}\n", i) + 3] + s[a:b])
 PY
-# the copy-engine kernels (kernels/matmul_wgmma.cu): the tile walk, the producer's loop and the
-# em_mm_sgt_* section, without the register moves (setmaxnreg) and the shared array's declaration
+# the copy-engine kernels (kernels/matmul_wgmma.cu): the tile walk, the producer's loop, the
+# convolution's geometry and the em_mm_sgt_* / em_conv_sgt_f32 section, without the register moves (setmaxnreg) and the shared array's declaration
 python3 - "$out/sgt_emu_kernels.inc" <<'PY'
 import sys
 s = open("src/backend/cuda/kernels/matmul_wgmma.cu").read()
@@ -29,8 +29,8 @@ def cut(name, end="\n}\n"):  # the function, from its template line if it has on
 a = s.index("// ---- exact f32 on the copy engine")
 sgt = s[a:s.index("#endif", a)]
 sgt = "\n".join(l for l in sgt.split("\n") if "setmaxnreg" not in l and "extern __shared__" not in l)
-open(sys.argv[1], "w").write(cut("void tw_tile(") +
-                             cut("void tw_produce(") + sgt)
+open(sys.argv[1], "w").write(cut("void tw_tile(") + cut("void tw_produce(") +
+                             cut("struct twconv {", "\n};\n") + cut("void twc_cols(") + sgt)
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgt_emu" scripts/cuda_emu/sgt_emu.cpp

@@ -1,6 +1,7 @@
-// The exact f32 matmul kernels fed by the copy engine (em_mm_sgt_* of kernels/matmul_wgmma.cu) run
-// on the CPU: one std::thread per CUDA thread of a block, blocks one after the other. The bulk
-// tensor copy (a 2-D box, zero fill past the edges, the 128-byte swizzle or none), the mbarriers
+// The exact f32 matmul and convolution kernels fed by the copy engine (em_mm_sgt_* and
+// em_conv_sgt_f32 of kernels/matmul_wgmma.cu) run on the CPU: one std::thread per CUDA thread of a
+// block, blocks one after the other. The bulk tensor copy (2-D and 4-D boxes, zero fill off the
+// operand on either side, the 128-byte swizzle or none), the mbarriers
 // (arrivals, transaction bytes, phase parity) and __syncwarp are emulated, so the kernels' stage
 // protocol, shared-memory layouts, swizzled reads, tile walk and stores are checked against f64
 // sums without a GPU. Built and run by scripts/cuda-emu-sgemm.sh (C++20).
@@ -20,13 +21,19 @@ static unsigned smem_u32(const void *p)
     return (unsigned)((const unsigned char *)p - smem);
 }
 
-// A tensor map: a 2-D operand [outer][inner] of floats, rows ld floats apart, boxes of
-// box_in x box_out, swizzled or not.
+// A tensor map: an operand of rank 2 or 4 (dims[0] innermost, contiguous; st[d] the element
+// stride of dim d), read in boxes of box[0] x ... elements, with the 128-byte swizzle or none.
 struct em_tmap {
     const float *p;
-    i64 inner, outer, ld;
-    int box_in, box_out, swizzle;
+    int rank;
+    i64 dims[4], st[4];
+    int box[4], swizzle;
 };
+// A 2-D map [outer][inner], rows ld floats apart, as run_sgt encodes one.
+static em_tmap map2(const float *p, i64 inner, i64 outer, i64 ld, int box_in, int box_out, int sw)
+{
+    return {p, 2, {inner, outer, 1, 1}, {1, ld, 0, 0}, {box_in, box_out, 1, 1}, sw};
+}
 
 struct mbarrier {
     std::mutex m;
@@ -84,22 +91,43 @@ static void mbar_wait(unsigned bar, unsigned parity)
     std::unique_lock<std::mutex> g(b.m);
     b.cv.wait(g, [&] { return (b.phase & 1) != parity; });
 }
-// the copy engine: the box at element coordinates (c0 innermost, c1), zero past the edges, rows
-// of box_in floats, with the 128-byte swizzle the 16-byte chunk of bits 4-6 XORed with bits 7-9
+// the copy engine: the box at element coordinates c (c[0] innermost; negative ones allowed), zero
+// off the operand, stored densely with the box's dim 0 fastest; with the 128-byte swizzle the
+// 16-byte chunk of bits 4-6 XORed with bits 7-9
+static void tma_load(unsigned dst, const em_tmap *m, const int (&c)[4], unsigned bar)
+{
+    const int *b = m->box;
+    long n = 0;
+    for (int i3 = 0; i3 < b[3]; i3++)
+        for (int i2 = 0; i2 < b[2]; i2++)
+            for (int i1 = 0; i1 < b[1]; i1++)
+                for (int i0 = 0; i0 < b[0]; i0++, n++) {
+                    const i64 x[4] = {(i64)c[0] + i0, (i64)c[1] + i1, (i64)c[2] + i2,
+                                      (i64)c[3] + i3};
+                    bool in = true;
+                    i64 o = 0;
+                    for (int d = 0; d < m->rank; d++) {
+                        in = in && x[d] >= 0 && x[d] < m->dims[d];
+                        o += x[d] * m->st[d];
+                    }
+                    const float v = in ? m->p[o] : 0.f;
+                    unsigned off = (unsigned)n * 4;
+                    if (m->swizzle) off ^= ((off >> 7) & 7) << 4;
+                    memcpy(smem + dst + off, &v, 4);
+                }
+    mbarrier &mb = bar_at(bar);
+    std::lock_guard<std::mutex> g(mb.m);
+    mb.tx -= n * 4;
+    complete_if_done(mb);
+}
 static void tma_load_2d(unsigned dst, const em_tmap *m, int c0, int c1, unsigned bar)
 {
-    for (int r = 0; r < m->box_out; r++)
-        for (int e = 0; e < m->box_in; e++) {
-            const i64 o = c1 + r, i = c0 + e;
-            const float v = o < m->outer && i < m->inner ? m->p[o * m->ld + i] : 0.f;
-            unsigned off = (unsigned)(r * m->box_in + e) * 4;
-            if (m->swizzle) off ^= ((off >> 7) & 7) << 4;
-            memcpy(smem + dst + off, &v, 4);
-        }
-    mbarrier &b = bar_at(bar);
-    std::lock_guard<std::mutex> g(b.m);
-    b.tx -= (long)m->box_in * m->box_out * 4;
-    complete_if_done(b);
+    tma_load(dst, m, {c0, c1, 0, 0}, bar);
+}
+static void tma_load_4d(unsigned dst, const em_tmap *m, int c0, int c1, int c2, int c3,
+                        unsigned bar)
+{
+    tma_load(dst, m, {c0, c1, c2, c3}, bar);
 }
 static std::barrier<> *block_bar, *warp_bars[12];
 static void __syncthreads()
@@ -133,8 +161,8 @@ static unsigned tw_start(unsigned stage)
 
 typedef void (*kern)(const em_tmap, const em_tmap, float *, int, int, int, mmep);
 
-static void launch(kern f, unsigned blocks, const em_tmap &ma, const em_tmap &mb, float *c, int M,
-                   int N, int K, const mmep &ep)
+// Runs body() as each of 384 threads of blocks blocks, one block after the other.
+template <typename Body> static void launch(unsigned blocks, Body body)
 {
     gridDim = {blocks, 1, 1};
     for (unsigned x = 0; x < blocks; x++) {
@@ -143,14 +171,68 @@ static void launch(kern f, unsigned blocks, const em_tmap &ma, const em_tmap &mb
         for (int w = 0; w < 12; w++) warp_bars[w] = new std::barrier<>(32);
         std::vector<std::thread> th;
         for (unsigned t = 0; t < 384; t++)
-            th.emplace_back([=, &ma, &mb, &ep] {
+            th.emplace_back([=, &body] {
                 threadIdx = {t, 0, 0};
                 blockIdx = {x, 0, 0};
-                f(ma, mb, c, M, N, K, ep);
+                body();
             });
         for (auto &t : th) t.join();
         for (int w = 0; w < 12; w++) delete warp_bars[w];
     }
+}
+
+// em_conv_sgt_f32 against f64 sums: x channels-last [N][H][W][C], w [Cout][KH][KW][C], the
+// geometry as conv_sgt (cuda_conv.c) sets it, tw_conv_tiles' column tiles of 128 included.
+static void check_conv(int N, int C, int H, int W, int Cout, int KH, int KW, int ph, int pw,
+                       int phi, int pwi, int dh, int dw, unsigned blocks, long long &checks,
+                       long long &wrong)
+{
+    const int OH = H + ph + phi - dh * (KH - 1), OW = W + pw + pwi - dw * (KW - 1);
+    twconv g{Cout, OH, OW, KW, ph, pw, dh, dw};
+    const int tw = (OW + 127) / 128, bw = (OW + tw - 1) / tw;
+    const int most = 128 / bw < OH ? 128 / bw : OH, th = (OH + most - 1) / most;
+    g.BW = bw, g.tw = tw, g.th = th, g.BH = (OH + th - 1) / th, g.ntiles = N * th * tw;
+    g.cpt = C / 32, g.kts = KH * KW * C / 32;
+    std::vector<float> x((size_t)N * H * W * C), w((size_t)Cout * KH * KW * C), bias(Cout),
+        y((size_t)N * Cout * OH * OW, -7.f);
+    for (auto &v : x) v = (float)(rand() % 17 - 8) / 8;
+    for (auto &v : w) v = (float)(rand() % 13 - 6) / 4;
+    for (auto &v : bias) v = (float)(rand() % 5 - 2);
+    const i64 K = (i64)KH * KW * C;
+    const em_tmap ma = map2(w.data(), K, Cout, K, 32, 128, 1);
+    const em_tmap mb = {x.data(),
+                        4,
+                        {C, W, H, N},
+                        {1, C, (i64)W * C, (i64)H * W * C},
+                        {32, g.BW, g.BH, 1},
+                        1};
+    const float *bp = bias.data();
+    const unsigned tiles = (unsigned)((Cout + 127) / 128 * g.ntiles);
+    launch(blocks < tiles ? blocks : tiles,
+           [&] { em_conv_sgt_f32(ma, mb, y.data(), bp, g); });
+    int bad = 0;
+    for (int n = 0; n < N; n++)
+        for (int m = 0; m < Cout; m++)
+            for (int oh = 0; oh < OH; oh++)
+                for (int ow = 0; ow < OW; ow++) {
+                    double r = bias[m];
+                    for (int kh = 0; kh < KH; kh++)
+                        for (int kw = 0; kw < KW; kw++) {
+                            const int ih = oh - ph + kh * dh, iw = ow - pw + kw * dw;
+                            if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                            for (int c = 0; c < C; c++)
+                                r += (double)w[((i64)(m * KH + kh) * KW + kw) * C + c] *
+                                     x[(((i64)n * H + ih) * W + iw) * C + c];
+                        }
+                    const float v = y[(((i64)n * Cout + m) * OH + oh) * OW + ow];
+                    bad += std::fabs(r - v) > 1e-3;
+                    checks++;
+                }
+    if (bad)
+        printf("FAIL em_conv_sgt_f32 N%d C%d %dx%d -> %d, %dx%d pad %d,%d/%d,%d dil %d,%d: %d "
+               "wrong\n",
+               N, C, H, W, Cout, KH, KW, ph, pw, phi, pwi, dh, dw, bad);
+    wrong += bad;
 }
 
 int main()
@@ -181,13 +263,13 @@ int main()
                 for (auto &v : B) v = (float)(rand() % 13 - 6) / 4;
                 for (auto &v : bias) v = (float)(rand() % 5 - 2);
                 // as run_sgt encodes them: k-contiguous 32 k x 128 rows swizzled, else 128 x 32
-                const em_tmap ma = k.ak ? em_tmap{A.data(), K, M, lda, 32, 128, 1}
-                                        : em_tmap{A.data(), M, K, lda, 128, 32, 0};
-                const em_tmap mb = k.bk ? em_tmap{B.data(), K, N, ldb, 32, 128, 1}
-                                        : em_tmap{B.data(), N, K, ldb, 128, 32, 0};
+                const em_tmap ma = k.ak ? map2(A.data(), K, M, lda, 32, 128, 1)
+                                        : map2(A.data(), M, K, lda, 128, 32, 0);
+                const em_tmap mb = k.bk ? map2(B.data(), K, N, ldb, 32, 128, 1)
+                                        : map2(B.data(), N, K, ldb, 128, 32, 0);
                 mmep ep{};
                 if (epi) ep = {bias.data(), pre.data(), 1, 1, 1};
-                launch(k.f, blocks, ma, mb, C.data(), M, N, K, ep);
+                launch(blocks, [&] { k.f(ma, mb, C.data(), M, N, K, ep); });
                 int bad = 0;
                 for (i64 i = 0; i < M; i++)
                     for (i64 j = 0; j < N; j++) {
@@ -202,6 +284,19 @@ int main()
                     printf("FAIL %s %dx%dx%d epilogue %d: %d wrong\n", k.name, M, N, K, epi, bad);
                 wrong += bad;
             }
+    // N, C, H, W, Cout, KH, KW, pad lo h/w, pad hi h/w, dilation h/w, blocks: 14 x 14 in two
+    // column tiles of 7 rows with Cout's tile partial; two Cout tiles and a last column tile of
+    // fewer rows; 5 x 5 taps on a 5 x 5 image; OW over 128 (two boxes per row), dilation 2 and
+    // uneven padding; a 1 x 1 kernel; padding only before
+    const int convs[][14] = {{2, 32, 14, 14, 40, 3, 3, 1, 1, 1, 1, 1, 1, 3},
+                             {1, 64, 9, 20, 130, 3, 3, 1, 1, 1, 1, 1, 1, 3},
+                             {3, 32, 5, 5, 16, 5, 5, 2, 2, 2, 2, 1, 1, 2},
+                             {1, 32, 7, 150, 24, 3, 1, 2, 0, 2, 0, 2, 1, 2},
+                             {2, 96, 12, 12, 64, 1, 1, 0, 0, 0, 0, 1, 1, 2},
+                             {1, 32, 11, 11, 20, 3, 3, 1, 1, 0, 0, 1, 1, 1}};
+    for (auto &c : convs)
+        check_conv(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11],
+                   c[12], (unsigned)c[13], checks, wrong);
     printf("copy-engine kernels: %lld passed, %lld failed\n", checks - wrong, wrong);
     return wrong != 0;
 }

@@ -155,8 +155,11 @@ static void test_int_matmul(void)
         }
 }
 
-/* halves: only the f16/bf16 passes (run again with the config cuda_conv_gemm on and off). */
-static void test_conv(bool halves)
+/* Which dtypes test_conv runs: all, only f16/bf16 (again on each path of config
+ * cuda_conv_kernel) or only f32 (again with cuda_f32_tma on: the copy-engine kernel). */
+enum { CONV_ALL, CONV_HALVES, CONV_F32 };
+
+static void test_conv(int only)
 {
     typedef struct ccase {
         int nd;
@@ -266,7 +269,8 @@ static void test_conv(bool halves)
     };
     for (int t = 0; t < N_FDTS; t++)
         for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
-            if (halves && fdts[t] != EM_F16 && fdts[t] != EM_BF16) continue;
+            bool half = fdts[t] == EM_F16 || fdts[t] == EM_BF16;
+            if ((only == CONV_HALVES && !half) || (only == CONV_F32 && fdts[t] != EM_F32)) continue;
             em_scope_begin();
             em_tensor *cx, *dx, *cw, *dw, *cb, *db;
             mk(cs[p].x, cs[p].layout, fdts[t], -1, 1, &cx, &dx);
@@ -327,6 +331,37 @@ static void test_conv_large(void)
             }
             em_scope_end();
         }
+}
+
+/* The f32 copy-engine convolution (config cuda_f32_tma on) at the sizes of test_conv_large, where
+ * each block walks several tiles, and at [32, 512, 14, 14] (two column tiles of 7 rows an
+ * image), against em_conv_ig_f32 on the same values. */
+static void test_conv_large_f32(void)
+{
+    const struct {
+        em_shape x, w;
+        int64_t pad;
+    } cs[] = {{EM_SHAPE(32, 256, 28, 28), EM_SHAPE(256, 256, 3, 3), 1},
+              {EM_SHAPE(32, 512, 14, 14), EM_SHAPE(512, 512, 3, 3), 1},
+              {EM_SHAPE(16, 512, 14, 14), EM_SHAPE(384, 512, 1, 1), 0}};
+    for (size_t p = 0; p < sizeof cs / sizeof cs[0]; p++) {
+        em_scope_begin();
+        em_tensor *x = em_to_device(h_rand(cs[p].x, EM_F32, H_CONTIG, -1, 1, NULL), dev);
+        em_tensor *w = em_to_device(h_rand(cs[p].w, EM_F32, H_CONTIG, -1, 1, NULL), dev);
+        em_tensor *b =
+            em_to_device(h_rand(EM_SHAPE(cs[p].w.dims[0]), EM_F32, H_CONTIG, -1, 1, NULL), dev);
+        em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
+        em_config_set("cuda_f32_tma", "off");
+        em_tensor *want = em_conv2d(x, w, b, o);
+        em_config_set("cuda_f32_tma", "on");
+        char what[96];
+        snprintf(what, sizeof what, "conv2d f32 %s on the copy engine",
+                 tn_dims_str(cs[p].x.dims, cs[p].x.rank));
+        /* both f32 sums of up to 4608 terms of size < 1, in different orders */
+        compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
+        em_config_set("cuda_f32_tma", NULL);
+        em_scope_end();
+    }
 }
 
 /* f16/bf16 conv of an input that is contiguous but starts at an odd element (a reshaped slice
@@ -417,7 +452,12 @@ int main(void)
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_norms();
     test_int_matmul();
-    test_conv(false);
+    test_conv(CONV_ALL);
+    /* f32 on the copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
+     * rest on em_conv_ig_f32 as without it */
+    em_config_set("cuda_f32_tma", "on");
+    test_conv(CONV_F32);
+    em_config_set("cuda_f32_tma", NULL);
     /* f16/bf16 conv on each path asked for where the shape allows it (else the mma.sync
      * implicit GEMM): mma.sync everywhere, the columns and one product (one group, 8k input
      * channels), the wgmma implicit GEMM (on sm_90: one group, 64k input channels, stride 1) */
@@ -425,10 +465,11 @@ int main(void)
     for (int i = 0; i < 3; i++) {
         em_config_set("cuda_conv_kernel", paths[i]);
         CHECK_OK("em_config_set(cuda_conv_kernel)");
-        test_conv(true);
+        test_conv(CONV_HALVES);
     }
     em_config_set("cuda_conv_kernel", NULL);
     test_conv_large();
+    test_conv_large_f32();
     test_conv_odd_offset();
     test_max_pool();
     test_fft();

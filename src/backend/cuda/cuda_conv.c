@@ -128,18 +128,22 @@ static bool conv_rows64(int64_t M)
     return M <= 64;
 }
 
-/* dst [n][p][c] = src [n][c][p], 16-bit elements (em_conv_to_cl_u16). */
+/* dst [n][p][c] = src [n][c][p], elements of esz = 2 or 4 bytes (em_conv_to_cl_u16 / _u32). */
 static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n, int64_t c,
-                                  int64_t p, const char *what)
+                                  int64_t p, int esz, const char *what)
 {
+    const char *u = esz == 2 ? "u16" : "u32";
+    char name[32];
     if (p < 32 && n * c * p < INT32_MAX) { /* w with a small kernel: one thread per element */
-        CUfunction f = cuda_kernel(dev, "em_conv_to_cl_small_u16", what);
+        snprintf(name, sizeof name, "em_conv_to_cl_small_%s", u);
+        CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
         int ci = (int)c, pi = (int)p, total = (int)(n * c * p);
         void *params[] = {(void *)&src, &dst, &ci, &pi, &total};
         return cuda_launch(dev, f, total, params, what);
     }
-    CUfunction f = cuda_kernel(dev, "em_conv_to_cl_u16", what);
+    snprintf(name, sizeof name, "em_conv_to_cl_%s", u);
+    CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     int ci = (int)c, pi = (int)p;
     unsigned grid[3] = {(unsigned)((p + 63) / 64), (unsigned)((c + 63) / 64), (unsigned)n};
@@ -148,18 +152,19 @@ static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
-/* Channels-last copies of a 16-bit x [n][Cx][hw] and w [Cy][Cg][taps] in pooled buffers:
- * *xcl [n][hw][Cx], *wcl [Cy][taps][Cg]. The caller frees both, also on failure (NULL where
- * not allocated). */
+/* Channels-last copies of x [n][Cx][hw] and w [Cy][Cg][taps] (16-bit or f32 elements) in pooled
+ * buffers: *xcl [n][hw][Cx], *wcl [Cy][taps][Cg]. The caller frees both, also on failure (NULL
+ * where not allocated). */
 static em_status stage_channels_last(int dev, const em_tensor *x, const em_tensor *w, int64_t n,
                                      int64_t Cx, int64_t hw, int64_t Cy, int64_t Cg, int64_t taps,
                                      void **xcl, void **wcl, const char *what)
 {
-    *xcl = cuda_pool_alloc(dev, (size_t)tn_numel(x) * 2);
-    *wcl = *xcl ? cuda_pool_alloc(dev, (size_t)tn_numel(w) * 2) : NULL;
+    const int esz = (int)em_dtype_size(x->dtype);
+    *xcl = cuda_pool_alloc(dev, (size_t)(tn_numel(x) * esz));
+    *wcl = *xcl ? cuda_pool_alloc(dev, (size_t)(tn_numel(w) * esz)) : NULL;
     if (!*wcl) return em_last_status();
-    em_status st = to_channels_last(dev, tn_ptr(x), *xcl, n, Cx, hw, what);
-    return st == EM_OK ? to_channels_last(dev, tn_ptr(w), *wcl, Cy, Cg, taps, what) : st;
+    em_status st = to_channels_last(dev, tn_ptr(x), *xcl, n, Cx, hw, esz, what);
+    return st == EM_OK ? to_channels_last(dev, tn_ptr(w), *wcl, Cy, Cg, taps, esz, what) : st;
 }
 
 /* y = conv(x, w) + b as an implicit GEMM (kernels/matmul_conv.cu), x, w, b and y contiguous.
@@ -265,7 +270,21 @@ typedef enum conv_path {
     CONV_MMA,  /* conv_igemm: the implicit GEMM on mma.sync (every such shape) */
     CONV_COLS, /* conv_cols: columns written out, then one product on the matmul kernels */
     CONV_TW,   /* conv_tw: the implicit GEMM on wgmma, fed by the copy engine (sm_90) */
+    CONV_SGT,  /* conv_sgt: the exact f32 implicit GEMM fed by the copy engine (sm_90) */
 } conv_path;
+
+/* The f32 convolution on the copy engine (conv_sgt) for a CONV of conv_igemm_ok's shapes: 1-D/2-D,
+ * one group, stride 1, input channels a multiple of 32, on sm_90. Config cuda_f32_tma: on takes it
+ * wherever it applies, off never; unset: not yet (it has run in the CPU emulation only, not
+ * been measured against em_conv_ig_f32 on a GPU). */
+static bool conv_sgt_wanted(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t G)
+{
+    const char *v = em_config_get("cuda_f32_tma");
+    if (!v || !(!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"))) return false;
+    return op->kind == EM_OP_CONV && G == 1 && Cx % 32 == 0 && g->img[0] == 1 && g->k[0] == 1 &&
+           g->s[1] == 1 && g->s[2] == 1 && cuda_wgmma_device(dev) &&
+           cuda_drv.cuTensorMapEncodeTiled;
+}
 
 /* f16/bf16, 1-D/2-D, one group, a multiple of q input channels. */
 static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int64_t G, int64_t q)
@@ -284,6 +303,8 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
 static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
+    if (op->out[0]->dtype == EM_F32)
+        return conv_sgt_wanted(dev, op, g, Cx, G) ? CONV_SGT : CONV_MMA;
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
     bool cols =
         conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
@@ -347,7 +368,7 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
         mm.i[2] = rows, mm.i[3] = K, mm.i[4] = Cy, mm.i[14] = EM_ACT_NONE;
         st = cuda_matmul(&mm, dev, what);
     }
-    if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, what);
+    if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, 2, what);
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, out);
     cuda_pool_free(dev, cols);
@@ -360,16 +381,18 @@ typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.
     int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts;
 } tw_conv_arg;
 
-/* x channels-last [N][H][W][C] (16-bit elements) read in boxes {64, bw, bh, 1} with the 128-byte
- * swizzle; elements off the image read as zero. */
-static bool encode_tmap_image(cuda_tmap *m, const void *p, int64_t N, int64_t H, int64_t W,
+/* x channels-last [N][H][W][C] (esz = 2: 16-bit, 4: f32 elements) read in boxes {128 / esz,
+ * bw, bh, 1} (128 bytes a pixel) with the 128-byte swizzle; elements off the image read as zero. */
+static bool encode_tmap_image(cuda_tmap *m, int esz, const void *p, int64_t N, int64_t H, int64_t W,
                               int64_t C, unsigned bw, unsigned bh)
 {
     uint64_t dims[4] = {(uint64_t)C, (uint64_t)W, (uint64_t)H, (uint64_t)N};
-    uint64_t strides[3] = {(uint64_t)(C * 2), (uint64_t)(W * C * 2), (uint64_t)(H * W * C * 2)};
-    unsigned box[4] = {64, bw, bh, 1}, es[4] = {1, 1, 1, 1};
-    return cuda_drv.cuTensorMapEncodeTiled(m, 1, 4, (void *)p, dims, strides, box, es, 0, 3, 2,
-                                           0) == 0;
+    uint64_t strides[3] = {(uint64_t)(C * esz), (uint64_t)(W * C * esz),
+                           (uint64_t)(H * W * C * esz)};
+    unsigned box[4] = {128u / (unsigned)esz, bw, bh, 1}, es[4] = {1, 1, 1, 1};
+    /* CU_TENSOR_MAP_DATA_TYPE_ UINT16 = 1, FLOAT32 = 7 */
+    return cuda_drv.cuTensorMapEncodeTiled(m, esz == 2 ? 1 : 7, 4, (void *)p, dims, strides, box,
+                                           es, 0, 3, 2, 0) == 0;
 }
 
 /* conv_tw's column tiles of bn columns: boxes of BW output columns (OW split evenly into tw
@@ -422,7 +445,7 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
     cuda_tmap ma, mb;
     if (st == EM_OK &&
         (!cuda_encode_tmap(&ma, 2, wcl, KH * KW * Cx, Cy, KH * KW * Cx * 2, 64, 128) ||
-         !encode_tmap_image(&mb, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH)))
+         !encode_tmap_image(&mb, 2, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH)))
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes the mma.sync kernel */
     char name[32];
     snprintf(name, sizeof name, "em_conv_tw_%s_%c", y->dtype == EM_BF16 ? "bf16" : "f16",
@@ -437,6 +460,54 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
         unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
         unsigned smem = 4 * (128 + bn) * 128 + 1024 + 64; /* as run_tw's */
         st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    }
+    /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, wcl);
+    cuda_pool_free(dev, xcl);
+    return st;
+}
+
+/* y = conv(x, w) + b, x, w, b and y contiguous f32, stride 1, Cin % 32 == 0, on sm_90: x and w to
+ * channels-last, then em_conv_sgt_f32 (kernels/matmul_wgmma.cu): the exact FFMA tiles of the
+ * em_mm_sgt_* products, A = w [Cout][Kh Kw Cin] in boxes of 32 k x 128 rows, B one 4-D box of
+ * {32 channels, BW, BH, 1} of x per k tile (the padding zero-filled by the copy engine), column
+ * tiles of at most 128 outputs (tw_conv_tiles), one block of 384 threads per multiprocessor.
+ * Each output is its f32 sum over (tap, channel) in order, then + b. EM_ERR_UNSUPPORTED (nothing
+ * recorded) when the driver refuses a tensor map or the tile count leaves int. */
+static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
+                          const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                          const char *what)
+{
+    int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2], K = KH * KW * Cx;
+    tw_conv_arg a = {.Cout = (int32_t)Cy,
+                     .OH = (int32_t)OH,
+                     .OW = (int32_t)OW,
+                     .KW = (int32_t)KW,
+                     .ph = (int32_t)g->p[1],
+                     .pw = (int32_t)g->p[2],
+                     .dh = (int32_t)g->d[1],
+                     .dw = (int32_t)g->d[2],
+                     .cpt = (int32_t)(Cx / 32),
+                     .kts = (int32_t)(K / 32)};
+    tw_conv_tiles(&a, g->n, OH, OW, 128);
+    if ((int64_t)a.ntiles * 128 >= INT32_MAX || K >= INT32_MAX) return EM_ERR_UNSUPPORTED;
+    int64_t H = g->img[1], W = g->img[2];
+    void *xcl, *wcl;
+    em_status st =
+        stage_channels_last(dev, x, w, g->n, Cx, H * W, Cy, Cx, KH * KW, &xcl, &wcl, what);
+    cuda_tmap ma, mb;
+    if (st == EM_OK &&
+        (!cuda_encode_tmap(&ma, 4, wcl, K, Cy, K * 4, 32, 128) ||
+         !encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))
+        st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes em_conv_ig_f32 */
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_conv_sgt_f32", what) : NULL;
+    if (st == EM_OK && !f) st = em_last_status();
+    if (st == EM_OK) {
+        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+        void *params[] = {&ma, &mb, &yp, &bp, &a};
+        int64_t tiles = (Cy + 127) / 128 * a.ntiles, sm = cuda_device(dev)->sm_count;
+        unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
+        st = cuda_launch_grid_smem(dev, f, grid, block, 4 * 32768 + 1024 + 64, params, what);
     }
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, wcl);
@@ -494,6 +565,10 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
         conv_path path = conv_choose(dev, op, &g, Cx, Cy, G);
         if (st == EM_OK && path == CONV_TW) {
             st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+            if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
+        }
+        if (st == EM_OK && path == CONV_SGT) {
+            st = conv_sgt(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
             if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
         }
         if (st == EM_OK && path == CONV_COLS)

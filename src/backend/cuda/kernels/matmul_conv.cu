@@ -371,12 +371,37 @@ CONV_CL_KERNEL(em_conv_cl_f16_m64, 0, 2)
 CONV_CL_KERNEL(em_conv_cl_bf16, 1, 4)
 CONV_CL_KERNEL(em_conv_cl_bf16_m64, 1, 2)
 
-// y [n][p][c] = x [n][c][p] for 16-bit elements (x to channels-last; w [Cy][Cg][Kh Kw] to
-// [Cy][Kh Kw][Cg]): 64 x 64 tiles through shared memory (pitch 65: the column reads hit 32
-// banks), read along p and written along c, two elements (4 bytes) per thread where the tile is
-// whole and P (for the reads) or C (for the writes) is even and the base 4-byte aligned (a
-// contiguous view may start at an odd element), else element by element. Grid (P / 64, C / 64,
-// n), 256 threads.
+// to_cl's phases element by element: tile t [c][p] from x (rows of P), y (rows of C) from t.
+template <typename T>
+__device__ __forceinline__ void cl_read(T (&t)[64][65], const T *x, long long base, int C, int P,
+                                        int c0, int p0, int wy, int lane)
+{
+    for (int r = wy; r < 64; r += 8)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int q = lane + 32 * h;
+            if (c0 + r < C && p0 + q < P) t[r][q] = x[base + (long long)(c0 + r) * P + p0 + q];
+        }
+}
+template <typename T>
+__device__ __forceinline__ void cl_write(const T (&t)[64][65], T *y, long long base, int C, int P,
+                                         int c0, int p0, int wy, int lane)
+{
+    for (int r = wy; r < 64; r += 8)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int q = lane + 32 * h;
+            if (p0 + r < P && c0 + q < C) y[base + (long long)(p0 + r) * C + c0 + q] = t[q][r];
+        }
+}
+
+// y [n][p][c] = x [n][c][p] (x to channels-last; w [Cy][Cg][Kh Kw] to [Cy][Kh Kw][Cg]): 64 x 64
+// tiles through shared memory (pitch 65: the column reads hit 32 banks), read along p and written
+// along c. 16-bit elements (em_conv_to_cl_u16): two elements (4 bytes) per thread where the tile
+// is whole and P (for the reads) or C (for the writes) is even and the base 4-byte aligned (a
+// contiguous view may start at an odd element), else element by element; 32-bit elements
+// (em_conv_to_cl_u32, the f32 copy-engine convolution's): element by element. Grid (P / 64,
+// C / 64, n), 256 threads.
 extern "C" __global__ void __launch_bounds__(256)
     em_conv_to_cl_u16(const unsigned short *x, unsigned short *y, int C, int P)
 {
@@ -392,40 +417,49 @@ extern "C" __global__ void __launch_bounds__(256)
             t[r][2 * lane] = (unsigned short)v;
             t[r][2 * lane + 1] = (unsigned short)(v >> 16);
         }
-    } else {
-        for (int r = wy; r < 64; r += 8)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int q = lane + 32 * h;
-                if (c0 + r < C && p0 + q < P) t[r][q] = x[base + (long long)(c0 + r) * P + p0 + q];
-            }
-    }
+    } else
+        cl_read(t, x, base, C, P, c0, p0, wy, lane);
     __syncthreads();
     if (whole && (C & 1) == 0 && ((unsigned long long)y & 3) == 0) {
 #pragma unroll
         for (int r = wy; r < 64; r += 8)
             *(unsigned *)(y + base + (long long)(p0 + r) * C + c0 + 2 * lane) =
                 t[2 * lane][r] | (unsigned)t[2 * lane + 1][r] << 16;
-    } else {
-        for (int r = wy; r < 64; r += 8)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const int q = lane + 32 * h;
-                if (p0 + r < P && c0 + q < C) y[base + (long long)(p0 + r) * C + c0 + q] = t[q][r];
-            }
-    }
+    } else
+        cl_write(t, y, base, C, P, c0, p0, wy, lane);
+}
+
+extern "C" __global__ void __launch_bounds__(256)
+    em_conv_to_cl_u32(const unsigned *x, unsigned *y, int C, int P)
+{
+    __shared__ unsigned t[64][65];
+    const long long base = (long long)blockIdx.z * C * P;
+    const int p0 = blockIdx.x * 64, c0 = blockIdx.y * 64, lane = threadIdx.x & 31,
+              wy = threadIdx.x >> 5;
+    cl_read(t, x, base, C, P, c0, p0, wy, lane);
+    __syncthreads();
+    cl_write(t, y, base, C, P, c0, p0, wy, lane);
 }
 
 // The same for P < 32 (kernel taps of a weight): one thread per element of y, 32-bit index
 // arithmetic (the host keeps n C P below 2^31).
-extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
-                                                   int P, int total)
+template <typename T> __device__ void to_cl_small(const T *x, T *y, int C, int P, int total)
 {
     const int cp = C * P;
     for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < total; i += blockDim.x * gridDim.x) {
         const int n = i / cp, r = i - n * cp, p = r / C, c = r - p * C;
         y[i] = x[n * cp + c * P + p];
     }
+}
+extern "C" __global__ void em_conv_to_cl_small_u16(const unsigned short *x, unsigned short *y, int C,
+                                                   int P, int total)
+{
+    to_cl_small(x, y, C, P, total);
+}
+extern "C" __global__ void em_conv_to_cl_small_u32(const unsigned *x, unsigned *y, int C, int P,
+                                                   int total)
+{
+    to_cl_small(x, y, C, P, total);
 }
 
 // The columns of a convolution for the wgmma product (conv_cols in cuda_backend.c): from x

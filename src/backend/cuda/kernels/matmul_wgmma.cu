@@ -671,9 +671,11 @@ __device__ __forceinline__ void sgt_frag(float (&v)[8][4], const unsigned char *
     }
 }
 
-template <int AK, int BK>
-__device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M, int N, int K,
-                           const mmep &ep)
+// The kernels' body: an M x N output in tiles of 128 x 128, K in k tiles of 32, `bytes` per stage.
+// load(stage address, full mbarrier, mt, nt, kt) issues a stage's copies (A's tile at 0, B's at
+// 16 KiB); store(acc, mt, nt, ty, tx) writes a finished tile from the thread's 8 x 8 sums.
+template <int AK, int BK, typename Load, typename Store>
+__device__ void sgt_run(int M, int N, int K, unsigned bytes, Load &&load, Store &&store)
 {
     extern __shared__ __align__(1024) unsigned char tws[];
     const unsigned base = tw_start(SGT_STAGE);
@@ -682,19 +684,7 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
     const int tm = (M + 127) / 128, tn = (N + 127) / 128, tiles = tm * tn, kts = (K + 31) / 32;
     if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0)
-            tw_produce(base, SGT_STAGE, SGT_STAGE, tm, tn, kts,
-                       [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
-                           const int m0 = mt * 128, n0 = nt * 128, k0 = kt * 32;
-                           if (AK)
-                               tma_load_2d(sa, ma, k0, m0, full);
-                           else
-                               tma_load_2d(sa, ma, m0, k0, full);
-                           if (BK)
-                               tma_load_2d(sa + 16384, mb, k0, n0, full);
-                           else
-                               tma_load_2d(sa + 16384, mb, n0, k0, full);
-                       });
+        if (tid == 0) tw_produce(base, SGT_STAGE, bytes, tm, tn, kts, load);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -729,37 +719,66 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
             __syncwarp();
             if (lane == 0) mbar_arrive(empty0 + 8 * s);
         }
-        const i64 m0 = (i64)mt * 128, n0 = (i64)nt * 128;
+        store(acc, mt, nt, ty, tx);
+    }
+}
+
+// sgt_matmul's store of one tile (with the matmul_bias_act epilogue).
+template <int AK, int BK>
+__device__ __forceinline__ void sgt_store(const float (&acc)[8][8], float *c, int M, int N,
+                                          const mmep &ep, int mt, int nt, int ty, int tx)
+{
+    const i64 m0 = (i64)mt * 128, n0 = (i64)nt * 128;
 #pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const i64 row = m0 + (AK ? ty + 16 * i : (i >> 2) * 64 + ty * 4 + (i & 3));
-            if (row >= M) continue;
-            float *cr = c + row * N;
-            if constexpr (BK) {
+    for (int i = 0; i < 8; i++) {
+        const i64 row = m0 + (AK ? ty + 16 * i : (i >> 2) * 64 + ty * 4 + (i & 3));
+        if (row >= M) continue;
+        float *cr = c + row * N;
+        if constexpr (BK) {
 #pragma unroll
-                for (int j = 0; j < 8; j++) {
-                    const i64 col = n0 + tx + 16 * j;
-                    if (col < N)
-                        cr[col] = ep.on ? ep_apply<2>(ep, acc[i][j], col, row * N + col) : acc[i][j];
-                }
-            } else
+            for (int j = 0; j < 8; j++) {
+                const i64 col = n0 + tx + 16 * j;
+                if (col < N)
+                    cr[col] = ep.on ? ep_apply<2>(ep, acc[i][j], col, row * N + col) : acc[i][j];
+            }
+        } else
 #pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const i64 col = n0 + h * 64 + tx * 4;
-                float v[4];
+        for (int h = 0; h < 2; h++) {
+            const i64 col = n0 + h * 64 + tx * 4;
+            float v[4];
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                v[e] = ep.on && col + e < N ? ep_apply<2>(ep, acc[i][4 * h + e], col + e, row * N + col + e)
+                                            : acc[i][4 * h + e];
+            if ((N & 3) == 0 && col + 3 < N)
+                *(float4 *)(cr + col) = make_float4(v[0], v[1], v[2], v[3]);
+            else
 #pragma unroll
                 for (int e = 0; e < 4; e++)
-                    v[e] = ep.on && col + e < N ? ep_apply<2>(ep, acc[i][4 * h + e], col + e, row * N + col + e)
-                                                : acc[i][4 * h + e];
-                if ((N & 3) == 0 && col + 3 < N)
-                    *(float4 *)(cr + col) = make_float4(v[0], v[1], v[2], v[3]);
-                else
-#pragma unroll
-                    for (int e = 0; e < 4; e++)
-                        if (col + e < N) cr[col + e] = v[e];
-            }
+                    if (col + e < N) cr[col + e] = v[e];
         }
     }
+}
+
+template <int AK, int BK>
+__device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M, int N, int K,
+                           const mmep &ep)
+{
+    auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
+        const int m0 = mt * 128, n0 = nt * 128, k0 = kt * 32;
+        if (AK)
+            tma_load_2d(sa, ma, k0, m0, full);
+        else
+            tma_load_2d(sa, ma, m0, k0, full);
+        if (BK)
+            tma_load_2d(sa + 16384, mb, k0, n0, full);
+        else
+            tma_load_2d(sa + 16384, mb, n0, k0, full);
+    };
+    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx) {
+        sgt_store<AK, BK>(acc, c, M, N, ep, mt, nt, ty, tx);
+    };
+    sgt_run<AK, BK>(M, N, K, SGT_STAGE, fetch, put);
 }
 
 // a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]); one block of 384 threads per
@@ -775,6 +794,53 @@ SGT_KERNEL(em_mm_sgt_kn, 1, 0)
 SGT_KERNEL(em_mm_sgt_kk, 1, 1)
 SGT_KERNEL(em_mm_sgt_mn, 0, 0)
 SGT_KERNEL(em_mm_sgt_mk, 0, 1)
+
+// em_conv_sgt_f32: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on sgt_run, as
+// tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous, boxes of 32 k x
+// 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column tile nt one
+// 4-D box {32, BW, BH, 1} of x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte
+// swizzle, the padding zero-filled by the copy engine), its BW BH <= 128 pixels the tile's
+// columns. Each output is summed over taps, then channels, in k order; the bias added after.
+// y [N][Cout][OH][OW].
+__device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, const float *bias,
+                         const twconv &g)
+{
+    const long long plane = (long long)g.OH * g.OW;
+    auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
+        int n, oh0, ow0;
+        twc_cols(g, nt, n, oh0, ow0);
+        const int tap = kt / g.cpt, kh = tap / g.KW;
+        const int c0 = (kt - tap * g.cpt) * 32, kw = tap - kh * g.KW;
+        tma_load_2d(sa, ma, kt * 32, mt * 128, full);
+        tma_load_4d(sa + 16384, mb, c0, ow0 - g.pw + kw * g.dw, oh0 - g.ph + kh * g.dh, n, full);
+    };
+    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx) {
+        int n, oh0, ow0;
+        twc_cols(g, nt, n, oh0, ow0);
+#pragma unroll
+        for (int i = 0; i < 8; i++) {
+            const int m = mt * 128 + ty + 16 * i;
+            if (m >= g.Cout) continue;
+            const float b = bias ? bias[m] : 0.f;
+            float *ym = y + ((long long)n * g.Cout + m) * plane;
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = tx + 16 * j, bh = col / g.BW, oh = oh0 + bh;
+                const int ow = ow0 + col - bh * g.BW;
+                if (bh < g.BH && oh < g.OH && ow < g.OW) ym[oh * g.OW + ow] = acc[i][j] + b;
+            }
+        }
+    };
+    // g.ntiles column tiles, g.kts k tiles (the host keeps g.ntiles * 128 within int)
+    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, 16384 + g.BW * g.BH * 128, fetch, put);
+}
+
+extern "C" __global__ void __launch_bounds__(384, 1)
+    em_conv_sgt_f32(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
+                    float *y, const float *bias, twconv g)
+{
+    sgt_conv(&ma, &mb, y, bias, g);
+}
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst
