@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_conv.h"
 #include "harness.h"
 #include "tensor/op.h"
 
@@ -354,11 +355,15 @@ static void test_conv_large_f32(void)
         em_config_set("cuda_f32_tma", "off");
         em_tensor *want = em_conv2d(x, w, b, o);
         em_config_set("cuda_f32_tma", "on");
+        uint64_t sgt0 = cuda_kernel_uses(dev.index, "em_conv_sgt_f32");
         char what[96];
         snprintf(what, sizeof what, "conv2d f32 %s on the copy engine",
                  tn_dims_str(cs[p].x.dims, cs[p].x.rank));
         /* both f32 sums of up to 4608 terms of size < 1, in different orders */
         compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
+        if (cuda_wgmma_device(dev.index))
+            CHECK(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") > sgt0,
+                  "%s: em_conv_sgt_f32 did not run", what);
         em_config_set("cuda_f32_tma", NULL);
         em_scope_end();
     }
@@ -455,9 +460,17 @@ int main(void)
     test_conv(CONV_ALL);
     /* f32 on the copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
      * rest on em_conv_ig_f32 as without it */
+    uint64_t sgt0 = cuda_kernel_uses(dev.index, "em_conv_sgt_f32");
     em_config_set("cuda_f32_tma", "on");
     test_conv(CONV_F32);
     em_config_set("cuda_f32_tma", NULL);
+    em_device_sync(dev);
+    /* five of the cases take it (32k input channels, one group, stride 1), each with and
+     * without a bias */
+    if (cuda_wgmma_device(dev.index))
+        CHECK(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") >= sgt0 + 10,
+              "cuda_f32_tma on: em_conv_sgt_f32 ran %llu times, not for every case that fits",
+              (unsigned long long)(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") - sgt0));
     /* f16/bf16 conv on each path asked for where the shape allows it (else the mma.sync
      * implicit GEMM): mma.sync everywhere, the columns and one product (one group, 8k input
      * channels), the wgmma implicit GEMM (on sm_90: one group, 64k input channels, stride 1) */

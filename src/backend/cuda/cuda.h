@@ -185,6 +185,9 @@ em_status cuda_compile_check(const char *arch);
  * disk cache or compiled by NVRTC, the missing ones in parallel); NULL with the error recorded.
  * Found functions are remembered by name. */
 CUfunction cuda_kernel(int device, const char *name, const char *what);
+/* How many times cuda_kernel has returned function `name` of device (0 before its first use):
+ * the tests' check that a forced path really ran its kernel. */
+uint64_t cuda_kernel_uses(int device, const char *name);
 /* The launches below queue f on the calling thread's current stream of device. */
 /* Launches f over n elements (grid-stride) with the given parameters. */
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);

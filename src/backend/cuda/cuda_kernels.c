@@ -651,6 +651,7 @@ typedef struct fn_slot {
     uint64_t hash;
     char *name;
     CUfunction f;
+    uint64_t uses; /* cuda_kernel calls that returned f */
 } fn_slot;
 static fn_slot fn_table[CUDA_MAX_DEV][FN_SLOTS];
 
@@ -664,6 +665,7 @@ CUfunction cuda_kernel(int device, const char *name, const char *what)
     for (size_t probe = 0; probe < FN_SLOTS && tab[k].name; probe++, k = (k + 1) % FN_SLOTS)
         if (tab[k].hash == h && !strcmp(tab[k].name, name)) {
             CUfunction f = tab[k].f;
+            tab[k].uses += f != NULL;
             pthread_mutex_unlock(&module_lock);
             return f;
         }
@@ -676,6 +678,7 @@ CUfunction cuda_kernel(int device, const char *name, const char *what)
         tab[k].name = strdup(name);
         tab[k].hash = h;
         tab[k].f = tab[k].name ? f : NULL;
+        tab[k].uses = tab[k].f != NULL;
     }
     pthread_mutex_unlock(&module_lock);
     if (st != EM_OK) return NULL;
@@ -685,6 +688,22 @@ CUfunction cuda_kernel(int device, const char *name, const char *what)
         cuda_fail(EM_ERR_INTERNAL, r, what, call, device);
     }
     return f;
+}
+
+uint64_t cuda_kernel_uses(int device, const char *name)
+{
+    if (device < 0 || device >= CUDA_MAX_DEV) return 0;
+    uint64_t h = fnv1a(0xcbf29ce484222325ull, name, strlen(name)), n = 0;
+    pthread_mutex_lock(&module_lock);
+    const fn_slot *tab = fn_table[device];
+    size_t k = (size_t)h % FN_SLOTS;
+    for (size_t probe = 0; probe < FN_SLOTS && tab[k].name; probe++, k = (k + 1) % FN_SLOTS)
+        if (tab[k].hash == h && !strcmp(tab[k].name, name)) {
+            n = tab[k].uses;
+            break;
+        }
+    pthread_mutex_unlock(&module_lock);
+    return n;
 }
 
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what)
