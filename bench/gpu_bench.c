@@ -295,7 +295,8 @@ int main(int argc, char **argv)
     /* conv2d 3x3 pad 1, C -> C: [16, 64, 56, 56], [16, 128, 56, 56], [32, 256, 28, 28] and
      * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_kernel; Ember
      * only): _mma the mma.sync implicit GEMM, _cols the columns and one product, _tw the wgmma
-     * implicit GEMM; f32 also on the copy-engine kernel (_sgt: cuda_f32_tma on) */
+     * implicit GEMM; f32 also on the copy-engine kernels (_sgt: 4-D boxes, _i2c: the im2col
+     * mode) */
     for (int c = 0; c < 4; c++)
         for (int t = 0; t < 3; t++) {
             const char *tn[] = {"f32", "bf16", "f16"};
@@ -317,13 +318,14 @@ int main(int argc, char **argv)
                 run_case(forced, K_CONV, a, b, 1, 21, 2.0);
             }
             em_config_set("cuda_conv_kernel", NULL);
-            if (t == 0) {
+            for (int f = 0; t == 0 && f < 2; f++) {
+                const char *path[] = {"sgt", "sgt_im2col"}, *suf[] = {"sgt", "i2c"};
                 char forced[56];
-                snprintf(forced, sizeof forced, "%s_sgt", name);
-                em_config_set("cuda_f32_tma", "on");
+                snprintf(forced, sizeof forced, "%s_%s", name, suf[f]);
+                em_config_set("cuda_conv_kernel", path[f]);
                 run_case(forced, K_CONV, a, b, 1, 21, 2.0);
-                em_config_set("cuda_f32_tma", NULL);
             }
+            em_config_set("cuda_conv_kernel", NULL);
             em_release(a);
             em_release(b);
         }

@@ -28,6 +28,9 @@ struct em_tmap {
     int rank;
     i64 dims[4], st[4];
     int box[4], swizzle;
+    // im2col mode (rank 4, [N][H][W][C]): the bounding box's corners {w, h}, box[0] channels a
+    // pixel, box[1] pixels a load
+    int im2col, lower[2], upper[2];
 };
 // A 2-D map [outer][inner], rows ld floats apart, as run_sgt encodes one.
 static em_tmap map2(const float *p, i64 inner, i64 outer, i64 ld, int box_in, int box_out, int sw)
@@ -120,6 +123,33 @@ static void tma_load(unsigned dst, const em_tmap *m, const int (&c)[4], unsigned
     mb.tx -= n * 4;
     complete_if_done(mb);
 }
+// im2col mode as the copy engine documents it: box[1] pixels from the start (w, h, n), walking the
+// bounding box [lower, dim - 1 + upper] along w, then h, then n, each read at (w + ow, h + oh)
+// (box[0] channels from c; zero off the tensor or past the last image)
+static void tma_load_im2col(unsigned dst, const em_tmap *m, int c, int w, int h, int n,
+                            unsigned short ow, unsigned short oh, unsigned bar)
+{
+    const i64 bw = m->dims[1] + m->upper[0] - m->lower[0], bh = m->dims[2] + m->upper[1] - m->lower[1];
+    const i64 first = ((i64)n * bh + (h - m->lower[1])) * bw + (w - m->lower[0]);
+    long bytes = 0;
+    for (int i = 0; i < m->box[1]; i++) {
+        const i64 q = first + i, pn = q / (bw * bh), r = q - pn * bw * bh;
+        const i64 ih = r / bw + m->lower[1] + oh, iw = r % bw + m->lower[0] + ow;
+        for (int e = 0; e < m->box[0]; e++, bytes += 4) {
+            const i64 ch = c + e;
+            const bool in = pn < m->dims[3] && ih >= 0 && ih < m->dims[2] && iw >= 0 &&
+                            iw < m->dims[1] && ch < m->dims[0];
+            const float v = in ? m->p[pn * m->st[3] + ih * m->st[2] + iw * m->st[1] + ch] : 0.f;
+            unsigned off = (unsigned)bytes;
+            if (m->swizzle) off ^= ((off >> 7) & 7) << 4;
+            memcpy(smem + dst + off, &v, 4);
+        }
+    }
+    mbarrier &mb = bar_at(bar);
+    std::lock_guard<std::mutex> g(mb.m);
+    mb.tx -= bytes;
+    complete_if_done(mb);
+}
 static void tma_load_2d(unsigned dst, const em_tmap *m, int c0, int c1, unsigned bar)
 {
     tma_load(dst, m, {c0, c1, 0, 0}, bar);
@@ -183,8 +213,8 @@ template <typename Body> static void launch(unsigned blocks, Body body)
 
 // em_conv_sgt_f32 against f64 sums: x channels-last [N][H][W][C], w [Cout][KH][KW][C], the
 // geometry as conv_sgt (cuda_conv.c) sets it, tw_conv_tiles' column tiles of 128 included.
-static void check_conv(int N, int C, int H, int W, int Cout, int KH, int KW, int ph, int pw,
-                       int phi, int pwi, int dh, int dw, unsigned blocks, long long &checks,
+static void check_conv(bool i2c, int N, int C, int H, int W, int Cout, int KH, int KW, int ph,
+                       int pw, int phi, int pwi, int dh, int dw, unsigned blocks, long long &checks,
                        long long &wrong)
 {
     const int OH = H + ph + phi - dh * (KH - 1), OW = W + pw + pwi - dw * (KW - 1);
@@ -192,7 +222,8 @@ static void check_conv(int N, int C, int H, int W, int Cout, int KH, int KW, int
     const int tw = (OW + 127) / 128, bw = (OW + tw - 1) / tw;
     const int most = 128 / bw < OH ? 128 / bw : OH, th = (OH + most - 1) / most;
     g.BW = bw, g.tw = tw, g.th = th, g.BH = (OH + th - 1) / th, g.ntiles = N * th * tw;
-    g.cpt = C / 32, g.kts = KH * KW * C / 32;
+    g.cpt = C / 32, g.kts = KH * KW * C / 32, g.npix = N * OH * OW;
+    if (i2c) g.ntiles = (g.npix + 127) / 128;
     std::vector<float> x((size_t)N * H * W * C), w((size_t)Cout * KH * KW * C), bias(Cout),
         y((size_t)N * Cout * OH * OW, -7.f);
     for (auto &v : x) v = (float)(rand() % 17 - 8) / 8;
@@ -200,16 +231,18 @@ static void check_conv(int N, int C, int H, int W, int Cout, int KH, int KW, int
     for (auto &v : bias) v = (float)(rand() % 5 - 2);
     const i64 K = (i64)KH * KW * C;
     const em_tmap ma = map2(w.data(), K, Cout, K, 32, 128, 1);
-    const em_tmap mb = {x.data(),
-                        4,
-                        {C, W, H, N},
-                        {1, C, (i64)W * C, (i64)H * W * C},
-                        {32, g.BW, g.BH, 1},
-                        1};
+    em_tmap mb = {x.data(), 4, {C, W, H, N}, {1, C, (i64)W * C, (i64)H * W * C}, {32, g.BW, g.BH, 1}, 1};
+    if (i2c) // as conv_sgt encodes it
+        mb.im2col = 1, mb.box[1] = 128, mb.box[2] = 1, mb.lower[0] = -pw, mb.lower[1] = -ph,
+        mb.upper[0] = pwi - dw * (KW - 1), mb.upper[1] = phi - dh * (KH - 1);
     const float *bp = bias.data();
     const unsigned tiles = (unsigned)((Cout + 127) / 128 * g.ntiles);
-    launch(blocks < tiles ? blocks : tiles,
-           [&] { em_conv_sgt_f32(ma, mb, y.data(), bp, g); });
+    launch(blocks < tiles ? blocks : tiles, [&] {
+        if (i2c)
+            em_conv_sgt_f32_i2c(ma, mb, y.data(), bp, g);
+        else
+            em_conv_sgt_f32(ma, mb, y.data(), bp, g);
+    });
     int bad = 0;
     for (int n = 0; n < N; n++)
         for (int m = 0; m < Cout; m++)
@@ -229,9 +262,9 @@ static void check_conv(int N, int C, int H, int W, int Cout, int KH, int KW, int
                     checks++;
                 }
     if (bad)
-        printf("FAIL em_conv_sgt_f32 N%d C%d %dx%d -> %d, %dx%d pad %d,%d/%d,%d dil %d,%d: %d "
+        printf("FAIL em_conv_sgt_f32%s N%d C%d %dx%d -> %d, %dx%d pad %d,%d/%d,%d dil %d,%d: %d "
                "wrong\n",
-               N, C, H, W, Cout, KH, KW, ph, pw, phi, pwi, dh, dw, bad);
+               i2c ? "_i2c" : "", N, C, H, W, Cout, KH, KW, ph, pw, phi, pwi, dh, dw, bad);
     wrong += bad;
 }
 
@@ -294,9 +327,10 @@ int main()
                              {1, 32, 7, 150, 24, 3, 1, 2, 0, 2, 0, 2, 1, 2},
                              {2, 96, 12, 12, 64, 1, 1, 0, 0, 0, 0, 1, 1, 2},
                              {1, 32, 11, 11, 20, 3, 3, 1, 1, 0, 0, 1, 1, 1}};
-    for (auto &c : convs)
-        check_conv(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11],
-                   c[12], (unsigned)c[13], checks, wrong);
+    for (int i2c = 0; i2c < 2; i2c++)
+        for (auto &c : convs)
+            check_conv(i2c, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10],
+                       c[11], c[12], (unsigned)c[13], checks, wrong);
     printf("copy-engine kernels: %lld passed, %lld failed\n", checks - wrong, wrong);
     return wrong != 0;
 }

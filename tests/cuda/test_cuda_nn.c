@@ -157,7 +157,8 @@ static void test_int_matmul(void)
 }
 
 /* Which dtypes test_conv runs: all, only f16/bf16 (again on each path of config
- * cuda_conv_kernel) or only f32 (again with cuda_f32_tma on: the copy-engine kernel). */
+ * cuda_conv_kernel) or only f32 (again on each copy-engine path: cuda_conv_kernel sgt, sgt_im2col).
+ */
 enum { CONV_ALL, CONV_HALVES, CONV_F32 };
 
 static void test_conv(int only)
@@ -334,9 +335,10 @@ static void test_conv_large(void)
         }
 }
 
-/* The f32 copy-engine convolution (config cuda_f32_tma on) at the sizes of test_conv_large, where
- * each block walks several tiles, and at [32, 512, 14, 14] (two column tiles of 7 rows an
- * image), against em_conv_ig_f32 on the same values. */
+/* The f32 copy-engine convolutions (config cuda_conv_kernel sgt: 4-D boxes, sgt_im2col: the
+ * im2col mode) at the sizes of test_conv_large, where each block walks several tiles, and at
+ * [32, 512, 14, 14] (boxes: two column tiles of 7 rows an image; im2col: tiles across rows and
+ * images), against em_conv_ig_f32 on the same values. */
 static void test_conv_large_f32(void)
 {
     const struct {
@@ -352,19 +354,22 @@ static void test_conv_large_f32(void)
         em_tensor *b =
             em_to_device(h_rand(EM_SHAPE(cs[p].w.dims[0]), EM_F32, H_CONTIG, -1, 1, NULL), dev);
         em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
-        em_config_set("cuda_f32_tma", "off");
+        em_config_set("cuda_conv_kernel", "mma");
         em_tensor *want = em_conv2d(x, w, b, o);
-        em_config_set("cuda_f32_tma", "on");
-        uint64_t sgt0 = cuda_kernel_uses(dev.index, "em_conv_sgt_f32");
-        char what[96];
-        snprintf(what, sizeof what, "conv2d f32 %s on the copy engine",
-                 tn_dims_str(cs[p].x.dims, cs[p].x.rank));
-        /* both f32 sums of up to 4608 terms of size < 1, in different orders */
-        compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
-        if (cuda_wgmma_device(dev.index))
-            CHECK(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") > sgt0,
-                  "%s: em_conv_sgt_f32 did not run", what);
-        em_config_set("cuda_f32_tma", NULL);
+        for (int i = 0; i < 2; i++) {
+            const char *path = i ? "sgt_im2col" : "sgt";
+            const char *kern = i ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
+            em_config_set("cuda_conv_kernel", path);
+            uint64_t n0 = cuda_kernel_uses(dev.index, kern);
+            char what[96];
+            snprintf(what, sizeof what, "conv2d f32 %s on %s",
+                     tn_dims_str(cs[p].x.dims, cs[p].x.rank), path);
+            /* both f32 sums of up to 4608 terms of size < 1, in different orders */
+            compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
+            if (cuda_wgmma_device(dev.index))
+                CHECK(cuda_kernel_uses(dev.index, kern) > n0, "%s: %s did not run", what, kern);
+        }
+        em_config_set("cuda_conv_kernel", NULL);
         em_scope_end();
     }
 }
@@ -458,19 +463,22 @@ int main(void)
     test_norms();
     test_int_matmul();
     test_conv(CONV_ALL);
-    /* f32 on the copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
-     * rest on em_conv_ig_f32 as without it */
-    uint64_t sgt0 = cuda_kernel_uses(dev.index, "em_conv_sgt_f32");
-    em_config_set("cuda_f32_tma", "on");
-    test_conv(CONV_F32);
-    em_config_set("cuda_f32_tma", NULL);
-    em_device_sync(dev);
-    /* five of the cases take it (32k input channels, one group, stride 1), each with and
-     * without a bias */
-    if (cuda_wgmma_device(dev.index))
-        CHECK(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") >= sgt0 + 10,
-              "cuda_f32_tma on: em_conv_sgt_f32 ran %llu times, not for every case that fits",
-              (unsigned long long)(cuda_kernel_uses(dev.index, "em_conv_sgt_f32") - sgt0));
+    /* f32 on each copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
+     * rest on em_conv_ig_f32 as without it; five of the cases fit, each run with and without
+     * a bias */
+    const char *f32paths[] = {"sgt", "sgt_im2col"};
+    for (int i = 0; i < 2; i++) {
+        const char *kern = i ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
+        uint64_t n0 = cuda_kernel_uses(dev.index, kern);
+        em_config_set("cuda_conv_kernel", f32paths[i]);
+        test_conv(CONV_F32);
+        em_config_set("cuda_conv_kernel", NULL);
+        em_device_sync(dev);
+        uint64_t n = cuda_kernel_uses(dev.index, kern) - n0;
+        if (cuda_wgmma_device(dev.index))
+            CHECK(n >= 10, "cuda_conv_kernel %s: %s ran %llu times, not for every case that fits",
+                  f32paths[i], kern, (unsigned long long)n);
+    }
     /* f16/bf16 conv on each path asked for where the shape allows it (else the mma.sync
      * implicit GEMM): mma.sync everywhere, the columns and one product (one group, 8k input
      * channels), the wgmma implicit GEMM (on sm_90: one group, 64k input channels, stride 1) */

@@ -69,6 +69,11 @@ typedef struct cuda_driver {
                                        const uint64_t *dims, const uint64_t *strides,
                                        const unsigned *box, const unsigned *estrides,
                                        int interleave, int swizzle, int l2promotion, int oobfill);
+    CUresult (*cuTensorMapEncodeIm2col)(void *map, int dtype, unsigned rank, void *addr,
+                                        const uint64_t *dims, const uint64_t *strides,
+                                        const int *lower, const int *upper, unsigned channels,
+                                        unsigned pixels, const unsigned *estrides, int interleave,
+                                        int swizzle, int l2promotion, int oobfill);
 } cuda_driver;
 
 extern cuda_driver cuda_drv;

@@ -271,16 +271,13 @@ typedef enum conv_path {
     CONV_COLS, /* conv_cols: columns written out, then one product on the matmul kernels */
     CONV_TW,   /* conv_tw: the implicit GEMM on wgmma, fed by the copy engine (sm_90) */
     CONV_SGT,  /* conv_sgt: the exact f32 implicit GEMM fed by the copy engine (sm_90) */
+    CONV_I2C,  /* conv_sgt in the copy engine's im2col mode */
 } conv_path;
 
-/* The f32 convolution on the copy engine (conv_sgt) for a CONV of conv_igemm_ok's shapes: 1-D/2-D,
- * one group, stride 1, input channels a multiple of 32, on sm_90. Config cuda_f32_tma: on takes it
- * wherever it applies, off never; unset: not yet (it has run in the CPU emulation only, not
- * been measured against em_conv_ig_f32 on a GPU). */
-static bool conv_sgt_wanted(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t G)
+/* An f32 CONV of conv_igemm_ok's shapes that conv_sgt takes: 1-D/2-D, one group, stride 1, input
+ * channels a multiple of 32, on sm_90. */
+static bool conv_sgt_fits(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t G)
 {
-    const char *v = em_config_get("cuda_f32_tma");
-    if (!v || !(!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"))) return false;
     return op->kind == EM_OP_CONV && G == 1 && Cx % 32 == 0 && g->img[0] == 1 && g->k[0] == 1 &&
            g->s[1] == 1 && g->s[2] == 1 && cuda_wgmma_device(dev) &&
            cuda_drv.cuTensorMapEncodeTiled;
@@ -303,14 +300,17 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
 static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
-    if (op->out[0]->dtype == EM_F32)
-        return conv_sgt_wanted(dev, op, g, Cx, G) ? CONV_SGT : CONV_MMA;
+    const char *v = em_config_get("cuda_conv_kernel");
+    if (op->out[0]->dtype == EM_F32) { /* sgt / sgt_im2col where they fit, else mma (ig_f32) */
+        bool sgt = v && !strncmp(v, "sgt", 3) && conv_sgt_fits(dev, op, g, Cx, G);
+        if (sgt && !strcmp(v, "sgt_im2col") && cuda_drv.cuTensorMapEncodeIm2col) return CONV_I2C;
+        return sgt && !strcmp(v, "sgt") ? CONV_SGT : CONV_MMA;
+    }
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
     bool cols =
         conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
     bool tw = conv_half_plain(op, g, Cx, G, 64) && g->s[1] == 1 && g->s[2] == 1 &&
               cuda_wgmma_device(dev) && cuda_drv.cuTensorMapEncodeTiled;
-    const char *v = em_config_get("cuda_conv_kernel");
     if (v && !strcmp(v, "mma")) return CONV_MMA;
     if (v && !strcmp(v, "columns")) return cols ? CONV_COLS : CONV_MMA;
     if (v && !strcmp(v, "wgmma")) return tw ? CONV_TW : CONV_MMA;
@@ -378,7 +378,7 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
 }
 
 typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.cu */
-    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts;
+    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts, npix;
 } tw_conv_arg;
 
 /* x channels-last [N][H][W][C] (esz = 2: 16-bit, 4: f32 elements) read in boxes {128 / esz,
@@ -467,6 +467,27 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
     return st;
 }
 
+/* x channels-last f32 [N][H][W][C] for the copy engine's im2col mode: 128 pixels of 32 channels a
+ * load, with the 128-byte swizzle, the bounding box of the first tap's positions (lower corner
+ * -pad_lo, upper pad_hi - dilation (k - 1)), so that the output pixels (n, oh, ow) follow each
+ * other in it; zero off the image. */
+static bool encode_tmap_im2col(cuda_tmap *m, const void *p, const conv_arg *g, int64_t H, int64_t W,
+                               int64_t C)
+{
+    uint64_t dims[4] = {(uint64_t)C, (uint64_t)W, (uint64_t)H, (uint64_t)g->n};
+    uint64_t strides[3] = {(uint64_t)(C * 4), (uint64_t)(W * C * 4), (uint64_t)(H * W * C * 4)};
+    int64_t lo[2] = {-g->p[2], -g->p[1]};
+    int64_t hi[2] = {g->blk[2] - 1 - (W - 1) + lo[0], g->blk[1] - 1 - (H - 1) + lo[1]};
+    for (int i = 0; i < 2; i++) /* 4-D maps take corners in [-128, 127] */
+        if (lo[i] < -128 || lo[i] > 127 || hi[i] < -128 || hi[i] > 127) return false;
+    int lower[2] = {(int)lo[0], (int)lo[1]}, upper[2] = {(int)hi[0], (int)hi[1]};
+    unsigned es[4] = {1, 1, 1, 1};
+    /* CU_TENSOR_MAP_DATA_TYPE_FLOAT32 = 7, no interleave, SWIZZLE_128B = 3, L2 promotion 128B =
+     * 2, zero fill */
+    return cuda_drv.cuTensorMapEncodeIm2col(m, 7, 4, (void *)p, dims, strides, lower, upper, 32,
+                                            128, es, 0, 3, 2, 0) == 0;
+}
+
 /* y = conv(x, w) + b, x, w, b and y contiguous f32, stride 1, Cin % 32 == 0, on sm_90: x and w to
  * channels-last, then em_conv_sgt_f32 (kernels/matmul_wgmma.cu): the exact FFMA tiles of the
  * em_mm_sgt_* products, A = w [Cout][Kh Kw Cin] in boxes of 32 k x 128 rows, B one 4-D box of
@@ -475,7 +496,7 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
  * Each output is its f32 sum over (tap, channel) in order, then + b. EM_ERR_UNSUPPORTED (nothing
  * recorded) when the driver refuses a tensor map or the tile count leaves int. */
 static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                          const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+                          const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
                           const char *what)
 {
     int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2], K = KH * KW * Cx;
@@ -488,8 +509,10 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
                      .dh = (int32_t)g->d[1],
                      .dw = (int32_t)g->d[2],
                      .cpt = (int32_t)(Cx / 32),
-                     .kts = (int32_t)(K / 32)};
+                     .kts = (int32_t)(K / 32),
+                     .npix = (int32_t)(g->n * OH * OW)};
     tw_conv_tiles(&a, g->n, OH, OW, 128);
+    if (i2c) a.ntiles = (int32_t)((g->n * OH * OW + 127) / 128);
     if ((int64_t)a.ntiles * 128 >= INT32_MAX || K >= INT32_MAX) return EM_ERR_UNSUPPORTED;
     int64_t H = g->img[1], W = g->img[2];
     void *xcl, *wcl;
@@ -498,9 +521,14 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
     cuda_tmap ma, mb;
     if (st == EM_OK &&
         (!cuda_encode_tmap(&ma, 4, wcl, K, Cy, K * 4, 32, 128) ||
-         !encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))
+         !(i2c ? encode_tmap_im2col(&mb, xcl, g, H, W, Cx)
+               : encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))) {
+        em_log_msg("cuda", EM_LOG_INFO, "%s: the driver refused a tensor map of conv_sgt", what);
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes em_conv_ig_f32 */
-    CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_conv_sgt_f32", what) : NULL;
+    }
+    CUfunction f = st == EM_OK
+                       ? cuda_kernel(dev, i2c ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32", what)
+                       : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
         void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
@@ -567,8 +595,8 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
             st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
             if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
         }
-        if (st == EM_OK && path == CONV_SGT) {
-            st = conv_sgt(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
+        if (st == EM_OK && (path == CONV_SGT || path == CONV_I2C)) {
+            st = conv_sgt(dev, &in[0], &in[1], b, y, &g, Cx, Cy, path == CONV_I2C, what);
             if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
         }
         if (st == EM_OK && path == CONV_COLS)

@@ -103,6 +103,8 @@ static void probe(void)
     }
     void *tm = dlsym(lib, "cuTensorMapEncodeTiled"); /* optional: CUDA 12 and later */
     memcpy(&cuda_drv.cuTensorMapEncodeTiled, &tm, sizeof tm);
+    void *ti = dlsym(lib, "cuTensorMapEncodeIm2col");
+    memcpy(&cuda_drv.cuTensorMapEncodeIm2col, &ti, sizeof ti);
     if (cuda_drv.cuInit(0) != 0) return;
     int count = 0;
     if (cuda_drv.cuDeviceGetCount(&count) != 0 || count <= 0) return;

@@ -534,6 +534,7 @@ struct twconv { // matches tw_conv_arg in cuda_backend.c
     int BW, BH, tw, th; // box; column tiles per image: tw along OW, th along OH
     int ntiles, cpt;    // column tiles (N th tw); k tiles per tap (C / 64)
     int kts;            // Kh Kw C / 64
+    int npix;           // N OH OW (the f32 im2col kernel's columns)
 };
 
 __device__ __forceinline__ void tma_load_4d(unsigned dst, const em_tmap *map, int c0, int c1,
@@ -542,6 +543,19 @@ __device__ __forceinline__ void tma_load_4d(unsigned dst, const em_tmap *map, in
     asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
                  " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
                  "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
+                 : "memory");
+}
+
+// The copy engine's im2col mode (a map from cuTensorMapEncodeIm2col): pixels from (c, w, h, n),
+// each read at the offsets (ow, oh).
+__device__ __forceinline__ void tma_load_im2col(unsigned dst, const em_tmap *map, int c, int w,
+                                                int h, int n, unsigned short ow,
+                                                unsigned short oh, unsigned bar)
+{
+    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
+                 " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
+                 "l"((unsigned long long)map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(ow),
+                 "h"(oh)
                  : "memory");
 }
 
@@ -795,51 +809,83 @@ SGT_KERNEL(em_mm_sgt_kk, 1, 1)
 SGT_KERNEL(em_mm_sgt_mn, 0, 0)
 SGT_KERNEL(em_mm_sgt_mk, 0, 1)
 
-// em_conv_sgt_f32: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on sgt_run, as
-// tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous, boxes of 32 k x
-// 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column tile nt one
-// 4-D box {32, BW, BH, 1} of x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte
-// swizzle, the padding zero-filled by the copy engine), its BW BH <= 128 pixels the tile's
-// columns. Each output is summed over taps, then channels, in k order; the bias added after.
-// y [N][Cout][OH][OW].
+// em_conv_sgt_f32 / _i2c: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on
+// sgt_run, as tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous,
+// boxes of 32 k x 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column
+// tile nt comes from x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte swizzle, the
+// padding zero-filled by the copy engine). em_conv_sgt_f32: one 4-D box {32, BW, BH, 1} at
+// (c0, ow0 - pw + kw dw, oh0 - ph + kh dh, n), its BW BH <= 128 pixels the tile's columns.
+// em_conv_sgt_f32_i2c: the copy engine's im2col mode, 128 consecutive output pixels (n, oh, ow)
+// from p0 = 128 nt, across rows and images: the load starts at (c0, ow - pw, oh - ph, n) of
+// p0's pixel and walks the map's bounding box (lower corner -p, upper p_hi - d (k - 1): one
+// position per output pixel), each pixel read at the tap's offsets (kw dw, kh dh). Each output is
+// summed over taps, then channels, in k order; the bias added after. y [N][Cout][OH][OW].
+template <bool I2C>
 __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, const float *bias,
                          const twconv &g)
 {
-    const long long plane = (long long)g.OH * g.OW;
+    const int plane = g.OH * g.OW;
     auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
-        int n, oh0, ow0;
-        twc_cols(g, nt, n, oh0, ow0);
         const int tap = kt / g.cpt, kh = tap / g.KW;
         const int c0 = (kt - tap * g.cpt) * 32, kw = tap - kh * g.KW;
         tma_load_2d(sa, ma, kt * 32, mt * 128, full);
-        tma_load_4d(sa + 16384, mb, c0, ow0 - g.pw + kw * g.dw, oh0 - g.ph + kh * g.dh, n, full);
+        if (I2C) {
+            const int p0 = nt * 128, n = p0 / plane, r = p0 - n * plane, oh = r / g.OW;
+            tma_load_im2col(sa + 16384, mb, c0, r - oh * g.OW - g.pw, oh - g.ph, n,
+                            (unsigned short)(kw * g.dw), (unsigned short)(kh * g.dh), full);
+        } else {
+            int n, oh0, ow0;
+            twc_cols(g, nt, n, oh0, ow0);
+            tma_load_4d(sa + 16384, mb, c0, ow0 - g.pw + kw * g.dw, oh0 - g.ph + kh * g.dh, n,
+                        full);
+        }
     };
     auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx) {
-        int n, oh0, ow0;
-        twc_cols(g, nt, n, oh0, ow0);
+        long long off[8]; // column j's offset in y of output channel 0, or -1 outside
+        if (I2C) {
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int p = nt * 128 + tx + 16 * j, n = p / plane;
+                off[j] = p < g.npix ? (long long)n * g.Cout * plane + (p - n * plane) : -1;
+            }
+        } else {
+            int n, oh0, ow0;
+            twc_cols(g, nt, n, oh0, ow0);
+#pragma unroll
+            for (int j = 0; j < 8; j++) {
+                const int col = tx + 16 * j, bh = col / g.BW, oh = oh0 + bh;
+                const int ow = ow0 + col - bh * g.BW;
+                off[j] = bh < g.BH && oh < g.OH && ow < g.OW
+                             ? (long long)n * g.Cout * plane + oh * g.OW + ow
+                             : -1;
+            }
+        }
 #pragma unroll
         for (int i = 0; i < 8; i++) {
             const int m = mt * 128 + ty + 16 * i;
             if (m >= g.Cout) continue;
             const float b = bias ? bias[m] : 0.f;
-            float *ym = y + ((long long)n * g.Cout + m) * plane;
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int col = tx + 16 * j, bh = col / g.BW, oh = oh0 + bh;
-                const int ow = ow0 + col - bh * g.BW;
-                if (bh < g.BH && oh < g.OH && ow < g.OW) ym[oh * g.OW + ow] = acc[i][j] + b;
-            }
+            for (int j = 0; j < 8; j++)
+                if (off[j] >= 0) y[off[j] + (long long)m * plane] = acc[i][j] + b;
         }
     };
     // g.ntiles column tiles, g.kts k tiles (the host keeps g.ntiles * 128 within int)
-    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, 16384 + g.BW * g.BH * 128, fetch, put);
+    const unsigned bytes = 16384 + (I2C ? 128 : g.BW * g.BH) * 128;
+    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, bytes, fetch, put);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     em_conv_sgt_f32(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
                     float *y, const float *bias, twconv g)
 {
-    sgt_conv(&ma, &mb, y, bias, g);
+    sgt_conv<false>(&ma, &mb, y, bias, g);
+}
+extern "C" __global__ void __launch_bounds__(384, 1)
+    em_conv_sgt_f32_i2c(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
+                        float *y, const float *bias, twconv g)
+{
+    sgt_conv<true>(&ma, &mb, y, bias, g);
 }
 #endif
 
