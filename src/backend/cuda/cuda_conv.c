@@ -406,6 +406,60 @@ static void tw_conv_tiles(tw_conv_arg *a, int64_t N, int64_t OH, int64_t OW, int
     a->ntiles = (int32_t)(N * th * tw);
 }
 
+/* The copy-engine convolutions' operands: x and w (contiguous, 16-bit or f32) to channels-last
+ * (*xcl, *wcl: the caller frees both, also on failure) and A's map *ma over w as [Cout][Kh Kw
+ * Cin], boxes of 128 bytes of k x 128 rows. EM_ERR_UNSUPPORTED (logged, nothing recorded) when
+ * the driver refuses the map. */
+static em_status stage_tw_conv(int dev, const em_tensor *x, const em_tensor *w, const conv_arg *g,
+                               int64_t Cx, int64_t Cy, void **xcl, void **wcl, cuda_tmap *ma,
+                               const char *what)
+{
+    const int esz = (int)em_dtype_size(x->dtype);
+    const int64_t taps = g->k[1] * g->k[2], K = taps * Cx;
+    em_status st = stage_channels_last(dev, x, w, g->n, Cx, g->img[1] * g->img[2], Cy, Cx, taps,
+                                       xcl, wcl, what);
+    if (st == EM_OK &&
+        !cuda_encode_tmap(ma, esz, *wcl, K, Cy, K * esz, 128u / (unsigned)esz, 128)) {
+        em_log_msg("cuda", EM_LOG_INFO, "%s: the driver refused the weight's tensor map", what);
+        st = EM_ERR_UNSUPPORTED;
+    }
+    return st;
+}
+
+/* Launches a copy-engine convolution f (em_conv_tw_* / em_conv_sgt_*): one block of 384 threads
+ * and smem bytes per multiprocessor, at most one per output tile. */
+static em_status launch_tw_conv(int dev, CUfunction f, cuda_tmap *ma, cuda_tmap *mb,
+                                const em_tensor *y, const em_tensor *b, tw_conv_arg a,
+                                unsigned smem, const char *what)
+{
+    void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+    void *params[] = {ma, mb, &yp, &bp, &a};
+    int64_t tiles = (a.Cout + 127) / 128 * (int64_t)a.ntiles, sm = cuda_device(dev)->sm_count;
+    unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+}
+
+/* The copy-engine convolutions' geometry for g: k tiles of kstep channels of one tap, column
+ * tiles of bn outputs (tw_conv_tiles). */
+static tw_conv_arg tw_conv_geometry(const conv_arg *g, int64_t Cx, int64_t Cy, int64_t kstep,
+                                    int64_t bn)
+{
+    int64_t OH = g->blk[1], OW = g->blk[2];
+    tw_conv_arg a = {.Cout = (int32_t)Cy,
+                     .OH = (int32_t)OH,
+                     .OW = (int32_t)OW,
+                     .KW = (int32_t)g->k[2],
+                     .ph = (int32_t)g->p[1],
+                     .pw = (int32_t)g->p[2],
+                     .dh = (int32_t)g->d[1],
+                     .dw = (int32_t)g->d[2],
+                     .cpt = (int32_t)(Cx / kstep),
+                     .kts = (int32_t)(g->k[1] * g->k[2] * Cx / kstep),
+                     .npix = (int32_t)(g->n * OH * OW)};
+    tw_conv_tiles(&a, g->n, OH, OW, bn);
+    return a;
+}
+
 /* y = conv(x, w) + b, x, w, b and y contiguous f16/bf16, stride 1, Cin % 64 == 0, on sm_90: x
  * and w to channels-last, then the implicit GEMM of kernels/matmul_wgmma.cu (em_conv_tw_*): the
  * copy engine loads each k tile's (one tap, 64 channels) column boxes straight from x, zero-
@@ -417,22 +471,11 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
                          const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                          const char *what)
 {
-    int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2];
     tw_conv_arg a[2];
     double cost[2];
     int64_t tm = (Cy + 127) / 128, sm = cuda_device(dev)->sm_count;
     for (int i = 0; i < 2; i++) {
-        a[i] = (tw_conv_arg){.Cout = (int32_t)Cy,
-                             .OH = (int32_t)OH,
-                             .OW = (int32_t)OW,
-                             .KW = (int32_t)KW,
-                             .ph = (int32_t)g->p[1],
-                             .pw = (int32_t)g->p[2],
-                             .dh = (int32_t)g->d[1],
-                             .dw = (int32_t)g->d[2],
-                             .cpt = (int32_t)(Cx / 64),
-                             .kts = (int32_t)(KH * KW * Cx / 64)};
-        tw_conv_tiles(&a[i], g->n, OH, OW, i ? 128 : 256);
+        a[i] = tw_conv_geometry(g, Cx, Cy, 64, i ? 128 : 256);
         cost[i] = (double)((tm * a[i].ntiles + sm - 1) / sm) * (i ? 0.55 : 1.0);
     }
     int narrow = cost[0] <= cost[1] ? 0 : 1;
@@ -440,27 +483,18 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
     unsigned bn = narrow ? 128 : 256;
     int64_t H = g->img[1], W = g->img[2];
     void *xcl, *wcl;
-    em_status st =
-        stage_channels_last(dev, x, w, g->n, Cx, H * W, Cy, Cx, KH * KW, &xcl, &wcl, what);
     cuda_tmap ma, mb;
+    em_status st = stage_tw_conv(dev, x, w, g, Cx, Cy, &xcl, &wcl, &ma, what);
     if (st == EM_OK &&
-        (!cuda_encode_tmap(&ma, 2, wcl, KH * KW * Cx, Cy, KH * KW * Cx * 2, 64, 128) ||
-         !encode_tmap_image(&mb, 2, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH)))
+        !encode_tmap_image(&mb, 2, xcl, g->n, H, W, Cx, (unsigned)ga->BW, (unsigned)ga->BH))
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes the mma.sync kernel */
     char name[32];
     snprintf(name, sizeof name, "em_conv_tw_%s_%c", y->dtype == EM_BF16 ? "bf16" : "f16",
              narrow ? 'n' : 'w');
     CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
-    if (st == EM_OK) {
-        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
-        tw_conv_arg ar = *ga;
-        void *params[] = {&ma, &mb, &yp, &bp, &ar};
-        int64_t tiles = tm * ga->ntiles;
-        unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
-        unsigned smem = 4 * (128 + bn) * 128 + 1024 + 64; /* as run_tw's */
-        st = cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
-    }
+    if (st == EM_OK) /* 4 stages of A's 128 rows and B's bn, as run_tw's */
+        st = launch_tw_conv(dev, f, &ma, &mb, y, b, *ga, 4 * (128 + bn) * 128 + 1024 + 64, what);
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, wcl);
     cuda_pool_free(dev, xcl);
@@ -500,43 +534,22 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
                           const char *what)
 {
     int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2], K = KH * KW * Cx;
-    tw_conv_arg a = {.Cout = (int32_t)Cy,
-                     .OH = (int32_t)OH,
-                     .OW = (int32_t)OW,
-                     .KW = (int32_t)KW,
-                     .ph = (int32_t)g->p[1],
-                     .pw = (int32_t)g->p[2],
-                     .dh = (int32_t)g->d[1],
-                     .dw = (int32_t)g->d[2],
-                     .cpt = (int32_t)(Cx / 32),
-                     .kts = (int32_t)(K / 32),
-                     .npix = (int32_t)(g->n * OH * OW)};
-    tw_conv_tiles(&a, g->n, OH, OW, 128);
+    tw_conv_arg a = tw_conv_geometry(g, Cx, Cy, 32, 128);
     if (i2c) a.ntiles = (int32_t)((g->n * OH * OW + 127) / 128);
     if ((int64_t)a.ntiles * 128 >= INT32_MAX || K >= INT32_MAX) return EM_ERR_UNSUPPORTED;
     int64_t H = g->img[1], W = g->img[2];
     void *xcl, *wcl;
-    em_status st =
-        stage_channels_last(dev, x, w, g->n, Cx, H * W, Cy, Cx, KH * KW, &xcl, &wcl, what);
     cuda_tmap ma, mb;
+    em_status st = stage_tw_conv(dev, x, w, g, Cx, Cy, &xcl, &wcl, &ma, what);
     if (st == EM_OK &&
-        (!cuda_encode_tmap(&ma, 4, wcl, K, Cy, K * 4, 32, 128) ||
-         !(i2c ? encode_tmap_im2col(&mb, xcl, g, H, W, Cx)
-               : encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))) {
-        em_log_msg("cuda", EM_LOG_INFO, "%s: the driver refused a tensor map of conv_sgt", what);
+        !(i2c ? encode_tmap_im2col(&mb, xcl, g, H, W, Cx)
+              : encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes em_conv_ig_f32 */
-    }
     CUfunction f = st == EM_OK
                        ? cuda_kernel(dev, i2c ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32", what)
                        : NULL;
     if (st == EM_OK && !f) st = em_last_status();
-    if (st == EM_OK) {
-        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
-        void *params[] = {&ma, &mb, &yp, &bp, &a};
-        int64_t tiles = (Cy + 127) / 128 * a.ntiles, sm = cuda_device(dev)->sm_count;
-        unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
-        st = cuda_launch_grid_smem(dev, f, grid, block, 4 * 32768 + 1024 + 64, params, what);
-    }
+    if (st == EM_OK) st = launch_tw_conv(dev, f, &ma, &mb, y, b, a, 4 * 32768 + 1024 + 64, what);
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, wcl);
     cuda_pool_free(dev, xcl);
