@@ -29,7 +29,9 @@ def cut(name, end="\n}\n"):  # the function, from its template line if it has on
 a = s.index("// ---- exact f32 on the copy engine")
 sgt = s[a:s.index("#endif", a)]
 sgt = "\n".join(l for l in sgt.split("\n") if "setmaxnreg" not in l and "extern __shared__" not in l)
-open(sys.argv[1], "w").write(cut("void tw_tile(") + cut("void tw_produce(") +
+m = s.index("#define TMAP_F32_KERNEL(")  # the kernels' macro, through its closing brace
+macro = s[m:s.index("\n", s.index("}", m)) + 1]
+open(sys.argv[1], "w").write(macro + cut("void tw_tile(") + cut("void tw_produce(") +
                              cut("struct twconv {", "\n};\n") + cut("void twc_cols(") + sgt)
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend/cuda/cuda.h"
+#include "backend/cuda/cuda_conv.h"
 #include "backend/cuda/cuda_ops.h"
 #include "harness.h"
 #include "tensor/op.h"
@@ -411,10 +412,16 @@ static void test_matmul(void)
     test_matmul_tiles("auto");
     test_matmul_tiles("narrow");
     test_matmul_tiles("wide");
-    /* exact f32 on the copy-engine kernels (sm_90) wherever the layout fits */
+    /* exact f32 on the copy-engine kernels (sm_90) wherever the layout fits: each of the four
+     * (layouts 0 and 1 of the 2-D shapes) must have run, not fallen back */
+    const char *sgt[] = {"em_mm_sgt_kn", "em_mm_sgt_kk", "em_mm_sgt_mn", "em_mm_sgt_mk"};
+    uint64_t uses[4];
+    for (int i = 0; i < 4; i++) uses[i] = cuda_kernel_uses(0, sgt[i]);
     em_config_set("cuda_f32_tma", "on");
     test_matmul_tiles("auto");
     em_config_set("cuda_f32_tma", "auto");
+    for (int i = 0; cuda_wgmma_device(0) && i < 4; i++)
+        CHECK(cuda_kernel_uses(0, sgt[i]) > uses[i], "cuda_f32_tma on: %s never ran", sgt[i]);
     em_config_set("cuda_mm_tile", "auto");
     em_config_set("cuda_f32_tile", "auto");
 }

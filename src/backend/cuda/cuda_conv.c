@@ -510,8 +510,9 @@ static bool encode_tmap_im2col(cuda_tmap *m, const void *p, const conv_arg *g, i
 {
     uint64_t dims[4] = {(uint64_t)C, (uint64_t)W, (uint64_t)H, (uint64_t)g->n};
     uint64_t strides[3] = {(uint64_t)(C * 4), (uint64_t)(W * C * 4), (uint64_t)(H * W * C * 4)};
+    /* the box holds OW x OH positions: its upper corner OW - W - pad_lo = pad_hi - d (k - 1) */
     int64_t lo[2] = {-g->p[2], -g->p[1]};
-    int64_t hi[2] = {g->blk[2] - 1 - (W - 1) + lo[0], g->blk[1] - 1 - (H - 1) + lo[1]};
+    int64_t hi[2] = {g->blk[2] - W + lo[0], g->blk[1] - H + lo[1]};
     for (int i = 0; i < 2; i++) /* 4-D maps take corners in [-128, 127] */
         if (lo[i] < -128 || lo[i] > 127 || hi[i] < -128 || hi[i] > 127) return false;
     int lower[2] = {(int)lo[0], (int)lo[1]}, upper[2] = {(int)hi[0], (int)hi[1]};
@@ -533,9 +534,9 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
                           const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
                           const char *what)
 {
-    int64_t KH = g->k[1], KW = g->k[2], OH = g->blk[1], OW = g->blk[2], K = KH * KW * Cx;
+    int64_t KH = g->k[1], KW = g->k[2], K = KH * KW * Cx;
     tw_conv_arg a = tw_conv_geometry(g, Cx, Cy, 32, 128);
-    if (i2c) a.ntiles = (int32_t)((g->n * OH * OW + 127) / 128);
+    if (i2c) a.ntiles = (a.npix + 127) / 128;
     if ((int64_t)a.ntiles * 128 >= INT32_MAX || K >= INT32_MAX) return EM_ERR_UNSUPPORTED;
     int64_t H = g->img[1], W = g->img[2];
     void *xcl, *wcl;

@@ -655,30 +655,39 @@ typedef struct fn_slot {
 } fn_slot;
 static fn_slot fn_table[CUDA_MAX_DEV][FN_SLOTS];
 
+/* The slot of device's table holding name (hash h), else the free slot where it would go, else
+ * NULL (the table full). The caller holds module_lock. */
+static fn_slot *fn_find(int device, const char *name, uint64_t h)
+{
+    fn_slot *tab = fn_table[device];
+    size_t k = (size_t)h % FN_SLOTS;
+    for (size_t probe = 0; probe < FN_SLOTS; probe++, k = (k + 1) % FN_SLOTS)
+        if (!tab[k].name || (tab[k].hash == h && !strcmp(tab[k].name, name))) return &tab[k];
+    return NULL;
+}
+
 CUfunction cuda_kernel(int device, const char *name, const char *what)
 {
     if (cuda_enter(device, what) != EM_OK) return NULL;
     uint64_t h = fnv1a(0xcbf29ce484222325ull, name, strlen(name));
     pthread_mutex_lock(&module_lock);
-    fn_slot *tab = fn_table[device];
-    size_t k = (size_t)h % FN_SLOTS;
-    for (size_t probe = 0; probe < FN_SLOTS && tab[k].name; probe++, k = (k + 1) % FN_SLOTS)
-        if (tab[k].hash == h && !strcmp(tab[k].name, name)) {
-            CUfunction f = tab[k].f;
-            tab[k].uses += f != NULL;
-            pthread_mutex_unlock(&module_lock);
-            return f;
-        }
+    fn_slot *slot = fn_find(device, name, h);
+    if (slot && slot->name) {
+        CUfunction f = slot->f;
+        slot->uses += f != NULL;
+        pthread_mutex_unlock(&module_lock);
+        return f;
+    }
     em_status st = built[device] ? EM_OK : build_modules(device, what);
     CUfunction f = NULL;
     CUresult r = 1;
     for (int i = 0; st == EM_OK && i < n_units && !f; i++)
         r = cuda_drv.cuModuleGetFunction(&f, modules[device][i], name);
-    if (f && !tab[k].name) { /* remember it (the table only fills up with thousands of names) */
-        tab[k].name = strdup(name);
-        tab[k].hash = h;
-        tab[k].f = tab[k].name ? f : NULL;
-        tab[k].uses = tab[k].f != NULL;
+    if (f && slot) { /* remember it (the table only fills up with thousands of names) */
+        slot->name = strdup(name);
+        slot->hash = h;
+        slot->f = slot->name ? f : NULL;
+        slot->uses = slot->f != NULL;
     }
     pthread_mutex_unlock(&module_lock);
     if (st != EM_OK) return NULL;
@@ -693,15 +702,9 @@ CUfunction cuda_kernel(int device, const char *name, const char *what)
 uint64_t cuda_kernel_uses(int device, const char *name)
 {
     if (device < 0 || device >= CUDA_MAX_DEV) return 0;
-    uint64_t h = fnv1a(0xcbf29ce484222325ull, name, strlen(name)), n = 0;
     pthread_mutex_lock(&module_lock);
-    const fn_slot *tab = fn_table[device];
-    size_t k = (size_t)h % FN_SLOTS;
-    for (size_t probe = 0; probe < FN_SLOTS && tab[k].name; probe++, k = (k + 1) % FN_SLOTS)
-        if (tab[k].hash == h && !strcmp(tab[k].name, name)) {
-            n = tab[k].uses;
-            break;
-        }
+    const fn_slot *slot = fn_find(device, name, fnv1a(0xcbf29ce484222325ull, name, strlen(name)));
+    uint64_t n = slot && slot->name ? slot->uses : 0;
     pthread_mutex_unlock(&module_lock);
     return n;
 }

@@ -507,19 +507,23 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
     }
 }
 
+// A kernel of one block of 384 threads per multiprocessor with an f32 output from two tensor
+// maps: name(first map, second map, c, rows, columns, K, epilogue) calls body (a device function)
+// with the maps' addresses and the rest.
+#define TMAP_F32_KERNEL(name, ...)                                                                 \
+    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
+        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, float *c,     \
+             int M, int N, int K, mmep ep)                                                         \
+    {                                                                                              \
+        __VA_ARGS__(&ma, &mb, c, M, N, K, ep);                                                     \
+    }
+
 // em_mm_tw_tf32_<a><b><bn>: mk (A stored [K][M], B [N][K]) or kn (A [M][K], B [K][N]); the
 // arguments are X's map, Y's, c, R, C, K (above).
-#define TW_RS_KERNEL(name, BN, SW)                                                                 \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
-        name(const __grid_constant__ em_tmap mx, const __grid_constant__ em_tmap my, float *c,     \
-             int R, int C, int K, mmep ep)                                                         \
-    {                                                                                              \
-        tw_rs_matmul<BN, SW>(&mx, &my, c, R, C, K, ep);                                            \
-    }
-TW_RS_KERNEL(em_mm_tw_tf32_mkw, 256, 0)
-TW_RS_KERNEL(em_mm_tw_tf32_mkn, 128, 0)
-TW_RS_KERNEL(em_mm_tw_tf32_knw, 256, 1)
-TW_RS_KERNEL(em_mm_tw_tf32_knn, 128, 1)
+TMAP_F32_KERNEL(em_mm_tw_tf32_mkw, tw_rs_matmul<256, 0>)
+TMAP_F32_KERNEL(em_mm_tw_tf32_mkn, tw_rs_matmul<128, 0>)
+TMAP_F32_KERNEL(em_mm_tw_tf32_knw, tw_rs_matmul<256, 1>)
+TMAP_F32_KERNEL(em_mm_tw_tf32_knn, tw_rs_matmul<128, 1>)
 // ---- convolution as an implicit GEMM on the same pipeline --------------------------------------
 // 2-D, stride 1, any padding and dilation, C input channels a multiple of 64, x and w
 // channels-last: y[n][m][oh][ow] = bias[m] + sum over (kh, kw, c) of w[m][kh][kw][c] *
@@ -795,19 +799,11 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
     sgt_run<AK, BK>(M, N, K, SGT_STAGE, fetch, put);
 }
 
-// a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]); one block of 384 threads per
-// multiprocessor.
-#define SGT_KERNEL(name, AK, BK)                                                                   \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
-        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, float *c,     \
-             int M, int N, int K, mmep ep)                                                         \
-    {                                                                                              \
-        sgt_matmul<AK, BK>(&ma, &mb, c, M, N, K, ep);                                              \
-    }
-SGT_KERNEL(em_mm_sgt_kn, 1, 0)
-SGT_KERNEL(em_mm_sgt_kk, 1, 1)
-SGT_KERNEL(em_mm_sgt_mn, 0, 0)
-SGT_KERNEL(em_mm_sgt_mk, 0, 1)
+// em_mm_sgt_<a><b>: a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]).
+TMAP_F32_KERNEL(em_mm_sgt_kn, sgt_matmul<1, 0>)
+TMAP_F32_KERNEL(em_mm_sgt_kk, sgt_matmul<1, 1>)
+TMAP_F32_KERNEL(em_mm_sgt_mn, sgt_matmul<0, 0>)
+TMAP_F32_KERNEL(em_mm_sgt_mk, sgt_matmul<0, 1>)
 
 // em_conv_sgt_f32 / _i2c: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on
 // sgt_run, as tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous,
