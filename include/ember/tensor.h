@@ -63,6 +63,52 @@ const char *em_device_backend_name(em_device d);
 /* Waits until all work queued on the device is done, on every stream of every thread. */
 em_status em_device_sync(em_device d);
 
+/* Number of devices of a backend: "cpu" 1, "cuda" the GPUs found (0 without a driver or GPU);
+ * -1 with EM_ERR_DEVICE for a name Ember does not know. */
+int em_device_count(const char *backend);
+
+typedef struct em_device_props {
+    char name[128];       /* "NVIDIA H200", the CPU's model name */
+    int64_t total_memory; /* bytes: the GPU's memory, the host's physical memory */
+    int processors;       /* multiprocessors of a GPU; hardware threads of the CPU */
+    int compute_major;    /* CUDA compute capability (9.0 on Hopper); 0.0 on the CPU */
+    int compute_minor;
+} em_device_props;
+
+/* What the device is; EM_ERR_DEVICE (out zeroed) when it does not exist. */
+em_status em_device_get_props(em_device d, em_device_props *out);
+
+/* A device's memory as its allocator sees it. On the CPU the figures are em_mem_get_stats's
+ * (everything allocated through em_alloc: tensor storage, handles, work buffers); on a GPU
+ * they are the device pool's (tensor storage and the kernels' work buffers, in its rounded
+ * sizes). */
+typedef struct em_device_mem_stats {
+    int64_t in_use_bytes;      /* held now */
+    int64_t peak_in_use_bytes; /* highest in_use_bytes since start or em_device_reset_peak */
+    int64_t cached_bytes;      /* freed blocks kept for reuse (em_device_empty_cache frees them) */
+    int64_t persistent_bytes;  /* part of in_use_bytes in persistent allocations */
+    int64_t allocs;            /* blocks taken from the system or the driver */
+    int64_t reuses;            /* allocations served from the cache */
+    int64_t free_bytes;        /* what the system or the driver reports free now (-1: unknown) */
+    int64_t total_bytes;       /* the device's memory (-1: unknown) */
+} em_device_mem_stats;
+
+/* Fills *out; EM_ERR_DEVICE (out zeroed) when the device does not exist. */
+em_status em_device_get_mem_stats(em_device d, em_device_mem_stats *out);
+/* Returns the device's cached free blocks to the system or the driver (a GPU is synchronised
+ * first); returns the bytes released, -1 with EM_ERR_DEVICE when the device does not exist. */
+int64_t em_device_empty_cache(em_device d);
+/* Starts a new peak: peak_in_use_bytes becomes in_use_bytes (on the CPU, em_mem_reset_peak). */
+em_status em_device_reset_peak(em_device d);
+/* Tensor storage the calling thread allocates on d between begin and the matching end is
+ * persistent, as weights are: sized exactly instead of rounded to the cache's size classes,
+ * never taken from the cache, and given back to the system or the driver when freed instead of
+ * cached, so long-lived tensors neither waste a class's slack nor hold blocks that short-lived
+ * ones churn through. Scopes nest; end without begin is EM_ERR_STATE. Module parameters and
+ * buffers made by the initialisers or moved by em_module_to are allocated this way. */
+em_status em_device_persistent_begin(em_device d);
+em_status em_device_persistent_end(em_device d);
+
 /* Compiles the CUDA kernels for a GPU architecture ("sm_90a" for Hopper with its wgmma kernels,
  * "sm_80", ...) with NVRTC into the kernel cache directory dir (NULL: the config key cache_dir,
  * else ~/.cache/ember), so a machine with that GPU and the same NVRTC version loads them instead

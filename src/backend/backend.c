@@ -44,6 +44,17 @@ void em_backends_init(void)
     pthread_once(&init_once, register_builtin);
 }
 
+const em_backend *em_backend_of(const char *fn, em_device dev)
+{
+    em_backends_init();
+    const em_backend *b = em_backend_get(dev.backend);
+    if (!b || dev.index < 0 || dev.index >= b->device_count()) {
+        em_error(EM_ERR_DEVICE, "%s: device %d:%d does not exist", fn, dev.backend, dev.index);
+        return NULL;
+    }
+    return b;
+}
+
 em_device em_device_parse(const char *name)
 {
     em_backends_init();

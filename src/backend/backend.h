@@ -74,6 +74,15 @@ typedef struct em_backend {
      * recorded when they cannot reach each other (em_to_device then stages through the host). */
     em_status (*copy_peer)(int dst_device, void *dst, int src_device, const void *src,
                            size_t nbytes);
+    /* What em_device_get_props, em_device_get_mem_stats, em_device_empty_cache and
+     * em_device_reset_peak report and do (the device exists when they are called). */
+    void (*props)(int device, em_device_props *out);
+    void (*mem_stats)(int device, em_device_mem_stats *out);
+    int64_t (*empty_cache)(int device);
+    void (*reset_peak)(int device);
+    /* Storage inside an em_device_persistent_begin scope: exactly sized, outside the cache, given
+     * back when freed (free tells it from the ordinary blocks); NULL on failure. */
+    void *(*alloc_persistent)(int device, size_t nbytes);
 } em_backend;
 
 #define EM_MAX_BACKENDS 8
@@ -85,6 +94,14 @@ const em_backend *em_backend_get(int index);
 int em_backend_find(const char *name);
 /* Registers the built-in backends once (called by the tensor layer on first use). */
 void em_backends_init(void);
+/* The backend of dev when dev exists, else NULL with EM_ERR_DEVICE naming fn. */
+const em_backend *em_backend_of(const char *fn, em_device dev);
+/* Whether the calling thread is inside an em_device_persistent_begin scope for dev. */
+bool em_backend_persistent(em_device dev);
+/* em_device_persistent_begin / _end for the library's own use: nothing is recorded; enter is
+ * false (and leave must not follow) when dev does not exist. */
+bool em_backend_persistent_enter(em_device dev);
+void em_backend_persistent_leave(em_device dev);
 
 /* The CPU backend's table. */
 extern const em_backend cpu_backend;

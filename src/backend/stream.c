@@ -26,12 +26,8 @@ static _Thread_local em_stream tl_default[EM_MAX_BACKENDS][MAX_DEV];
 /* The backend of dev when dev exists (else NULL with an error naming fn). */
 static const em_backend *backend_of(const char *fn, em_device dev)
 {
-    em_backends_init();
-    const em_backend *b = em_backend_get(dev.backend);
-    if (!b || dev.index < 0 || dev.index >= b->device_count()) {
-        em_error(EM_ERR_DEVICE, "%s: device %d:%d does not exist", fn, dev.backend, dev.index);
-        return NULL;
-    }
+    const em_backend *b = em_backend_of(fn, dev);
+    if (!b) return NULL;
     if (dev.index >= MAX_DEV) {
         em_error(EM_ERR_UNSUPPORTED, "%s: streams reach devices 0 to %d, not %d", fn, MAX_DEV - 1,
                  dev.index);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "nn_impl.h"
 
 void em_module_init(em_module *m, const em_module_type *type, em_device dev)
@@ -88,6 +89,11 @@ static em_tensor *add_tensor(const char *fn, em_module *m, const char *name, em_
     /* the module owns a plain reference: scopes never release parameters */
     em_tensor *own = em_retain(t);
     em_release(t);
+    if (!tn_make_persistent(own)) {
+        em_free(nm);
+        tn_release_ref(own);
+        return NULL;
+    }
     if (!buffer && em_dtype_is_float(own->dtype)) em_requires_grad(own, true);
     m->params[m->n_params++] = (em_module_entry){.name = nm, .tensor = own, .is_buffer = buffer};
     return own;
@@ -129,8 +135,9 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t)
         if (strcmp(e->name, name) != 0) continue;
         em_tensor *own = em_retain(t);
         em_release(t);
-        if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
-            !em_requires_grad(own, true)) {
+        if (!tn_make_persistent(own) ||
+            (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
+             !em_requires_grad(own, true))) {
             tn_release_ref(own);
             return em_last_status(); /* the entry keeps its old tensor */
         }
@@ -304,7 +311,11 @@ static void move_fn(void *vctx, const char *name, em_module_entry *e)
         em_no_grad_end();
         return; /* integer buffers keep their dtype */
     }
+    /* the new tensor is the module's from now on: persistent storage on its device */
+    em_device to = c->dtype >= 0 ? em_tensor_device(t) : c->dev;
+    bool scoped = em_backend_persistent_enter(to); /* a bad device: the move says so */
     em_tensor *moved = c->dtype >= 0 ? em_cast(t, (em_dtype)c->dtype) : em_to_device(t, c->dev);
+    if (scoped) em_backend_persistent_leave(to);
     em_no_grad_end();
     if (!moved) {
         c->st = em_last_status();

@@ -9,6 +9,7 @@
 
 #include <ember/nn.h>
 
+#include "../backend/backend.h"
 #include "store_impl.h"
 
 /* ---- growing strings --------------------------------------------------------------------- */
@@ -532,8 +533,10 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
                 continue;
             }
             em_dtype want = o.keep_dtype ? fdt : mdt;
-            em_tensor *nt =
-                em_to_device(want == fdt ? ft : em_cast(ft, want), em_tensor_device(cur));
+            em_device to = em_tensor_device(cur);
+            bool scoped = em_backend_persistent_enter(to); /* the module's storage from now on */
+            em_tensor *nt = em_to_device(want == fdt ? ft : em_cast(ft, want), to);
+            if (scoped) em_backend_persistent_leave(to);
             if (!nt) {
                 st = em_last_status();
                 break;

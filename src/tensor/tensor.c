@@ -28,7 +28,9 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     em_storage *s = em_alloc(sizeof *s);
     if (!s) return NULL;
     /* Size-0 tensors still get a valid (tiny) buffer so data pointers are never NULL. */
-    s->data = be->alloc(dev.index, nbytes ? nbytes : 1);
+    size_t n = nbytes ? nbytes : 1;
+    s->persistent = be->alloc_persistent && em_backend_persistent(dev);
+    s->data = s->persistent ? be->alloc_persistent(dev.index, n) : be->alloc(dev.index, n);
     if (!s->data) {
         em_free(s);
         return NULL;
@@ -52,6 +54,26 @@ static void storage_release(em_storage *s)
         if (be) be->free(s->device.index, s->data);
     }
     em_free(s);
+}
+
+bool tn_make_persistent(em_tensor *t)
+{
+    em_storage *s = t->storage;
+    const em_backend *be = em_backend_get(s->device.backend);
+    if (!be || !be->alloc_persistent || s->device.backend == 0 || s->persistent || s->external ||
+        s->refcount != 1)
+        return true;
+    size_t n = s->nbytes ? s->nbytes : 1;
+    void *p = be->alloc_persistent(s->device.index, n);
+    if (!p) return false;
+    if (be->copy_within(s->device.index, p, s->data, s->nbytes) != EM_OK) {
+        be->free(s->device.index, p);
+        return false;
+    }
+    be->free(s->device.index, s->data);
+    s->data = p;
+    s->persistent = true;
+    return true;
 }
 
 /* ---- handles ----------------------------------------------------------------------------- */
@@ -183,6 +205,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
     s->nbytes = (size_t)(em_shape_numel(shape) * (int64_t)em_dtype_size(dtype));
     s->device = EM_CPU;
     s->external = true;
+    s->persistent = false;
     s->deleter = deleter;
     s->deleter_user = user;
     t->storage = s;

@@ -14,6 +14,7 @@ typedef struct em_storage {
     size_t nbytes;
     em_device device;
     bool external;                           /* caller memory (em_from_blob): never freed by us */
+    bool persistent;                         /* from the backend's alloc_persistent */
     void (*deleter)(void *data, void *user); /* run for external memory when the last view goes */
     void *deleter_user;
 } em_storage;
@@ -37,6 +38,11 @@ struct em_tensor {
 
 /* New contiguous tensor with fresh storage (uninitialised). NULL + error on failure. */
 em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev);
+/* Moves t's storage into a persistent block of its device (as em_device_persistent_begin makes)
+ * where that is safe and changes anything: storage Ember allocated on a device other than the
+ * CPU, viewed by t alone (CPU storage never moves: em_tensor_data may have handed out its
+ * address). The bytes are copied on the device. False with the error recorded (t unchanged). */
+bool tn_make_persistent(em_tensor *t);
 /* New handle viewing t's storage with the given geometry (storage refcount + 1). */
 em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
                       int64_t offset);

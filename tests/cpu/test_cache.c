@@ -1,7 +1,9 @@
 /* The CPU caching allocator (src/backend/cpu/cpu_cache.c): reuse of freed tensor memory,
  * accounting (cached blocks are not current bytes), em_mem_fail_at on cache hits, guard bytes on
  * reused blocks, the cpu_cache_mb cap, em_mem_trim, the huge-page layout of large blocks
- * (cpu_huge_pages), and concurrent use from several threads. */
+ * (cpu_huge_pages), concurrent use from several threads, and the public device queries on the
+ * CPU (em_device_count, em_device_get_props, em_device_get_mem_stats, em_device_empty_cache,
+ * em_device_reset_peak, persistent scopes). */
 #include <pthread.h>
 #include <stdint.h>
 #include <string.h>
@@ -237,6 +239,87 @@ static void test_threads(void)
     em_mem_trim();
 }
 
+static void test_device_queries(void)
+{
+    CHECK(em_device_count("cpu") == 1, "one cpu");
+    int ncuda = em_device_count("cuda");
+    CHECK(ncuda >= 0, "cuda counts %d devices", ncuda);
+    CHECK(em_device_count("tpu") == -1, "unknown backend");
+    CHECK_ERR(EM_ERR_DEVICE, "unknown backend \"tpu\"");
+    CHECK(em_device_count(NULL) == -1, "NULL name");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "backend");
+
+    em_device_props p;
+    CHECK(em_device_get_props(EM_CPU, &p) == EM_OK, "cpu props");
+    CHECK(p.name[0] != '\0' && p.total_memory > 0 && p.processors >= 1 && p.compute_major == 0,
+          "cpu: \"%s\", %lld bytes, %d threads", p.name, (long long)p.total_memory, p.processors);
+    CHECK(em_device_get_props((em_device){0, 3}, &p) == EM_ERR_DEVICE && p.name[0] == '\0',
+          "cpu:3 does not exist, out zeroed");
+    CHECK_ERR(EM_ERR_DEVICE, "em_device_get_props");
+    CHECK(em_device_get_props(EM_CPU, NULL) == EM_ERR_INVALID_ARG, "NULL out");
+    em_clear_error();
+
+    /* the CPU's figures are em_mem_get_stats's */
+    em_device_empty_cache(EM_CPU);
+    em_device_mem_stats m0, m1, m2;
+    CHECK(em_device_get_mem_stats(EM_CPU, &m0) == EM_OK, "cpu mem stats");
+    CHECK(m0.total_bytes > 0 && m0.free_bytes > 0 && m0.free_bytes <= m0.total_bytes,
+          "host memory %lld free of %lld", (long long)m0.free_bytes, (long long)m0.total_bytes);
+    CHECK(m0.cached_bytes == 0 && m0.in_use_bytes == em_mem_get_stats().current_bytes,
+          "in use is current_bytes, nothing cached after empty_cache");
+    em_tensor *a = em_empty(EM_SHAPE(250000), EM_F32, EM_CPU);
+    em_device_get_mem_stats(EM_CPU, &m1);
+    CHECK(m1.in_use_bytes - m0.in_use_bytes >= 1000000 && m1.allocs == m0.allocs + 3 &&
+              m1.persistent_bytes == m0.persistent_bytes,
+          "a tensor: +%lld in use, +%lld allocs (handle, storage record, data)",
+          (long long)(m1.in_use_bytes - m0.in_use_bytes), (long long)(m1.allocs - m0.allocs));
+    em_release(a);
+    em_device_get_mem_stats(EM_CPU, &m2);
+    CHECK(m2.in_use_bytes == m0.in_use_bytes && m2.cached_bytes >= 1000000 &&
+              m2.peak_in_use_bytes >= m1.in_use_bytes,
+          "released: back to %lld in use, %lld cached", (long long)m2.in_use_bytes,
+          (long long)m2.cached_bytes);
+    em_tensor *b = em_empty(EM_SHAPE(249999), EM_F32, EM_CPU);
+    em_device_get_mem_stats(EM_CPU, &m1);
+    CHECK(m1.reuses == m2.reuses + 1, "the same class is reused");
+    em_release(b);
+    CHECK(em_device_reset_peak(EM_CPU) == EM_OK, "reset peak");
+    em_device_get_mem_stats(EM_CPU, &m1);
+    CHECK(m1.peak_in_use_bytes == m1.in_use_bytes, "peak restarts at in use");
+    int64_t cached = m1.cached_bytes;
+    CHECK(em_device_empty_cache(EM_CPU) == cached && cached > 0, "empty_cache returns %lld",
+          (long long)cached);
+
+    /* persistent storage: exact, outside the cache, back to the system when freed */
+    CHECK(em_device_persistent_end(EM_CPU) == EM_ERR_STATE, "end without begin");
+    CHECK_ERR(EM_ERR_STATE, "no persistent scope");
+    em_release(em_empty(EM_SHAPE(1001, 7), EM_F64, EM_CPU)); /* a cached block of w's class */
+    em_device_get_mem_stats(EM_CPU, &m0);
+    CHECK(em_device_persistent_begin(EM_CPU) == EM_OK, "begin");
+    CHECK(em_device_persistent_begin(EM_CPU) == EM_OK, "nested begin");
+    em_tensor *w = em_full(EM_SHAPE(1001, 7), 2.5, EM_F64, EM_CPU);
+    CHECK(em_device_persistent_end(EM_CPU) == EM_OK, "nested end");
+    em_tensor *w2 = em_full(EM_SHAPE(3), 1.0, EM_F64, EM_CPU);
+    CHECK(em_device_persistent_end(EM_CPU) == EM_OK, "end");
+    em_tensor *t = em_full(EM_SHAPE(5), 1.0, EM_F64, EM_CPU);
+    em_device_get_mem_stats(EM_CPU, &m1);
+    CHECK(m1.persistent_bytes - m0.persistent_bytes == 1001 * 7 * 8 + 3 * 8,
+          "persistent: %lld bytes, exactly the two tensors'",
+          (long long)(m1.persistent_bytes - m0.persistent_bytes));
+    CHECK(m1.reuses == m0.reuses && m1.cached_bytes == m0.cached_bytes,
+          "persistent storage never comes from the cache");
+    CHECK(em_get_f64(w, (int64_t[]){1000, 6}) == 2.5, "persistent storage holds its values");
+    em_release(w);
+    em_release(w2);
+    em_release(t);
+    em_device_get_mem_stats(EM_CPU, &m2);
+    CHECK(m2.persistent_bytes == m0.persistent_bytes, "freed persistent storage leaves the count");
+    CHECK(m2.cached_bytes == m1.cached_bytes + 64, "only the ordinary tensor was cached (%lld)",
+          (long long)(m2.cached_bytes - m1.cached_bytes));
+    CHECK(em_device_persistent_begin((em_device){0, 1}) == EM_ERR_DEVICE, "no cpu:1");
+    em_clear_error();
+}
+
 int main(void)
 {
     h_init();
@@ -247,5 +330,6 @@ int main(void)
     test_cap();
     test_huge_pages();
     test_threads();
+    test_device_queries();
     return h_finish();
 }

@@ -3,8 +3,8 @@
  * copy or memset is queued on its stream and runs only when something waits for it (a stream,
  * event or context sync, a wait on another stream that must run first, or now and then an event
  * query), so code that reuses a buffer before its copy ran, or orders two streams wrongly, reads
- * wrong bytes. Freeing memory that queued work still touches aborts. No kernels: module loads
- * fail. */
+ * wrong bytes. Freeing memory that queued work still touches aborts. Each device has 1 GiB
+ * (cuMemAlloc fails past it; cuMemGetInfo reports it). No kernels: module loads fail. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -16,7 +16,14 @@
 typedef int CUresult;
 typedef unsigned long long CUdeviceptr;
 
-enum { OK = 0, ERR_INVALID_VALUE = 1, ERR_NOT_FOUND = 500, ERR_NOT_READY = 600, ERR_PEER_ON = 704 };
+enum {
+    OK = 0,
+    ERR_INVALID_VALUE = 1,
+    ERR_OUT_OF_MEMORY = 2,
+    ERR_NOT_FOUND = 500,
+    ERR_NOT_READY = 600,
+    ERR_PEER_ON = 704
+};
 
 typedef struct mstream mstream;
 
@@ -46,6 +53,7 @@ typedef struct mblock {
     char *p;
     size_t n;
     int pinned;
+    int dev; /* device memory: the device it counts against */
     struct mblock *next;
 } mblock;
 
@@ -59,6 +67,14 @@ static unsigned rng = 12345;
 static int ctxs[2];
 static _Thread_local void *current_ctx;
 static int peer_on[2];
+#define DEVICE_BYTES ((size_t)1 << 30)
+static size_t used[2]; /* device memory allocated per device */
+
+/* The device of the current context (cuda:0 when none is current). */
+static int current_device(void)
+{
+    return current_ctx == &ctxs[1] ? 1 : 0;
+}
 
 static void die(const char *msg)
 {
@@ -143,8 +159,12 @@ static void check_unused(const char *p, size_t n, const char *what)
 
 static void *alloc_block(size_t n, int is_pinned)
 {
+    int dev = current_device();
+    if (!is_pinned && (n > DEVICE_BYTES || used[dev] > DEVICE_BYTES - n)) return NULL;
     mblock *b = calloc(1, sizeof *b);
     if (!b) return NULL;
+    b->dev = dev;
+    if (!is_pinned) used[dev] += n;
     b->p = aligned_alloc(256, (n + 255) / 256 * 256 + 256);
     b->n = n;
     b->pinned = is_pinned;
@@ -161,6 +181,7 @@ static int free_block(void *p, const char *what)
             mblock *b = *pp;
             check_unused(b->p, b->n, what);
             *pp = b->next;
+            if (!b->pinned) used[b->dev] -= b->n;
             free(b->p);
             free(b);
             return OK;
@@ -234,7 +255,19 @@ API(cuMemAlloc_v2, (CUdeviceptr * p, size_t n))
     void *q;
     LOCKED(q = alloc_block(n, 0));
     *p = (CUdeviceptr)(uintptr_t)q;
-    return q ? OK : 2;
+    return q ? OK : ERR_OUT_OF_MEMORY;
+}
+API(cuDeviceTotalMem_v2, (size_t * bytes, int d))
+{
+    (void)d;
+    *bytes = DEVICE_BYTES;
+    return OK;
+}
+API(cuMemGetInfo_v2, (size_t * free_bytes, size_t *total))
+{
+    LOCKED(*free_bytes = DEVICE_BYTES - used[current_device()]);
+    *total = DEVICE_BYTES;
+    return OK;
 }
 API(cuMemFree_v2, (CUdeviceptr p))
 {
@@ -444,7 +477,9 @@ API(cuFuncSetAttribute, (void *f, int a, int v))
 }
 API(cuGetErrorName, (CUresult r, const char **s))
 {
-    *s = r == ERR_NOT_READY ? "CUDA_ERROR_NOT_READY" : "CUDA_ERROR_MOCK";
+    *s = r == ERR_NOT_READY       ? "CUDA_ERROR_NOT_READY"
+         : r == ERR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+                                  : "CUDA_ERROR_MOCK";
     return OK;
 }
 API(cuGetErrorString, (CUresult r, const char **s))

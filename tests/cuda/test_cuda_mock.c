@@ -268,6 +268,130 @@ static void test_peer(void)
     em_device_sync(d1);
 }
 
+static em_device_mem_stats mem(em_device d)
+{
+    em_device_mem_stats m;
+    CHECK(em_device_get_mem_stats(d, &m) == EM_OK, "mem stats (%s)", em_last_error());
+    return m;
+}
+
+/* A u8 tensor of n bytes on dev holding pattern(i, n) (made from host data: no kernels here). */
+static em_tensor *patterned(size_t n, em_device d)
+{
+    unsigned char *src = malloc(n);
+    for (size_t i = 0; i < n; i++) src[i] = pattern(i, n);
+    em_tensor *t = em_from_data(src, EM_U8, EM_SHAPE((int64_t)n), EM_U8, d);
+    free(src);
+    return t;
+}
+
+static bool holds_pattern(em_tensor *t, size_t n)
+{
+    unsigned char *back = malloc(n);
+    bool ok = em_to_data(t, back, EM_U8, (int64_t)n) == EM_OK;
+    for (size_t i = 0; ok && i < n; i++) ok = back[i] == pattern(i, n);
+    free(back);
+    return ok;
+}
+
+/* The public device queries and persistent storage on the pool, through the tensor API. */
+static void test_device_queries(void)
+{
+    CHECK(em_device_count("cuda") == 2, "two mock devices");
+    em_device_props p;
+    CHECK(em_device_get_props(dev, &p) == EM_OK, "props");
+    CHECK(!strcmp(p.name, "Ember mock GPU 0") && p.total_memory == (int64_t)1 << 30 &&
+              p.processors == 4 && p.compute_major == 9 && p.compute_minor == 0,
+          "cuda:0 is \"%s\", %lld bytes, %d SMs, sm_%d%d", p.name, (long long)p.total_memory,
+          p.processors, p.compute_major, p.compute_minor);
+    CHECK(em_device_get_props((em_device){dev.backend, 2}, &p) == EM_ERR_DEVICE, "no cuda:2");
+    em_clear_error();
+
+    em_device_empty_cache(dev);
+    em_device_mem_stats m0 = mem(dev);
+    CHECK(m0.cached_bytes == 0 && m0.total_bytes == (int64_t)1 << 30 &&
+              m0.free_bytes == m0.total_bytes - m0.in_use_bytes,
+          "after empty_cache: %lld in use, %lld free of %lld", (long long)m0.in_use_bytes,
+          (long long)m0.free_bytes, (long long)m0.total_bytes);
+
+    /* ordinary storage: the 4 MiB class, cached when released, returned by empty_cache */
+    size_t n = 3000001;
+    em_tensor *a = patterned(n, dev);
+    em_device_mem_stats m1 = mem(dev);
+    CHECK(m1.in_use_bytes - m0.in_use_bytes == 4 << 20 && m1.allocs == m0.allocs + 1 &&
+              m1.free_bytes == m0.free_bytes - (4 << 20) && m1.persistent_bytes == 0,
+          "ordinary: +%lld in use", (long long)(m1.in_use_bytes - m0.in_use_bytes));
+    em_release(a);
+    em_device_mem_stats m2 = mem(dev);
+    CHECK(m2.in_use_bytes == m0.in_use_bytes && m2.cached_bytes == 4 << 20 &&
+              m2.free_bytes == m1.free_bytes && m2.peak_in_use_bytes >= m1.in_use_bytes,
+          "released into the cache");
+    CHECK(em_device_reset_peak(dev) == EM_OK && mem(dev).peak_in_use_bytes == m0.in_use_bytes,
+          "peak restarted");
+    CHECK(em_device_empty_cache(dev) == 4 << 20, "empty_cache returns the cached bytes");
+    CHECK(mem(dev).free_bytes == m0.free_bytes, "and the driver has them back");
+
+    /* persistent storage: rounded to 512 only, never cached */
+    em_release(patterned(n, dev)); /* a cached block of the 4 MiB class */
+    m0 = mem(dev);
+    CHECK(em_device_persistent_begin(dev) == EM_OK, "begin");
+    em_tensor *w = patterned(n, dev);
+    CHECK(em_device_persistent_end(dev) == EM_OK, "end");
+    m1 = mem(dev);
+    CHECK(m1.persistent_bytes == 3000320 && m1.in_use_bytes - m0.in_use_bytes == 3000320 &&
+              m1.reuses == m0.reuses && m1.cached_bytes == m0.cached_bytes &&
+              m1.allocs == m0.allocs + 1,
+          "persistent: %lld bytes, %lld more in use, cache untouched",
+          (long long)m1.persistent_bytes, (long long)(m1.in_use_bytes - m0.in_use_bytes));
+    CHECK(holds_pattern(w, n), "persistent storage holds its bytes");
+    em_release(w);
+    m2 = mem(dev);
+    CHECK(m2.persistent_bytes == 0 && m2.cached_bytes == m0.cached_bytes &&
+              m2.free_bytes == m0.free_bytes,
+          "a freed persistent block goes back to the driver");
+    em_device_empty_cache(dev);
+
+    /* a module's parameters: moved or registered on the device, they are persistent */
+    em_module *lin = em_linear_new(1000, 300, EM_CPU); /* 1,200,000 + 1,200 bytes */
+    m0 = mem(dev);
+    CHECK(em_module_to(lin, dev) == EM_OK, "module to cuda:0 (%s)", em_last_error());
+    m1 = mem(dev);
+    CHECK(m1.persistent_bytes - m0.persistent_bytes == 1200128 + 1536 &&
+              m1.in_use_bytes - m0.in_use_bytes == 1200128 + 1536,
+          "em_module_to: %lld persistent bytes",
+          (long long)(m1.persistent_bytes - m0.persistent_bytes));
+    em_tensor *fresh = em_from_data((float[300]){0}, EM_F32, EM_SHAPE(300), EM_F32, dev);
+    CHECK(mem(dev).persistent_bytes == m1.persistent_bytes, "a fresh tensor is not persistent");
+    CHECK(em_module_set(lin, "bias", fresh) == EM_OK, "set the bias (%s)", em_last_error());
+    m2 = mem(dev);
+    CHECK(m2.persistent_bytes == m1.persistent_bytes && m2.in_use_bytes == m1.in_use_bytes &&
+              m2.cached_bytes == m1.cached_bytes + 2048,
+          "the registered bias moved into a persistent block (the old one freed, the fresh "
+          "tensor's 2 KiB block cached)");
+    float back[300] = {1};
+    CHECK(em_to_data(em_module_get(lin, "bias"), back, EM_F32, 300) == EM_OK && back[0] == 0 &&
+              back[299] == 0,
+          "the moved bias keeps its values");
+    em_module_free(lin);
+    CHECK(mem(dev).persistent_bytes == m0.persistent_bytes, "freed with the module");
+
+    /* out of memory: the cache is given back and the allocation retried; past the device's
+     * memory an error naming the driver's */
+    em_device_empty_cache(dev);
+    m0 = mem(dev);
+    em_release(em_empty(EM_SHAPE(600 << 20), EM_U8, dev));
+    CHECK(mem(dev).cached_bytes == 600 << 20, "600 MiB cached");
+    em_tensor *big = em_empty(EM_SHAPE(700 << 20), EM_U8, dev);
+    CHECK(big != NULL && mem(dev).cached_bytes == 0, "700 MiB after the cache was given back (%s)",
+          big ? "" : em_last_error());
+    em_release(big);
+    em_tensor *huge = em_empty(EM_SHAPE((int64_t)2 << 30), EM_U8, dev);
+    CHECK(huge == NULL, "2 GiB on a 1 GiB device");
+    CHECK_ERR(EM_ERR_OOM, "CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK(mem(dev).in_use_bytes == m0.in_use_bytes, "nothing held after the failure");
+    em_device_empty_cache(dev);
+}
+
 int main(void)
 {
     em_backends_init();
@@ -288,6 +412,7 @@ int main(void)
     test_threads();
     test_joined_thread();
     test_peer();
+    test_device_queries();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

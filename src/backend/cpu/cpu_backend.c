@@ -1,5 +1,9 @@
 /* The CPU backend: memory, copies, the op-family dispatch table and the strided loop shared by
  * its kernels. */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <unistd.h>
+
 #include "cpu.h"
 #include "cpu_cache.h"
 
@@ -13,9 +17,95 @@ static void *cpu_alloc(int device, size_t nbytes)
     return cpu_cache_alloc(nbytes);
 }
 
+static _Atomic int64_t persistent_bytes;
+
+/* Persistent storage: a plain em_alloc block (the cache takes only its own blocks, so
+ * cpu_cache_free hands this one straight back to the system). */
+static void *cpu_alloc_persistent(int device, size_t nbytes)
+{
+    void *p = em_alloc(nbytes);
+    if (p) atomic_fetch_add(&persistent_bytes, (int64_t)nbytes);
+    return p;
+}
+
 static void cpu_free(int device, void *p)
 {
+    size_t plain = em__mem_plain_size(p);
+    if (plain) atomic_fetch_sub(&persistent_bytes, (int64_t)plain);
     cpu_cache_free(p);
+}
+
+/* The first "model name" line of /proc/cpuinfo (x86, some Arm kernels); false when there is none.
+ */
+static bool cpu_model_name(char *buf, size_t cap)
+{
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (!f) return false;
+    char line[512];
+    bool found = false;
+    while (!found && fgets(line, sizeof line, f)) {
+        char *colon = strchr(line, ':');
+        if (strncmp(line, "model name", 10) != 0 || !colon) continue;
+        colon++;
+        while (*colon == ' ' || *colon == '\t') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(buf, cap, "%s", colon);
+        found = *colon != '\0';
+    }
+    fclose(f);
+    return found;
+}
+
+static int64_t page_bytes(int name)
+{
+    long pages = sysconf(name), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
+}
+
+static void cpu_props(int device, em_device_props *out)
+{
+    if (!cpu_model_name(out->name, sizeof out->name)) snprintf(out->name, sizeof out->name, "cpu");
+    out->total_memory = page_bytes(_SC_PHYS_PAGES);
+    out->processors = core_hw_threads();
+}
+
+/* MemAvailable of /proc/meminfo (what can be allocated without swapping), else the free pages. */
+static int64_t host_free_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    long long kb = -1;
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof line, f))
+            if (sscanf(line, "MemAvailable: %lld kB", &kb) == 1) break;
+        fclose(f);
+    }
+    return kb >= 0 ? (int64_t)kb * 1024 : page_bytes(_SC_AVPHYS_PAGES);
+}
+
+static void cpu_mem_stats(int device, em_device_mem_stats *out)
+{
+    em_mem_stats m = em_mem_get_stats();
+    out->in_use_bytes = m.current_bytes;
+    out->peak_in_use_bytes = m.peak_bytes;
+    out->cached_bytes = m.cached_bytes;
+    out->persistent_bytes = atomic_load(&persistent_bytes);
+    /* em_alloc's own blocks (handles, work buffers, persistent storage) count as taken from the
+       system, as the cache's misses do */
+    out->allocs = m.total_allocs - m.cache_hits;
+    out->reuses = m.cache_hits;
+    out->free_bytes = host_free_bytes();
+    out->total_bytes = page_bytes(_SC_PHYS_PAGES);
+}
+
+static int64_t cpu_empty_cache(int device)
+{
+    return em_mem_trim();
+}
+
+static void cpu_reset_peak(int device)
+{
+    em_mem_reset_peak();
 }
 
 static em_status cpu_copy(int device, void *dst, const void *src, size_t nbytes)
@@ -66,6 +156,11 @@ const em_backend cpu_backend = {
     .supports = cpu_supports,
     .exec = cpu_exec,
     .sync = cpu_sync,
+    .props = cpu_props,
+    .mem_stats = cpu_mem_stats,
+    .empty_cache = cpu_empty_cache,
+    .reset_peak = cpu_reset_peak,
+    .alloc_persistent = cpu_alloc_persistent,
 };
 
 /* ---- strided loop ------------------------------------------------------------------------ */

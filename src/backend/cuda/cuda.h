@@ -64,6 +64,9 @@ typedef struct cuda_driver {
     CUresult (*cuDeviceCanAccessPeer)(int *, CUdevice, CUdevice);
     CUresult (*cuCtxEnablePeerAccess)(CUcontext, unsigned);
     CUresult (*cuMemcpyPeerAsync)(CUdeviceptr, CUcontext, CUdeviceptr, CUcontext, size_t, CUstream);
+    /* optional: the device's memory (total; free and total of the current context's device) */
+    CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
+    CUresult (*cuMemGetInfo)(size_t *, size_t *);
     /* optional (NULL when the driver lacks it): tensor maps for the Hopper bulk tensor copies */
     CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr,
                                        const uint64_t *dims, const uint64_t *strides,
@@ -82,7 +85,8 @@ typedef struct cuda_device_info {
     CUdevice dev;
     CUcontext ctx;
     int cc_major, cc_minor;
-    int sm_count; /* streaming multiprocessors */
+    int sm_count;      /* streaming multiprocessors */
+    int64_t total_mem; /* bytes (0: the driver did not say) */
     char name[128];
 } cuda_device_info;
 
@@ -131,10 +135,11 @@ typedef struct em_cuda_pool_stats {
     int64_t in_use_bytes; /* bytes in blocks handed out (rounded sizes) */
     int64_t cached_bytes; /* bytes in freed blocks kept for reuse */
     int64_t peak_in_use_bytes;
-    int64_t device_allocs; /* cuMemAlloc calls that succeeded */
-    int64_t reuses;        /* allocations served from the cache */
-    int64_t frees;         /* blocks returned to the pool */
-    int64_t stream_waits;  /* reuses whose new stream was made to wait for another stream */
+    int64_t device_allocs;    /* cuMemAlloc calls that succeeded */
+    int64_t reuses;           /* allocations served from the cache */
+    int64_t frees;            /* blocks returned to the pool */
+    int64_t stream_waits;     /* reuses whose new stream was made to wait for another stream */
+    int64_t persistent_bytes; /* part of in_use_bytes in persistent blocks */
 } em_cuda_pool_stats;
 
 /* A block of at least nbytes for work on the calling thread's current stream. A cached block last
@@ -148,8 +153,17 @@ void cuda_pool_free(int device, void *p);
 void cuda_pool_forget_stream(int device, CUstream s);
 /* Statistics of device's pool; false when device does not exist. */
 bool cuda_pool_stats(int device, em_cuda_pool_stats *out);
-/* Returns every cached block of device to the driver (after synchronising the device). */
-void cuda_pool_empty_cache(int device);
+/* Returns every cached block of device to the driver (after synchronising the device); returns
+ * the bytes released. */
+int64_t cuda_pool_empty_cache(int device);
+/* A persistent block (em_device_persistent_begin): nbytes rounded up to 512 only, never from the
+ * cache; cuda_pool_free gives it back to the driver once the work queued on it is done. */
+void *cuda_pool_alloc_persistent(int device, size_t nbytes);
+/* The public device queries' answers for a CUDA device (the backend table's props, mem_stats and
+ * reset_peak). */
+void cuda_device_props(int device, em_device_props *out);
+void cuda_device_mem_stats(int device, em_device_mem_stats *out);
+void cuda_pool_reset_peak(int device);
 
 /* ---- copies on the current stream (cuda_copy.c) -------------------------------------------------
  * Host copies go through pinned staging buffers in chunks of cuda_copy_chunk() bytes, several in

@@ -1204,4 +1204,9 @@ const em_backend cuda_backend = {
     .update = cuda_update,
     .streams = &cuda_stream_ops,
     .copy_peer = cuda_copy_peer,
+    .props = cuda_device_props,
+    .mem_stats = cuda_device_mem_stats,
+    .empty_cache = cuda_pool_empty_cache,
+    .reset_peak = cuda_pool_reset_peak,
+    .alloc_persistent = cuda_pool_alloc_persistent,
 };

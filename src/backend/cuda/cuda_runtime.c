@@ -95,6 +95,8 @@ static void probe(void)
     LOAD_OPT(cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer", NULL);
     LOAD_OPT(cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess", NULL);
     LOAD_OPT(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", NULL);
+    LOAD_OPT(cuDeviceTotalMem, "cuDeviceTotalMem_v2", NULL);
+    LOAD_OPT(cuMemGetInfo, "cuMemGetInfo_v2", NULL);
     if (!cuda_drv.cuMemHostAlloc || !cuda_drv.cuMemFreeHost)
         cuda_drv.cuMemHostAlloc = NULL, cuda_drv.cuMemFreeHost = NULL;
     if (!ok) {
@@ -123,6 +125,9 @@ static void probe(void)
             d->sm_count = 1;
         if (cuda_drv.cuDeviceGetName(d->name, (int)sizeof d->name, d->dev) != 0)
             strcpy(d->name, "?");
+        size_t total = 0;
+        if (cuda_drv.cuDeviceTotalMem && cuda_drv.cuDeviceTotalMem(&total, d->dev) == 0)
+            d->total_mem = (int64_t)total;
         n_devices++;
     }
     probe_ok = n_devices > 0;
@@ -184,6 +189,7 @@ typedef struct pool_block {
     size_t size;
     CUstream stream;   /* handed out for (0: none pending) */
     CUstream freed_on; /* the freeing thread's stream when it differed (0: none) */
+    bool persistent;   /* exactly sized, back to the driver when freed */
     struct pool_block *next;
 } pool_block;
 
@@ -251,6 +257,57 @@ static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
     }
 }
 
+/* A new block of sz bytes from the driver (pool_lock held): when cuMemAlloc fails, the cache
+ * goes back to the driver and it is tried once more. NULL with *r set (0 with no host memory). */
+static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
+{
+    CUdeviceptr p = 0;
+    *r = cuda_drv.cuMemAlloc(&p, sz);
+    if (*r != 0 && pl->cached) {
+        release_cached(device, pl);
+        *r = cuda_drv.cuMemAlloc(&p, sz);
+    }
+    if (*r != 0) return NULL;
+    pool_block *b = malloc(sizeof *b);
+    if (!b) {
+        cuda_drv.cuMemFree(p);
+        return NULL;
+    }
+    b->ptr = p;
+    b->size = sz;
+    b->persistent = false;
+    pl->st.device_allocs++;
+    return b;
+}
+
+/* Records the failure of driver_block (pool_lock released). */
+static void *alloc_failed(int device, size_t sz, CUresult r)
+{
+    if (r == 0) {
+        em_error(EM_ERR_OOM, "cuda alloc: out of host memory for the pool's bookkeeping");
+        return NULL;
+    }
+    char call[64];
+    snprintf(call, sizeof call, "cuMemAlloc(%zu bytes)", sz);
+    cuda_fail(EM_ERR_OOM, r, "cuda alloc", call, device);
+    return NULL;
+}
+
+/* Hands b out for work on stream s (pool_lock held). */
+static void *hand_out(pool *pl, pool_block *b, CUstream s)
+{
+    b->stream = s;
+    b->freed_on = 0;
+    size_t h = bucket_of(b->ptr);
+    b->next = pl->live[h];
+    pl->live[h] = b;
+    pl->st.in_use_bytes += (int64_t)b->size;
+    if (b->persistent) pl->st.persistent_bytes += (int64_t)b->size;
+    if (pl->st.in_use_bytes > pl->st.peak_in_use_bytes)
+        pl->st.peak_in_use_bytes = pl->st.in_use_bytes;
+    return (void *)(uintptr_t)b->ptr;
+}
+
 void *cuda_pool_alloc(int device, size_t nbytes)
 {
     if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
@@ -277,41 +334,53 @@ void *cuda_pool_alloc(int device, size_t nbytes)
         pl->st.cached_bytes -= (int64_t)sz;
         pl->st.reuses++;
     }
-    if (!b) {
-        CUdeviceptr p = 0;
-        CUresult r = cuda_drv.cuMemAlloc(&p, sz);
-        if (r != 0 && pl->cached) { /* give the cache back and try once more */
-            release_cached(device, pl);
-            r = cuda_drv.cuMemAlloc(&p, sz);
-        }
-        if (r != 0) {
-            pthread_mutex_unlock(&pool_lock);
-            char call[64];
-            snprintf(call, sizeof call, "cuMemAlloc(%zu bytes)", sz);
-            cuda_fail(EM_ERR_OOM, r, "cuda alloc", call, device);
-            return NULL;
-        }
-        b = malloc(sizeof *b);
-        if (!b) {
-            cuda_drv.cuMemFree(p);
-            pthread_mutex_unlock(&pool_lock);
-            em_error(EM_ERR_OOM, "cuda alloc: out of host memory for the pool's bookkeeping");
-            return NULL;
-        }
-        b->ptr = p;
-        b->size = sz;
-        pl->st.device_allocs++;
+    CUresult r = 0;
+    if (!b && !(b = driver_block(device, pl, sz, &r))) {
+        pthread_mutex_unlock(&pool_lock);
+        return alloc_failed(device, sz, r);
     }
-    b->stream = s;
-    b->freed_on = 0;
-    size_t h = bucket_of(b->ptr);
-    b->next = pl->live[h];
-    pl->live[h] = b;
-    pl->st.in_use_bytes += (int64_t)sz;
-    if (pl->st.in_use_bytes > pl->st.peak_in_use_bytes)
-        pl->st.peak_in_use_bytes = pl->st.in_use_bytes;
+    void *p = hand_out(pl, b, s);
     pthread_mutex_unlock(&pool_lock);
-    return (void *)(uintptr_t)b->ptr;
+    return p;
+}
+
+void *cuda_pool_alloc_persistent(int device, size_t nbytes)
+{
+    if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
+    CUstream s = cuda_stream(device);
+    size_t sz = (nbytes + 511) / 512 * 512;
+    if (sz < nbytes) {
+        em_error(EM_ERR_OOM, "cuda alloc: %zu bytes is too large", nbytes);
+        return NULL;
+    }
+    pthread_mutex_lock(&pool_lock);
+    pool *pl = &pools[device];
+    CUresult r = 0;
+    pool_block *b = driver_block(device, pl, sz, &r);
+    if (!b) {
+        pthread_mutex_unlock(&pool_lock);
+        return alloc_failed(device, sz, r);
+    }
+    b->persistent = true;
+    void *p = hand_out(pl, b, s);
+    pthread_mutex_unlock(&pool_lock);
+    return p;
+}
+
+/* Gives a persistent block back to the driver once the work queued on it (on the stream it was
+ * allocated for and the freeing thread's) is done. */
+static void free_persistent(int device, pool_block *b)
+{
+    em_status before = em_last_status();
+    if (cuda_enter(device, "cuda free") == EM_OK) {
+        if (b->stream) cuda_drv.cuStreamSynchronize(b->stream);
+        if (b->freed_on) cuda_drv.cuStreamSynchronize(b->freed_on);
+        cuda_drv.cuMemFree(b->ptr);
+    } else {
+        cuda_forget_error(before);
+        em_log_msg("cuda", EM_LOG_ERROR, "cuda free: cuda:%d unusable, a block is lost", device);
+    }
+    free(b);
 }
 
 void cuda_pool_free(int device, void *p)
@@ -328,8 +397,14 @@ void cuda_pool_free(int device, void *p)
             *pp = b->next;
             b->freed_on = cur == b->stream ? 0 : cur;
             pl->st.in_use_bytes -= (int64_t)b->size;
-            pl->st.cached_bytes += (int64_t)b->size;
             pl->st.frees++;
+            if (b->persistent) {
+                pl->st.persistent_bytes -= (int64_t)b->size;
+                pthread_mutex_unlock(&pool_lock);
+                free_persistent(device, b);
+                return;
+            }
+            pl->st.cached_bytes += (int64_t)b->size;
             b->next = pl->cached;
             pl->cached = b;
             pthread_mutex_unlock(&pool_lock);
@@ -366,11 +441,54 @@ bool cuda_pool_stats(int device, em_cuda_pool_stats *out)
     return true;
 }
 
-void cuda_pool_empty_cache(int device)
+int64_t cuda_pool_empty_cache(int device)
 {
-    if (device < 0 || device >= cuda_device_count()) return;
-    if (cuda_enter(device, "cuda empty cache") != EM_OK) return;
+    if (device < 0 || device >= cuda_device_count()) return 0;
+    if (cuda_enter(device, "cuda empty cache") != EM_OK) return 0;
     pthread_mutex_lock(&pool_lock);
+    int64_t held = pools[device].st.cached_bytes;
     release_cached(device, &pools[device]);
     pthread_mutex_unlock(&pool_lock);
+    return held;
+}
+
+void cuda_pool_reset_peak(int device)
+{
+    if (device < 0 || device >= cuda_device_count()) return;
+    pthread_mutex_lock(&pool_lock);
+    pools[device].st.peak_in_use_bytes = pools[device].st.in_use_bytes;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+void cuda_device_props(int device, em_device_props *out)
+{
+    const cuda_device_info *d = cuda_device(device);
+    if (!d) return;
+    snprintf(out->name, sizeof out->name, "%s", d->name);
+    out->total_memory = d->total_mem;
+    out->processors = d->sm_count;
+    out->compute_major = d->cc_major;
+    out->compute_minor = d->cc_minor;
+}
+
+void cuda_device_mem_stats(int device, em_device_mem_stats *out)
+{
+    em_cuda_pool_stats st;
+    if (!cuda_pool_stats(device, &st)) return;
+    out->in_use_bytes = st.in_use_bytes;
+    out->peak_in_use_bytes = st.peak_in_use_bytes;
+    out->cached_bytes = st.cached_bytes;
+    out->persistent_bytes = st.persistent_bytes;
+    out->allocs = st.device_allocs;
+    out->reuses = st.reuses;
+    size_t free_b = 0, total_b = 0;
+    em_status before = em_last_status();
+    if (cuda_drv.cuMemGetInfo && cuda_enter(device, "em_device_get_mem_stats") == EM_OK &&
+        cuda_drv.cuMemGetInfo(&free_b, &total_b) == 0) {
+        out->free_bytes = (int64_t)free_b;
+        out->total_bytes = (int64_t)total_b;
+    } else {
+        cuda_forget_error(before);
+        out->total_bytes = cuda_device(device)->total_mem > 0 ? cuda_device(device)->total_mem : -1;
+    }
 }
