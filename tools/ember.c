@@ -107,6 +107,47 @@ static int cmd_convert(int argc, char **argv)
     return 0;
 }
 
+static double gib(int64_t bytes)
+{
+    return (double)bytes / (1024.0 * 1024.0 * 1024.0);
+}
+
+/* One line per device: what it is and its memory. */
+static int cmd_devices(void)
+{
+    char name[32];
+    em_device d = em_device_default();
+    if (em_last_status() != EM_OK) {
+        printf("default device: cpu (%s)\n", em_last_error());
+        em_clear_error();
+    } else {
+        printf("default device: %s\n", em_device_str(d, name, sizeof name));
+    }
+    const char *backends[] = {"cpu", "cuda"};
+    for (int b = 0; b < 2; b++) {
+        int n = em_device_count(backends[b]);
+        if (n == 0) printf("%s: no device found\n", backends[b]);
+        for (int i = 0; i < n; i++) {
+            snprintf(name, sizeof name, b == 0 ? "%s" : "%s:%d", backends[b], i);
+            em_device dev = em_device_parse(name);
+            em_device_props p;
+            em_device_mem_stats m;
+            if (em_device_get_props(dev, &p) != EM_OK || em_device_get_mem_stats(dev, &m) != EM_OK)
+                return fail();
+            if (b == 0)
+                printf("%s: %s, %d hardware threads (%d used)", name, p.name, p.processors,
+                       em_get_num_threads());
+            else
+                printf("%s: %s, compute capability %d.%d, %d multiprocessors", name, p.name,
+                       p.compute_major, p.compute_minor, p.processors);
+            if (p.total_memory > 0) printf(", %.1f GiB", gib(p.total_memory));
+            if (m.free_bytes >= 0) printf(" (%.1f GiB free)", gib(m.free_bytes));
+            printf("\n");
+        }
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) return usage();
@@ -114,14 +155,7 @@ int main(int argc, char **argv)
         printf("ember %s\n", em_version());
         return 0;
     }
-    if (strcmp(argv[1], "devices") == 0) {
-        char name[32];
-        em_device d = em_device_default();
-        em_clear_error();
-        printf("default device: %s\n", em_device_str(d, name, sizeof name));
-        printf("cpu: %d threads\n", em_get_num_threads());
-        return 0;
-    }
+    if (strcmp(argv[1], "devices") == 0) return cmd_devices();
     if (strcmp(argv[1], "inspect") == 0) {
         if (argc != 3) return usage();
         return cmd_inspect(argv[2]);

@@ -104,6 +104,7 @@ em_device em_device_default(void)
 char *em_device_str(em_device d, char *buf, size_t cap)
 {
     if (!buf || cap == 0) return buf;
+    em_backends_init();
     const em_backend *b = em_backend_get(d.backend);
     if (!b)
         snprintf(buf, cap, "<unknown backend %d>:%d", d.backend, d.index);

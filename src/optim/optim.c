@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../backend/backend.h"
 #include "optim_impl.h"
 
 /* zero means the default; EM_ZERO (-0.0) an exact zero */
@@ -388,14 +389,19 @@ static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill
     em_device dev = em_tensor_device(w);
     em_dtype dt = em_tensor_dtype(w);
     em_tensor *t = p->state[s];
+    bool scoped = em_backend_persistent_enter(dev); /* the state lives as long as the parameter */
     if (t && (!em_device_equal(em_tensor_device(t), dev) || em_tensor_dtype(t) != dt ||
               !em_tensor_is_contiguous(t))) {
         em_tensor *moved = plain_ref(work_copy(t, dt, dev));
-        if (!moved) return NULL;
-        tn_release_ref(t);
-        p->state[s] = t = moved;
+        if (moved) {
+            tn_release_ref(t);
+            p->state[s] = moved;
+        }
+        t = moved; /* NULL: the state stays where it was */
+    } else if (!t) {
+        p->state[s] = t = plain_ref(em_full(em_tensor_shape(w), fill, dt, dev));
     }
-    if (!t) p->state[s] = t = plain_ref(em_full(em_tensor_shape(w), fill, dt, dev));
+    if (scoped) em_backend_persistent_leave(dev);
     return t;
 }
 
