@@ -703,3 +703,44 @@ void h_compare_dev(const char *what, em_tensor *got, em_tensor *want, double ato
     free(g);
     free(w);
 }
+
+static int64_t persistent_now(em_device dev)
+{
+    em_device_mem_stats m;
+    return em_device_get_mem_stats(dev, &m) == EM_OK ? m.persistent_bytes : -1;
+}
+
+void h_check_persistent_module(em_device dev, int64_t granule, bool moves)
+{
+    int64_t w = (240 + granule - 1) / granule * granule, b = (24 + granule - 1) / granule * granule;
+    int64_t p0 = persistent_now(dev);
+    em_module *m = em_linear_new(10, 3, EM_CPU);
+    h_check_(em_module_to(m, dev) == EM_OK && em_module_cast(m, EM_F64) == EM_OK, __FILE__,
+             __LINE__, "linear to the device as f64 (%s)", em_last_error());
+    int64_t p1 = persistent_now(dev);
+    h_check_(p1 - p0 == w + b, __FILE__, __LINE__, "parameters: %lld persistent bytes, want %lld",
+             (long long)(p1 - p0), (long long)(w + b));
+    em_optim *o = em_adam_new(m, (em_adam_cfg){.lr = 0.1});
+    em_scope_begin();
+    em_tensor *x = em_to_device(h_rand(EM_SHAPE(4, 10), EM_F64, H_CONTIG, -1, 1, NULL), dev);
+    em_grads *g = em_backward(em_sum(em_forward(m, x), EM_ALL, false));
+    h_check_(em_optim_step(o, g) == EM_OK, __FILE__, __LINE__, "adam step (%s)", em_last_error());
+    em_scope_end();
+    int64_t p2 = persistent_now(dev);
+    h_check_(p2 - p1 == 2 * (w + b), __FILE__, __LINE__,
+             "adam's state: %lld persistent bytes, want %lld", (long long)(p2 - p1),
+             (long long)(2 * (w + b)));
+    h_check_(em_module_set(m, "bias", em_full(EM_SHAPE(3), 0.5, EM_F64, dev)) == EM_OK, __FILE__,
+             __LINE__, "set the bias (%s)", em_last_error());
+    int64_t p3 = persistent_now(dev);
+    h_check_(p3 == (moves ? p2 : p2 - b), __FILE__, __LINE__,
+             "a fresh bias %s: %lld persistent bytes, want %lld", moves ? "moves" : "stays",
+             (long long)p3, (long long)(moves ? p2 : p2 - b));
+    double v[3] = {0};
+    h_check_(em_to_data(em_module_get(m, "bias"), v, EM_F64, 3) == EM_OK && v[0] == 0.5 &&
+                 v[2] == 0.5,
+             __FILE__, __LINE__, "the set bias holds its values");
+    em_optim_free(o);
+    em_module_free(m);
+    h_check_(persistent_now(dev) == p0, __FILE__, __LINE__, "all persistent bytes back");
+}

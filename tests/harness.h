@@ -102,6 +102,12 @@ bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, 
 bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, int n,
                      const bool *wrt, double atol, double rtol);
 
+/* A module's parameters and its optimizer's state on dev are persistent storage: a linear layer
+ * (10 -> 3) moved to dev and cast to f64 (new storage: +240 and +24 bytes, each rounded up to
+ * `granule`), one Adam step (two state tensors per parameter), a bias set from a fresh tensor
+ * (`moves`: moved into a persistent block; else it stays ordinary storage), all back at the end. */
+void h_check_persistent_module(em_device dev, int64_t granule, bool moves);
+
 /* Whole file as a NUL-terminated string (malloc'd), or NULL. */
 char *h_read_file(const char *path);
 

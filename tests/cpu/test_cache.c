@@ -318,6 +318,7 @@ static void test_device_queries(void)
           (long long)(m2.cached_bytes - m1.cached_bytes));
     CHECK(em_device_persistent_begin((em_device){0, 1}) == EM_ERR_DEVICE, "no cpu:1");
     em_clear_error();
+    h_check_persistent_module(EM_CPU, 1, false);
 }
 
 int main(void)

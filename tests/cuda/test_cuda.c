@@ -967,6 +967,41 @@ static void test_pool_and_cache(void)
            cuda_module_cache_path(dev.index));
 }
 
+/* The public device queries and persistent storage on a real driver. */
+static void test_device_queries(void)
+{
+    const cuda_device_info *d = cuda_device(dev.index);
+    em_device_props p;
+    CHECK(em_device_get_props(dev, &p) == EM_OK && !strcmp(p.name, d->name) &&
+              p.processors == d->sm_count && p.compute_major == d->cc_major &&
+              p.compute_minor == d->cc_minor && p.total_memory > ((int64_t)1 << 30),
+          "props: \"%s\", %d SMs, %lld bytes", p.name, p.processors, (long long)p.total_memory);
+    em_device_mem_stats m;
+    CHECK(em_device_get_mem_stats(dev, &m) == EM_OK && m.total_bytes > p.total_memory / 2 &&
+              m.total_bytes <= p.total_memory && m.free_bytes > 0 && m.free_bytes <= m.total_bytes,
+          "memory: %lld free of %lld", (long long)m.free_bytes, (long long)m.total_bytes);
+    printf("cuda:0: %.1f GiB, %.1f GiB free; pool %lld bytes in use, %lld cached\n",
+           (double)m.total_bytes / (1 << 30), (double)m.free_bytes / (1 << 30),
+           (long long)m.in_use_bytes, (long long)m.cached_bytes);
+    int64_t p0 = m.persistent_bytes;
+    CHECK(em_device_persistent_begin(dev) == EM_OK, "begin");
+    em_tensor *t = em_full(EM_SHAPE(750001), 1.0, EM_F32, dev);
+    CHECK(em_device_persistent_end(dev) == EM_OK, "end");
+    em_device_get_mem_stats(dev, &m);
+    CHECK(m.persistent_bytes - p0 == 3000320, "persistent: %lld bytes (3000004 rounded to 512)",
+          (long long)(m.persistent_bytes - p0));
+    em_tensor *s = em_sum(t, EM_ALL, false);
+    CHECK(s && em_item_f64(s) == 750001.0, "the persistent tensor holds its values");
+    em_release(s);
+    em_release(t);
+    em_device_get_mem_stats(dev, &m);
+    CHECK(m.persistent_bytes == p0, "freed: back to the driver");
+    h_check_persistent_module(dev, 512, true);
+    CHECK(em_device_empty_cache(dev) >= 0, "empty_cache");
+    em_device_get_mem_stats(dev, &m);
+    CHECK(m.cached_bytes == 0, "nothing cached after empty_cache");
+}
+
 static void test_errors(void)
 {
     em_scope_begin();
@@ -1025,6 +1060,7 @@ int main(void)
     test_random();
     test_int_ops();
     test_pool_and_cache();
+    test_device_queries();
     test_errors();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
