@@ -730,16 +730,22 @@ void h_check_persistent_module(em_device dev, int64_t granule, bool moves)
     h_check_(p2 - p1 == 2 * (w + b), __FILE__, __LINE__,
              "adam's state: %lld persistent bytes, want %lld", (long long)(p2 - p1),
              (long long)(2 * (w + b)));
+    /* a set entry keeps the storage it was given; a newly registered one moves where it can */
     h_check_(em_module_set(m, "bias", em_full(EM_SHAPE(3), 0.5, EM_F64, dev)) == EM_OK, __FILE__,
              __LINE__, "set the bias (%s)", em_last_error());
     int64_t p3 = persistent_now(dev);
-    h_check_(p3 == (moves ? p2 : p2 - b), __FILE__, __LINE__,
-             "a fresh bias %s: %lld persistent bytes, want %lld", moves ? "moves" : "stays",
-             (long long)p3, (long long)(moves ? p2 : p2 - b));
-    double v[3] = {0};
+    h_check_(p3 == p2 - b, __FILE__, __LINE__, "a set bias stays ordinary: %lld, want %lld",
+             (long long)p3, (long long)(p2 - b));
+    em_module_buffer(m, "extra", em_full(EM_SHAPE(3), 0.25, EM_F64, dev));
+    int64_t p4 = persistent_now(dev);
+    h_check_(p4 == (moves ? p3 + b : p3), __FILE__, __LINE__,
+             "a registered buffer %s: %lld persistent bytes, want %lld", moves ? "moves" : "stays",
+             (long long)p4, (long long)(moves ? p3 + b : p3));
+    double v[3] = {0}, e[3] = {0};
     h_check_(em_to_data(em_module_get(m, "bias"), v, EM_F64, 3) == EM_OK && v[0] == 0.5 &&
-                 v[2] == 0.5,
-             __FILE__, __LINE__, "the set bias holds its values");
+                 v[2] == 0.5 && em_to_data(em_module_get(m, "extra"), e, EM_F64, 3) == EM_OK &&
+                 e[0] == 0.25 && e[2] == 0.25,
+             __FILE__, __LINE__, "the set bias and the registered buffer hold their values");
     em_optim_free(o);
     em_module_free(m);
     h_check_(persistent_now(dev) == p0, __FILE__, __LINE__, "all persistent bytes back");

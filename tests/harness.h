@@ -105,7 +105,8 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
 /* A module's parameters and its optimizer's state on dev are persistent storage: a linear layer
  * (10 -> 3) moved to dev and cast to f64 (new storage: +240 and +24 bytes, each rounded up to
  * `granule`), one Adam step (two state tensors per parameter), a bias set from a fresh tensor
- * (`moves`: moved into a persistent block; else it stays ordinary storage), all back at the end. */
+ * (stays ordinary storage), a buffer registered from a fresh tensor (`moves`: moved into a
+ * persistent block), all back at the end. */
 void h_check_persistent_module(em_device dev, int64_t granule, bool moves);
 
 /* Whole file as a NUL-terminated string (malloc'd), or NULL. */

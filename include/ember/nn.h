@@ -48,14 +48,15 @@ void *em_module_alloc(size_t size, const em_module_type *type, em_device dev);
 /* Prepares a header in place (training mode, the given device). */
 void em_module_init(em_module *m, const em_module_type *type, em_device dev);
 /* Registers t (the module takes the reference) as parameter `name`, marked requires-grad;
- * returns t, or NULL when t is NULL or the name is taken. */
+ * returns t, or NULL when t is NULL or the name is taken. On a GPU, t's storage moves into a
+ * persistent block (em_device_persistent_begin) when t is the only view of it. */
 em_tensor *em_module_param(em_module *m, const char *name, em_tensor *t);
 /* Registers t as buffer `name` (not trained; saved with the module). */
 em_tensor *em_module_buffer(em_module *m, const char *name, em_tensor *t);
 /* Registers child module `name` (the parent takes ownership); returns child. */
 em_module *em_module_child(em_module *m, const char *name, em_module *child);
 /* Replaces the tensor of parameter or buffer `name` (direct member) keeping its flags; the
- * module takes the reference and releases the old one. */
+ * module takes the reference and releases the old one. t keeps its storage as it is. */
 em_status em_module_set(em_module *m, const char *name, em_tensor *t);
 /* Frees the module and its whole tree (NULL is ignored). */
 void em_module_free(em_module *m);
@@ -74,7 +75,7 @@ em_tensor *em_module_get(em_module *m, const char *name);
 em_module *em_module_find(em_module *m, const char *name);
 /* Number of parameter elements (trainable only, or all parameters and buffers). */
 int64_t em_module_count(em_module *m, bool trainable_only);
-/* Moves every parameter and buffer to dev. */
+/* Moves every parameter and buffer to dev (into persistent storage there). */
 em_status em_module_to(em_module *m, em_device dev);
 /* Converts every float parameter and buffer to dt (layers are created in f32). */
 em_status em_module_cast(em_module *m, em_dtype dt);

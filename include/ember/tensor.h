@@ -104,8 +104,9 @@ em_status em_device_reset_peak(em_device d);
  * persistent, as weights are: sized exactly instead of rounded to the cache's size classes,
  * never taken from the cache, and given back to the system or the driver when freed instead of
  * cached, so long-lived tensors neither waste a class's slack nor hold blocks that short-lived
- * ones churn through. Scopes nest; end without begin is EM_ERR_STATE. Module parameters and
- * buffers made by the initialisers or moved by em_module_to are allocated this way. */
+ * ones churn through. Scopes nest; end without begin is EM_ERR_STATE. The library allocates
+ * module parameters and buffers (moved, cast, loaded, or registered on a GPU) and optimizer
+ * state this way. */
 em_status em_device_persistent_begin(em_device d);
 em_status em_device_persistent_end(em_device d);
 

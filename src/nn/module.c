@@ -89,6 +89,8 @@ static em_tensor *add_tensor(const char *fn, em_module *m, const char *name, em_
     /* the module owns a plain reference: scopes never release parameters */
     em_tensor *own = em_retain(t);
     em_release(t);
+    /* not in em_module_set: what replaces an entry every step (batch norm's running statistics)
+       would pay a device allocation, a copy and a synchronising free each time */
     if (!tn_make_persistent(own)) {
         em_free(nm);
         tn_release_ref(own);
@@ -135,9 +137,8 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t)
         if (strcmp(e->name, name) != 0) continue;
         em_tensor *own = em_retain(t);
         em_release(t);
-        if (!tn_make_persistent(own) ||
-            (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
-             !em_requires_grad(own, true))) {
+        if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
+            !em_requires_grad(own, true)) {
             tn_release_ref(own);
             return em_last_status(); /* the entry keeps its old tensor */
         }

@@ -364,14 +364,21 @@ static void test_device_queries(void)
     CHECK(mem(dev).persistent_bytes == m1.persistent_bytes, "a fresh tensor is not persistent");
     CHECK(em_module_set(lin, "bias", fresh) == EM_OK, "set the bias (%s)", em_last_error());
     m2 = mem(dev);
-    CHECK(m2.persistent_bytes == m1.persistent_bytes && m2.in_use_bytes == m1.in_use_bytes &&
+    CHECK(m2.persistent_bytes == m1.persistent_bytes - 1536,
+          "a set bias keeps its ordinary block (the old persistent one went back to the driver)");
+    em_tensor *extra = patterned(1200, dev);
+    m1 = mem(dev);
+    CHECK(em_module_buffer(lin, "extra", extra) != NULL, "register a buffer (%s)", em_last_error());
+    m2 = mem(dev);
+    CHECK(m2.persistent_bytes == m1.persistent_bytes + 1536 &&
+              m2.in_use_bytes == m1.in_use_bytes - 2048 + 1536 &&
               m2.cached_bytes == m1.cached_bytes + 2048,
-          "the registered bias moved into a persistent block (the old one freed, the fresh "
-          "tensor's 2 KiB block cached)");
+          "the registered buffer moved into a persistent block (its 2 KiB block cached)");
+    CHECK(holds_pattern(em_module_get(lin, "extra"), 1200), "the moved buffer keeps its bytes");
     float back[300] = {1};
     CHECK(em_to_data(em_module_get(lin, "bias"), back, EM_F32, 300) == EM_OK && back[0] == 0 &&
               back[299] == 0,
-          "the moved bias keeps its values");
+          "the set bias keeps its values");
     em_module_free(lin);
     CHECK(mem(dev).persistent_bytes == m0.persistent_bytes, "freed with the module");
 
