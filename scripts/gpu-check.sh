@@ -66,6 +66,9 @@ else
     fi
 fi
 
+# the device as Ember sees it (ember devices: the public device queries)
+[ -x "$B/ember" ] && row "ember devices" "-" "$("$B/ember" devices 2>&1 | grep '^cuda:0' || echo 'no cuda:0')"
+
 run_test() { # name, log, command...
     local name=$1 log=$2
     shift 2

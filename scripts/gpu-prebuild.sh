@@ -20,7 +20,7 @@ cmake --build build-gpu-pre -j 2 --target $CUDA_TESTS ops_conformance autodiff_g
 for t in $CUDA_TESTS ops_conformance autodiff_gradcheck optim_test_optim; do
     cp "build-gpu-pre/tests/$t" "$P/"
 done
-cp build-gpu-pre/fashion_mnist "$P/"
+cp build-gpu-pre/fashion_mnist build-gpu-pre/ember "$P/"
 # the CPU fast-path tests too: the GPU machine's processor may have ISA extensions (AVX-512)
 # that the development machine lacks
 mkdir -p "$P/cpu"
