@@ -35,6 +35,15 @@ int main(void)
     em_tensor *bad = em_softmax(em_add(x, em_ones(EM_SHAPE(5), EM_F32, dev)), -1);
     if (!bad) printf("expected error: %s\n", em_last_error());
     em_clear_error();
+
+    /* the device and its memory as Ember's allocator sees it (`ember devices` prints them too) */
+    char devname[32];
+    em_device_props props;
+    em_device_mem_stats mem;
+    if (em_device_get_props(dev, &props) == EM_OK && em_device_get_mem_stats(dev, &mem) == EM_OK)
+        printf("%s (%s): %lld bytes in use, %lld cached, %.0f MiB free\n",
+               em_device_str(dev, devname, sizeof devname), props.name, (long long)mem.in_use_bytes,
+               (long long)mem.cached_bytes, (double)mem.free_bytes / (1 << 20));
     em_scope_end();
 
     if (em_failed()) {
