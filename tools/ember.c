@@ -128,7 +128,10 @@ static int cmd_devices(void)
         int n = em_device_count(backends[b]);
         if (n == 0) printf("%s: no device found\n", backends[b]);
         for (int i = 0; i < n; i++) {
-            snprintf(name, sizeof name, b == 0 ? "%s" : "%s:%d", backends[b], i);
+            if (b == 0)
+                snprintf(name, sizeof name, "%s", backends[b]);
+            else
+                snprintf(name, sizeof name, "%s:%d", backends[b], i);
             em_device dev = em_device_parse(name);
             em_device_props p;
             em_device_mem_stats m;
