@@ -4,7 +4,9 @@
  * event or context sync, a wait on another stream that must run first, or now and then an event
  * query), so code that reuses a buffer before its copy ran, or orders two streams wrongly, reads
  * wrong bytes. Freeing memory that queued work still touches aborts. Each device has 1 GiB
- * (cuMemAlloc fails past it; cuMemGetInfo reports it). No kernels: module loads fail. */
+ * (cuMemAlloc fails past it; cuMemGetInfo reports it). No kernels: module loads fail. Calls fail
+ * on request (mock_cuda_fail, or MOCK_CUDA_FAIL=name in the environment: every call of name)
+ * with CUDA_ERROR_LAUNCH_FAILED, as a kernel fault surfacing at a later call would. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -20,6 +22,7 @@ enum {
     OK = 0,
     ERR_INVALID_VALUE = 1,
     ERR_OUT_OF_MEMORY = 2,
+    ERR_LAUNCH_FAILED = 719,
     ERR_NOT_FOUND = 500,
     ERR_NOT_READY = 600,
     ERR_PEER_ON = 704
@@ -189,6 +192,40 @@ static int free_block(void *p, const char *what)
     return ERR_INVALID_VALUE;
 }
 
+/* Failure injection: calls first .. first + count - 1 (counting from 1) of fail_name fail. */
+static pthread_mutex_t fail_mu = PTHREAD_MUTEX_INITIALIZER;
+static char fail_name[64];
+static long fail_first, fail_count, fail_seen;
+static int fail_env_read;
+
+/* for the test: from now on, calls nth .. nth + count - 1 of the driver function `name` (its
+ * exported name, "cuMemcpyHtoDAsync_v2") fail; count < 0: all from the nth on */
+void mock_cuda_fail(const char *name, long nth, long count)
+{
+    pthread_mutex_lock(&fail_mu);
+    snprintf(fail_name, sizeof fail_name, "%s", name ? name : "");
+    fail_first = nth, fail_count = count, fail_seen = 0;
+    fail_env_read = 1;
+    pthread_mutex_unlock(&fail_mu);
+}
+
+static int injected(const char *name)
+{
+    pthread_mutex_lock(&fail_mu);
+    if (!fail_env_read) {
+        const char *e = getenv("MOCK_CUDA_FAIL");
+        if (e) snprintf(fail_name, sizeof fail_name, "%s", e), fail_first = 1, fail_count = -1;
+        fail_env_read = 1;
+    }
+    int hit = 0;
+    if (fail_name[0] && strcmp(name, fail_name) == 0) {
+        long k = ++fail_seen;
+        hit = k >= fail_first && (fail_count < 0 || k < fail_first + fail_count);
+    }
+    pthread_mutex_unlock(&fail_mu);
+    return hit;
+}
+
 /* Some progress now and then: an event query may find its work done. */
 static int coin(void)
 {
@@ -197,6 +234,11 @@ static int coin(void)
 }
 
 #define API(name, args) CUresult name args
+/* the first statement of a function that can be made to fail */
+#define INJECT(name)                                                                               \
+    do {                                                                                           \
+        if (injected(name)) return ERR_LAUNCH_FAILED;                                              \
+    } while (0)
 #define LOCKED(body)                                                                               \
     do {                                                                                           \
         pthread_mutex_lock(&mu);                                                                   \
@@ -247,11 +289,13 @@ API(cuCtxSetCurrent, (void *c))
 }
 API(cuCtxSynchronize, (void))
 {
+    INJECT("cuCtxSynchronize");
     LOCKED(run_all());
     return OK;
 }
 API(cuMemAlloc_v2, (CUdeviceptr * p, size_t n))
 {
+    INJECT("cuMemAlloc_v2");
     void *q;
     LOCKED(q = alloc_block(n, 0));
     *p = (CUdeviceptr)(uintptr_t)q;
@@ -277,6 +321,7 @@ API(cuMemFree_v2, (CUdeviceptr p))
 }
 API(cuMemHostAlloc, (void **p, size_t n, unsigned flags))
 {
+    INJECT("cuMemHostAlloc");
     (void)flags;
     LOCKED(*p = alloc_block(n, 1));
     return *p ? OK : 2;
@@ -305,6 +350,7 @@ API(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n))
 }
 API(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, mstream *st))
 {
+    INJECT("cuMemcpyHtoDAsync_v2");
     pthread_mutex_lock(&mu);
     const char *src = s;
     if (!pinned(s)) { /* pageable: the driver stages it before returning */
@@ -320,6 +366,7 @@ API(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, mstream *st))
 }
 API(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, mstream *st))
 {
+    INJECT("cuMemcpyDtoHAsync_v2");
     pthread_mutex_lock(&mu);
     mop o = {.kind = 0, .dst = d, .src = (const char *)(uintptr_t)s, .n = n};
     if (pinned(d)) {
@@ -336,6 +383,7 @@ API(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, mstream *st))
 }
 API(cuMemcpyDtoDAsync_v2, (CUdeviceptr d, CUdeviceptr s, size_t n, mstream *st))
 {
+    INJECT("cuMemcpyDtoDAsync_v2");
     mop o = {.kind = 0, .dst = (char *)(uintptr_t)d, .src = (const char *)(uintptr_t)s, .n = n};
     LOCKED(push(st, o));
     return OK;
@@ -359,6 +407,7 @@ API(cuMemsetD32Async, (CUdeviceptr d, unsigned v, size_t n, mstream *st))
 }
 API(cuStreamCreate, (mstream * *s, unsigned flags))
 {
+    INJECT("cuStreamCreate");
     (void)flags;
     mstream *x = calloc(1, sizeof *x);
     LOCKED(if (n_streams < 4096) streams[n_streams++] = x);
@@ -380,6 +429,7 @@ API(cuStreamDestroy_v2, (mstream * s))
 }
 API(cuStreamSynchronize, (mstream * s))
 {
+    INJECT("cuStreamSynchronize");
     LOCKED(if (s) run_to(s, s->n); else run_all());
     return OK;
 }
@@ -392,6 +442,7 @@ API(cuStreamWaitEvent, (mstream * s, mevent *e, unsigned flags))
 }
 API(cuEventCreate, (mevent * *e, unsigned flags))
 {
+    INJECT("cuEventCreate");
     mevent *x = calloc(1, sizeof *x);
     if (!x) return 2;
     x->timing = !(flags & 2);
@@ -415,6 +466,7 @@ API(cuEventDestroy_v2, (mevent * e))
 }
 API(cuEventRecord, (mevent * e, mstream *s))
 {
+    INJECT("cuEventRecord");
     LOCKED(if (!s) run_all(); e->s = s; e->pos = s ? s->n : 0);
     return OK;
 }
@@ -430,6 +482,7 @@ API(cuEventQuery, (mevent * e))
 }
 API(cuEventSynchronize, (mevent * e))
 {
+    INJECT("cuEventSynchronize");
     LOCKED(run_to(e->s, e->pos));
     return OK;
 }
@@ -479,6 +532,7 @@ API(cuGetErrorName, (CUresult r, const char **s))
 {
     *s = r == ERR_NOT_READY       ? "CUDA_ERROR_NOT_READY"
          : r == ERR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
+         : r == ERR_LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED"
                                   : "CUDA_ERROR_MOCK";
     return OK;
 }

@@ -12,6 +12,8 @@
 
 static em_device dev;
 static size_t (*pending)(void);
+static void (*fail_calls)(const char *name, long nth, long count);
+static bool unpinned; /* MOCK_CUDA_FAIL=cuMemHostAlloc: no staging buffers, copies wait */
 
 static unsigned char pattern(size_t i, size_t n)
 {
@@ -44,7 +46,8 @@ static void test_host_copies(void)
         void *d = cuda_pool_alloc(0, n ? n : 1);
         CHECK(cuda_copy_from_host(0, d, src + 1, n, "test") == EM_OK, "to device %zu (%s)", n,
               em_last_error());
-        if (n > 0) CHECK(pending() > 0, "%zu bytes: the copy is still queued at return", n);
+        if (n > 0 && !unpinned)
+            CHECK(pending() > 0, "%zu bytes: the copy is still queued at return", n);
         memset(src + 1, 0x11, n); /* the caller may reuse its buffer at once */
         memset(back, 0x55, n + 2);
         CHECK(cuda_copy_to_host(0, back + 1, d, n, "test") == EM_OK, "to host %zu (%s)", n,
@@ -399,6 +402,97 @@ static void test_device_queries(void)
     em_device_empty_cache(dev);
 }
 
+/* Driver calls that fail (as a kernel fault surfacing there would): the error names the Ember
+ * call, the driver call and the CUDA error, nothing is held afterwards, and the next copies
+ * work (no staging buffer is left busy, no stream waits on a lost event). */
+static void test_faults(void)
+{
+    size_t c = cuda_copy_chunk(), n = 3 * c + 5;
+    em_device_sync(dev);
+    em_device_mem_stats m0 = mem(dev);
+    int64_t live0 = em_live_tensors();
+    const struct {
+        const char *call, *needle;
+        long nth;
+        bool to_host;
+    } cases[] = {
+        {"cuMemcpyHtoDAsync_v2", "cuMemcpyHtoDAsync failed on cuda:0: CUDA_ERROR_LAUNCH_FAILED", 2,
+         false},
+        {"cuEventRecord", "cuEventRecord failed on cuda:0: CUDA_ERROR_LAUNCH_FAILED", 1, false},
+        {"cuMemcpyDtoHAsync_v2", "cuMemcpyDtoHAsync failed on cuda:0: CUDA_ERROR_LAUNCH_FAILED", 2,
+         true},
+        {"cuEventSynchronize", "cuEventSynchronize failed on cuda:0: CUDA_ERROR_LAUNCH_FAILED", 1,
+         true},
+    };
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        if (unpinned && strstr(cases[k].call, "Event")) continue; /* no staging, no events */
+        em_scope_begin();
+        em_tensor *t = cases[k].to_host ? patterned(n, dev) : NULL;
+        fail_calls(cases[k].call, cases[k].nth, 1);
+        if (cases[k].to_host) {
+            unsigned char *back = malloc(n);
+            CHECK(em_to_data(t, back, EM_U8, (int64_t)n) != EM_OK, "%s fails", cases[k].call);
+            free(back);
+        } else {
+            CHECK(patterned(n, dev) == NULL, "%s fails", cases[k].call);
+        }
+        CHECK_ERR(EM_ERR_DEVICE, cases[k].needle);
+        em_clear_error();
+        fail_calls("", 0, 0);
+        em_tensor *u = patterned(n, dev);
+        CHECK(u && holds_pattern(u, n), "after %s: a round trip works", cases[k].call);
+        em_scope_end();
+    }
+    /* a fault surfacing at a device synchronisation */
+    fail_calls("cuCtxSynchronize", 1, 1);
+    CHECK(em_device_sync(dev) == EM_ERR_DEVICE, "em_device_sync reports the fault");
+    CHECK_ERR(EM_ERR_DEVICE, "em_device_sync: cuCtxSynchronize failed on cuda:0: "
+                             "CUDA_ERROR_LAUNCH_FAILED");
+    fail_calls("", 0, 0);
+    CHECK(em_device_sync(dev) == EM_OK, "and the next one is fine");
+    /* no stream for a new thread: it works on the legacy stream */
+    fail_calls("cuStreamCreate", 1, -1);
+    void *blk = NULL;
+    pthread_t th;
+    pthread_create(&th, NULL, make_block, &blk);
+    pthread_join(th, NULL);
+    fail_calls("", 0, 0);
+    CHECK(blk != NULL, "a block made on the legacy stream");
+    if (blk) words_are(blk, 4000, 0x600DF00D, "the legacy stream's write");
+    cuda_pool_free(0, blk);
+    /* the event of a cross-stream reuse fails: the pool waits on the host instead */
+    em_stream *a = em_stream_new(dev), *b = em_stream_new(dev);
+    size_t words = 300000, bytes = words * 4;
+    em_stream_use(dev, a);
+    void *x = cuda_pool_alloc(0, bytes), *r = cuda_pool_alloc(0, bytes);
+    cuda_memset32(0, x, 3, words, "test");
+    cuda_copy_d2d(0, r, x, bytes, "test");
+    cuda_pool_free(0, x);
+    em_stream_use(dev, b);
+    fail_calls("cuEventRecord", 1, -1);
+    void *y = cuda_pool_alloc(0, bytes);
+    fail_calls("", 0, 0);
+    CHECK(y == x && em_last_status() == EM_OK, "b took x's block without an event (%s)",
+          em_last_error());
+    cuda_memset32(0, y, 8, words, "test");
+    em_stream_sync(b);
+    em_stream_use(dev, a);
+    words_are(r, words, 3, "a's copy of x, taken by b after a host wait");
+    em_stream_use(dev, b);
+    words_are(y, words, 8, "b's write, after a's work on the block");
+    em_stream_use(dev, NULL);
+    cuda_pool_free(0, r);
+    cuda_pool_free(0, y);
+    em_stream_free(a);
+    em_stream_free(b);
+    em_device_sync(dev);
+    em_device_mem_stats m1 = mem(dev);
+    CHECK(m1.in_use_bytes == m0.in_use_bytes && em_live_tensors() == live0,
+          "nothing held after the faults (%lld bytes in use, was %lld)", (long long)m1.in_use_bytes,
+          (long long)m0.in_use_bytes);
+    CHECK_OK("faults");
+}
+
 int main(void)
 {
     em_backends_init();
@@ -410,6 +504,11 @@ int main(void)
         return 0;
     }
     memcpy(&pending, &sym, sizeof sym);
+    void *fsym = dlsym(lib, "mock_cuda_fail");
+    memcpy(&fail_calls, &fsym, sizeof fsym);
+    const char *env = getenv("MOCK_CUDA_FAIL");
+    unpinned = env && strcmp(env, "cuMemHostAlloc") == 0;
+    if (unpinned) printf("pinned memory refused: host copies without staging\n");
     h_init();
     h_dev = EM_CPU;
     dev = em_device_parse("cuda:0");
@@ -420,6 +519,7 @@ int main(void)
     test_joined_thread();
     test_peer();
     test_device_queries();
+    if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

@@ -113,18 +113,19 @@ em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, 
         size_t c = n - off < STAGE_CHUNK ? n - off : STAGE_CHUNK;
         const char *from = (const char *)src + off;
         stage_buf *b = stage_acquire(device, true);
+        const char *call = "cuMemcpyHtoDAsync";
         CUresult r;
         if (!b) { /* unstaged: wait until the driver has read src */
             r = cuda_drv.cuMemcpyHtoDAsync(dptr(dst) + off, from, c, s);
-            if (r == 0) r = cuda_drv.cuStreamSynchronize(s);
+            if (r == 0) call = "cuStreamSynchronize", r = cuda_drv.cuStreamSynchronize(s);
         } else {
             memcpy(b->host, from, c);
             r = cuda_drv.cuMemcpyHtoDAsync(dptr(dst) + off, b->host, c, s);
-            if (r == 0) r = cuda_drv.cuEventRecord(b->done, s);
+            if (r == 0) call = "cuEventRecord", r = cuda_drv.cuEventRecord(b->done, s);
             if (r != 0) cuda_drv.cuStreamSynchronize(s); /* nothing may read b after this */
             stage_release(b, r == 0);
         }
-        if (r) st = cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoDAsync", device);
+        if (r) st = cuda_fail(EM_ERR_DEVICE, r, what, call, device);
         off += c;
     }
     return st;
@@ -148,8 +149,9 @@ em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, co
             /* never wait for another copy's DMA (maybe another stream's): copy unstaged then */
             stage_buf *b = stage_acquire(device, false);
             if (!b) break;
+            call = "cuMemcpyDtoHAsync";
             r = cuda_drv.cuMemcpyDtoHAsync(b->host, dptr(src) + issued, c, s);
-            if (r == 0) r = cuda_drv.cuEventRecord(b->done, s);
+            if (r == 0) call = "cuEventRecord", r = cuda_drv.cuEventRecord(b->done, s);
             if (r != 0) {
                 cuda_drv.cuStreamSynchronize(s);
                 stage_release(b, false);
@@ -163,19 +165,19 @@ em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, co
         int k = fly[0] && at[0] == drained ? 0 : fly[1] && at[1] == drained ? 1 : -1;
         if (k < 0) { /* no staging buffer: this chunk straight into dst */
             size_t c = n - drained < STAGE_CHUNK ? n - drained : STAGE_CHUNK;
+            call = "cuMemcpyDtoHAsync";
             r = cuda_drv.cuMemcpyDtoHAsync((char *)dst + drained, dptr(src) + drained, c, s);
-            if (r == 0) r = cuda_drv.cuStreamSynchronize(s), call = "cuStreamSynchronize";
+            if (r == 0) call = "cuStreamSynchronize", r = cuda_drv.cuStreamSynchronize(s);
             drained += c;
             if (issued < drained) issued = drained;
             continue;
         }
+        call = "cuEventSynchronize";
         r = cuda_drv.cuEventSynchronize(fly[k]->done);
         if (r == 0)
             memcpy((char *)dst + at[k], fly[k]->host, len[k]);
-        else {
-            call = "cuEventSynchronize";
+        else
             cuda_drv.cuStreamSynchronize(s);
-        }
         stage_release(fly[k], false);
         fly[k] = NULL;
         drained += len[k];
