@@ -496,6 +496,7 @@ API(cuEventElapsedTime_v2, (float *ms, mevent *a, mevent *b))
 }
 API(cuDeviceCanAccessPeer, (int *can, int a, int b))
 {
+    INJECT("cuDeviceCanAccessPeer");
     *can = a != b;
     return OK;
 }

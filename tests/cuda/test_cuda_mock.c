@@ -509,6 +509,8 @@ int main(void)
     const char *env = getenv("MOCK_CUDA_FAIL");
     unpinned = env && strcmp(env, "cuMemHostAlloc") == 0;
     if (unpinned) printf("pinned memory refused: host copies without staging\n");
+    if (env && strcmp(env, "cuDeviceCanAccessPeer") == 0)
+        printf("peer access refused: cuda:0 <-> cuda:1 through the host\n");
     h_init();
     h_dev = EM_CPU;
     dev = em_device_parse("cuda:0");
