@@ -443,6 +443,20 @@ static void test_faults(void)
         CHECK(u && holds_pattern(u, n), "after %s: a round trip works", cases[k].call);
         em_scope_end();
     }
+    /* no NVRTC (ctest names a library that does not exist): an op fails with an error that
+       says so, and the next op too (not a crash, not a silent NULL) */
+    const char *nv = getenv("EMBER_CUDA_NVRTC");
+    if (nv && strcmp(nv, "/nonexistent") == 0) {
+        em_scope_begin();
+        em_tensor *a = patterned(100, dev);
+        for (int k = 0; k < 2; k++) {
+            CHECK(em_add(a, a) == NULL, "no kernels without NVRTC (try %d)", k);
+            CHECK_ERR(EM_ERR_DEVICE, "cannot load NVRTC to compile the CUDA kernels (tried "
+                                     "/nonexistent; set the config key cuda_nvrtc");
+            em_clear_error();
+        }
+        em_scope_end();
+    }
     /* a fault surfacing at a device synchronisation */
     fail_calls("cuCtxSynchronize", 1, 1);
     CHECK(em_device_sync(dev) == EM_ERR_DEVICE, "em_device_sync reports the fault");

@@ -226,12 +226,14 @@ static char nvrtc_tried[512];
         memcpy(&nvrtc.field, &p_, sizeof p_);                                                      \
     } while (0)
 
-/* Loads NVRTC: the config key cuda_nvrtc (a path) first, then the usual sonames and CUDA's
- * install folder. */
+/* Loads NVRTC: the config key cuda_nvrtc (a path) when it is set, and nothing else then (a
+ * library the user named and that does not load is an error, not a reason to take another);
+ * else the usual sonames and CUDA's install folder. */
 static bool load_nvrtc(void)
 {
     if (nvrtc_loaded) return true;
-    const char *names[] = {em_config_get("cuda_nvrtc"),
+    const char *chosen = em_config_get("cuda_nvrtc");
+    const char *names[] = {chosen,
                            "libnvrtc.so",
                            "libnvrtc.so.13",
                            "libnvrtc.so.12",
@@ -240,7 +242,8 @@ static bool load_nvrtc(void)
                            "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so"};
     void *lib = NULL;
     nvrtc_tried[0] = '\0';
-    for (size_t i = 0; i < sizeof names / sizeof names[0] && !lib; i++) {
+    size_t tries = chosen && *chosen ? 1 : sizeof names / sizeof names[0];
+    for (size_t i = 0; i < tries && !lib; i++) {
         if (!names[i] || !*names[i]) continue;
         lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
         size_t len = strlen(nvrtc_tried);
