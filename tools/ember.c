@@ -145,6 +145,7 @@ static int cmd_devices(void)
                        p.compute_major, p.compute_minor, p.processors);
             if (p.total_memory > 0) printf(", %.1f GiB", gib(p.total_memory));
             if (m.free_bytes >= 0) printf(" (%.1f GiB free)", gib(m.free_bytes));
+            if (m.limit_bytes > 0) printf(", Ember's pool capped at %.1f GiB", gib(m.limit_bytes));
             printf("\n");
         }
     }

@@ -91,6 +91,7 @@ typedef struct em_device_mem_stats {
     int64_t reuses;            /* allocations served from the cache */
     int64_t free_bytes;        /* what the system or the driver reports free now (-1: unknown) */
     int64_t total_bytes;       /* the device's memory (-1: unknown) */
+    int64_t limit_bytes;       /* em_device_set_memory_limit's cap (0: none) */
 } em_device_mem_stats;
 
 /* Fills *out; EM_ERR_DEVICE (out zeroed) when the device does not exist. */
@@ -98,6 +99,12 @@ em_status em_device_get_mem_stats(em_device d, em_device_mem_stats *out);
 /* Returns the device's cached free blocks to the system or the driver (a GPU is synchronised
  * first); returns the bytes released, -1 with EM_ERR_DEVICE when the device does not exist. */
 int64_t em_device_empty_cache(em_device d);
+/* Caps what the device's pool holds (in use plus cached) at bytes (0: no cap; the config key
+ * cuda_memory_limit_mb sets it for every GPU): an allocation that would pass it gives the cache
+ * back first, then fails with EM_ERR_OOM, as running out of the device's memory would. For
+ * sharing a GPU between processes, or testing a program's behaviour near a smaller GPU's memory.
+ * EM_ERR_UNSUPPORTED on the CPU (cpu_cache_mb caps its cache). */
+em_status em_device_set_memory_limit(em_device d, int64_t bytes);
 /* Starts a new peak: peak_in_use_bytes becomes in_use_bytes (on the CPU, em_mem_reset_peak). */
 em_status em_device_reset_peak(em_device d);
 /* Tensor storage the calling thread allocates on d between begin and the matching end is

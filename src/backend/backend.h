@@ -80,6 +80,7 @@ typedef struct em_backend {
     void (*mem_stats)(int device, em_device_mem_stats *out);
     int64_t (*empty_cache)(int device);
     void (*reset_peak)(int device);
+    em_status (*set_memory_limit)(int device, int64_t bytes); /* optional */
     /* Storage inside an em_device_persistent_begin scope: exactly sized, outside the cache, given
      * back when freed (free tells it from the ordinary blocks); NULL on failure. */
     void *(*alloc_persistent)(int device, size_t nbytes);

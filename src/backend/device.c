@@ -54,6 +54,19 @@ int64_t em_device_empty_cache(em_device d)
     return b->empty_cache ? b->empty_cache(d.index) : 0;
 }
 
+em_status em_device_set_memory_limit(em_device d, int64_t bytes)
+{
+    const em_backend *b = em_backend_of("em_device_set_memory_limit", d);
+    if (!b) return em_last_status();
+    if (bytes < 0)
+        return em_error(EM_ERR_INVALID_ARG, "em_device_set_memory_limit: %lld bytes is negative",
+                        (long long)bytes);
+    if (!b->set_memory_limit)
+        return em_error(EM_ERR_UNSUPPORTED,
+                        "em_device_set_memory_limit: the %s backend has no memory limit", b->name);
+    return b->set_memory_limit(d.index, bytes);
+}
+
 em_status em_device_reset_peak(em_device d)
 {
     const em_backend *b = em_backend_of("em_device_reset_peak", d);

@@ -316,6 +316,8 @@ static void test_device_queries(void)
     CHECK(m2.persistent_bytes == m0.persistent_bytes, "freed persistent storage leaves the count");
     CHECK(m2.cached_bytes == m1.cached_bytes + 64, "only the ordinary tensor was cached (%lld)",
           (long long)(m2.cached_bytes - m1.cached_bytes));
+    CHECK(em_device_set_memory_limit(EM_CPU, 1 << 20) == EM_ERR_UNSUPPORTED, "no cpu limit");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "the cpu backend has no memory limit");
     CHECK(em_device_persistent_begin((em_device){0, 1}) == EM_ERR_DEVICE, "no cpu:1");
     em_clear_error();
     h_check_persistent_module(EM_CPU, 1, false);

@@ -402,6 +402,36 @@ static void test_device_queries(void)
     em_device_empty_cache(dev);
 }
 
+/* em_device_set_memory_limit: the cache goes back first, then allocations past the cap fail. */
+static void test_memory_limit(void)
+{
+    em_device_empty_cache(dev);
+    em_device_mem_stats m0 = mem(dev);
+    int64_t cap = m0.in_use_bytes + (64 << 20);
+    CHECK(m0.limit_bytes == 0, "no limit by default");
+    CHECK(em_device_set_memory_limit(dev, cap) == EM_OK && mem(dev).limit_bytes == cap, "limit");
+    em_release(em_empty(EM_SHAPE(40 << 20), EM_U8, dev));
+    CHECK(mem(dev).cached_bytes == 40 << 20, "40 MiB cached");
+    em_tensor *a = em_empty(EM_SHAPE(50 << 20), EM_U8, dev);
+    CHECK(a != NULL && mem(dev).cached_bytes == 0, "50 MiB fit once the cache was given back (%s)",
+          a ? "" : em_last_error());
+    CHECK(em_empty(EM_SHAPE(20 << 20), EM_U8, dev) == NULL, "20 MiB more would pass 64");
+    CHECK_ERR(EM_ERR_OOM, "would pass its memory limit of");
+    em_device_persistent_begin(dev);
+    CHECK(em_empty(EM_SHAPE(20 << 20), EM_U8, dev) == NULL, "persistent storage too");
+    em_device_persistent_end(dev);
+    CHECK_ERR(EM_ERR_OOM, "would pass its memory limit of");
+    em_release(a);
+    CHECK(em_device_set_memory_limit(dev, 0) == EM_OK, "no limit");
+    em_tensor *b = em_empty(EM_SHAPE(100 << 20), EM_U8, dev);
+    CHECK(b != NULL, "100 MiB without the limit");
+    em_release(b);
+    CHECK(em_device_set_memory_limit(dev, -1) == EM_ERR_INVALID_ARG, "negative limit");
+    em_clear_error();
+    CHECK(mem(dev).in_use_bytes == m0.in_use_bytes, "nothing held");
+    em_device_empty_cache(dev);
+}
+
 /* Driver calls that fail (as a kernel fault surfacing there would): the error names the Ember
  * call, the driver call and the CUDA error, nothing is held afterwards, and the next copies
  * work (no staging buffer is left busy, no stream waits on a lost event). */
@@ -535,6 +565,7 @@ int main(void)
     test_joined_thread();
     test_peer();
     test_device_queries();
+    test_memory_limit();
     if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

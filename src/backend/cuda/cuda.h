@@ -164,6 +164,7 @@ void *cuda_pool_alloc_persistent(int device, size_t nbytes);
 void cuda_device_props(int device, em_device_props *out);
 void cuda_device_mem_stats(int device, em_device_mem_stats *out);
 void cuda_pool_reset_peak(int device);
+em_status cuda_pool_set_limit(int device, int64_t bytes);
 
 /* ---- copies on the current stream (cuda_copy.c) -------------------------------------------------
  * Host copies go through pinned staging buffers in chunks of cuda_copy_chunk() bytes, several in

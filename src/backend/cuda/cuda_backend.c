@@ -1208,5 +1208,6 @@ const em_backend cuda_backend = {
     .mem_stats = cuda_device_mem_stats,
     .empty_cache = cuda_pool_empty_cache,
     .reset_peak = cuda_pool_reset_peak,
+    .set_memory_limit = cuda_pool_set_limit,
     .alloc_persistent = cuda_pool_alloc_persistent,
 };

@@ -199,6 +199,8 @@ typedef struct pool {
     pool_block *live[POOL_BUCKETS];
     pool_block *cached; /* free blocks, any class */
     em_cuda_pool_stats st;
+    int64_t limit;   /* bytes in use + cached at most (0: none) */
+    bool limit_read; /* the config key cuda_memory_limit_mb has been read */
 } pool;
 
 static pool pools[CUDA_MAX_DEVICES];
@@ -257,10 +259,32 @@ static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
     }
 }
 
-/* A new block of sz bytes from the driver (pool_lock held): when cuMemAlloc fails, the cache
- * goes back to the driver and it is tried once more. NULL with *r set (0 with no host memory). */
+#define OVER_LIMIT (-1) /* driver_block's *r when the pool's limit refused the block */
+
+/* The pool's limit in bytes (0: none), the config key read on first use (pool_lock held). */
+static int64_t pool_limit(pool *pl)
+{
+    if (!pl->limit_read) {
+        pl->limit = em_config_get_int("cuda_memory_limit_mb", 0) * 1024 * 1024;
+        if (pl->limit < 0) pl->limit = 0;
+        pl->limit_read = true;
+    }
+    return pl->limit;
+}
+
+/* A new block of sz bytes from the driver (pool_lock held): when cuMemAlloc fails, or the block
+ * would pass the pool's limit, the cache goes back to the driver and it is tried once more. NULL
+ * with *r set (0 with no host memory, OVER_LIMIT past the limit). */
 static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
 {
+    int64_t limit = pool_limit(pl);
+    if (limit && pl->st.in_use_bytes + pl->st.cached_bytes + (int64_t)sz > limit) {
+        release_cached(device, pl);
+        if (pl->st.in_use_bytes + (int64_t)sz > limit) {
+            *r = OVER_LIMIT;
+            return NULL;
+        }
+    }
     CUdeviceptr p = 0;
     *r = cuda_drv.cuMemAlloc(&p, sz);
     if (*r != 0 && pl->cached) {
@@ -283,6 +307,15 @@ static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
 /* Records the failure of driver_block (pool_lock released). */
 static void *alloc_failed(int device, size_t sz, CUresult r)
 {
+    if (r == OVER_LIMIT) {
+        em_cuda_pool_stats st;
+        cuda_pool_stats(device, &st);
+        em_error(EM_ERR_OOM,
+                 "cuda alloc: %zu bytes on cuda:%d would pass its memory limit of %lld bytes "
+                 "(%lld in use; em_device_set_memory_limit, cuda_memory_limit_mb)",
+                 sz, device, (long long)pools[device].limit, (long long)st.in_use_bytes);
+        return NULL;
+    }
     if (r == 0) {
         em_error(EM_ERR_OOM, "cuda alloc: out of host memory for the pool's bookkeeping");
         return NULL;
@@ -460,6 +493,15 @@ void cuda_pool_reset_peak(int device)
     pthread_mutex_unlock(&pool_lock);
 }
 
+em_status cuda_pool_set_limit(int device, int64_t bytes)
+{
+    pthread_mutex_lock(&pool_lock);
+    pools[device].limit = bytes;
+    pools[device].limit_read = true;
+    pthread_mutex_unlock(&pool_lock);
+    return EM_OK;
+}
+
 void cuda_device_props(int device, em_device_props *out)
 {
     const cuda_device_info *d = cuda_device(device);
@@ -481,6 +523,9 @@ void cuda_device_mem_stats(int device, em_device_mem_stats *out)
     out->persistent_bytes = st.persistent_bytes;
     out->allocs = st.device_allocs;
     out->reuses = st.reuses;
+    pthread_mutex_lock(&pool_lock);
+    out->limit_bytes = pool_limit(&pools[device]);
+    pthread_mutex_unlock(&pool_lock);
     size_t free_b = 0, total_b = 0;
     em_status before = em_last_status();
     if (cuda_drv.cuMemGetInfo && cuda_enter(device, "em_device_get_mem_stats") == EM_OK &&
