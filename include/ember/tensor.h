@@ -136,6 +136,12 @@ typedef struct em_event em_event;
 
 /* A new stream on dev; NULL on error. */
 em_stream *em_stream_new(em_device dev);
+/* The same with a scheduling priority: lower numbers run first when both streams have work
+ * ready, as CUDA's (0 is the default; an H100 or H200 has 0 to -5). Clamped into the device's
+ * range; devices without priorities (the CPU) ignore it. */
+em_stream *em_stream_new_priority(em_device dev, int priority);
+/* The priority s got (0 where the device has none; NULL: 0). */
+int em_stream_priority(const em_stream *s);
 /* Waits for s's work, then frees it (the calling thread goes back to its default stream if s
  * was current; NULL and the handles of em_stream_current are ignored). */
 void em_stream_free(em_stream *s);

@@ -37,12 +37,13 @@ typedef struct em_update {
  * public API). Streams and events are the backend's own handles; a NULL stream means the calling
  * thread's current stream on the device. */
 typedef struct em_stream_ops {
-    void *(*stream_new)(int device); /* NULL on failure (error recorded) */
+    void *(*stream_new)(int device, int priority); /* NULL on failure (error recorded) */
     /* Waits for the stream's work, then destroys it. */
     void (*stream_free)(int device, void *s);
     /* Makes s the calling thread's current stream on device; NULL: back to its default. */
     em_status (*stream_use)(int device, void *s);
-    void *(*stream_current)(int device); /* the calling thread's current stream */
+    void *(*stream_current)(int device);         /* the calling thread's current stream */
+    int (*stream_priority)(int device, void *s); /* the priority s got */
     em_status (*stream_sync)(int device, void *s);
     void *(*event_new)(int device); /* with timing; NULL on failure */
     void (*event_free)(int device, void *e);

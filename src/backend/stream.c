@@ -38,6 +38,20 @@ static const em_backend *backend_of(const char *fn, em_device dev)
 
 em_stream *em_stream_new(em_device dev)
 {
+    return em_stream_new_priority(dev, 0);
+}
+
+int em_stream_priority(const em_stream *s)
+{
+    if (!s || !s->impl) return 0;
+    const em_backend *b = em_backend_get(s->dev.backend);
+    return b && b->streams && b->streams->stream_priority
+               ? b->streams->stream_priority(s->dev.index, s->impl)
+               : 0;
+}
+
+em_stream *em_stream_new_priority(em_device dev, int priority)
+{
     const em_backend *b = backend_of("em_stream_new", dev);
     if (!b) return NULL;
     em_stream *s = calloc(1, sizeof *s);
@@ -47,7 +61,7 @@ em_stream *em_stream_new(em_device dev)
     }
     s->dev = dev;
     s->owned = true;
-    if (b->streams && !(s->impl = b->streams->stream_new(dev.index))) {
+    if (b->streams && !(s->impl = b->streams->stream_new(dev.index, priority))) {
         free(s);
         return NULL;
     }

@@ -44,6 +44,7 @@ typedef struct mop {
 struct mstream {
     mop *q;
     size_t n, cap, done;
+    int priority;
 };
 
 typedef struct mevent {
@@ -413,6 +414,24 @@ API(cuStreamCreate, (mstream * *s, unsigned flags))
     LOCKED(if (n_streams < 4096) streams[n_streams++] = x);
     *s = x;
     return x ? OK : 2;
+}
+/* priorities 0 (least) to -5 (greatest), as on an H100; the mock does not schedule by them */
+API(cuCtxGetStreamPriorityRange, (int *least, int *greatest))
+{
+    *least = 0, *greatest = -5;
+    return OK;
+}
+API(cuStreamCreateWithPriority, (mstream * *s, unsigned flags, int priority))
+{
+    if (priority > 0 || priority < -5) return ERR_INVALID_VALUE; /* callers clamp */
+    CUresult r = cuStreamCreate(s, flags);
+    if (r == OK) (*s)->priority = priority;
+    return r;
+}
+API(cuStreamGetPriority, (mstream * s, int *priority))
+{
+    *priority = s ? s->priority : 0;
+    return OK;
 }
 API(cuStreamDestroy_v2, (mstream * s))
 {

@@ -402,6 +402,27 @@ static void test_device_queries(void)
     em_device_empty_cache(dev);
 }
 
+/* Stream priorities: clamped into the driver's range, and work on such a stream is ordinary. */
+static void test_priorities(void)
+{
+    const int want[] = {0, -3, -100, 7}, got[] = {0, -3, -5, 0};
+    for (int k = 0; k < 4; k++) {
+        em_stream *s = em_stream_new_priority(dev, want[k]);
+        CHECK(s && em_stream_priority(s) == got[k], "priority %d: got %d, want %d", want[k],
+              s ? em_stream_priority(s) : 99, got[k]);
+        em_stream_use(dev, s);
+        em_scope_begin();
+        em_tensor *t = patterned(5000, dev);
+        CHECK(t && holds_pattern(t, 5000), "a round trip on the priority %d stream", got[k]);
+        em_scope_end();
+        em_stream_use(dev, NULL);
+        em_stream_free(s);
+    }
+    CHECK(em_stream_priority(em_stream_current(dev)) == 0 && em_stream_priority(NULL) == 0,
+          "the default stream's priority");
+    CHECK_OK("priorities");
+}
+
 /* em_device_set_memory_limit: the cache goes back first, then allocations past the cap fail. */
 static void test_memory_limit(void)
 {
@@ -566,6 +587,7 @@ int main(void)
     test_peer();
     test_device_queries();
     test_memory_limit();
+    test_priorities();
     if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

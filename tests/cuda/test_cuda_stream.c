@@ -50,9 +50,15 @@ static void test_two_streams(void)
     int64_t n = (int64_t)1 << 21; /* 8 MiB of f32: two staging chunks */
     em_tensor *x = em_to_device(em_arange(0, (double)n, 1, EM_F32, EM_CPU), dev);
     em_stream *def = em_stream_current(dev);
-    em_stream *a = em_stream_new(dev), *b = em_stream_new(dev);
+    /* a, at a higher priority than b, runs the same work */
+    em_stream *a = em_stream_new_priority(dev, -1), *b = em_stream_new(dev);
     em_event *ex = em_event_new(dev), *ea = em_event_new(dev), *eb = em_event_new(dev);
     CHECK(def && a && b && ex && ea && eb, "streams and events (%s)", em_last_error());
+    em_stream *top = em_stream_new_priority(dev, -1000);
+    CHECK(em_stream_priority(a) == -1 && em_stream_priority(b) == 0 && top &&
+              em_stream_priority(top) <= -1,
+          "priorities -1, 0 and the device's greatest (%d)", top ? em_stream_priority(top) : 0);
+    em_stream_free(top);
     CHECK(em_event_record(ex, NULL) == EM_OK, "record x's copy on the default stream");
 
     CHECK(em_stream_use(dev, a) == EM_OK && em_stream_current(dev) == a, "use a");

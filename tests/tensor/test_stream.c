@@ -11,6 +11,10 @@ static void test_device(em_device dev, const char *name)
     CHECK(def != NULL && def != s, "%s: the default stream is current at first", name);
     CHECK(em_stream_use(dev, s) == EM_OK, "%s: em_stream_use", name);
     CHECK(em_stream_current(dev) == s, "%s: em_stream_current after use", name);
+    em_stream *hi = em_stream_new_priority(dev, -2);
+    CHECK(hi && em_stream_priority(hi) == 0 && em_stream_priority(s) == 0,
+          "%s: a priority is ignored where there are none", name);
+    em_stream_free(hi);
 
     em_event *a = em_event_new(dev), *b = em_event_new(dev);
     CHECK(a && b, "%s: em_event_new", name);

@@ -67,6 +67,10 @@ typedef struct cuda_driver {
     /* optional: the device's memory (total; free and total of the current context's device) */
     CUresult (*cuDeviceTotalMem)(size_t *, CUdevice);
     CUresult (*cuMemGetInfo)(size_t *, size_t *);
+    /* optional: stream priorities */
+    CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
+    CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
+    CUresult (*cuStreamGetPriority)(CUstream, int *);
     /* optional (NULL when the driver lacks it): tensor maps for the Hopper bulk tensor copies */
     CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr,
                                        const uint64_t *dims, const uint64_t *strides,

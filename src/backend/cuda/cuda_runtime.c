@@ -97,6 +97,9 @@ static void probe(void)
     LOAD_OPT(cuMemcpyPeerAsync, "cuMemcpyPeerAsync", NULL);
     LOAD_OPT(cuDeviceTotalMem, "cuDeviceTotalMem_v2", NULL);
     LOAD_OPT(cuMemGetInfo, "cuMemGetInfo_v2", NULL);
+    LOAD_OPT(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", NULL);
+    LOAD_OPT(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", NULL);
+    LOAD_OPT(cuStreamGetPriority, "cuStreamGetPriority", NULL);
     if (!cuda_drv.cuMemHostAlloc || !cuda_drv.cuMemFreeHost)
         cuda_drv.cuMemHostAlloc = NULL, cuda_drv.cuMemFreeHost = NULL;
     if (!ok) {

@@ -173,16 +173,31 @@ em_status cuda_stream_order(int device, CUstream waiter, int on_device, CUstream
 /* ---- the public API's streams and events (em_stream_ops) ------------------------------------
  * Explicit streams are plain CUstreams; an event is a CUevent with timing. */
 
-static void *ops_stream_new(int device)
+static void *ops_stream_new(int device, int priority)
 {
     if (cuda_enter(device, "em_stream_new") != EM_OK) return NULL;
     CUstream s = NULL;
-    CUresult r = cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS);
+    int least = 0, greatest = 0; /* CUDA's range: least is the larger number */
+    bool prio = priority != 0 && cuda_drv.cuStreamCreateWithPriority &&
+                cuda_drv.cuCtxGetStreamPriorityRange &&
+                cuda_drv.cuCtxGetStreamPriorityRange(&least, &greatest) == 0;
+    if (prio) priority = priority > least ? least : priority < greatest ? greatest : priority;
+    CUresult r = prio ? cuda_drv.cuStreamCreateWithPriority(&s, CU_STREAM_BLOCKS, priority)
+                      : cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS);
     if (r) {
-        cuda_fail(EM_ERR_DEVICE, r, "em_stream_new", "cuStreamCreate", device);
+        cuda_fail(EM_ERR_DEVICE, r, "em_stream_new",
+                  prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", device);
         return NULL;
     }
     return s;
+}
+
+static int ops_stream_priority(int device, void *s)
+{
+    int p = 0;
+    (void)device; /* the stream knows its context */
+    return cuda_drv.cuStreamGetPriority && cuda_drv.cuStreamGetPriority((CUstream)s, &p) == 0 ? p
+                                                                                              : 0;
 }
 
 static void ops_stream_free(int device, void *s)
@@ -280,6 +295,7 @@ static em_status ops_event_elapsed(int device, void *a, void *b, double *ms)
 
 const em_stream_ops cuda_stream_ops = {
     .stream_new = ops_stream_new,
+    .stream_priority = ops_stream_priority,
     .stream_free = ops_stream_free,
     .stream_use = ops_stream_use,
     .stream_current = ops_stream_current,
