@@ -178,7 +178,7 @@ static em_status mem_get(em_dataset *ds, int64_t i, int64_t epoch, em_item *out)
 static void mem_destroy(em_dataset *ds)
 {
     dt_mem *m = (dt_mem *)ds;
-    for (int k = 0; k < m->nf; k++) em_release(m->f[k].src);
+    for (int k = 0; k < m->nf; k++) tn_release_ref(m->f[k].src); /* the dataset's plain ref */
 }
 
 static const em_dataset_type mem_type = {"memory", mem_len, mem_get, mem_destroy};
@@ -226,7 +226,10 @@ bool dt_mem_add(dt_mem *m, const char *name, em_tensor *t, em_shape row, em_dtyp
         return false;
     }
     dt_field *f = &m->f[m->nf++];
-    f->src = c;
+    /* a plain reference of the dataset's own: em_release would give back a scope's first, the
+       caller's tensor's if a scope holds it, and leave the dataset's behind */
+    f->src = em_retain(c);
+    em_release(c);
     f->base = em_tensor_data(c);
     f->dtype = em_tensor_dtype(c);
     f->out_dtype = out_dtype;
@@ -264,7 +267,7 @@ em_dataset *em_dataset_from_tensors(em_tensor *const *tensors, const char *const
         }
         em_shape row = {.rank = s.rank - 1};
         for (int d = 1; d < s.rank; d++) row.dims[d - 1] = s.dims[d];
-        if (!dt_mem_add(m, names ? names[k] : NULL, em_retain(tensors[k]), row,
+        if (!dt_mem_add(m, names ? names[k] : NULL, tn_share(tensors[k]), row,
                         em_tensor_dtype(tensors[k]), 0)) {
             em_dataset_free(&m->base);
             return NULL;

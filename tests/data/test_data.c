@@ -65,6 +65,18 @@ static void test_memory(void)
     CHECK(em_dataset_get(ds, 4, &it) != EM_OK && it.n == 0, "out of range");
     CHECK_ERR(EM_ERR_INDEX, "index 4 outside");
     em_dataset_free(ds);
+
+    /* made and freed inside a scope that holds the source tensor: nothing left behind (the
+       dataset's reference was given back as the scope's, leaking the tensor) */
+    int64_t live = em_live_tensors();
+    em_scope_begin();
+    em_tensor *z = em_zeros(EM_SHAPE(5, 2), EM_F32, EM_CPU);
+    em_dataset *dz = em_dataset_from_tensors(&z, NULL, 1);
+    CHECK(dz != NULL, "a dataset in a scope");
+    em_dataset_free(dz);
+    em_scope_end();
+    CHECK(em_live_tensors() == live, "its tensor freed with the scope (%lld live, was %lld)",
+          (long long)em_live_tensors(), (long long)live);
 }
 
 /* ---- transforms -------------------------------------------------------------------------- */
