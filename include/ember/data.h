@@ -227,6 +227,9 @@ typedef struct em_loader_cfg {
     em_batch_fn batch_fn; /* 0: em_batch_stack */
     void *batch_user;
     em_device device; /* batches are moved here by em_loader_next (zero: the CPU) */
+    /* with a GPU device: the workers put each batch in pinned host memory (em_pin_memory), so
+     * the move is one DMA per tensor that em_loader_next does not wait for */
+    bool pin_memory;
 } em_loader_cfg;
 
 typedef struct em_loader em_loader;

@@ -225,6 +225,15 @@ double em_item_f64(const em_tensor *t);
 int64_t em_item_i64(const em_tensor *t);
 /* Element at a multi-index (rank entries; negative counts from the end). */
 double em_get_f64(const em_tensor *t, const int64_t *index);
+/* A contiguous copy of t (from any device) in page-locked ("pinned") host memory: a CPU tensor
+ * whose copies to and from a GPU are one DMA each, without the staging buffers' host copy, and
+ * whose copy to a GPU (em_to_device) returns before the DMA has run, so the host goes on while it
+ * moves. Ember's own access for writing (em_tensor_data) and the tensor's release wait for such
+ * a DMA; Ember's ops never write into an existing tensor. Blocks are reused by size. Without a
+ * GPU driver (or when the driver refuses page-locked memory) an ordinary CPU copy. */
+em_tensor *em_pin_memory(const em_tensor *t);
+/* Whether t's memory is pinned (em_pin_memory). */
+bool em_tensor_is_pinned(const em_tensor *t);
 /* The same values on another device (a new reference to t when already there). */
 em_tensor *em_to_device(em_tensor *t, em_device dev);
 

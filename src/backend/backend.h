@@ -85,6 +85,11 @@ typedef struct em_backend {
     /* Storage inside an em_device_persistent_begin scope: exactly sized, outside the cache, given
      * back when freed (free tells it from the ordinary blocks); NULL on failure. */
     void *(*alloc_persistent)(int device, size_t nbytes);
+    /* Optional: page-locked host memory for em_pin_memory (NULL with the error recorded), its
+     * release, and the wait for the DMAs reading the block that holds p. */
+    void *(*host_alloc)(size_t nbytes);
+    void (*host_free)(void *p);
+    void (*host_wait)(const void *p);
 } em_backend;
 
 #define EM_MAX_BACKENDS 8

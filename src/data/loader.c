@@ -134,6 +134,19 @@ static em_status build(em_loader *l, int64_t k, em_batch *out)
             em_error(s, "em_loader: the batch function failed on batch %lld", (long long)k);
         return s;
     }
+    if (l->cfg.pin_memory && !em_device_equal(l->cfg.device, EM_CPU)) {
+        for (int i = 0; i < out->n; i++) { /* caller-owned references, as the batch's */
+            em_tensor *p = em_pin_memory(out->t[i]);
+            if (!p) {
+                em_batch_free(out);
+                return em_last_status();
+            }
+            em_retain(p);
+            em_release(p);
+            em_release(out->t[i]);
+            out->t[i] = p;
+        }
+    }
     out->index = k;
     out->epoch = l->epoch;
     out->size = n;

@@ -160,6 +160,52 @@ double em_get_f64(const em_tensor *t, const int64_t *index)
     return cpu_get_f64(buf, t->dtype);
 }
 
+static void pinned_release(void *data, void *backend)
+{
+    ((const em_backend *)backend)->host_free(data);
+}
+
+em_tensor *em_pin_memory(const em_tensor *t)
+{
+    if (!tn_check_ptr("em_pin_memory", t, "t")) return NULL;
+    em_backends_init();
+    const em_backend *be = NULL;
+    for (int i = 0; !be && em_backend_get(i); i++)
+        if (em_backend_get(i)->host_alloc) be = em_backend_get(i);
+    int64_t n = tn_numel(t);
+    size_t nbytes = (size_t)n * em_dtype_size(t->dtype);
+    em_status before = em_last_status();
+    void *p = be ? be->host_alloc(nbytes ? nbytes : 1) : NULL;
+    if (!p) { /* nothing to pin with: an ordinary host copy */
+        if (be) {
+            em_log_msg("tensor", EM_LOG_WARN, "%s; an ordinary host copy instead", em_last_error());
+            if (before == EM_OK) em_clear_error();
+        }
+        em_tensor *h = em_to_device((em_tensor *)t, EM_CPU);
+        em_tensor *c = em_clone(h);
+        em_release(h);
+        return c;
+    }
+    if (em_to_data(t, p, t->dtype, n) != EM_OK) {
+        be->host_free(p);
+        return NULL;
+    }
+    em_shape s = {.rank = t->rank};
+    for (int d = 0; d < t->rank; d++) s.dims[d] = t->shape[d];
+    em_tensor *out = em_from_blob(p, t->dtype, s, pinned_release, (void *)be);
+    if (!out) {
+        be->host_free(p);
+        return NULL;
+    }
+    out->storage->pinned = true;
+    return out;
+}
+
+bool em_tensor_is_pinned(const em_tensor *t)
+{
+    return t && t->storage->pinned;
+}
+
 em_tensor *em_to_device(em_tensor *t, em_device dev)
 {
     if (!tn_check_ptr("em_to_device", t, "t")) return NULL;

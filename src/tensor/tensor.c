@@ -39,6 +39,7 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     s->nbytes = nbytes;
     s->device = dev;
     s->external = false;
+    s->pinned = false;
     s->deleter = NULL;
     s->deleter_user = NULL;
     return s;
@@ -206,6 +207,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
     s->device = EM_CPU;
     s->external = true;
     s->persistent = false;
+    s->pinned = false;
     s->deleter = deleter;
     s->deleter_user = user;
     t->storage = s;
@@ -336,6 +338,8 @@ bool em_tensor_shares_storage(const em_tensor *a, const em_tensor *b)
 void *em_tensor_data(const em_tensor *t)
 {
     if (!t || t->storage->device.backend != 0) return NULL;
+    const em_storage *s = t->storage;
+    if (s->pinned) ((const em_backend *)s->deleter_user)->host_wait(s->data); /* may be written */
     return tn_ptr(t);
 }
 

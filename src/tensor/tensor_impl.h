@@ -13,8 +13,9 @@ typedef struct em_storage {
     void *data;
     size_t nbytes;
     em_device device;
-    bool external;                           /* caller memory (em_from_blob): never freed by us */
-    bool persistent;                         /* from the backend's alloc_persistent */
+    bool external;   /* caller memory (em_from_blob): never freed by us */
+    bool persistent; /* from the backend's alloc_persistent */
+    bool pinned;     /* page-locked host memory (em_pin_memory); deleter_user is its backend */
     void (*deleter)(void *data, void *user); /* run for external memory when the last view goes */
     void *deleter_user;
 } em_storage;

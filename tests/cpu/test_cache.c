@@ -316,6 +316,13 @@ static void test_device_queries(void)
     CHECK(m2.persistent_bytes == m0.persistent_bytes, "freed persistent storage leaves the count");
     CHECK(m2.cached_bytes == m1.cached_bytes + 64, "only the ordinary tensor was cached (%lld)",
           (long long)(m2.cached_bytes - m1.cached_bytes));
+    em_tensor *src = em_full(EM_SHAPE(3), 1.5, EM_F64, EM_CPU);
+    em_tensor *pin = em_pin_memory(src); /* no GPU driver here: an ordinary copy */
+    CHECK(pin && (em_device_count("cuda") > 0 || !em_tensor_is_pinned(pin)) &&
+              em_get_f64(pin, (int64_t[]){2}) == 1.5 && !em_tensor_shares_storage(pin, src),
+          "em_pin_memory without a GPU: a copy");
+    em_release(pin);
+    em_release(src);
     CHECK(em_device_set_memory_limit(EM_CPU, 1 << 20) == EM_ERR_UNSUPPORTED, "no cpu limit");
     CHECK_ERR(EM_ERR_UNSUPPORTED, "the cpu backend has no memory limit");
     CHECK(em_device_persistent_begin((em_device){0, 1}) == EM_ERR_DEVICE, "no cpu:1");

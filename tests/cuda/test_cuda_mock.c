@@ -402,6 +402,71 @@ static void test_device_queries(void)
     em_device_empty_cache(dev);
 }
 
+/* All n bytes of t (read back to the host) equal v. */
+static bool all_bytes(em_tensor *t, size_t n, unsigned char v)
+{
+    unsigned char *b = malloc(n);
+    bool ok = em_to_data(t, b, EM_U8, (int64_t)n) == EM_OK;
+    for (size_t i = 0; ok && i < n; i++) ok = b[i] == v;
+    free(b);
+    return ok;
+}
+
+/* Pinned tensors: copies without staging, the DMA from one still queued when em_to_device
+ * returns, and writes into the memory (em_tensor_data, a reuse of the block) after it. */
+static void test_pinned(void)
+{
+    size_t n = 2 * cuda_copy_chunk() + 7;
+    em_scope_begin();
+    em_tensor *h = patterned(n, EM_CPU);
+    em_tensor *p = em_pin_memory(h);
+    CHECK(p && em_tensor_is_pinned(p) == !unpinned && holds_pattern(p, n), "a pinned copy (%s)",
+          em_last_error());
+    size_t queued = pending();
+    em_tensor *d = em_to_device(p, dev);
+    if (!unpinned) CHECK(pending() == queued + 1, "one DMA, still queued at return");
+    memset(em_tensor_data(p), 0x5A, n); /* waits for that DMA */
+    CHECK(holds_pattern(d, n), "the device copy has the bytes from before the write");
+    em_tensor *d2 = em_to_device(p, dev);
+    em_release(p);                   /* its block goes back to the cache with the DMA queued ... */
+    em_tensor *q = em_pin_memory(h); /* ... and is taken again and written */
+    CHECK(q && holds_pattern(q, n), "a second pinned copy");
+    CHECK(all_bytes(d2, n, 0x5A), "the DMA read the block before its reuse");
+    em_tensor *back = em_pin_memory(d); /* device to pinned memory: one DMA into it */
+    CHECK(back && em_tensor_is_pinned(back) == !unpinned && holds_pattern(back, n),
+          "a device tensor pinned on the host");
+
+    /* a loader with pin_memory: batches built into pinned memory by two workers, moved to the
+       device by one DMA each; every batch holds its rows */
+    int64_t rows = 1000, cols = 3000;
+    int32_t *v = malloc((size_t)(rows * cols) * sizeof *v);
+    for (int64_t i = 0; i < rows * cols; i++) v[i] = (int32_t)i;
+    em_tensor *x = em_from_data(v, EM_I32, EM_SHAPE(rows, cols), EM_I32, EM_CPU);
+    const char *names[] = {"x"};
+    em_loader *ld = em_loader_new(
+        em_dataset_from_tensors(&x, names, 1),
+        (em_loader_cfg){.batch_size = 100, .workers = 2, .device = dev, .pin_memory = true});
+    em_batch bt;
+    int batches = 0;
+    bool exact = true;
+    int32_t *got = malloc((size_t)(100 * cols) * sizeof *got);
+    while (ld && em_loader_next(ld, &bt)) {
+        exact = exact && em_device_equal(em_tensor_device(bt.t[0]), dev) &&
+                em_to_data(bt.t[0], got, EM_I32, 100 * cols) == EM_OK;
+        for (int64_t i = 0; exact && i < 100 * cols; i++)
+            exact = got[i] == (int32_t)(batches * 100 * cols + i);
+        em_batch_free(&bt);
+        batches++;
+    }
+    CHECK(ld && batches == 10 && exact, "pin_memory loader: %d batches, exact: %d (%s)", batches,
+          exact, em_last_error());
+    em_loader_free(ld);
+    free(got);
+    free(v);
+    em_scope_end();
+    CHECK_OK("pinned");
+}
+
 /* Stream priorities: clamped into the driver's range, and work on such a stream is ordinary. */
 static void test_priorities(void)
 {
@@ -588,6 +653,7 @@ int main(void)
     test_device_queries();
     test_memory_limit();
     test_priorities();
+    test_pinned();
     if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

@@ -170,6 +170,24 @@ void cuda_device_mem_stats(int device, em_device_mem_stats *out);
 void cuda_pool_reset_peak(int device);
 em_status cuda_pool_set_limit(int device, int64_t bytes);
 
+/* The pool's size classes: powers of two from 512 bytes to 1 MiB, then multiples of 2 MiB. */
+size_t cuda_size_class(size_t n);
+
+/* ---- pinned host memory (cuda_pinned.c) ----------------------------------------------------- */
+
+typedef struct pin_block pin_block;
+/* A page-locked host block of at least nbytes (cached blocks reused by size class); NULL with
+ * the error recorded. */
+void *cuda_host_alloc(size_t nbytes);
+/* Gives p back (kept for reuse, or freed once the DMAs reading it are done). */
+void cuda_host_free(void *p);
+/* The live pinned block holding [p, p + n), or NULL. */
+pin_block *cuda_host_find(const void *p, size_t n);
+/* After a DMA reading b was queued on stream s of device: later writes into b wait for it. */
+em_status cuda_host_note_read(pin_block *b, int device, CUstream s, const char *what);
+/* Waits until no queued DMA reads the pinned block holding p (nothing when p is not pinned). */
+void cuda_host_wait(const void *p);
+
 /* ---- copies on the current stream (cuda_copy.c) -------------------------------------------------
  * Host copies go through pinned staging buffers in chunks of cuda_copy_chunk() bytes, several in
  * flight. To the device: each chunk is copied into a free staging buffer and its DMA queued, so

@@ -1210,4 +1210,7 @@ const em_backend cuda_backend = {
     .reset_peak = cuda_pool_reset_peak,
     .set_memory_limit = cuda_pool_set_limit,
     .alloc_persistent = cuda_pool_alloc_persistent,
+    .host_alloc = cuda_host_alloc,
+    .host_free = cuda_host_free,
+    .host_wait = cuda_host_wait,
 };

@@ -109,6 +109,12 @@ em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, 
     em_status st = cuda_enter(device, what);
     if (st != EM_OK || n == 0) return st;
     CUstream s = cuda_stream(device);
+    pin_block *pb = cuda_host_find(src, n);
+    if (pb) { /* pinned: one DMA straight from src; writes into it wait for the DMA */
+        CUresult r = cuda_drv.cuMemcpyHtoDAsync(dptr(dst), src, n, s);
+        if (r) return cuda_fail(EM_ERR_DEVICE, r, what, "cuMemcpyHtoDAsync", device);
+        return cuda_host_note_read(pb, device, s, what);
+    }
     for (size_t off = 0; off < n && st == EM_OK;) {
         size_t c = n - off < STAGE_CHUNK ? n - off : STAGE_CHUNK;
         const char *from = (const char *)src + off;
@@ -136,6 +142,13 @@ em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, co
     em_status st = cuda_enter(device, what);
     if (st != EM_OK || n == 0) return st;
     CUstream s = cuda_stream(device);
+    if (cuda_host_find(dst, n)) { /* pinned: one DMA straight into dst, after any reading it */
+        cuda_host_wait(dst);
+        CUresult r = cuda_drv.cuMemcpyDtoHAsync(dst, dptr(src), n, s);
+        const char *call = "cuMemcpyDtoHAsync";
+        if (r == 0) call = "cuStreamSynchronize", r = cuda_drv.cuStreamSynchronize(s);
+        return r ? cuda_fail(EM_ERR_DEVICE, r, what, call, device) : EM_OK;
+    }
     /* two chunks in flight: chunk i is drained into dst while chunk i + 1 is copied */
     stage_buf *fly[2] = {NULL, NULL};
     size_t at[2] = {0, 0}, len[2] = {0, 0};

@@ -209,7 +209,7 @@ typedef struct pool {
 static pool pools[CUDA_MAX_DEVICES];
 static pthread_mutex_t pool_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static size_t size_class(size_t n)
+size_t cuda_size_class(size_t n)
 {
     if (n <= 512) return 512;
     if (n <= ((size_t)1 << 20)) {
@@ -348,7 +348,7 @@ void *cuda_pool_alloc(int device, size_t nbytes)
 {
     if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
     CUstream s = cuda_stream(device);
-    size_t sz = size_class(nbytes);
+    size_t sz = cuda_size_class(nbytes);
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
     pool_block *b = NULL, **other = NULL;
