@@ -228,9 +228,11 @@ double em_get_f64(const em_tensor *t, const int64_t *index);
 /* A contiguous copy of t (from any device) in page-locked ("pinned") host memory: a CPU tensor
  * whose copies to and from a GPU are one DMA each, without the staging buffers' host copy, and
  * whose copy to a GPU (em_to_device) returns before the DMA has run, so the host goes on while it
- * moves. Ember's own access for writing (em_tensor_data) and the tensor's release wait for such
- * a DMA; Ember's ops never write into an existing tensor. Blocks are reused by size. Without a
- * GPU driver (or when the driver refuses page-locked memory) an ordinary CPU copy. */
+ * moves. em_tensor_data and the tensor's release wait for such a DMA (Ember's ops never write
+ * into an existing tensor); a pointer em_tensor_data gave before the copy started must not be
+ * written through until em_tensor_data is called again (or the device synchronised). Blocks are
+ * reused by size. Without a GPU driver (or when the driver refuses page-locked memory) an
+ * ordinary CPU copy, with a warning logged once. */
 em_tensor *em_pin_memory(const em_tensor *t);
 /* Whether t's memory is pinned (em_pin_memory). */
 bool em_tensor_is_pinned(const em_tensor *t);

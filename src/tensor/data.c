@@ -1,4 +1,5 @@
 /* Data in and out of tensors: host arrays in any dtype, scalar reads, device moves. */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -177,10 +178,10 @@ em_tensor *em_pin_memory(const em_tensor *t)
     em_status before = em_last_status();
     void *p = be ? be->host_alloc(nbytes ? nbytes : 1) : NULL;
     if (!p) { /* nothing to pin with: an ordinary host copy */
-        if (be) {
+        static atomic_bool warned;
+        if (be && !atomic_exchange(&warned, true))
             em_log_msg("tensor", EM_LOG_WARN, "%s; an ordinary host copy instead", em_last_error());
-            if (before == EM_OK) em_clear_error();
-        }
+        if (be && before == EM_OK) em_clear_error();
         em_tensor *h = em_to_device((em_tensor *)t, EM_CPU);
         em_tensor *c = em_clone(h);
         em_release(h);
