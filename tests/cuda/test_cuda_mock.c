@@ -86,30 +86,43 @@ static em_cuda_pool_stats stats(void)
     return s;
 }
 
+/* x written (v) and read into a new block on stream a, freed, taken by b, which writes w. b is
+ * synchronised first, so its write runs first unless the pool made b wait for a (by an event;
+ * with fail_event its record fails and the pool waits on the host). Returns a's copy (the
+ * caller frees it and *taken, the block b got). */
+static void *reuse_across(em_stream *a, em_stream *b, size_t words, unsigned v, unsigned w,
+                          bool fail_event, void **taken)
+{
+    size_t n = words * 4;
+    em_stream_use(dev, a);
+    void *x = cuda_pool_alloc(0, n), *r = cuda_pool_alloc(0, n);
+    cuda_memset32(0, x, v, words, "test");
+    cuda_copy_d2d(0, r, x, n, "test");
+    em_cuda_pool_stats s0 = stats();
+    cuda_pool_free(0, x);
+    em_stream_use(dev, b);
+    if (fail_event) fail_calls("cuEventRecord", 1, -1);
+    void *y = cuda_pool_alloc(0, n);
+    if (fail_event) fail_calls("", 0, 0);
+    CHECK(y == x && em_last_status() == EM_OK, "b took x's block (%s)", em_last_error());
+    CHECK(stats().stream_waits == s0.stream_waits + 1, "and was made to wait for a");
+    cuda_memset32(0, y, w, words, "test");
+    em_stream_sync(b);
+    em_stream_use(dev, a);
+    words_are(r, words, v, "a's copy of x after b took x's block");
+    em_stream_use(dev, b);
+    words_are(y, words, w, "b's write, after a's work on the block");
+    *taken = y;
+    return r;
+}
+
 static void test_pool_across_streams(void)
 {
     cuda_pool_empty_cache(0);
     em_stream *a = em_stream_new(dev), *b = em_stream_new(dev), *c = em_stream_new(dev);
     size_t words = 300000, n = words * 4; /* the 2 MiB class */
 
-    /* x written and read on a; freed; taken by b, which writes it. b is synchronised first, so
-     * its write runs first unless the pool made b wait for a. */
-    em_stream_use(dev, a);
-    void *x = cuda_pool_alloc(0, n), *r = cuda_pool_alloc(0, n);
-    cuda_memset32(0, x, 1, words, "test");
-    cuda_copy_d2d(0, r, x, n, "test");
-    em_cuda_pool_stats s0 = stats();
-    cuda_pool_free(0, x);
-    em_stream_use(dev, b);
-    void *y = cuda_pool_alloc(0, n);
-    CHECK(y == x, "b took x's block");
-    CHECK(stats().stream_waits == s0.stream_waits + 1, "and was made to wait for a");
-    cuda_memset32(0, y, 7, words, "test");
-    em_stream_sync(b);
-    em_stream_use(dev, a);
-    words_are(r, words, 1, "a's copy of x after b took x's block");
-    em_stream_use(dev, b);
-    words_are(y, words, 7, "b's write");
+    void *y, *r = reuse_across(a, b, words, 1, 7, false, &y);
 
     /* x2 is a's, read on c (after an event) and freed while c is current; a takes it back and
      * must wait for c's read */
@@ -592,24 +605,7 @@ static void test_faults(void)
     cuda_pool_free(0, blk);
     /* the event of a cross-stream reuse fails: the pool waits on the host instead */
     em_stream *a = em_stream_new(dev), *b = em_stream_new(dev);
-    size_t words = 300000, bytes = words * 4;
-    em_stream_use(dev, a);
-    void *x = cuda_pool_alloc(0, bytes), *r = cuda_pool_alloc(0, bytes);
-    cuda_memset32(0, x, 3, words, "test");
-    cuda_copy_d2d(0, r, x, bytes, "test");
-    cuda_pool_free(0, x);
-    em_stream_use(dev, b);
-    fail_calls("cuEventRecord", 1, -1);
-    void *y = cuda_pool_alloc(0, bytes);
-    fail_calls("", 0, 0);
-    CHECK(y == x && em_last_status() == EM_OK, "b took x's block without an event (%s)",
-          em_last_error());
-    cuda_memset32(0, y, 8, words, "test");
-    em_stream_sync(b);
-    em_stream_use(dev, a);
-    words_are(r, words, 3, "a's copy of x, taken by b after a host wait");
-    em_stream_use(dev, b);
-    words_are(y, words, 8, "b's write, after a's work on the block");
+    void *y, *r = reuse_across(a, b, 300000, 3, 8, true, &y);
     em_stream_use(dev, NULL);
     cuda_pool_free(0, r);
     cuda_pool_free(0, y);
