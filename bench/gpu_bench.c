@@ -39,6 +39,9 @@ enum {
     K_TRAIN,       /* forward, cross entropy, backward, Adam step */
     K_ENC_FORWARD, /* transformer encoder forward without grad */
     K_ENC_TRAIN,   /* transformer encoder: forward, mean of squares, backward, Adam step */
+    K_H2D,         /* a (on the host, pinned or not) to the device */
+    K_D2H,         /* a (on the device) to a new host tensor */
+    K_D2H_INTO,    /* a (on the device) into the host tensor b (pinned) */
 };
 
 /* the attention forward-backward cases' keys, values and output gradient (q is ctx.a) */
@@ -58,6 +61,11 @@ static void step(void *p)
         case K_MATMUL: em_matmul(c->a, c->b); break;
         case K_ADD:
         case K_TINY_ADD: em_add(c->a, c->b); break;
+        case K_H2D: em_to_device(c->a, dev); break;
+        case K_D2H: em_to_device(c->a, EM_CPU); break;
+        case K_D2H_INTO:
+            em_to_data(c->a, em_tensor_data(c->b), EM_F32, em_tensor_numel(c->a));
+            break;
         case K_NEG: em_neg(c->a); break;
         case K_SUM: em_sum(c->a, EM_ALL, false); break;
         case K_SOFTMAX: em_softmax(c->a, -1); break;
@@ -276,6 +284,22 @@ int main(int argc, char **argv)
             run_case("sum_256m", K_SUM, a, NULL, 1, 21, 2.0);
         em_release(a);
         em_release(b);
+    }
+    /* host <-> device copies of 64 Mi floats (256 MiB): pageable memory through the staging
+       buffers, and pinned memory (em_pin_memory) by one DMA */
+    if (bench_selected(argc, argv, "h2d") || bench_selected(argc, argv, "d2h")) {
+        em_tensor *h = em_rand_uniform(EM_SHAPE((int64_t)1 << 26), 0, 1, EM_F32, EM_CPU);
+        em_tensor *p = em_pin_memory(h), *d = em_to_device(h, dev);
+        if (!em_tensor_is_pinned(p)) fprintf(stderr, "gpu_bench: em_pin_memory did not pin\n");
+        if (bench_selected(argc, argv, "h2d_64m")) run_case("h2d_64m", K_H2D, h, NULL, 1, 11, 2.0);
+        if (bench_selected(argc, argv, "h2d_pinned_64m"))
+            run_case("h2d_pinned_64m", K_H2D, p, NULL, 1, 11, 2.0);
+        if (bench_selected(argc, argv, "d2h_64m")) run_case("d2h_64m", K_D2H, d, NULL, 1, 11, 2.0);
+        if (bench_selected(argc, argv, "d2h_pinned_64m"))
+            run_case("d2h_pinned_64m", K_D2H_INTO, d, p, 1, 11, 2.0);
+        em_release(h);
+        em_release(p);
+        em_release(d);
     }
     if (bench_selected(argc, argv, "softmax")) {
         em_tensor *a = em_randn(EM_SHAPE(64, 1024, 1024), EM_F32, dev);

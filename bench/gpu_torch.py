@@ -71,6 +71,20 @@ with torch.no_grad():
     if selected("sum_256m"):
         run("sum_256m", lambda: a.sum())
     del a, b
+    if any(selected(c) for c in ("h2d_64m", "h2d_pinned_64m", "d2h_64m", "d2h_pinned_64m")):
+        # 64 Mi floats, pageable and pinned host memory
+        h = torch.rand(1 << 26)
+        p = h.pin_memory()
+        d = h.to(dev)
+        if selected("h2d_64m"):
+            run("h2d_64m", lambda: h.to(dev), reps=11)
+        if selected("h2d_pinned_64m"):
+            run("h2d_pinned_64m", lambda: p.to(dev, non_blocking=True), reps=11)
+        if selected("d2h_64m"):
+            run("d2h_64m", lambda: d.cpu(), reps=11)
+        if selected("d2h_pinned_64m"):
+            run("d2h_pinned_64m", lambda: p.copy_(d, non_blocking=True), reps=11)
+        del h, p, d
     if selected("softmax"):
         x = torch.randn(64, 1024, 1024, device=dev)
         run("softmax", lambda: torch.softmax(x, -1))

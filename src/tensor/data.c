@@ -93,6 +93,12 @@ em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t coun
                         "em_to_data: buffer holds %lld elements, tensor %s has %lld",
                         (long long)count, tn_dims_str(t->shape, t->rank), (long long)n);
     if (n == 0) return EM_OK;
+    if (t->storage->device.backend != 0 && dtype == t->dtype && tn_is_contiguous(t)) {
+        /* straight into out (one DMA where out is pinned memory) */
+        const em_backend *be = em_backend_get(t->storage->device.backend);
+        return be->copy_to_host(t->storage->device.index, out, tn_ptr(t),
+                                (size_t)n * em_dtype_size(dtype));
+    }
     em_tensor *host = (em_tensor *)t;
     if (t->storage->device.backend != 0) {
         host = em_to_device((em_tensor *)t, EM_CPU);
