@@ -29,16 +29,16 @@ int main(void)
            p.processors, p.total_memory / 1073741824.0);
     em_seed(7);
 
-    /* a learnable task: the class of x is the largest of four fixed projections of it */
+    /* a learnable task: the class of x is the largest of four fixed projections of it (the
+       scope releases the tensors; the dataset keeps its own copies' references) */
     int64_t n = 4096, d = 32, classes = 4;
+    em_scope_begin();
     em_tensor *x = em_randn(EM_SHAPE(n, d), EM_F32, EM_CPU);
-    em_tensor *proj = em_randn(EM_SHAPE(d, classes), EM_F32, EM_CPU);
-    em_tensor *y = em_argmax(em_matmul(x, proj), 1, false);
+    em_tensor *y =
+        em_argmax(em_matmul(x, em_randn(EM_SHAPE(d, classes), EM_F32, EM_CPU)), 1, false);
     em_tensor *fields[2] = {x, y};
     em_dataset *ds = em_dataset_from_tensors(fields, (const char *[]){"x", "y"}, 2);
-    em_release(x);
-    em_release(proj);
-    em_release(y);
+    em_scope_end();
 
     /* built on the CPU, moved to the device: parameters in persistent (exactly sized) storage */
     em_module *net = em_sequential(EM_CPU, em_linear_new(d, 64, EM_CPU), em_relu_new(),
