@@ -113,15 +113,15 @@ bool h_check_tensor(const char *what, const em_tensor *got, const double *expect
                     double atol, double rtol)
 {
     if (!got) {
-        h_check_(false, __FILE__, __LINE__, "%s: got NULL (%s)", what, em_last_error());
+        CHECK(false, "%s: got NULL (%s)", what, em_last_error());
         em_clear_error();
         return false;
     }
     em_shape gs = em_tensor_shape(got);
     if (!em_shape_equal(gs, shape)) {
         char a[128], b[128];
-        h_check_(false, __FILE__, __LINE__, "%s: shape %s, expected %s", what,
-                 em_shape_str(gs, a, sizeof a), em_shape_str(shape, b, sizeof b));
+        CHECK(false, "%s: shape %s, expected %s", what, em_shape_str(gs, a, sizeof a),
+              em_shape_str(shape, b, sizeof b));
         return false;
     }
     double *v = h_values(got);
@@ -136,8 +136,7 @@ bool h_check_tensor(const char *what, const em_tensor *got, const double *expect
         }
     }
     free(v);
-    h_check_(bad == 0, __FILE__, __LINE__, "%s: %d of %lld elements differ", what, bad,
-             (long long)n);
+    CHECK(bad == 0, "%s: %d of %lld elements differ", what, bad, (long long)n);
     return bad == 0;
 }
 
@@ -293,7 +292,7 @@ h_fixture *h_fixture_load(const char *name)
     snprintf(path, sizeof path, "%s/%s", dir ? dir : "tests/fixtures", name);
     FILE *f = fopen(path, "rb");
     if (!f) {
-        h_check_(false, __FILE__, __LINE__, "fixture %s cannot be opened", path);
+        CHECK(false, "fixture %s cannot be opened", path);
         return NULL;
     }
     char magic[4];
@@ -301,7 +300,7 @@ h_fixture *h_fixture_load(const char *name)
     if (fread(magic, 1, 4, f) != 4 || memcmp(magic, "EMFX", 4) != 0 ||
         fread(&count, 4, 1, f) != 1 || count > 100000) {
         fclose(f);
-        h_check_(false, __FILE__, __LINE__, "fixture %s is malformed", path);
+        CHECK(false, "fixture %s is malformed", path);
         return NULL;
     }
     h_fixture *fx = calloc(1, sizeof *fx);
@@ -329,7 +328,7 @@ h_fixture *h_fixture_load(const char *name)
         }
         fx->n = (int)i + 1;
         if (!ok) {
-            h_check_(false, __FILE__, __LINE__, "fixture %s is truncated", path);
+            CHECK(false, "fixture %s is truncated", path);
             break;
         }
     }
@@ -350,7 +349,7 @@ static fx_entry *fx_find(h_fixture *fx, const char *name)
     if (!fx) return NULL;
     for (int i = 0; i < fx->n; i++)
         if (strcmp(fx->e[i].name, name) == 0) return &fx->e[i];
-    h_check_(false, __FILE__, __LINE__, "fixture has no tensor \"%s\"", name);
+    CHECK(false, "fixture has no tensor \"%s\"", name);
     return NULL;
 }
 
@@ -445,8 +444,8 @@ static bool compare_grads(const char *what, const char *order, int input, const 
             bad++;
         }
     }
-    h_check_(bad == 0, __FILE__, __LINE__, "%s: %s gradient of input %d: %d of %lld differ", what,
-             order, input, bad, (long long)m);
+    CHECK(bad == 0, "%s: %s gradient of input %d: %d of %lld differ", what, order, input, bad,
+          (long long)m);
     return bad == 0;
 }
 
@@ -464,7 +463,7 @@ bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, 
     em_tensor *y0 = f(leaves, n, ctx);
     bool ok = y0 != NULL;
     if (!ok) {
-        h_check_(false, __FILE__, __LINE__, "%s: f failed: %s", what, em_last_error());
+        CHECK(false, "%s: f failed: %s", what, em_last_error());
         em_clear_error();
         em_scope_end();
         return false;
@@ -474,7 +473,7 @@ bool h_gradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inputs, 
     for (int64_t k = 0; k < ny; k++) w[k] = 2 * h_uniform() - 1;
     double *an[8] = {0};
     if (!analytic(f, ctx, inputs, n, wrt, w, leaves, an)) {
-        h_check_(false, __FILE__, __LINE__, "%s: backward failed: %s", what, em_last_error());
+        CHECK(false, "%s: backward failed: %s", what, em_last_error());
         em_clear_error();
         ok = false;
     }
@@ -551,7 +550,7 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
     em_scope_begin();
     em_tensor *y0 = f((em_tensor **)inputs, n, ctx);
     if (!y0) {
-        h_check_(false, __FILE__, __LINE__, "%s: f failed: %s", what, em_last_error());
+        CHECK(false, "%s: f failed: %s", what, em_last_error());
         em_clear_error();
         em_scope_end();
         return false;
@@ -576,8 +575,7 @@ bool h_gradgradcheck(const char *what, h_fn f, void *ctx, em_tensor *const *inpu
     em_grads *g = s ? em_backward(s) : NULL;
     bool ok = g != NULL;
     if (!ok) {
-        h_check_(false, __FILE__, __LINE__, "%s: second-order backward failed: %s", what,
-                 em_last_error());
+        CHECK(false, "%s: second-order backward failed: %s", what, em_last_error());
         em_clear_error();
     }
     for (int i = 0; ok && i < n; i++) {
@@ -715,38 +713,36 @@ void h_check_persistent_module(em_device dev, int64_t granule, bool moves)
     int64_t w = (240 + granule - 1) / granule * granule, b = (24 + granule - 1) / granule * granule;
     int64_t p0 = persistent_now(dev);
     em_module *m = em_linear_new(10, 3, EM_CPU);
-    h_check_(em_module_to(m, dev) == EM_OK && em_module_cast(m, EM_F64) == EM_OK, __FILE__,
-             __LINE__, "linear to the device as f64 (%s)", em_last_error());
+    CHECK(em_module_to(m, dev) == EM_OK && em_module_cast(m, EM_F64) == EM_OK,
+          "linear to the device as f64 (%s)", em_last_error());
     int64_t p1 = persistent_now(dev);
-    h_check_(p1 - p0 == w + b, __FILE__, __LINE__, "parameters: %lld persistent bytes, want %lld",
-             (long long)(p1 - p0), (long long)(w + b));
+    CHECK(p1 - p0 == w + b, "parameters: %lld persistent bytes, want %lld", (long long)(p1 - p0),
+          (long long)(w + b));
     em_optim *o = em_adam_new(m, (em_adam_cfg){.lr = 0.1});
     em_scope_begin();
     em_tensor *x = em_to_device(h_rand(EM_SHAPE(4, 10), EM_F64, H_CONTIG, -1, 1, NULL), dev);
     em_grads *g = em_backward(em_sum(em_forward(m, x), EM_ALL, false));
-    h_check_(em_optim_step(o, g) == EM_OK, __FILE__, __LINE__, "adam step (%s)", em_last_error());
+    CHECK(em_optim_step(o, g) == EM_OK, "adam step (%s)", em_last_error());
     em_scope_end();
     int64_t p2 = persistent_now(dev);
-    h_check_(p2 - p1 == 2 * (w + b), __FILE__, __LINE__,
-             "adam's state: %lld persistent bytes, want %lld", (long long)(p2 - p1),
-             (long long)(2 * (w + b)));
+    CHECK(p2 - p1 == 2 * (w + b), "adam's state: %lld persistent bytes, want %lld",
+          (long long)(p2 - p1), (long long)(2 * (w + b)));
     /* a set entry keeps the storage it was given; a newly registered one moves where it can */
-    h_check_(em_module_set(m, "bias", em_full(EM_SHAPE(3), 0.5, EM_F64, dev)) == EM_OK, __FILE__,
-             __LINE__, "set the bias (%s)", em_last_error());
+    CHECK(em_module_set(m, "bias", em_full(EM_SHAPE(3), 0.5, EM_F64, dev)) == EM_OK,
+          "set the bias (%s)", em_last_error());
     int64_t p3 = persistent_now(dev);
-    h_check_(p3 == p2 - b, __FILE__, __LINE__, "a set bias stays ordinary: %lld, want %lld",
-             (long long)p3, (long long)(p2 - b));
+    CHECK(p3 == p2 - b, "a set bias stays ordinary: %lld, want %lld", (long long)p3,
+          (long long)(p2 - b));
     em_module_buffer(m, "extra", em_full(EM_SHAPE(3), 0.25, EM_F64, dev));
     int64_t p4 = persistent_now(dev);
-    h_check_(p4 == (moves ? p3 + b : p3), __FILE__, __LINE__,
-             "a registered buffer %s: %lld persistent bytes, want %lld", moves ? "moves" : "stays",
-             (long long)p4, (long long)(moves ? p3 + b : p3));
+    CHECK(p4 == (moves ? p3 + b : p3), "a registered buffer %s: %lld persistent bytes, want %lld",
+          moves ? "moves" : "stays", (long long)p4, (long long)(moves ? p3 + b : p3));
     double v[3] = {0}, e[3] = {0};
-    h_check_(em_to_data(em_module_get(m, "bias"), v, EM_F64, 3) == EM_OK && v[0] == 0.5 &&
-                 v[2] == 0.5 && em_to_data(em_module_get(m, "extra"), e, EM_F64, 3) == EM_OK &&
-                 e[0] == 0.25 && e[2] == 0.25,
-             __FILE__, __LINE__, "the set bias and the registered buffer hold their values");
+    CHECK(em_to_data(em_module_get(m, "bias"), v, EM_F64, 3) == EM_OK && v[0] == 0.5 &&
+              v[2] == 0.5 && em_to_data(em_module_get(m, "extra"), e, EM_F64, 3) == EM_OK &&
+              e[0] == 0.25 && e[2] == 0.25,
+          "the set bias and the registered buffer hold their values");
     em_optim_free(o);
     em_module_free(m);
-    h_check_(persistent_now(dev) == p0, __FILE__, __LINE__, "all persistent bytes back");
+    CHECK(persistent_now(dev) == p0, "all persistent bytes back");
 }

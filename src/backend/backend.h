@@ -83,8 +83,10 @@ typedef struct em_backend {
     void (*reset_peak)(int device);
     em_status (*set_memory_limit)(int device, int64_t bytes); /* optional */
     /* Storage inside an em_device_persistent_begin scope: exactly sized, outside the cache, given
-     * back when freed (free tells it from the ordinary blocks); NULL on failure. */
+     * back when freed; NULL on failure. The tensor layer frees it with free_persistent (nbytes as
+     * allocated) when the backend has one, else with free. */
     void *(*alloc_persistent)(int device, size_t nbytes);
+    void (*free_persistent)(int device, void *p, size_t nbytes);
     /* Optional: page-locked host memory for em_pin_memory (NULL with the error recorded), its
      * release, and the wait for the DMAs reading the block that holds p. */
     void *(*host_alloc)(size_t nbytes);
@@ -93,6 +95,8 @@ typedef struct em_backend {
 } em_backend;
 
 #define EM_MAX_BACKENDS 8
+/* Devices per backend that the per-thread tables (streams, persistent scopes) reach. */
+#define EM_MAX_THREAD_DEVICES 16
 
 /* Adds a backend; returns its index or -1 when full. The CPU is registered first (index 0). */
 int em_backend_register(const em_backend *b);

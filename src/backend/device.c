@@ -5,7 +5,7 @@
 
 #include "backend.h"
 
-#define MAX_DEV 16 /* devices per backend with a per-thread persistent depth */
+#define MAX_DEV EM_MAX_THREAD_DEVICES
 
 /* The calling thread's open em_device_persistent_begin scopes per device. */
 static _Thread_local int tl_persist[EM_MAX_BACKENDS][MAX_DEV];

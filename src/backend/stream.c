@@ -5,7 +5,7 @@
 
 #include "backend.h"
 
-#define MAX_DEV 16 /* devices per backend with a per-thread stream table */
+#define MAX_DEV EM_MAX_THREAD_DEVICES
 
 struct em_stream {
     em_device dev;

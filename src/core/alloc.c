@@ -234,13 +234,6 @@ void em__mem_free_cached(void *raw)
     free(h);
 }
 
-size_t em__mem_plain_size(const void *p)
-{
-    if (!p) return 0;
-    const block_header *h = (const block_header *)((const unsigned char *)p - ALIGN);
-    return h->magic == HEADER_MAGIC && !h->cap ? h->nbytes : 0;
-}
-
 void *em_calloc(size_t nbytes)
 {
     void *p = em_alloc(nbytes);

@@ -47,8 +47,6 @@ void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge);
 void *em__mem_release_to_cache(void *p, size_t *cap);
 void *em__mem_reuse_cached(void *raw, size_t nbytes);
 void em__mem_free_cached(void *raw);
-/* The size of a live block from em_alloc (not a cacheable one); 0 for any other pointer. */
-size_t em__mem_plain_size(const void *p);
 
 /* Overflow-checked size arithmetic: false when the result would not fit. */
 static inline bool core_mul_ok(int64_t a, int64_t b, int64_t *out)

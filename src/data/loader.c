@@ -107,6 +107,16 @@ static void batch_range(const em_loader *l, int64_t k, int64_t *lo, int64_t *hi)
 
 /* Builds batch k with no scope open and grad recording off; on failure the error stays
  * pending on this thread and `out` is empty. */
+/* Puts m (a new reference: the current scope's, or the caller's outside scopes) in slot i of b
+ * as a caller-owned reference, releasing the one there. */
+static void batch_swap(em_batch *b, int i, em_tensor *m)
+{
+    em_retain(m);
+    em_release(m); /* gives back the scope's reference, keeps the caller's */
+    em_release(b->t[i]);
+    b->t[i] = m;
+}
+
 static em_status build(em_loader *l, int64_t k, em_batch *out)
 {
     memset(out, 0, sizeof *out);
@@ -135,16 +145,13 @@ static em_status build(em_loader *l, int64_t k, em_batch *out)
         return s;
     }
     if (l->cfg.pin_memory && !em_device_equal(l->cfg.device, EM_CPU)) {
-        for (int i = 0; i < out->n; i++) { /* caller-owned references, as the batch's */
+        for (int i = 0; i < out->n; i++) {
             em_tensor *p = em_pin_memory(out->t[i]);
             if (!p) {
                 em_batch_free(out);
                 return em_last_status();
             }
-            em_retain(p);
-            em_release(p);
-            em_release(out->t[i]);
-            out->t[i] = p;
+            batch_swap(out, i, p);
         }
     }
     out->index = k;
@@ -331,10 +338,7 @@ bool em_loader_next(em_loader *l, em_batch *out)
                 end_epoch(l);
                 return false;
             }
-            em_retain(m);
-            em_release(m); /* gives back the scope's reference, keeps the caller's */
-            em_release(out->t[i]);
-            out->t[i] = m;
+            batch_swap(out, i, m);
         }
     }
     pthread_mutex_lock(&l->mu);

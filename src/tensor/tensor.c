@@ -45,6 +45,14 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     return s;
 }
 
+static void free_data(const em_backend *be, int device, void *p, bool persistent, size_t nbytes)
+{
+    if (persistent && be->free_persistent)
+        be->free_persistent(device, p, nbytes ? nbytes : 1);
+    else
+        be->free(device, p);
+}
+
 static void storage_release(em_storage *s)
 {
     if (!s || --s->refcount > 0) return;
@@ -52,7 +60,7 @@ static void storage_release(em_storage *s)
         if (s->deleter) s->deleter(s->data, s->deleter_user);
     } else if (s->data) {
         const em_backend *be = em_backend_get(s->device.backend);
-        if (be) be->free(s->device.index, s->data);
+        if (be) free_data(be, s->device.index, s->data, s->persistent, s->nbytes);
     }
     em_free(s);
 }
@@ -68,7 +76,7 @@ bool tn_make_persistent(em_tensor *t)
     void *p = be->alloc_persistent(s->device.index, n);
     if (!p) return false;
     if (be->copy_within(s->device.index, p, s->data, s->nbytes) != EM_OK) {
-        be->free(s->device.index, p);
+        free_data(be, s->device.index, p, true, s->nbytes);
         return false;
     }
     be->free(s->device.index, s->data);

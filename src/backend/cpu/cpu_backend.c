@@ -19,8 +19,7 @@ static void *cpu_alloc(int device, size_t nbytes)
 
 static _Atomic int64_t persistent_bytes;
 
-/* Persistent storage: a plain em_alloc block (the cache takes only its own blocks, so
- * cpu_cache_free hands this one straight back to the system). */
+/* Persistent storage: a plain em_alloc block, outside the cache, back to the system when freed. */
 static void *cpu_alloc_persistent(int device, size_t nbytes)
 {
     void *p = em_alloc(nbytes);
@@ -30,9 +29,13 @@ static void *cpu_alloc_persistent(int device, size_t nbytes)
 
 static void cpu_free(int device, void *p)
 {
-    size_t plain = em__mem_plain_size(p);
-    if (plain) atomic_fetch_sub(&persistent_bytes, (int64_t)plain);
     cpu_cache_free(p);
+}
+
+static void cpu_free_persistent(int device, void *p, size_t nbytes)
+{
+    atomic_fetch_sub(&persistent_bytes, (int64_t)nbytes);
+    em_free(p);
 }
 
 /* The first "model name" line of /proc/cpuinfo (x86, some Arm kernels); false when there is none.
@@ -161,6 +164,7 @@ const em_backend cpu_backend = {
     .empty_cache = cpu_empty_cache,
     .reset_peak = cpu_reset_peak,
     .alloc_persistent = cpu_alloc_persistent,
+    .free_persistent = cpu_free_persistent,
 };
 
 /* ---- strided loop ------------------------------------------------------------------------ */

@@ -518,17 +518,17 @@ void cuda_device_props(int device, em_device_props *out)
 
 void cuda_device_mem_stats(int device, em_device_mem_stats *out)
 {
-    em_cuda_pool_stats st;
-    if (!cuda_pool_stats(device, &st)) return;
+    if (device < 0 || device >= cuda_device_count()) return;
+    pthread_mutex_lock(&pool_lock);
+    em_cuda_pool_stats st = pools[device].st;
+    out->limit_bytes = pool_limit(&pools[device]);
+    pthread_mutex_unlock(&pool_lock);
     out->in_use_bytes = st.in_use_bytes;
     out->peak_in_use_bytes = st.peak_in_use_bytes;
     out->cached_bytes = st.cached_bytes;
     out->persistent_bytes = st.persistent_bytes;
     out->allocs = st.device_allocs;
     out->reuses = st.reuses;
-    pthread_mutex_lock(&pool_lock);
-    out->limit_bytes = pool_limit(&pools[device]);
-    pthread_mutex_unlock(&pool_lock);
     size_t free_b = 0, total_b = 0;
     em_status before = em_last_status();
     if (cuda_drv.cuMemGetInfo && cuda_enter(device, "em_device_get_mem_stats") == EM_OK &&
