@@ -166,6 +166,43 @@ em_status em_event_sync(em_event *e);
 /* Milliseconds between two recorded, completed events of one device; NaN on error. */
 double em_event_elapsed_ms(const em_event *start, const em_event *end);
 
+/* Graphs: the device work of a sequence of calls recorded once and replayed with one launch,
+ * which removes the per-op launch cost (CUDA graphs; a GPU only: the CPU runs ops when called).
+ *
+ *     em_graph_capture_begin(dev);      the calling thread's ops on dev are recorded, not run
+ *     y = model(x) ...                  x: a tensor made before; y: made while capturing
+ *     em_graph *g = em_graph_capture_end(dev);
+ *     em_copy_into(x, next_batch);      new input into the same storage
+ *     em_graph_replay(g);               y now holds the result for next_batch
+ *
+ * A replay redoes the recorded work on the same memory: tensors made before the capture and read
+ * by it must stay alive (write new values into them with em_copy_into); tensors made during the
+ * capture hold the results of the last replay (nothing before the first) in memory the graph
+ * keeps until em_graph_free. Only the recorded device work is replayed, with the values the
+ * calls had then (scalars, shapes, an optimizer's coefficients): run everything once before
+ * capturing (kernels compile and tune on first use, which a capture cannot do). A capture fails
+ * with a clear error on what cannot be recorded: copies between host and device (em_tensor_data,
+ * em_to_data, em_item, em_to_device from the CPU), index checks that read a flag back (gather,
+ * embedding, cross-entropy targets), random ops (they would draw the same numbers on every
+ * replay), the optimizers' updates, ops that fall back to the CPU. After a failed op the capture
+ * is void: em_graph_capture_end then reports it and returns NULL. */
+typedef struct em_graph em_graph;
+
+/* Starts recording the calling thread's work on dev (its current stream); EM_ERR_UNSUPPORTED on
+ * a device without graphs, EM_ERR_INVALID_ARG when this thread is capturing already. */
+em_status em_graph_capture_begin(em_device dev);
+/* Ends the capture and returns the graph (NULL with the error recorded when an op of the
+ * capture failed or nothing is being captured). */
+em_graph *em_graph_capture_end(em_device dev);
+/* Runs the recorded work again on the calling thread's current stream of the graph's device
+ * (queued: a read of its results waits as for any op). */
+em_status em_graph_replay(em_graph *g);
+/* Bytes of device memory the graph holds (its tensors' storage, live or freed). */
+int64_t em_graph_memory_bytes(const em_graph *g);
+/* Waits for its replays and frees it and its memory (tensors of the capture still alive keep
+ * theirs). NULL is ignored. */
+void em_graph_free(em_graph *g);
+
 /* ---- handle, ownership and scopes -------------------------------------------------------- */
 
 /* Adds a reference owned by the caller, never by a scope (returns t) / drops one reference,
@@ -238,6 +275,11 @@ em_tensor *em_pin_memory(const em_tensor *t);
 bool em_tensor_is_pinned(const em_tensor *t);
 /* The same values on another device (a new reference to t when already there). */
 em_tensor *em_to_device(em_tensor *t, em_device dev);
+/* Writes src's values into dst's memory, in place: same shape, src from any device and in any
+ * dtype (converted to dst's); dst must be contiguous. Every tensor sharing dst's storage sees
+ * the new values, a graph's replays too (em_graph_capture_begin); autograd does not record it
+ * (tensors saved for a backward pass that share dst's storage see the new values). */
+em_status em_copy_into(em_tensor *dst, const em_tensor *src);
 
 /* ---- printing ---------------------------------------------------------------------------- */
 

@@ -51,6 +51,15 @@ typedef struct em_stream_ops {
     em_status (*event_wait)(int device, void *s, void *e); /* s waits for e, no host wait */
     em_status (*event_sync)(int device, void *e);
     em_status (*event_elapsed)(int device, void *start, void *end, double *ms);
+    /* Optional (NULL: no graphs). Capture of the calling thread's current stream on device;
+     * graph_end returns the replayable graph (NULL with the error recorded; the capture is over
+     * either way); graph_launch replays it on the calling thread's current stream; graph_free
+     * waits for its replays and frees it; graph_bytes is the device memory it holds. */
+    em_status (*graph_begin)(int device);
+    void *(*graph_end)(int device);
+    em_status (*graph_launch)(int device, void *g);
+    void (*graph_free)(int device, void *g);
+    int64_t (*graph_bytes)(int device, void *g);
 } em_stream_ops;
 
 typedef struct em_backend {

@@ -193,3 +193,67 @@ double em_event_elapsed_ms(const em_event *start, const em_event *end)
         return NAN;
     return ms;
 }
+
+/* ---- graphs ------------------------------------------------------------------------------- */
+
+struct em_graph {
+    em_device dev;
+    void *impl;
+};
+
+/* dev's graph functions, or NULL with an error naming fn. */
+static const em_stream_ops *graph_ops(const char *fn, em_device dev)
+{
+    const em_backend *b = backend_of(fn, dev);
+    if (!b) return NULL;
+    if (!b->streams || !b->streams->graph_begin) {
+        char s[32];
+        em_error(EM_ERR_UNSUPPORTED,
+                 "%s: %s has no graphs (its ops run when they are called; graphs need a GPU)", fn,
+                 em_device_str(dev, s, sizeof s));
+        return NULL;
+    }
+    return b->streams;
+}
+
+em_status em_graph_capture_begin(em_device dev)
+{
+    const em_stream_ops *ops = graph_ops("em_graph_capture_begin", dev);
+    return ops ? ops->graph_begin(dev.index) : em_last_status();
+}
+
+em_graph *em_graph_capture_end(em_device dev)
+{
+    const em_stream_ops *ops = graph_ops("em_graph_capture_end", dev);
+    if (!ops) return NULL;
+    void *impl = ops->graph_end(dev.index);
+    if (!impl) return NULL;
+    em_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        ops->graph_free(dev.index, impl);
+        em_error(EM_ERR_OOM, "em_graph_capture_end: out of memory");
+        return NULL;
+    }
+    g->dev = dev;
+    g->impl = impl;
+    return g;
+}
+
+em_status em_graph_replay(em_graph *g)
+{
+    if (!g) return em_error(EM_ERR_INVALID_ARG, "em_graph_replay: argument `g` is NULL");
+    return em_backend_get(g->dev.backend)->streams->graph_launch(g->dev.index, g->impl);
+}
+
+int64_t em_graph_memory_bytes(const em_graph *g)
+{
+    if (!g) return 0;
+    return em_backend_get(g->dev.backend)->streams->graph_bytes(g->dev.index, g->impl);
+}
+
+void em_graph_free(em_graph *g)
+{
+    if (!g) return;
+    em_backend_get(g->dev.backend)->streams->graph_free(g->dev.index, g->impl);
+    free(g);
+}

@@ -265,3 +265,51 @@ em_tensor *em_to_device(em_tensor *t, em_device dev)
     }
     return out;
 }
+
+/* dst's shape against src's; false with the error recorded. */
+static bool copy_into_shapes(const em_tensor *dst, const em_tensor *src)
+{
+    bool same = dst->rank == src->rank;
+    for (int d = 0; same && d < dst->rank; d++) same = dst->shape[d] == src->shape[d];
+    if (same) return true;
+    em_error(EM_ERR_SHAPE, "em_copy_into: dst has shape %s, src %s",
+             tn_dims_str(dst->shape, dst->rank), tn_dims_str(src->shape, src->rank));
+    return false;
+}
+
+em_status em_copy_into(em_tensor *dst, const em_tensor *src)
+{
+    if (!tn_check_ptr("em_copy_into", dst, "dst") || !tn_check_ptr("em_copy_into", src, "src"))
+        return em_last_status();
+    if (!copy_into_shapes(dst, src)) return em_last_status();
+    if (!tn_is_contiguous(dst))
+        return em_error(EM_ERR_INVALID_ARG,
+                        "em_copy_into: dst must be contiguous (em_contiguous makes a copy, which "
+                        "would not be dst)");
+    size_t nbytes = (size_t)tn_numel(dst) * em_dtype_size(dst->dtype);
+    if (nbytes == 0) return EM_OK;
+    /* src in dst's dtype, contiguous, and apart from dst's memory */
+    em_tensor *c = src->dtype == dst->dtype ? em_contiguous(src) : em_cast(src, dst->dtype);
+    if (c && c->storage == dst->storage) {
+        em_tensor *d = em_clone(c);
+        em_release(c);
+        c = d;
+    }
+    if (!c) return em_last_status();
+    em_device dd = dst->storage->device, sd = c->storage->device;
+    const em_backend *dbe = em_backend_get(dd.backend), *sbe = em_backend_get(sd.backend);
+    em_status st;
+    if (dd.backend == 0) { /* into host memory (a pinned block waits for DMAs reading it) */
+        void *to = em_tensor_data(dst);
+        st = sd.backend == 0 ? (memcpy(to, tn_ptr(c), nbytes), EM_OK)
+                             : sbe->copy_to_host(sd.index, to, tn_ptr(c), nbytes);
+    } else if (sd.backend == 0) {
+        st = dbe->copy_from_host(dd.index, tn_ptr(dst), tn_ptr(c), nbytes);
+    } else {
+        em_tensor *m = em_to_device(c, dd); /* another device: there first */
+        st = m ? dbe->copy_within(dd.index, tn_ptr(dst), tn_ptr(m), nbytes) : em_last_status();
+        em_release(m);
+    }
+    em_release(c);
+    return st;
+}

@@ -6,7 +6,12 @@
  * wrong bytes. Freeing memory that queued work still touches aborts. Each device has 1 GiB
  * (cuMemAlloc fails past it; cuMemGetInfo reports it). No kernels: module loads fail. Calls fail
  * on request (mock_cuda_fail, or MOCK_CUDA_FAIL=name in the environment: every call of name)
- * with CUDA_ERROR_LAUNCH_FAILED, as a kernel fault surfacing at a later call would. */
+ * with CUDA_ERROR_LAUNCH_FAILED, as a kernel fault surfacing at a later call would.
+ * Stream capture: work queued on a capturing stream is recorded instead of queued, and an
+ * instantiated graph's launch queues the recorded copies and memsets again. As the driver does,
+ * a call the capture forbids (an allocation or free outside relaxed mode, a synchronisation, a
+ * blocking copy, an event wait or record) fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+ * voids the capture; freeing memory that a live graph's copies touch aborts. */
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -25,7 +30,10 @@ enum {
     ERR_LAUNCH_FAILED = 719,
     ERR_NOT_FOUND = 500,
     ERR_NOT_READY = 600,
-    ERR_PEER_ON = 704
+    ERR_PEER_ON = 704,
+    ERR_ILLEGAL_STATE = 401,
+    ERR_CAPTURE_UNSUPPORTED = 900,
+    ERR_CAPTURE_INVALIDATED = 901
 };
 
 typedef struct mstream mstream;
@@ -41,10 +49,18 @@ typedef struct mop {
     size_t pos;
 } mop;
 
+typedef struct mgraph {
+    mop *ops;
+    size_t n, cap;
+    struct mgraph *next; /* live executable graphs */
+} mgraph;
+
 struct mstream {
     mop *q;
     size_t n, cap, done;
     int priority;
+    mgraph *capture; /* recording (NULL: not capturing) */
+    int capture_mode, capture_void;
 };
 
 typedef struct mevent {
@@ -72,7 +88,24 @@ static int ctxs[2];
 static _Thread_local void *current_ctx;
 static int peer_on[2];
 #define DEVICE_BYTES ((size_t)1 << 30)
-static size_t used[2]; /* device memory allocated per device */
+static size_t used[2];                    /* device memory allocated per device */
+static mgraph *execs;                     /* instantiated graphs */
+static _Thread_local mstream *tl_capture; /* the stream this thread captures */
+static _Thread_local int tl_mode;         /* cuThreadExchangeStreamCaptureMode's (0: global) */
+
+/* A call a capture forbids, made by the capturing thread outside relaxed mode: voids the capture
+ * (true: the call must fail with ERR_CAPTURE_UNSUPPORTED). */
+static int forbidden(void)
+{
+    mstream *c = tl_capture;
+    if (!c || c->capture_mode == 2 || tl_mode == 2) return 0;
+    c->capture_void = 1;
+    return 1;
+}
+#define UNSAFE()                                                                                   \
+    do {                                                                                           \
+        if (forbidden()) return ERR_CAPTURE_UNSUPPORTED;                                           \
+    } while (0)
 
 /* The device of the current context (cuda:0 when none is current). */
 static int current_device(void)
@@ -116,8 +149,23 @@ static void run_all(void)
         if (streams[i]) run_to(streams[i], streams[i]->n);
 }
 
+static void record(mgraph *g, mop o)
+{
+    if (g->n == g->cap) {
+        g->cap = g->cap ? 2 * g->cap : 16;
+        g->ops = realloc(g->ops, g->cap * sizeof *g->ops);
+        if (!g->ops) die("out of memory");
+    }
+    g->ops[g->n++] = o;
+}
+
 static void push(mstream *s, mop o)
 {
+    if (s && s->capture) {
+        if (o.owned_src) die("a staged pageable copy was captured");
+        record(s->capture, o);
+        return;
+    }
     if (!s) { /* the legacy stream: everything before it first, then at once */
         run_all();
         run_op(&o);
@@ -178,12 +226,25 @@ static void *alloc_block(size_t n, int is_pinned)
     return b->p;
 }
 
+static int graph_uses(const char *p, size_t n)
+{
+    for (mgraph *g = execs; g; g = g->next)
+        for (size_t i = 0; i < g->n; i++) {
+            const mop *o = &g->ops[i];
+            if ((o->dst < p + n && p < o->dst + (o->kind == 1 ? 4 * o->n : o->n)) ||
+                (o->kind == 0 && o->src < p + n && p < o->src + o->n))
+                return 1;
+        }
+    return 0;
+}
+
 static int free_block(void *p, const char *what)
 {
     for (mblock **pp = &blocks; *pp; pp = &(*pp)->next)
         if ((*pp)->p == p) {
             mblock *b = *pp;
             check_unused(b->p, b->n, what);
+            if (graph_uses(b->p, b->n)) die("memory that a live graph's work uses was freed");
             *pp = b->next;
             if (!b->pinned) used[b->dev] -= b->n;
             free(b->p);
@@ -290,12 +351,14 @@ API(cuCtxSetCurrent, (void *c))
 }
 API(cuCtxSynchronize, (void))
 {
+    UNSAFE();
     INJECT("cuCtxSynchronize");
     LOCKED(run_all());
     return OK;
 }
 API(cuMemAlloc_v2, (CUdeviceptr * p, size_t n))
 {
+    UNSAFE();
     INJECT("cuMemAlloc_v2");
     void *q;
     LOCKED(q = alloc_block(n, 0));
@@ -316,12 +379,14 @@ API(cuMemGetInfo_v2, (size_t * free_bytes, size_t *total))
 }
 API(cuMemFree_v2, (CUdeviceptr p))
 {
+    UNSAFE();
     CUresult r;
     LOCKED(r = free_block((void *)(uintptr_t)p, "cuMemFree of memory that queued work uses"));
     return r;
 }
 API(cuMemHostAlloc, (void **p, size_t n, unsigned flags))
 {
+    UNSAFE();
     INJECT("cuMemHostAlloc");
     (void)flags;
     LOCKED(*p = alloc_block(n, 1));
@@ -329,6 +394,7 @@ API(cuMemHostAlloc, (void **p, size_t n, unsigned flags))
 }
 API(cuMemFreeHost, (void *p))
 {
+    UNSAFE();
     CUresult r;
     LOCKED(r = free_block(p, "cuMemFreeHost of memory that queued work uses"));
     return r;
@@ -336,16 +402,19 @@ API(cuMemFreeHost, (void *p))
 /* the synchronous copies run on the legacy stream: after all queued work */
 API(cuMemcpyHtoD_v2, (CUdeviceptr d, const void *s, size_t n))
 {
+    UNSAFE();
     LOCKED(run_all(); memcpy((void *)(uintptr_t)d, s, n));
     return OK;
 }
 API(cuMemcpyDtoH_v2, (void *d, CUdeviceptr s, size_t n))
 {
+    UNSAFE();
     LOCKED(run_all(); memcpy(d, (void *)(uintptr_t)s, n));
     return OK;
 }
 API(cuMemcpyDtoD_v2, (CUdeviceptr d, CUdeviceptr s, size_t n))
 {
+    UNSAFE();
     LOCKED(run_all(); memmove((void *)(uintptr_t)d, (void *)(uintptr_t)s, n));
     return OK;
 }
@@ -368,6 +437,7 @@ API(cuMemcpyHtoDAsync_v2, (CUdeviceptr d, const void *s, size_t n, mstream *st))
 API(cuMemcpyDtoHAsync_v2, (void *d, CUdeviceptr s, size_t n, mstream *st))
 {
     INJECT("cuMemcpyDtoHAsync_v2");
+    if (!pinned(d) || (st && st->capture)) UNSAFE(); /* returns once the copy is done */
     pthread_mutex_lock(&mu);
     mop o = {.kind = 0, .dst = d, .src = (const char *)(uintptr_t)s, .n = n};
     if (pinned(d)) {
@@ -448,12 +518,14 @@ API(cuStreamDestroy_v2, (mstream * s))
 }
 API(cuStreamSynchronize, (mstream * s))
 {
+    UNSAFE();
     INJECT("cuStreamSynchronize");
     LOCKED(if (s) run_to(s, s->n); else run_all());
     return OK;
 }
 API(cuStreamWaitEvent, (mstream * s, mevent *e, unsigned flags))
 {
+    if (s && s->capture && forbidden()) return ERR_CAPTURE_UNSUPPORTED;
     (void)flags;
     mop o = {.kind = 3, .on = e->s, .pos = e->pos};
     LOCKED(if (o.on) push(s, o));
@@ -485,6 +557,7 @@ API(cuEventDestroy_v2, (mevent * e))
 }
 API(cuEventRecord, (mevent * e, mstream *s))
 {
+    if (s && s->capture && forbidden()) return ERR_CAPTURE_UNSUPPORTED;
     INJECT("cuEventRecord");
     LOCKED(if (!s) run_all(); e->s = s; e->pos = s ? s->n : 0);
     return OK;
@@ -501,6 +574,7 @@ API(cuEventQuery, (mevent * e))
 }
 API(cuEventSynchronize, (mevent * e))
 {
+    UNSAFE();
     INJECT("cuEventSynchronize");
     LOCKED(run_to(e->s, e->pos));
     return OK;
@@ -512,6 +586,77 @@ API(cuEventElapsedTime_v2, (float *ms, mevent *a, mevent *b))
     if (!a->timing || !b->timing) return 400;
     *ms = 0.5f;
     return done ? OK : ERR_NOT_READY;
+}
+API(cuThreadExchangeStreamCaptureMode, (int *mode))
+{
+    int old = tl_mode;
+    tl_mode = *mode;
+    *mode = old;
+    return OK;
+}
+API(cuStreamBeginCapture_v2, (mstream * s, int mode))
+{
+    if (!s || s->capture || tl_capture) return ERR_ILLEGAL_STATE;
+    mgraph *g = calloc(1, sizeof *g);
+    if (!g) return ERR_OUT_OF_MEMORY;
+    LOCKED(s->capture = g; s->capture_mode = mode; s->capture_void = 0);
+    tl_capture = s;
+    return OK;
+}
+API(cuStreamEndCapture, (mstream * s, mgraph **out))
+{
+    if (!s || !s->capture || tl_capture != s) return ERR_ILLEGAL_STATE;
+    mgraph *g;
+    int bad;
+    LOCKED(g = s->capture; s->capture = NULL; bad = s->capture_void);
+    tl_capture = NULL;
+    if (bad) {
+        free(g->ops);
+        free(g);
+        *out = NULL;
+        return ERR_CAPTURE_INVALIDATED;
+    }
+    *out = g;
+    return OK;
+}
+API(cuGraphInstantiateWithFlags, (mgraph * *exec, mgraph *g, unsigned long long flags))
+{
+    (void)flags;
+    mgraph *x = calloc(1, sizeof *x);
+    if (!x) return ERR_OUT_OF_MEMORY;
+    x->n = x->cap = g->n;
+    x->ops = malloc((g->n ? g->n : 1) * sizeof *x->ops);
+    if (!x->ops) die("out of memory");
+    if (g->n) memcpy(x->ops, g->ops, g->n * sizeof *x->ops);
+    LOCKED(x->next = execs; execs = x);
+    *exec = x;
+    return OK;
+}
+API(cuGraphDestroy, (mgraph * g))
+{
+    if (g) free(g->ops);
+    free(g);
+    return OK;
+}
+API(cuGraphLaunch, (mgraph * x, mstream *s))
+{
+    INJECT("cuGraphLaunch");
+    if (s && s->capture) return ERR_CAPTURE_UNSUPPORTED;
+    LOCKED(for (size_t i = 0; i < x->n; i++) push(s, x->ops[i]));
+    return OK;
+}
+API(cuGraphExecDestroy, (mgraph * x))
+{
+    pthread_mutex_lock(&mu);
+    for (mgraph **pp = &execs; *pp; pp = &(*pp)->next)
+        if (*pp == x) {
+            *pp = x->next;
+            break;
+        }
+    pthread_mutex_unlock(&mu);
+    free(x->ops);
+    free(x);
+    return OK;
 }
 API(cuDeviceCanAccessPeer, (int *can, int a, int b))
 {
@@ -550,10 +695,12 @@ API(cuFuncSetAttribute, (void *f, int a, int v))
 }
 API(cuGetErrorName, (CUresult r, const char **s))
 {
-    *s = r == ERR_NOT_READY       ? "CUDA_ERROR_NOT_READY"
-         : r == ERR_OUT_OF_MEMORY ? "CUDA_ERROR_OUT_OF_MEMORY"
-         : r == ERR_LAUNCH_FAILED ? "CUDA_ERROR_LAUNCH_FAILED"
-                                  : "CUDA_ERROR_MOCK";
+    *s = r == ERR_NOT_READY             ? "CUDA_ERROR_NOT_READY"
+         : r == ERR_OUT_OF_MEMORY       ? "CUDA_ERROR_OUT_OF_MEMORY"
+         : r == ERR_LAUNCH_FAILED       ? "CUDA_ERROR_LAUNCH_FAILED"
+         : r == ERR_CAPTURE_UNSUPPORTED ? "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED"
+         : r == ERR_CAPTURE_INVALIDATED ? "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED"
+                                        : "CUDA_ERROR_MOCK";
     return OK;
 }
 API(cuGetErrorString, (CUresult r, const char **s))

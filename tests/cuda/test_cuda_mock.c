@@ -619,6 +619,133 @@ static void test_faults(void)
     CHECK_OK("faults");
 }
 
+/* Whether device tensor t (f32, n values) holds base + i. */
+static bool holds(const em_tensor *t, size_t n, float base, const char *what)
+{
+    float *h = malloc(n * sizeof *h);
+    bool ok = h && em_to_data(t, h, EM_F32, (int64_t)n) == EM_OK;
+    size_t bad = n;
+    for (size_t i = 0; ok && i < n && bad == n; i++)
+        if (h[i] != base + (float)i) bad = i;
+    CHECK(ok && bad == n, "%s: value %zu is %g, want %g (%s)", what, bad, bad < n ? h[bad] : 0.0,
+          base + (double)bad, ok ? "" : em_last_error());
+    free(h);
+    return ok && bad == n;
+}
+
+/* base + i for i < n, as a CPU tensor. */
+static em_tensor *ramp(size_t n, float base)
+{
+    float *h = malloc(n * sizeof *h);
+    for (size_t i = 0; i < n; i++) h[i] = base + (float)i;
+    em_tensor *t = em_from_data(h, EM_F32, EM_SHAPE((int64_t)n), EM_F32, EM_CPU);
+    free(h);
+    return t;
+}
+
+/* Graphs on the mock: device-to-device copies (the work the mock runs) captured and replayed on
+ * new inputs written with em_copy_into, the graph's own memory (blocks made in the capture by
+ * cuMemAlloc in relaxed mode, reused within it, never handed to others while the graph lives:
+ * the mock aborts when memory a live graph uses is freed), and the refusals. */
+static void test_graphs(void)
+{
+    CHECK(em_graph_capture_begin(EM_CPU) == EM_ERR_UNSUPPORTED, "no graphs on the CPU");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "has no graphs");
+    CHECK(!em_graph_capture_end(dev), "end without a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "is not capturing");
+    CHECK(em_graph_replay(NULL) == EM_ERR_INVALID_ARG, "replay NULL");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "NULL");
+    em_graph_free(NULL);
+
+    /* 1.5 M floats: the 6 MiB size class, which no earlier test left in the cache */
+    const size_t n = 1536 * 1024;
+    const int64_t cls = 6 << 20;
+    em_tensor *h0 = ramp(n, 0), *x = em_to_device(h0, dev);
+    em_release(h0);
+    em_device_sync(dev);
+    em_device_mem_stats m0 = mem(dev);
+    size_t q0 = pending();
+
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "begin (%s)", em_last_error());
+    CHECK(em_graph_capture_begin(dev) == EM_ERR_INVALID_ARG, "begin twice");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "capturing on cuda:0 already");
+    em_tensor *a = em_clone(x); /* a new block (cuMemAlloc during the capture) */
+    em_tensor *b = em_clone(a); /* another */
+    em_release(a);              /* into the graph's cache ... */
+    em_tensor *c = em_clone(b); /* ... and reused here */
+    CHECK_OK("the captured clones");
+    CHECK(pending() == q0, "captured work is recorded, not queued (%zu -> %zu)", q0, pending());
+    em_device_mem_stats m1 = mem(dev);
+    CHECK(m1.allocs == m0.allocs + 2 && m1.reuses == m0.reuses + 1,
+          "two blocks made in the capture, one reused (allocs %lld -> %lld, reuses %lld -> %lld)",
+          (long long)m0.allocs, (long long)m1.allocs, (long long)m0.reuses, (long long)m1.reuses);
+    em_graph *g = em_graph_capture_end(dev);
+    CHECK(g != NULL, "end (%s)", em_last_error());
+    if (!g) {
+        em_release(b), em_release(c), em_release(x);
+        return;
+    }
+    CHECK(em_graph_memory_bytes(g) == 2 * cls, "the graph holds %lld bytes, want %lld",
+          (long long)em_graph_memory_bytes(g), (long long)(2 * cls));
+    CHECK(em_device_empty_cache(dev) >= 0 && mem(dev).cached_bytes == 0, "empty_cache");
+    for (int r = 1; r <= 3; r++) {
+        em_tensor *in = ramp(n, 1000.0f * (float)r);
+        CHECK(em_copy_into(x, in) == EM_OK, "new input %d (%s)", r, em_last_error());
+        em_release(in);
+        CHECK(em_graph_replay(g) == EM_OK, "replay %d (%s)", r, em_last_error());
+        holds(b, n, 1000.0f * (float)r, "b after a replay");
+        holds(c, n, 1000.0f * (float)r, "c after a replay");
+    }
+    /* a tensor of the capture freed while the graph lives: its block stays the graph's */
+    em_release(b);
+    CHECK(em_graph_memory_bytes(g) == 2 * cls, "b's block kept by the graph");
+    em_tensor *in = ramp(n, 7.0f);
+    CHECK(em_copy_into(x, in) == EM_OK && em_graph_replay(g) == EM_OK, "replay after b's release");
+    em_release(in);
+    em_device_empty_cache(dev); /* must not free b's block (the mock aborts if it does) */
+    holds(c, n, 7.0f, "c after b's release");
+    em_graph_free(g);
+    CHECK(mem(dev).cached_bytes == cls, "b's block in the device's cache once the graph is gone");
+    holds(c, n, 7.0f, "c outlives its graph");
+    em_release(c);
+    em_device_empty_cache(dev);
+    em_device_mem_stats m2 = mem(dev);
+    CHECK(m2.in_use_bytes == m0.in_use_bytes && m2.cached_bytes == 0,
+          "all back: %lld in use (%lld before)", (long long)m2.in_use_bytes,
+          (long long)m0.in_use_bytes);
+
+    /* refusals void the capture, and what it made goes back */
+    em_tensor *host = ramp(16, 0), *small = em_to_device(host, dev);
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "begin 2");
+    em_tensor *d = em_clone(x);
+    CHECK(!em_to_device(host, dev), "a host copy in a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "cannot be recorded in a graph capture");
+    float v[16];
+    CHECK(em_to_data(small, v, EM_F32, 16) == EM_ERR_INVALID_ARG, "a read back in a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "reads device memory back to the host");
+    CHECK(!em_graph_capture_end(dev), "a refused capture makes no graph");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
+    em_release(d);
+    /* a forbidden driver call (a device sync) voids it at the driver */
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "begin 3");
+    d = em_clone(x);
+    CHECK(em_device_sync(dev) != EM_OK, "a sync in a capture");
+    CHECK_ERR(EM_ERR_DEVICE, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED");
+    CHECK(!em_graph_capture_end(dev), "a void capture makes no graph");
+    CHECK_ERR(EM_ERR_DEVICE, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (mock driver); an op during "
+                             "the capture failed or did what a graph cannot record");
+    em_release(d);
+    em_release(host);
+    em_release(small);
+    /* work goes on as usual after them */
+    em_tensor *e = em_clone(x);
+    holds(e, n, 7.0f, "an eager clone after the failed captures");
+    em_release(e);
+    em_release(x);
+    em_device_empty_cache(dev);
+    CHECK(mem(dev).in_use_bytes == m0.in_use_bytes - cls, "the failed captures' memory is back");
+}
+
 int main(void)
 {
     em_backends_init();
@@ -650,6 +777,7 @@ int main(void)
     test_memory_limit();
     test_priorities();
     test_pinned();
+    test_graphs();
     if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

@@ -20,6 +20,8 @@ typedef struct CUfunc_st *CUfunction;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
 typedef unsigned long long CUdeviceptr;
+typedef struct CUgraph_st *CUgraph;
+typedef struct CUgraphExec_st *CUgraphExec;
 
 typedef struct cuda_driver {
     CUresult (*cuInit)(unsigned);
@@ -71,6 +73,14 @@ typedef struct cuda_driver {
     CUresult (*cuStreamCreateWithPriority)(CUstream *, unsigned, int);
     CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
     CUresult (*cuStreamGetPriority)(CUstream, int *);
+    /* optional: graphs (stream capture) */
+    CUresult (*cuStreamBeginCapture)(CUstream, int mode);
+    CUresult (*cuStreamEndCapture)(CUstream, CUgraph *);
+    CUresult (*cuThreadExchangeStreamCaptureMode)(int *mode);
+    CUresult (*cuGraphInstantiateWithFlags)(CUgraphExec *, CUgraph, unsigned long long);
+    CUresult (*cuGraphLaunch)(CUgraphExec, CUstream);
+    CUresult (*cuGraphExecDestroy)(CUgraphExec);
+    CUresult (*cuGraphDestroy)(CUgraph);
     /* optional (NULL when the driver lacks it): tensor maps for the Hopper bulk tensor copies */
     CUresult (*cuTensorMapEncodeTiled)(void *map, int dtype, unsigned rank, void *addr,
                                        const uint64_t *dims, const uint64_t *strides,
@@ -172,6 +182,40 @@ em_status cuda_pool_set_limit(int device, int64_t bytes);
 
 /* The pool's size classes: powers of two from 512 bytes to 1 MiB, then multiples of 2 MiB. */
 size_t cuda_size_class(size_t n);
+
+/* ---- graphs (cuda_graph.c) and their memory (cuda_runtime.c) ---------------------------------
+ * While a thread captures a graph on a device, every block the pool hands it, and every block it
+ * frees, belongs to the graph's pool: the graph's replays use those addresses, so they stay out
+ * of the device's cache (freed ones are reused by the same capture only) until the graph is
+ * freed. */
+typedef struct cuda_gpool cuda_gpool;
+cuda_gpool *cuda_gpool_new(int device); /* NULL with the error recorded */
+/* A replay of the graph was queued on stream s. */
+void cuda_gpool_launched(cuda_gpool *gp, CUstream s);
+/* The stream of the last replay (NULL: none). */
+CUstream cuda_gpool_last(cuda_gpool *gp);
+int64_t cuda_gpool_bytes(cuda_gpool *gp);
+/* The graph is gone (its replays done): its free blocks join the device's cache, its blocks still
+ * held by tensors follow when they are freed. */
+void cuda_gpool_close(cuda_gpool *gp);
+/* The graph pool the calling thread captures into on device; NULL when it is not capturing. */
+cuda_gpool *cuda_capture_pool(int device);
+/* Puts the calling thread in relaxed capture mode around a call a capture does not record
+ * (cuMemAlloc); restore with the returned mode (-1: nothing was changed). */
+int cuda_capture_relax(void);
+void cuda_capture_restore(int mode);
+/* EM_OK when the calling thread is not capturing on device; else EM_ERR_INVALID_ARG saying that
+ * `what` cannot be recorded: a read back to the host (to_host) or a copy from host memory. */
+em_status cuda_capture_refuse(int device, const char *what, bool to_host);
+/* Marks the calling thread's capture on device (if any) as refused, and returns st: for an op
+ * that refuses itself with its own error (return cuda_capture_refused(dev, em_error(...))). */
+em_status cuda_capture_refused(int device, em_status st);
+/* The backend's graph functions (em_stream_ops.graph_*). */
+em_status cuda_graph_begin(int device);
+void *cuda_graph_end(int device);
+em_status cuda_graph_launch(int device, void *g);
+void cuda_graph_free(int device, void *g);
+int64_t cuda_graph_bytes(int device, void *g);
 
 /* ---- pinned host memory (cuda_pinned.c) ----------------------------------------------------- */
 

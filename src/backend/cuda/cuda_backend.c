@@ -593,7 +593,8 @@ static bool tile_width(const tw_args *t)
         tune_read(t->dev);
         const tune_entry *e = tune_find(t);
         int wide = e ? e->wide : -1;
-        if (wide < 0) {
+        /* not while capturing a graph (the trials synchronise): an earlier result or the rule */
+        if (wide < 0 && !cuda_capture_pool(t->dev)) {
             double tn, tw;
             if (time_widths(t, &tn, &tw)) {
                 tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K};

@@ -106,7 +106,8 @@ static void stage_release(stage_buf *b, bool pending)
 
 em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, const char *what)
 {
-    em_status st = cuda_enter(device, what);
+    em_status st = cuda_capture_refuse(device, what, false);
+    if (st == EM_OK) st = cuda_enter(device, what);
     if (st != EM_OK || n == 0) return st;
     CUstream s = cuda_stream(device);
     pin_block *pb = cuda_host_find(src, n);
@@ -139,7 +140,8 @@ em_status cuda_copy_from_host(int device, void *dst, const void *src, size_t n, 
 
 em_status cuda_copy_to_host(int device, void *dst, const void *src, size_t n, const char *what)
 {
-    em_status st = cuda_enter(device, what);
+    em_status st = cuda_capture_refuse(device, what, true);
+    if (st == EM_OK) st = cuda_enter(device, what);
     if (st != EM_OK || n == 0) return st;
     CUstream s = cuda_stream(device);
     if (cuda_host_find(dst, n)) { /* pinned: one DMA straight into dst, after any reading it */

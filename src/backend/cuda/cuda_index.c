@@ -213,6 +213,12 @@ static em_status check_range(const em_op *op, int dev, const em_tensor *index, i
 {
     long long n = tn_numel(index);
     if (n == 0) return EM_OK;
+    if (cuda_capture_pool(dev))
+        return cuda_capture_refused(
+            dev, em_error(EM_ERR_INVALID_ARG,
+                          "em_%s: the check that its indices are in range reads a flag back to the "
+                          "host, which a graph capture on cuda:%d cannot record",
+                          em_op_name(op->kind), dev));
     idx_gatherg g;
     memset(&g, 0, sizeof g);
     g.rank = index->rank;

@@ -12,6 +12,15 @@ em_status cuda_update(int device, const em_update *u)
         [EM_UPDATE_AXPBY] = "axpby",
     };
     const char *what = "em_optim_step";
+    if (cuda_capture_pool(device))
+        return cuda_capture_refused(
+            device,
+            em_error(EM_ERR_INVALID_ARG,
+                     "%s: an optimizer's update cannot be captured in a graph on cuda:%d (its "
+                     "coefficients, the learning rate and step-dependent corrections, would "
+                     "replay frozen); capture the forward and backward passes and step outside "
+                     "the graph",
+                     what, device));
     if ((u->dtype != EM_F32 && u->dtype != EM_F64) || (unsigned)u->kind > EM_UPDATE_AXPBY)
         return em_error(EM_ERR_INTERNAL, "%s: no CUDA update for kind %d, dtype %s", what,
                         (int)u->kind, em_dtype_name(u->dtype));

@@ -100,6 +100,13 @@ static void probe(void)
     LOAD_OPT(cuStreamCreateWithPriority, "cuStreamCreateWithPriority", NULL);
     LOAD_OPT(cuCtxGetStreamPriorityRange, "cuCtxGetStreamPriorityRange", NULL);
     LOAD_OPT(cuStreamGetPriority, "cuStreamGetPriority", NULL);
+    LOAD_OPT(cuStreamBeginCapture, "cuStreamBeginCapture_v2", NULL);
+    LOAD_OPT(cuStreamEndCapture, "cuStreamEndCapture", NULL);
+    LOAD_OPT(cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode", NULL);
+    LOAD_OPT(cuGraphInstantiateWithFlags, "cuGraphInstantiateWithFlags", NULL);
+    LOAD_OPT(cuGraphLaunch, "cuGraphLaunch", NULL);
+    LOAD_OPT(cuGraphExecDestroy, "cuGraphExecDestroy", NULL);
+    LOAD_OPT(cuGraphDestroy, "cuGraphDestroy", NULL);
     if (!cuda_drv.cuMemHostAlloc || !cuda_drv.cuMemFreeHost)
         cuda_drv.cuMemHostAlloc = NULL, cuda_drv.cuMemFreeHost = NULL;
     if (!ok) {
@@ -193,14 +200,30 @@ typedef struct pool_block {
     CUstream stream;   /* handed out for (0: none pending) */
     CUstream freed_on; /* the freeing thread's stream when it differed (0: none) */
     bool persistent;   /* exactly sized, back to the driver when freed */
+    cuda_gpool *gp;    /* the graph whose memory this is (NULL: the device's) */
     struct pool_block *next;
 } pool_block;
+
+/* A graph's memory (cuda_graph.c): every block handed out while its capture ran, or freed by the
+ * capturing thread meanwhile, belongs to the graph, which replays work on those addresses; freed
+ * blocks wait in its own cache (reused by later allocations of the same capture) until the graph
+ * is gone, then join the device's cache, as do its blocks freed after that. */
+struct cuda_gpool {
+    pool_block *cached;
+    int64_t live;  /* its blocks handed out and not yet freed */
+    int64_t bytes; /* its blocks' bytes (cached and live) */
+    bool closed;   /* the graph is gone */
+    CUstream last; /* the stream its work last ran on (0: none since the capture) */
+    int device;
+    struct cuda_gpool *next; /* the device's graphs that are not closed */
+};
 
 #define POOL_BUCKETS 1024
 
 typedef struct pool {
     pool_block *live[POOL_BUCKETS];
     pool_block *cached; /* free blocks, any class */
+    cuda_gpool *graphs; /* graph pools not closed */
     em_cuda_pool_stats st;
     int64_t limit;   /* bytes in use + cached at most (0: none) */
     bool limit_read; /* the config key cuda_memory_limit_mb has been read */
@@ -280,17 +303,22 @@ static int64_t pool_limit(pool *pl)
  * with *r set (0 with no host memory, OVER_LIMIT past the limit). */
 static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
 {
+    /* while this thread captures a graph the cache cannot go back (that synchronises the
+     * device, which a capture forbids) */
+    bool capturing = cuda_capture_pool(device) != NULL;
     int64_t limit = pool_limit(pl);
     if (limit && pl->st.in_use_bytes + pl->st.cached_bytes + (int64_t)sz > limit) {
-        release_cached(device, pl);
-        if (pl->st.in_use_bytes + (int64_t)sz > limit) {
+        if (!capturing) release_cached(device, pl);
+        if (pl->st.in_use_bytes + pl->st.cached_bytes * capturing + (int64_t)sz > limit) {
             *r = OVER_LIMIT;
             return NULL;
         }
     }
     CUdeviceptr p = 0;
+    int mode = cuda_capture_relax(); /* cuMemAlloc is not captured: allowed during a capture */
     *r = cuda_drv.cuMemAlloc(&p, sz);
-    if (*r != 0 && pl->cached) {
+    cuda_capture_restore(mode);
+    if (*r != 0 && pl->cached && !capturing) {
         release_cached(device, pl);
         *r = cuda_drv.cuMemAlloc(&p, sz);
     }
@@ -303,6 +331,7 @@ static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
     b->ptr = p;
     b->size = sz;
     b->persistent = false;
+    b->gp = NULL;
     pl->st.device_allocs++;
     return b;
 }
@@ -329,9 +358,21 @@ static void *alloc_failed(int device, size_t sz, CUresult r)
     return NULL;
 }
 
-/* Hands b out for work on stream s (pool_lock held). */
-static void *hand_out(pool *pl, pool_block *b, CUstream s)
+/* Makes b part of graph pool gp (pool_lock held). */
+static void adopt(pool_block *b, cuda_gpool *gp)
 {
+    b->persistent = false; /* the graph's now: freed into its cache like the rest */
+    b->gp = gp;
+    gp->bytes += (int64_t)b->size;
+}
+
+/* Hands b out for work on stream s (pool_lock held); while this thread captures a graph on the
+ * device, b becomes the graph's. */
+static void *hand_out(int device, pool *pl, pool_block *b, CUstream s)
+{
+    cuda_gpool *gp = cuda_capture_pool(device);
+    if (gp && !b->gp) adopt(b, gp);
+    if (b->gp) b->gp->live++;
     b->stream = s;
     b->freed_on = 0;
     size_t h = bucket_of(b->ptr);
@@ -344,6 +385,20 @@ static void *hand_out(pool *pl, pool_block *b, CUstream s)
     return (void *)(uintptr_t)b->ptr;
 }
 
+/* Unlinks and returns a block of size sz from list *pp whose queued work is all on stream s (or
+ * none), or NULL (pool_lock held). */
+static pool_block *take_own(pool_block **pp, size_t sz, CUstream s)
+{
+    for (; *pp; pp = &(*pp)->next) {
+        pool_block *b = *pp;
+        if (b->size == sz && own_stream(b->stream, s) && own_stream(b->freed_on, s)) {
+            *pp = b->next;
+            return b;
+        }
+    }
+    return NULL;
+}
+
 void *cuda_pool_alloc(int device, size_t nbytes)
 {
     if (cuda_enter(device, "cuda alloc") != EM_OK) return NULL;
@@ -351,20 +406,30 @@ void *cuda_pool_alloc(int device, size_t nbytes)
     size_t sz = cuda_size_class(nbytes);
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
-    pool_block *b = NULL, **other = NULL;
-    for (pool_block **pp = &pl->cached; *pp; pp = &(*pp)->next)
-        if ((*pp)->size == sz) {
+    pool_block *b = NULL;
+    cuda_gpool *gp = cuda_capture_pool(device);
+    if (gp) {
+        /* a capture: the graph's own freed blocks, or the device's used on s alone (a block last
+         * used on another stream would need a wait on an event from outside the capture) */
+        b = take_own(&gp->cached, sz, s);
+        if (!b) b = take_own(&pl->cached, sz, s);
+    } else {
+        /* prefer a block whose streams are s, else any of the size, ordered after its work */
+        pool_block **other = NULL;
+        for (pool_block **pp = &pl->cached; *pp && !b; pp = &(*pp)->next) {
+            if ((*pp)->size != sz) continue;
             if (own_stream((*pp)->stream, s) && own_stream((*pp)->freed_on, s)) {
                 b = *pp;
                 *pp = b->next;
-                break;
+            } else if (!other) {
+                other = pp;
             }
-            if (!other) other = pp;
         }
-    if (!b && other) {
-        b = *other;
-        *other = b->next;
-        order_reuse(device, pl, b, s);
+        if (!b && other) {
+            b = *other;
+            *other = b->next;
+            order_reuse(device, pl, b, s);
+        }
     }
     if (b) {
         pl->st.cached_bytes -= (int64_t)sz;
@@ -375,7 +440,7 @@ void *cuda_pool_alloc(int device, size_t nbytes)
         pthread_mutex_unlock(&pool_lock);
         return alloc_failed(device, sz, r);
     }
-    void *p = hand_out(pl, b, s);
+    void *p = hand_out(device, pl, b, s);
     pthread_mutex_unlock(&pool_lock);
     return p;
 }
@@ -398,7 +463,7 @@ void *cuda_pool_alloc_persistent(int device, size_t nbytes)
         return alloc_failed(device, sz, r);
     }
     b->persistent = true;
-    void *p = hand_out(pl, b, s);
+    void *p = hand_out(device, pl, b, s);
     pthread_mutex_unlock(&pool_lock);
     return p;
 }
@@ -419,11 +484,31 @@ static void free_persistent(int device, pool_block *b)
     free(b);
 }
 
+/* The pool side of a freed graph block b (pool_lock held): true when it went into its graph's
+ * cache; else it has left the graph, which is released once nothing of it is left. */
+static bool free_into_graph(pool *pl, pool_block *b)
+{
+    cuda_gpool *gp = b->gp;
+    gp->live--;
+    if (!gp->closed) {
+        pl->st.cached_bytes += (int64_t)b->size;
+        b->next = gp->cached;
+        gp->cached = b;
+        return true;
+    }
+    /* the graph is gone (its replays were waited for): an ordinary block now */
+    gp->bytes -= (int64_t)b->size;
+    b->gp = NULL;
+    if (gp->live == 0) free(gp);
+    return false;
+}
+
 void cuda_pool_free(int device, void *p)
 {
     if (!p || device < 0 || device >= cuda_device_count()) return;
     CUdeviceptr dp = (CUdeviceptr)(uintptr_t)p;
     CUstream cur = cuda_stream_peek(device); /* NULL: this thread queued nothing on device */
+    cuda_gpool *capture = cuda_capture_pool(device);
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
     size_t h = bucket_of(dp);
@@ -434,6 +519,15 @@ void cuda_pool_free(int device, void *p)
             b->freed_on = cur == b->stream ? 0 : cur;
             pl->st.in_use_bytes -= (int64_t)b->size;
             pl->st.frees++;
+            if (capture && !b->gp) { /* freed during a capture: the graph may use it */
+                if (b->persistent) pl->st.persistent_bytes -= (int64_t)b->size;
+                adopt(b, capture);
+                capture->live++;
+            }
+            if (b->gp && free_into_graph(pl, b)) {
+                pthread_mutex_unlock(&pool_lock);
+                return;
+            }
             if (b->persistent) {
                 pl->st.persistent_bytes -= (int64_t)b->size;
                 pthread_mutex_unlock(&pool_lock);
@@ -451,6 +545,67 @@ void cuda_pool_free(int device, void *p)
                device);
 }
 
+cuda_gpool *cuda_gpool_new(int device)
+{
+    cuda_gpool *gp = calloc(1, sizeof *gp);
+    if (!gp) {
+        em_error(EM_ERR_OOM, "em_graph_capture_begin: out of memory");
+        return NULL;
+    }
+    gp->device = device;
+    pthread_mutex_lock(&pool_lock);
+    gp->next = pools[device].graphs;
+    pools[device].graphs = gp;
+    pthread_mutex_unlock(&pool_lock);
+    return gp;
+}
+
+void cuda_gpool_launched(cuda_gpool *gp, CUstream s)
+{
+    pthread_mutex_lock(&pool_lock);
+    gp->last = s;
+    pthread_mutex_unlock(&pool_lock);
+}
+
+CUstream cuda_gpool_last(cuda_gpool *gp)
+{
+    pthread_mutex_lock(&pool_lock);
+    CUstream s = gp->last;
+    pthread_mutex_unlock(&pool_lock);
+    return s;
+}
+
+int64_t cuda_gpool_bytes(cuda_gpool *gp)
+{
+    pthread_mutex_lock(&pool_lock);
+    int64_t n = gp->bytes;
+    pthread_mutex_unlock(&pool_lock);
+    return n;
+}
+
+void cuda_gpool_close(cuda_gpool *gp)
+{
+    pthread_mutex_lock(&pool_lock);
+    pool *pl = &pools[gp->device];
+    for (cuda_gpool **pp = &pl->graphs; *pp; pp = &(*pp)->next)
+        if (*pp == gp) {
+            *pp = gp->next;
+            break;
+        }
+    for (pool_block *b = gp->cached, *next; b; b = next) {
+        next = b->next;
+        b->gp = NULL;
+        gp->bytes -= (int64_t)b->size;
+        b->next = pl->cached;
+        pl->cached = b;
+    }
+    gp->cached = NULL;
+    gp->closed = true;
+    bool gone = gp->live == 0;
+    pthread_mutex_unlock(&pool_lock);
+    if (gone) free(gp);
+}
+
 static void forget(pool_block *b, CUstream s)
 {
     if (b->stream == s) b->stream = 0;
@@ -463,6 +618,10 @@ void cuda_pool_forget_stream(int device, CUstream s)
     pthread_mutex_lock(&pool_lock);
     pool *pl = &pools[device];
     for (pool_block *b = pl->cached; b; b = b->next) forget(b, s);
+    for (cuda_gpool *gp = pl->graphs; gp; gp = gp->next) {
+        for (pool_block *b = gp->cached; b; b = b->next) forget(b, s);
+        if (gp->last == s) gp->last = 0;
+    }
     for (size_t h = 0; h < POOL_BUCKETS; h++)
         for (pool_block *b = pl->live[h]; b; b = b->next) forget(b, s);
     pthread_mutex_unlock(&pool_lock);

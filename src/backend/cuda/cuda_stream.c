@@ -306,4 +306,9 @@ const em_stream_ops cuda_stream_ops = {
     .event_wait = ops_event_wait,
     .event_sync = ops_event_sync,
     .event_elapsed = ops_event_elapsed,
+    .graph_begin = cuda_graph_begin,
+    .graph_end = cuda_graph_end,
+    .graph_launch = cuda_graph_launch,
+    .graph_free = cuda_graph_free,
+    .graph_bytes = cuda_graph_bytes,
 };

@@ -1,0 +1,214 @@
+/* CUDA graphs (em_graph_*): stream capture of the calling thread's current stream, the graph's
+ * own memory (a cuda_gpool of the pool: blocks handed out or freed by the capturing thread during
+ * the capture), replay with one cuGraphLaunch, and the refusals of what a capture cannot record.
+ *
+ * The capture runs in CUDA's thread-local mode: a call of this thread that a capture forbids (a
+ * synchronisation, a blocking copy) fails and voids the capture, so a graph is never made from a
+ * sequence that would replay wrongly; other threads go on as usual. cuMemAlloc, which the pool
+ * may need while capturing, is not recorded and is made in relaxed mode. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "cuda.h"
+
+#define MAX_DEV                        16
+#define CU_STREAM_CAPTURE_MODE_THREAD  1
+#define CU_STREAM_CAPTURE_MODE_RELAXED 2
+#define CUDA_ERROR_CAPTURE_INVALIDATED 901
+
+typedef struct capture {
+    cuda_gpool *gp; /* NULL: not capturing on this device */
+    CUstream s;
+    bool refused; /* an op was refused: the capture makes no graph */
+} capture;
+
+static _Thread_local capture tl_capture[MAX_DEV];
+static _Thread_local int tl_capturing; /* devices this thread captures on */
+
+struct cuda_graph {
+    CUgraphExec exec;
+    cuda_gpool *gp;
+};
+
+cuda_gpool *cuda_capture_pool(int device)
+{
+    return tl_capturing && device >= 0 && device < MAX_DEV ? tl_capture[device].gp : NULL;
+}
+
+int cuda_capture_relax(void)
+{
+    if (!tl_capturing || !cuda_drv.cuThreadExchangeStreamCaptureMode) return -1;
+    int mode = CU_STREAM_CAPTURE_MODE_RELAXED;
+    return cuda_drv.cuThreadExchangeStreamCaptureMode(&mode) == 0 ? mode : -1;
+}
+
+void cuda_capture_restore(int mode)
+{
+    if (mode >= 0) cuda_drv.cuThreadExchangeStreamCaptureMode(&mode);
+}
+
+em_status cuda_capture_refused(int device, em_status st)
+{
+    if (cuda_capture_pool(device)) tl_capture[device].refused = true;
+    return st;
+}
+
+em_status cuda_capture_refuse(int device, const char *what, bool to_host)
+{
+    if (!cuda_capture_pool(device)) return EM_OK;
+    tl_capture[device].refused = true;
+    if (to_host)
+        return em_error(EM_ERR_INVALID_ARG,
+                        "%s: reads device memory back to the host, which a graph capture on "
+                        "cuda:%d cannot record (the values exist only when the graph runs): an op "
+                        "that needs such a read (an index check, a data-dependent size, a CPU "
+                        "fallback) cannot be captured; read results after em_graph_replay",
+                        what, device);
+    return em_error(EM_ERR_INVALID_ARG,
+                    "%s: a copy from host memory cannot be recorded in a graph capture on cuda:%d "
+                    "(the graph would read the host buffer when it runs); copy new inputs into "
+                    "the tensors the graph reads with em_copy_into, outside the capture",
+                    what, device);
+}
+
+static bool have_graphs(void)
+{
+    return cuda_drv.cuStreamBeginCapture && cuda_drv.cuStreamEndCapture &&
+           cuda_drv.cuGraphInstantiateWithFlags && cuda_drv.cuGraphLaunch &&
+           cuda_drv.cuGraphExecDestroy && cuda_drv.cuGraphDestroy &&
+           cuda_drv.cuThreadExchangeStreamCaptureMode;
+}
+
+em_status cuda_graph_begin(int device)
+{
+    const char *fn = "em_graph_capture_begin";
+    if (!have_graphs())
+        return em_error(EM_ERR_UNSUPPORTED, "%s: the CUDA driver lacks stream capture", fn);
+    if (device < 0 || device >= MAX_DEV)
+        return em_error(EM_ERR_DEVICE, "%s: graphs reach cuda:0 to cuda:%d", fn, MAX_DEV - 1);
+    if (tl_capture[device].gp)
+        return em_error(EM_ERR_INVALID_ARG,
+                        "%s: this thread is capturing on cuda:%d already (end it first)", fn,
+                        device);
+    em_status st = cuda_enter(device, fn);
+    if (st != EM_OK) return st;
+    CUstream s = cuda_stream(device);
+    if (!s)
+        return em_error(EM_ERR_DEVICE,
+                        "%s: this thread has no stream of its own on cuda:%d (the legacy stream "
+                        "cannot be captured)",
+                        fn, device);
+    cuda_gpool *gp = cuda_gpool_new(device);
+    if (!gp) return em_last_status();
+    CUresult r = cuda_drv.cuStreamBeginCapture(s, CU_STREAM_CAPTURE_MODE_THREAD);
+    if (r) {
+        cuda_gpool_close(gp);
+        return cuda_fail(EM_ERR_DEVICE, r, fn, "cuStreamBeginCapture", device);
+    }
+    tl_capture[device] = (capture){.gp = gp, .s = s};
+    tl_capturing++;
+    return EM_OK;
+}
+
+/* Records the failure of a capture's end and gives its memory back. */
+static void *end_failed(cuda_gpool *gp, CUresult r, const char *call, int device)
+{
+    cuda_gpool_close(gp);
+    cuda_fail(EM_ERR_DEVICE, r, "em_graph_capture_end", call, device);
+    if (r == CUDA_ERROR_CAPTURE_INVALIDATED) {
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "%s; an op during the capture failed or did what a graph "
+                 "cannot record (its error said which)",
+                 em_last_error());
+        em_clear_error();
+        em_error(EM_ERR_DEVICE, "%s", msg);
+    }
+    return NULL;
+}
+
+void *cuda_graph_end(int device)
+{
+    const char *fn = "em_graph_capture_end";
+    if (device < 0 || device >= MAX_DEV || !tl_capture[device].gp) {
+        em_error(EM_ERR_INVALID_ARG, "%s: this thread is not capturing on cuda:%d", fn, device);
+        return NULL;
+    }
+    capture c = tl_capture[device];
+    tl_capture[device] = (capture){0};
+    tl_capturing--;
+    if (cuda_enter(device, fn) != EM_OK) {
+        cuda_gpool_close(c.gp);
+        return NULL;
+    }
+    CUgraph graph = NULL;
+    CUresult r = cuda_drv.cuStreamEndCapture(c.s, &graph);
+    if (r) return end_failed(c.gp, r, "cuStreamEndCapture", device);
+    if (c.refused) {
+        cuda_drv.cuGraphDestroy(graph);
+        cuda_gpool_close(c.gp);
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: an op of the capture on cuda:%d was refused (its error said why); no graph "
+                 "was made",
+                 fn, device);
+        return NULL;
+    }
+    struct cuda_graph *g = calloc(1, sizeof *g);
+    if (!g) {
+        cuda_drv.cuGraphDestroy(graph);
+        cuda_gpool_close(c.gp);
+        em_error(EM_ERR_OOM, "%s: out of memory", fn);
+        return NULL;
+    }
+    r = cuda_drv.cuGraphInstantiateWithFlags(&g->exec, graph, 0);
+    cuda_drv.cuGraphDestroy(graph); /* the executable graph is a copy */
+    if (r) {
+        free(g);
+        return end_failed(c.gp, r, "cuGraphInstantiateWithFlags", device);
+    }
+    g->gp = c.gp;
+    return g;
+}
+
+em_status cuda_graph_launch(int device, void *p)
+{
+    const char *fn = "em_graph_replay";
+    struct cuda_graph *g = p;
+    if (cuda_capture_pool(device))
+        return em_error(EM_ERR_INVALID_ARG,
+                        "%s: this thread is capturing on cuda:%d (a replay inside a capture is not "
+                        "supported)",
+                        fn, device);
+    em_status st = cuda_enter(device, fn);
+    if (st != EM_OK) return st;
+    CUstream s = cuda_stream(device);
+    /* replays share the graph's memory: one on another stream waits for the last */
+    CUstream last = cuda_gpool_last(g->gp);
+    if (last && last != s && (st = cuda_stream_order(device, s, device, last, fn)) != EM_OK)
+        return st;
+    CUresult r = cuda_drv.cuGraphLaunch(g->exec, s);
+    if (r) return cuda_fail(EM_ERR_DEVICE, r, fn, "cuGraphLaunch", device);
+    cuda_gpool_launched(g->gp, s);
+    return EM_OK;
+}
+
+void cuda_graph_free(int device, void *p)
+{
+    struct cuda_graph *g = p;
+    em_status before = em_last_status();
+    if (cuda_enter(device, "em_graph_free") == EM_OK) {
+        CUstream last = cuda_gpool_last(g->gp);
+        if (last) cuda_drv.cuStreamSynchronize(last); /* its memory goes back to the pool */
+        cuda_drv.cuGraphExecDestroy(g->exec);
+    } else {
+        cuda_forget_error(before);
+    }
+    cuda_gpool_close(g->gp);
+    free(g);
+}
+
+int64_t cuda_graph_bytes(int device, void *p)
+{
+    (void)device;
+    return cuda_gpool_bytes(((struct cuda_graph *)p)->gp);
+}
