@@ -42,7 +42,11 @@ enum {
     K_H2D,         /* a (on the host, pinned or not) to the device */
     K_D2H,         /* a (on the device) to a new host tensor */
     K_D2H_INTO,    /* a (on the device) into the host tensor b (pinned) */
+    K_GRAPH,       /* one replay of `graph` */
 };
+
+/* graph_add_1000's graph: 1000 chained one-element adds */
+static em_graph *graph;
 
 /* the attention forward-backward cases' keys, values and output gradient (q is ctx.a) */
 static em_tensor *attn_k, *attn_v, *attn_g;
@@ -61,6 +65,7 @@ static void step(void *p)
         case K_MATMUL: em_matmul(c->a, c->b); break;
         case K_ADD:
         case K_TINY_ADD: em_add(c->a, c->b); break;
+        case K_GRAPH: em_graph_replay(graph); break;
         case K_H2D: em_to_device(c->a, dev); break;
         case K_D2H: em_to_device(c->a, EM_CPU); break;
         case K_D2H_INTO:
@@ -427,6 +432,24 @@ int main(int argc, char **argv)
     if (bench_selected(argc, argv, "tiny_add")) {
         em_tensor *a = em_randn(EM_SHAPE(1), EM_F32, dev), *b = em_randn(EM_SHAPE(1), EM_F32, dev);
         run_case("tiny_add", K_TINY_ADD, a, b, 1000, 11, 2.0); /* ms per 1000 ops */
+        em_release(a);
+        em_release(b);
+    }
+    if (bench_selected(argc, argv, "graph_add_1000")) {
+        /* the tiny add 1000 times in a chain, captured once; a rep is one replay */
+        em_tensor *a = em_randn(EM_SHAPE(1), EM_F32, dev), *b = em_randn(EM_SHAPE(1), EM_F32, dev);
+        em_release(em_add(a, b)); /* the kernel compiles outside the capture */
+        em_scope_begin();
+        em_graph_capture_begin(dev);
+        em_tensor *y = a;
+        for (int i = 0; i < 1000; i++) y = em_add(y, b);
+        graph = em_graph_capture_end(dev);
+        em_scope_end();
+        if (graph)
+            run_case("graph_add_1000", K_GRAPH, a, b, 1, 21, 2.0); /* ms per 1000 ops */
+        else
+            fprintf(stderr, "graph_add_1000: %s\n", em_last_error());
+        em_graph_free(graph);
         em_release(a);
         em_release(b);
     }

@@ -80,6 +80,8 @@ def rate(case, ms):
         return f"{2 * n * ch * ch * hw * hw * 9 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case == "tiny_add":
         return f"{ms * 1e3:.1f} us/op"
+    if case == "graph_add_1000":  # a rep is 1000 ops: ms per rep = us per op
+        return f"{ms:.2f} us/op"
     if case.startswith("sdpa_fwbw_"):  # forward 4 B H S^2 D flops, backward 10 (FlashAttention-2's count)
         flops = 14 * 2 * 16 * 8192 ** 2 * 128 / (2 if case.endswith("causal") else 1)
         return f"{flops / (ms * 1e-3) / 1e12:.1f} TFLOP/s"

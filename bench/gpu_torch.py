@@ -147,6 +147,23 @@ with torch.no_grad():
         a = torch.randn(1, device=dev)
         b = torch.randn(1, device=dev)
         run("tiny_add", lambda: a + b, inner=1000, reps=11)
+    if selected("graph_add_1000"):
+        # the tiny add 1000 times in a chain, captured once (warmed up on a side stream, as
+        # torch.cuda.graphs' documentation does); a rep is one replay
+        a = torch.randn(1, device=dev)
+        b = torch.randn(1, device=dev)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                a + b
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            y = a
+            for _ in range(1000):
+                y = y + b
+        run("graph_add_1000", graph.replay, reps=21)
 
 
 def train_case(name, net, xshape, reps):

@@ -288,15 +288,26 @@ em_status em_copy_into(em_tensor *dst, const em_tensor *src)
                         "would not be dst)");
     size_t nbytes = (size_t)tn_numel(dst) * em_dtype_size(dst->dtype);
     if (nbytes == 0) return EM_OK;
-    /* src in dst's dtype, contiguous, and apart from dst's memory */
-    em_tensor *c = src->dtype == dst->dtype ? em_contiguous(src) : em_cast(src, dst->dtype);
+    /* src in dst's dtype (converted on the CPU when either side is there: it converts every
+     * dtype), contiguous, and apart from dst's memory */
+    em_device dd = dst->storage->device;
+    em_tensor *c = NULL;
+    if (src->dtype == dst->dtype) {
+        c = em_contiguous(src);
+    } else if (src->storage->device.backend != 0 && dd.backend == 0) {
+        em_tensor *h = em_to_device((em_tensor *)src, EM_CPU);
+        c = h ? em_cast(h, dst->dtype) : NULL;
+        em_release(h);
+    } else {
+        c = em_cast(src, dst->dtype);
+    }
     if (c && c->storage == dst->storage) {
         em_tensor *d = em_clone(c);
         em_release(c);
         c = d;
     }
     if (!c) return em_last_status();
-    em_device dd = dst->storage->device, sd = c->storage->device;
+    em_device sd = c->storage->device;
     const em_backend *dbe = em_backend_get(dd.backend), *sbe = em_backend_get(sd.backend);
     em_status st;
     if (dd.backend == 0) { /* into host memory (a pinned block waits for DMAs reading it) */

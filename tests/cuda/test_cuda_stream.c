@@ -4,6 +4,7 @@
  * buffer scribbled over as soon as the call returns), host threads on their own default streams
  * sharing the pool, and to_device between two GPUs when there are two. Without a CUDA device it
  * prints one line and passes. */
+#include <math.h>
 #include <pthread.h>
 #include <string.h>
 
@@ -383,6 +384,115 @@ static void test_pinned(void)
     CHECK_OK("pinned");
 }
 
+/* ---- graphs --------------------------------------------------------------------------------- */
+
+/* Largest |a - b| over two tensors of one shape (read back); -1 on error. */
+static double max_diff(em_tensor *a, em_tensor *b)
+{
+    int64_t n = em_tensor_numel(a);
+    double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y), m = 0;
+    if (em_to_data(a, x, EM_F64, n) != EM_OK || em_to_data(b, y, EM_F64, n) != EM_OK) m = -1;
+    for (int64_t i = 0; i < n && m >= 0; i++) m = fmax(m, fabs(x[i] - y[i]));
+    free(x);
+    free(y);
+    return m;
+}
+
+/* An MLP's forward pass, and a forward and backward pass, captured once and replayed on new
+ * inputs written with em_copy_into: each replay's results against the same calls run eagerly on
+ * that input; then the refusals on a real driver (a read back, a random op) and the memory. */
+static void test_graphs(void)
+{
+    em_device_sync(dev);
+    em_device_mem_stats m0;
+    em_device_get_mem_stats(dev, &m0);
+    em_scope_begin();
+    em_tensor *x = em_randn(EM_SHAPE(128, 256), EM_F32, dev);
+    em_tensor *w1 =
+        em_requires_grad(em_mul_scalar(em_randn(EM_SHAPE(256, 512), EM_F32, dev), 0.06), true);
+    em_tensor *b1 = em_requires_grad(em_zeros(EM_SHAPE(512), EM_F32, dev), true);
+    em_tensor *w2 =
+        em_requires_grad(em_mul_scalar(em_randn(EM_SHAPE(512, 64), EM_F32, dev), 0.04), true);
+    CHECK_OK("graph inputs");
+    /* eager first: kernels compile on first use, which a capture cannot do */
+    for (int pass = 0; pass < 2; pass++) {
+        em_tensor *outs[4] = {NULL};
+        em_graph *g = NULL;
+        em_tensor *y = NULL, *gw1 = NULL, *gb1 = NULL;
+        for (int mode = 0; mode < 2; mode++) { /* 0: warm-up, 1: capture */
+            if (mode == 1)
+                CHECK(em_graph_capture_begin(dev) == EM_OK, "capture (%s)", em_last_error());
+            em_scope_begin();
+            if (pass == 0) em_no_grad_begin();
+            em_tensor *h = em_relu(em_add(em_matmul(x, w1), b1));
+            em_tensor *out = em_softmax(em_matmul(h, w2), -1);
+            if (pass == 1) {
+                em_grads *gr = em_backward(em_mean(em_square(out), EM_ALL, false));
+                gw1 = em_retain(em_grad(gr, w1));
+                gb1 = em_retain(em_grad(gr, b1));
+                em_grads_free(gr);
+            } else {
+                em_no_grad_end();
+            }
+            y = em_retain(out);
+            em_scope_end();
+            CHECK_OK(mode ? "captured calls" : "warm-up");
+            if (mode == 1) {
+                g = em_graph_capture_end(dev);
+                CHECK(g != NULL, "graph %d (%s)", pass, em_last_error());
+            } else {
+                em_release(y), em_release(gw1), em_release(gb1);
+                y = gw1 = gb1 = NULL;
+            }
+        }
+        if (!g) break;
+        CHECK(em_graph_memory_bytes(g) > 0, "graph %d holds memory", pass);
+        for (int r = 0; r < 3; r++) {
+            em_scope_begin();
+            CHECK(em_copy_into(x, em_randn(EM_SHAPE(128, 256), EM_F32, EM_CPU)) == EM_OK,
+                  "new input (%s)", em_last_error());
+            CHECK(em_graph_replay(g) == EM_OK, "replay (%s)", em_last_error());
+            /* the same calls eagerly on this input */
+            if (pass == 0) em_no_grad_begin();
+            em_tensor *h = em_relu(em_add(em_matmul(x, w1), b1));
+            em_tensor *out = em_softmax(em_matmul(h, w2), -1);
+            double d = max_diff(out, y);
+            CHECK(d >= 0 && d <= 1e-6, "graph %d replay %d: output differs by %g", pass, r, d);
+            if (pass == 1) {
+                em_grads *gr = em_backward(em_mean(em_square(out), EM_ALL, false));
+                double dw = max_diff(em_grad(gr, w1), gw1), db = max_diff(em_grad(gr, b1), gb1);
+                CHECK(dw >= 0 && dw <= 1e-6 && db >= 0 && db <= 1e-6,
+                      "graph %d replay %d: gradients differ by %g, %g", pass, r, dw, db);
+                em_grads_free(gr);
+            } else {
+                em_no_grad_end();
+            }
+            em_scope_end();
+        }
+        outs[0] = y, outs[1] = gw1, outs[2] = gb1;
+        em_graph_free(g);
+        for (int i = 0; i < 3; i++) em_release(outs[i]);
+    }
+    /* refusals: a read back and a random op void a capture; an eager op works after them */
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "capture 3");
+    em_scope_begin();
+    em_tensor *t = em_add_scalar(x, 1.0);
+    CHECK(isnan(em_item_f64(em_sum(t, EM_ALL, false))), "a read back in a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "reads device memory back to the host");
+    CHECK(!em_dropout(t, 0.5, true), "dropout in a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "random op cannot be captured");
+    em_scope_end();
+    CHECK(!em_graph_capture_end(dev), "a refused capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
+    em_scope_end();
+    em_device_empty_cache(dev);
+    em_device_mem_stats m1;
+    em_device_get_mem_stats(dev, &m1);
+    CHECK(m1.in_use_bytes == m0.in_use_bytes && m1.cached_bytes == 0,
+          "graph memory back: %lld in use (%lld before), %lld cached", (long long)m1.in_use_bytes,
+          (long long)m0.in_use_bytes, (long long)m1.cached_bytes);
+}
+
 int main(void)
 {
     em_backends_init();
@@ -401,6 +511,7 @@ int main(void)
     test_joined_thread();
     test_two_devices();
     test_pinned();
+    test_graphs();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

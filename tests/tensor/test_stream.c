@@ -1,5 +1,6 @@
 /* Streams and events on devices without them (the CPU and the test-only sim device): the calls
- * succeed and do nothing, events time on the host clock, and bad arguments give clear errors. */
+ * succeed and do nothing, events time on the host clock, and bad arguments give clear errors.
+ * Graphs there: refused with a clear error. em_copy_into between and within them. */
 #include "harness.h"
 
 static void test_device(em_device dev, const char *name)
@@ -88,6 +89,70 @@ static void test_errors(void)
     em_stream_free(s);
 }
 
+static void test_graphs_refused(void)
+{
+    em_device sim = em_device_parse("sim:0");
+    CHECK(em_graph_capture_begin(EM_CPU) == EM_ERR_UNSUPPORTED, "no graphs on the cpu");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_graph_capture_begin: cpu has no graphs");
+    CHECK(em_graph_capture_end(sim) == NULL, "no graphs on sim");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_graph_capture_end: ");
+    CHECK(em_graph_capture_begin((em_device){0, 5}) == EM_ERR_DEVICE, "cpu:5");
+    CHECK_ERR(EM_ERR_DEVICE, "does not exist");
+    CHECK(em_graph_replay(NULL) == EM_ERR_INVALID_ARG, "replay NULL");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "argument `g` is NULL");
+    CHECK(em_graph_memory_bytes(NULL) == 0, "NULL holds nothing");
+    em_graph_free(NULL);
+}
+
+/* em_copy_into: values from every pair of devices and dtypes into dst's own memory (views of it
+ * see them), and its errors. */
+static void test_copy_into(void)
+{
+    em_device sim = em_device_parse("sim:0");
+    em_device devs[2] = {EM_CPU, sim};
+    const double v[6] = {1, -2, 3.5, 4, 5, -6.25};
+    for (int i = 0; i < 4; i++) {
+        em_scope_begin();
+        em_device dd = devs[i & 1], sd = devs[i >> 1];
+        em_tensor *dst = em_zeros(EM_SHAPE(2, 3), EM_F32, dd);
+        em_tensor *view = em_reshape(dst, EM_SHAPE(6));
+        void *before = dd.backend == 0 ? em_tensor_data(dst) : NULL;
+        /* f64 into f32 (the sim device converts f32 only: f32 when both are there) */
+        em_dtype sdt = i == 3 ? EM_F32 : EM_F64;
+        em_tensor *src = em_from_data(v, EM_F64, EM_SHAPE(2, 3), sdt, sd);
+        CHECK(em_copy_into(dst, src) == EM_OK, "%d: into f32 (%s)", i, em_last_error());
+        h_check_tensor("em_copy_into", dst, v, EM_SHAPE(2, 3), 0, 0);
+        h_check_tensor("a view of dst", view, v, EM_SHAPE(6), 0, 0);
+        CHECK(dd.backend != 0 || em_tensor_data(dst) == before, "%d: the same memory", i);
+        /* a transposed source */
+        em_tensor *t = em_transpose(em_from_data(v, EM_F64, EM_SHAPE(3, 2), EM_F32, sd), 0, 1);
+        CHECK(em_copy_into(dst, t) == EM_OK, "%d: transposed source (%s)", i, em_last_error());
+        const double tv[6] = {1, 3.5, 5, -2, 4, -6.25};
+        h_check_tensor("from a transposed source", dst, tv, EM_SHAPE(2, 3), 0, 0);
+        em_scope_end();
+    }
+    em_scope_begin();
+    em_tensor *dst = em_zeros(EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    /* src overlapping dst: a view of dst itself, reversed */
+    em_tensor *src = em_from_data(v, EM_F64, EM_SHAPE(2, 3), EM_F32, EM_CPU);
+    em_copy_into(dst, src);
+    CHECK(em_copy_into(dst, em_flip(dst, EM_AXES(0, 1))) == EM_OK, "from a view of itself");
+    const double fv[6] = {-6.25, 5, 4, 3.5, -2, 1};
+    h_check_tensor("from a flipped view of itself", dst, fv, EM_SHAPE(2, 3), 0, 0);
+    CHECK(em_copy_into(dst, em_zeros(EM_SHAPE(3, 2), EM_F32, EM_CPU)) == EM_ERR_SHAPE, "shape");
+    CHECK_ERR(EM_ERR_SHAPE, "em_copy_into: dst has shape [2, 3], src [3, 2]");
+    CHECK(em_copy_into(em_transpose(dst, 0, 1), em_zeros(EM_SHAPE(3, 2), EM_F32, EM_CPU)) ==
+              EM_ERR_INVALID_ARG,
+          "a strided dst");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "dst must be contiguous");
+    CHECK(em_copy_into(NULL, dst) == EM_ERR_INVALID_ARG, "NULL dst");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "dst");
+    CHECK(em_copy_into(dst, NULL) == EM_ERR_INVALID_ARG, "NULL src");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "src");
+    h_check_tensor("dst unchanged by the failures", dst, fv, EM_SHAPE(2, 3), 0, 0);
+    em_scope_end();
+}
+
 int main(void)
 {
     h_init();
@@ -97,5 +162,7 @@ int main(void)
     CHECK_OK("em_device_parse(\"sim:0\")");
     test_device(sim, "sim:0");
     test_errors();
+    test_graphs_refused();
+    test_copy_into();
     return h_finish();
 }
