@@ -669,6 +669,7 @@ static void test_graphs(void)
     CHECK(em_graph_capture_begin(dev) == EM_OK, "begin (%s)", em_last_error());
     CHECK(em_graph_capture_begin(dev) == EM_ERR_INVALID_ARG, "begin twice");
     CHECK_ERR(EM_ERR_INVALID_ARG, "capturing on cuda:0 already");
+    CHECK(em_device_empty_cache(dev) == 0, "no cache release while capturing");
     em_tensor *a = em_clone(x); /* a new block (cuMemAlloc during the capture) */
     em_tensor *b = em_clone(a); /* another */
     em_release(a);              /* into the graph's cache ... */

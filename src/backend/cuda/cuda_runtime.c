@@ -638,7 +638,8 @@ bool cuda_pool_stats(int device, em_cuda_pool_stats *out)
 
 int64_t cuda_pool_empty_cache(int device)
 {
-    if (device < 0 || device >= cuda_device_count()) return 0;
+    /* not while this thread captures a graph: that synchronises the device */
+    if (device < 0 || device >= cuda_device_count() || cuda_capture_pool(device)) return 0;
     if (cuda_enter(device, "cuda empty cache") != EM_OK) return 0;
     pthread_mutex_lock(&pool_lock);
     int64_t held = pools[device].st.cached_bytes;
