@@ -73,7 +73,8 @@ def rate(case, ms):
         n = int(case.rsplit("_", 1)[1])
         return f"{2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case in BYTES:
-        return f"{BYTES[case] / (ms * 1e-3) / 1e12:.2f} TB/s"
+        rate = BYTES[case] / (ms * 1e-3)
+        return f"{rate / 1e12:.2f} TB/s" if rate >= 1e11 else f"{rate / 1e9:.1f} GB/s"  # host copies
     if case.startswith("conv_"):  # 3x3: 2 N C^2 H W 9 flops (conv_<dtype>_<C>[_path])
         ch = int(case.split("_")[2])
         n, hw = {64: (16, 56), 128: (16, 56), 256: (32, 28), 512: (32, 14)}[ch]

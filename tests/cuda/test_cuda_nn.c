@@ -336,9 +336,9 @@ static void test_conv_large(void)
 }
 
 /* The f32 copy-engine convolutions (config cuda_conv_kernel sgt: 4-D boxes, sgt_im2col: the
- * im2col mode) at the sizes of test_conv_large, where each block walks several tiles, and at
- * [32, 512, 14, 14] (boxes: two column tiles of 7 rows an image; im2col: tiles across rows and
- * images), against em_conv_ig_f32 on the same values. */
+ * im2col mode, which auto takes from 128 input channels) at the sizes of test_conv_large, where
+ * each block walks several tiles, and at [32, 512, 14, 14] (boxes: two column tiles of 7 rows an
+ * image; im2col: tiles across rows and images), against em_conv_ig_f32 on the same values. */
 static void test_conv_large_f32(void)
 {
     const struct {
@@ -356,10 +356,10 @@ static void test_conv_large_f32(void)
         em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
         em_config_set("cuda_conv_kernel", "mma");
         em_tensor *want = em_conv2d(x, w, b, o);
-        for (int i = 0; i < 2; i++) {
-            const char *path = i ? "sgt_im2col" : "sgt";
+        for (int i = 0; i < 3; i++) { /* sgt, sgt_im2col, auto (sgt_im2col from 128 channels) */
+            const char *path = i == 0 ? "sgt" : i == 1 ? "sgt_im2col" : "auto";
             const char *kern = i ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
-            em_config_set("cuda_conv_kernel", path);
+            em_config_set("cuda_conv_kernel", i == 2 ? NULL : path);
             uint64_t n0 = cuda_kernel_uses(dev.index, kern);
             char what[96];
             snprintf(what, sizeof what, "conv2d f32 %s on %s",

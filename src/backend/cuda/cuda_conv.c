@@ -292,7 +292,9 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
 }
 
 /* The path for a CONV: config cuda_conv_kernel = mma, columns or wgmma asks for one (taken
- * where the shape allows it, else mma); auto (the default) takes wgmma where it applies (sm_90,
+ * where the shape allows it, else mma); for f32, sgt or sgt_im2col, and auto takes sgt_im2col
+ * from 128 input channels where it fits; for f16/bf16 auto (the default) takes wgmma where it
+ * applies (sm_90,
  * stride 1, input channels a multiple of 64) for at least 64 output channels, else columns for
  * at least 128 output channels on sm_90, else mma, as measured on an H200 (bench/RESULTS.md);
  * both only for at least 64 output positions per image (a weight gradient's convolution, with
@@ -301,12 +303,17 @@ static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_
                              int64_t G)
 {
     const char *v = em_config_get("cuda_conv_kernel");
-    if (op->out[0]->dtype == EM_F32) { /* sgt / sgt_im2col where they fit, else mma (ig_f32) */
-        bool sgt = v && !strncmp(v, "sgt", 3) && conv_sgt_fits(dev, op, g, Cx, G);
-        if (sgt && !strcmp(v, "sgt_im2col") && cuda_drv.cuTensorMapEncodeIm2col) return CONV_I2C;
-        return sgt && !strcmp(v, "sgt") ? CONV_SGT : CONV_MMA;
-    }
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
+    if (op->out[0]->dtype == EM_F32) {
+        /* sgt / sgt_im2col where they fit, else mma (ig_f32); auto: sgt_im2col from 128 input
+         * channels (H100: 1.38x / 1.40x / 1.10x ig_f32 at 128 / 256 / 512 channels, 0.90x at 64;
+         * bench/RESULTS.md) */
+        bool fits = conv_sgt_fits(dev, op, g, Cx, G), i2c = cuda_drv.cuTensorMapEncodeIm2col;
+        bool autov = !v || !strcmp(v, "auto");
+        if (fits && i2c && ((v && !strcmp(v, "sgt_im2col")) || (autov && Cx >= 128 && L >= 64)))
+            return CONV_I2C;
+        return fits && v && !strcmp(v, "sgt") ? CONV_SGT : CONV_MMA;
+    }
     bool cols =
         conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
     bool tw = conv_half_plain(op, g, Cx, G, 64) && g->s[1] == 1 && g->s[2] == 1 &&
