@@ -416,14 +416,14 @@ void *cuda_pool_alloc(int device, size_t nbytes)
     } else {
         /* prefer a block whose streams are s, else any of the size, ordered after its work */
         pool_block **other = NULL;
-        for (pool_block **pp = &pl->cached; *pp && !b; pp = &(*pp)->next) {
+        for (pool_block **pp = &pl->cached; *pp; pp = &(*pp)->next) {
             if ((*pp)->size != sz) continue;
             if (own_stream((*pp)->stream, s) && own_stream((*pp)->freed_on, s)) {
                 b = *pp;
                 *pp = b->next;
-            } else if (!other) {
-                other = pp;
+                break;
             }
+            if (!other) other = pp;
         }
         if (!b && other) {
             b = *other;
