@@ -450,12 +450,12 @@ static em_status run_random(const em_op *op, int dev, const char *what)
     if (n == 0) return EM_OK;
     if (cuda_capture_pool(dev))
         return cuda_capture_refused(
-            dev,
-            em_error(EM_ERR_INVALID_ARG,
-                     "%s: a random op cannot be captured in a graph on cuda:%d (every replay "
-                     "would draw the same numbers); leave it out of the capture (em_module_eval "
-                     "turns dropout off)",
-                     what, dev));
+            dev, em_error(EM_ERR_INVALID_ARG,
+                          "%s: a random op cannot be captured in a graph on cuda:%d (every replay "
+                          "would draw the same numbers); leave it out of the capture "
+                          "(em_module_train(m, false) "
+                          "turns dropout off)",
+                          what, dev));
     unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
     void *yp = tn_ptr(o);
     int dout = dtc(o->dtype);

@@ -309,7 +309,8 @@ static pool_block *driver_block(int device, pool *pl, size_t sz, CUresult *r)
     int64_t limit = pool_limit(pl);
     if (limit && pl->st.in_use_bytes + pl->st.cached_bytes + (int64_t)sz > limit) {
         if (!capturing) release_cached(device, pl);
-        if (pl->st.in_use_bytes + pl->st.cached_bytes * capturing + (int64_t)sz > limit) {
+        int64_t held = pl->st.in_use_bytes + (capturing ? pl->st.cached_bytes : 0);
+        if (held + (int64_t)sz > limit) {
             *r = OVER_LIMIT;
             return NULL;
         }
