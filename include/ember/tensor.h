@@ -179,20 +179,22 @@ double em_event_elapsed_ms(const em_event *start, const em_event *end);
  * by it must stay alive (write new values into them with em_copy_into); tensors made during the
  * capture hold the results of the last replay (nothing before the first) in memory the graph
  * keeps until em_graph_free. Only the recorded device work is replayed, with the values the
- * calls had then (scalars, shapes, an optimizer's coefficients): run everything once before
+ * calls had then (scalars, shapes, the kernels chosen): run everything once before
  * capturing (kernels compile and tune on first use, which a capture cannot do). A capture fails
- * with a clear error on what cannot be recorded: copies between host and device (em_tensor_data,
- * em_to_data, em_item, em_to_device from the CPU), index checks that read a flag back (gather,
+ * with a clear error on what cannot be recorded: copies between host and device (em_to_data,
+ * em_item, em_to_device from the CPU), index checks that read a flag back (gather,
  * embedding, cross-entropy targets), random ops (they would draw the same numbers on every
- * replay), the optimizers' updates, ops that fall back to the CPU. After a failed op the capture
- * is void: em_graph_capture_end then reports it and returns NULL. */
+ * replay), the optimizers' updates, ops that fall back to the CPU. Such a refusal (or a call the
+ * driver forbids during a capture, such as a device sync) voids the capture:
+ * em_graph_capture_end then reports it and returns NULL. Other threads' device-wide syncs during
+ * a capture void it too (docs/cuda.md, Graphs). */
 typedef struct em_graph em_graph;
 
 /* Starts recording the calling thread's work on dev (its current stream); EM_ERR_UNSUPPORTED on
  * a device without graphs, EM_ERR_INVALID_ARG when this thread is capturing already. */
 em_status em_graph_capture_begin(em_device dev);
-/* Ends the capture and returns the graph (NULL with the error recorded when an op of the
- * capture failed or nothing is being captured). */
+/* Ends the capture and returns the graph (NULL with the error recorded when the capture was
+ * voided or this thread is not capturing on dev; the capture is over either way). */
 em_graph *em_graph_capture_end(em_device dev);
 /* Runs the recorded work again on the calling thread's current stream of the graph's device
  * (queued: a read of its results waits as for any op). */
