@@ -747,6 +747,36 @@ static void test_graphs(void)
     CHECK(mem(dev).in_use_bytes == m0.in_use_bytes - cls, "the failed captures' memory is back");
 }
 
+/* em_copy_into with device memory (same dtype: the copies are the mock's work): host into
+ * device, device into host (a pinned host tensor too), device into device on one GPU and across
+ * the two; dst keeps its memory and its views see the values. */
+static void test_copy_into_device(void)
+{
+    const size_t n = 3000;
+    em_device dev1 = {dev.backend, 1};
+    em_scope_begin();
+    em_tensor *h = ramp(n, 5.0f), *d = em_zeros(EM_SHAPE((int64_t)n), EM_F32, EM_CPU);
+    em_tensor *x = em_to_device(d, dev), *y = em_to_device(d, dev), *z = em_to_device(d, dev1);
+    CHECK(em_copy_into(x, h) == EM_OK, "host into cuda:0 (%s)", em_last_error());
+    holds(x, n, 5.0f, "host into cuda:0");
+    CHECK(em_copy_into(y, x) == EM_OK, "cuda:0 into cuda:0 (%s)", em_last_error());
+    holds(y, n, 5.0f, "cuda:0 into cuda:0");
+    CHECK(em_copy_into(z, y) == EM_OK, "cuda:0 into cuda:1 (%s)", em_last_error());
+    holds(z, n, 5.0f, "cuda:0 into cuda:1");
+    em_tensor *view = em_reshape(d, EM_SHAPE(30, 100));
+    const float *before = em_tensor_data(d);
+    CHECK(em_copy_into(d, z) == EM_OK, "cuda:1 into host (%s)", em_last_error());
+    CHECK(em_tensor_data(d) == before, "the host tensor keeps its memory");
+    float *v = em_tensor_data(view);
+    CHECK(v[0] == 5.0f && v[n - 1] == 5.0f + (float)(n - 1), "a view of dst sees the values");
+    em_tensor *p = em_pin_memory(h);
+    CHECK(em_copy_into(p, x) == EM_OK, "cuda:0 into a pinned tensor (%s)", em_last_error());
+    const float *pv = em_tensor_data(p);
+    CHECK(pv[17] == 22.0f, "the pinned tensor holds the values (%g)", pv[17]);
+    CHECK_OK("copies");
+    em_scope_end();
+}
+
 int main(void)
 {
     em_backends_init();
@@ -779,6 +809,7 @@ int main(void)
     test_priorities();
     test_pinned();
     test_graphs();
+    test_copy_into_device();
     if (fail_calls) test_faults();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");

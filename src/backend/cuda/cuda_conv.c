@@ -294,11 +294,11 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
 /* The path for a CONV: config cuda_conv_kernel = mma, columns or wgmma asks for one (taken
  * where the shape allows it, else mma); for f32, sgt or sgt_im2col, and auto takes sgt_im2col
  * from 128 input channels where it fits; for f16/bf16 auto (the default) takes wgmma where it
- * applies (sm_90,
- * stride 1, input channels a multiple of 64) for at least 64 output channels, else columns for
- * at least 128 output channels on sm_90, else mma, as measured on an H200 (bench/RESULTS.md);
- * both only for at least 64 output positions per image (a weight gradient's convolution, with
- * the kernel's few taps as its output, would leave the column tiles nearly empty). */
+ * applies (sm_90, stride 1, input channels a multiple of 64) for at least 64 output channels,
+ * else columns for at least 128 output channels on sm_90, else mma, as measured on an H200
+ * (bench/RESULTS.md); the faster paths only for at least 64 output positions per image (a weight
+ * gradient's convolution, with the kernel's few taps as its output, would leave the column tiles
+ * nearly empty). */
 static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
