@@ -7,7 +7,8 @@
 #include <math.h>
 #include <stdio.h>
 
-/* The step: class probabilities of x (no autograd: inference). */
+/* The step: class probabilities of x (no autograd: inference). Its tensors belong to the
+ * caller's scope. */
 static em_tensor *infer(em_module *net, em_tensor *x)
 {
     em_no_grad_begin();
@@ -40,11 +41,15 @@ int main(void)
 
     /* the graph's input: made once, refilled in place for every batch */
     em_tensor *x = em_zeros(EM_SHAPE(batch, d), EM_F32, dev);
-    em_release(infer(net, x)); /* warm-up: kernels compile and tune on first use */
+    em_scope_begin(); /* warm-up: kernels compile and tune on first use */
+    infer(net, x);
+    em_scope_end();
     em_graph *g = NULL;
     em_tensor *probs = NULL; /* the captured output: each replay writes it */
     if (em_graph_capture_begin(dev) == EM_OK) {
-        probs = infer(net, x);
+        em_scope_begin(); /* the step's intermediates go at its end; probs is kept */
+        probs = em_retain(infer(net, x));
+        em_scope_end();
         g = em_graph_capture_end(dev);
         if (!g) {
             fprintf(stderr, "capture failed: %s\n", em_last_error());
