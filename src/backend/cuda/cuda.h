@@ -10,6 +10,9 @@
 
 #include "../backend.h"
 
+/* Devices the backend's per-device tables reach (the same bound as the per-thread tables). */
+#define CUDA_MAX_DEVICES EM_MAX_THREAD_DEVICES
+
 /* ---- the few driver and NVRTC types Ember needs (no CUDA headers at build time) ----------- */
 
 typedef int CUresult; /* CUDA_SUCCESS = 0 */

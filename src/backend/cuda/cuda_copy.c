@@ -7,7 +7,6 @@
 
 #include "cuda.h"
 
-#define MAX_DEV         16
 #define STAGE_CHUNK     ((size_t)4 << 20)
 #define STAGE_MAX       8    /* buffers per device: 32 MiB of pinned memory at most */
 #define HOSTALLOC_FLAGS 0x01 /* CU_MEMHOSTALLOC_PORTABLE */
@@ -42,7 +41,7 @@ typedef struct stage_pool {
     bool failed; /* pinned memory could not be had: copy without staging */
 } stage_pool;
 
-static stage_pool stages[MAX_DEV];
+static stage_pool stages[CUDA_MAX_DEVICES];
 static uint64_t stage_clock;
 static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
 
@@ -51,7 +50,7 @@ static pthread_mutex_t stage_lock = PTHREAD_MUTEX_INITIALIZER;
  * the caller then copies without staging. */
 static stage_buf *stage_acquire(int device, bool may_wait)
 {
-    if (device < 0 || device >= MAX_DEV || !cuda_drv.cuMemHostAlloc) return NULL;
+    if (device < 0 || device >= CUDA_MAX_DEVICES || !cuda_drv.cuMemHostAlloc) return NULL;
     stage_pool *sp = &stages[device];
     pthread_mutex_lock(&stage_lock);
     stage_buf *got = NULL, *oldest = NULL;
@@ -221,7 +220,8 @@ em_status cuda_memset32(int device, void *dst, unsigned v, size_t count, const c
 
 /* ---- peer copies -------------------------------------------------------------------------- */
 
-static signed char peer_state[MAX_DEV][MAX_DEV]; /* 0 unknown, 1 enabled both ways, -1 no */
+static signed char peer_state[CUDA_MAX_DEVICES]
+                             [CUDA_MAX_DEVICES]; /* 0 unknown, 1 enabled both ways, -1 no */
 static pthread_mutex_t peer_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Enables the current context's access to device `to`'s memory; true when it is on. */
@@ -260,8 +260,8 @@ em_status cuda_copy_peer(int dst_device, void *dst, int src_device, const void *
 {
     const char *what = "em_to_device";
     const cuda_device_info *dd = cuda_device(dst_device), *sd = cuda_device(src_device);
-    if (!dd || !sd || dst_device == src_device || dst_device >= MAX_DEV || src_device >= MAX_DEV ||
-        !peer_ready(dst_device, src_device))
+    if (!dd || !sd || dst_device == src_device || dst_device >= CUDA_MAX_DEVICES ||
+        src_device >= CUDA_MAX_DEVICES || !peer_ready(dst_device, src_device))
         return EM_ERR_UNSUPPORTED;
     if (n == 0) return EM_OK;
     em_status st = cuda_enter(src_device, what);

@@ -11,7 +11,6 @@
 
 #include "cuda.h"
 
-#define MAX_DEV                        16
 #define CU_STREAM_CAPTURE_MODE_THREAD  1
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2
 #define CUDA_ERROR_CAPTURE_INVALIDATED 901
@@ -22,7 +21,7 @@ typedef struct capture {
     bool refused; /* an op was refused: the capture makes no graph */
 } capture;
 
-static _Thread_local capture tl_capture[MAX_DEV];
+static _Thread_local capture tl_capture[CUDA_MAX_DEVICES];
 static _Thread_local int tl_capturing; /* devices this thread captures on */
 
 struct cuda_graph {
@@ -32,7 +31,7 @@ struct cuda_graph {
 
 cuda_gpool *cuda_capture_pool(int device)
 {
-    return tl_capturing && device >= 0 && device < MAX_DEV ? tl_capture[device].gp : NULL;
+    return tl_capturing && device >= 0 && device < CUDA_MAX_DEVICES ? tl_capture[device].gp : NULL;
 }
 
 int cuda_capture_relax(void)
@@ -84,8 +83,9 @@ em_status cuda_graph_begin(int device)
     const char *fn = "em_graph_capture_begin";
     if (!have_graphs())
         return em_error(EM_ERR_UNSUPPORTED, "%s: the CUDA driver lacks stream capture", fn);
-    if (device < 0 || device >= MAX_DEV)
-        return em_error(EM_ERR_DEVICE, "%s: graphs reach cuda:0 to cuda:%d", fn, MAX_DEV - 1);
+    if (device < 0 || device >= CUDA_MAX_DEVICES)
+        return em_error(EM_ERR_DEVICE, "%s: graphs reach cuda:0 to cuda:%d", fn,
+                        CUDA_MAX_DEVICES - 1);
     if (tl_capture[device].gp)
         return em_error(EM_ERR_INVALID_ARG,
                         "%s: this thread is capturing on cuda:%d already (end it first)", fn,
@@ -130,7 +130,7 @@ static void *end_failed(cuda_gpool *gp, CUresult r, const char *call, int device
 void *cuda_graph_end(int device)
 {
     const char *fn = "em_graph_capture_end";
-    if (device < 0 || device >= MAX_DEV || !tl_capture[device].gp) {
+    if (device < 0 || device >= CUDA_MAX_DEVICES || !tl_capture[device].gp) {
         em_error(EM_ERR_INVALID_ARG, "%s: this thread is not capturing on cuda:%d", fn, device);
         return NULL;
     }

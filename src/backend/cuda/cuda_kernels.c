@@ -267,7 +267,6 @@ static bool load_nvrtc(void)
 
 /* ---- the modules: one per unit, built once per device ---------------------------------- */
 
-#define CUDA_MAX_DEV   16
 #define CUDA_MAX_UNITS 32
 #define CUDA_MAX_FILES 64
 
@@ -279,10 +278,10 @@ typedef struct kunit {
 
 static kunit units[CUDA_MAX_UNITS];
 static int n_units = -1;
-static CUmodule modules[CUDA_MAX_DEV][CUDA_MAX_UNITS];
-static bool built[CUDA_MAX_DEV];
-static cuda_module_origin origins[CUDA_MAX_DEV];
-static char cache_paths[CUDA_MAX_DEV][1024];
+static CUmodule modules[CUDA_MAX_DEVICES][CUDA_MAX_UNITS];
+static bool built[CUDA_MAX_DEVICES];
+static cuda_module_origin origins[CUDA_MAX_DEVICES];
+static char cache_paths[CUDA_MAX_DEVICES][1024];
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 
 /* Groups the embedded files by stem (the name before the first '_'), in the embedded order. */
@@ -656,7 +655,7 @@ typedef struct fn_slot {
     CUfunction f;
     uint64_t uses; /* cuda_kernel calls that returned f */
 } fn_slot;
-static fn_slot fn_table[CUDA_MAX_DEV][FN_SLOTS];
+static fn_slot fn_table[CUDA_MAX_DEVICES][FN_SLOTS];
 
 /* The slot of device's table holding name (hash h), else the free slot where it would go, else
  * NULL (the table full). The caller holds module_lock. */
@@ -704,7 +703,7 @@ CUfunction cuda_kernel(int device, const char *name, const char *what)
 
 uint64_t cuda_kernel_uses(int device, const char *name)
 {
-    if (device < 0 || device >= CUDA_MAX_DEV) return 0;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return 0;
     pthread_mutex_lock(&module_lock);
     const fn_slot *slot = fn_find(device, name, fnv1a(0xcbf29ce484222325ull, name, strlen(name)));
     uint64_t n = slot && slot->name ? slot->uses : 0;
@@ -763,12 +762,12 @@ em_status cuda_launch_grid_smem(int device, CUfunction f, const unsigned grid[3]
 
 cuda_module_origin cuda_module_origin_of(int device)
 {
-    if (device < 0 || device >= CUDA_MAX_DEV) return CUDA_MODULE_NONE;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return CUDA_MODULE_NONE;
     return origins[device];
 }
 
 const char *cuda_module_cache_path(int device)
 {
-    if (device < 0 || device >= CUDA_MAX_DEV) return "";
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return "";
     return cache_paths[device];
 }

@@ -9,7 +9,6 @@
 
 #include "cuda.h"
 
-#define MAX_DEV           16
 #define CU_EVENT_DEFAULT  0x0
 #define CU_EVENT_NO_TIME  0x2 /* CU_EVENT_DISABLE_TIMING */
 #define CU_STREAM_BLOCKS  0x0 /* CU_STREAM_DEFAULT: ordered after the legacy NULL stream */
@@ -24,15 +23,16 @@
 #define SPARE_LIMIT 256
 
 typedef struct thread_streams {
-    CUstream def[MAX_DEV]; /* this thread's default streams (NULL: not made yet) */
+    CUstream def[CUDA_MAX_DEVICES]; /* this thread's default streams (NULL: not made yet) */
 } thread_streams;
 
 static _Thread_local thread_streams *tl_streams;
-static _Thread_local CUstream tl_current[MAX_DEV]; /* chosen by em_stream_use; NULL: default */
+static _Thread_local CUstream
+    tl_current[CUDA_MAX_DEVICES]; /* chosen by em_stream_use; NULL: default */
 static pthread_key_t thread_key;
 static pthread_once_t key_once = PTHREAD_ONCE_INIT;
-static CUstream spare[MAX_DEV][SPARE_LIMIT];
-static int n_spare[MAX_DEV];
+static CUstream spare[CUDA_MAX_DEVICES][SPARE_LIMIT];
+static int n_spare[CUDA_MAX_DEVICES];
 static pthread_mutex_t spare_lock = PTHREAD_MUTEX_INITIALIZER;
 static atomic_bool warned;
 
@@ -55,13 +55,13 @@ static void thread_exit(void *p)
 {
     thread_streams *ts = p;
     tl_streams = NULL;
-    for (int d = 0; d < MAX_DEV; d++) {
+    for (int d = 0; d < CUDA_MAX_DEVICES; d++) {
         const cuda_device_info *info = cuda_device(d);
         if (ts->def[d] && info && cuda_drv.cuCtxSetCurrent(info->ctx) == 0)
             cuda_drv.cuStreamSynchronize(ts->def[d]);
     }
     pthread_mutex_lock(&spare_lock);
-    for (int d = 0; d < MAX_DEV; d++)
+    for (int d = 0; d < CUDA_MAX_DEVICES; d++)
         if (ts->def[d] && n_spare[d] < SPARE_LIMIT) spare[d][n_spare[d]++] = ts->def[d];
     pthread_mutex_unlock(&spare_lock);
     free(ts);
@@ -74,7 +74,7 @@ static void make_key(void)
 
 static CUstream make_default(int device)
 {
-    if (device < 0 || device >= MAX_DEV) return NULL;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return NULL;
     if (!tl_streams) {
         pthread_once(&key_once, make_key);
         tl_streams = calloc(1, sizeof *tl_streams);
@@ -106,7 +106,7 @@ static CUstream make_default(int device)
 
 CUstream cuda_stream(int device)
 {
-    if (device < 0 || device >= MAX_DEV) return NULL;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return NULL;
     if (tl_current[device]) return tl_current[device];
     if (tl_streams && tl_streams->def[device]) return tl_streams->def[device];
     return make_default(device);
@@ -114,20 +114,20 @@ CUstream cuda_stream(int device)
 
 CUstream cuda_stream_peek(int device)
 {
-    if (device < 0 || device >= MAX_DEV) return NULL;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return NULL;
     if (tl_current[device]) return tl_current[device];
     return tl_streams ? tl_streams->def[device] : NULL;
 }
 
 /* ---- events ------------------------------------------------------------------------------- */
 
-static CUevent event_cache[MAX_DEV][EVENT_CACHE_LIMIT];
-static int event_count[MAX_DEV];
+static CUevent event_cache[CUDA_MAX_DEVICES][EVENT_CACHE_LIMIT];
+static int event_count[CUDA_MAX_DEVICES];
 static pthread_mutex_t event_lock = PTHREAD_MUTEX_INITIALIZER;
 
 CUevent cuda_event_get(int device)
 {
-    if (device < 0 || device >= MAX_DEV) return NULL;
+    if (device < 0 || device >= CUDA_MAX_DEVICES) return NULL;
     CUevent e = NULL;
     pthread_mutex_lock(&event_lock);
     if (event_count[device] > 0) e = event_cache[device][--event_count[device]];
@@ -202,13 +202,14 @@ static int ops_stream_priority(int device, void *s)
 
 static void ops_stream_free(int device, void *s)
 {
-    if (device >= 0 && device < MAX_DEV && tl_current[device] == s) tl_current[device] = NULL;
+    if (device >= 0 && device < CUDA_MAX_DEVICES && tl_current[device] == s)
+        tl_current[device] = NULL;
     retire(device, s);
 }
 
 static em_status ops_stream_use(int device, void *s)
 {
-    if (device < 0 || device >= MAX_DEV)
+    if (device < 0 || device >= CUDA_MAX_DEVICES)
         return em_error(EM_ERR_DEVICE, "em_stream_use: device cuda:%d does not exist", device);
     /* the thread's own default stream is "no explicit stream" */
     tl_current[device] = tl_streams && s == tl_streams->def[device] ? NULL : s;
