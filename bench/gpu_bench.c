@@ -325,7 +325,7 @@ int main(int argc, char **argv)
      * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_kernel; Ember
      * only): _mma the mma.sync implicit GEMM, _cols the columns and one product, _tw the wgmma
      * implicit GEMM; f32 also on the copy-engine kernels (_sgt: 4-D boxes, _i2c: the im2col
-     * mode) */
+     * mode, _i2c_s1: the same without split-K, config cuda_conv_splits = 1) */
     for (int c = 0; c < 4; c++)
         for (int t = 0; t < 3; t++) {
             const char *tn[] = {"f32", "bf16", "f16"};
@@ -347,14 +347,17 @@ int main(int argc, char **argv)
                 run_case(forced, K_CONV, a, b, 1, 21, 2.0);
             }
             em_config_set("cuda_conv_kernel", NULL);
-            for (int f = 0; t == 0 && f < 2; f++) {
-                const char *path[] = {"sgt", "sgt_im2col"}, *suf[] = {"sgt", "i2c"};
+            for (int f = 0; t == 0 && f < 3; f++) {
+                const char *path[] = {"sgt", "sgt_im2col", "sgt_im2col"},
+                           *suf[] = {"sgt", "i2c", "i2c_s1"};
                 char forced[56];
                 snprintf(forced, sizeof forced, "%s_%s", name, suf[f]);
                 em_config_set("cuda_conv_kernel", path[f]);
+                em_config_set("cuda_conv_splits", f == 2 ? "1" : NULL);
                 run_case(forced, K_CONV, a, b, 1, 21, 2.0);
             }
             em_config_set("cuda_conv_kernel", NULL);
+            em_config_set("cuda_conv_splits", NULL);
             em_release(a);
             em_release(b);
         }

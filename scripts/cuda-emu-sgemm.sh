@@ -16,7 +16,7 @@ a = s.index("// ---- f32: 128 x 128 block tiles")
 b = s.index("// ---- f16 / bf16 for any strides")
 open(sys.argv[1], "w").write(s[i:s.index("\n}\n", i) + 3] + s[a:b])
 PY
-# the copy-engine kernels (kernels/matmul_wgmma.cu): the tile walk, the producer's loop, the
+# the copy-engine kernels (kernels/matmul_wgmma.cu): the tile walk (and its split-K units), the producer's loop, the
 # convolution's geometry and the em_mm_sgt_* / em_conv_sgt_f32 section, without the register moves (setmaxnreg) and the shared array's declaration
 python3 - "$out/sgt_emu_kernels.inc" <<'PY'
 import sys
@@ -31,7 +31,7 @@ sgt = s[a:s.index("#endif", a)]
 sgt = "\n".join(l for l in sgt.split("\n") if "setmaxnreg" not in l and "extern __shared__" not in l)
 m = s.index("#define TMAP_F32_KERNEL(")  # the kernels' macro, through its closing brace
 macro = s[m:s.index("\n", s.index("}", m)) + 1]
-open(sys.argv[1], "w").write(macro + cut("void tw_tile(") + cut("void tw_produce(") +
+open(sys.argv[1], "w").write(macro + cut("void tw_tile(") + cut("void tw_unit(") + cut("void tw_produce(") +
                              cut("struct twconv {", "\n};\n") + cut("void twc_cols(") + sgt)
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/sgemm_emu" scripts/cuda_emu/sgemm_emu.cpp

@@ -129,7 +129,8 @@ static void tma_load(unsigned dst, const em_tmap *m, const int (&c)[4], unsigned
 static void tma_load_im2col(unsigned dst, const em_tmap *m, int c, int w, int h, int n,
                             unsigned short ow, unsigned short oh, unsigned bar)
 {
-    const i64 bw = m->dims[1] + m->upper[0] - m->lower[0], bh = m->dims[2] + m->upper[1] - m->lower[1];
+    const i64 bw = m->dims[1] + m->upper[0] - m->lower[0],
+              bh = m->dims[2] + m->upper[1] - m->lower[1];
     const i64 first = ((i64)n * bh + (h - m->lower[1])) * bw + (w - m->lower[0]);
     long bytes = 0;
     for (int i = 0; i < m->box[1]; i++) {
@@ -185,7 +186,9 @@ static unsigned tw_start(unsigned stage)
     return base;
 }
 
-// tw_tile, tw_produce and the sgt kernels, cut from kernels/matmul_wgmma.cu by
+static dim3e blockDim = {384, 1, 1}; // launch's blocks
+
+// tw_tile, tw_unit, tw_produce and the sgt kernels, cut from kernels/matmul_wgmma.cu by
 // scripts/cuda-emu-sgemm.sh
 #include "sgt_emu_kernels.inc"
 
@@ -212,10 +215,11 @@ template <typename Body> static void launch(unsigned blocks, Body body)
 }
 
 // em_conv_sgt_f32 against f64 sums: x channels-last [N][H][W][C], w [Cout][KH][KW][C], the
-// geometry as conv_sgt (cuda_conv.c) sets it, tw_conv_tiles' column tiles of 128 included.
-static void check_conv(bool i2c, int N, int C, int H, int W, int Cout, int KH, int KW, int ph,
-                       int pw, int phi, int pwi, int dh, int dw, unsigned blocks, long long &checks,
-                       long long &wrong)
+// geometry as conv_sgt (cuda_conv.c) sets it, tw_conv_tiles' column tiles of 128 included; with
+// splits > 1, each tile's k tiles in that many ranges, then em_conv_splitk_f32's sums.
+static void check_conv(bool i2c, int splits, int N, int C, int H, int W, int Cout, int KH, int KW,
+                       int ph, int pw, int phi, int pwi, int dh, int dw, unsigned blocks,
+                       long long &checks, long long &wrong)
 {
     const int OH = H + ph + phi - dh * (KH - 1), OW = W + pw + pwi - dw * (KW - 1);
     twconv g{Cout, OH, OW, KW, ph, pw, dh, dw};
@@ -224,25 +228,28 @@ static void check_conv(bool i2c, int N, int C, int H, int W, int Cout, int KH, i
     g.BW = bw, g.tw = tw, g.th = th, g.BH = (OH + th - 1) / th, g.ntiles = N * th * tw;
     g.cpt = C / 32, g.kts = KH * KW * C / 32, g.npix = N * OH * OW;
     if (i2c) g.ntiles = (g.npix + 127) / 128;
+    g.splits = splits;
     std::vector<float> x((size_t)N * H * W * C), w((size_t)Cout * KH * KW * C), bias(Cout),
-        y((size_t)N * Cout * OH * OW, -7.f);
+        y((size_t)N * Cout * OH * OW, -7.f), ws((size_t)(splits - 1) * N * Cout * OH * OW, -5.f);
     for (auto &v : x) v = (float)(rand() % 17 - 8) / 8;
     for (auto &v : w) v = (float)(rand() % 13 - 6) / 4;
     for (auto &v : bias) v = (float)(rand() % 5 - 2);
     const i64 K = (i64)KH * KW * C;
     const em_tmap ma = map2(w.data(), K, Cout, K, 32, 128, 1);
-    em_tmap mb = {x.data(), 4, {C, W, H, N}, {1, C, (i64)W * C, (i64)H * W * C}, {32, g.BW, g.BH, 1}, 1};
+    em_tmap mb = {
+        x.data(), 4, {C, W, H, N}, {1, C, (i64)W * C, (i64)H * W * C}, {32, g.BW, g.BH, 1}, 1};
     if (i2c) // as conv_sgt encodes it
         mb.im2col = 1, mb.box[1] = 128, mb.box[2] = 1, mb.lower[0] = -pw, mb.lower[1] = -ph,
         mb.upper[0] = pwi - dw * (KW - 1), mb.upper[1] = phi - dh * (KH - 1);
     const float *bp = bias.data();
-    const unsigned tiles = (unsigned)((Cout + 127) / 128 * g.ntiles);
-    launch(blocks < tiles ? blocks : tiles, [&] {
+    const unsigned units = (unsigned)((Cout + 127) / 128 * g.ntiles * splits);
+    launch(blocks < units ? blocks : units, [&] {
         if (i2c)
-            em_conv_sgt_f32_i2c(ma, mb, y.data(), bp, g);
+            em_conv_sgt_f32_i2c(ma, mb, y.data(), ws.data(), bp, g);
         else
-            em_conv_sgt_f32(ma, mb, y.data(), bp, g);
+            em_conv_sgt_f32(ma, mb, y.data(), ws.data(), bp, g);
     });
+    if (splits > 1) launch(2, [&] { em_conv_splitk_f32(y.data(), ws.data(), bp, g); });
     int bad = 0;
     for (int n = 0; n < N; n++)
         for (int m = 0; m < Cout; m++)
@@ -262,9 +269,9 @@ static void check_conv(bool i2c, int N, int C, int H, int W, int Cout, int KH, i
                     checks++;
                 }
     if (bad)
-        printf("FAIL em_conv_sgt_f32%s N%d C%d %dx%d -> %d, %dx%d pad %d,%d/%d,%d dil %d,%d: %d "
-               "wrong\n",
-               i2c ? "_i2c" : "", N, C, H, W, Cout, KH, KW, ph, pw, phi, pwi, dh, dw, bad);
+        printf("FAIL em_conv_sgt_f32%s N%d C%d %dx%d -> %d, %dx%d pad %d,%d/%d,%d dil %d,%d, %d "
+               "k ranges: %d wrong\n",
+               i2c ? "_i2c" : "", N, C, H, W, Cout, KH, KW, ph, pw, phi, pwi, dh, dw, splits, bad);
     wrong += bad;
 }
 
@@ -279,8 +286,9 @@ int main()
               {em_mm_sgt_mn, 0, 0, "em_mm_sgt_mn"},
               {em_mm_sgt_mk, 0, 1, "em_mm_sgt_mk"}};
     // M, N, K, blocks: partial tiles, a K tail, K under one k tile, blocks walking several tiles
-    const int shapes[][4] = {{200, 264, 136, 3}, {128, 128, 32, 1}, {260, 132, 36, 2},  {8, 300, 20, 3},
-                             {300, 72, 100, 2},  {129, 260, 264, 4}, {140, 520, 40, 2}};
+    const int shapes[][4] = {{200, 264, 136, 3}, {128, 128, 32, 1}, {260, 132, 36, 2},
+                             {8, 300, 20, 3},    {300, 72, 100, 2}, {129, 260, 264, 4},
+                             {140, 520, 40, 2}};
     long long wrong = 0, checks = 0;
     for (auto &sh : shapes)
         for (auto &k : ks)
@@ -327,10 +335,14 @@ int main()
                              {1, 32, 7, 150, 24, 3, 1, 2, 0, 2, 0, 2, 1, 2},
                              {2, 96, 12, 12, 64, 1, 1, 0, 0, 0, 0, 1, 1, 2},
                              {1, 32, 11, 11, 20, 3, 3, 1, 1, 0, 0, 1, 1, 1}};
+    // each also split-K: 3 k ranges (of 3 k tiles each for 3 x 3 taps of 32 channels, 8, 8 and 9
+    // for 5 x 5, one each for the 1 x 1 kernel's 3), and 2 for the first
     for (int i2c = 0; i2c < 2; i2c++)
         for (auto &c : convs)
-            check_conv(i2c, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10],
-                       c[11], c[12], (unsigned)c[13], checks, wrong);
+            for (int splits = 1; splits <= 3; splits++)
+                if (splits != 2 || &c == convs)
+                    check_conv(i2c, splits, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8],
+                               c[9], c[10], c[11], c[12], (unsigned)c[13], checks, wrong);
     printf("copy-engine kernels: %lld passed, %lld failed\n", checks - wrong, wrong);
     return wrong != 0;
 }

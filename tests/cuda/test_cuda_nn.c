@@ -338,7 +338,9 @@ static void test_conv_large(void)
 /* The f32 copy-engine convolutions (config cuda_conv_kernel sgt: 4-D boxes, sgt_im2col: the
  * im2col mode, which auto takes from 128 input channels) at the sizes of test_conv_large, where
  * each block walks several tiles, and at [32, 512, 14, 14] (boxes: two column tiles of 7 rows an
- * image; im2col: tiles across rows and images), against em_conv_ig_f32 on the same values. */
+ * image; im2col: tiles across rows and images), against em_conv_ig_f32 on the same values; each
+ * also split-K (config cuda_conv_splits: 3 k ranges on sgt, 2 on sgt_im2col), summed by
+ * em_conv_splitk_f32 with the bias. */
 static void test_conv_large_f32(void)
 {
     const struct {
@@ -356,20 +358,29 @@ static void test_conv_large_f32(void)
         em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
         em_config_set("cuda_conv_kernel", "mma");
         em_tensor *want = em_conv2d(x, w, b, o);
-        for (int i = 0; i < 3; i++) { /* sgt, sgt_im2col, auto (sgt_im2col from 128 channels) */
-            const char *path = i == 0 ? "sgt" : i == 1 ? "sgt_im2col" : "auto";
-            const char *kern = i ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
+        /* sgt, sgt_im2col, auto (sgt_im2col from 128 channels), then the first two split-K */
+        for (int i = 0; i < 5; i++) {
+            const char *path = i % 3 == 0 ? "sgt" : i % 3 == 1 ? "sgt_im2col" : "auto";
+            const char *kern = i % 3 ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
+            const char *splits = i == 3 ? "3" : i == 4 ? "2" : "1";
             em_config_set("cuda_conv_kernel", i == 2 ? NULL : path);
-            uint64_t n0 = cuda_kernel_uses(dev.index, kern);
-            char what[96];
-            snprintf(what, sizeof what, "conv2d f32 %s on %s",
-                     tn_dims_str(cs[p].x.dims, cs[p].x.rank), path);
+            em_config_set("cuda_conv_splits", i == 2 ? NULL : splits);
+            uint64_t n0 = cuda_kernel_uses(dev.index, kern),
+                     s0 = cuda_kernel_uses(dev.index, "em_conv_splitk_f32");
+            char what[112];
+            snprintf(what, sizeof what, "conv2d f32 %s on %s, %s k ranges",
+                     tn_dims_str(cs[p].x.dims, cs[p].x.rank), path, i == 2 ? "auto" : splits);
             /* both f32 sums of up to 4608 terms of size < 1, in different orders */
             compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
-            if (cuda_wgmma_device(dev.index))
+            if (cuda_wgmma_device(dev.index)) {
                 CHECK(cuda_kernel_uses(dev.index, kern) > n0, "%s: %s did not run", what, kern);
+                if (i >= 3)
+                    CHECK(cuda_kernel_uses(dev.index, "em_conv_splitk_f32") > s0,
+                          "%s: em_conv_splitk_f32 did not run", what);
+            }
         }
         em_config_set("cuda_conv_kernel", NULL);
+        em_config_set("cuda_conv_splits", NULL);
         em_scope_end();
     }
 }

@@ -385,7 +385,7 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
 }
 
 typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.cu */
-    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts, npix;
+    int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts, npix, splits;
 } tw_conv_arg;
 
 /* x channels-last [N][H][W][C] (esz = 2: 16-bit, 4: f32 elements) read in boxes {128 / esz,
@@ -433,17 +433,19 @@ static em_status stage_tw_conv(int dev, const em_tensor *x, const em_tensor *w, 
     return st;
 }
 
-/* Launches a copy-engine convolution f (em_conv_tw_* / em_conv_sgt_*): one block of 384 threads
- * and smem bytes per multiprocessor, at most one per output tile. */
-static em_status launch_tw_conv(int dev, CUfunction f, cuda_tmap *ma, cuda_tmap *mb,
-                                const em_tensor *y, const em_tensor *b, tw_conv_arg a,
+/* Launches a copy-engine convolution f (em_conv_tw_*, or with sgt em_conv_sgt_* and its split-K
+ * workspace ws): one block of 384 threads and smem bytes per multiprocessor, at most one per work
+ * unit (an output tile, or one of its a.splits k ranges). */
+static em_status launch_tw_conv(int dev, CUfunction f, bool sgt, cuda_tmap *ma, cuda_tmap *mb,
+                                const em_tensor *y, void *ws, const em_tensor *b, tw_conv_arg a,
                                 unsigned smem, const char *what)
 {
     void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
-    void *params[] = {ma, mb, &yp, &bp, &a};
-    int64_t tiles = (a.Cout + 127) / 128 * (int64_t)a.ntiles, sm = cuda_device(dev)->sm_count;
+    void *tw_params[] = {ma, mb, &yp, &bp, &a}, *sgt_params[] = {ma, mb, &yp, &ws, &bp, &a};
+    int64_t tiles = (a.Cout + 127) / 128 * (int64_t)a.ntiles * a.splits,
+            sm = cuda_device(dev)->sm_count;
     unsigned grid[3] = {(unsigned)(tiles < sm ? tiles : sm), 1, 1}, block[3] = {384, 1, 1};
-    return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
+    return cuda_launch_grid_smem(dev, f, grid, block, smem, sgt ? sgt_params : tw_params, what);
 }
 
 /* The copy-engine convolutions' geometry for g: k tiles of kstep channels of one tap, column
@@ -462,7 +464,8 @@ static tw_conv_arg tw_conv_geometry(const conv_arg *g, int64_t Cx, int64_t Cy, i
                      .dw = (int32_t)g->d[2],
                      .cpt = (int32_t)(Cx / kstep),
                      .kts = (int32_t)(g->k[1] * g->k[2] * Cx / kstep),
-                     .npix = (int32_t)(g->n * OH * OW)};
+                     .npix = (int32_t)(g->n * OH * OW),
+                     .splits = 1};
     tw_conv_tiles(&a, g->n, OH, OW, bn);
     return a;
 }
@@ -501,7 +504,8 @@ static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const 
     CUfunction f = st == EM_OK ? cuda_kernel(dev, name, what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) /* 4 stages of A's 128 rows and B's bn, as run_tw's */
-        st = launch_tw_conv(dev, f, &ma, &mb, y, b, *ga, 4 * (128 + bn) * 128 + 1024 + 64, what);
+        st = launch_tw_conv(dev, f, false, &ma, &mb, y, NULL, b, *ga,
+                            4 * (128 + bn) * 128 + 1024 + 64, what);
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, wcl);
     cuda_pool_free(dev, xcl);
@@ -530,13 +534,34 @@ static bool encode_tmap_im2col(cuda_tmap *m, const void *p, const conv_arg *g, i
                                             128, es, 0, 3, 2, 0) == 0;
 }
 
+/* conv_sgt's split-K: how many k ranges (1 to 4, each of at least 8 k tiles) each of tiles output
+ * tiles of kts k tiles is cut into, a range costing 1 / splits of a tile: the count with the
+ * fewest waves over sm multiprocessors, taken only where it saves a tenth of the time.
+ * [32, 512, 14, 14] 3x3 on 132 multiprocessors: 196 tiles, 2 waves whole, 3 of halves in 2.
+ * Config cuda_conv_splits = 1 to 4 forces a count (at most kts). */
+static int sgt_splits(int64_t tiles, int64_t kts, int64_t sm)
+{
+    const char *v = em_config_get("cuda_conv_splits");
+    if (v && v[0] >= '1' && v[0] <= '4' && !v[1])
+        return (int)(v[0] - '0' <= kts ? v[0] - '0' : kts);
+    int best = 1;
+    double whole = (double)((tiles + sm - 1) / sm), least = whole;
+    for (int s = 2; s <= 4 && kts >= 8 * s; s++) {
+        double cost = (double)((tiles * s + sm - 1) / sm) / s;
+        if (cost < least && cost < 0.9 * whole) best = s, least = cost;
+    }
+    return best;
+}
+
 /* y = conv(x, w) + b, x, w, b and y contiguous f32, stride 1, Cin % 32 == 0, on sm_90: x and w to
  * channels-last, then em_conv_sgt_f32 (kernels/matmul_wgmma.cu): the exact FFMA tiles of the
  * em_mm_sgt_* products, A = w [Cout][Kh Kw Cin] in boxes of 32 k x 128 rows, B one 4-D box of
  * {32 channels, BW, BH, 1} of x per k tile (the padding zero-filled by the copy engine), column
  * tiles of at most 128 outputs (tw_conv_tiles), one block of 384 threads per multiprocessor.
- * Each output is its f32 sum over (tap, channel) in order, then + b. EM_ERR_UNSUPPORTED (nothing
- * recorded) when the driver refuses a tensor map or the tile count leaves int. */
+ * Each output is its f32 sum over (tap, channel) in order, then + b; where sgt_splits cuts the k
+ * tiles into ranges, the ranges' sums (the first in y, the others in a workspace) are added in
+ * order by em_conv_splitk_f32, then + b. EM_ERR_UNSUPPORTED (nothing recorded) when the driver
+ * refuses a tensor map or the tile count leaves int. */
 static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
                           const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
                           const char *what)
@@ -557,8 +582,21 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
                        ? cuda_kernel(dev, i2c ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32", what)
                        : NULL;
     if (st == EM_OK && !f) st = em_last_status();
-    if (st == EM_OK) st = launch_tw_conv(dev, f, &ma, &mb, y, b, a, 4 * 32768 + 1024 + 64, what);
+    void *ws = NULL;
+    a.splits = sgt_splits((Cy + 127) / 128 * a.ntiles, a.kts, cuda_device(dev)->sm_count);
+    if (st == EM_OK && a.splits > 1 &&
+        !(ws = cuda_pool_alloc(dev, (size_t)(a.splits - 1) * (size_t)a.npix * (size_t)Cy * 4)))
+        st = em_last_status();
+    if (st == EM_OK)
+        st = launch_tw_conv(dev, f, true, &ma, &mb, y, ws, b, a, 4 * 32768 + 1024 + 64, what);
+    if (st == EM_OK && a.splits > 1) {
+        CUfunction sum = cuda_kernel(dev, "em_conv_splitk_f32", what);
+        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+        void *params[] = {&yp, &ws, &bp, &a};
+        st = sum ? cuda_launch(dev, sum, (int64_t)a.npix * Cy, params, what) : em_last_status();
+    }
     /* stream order: the kernels above read these before any reuse */
+    cuda_pool_free(dev, ws);
     cuda_pool_free(dev, wcl);
     cuda_pool_free(dev, xcl);
     return st;

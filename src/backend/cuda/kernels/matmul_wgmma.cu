@@ -141,6 +141,18 @@ __device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
     nt = r / gs;
 }
 
+// Work unit u of tm x tn output tiles each split into `splits` k ranges (split-K): the tile
+// (tw_tile's order over u / splits) and its k tiles [k0, k1) of kts, the ranges as even as the
+// division allows (none empty while splits <= kts). With splits 1, the tile u and all of k.
+__device__ __forceinline__ void tw_unit(int u, int tm, int tn, int kts, int splits, int &mt,
+                                        int &nt, int &k0, int &k1)
+{
+    const int t = u / splits, s = u - t * splits;
+    tw_tile(t, tm, tn, mt, nt);
+    k0 = s * kts / splits;
+    k1 = (s + 1) * kts / splits;
+}
+
 // A consumer warpgroup's k loop for one output tile: for each of kts stages, waits for it to
 // fill, calls issue(stage address, kt) to issue and commit its products, keeps one batch in
 // flight and releases the stage before (one arrival per consumer warp), the last one once all
@@ -209,19 +221,20 @@ __device__ __forceinline__ unsigned tw_start(unsigned stage)
     return base;
 }
 
-// The producer thread's loop: for each output tile of this block (tw_tile's order) and each of
-// its kts k tiles, waits until the next stage is released, expects `bytes` on the stage's full
-// mbarrier and calls load(stage address, full mbarrier, mt, nt, kt) to issue the copies.
+// The producer thread's loop: for each work unit of this block (tw_unit: an output tile in
+// tw_tile's order, or with splits > 1 one of its k ranges) and each of its k tiles, waits until
+// the next stage is released, expects `bytes` on the stage's full mbarrier and calls load(stage
+// address, full mbarrier, mt, nt, kt) to issue the copies.
 template <typename Load>
 __device__ __forceinline__ void tw_produce(unsigned base, unsigned stage, unsigned bytes, int tm,
-                                           int tn, int kts, Load &&load)
+                                           int tn, int kts, Load &&load, int splits = 1)
 {
     const unsigned full0 = base + TW_STAGES * stage, empty0 = full0 + 8 * TW_STAGES;
     int it = 0;
-    for (int t = blockIdx.x; t < tm * tn; t += gridDim.x) {
-        int mt, nt;
-        tw_tile(t, tm, tn, mt, nt);
-        for (int kt = 0; kt < kts; kt++, it++) {
+    for (int u = blockIdx.x; u < tm * tn * splits; u += gridDim.x) {
+        int mt, nt, k0, k1;
+        tw_unit(u, tm, tn, kts, splits, mt, nt, k0, k1);
+        for (int kt = k0; kt < k1; kt++, it++) {
             const int s = it % TW_STAGES;
             mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
             const unsigned full = full0 + 8 * s;
@@ -539,6 +552,7 @@ struct twconv { // matches tw_conv_arg in cuda_backend.c
     int ntiles, cpt;    // column tiles (N th tw); k tiles per tap (C / 64)
     int kts;            // Kh Kw C / 64
     int npix;           // N OH OW (the f32 im2col kernel's columns)
+    int splits;         // k ranges per output tile (em_conv_sgt_f32*; the others take 1)
 };
 
 __device__ __forceinline__ void tma_load_4d(unsigned dst, const em_tmap *map, int c0, int c1,
@@ -689,11 +703,12 @@ __device__ __forceinline__ void sgt_frag(float (&v)[8][4], const unsigned char *
     }
 }
 
-// The kernels' body: an M x N output in tiles of 128 x 128, K in k tiles of 32, `bytes` per stage.
-// load(stage address, full mbarrier, mt, nt, kt) issues a stage's copies (A's tile at 0, B's at
-// 16 KiB); store(acc, mt, nt, ty, tx) writes a finished tile from the thread's 8 x 8 sums.
+// The kernels' body: an M x N output in tiles of 128 x 128, K in k tiles of 32, `bytes` per stage,
+// each tile's k tiles in `splits` ranges (tw_unit) summed separately. load(stage address, full
+// mbarrier, mt, nt, kt) issues a stage's copies (A's tile at 0, B's at 16 KiB); store(acc, mt,
+// nt, ty, tx, s) writes the thread's 8 x 8 sums of range s of a tile.
 template <int AK, int BK, typename Load, typename Store>
-__device__ void sgt_run(int M, int N, int K, unsigned bytes, Load &&load, Store &&store)
+__device__ void sgt_run(int M, int N, int K, unsigned bytes, int splits, Load &&load, Store &&store)
 {
     extern __shared__ __align__(1024) unsigned char tws[];
     const unsigned base = tw_start(SGT_STAGE);
@@ -702,7 +717,7 @@ __device__ void sgt_run(int M, int N, int K, unsigned bytes, Load &&load, Store 
     const int tm = (M + 127) / 128, tn = (N + 127) / 128, tiles = tm * tn, kts = (K + 31) / 32;
     if (tid < 128) {
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) tw_produce(base, SGT_STAGE, bytes, tm, tn, kts, load);
+        if (tid == 0) tw_produce(base, SGT_STAGE, bytes, tm, tn, kts, load, splits);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
@@ -710,15 +725,15 @@ __device__ void sgt_run(int M, int N, int K, unsigned bytes, Load &&load, Store 
     const int tx = (w & 1) * 8 + (lane & 7), ty = (w >> 1) * 4 + (lane >> 3);
     const unsigned full0 = base + TW_STAGES * SGT_STAGE, empty0 = full0 + 8 * TW_STAGES;
     int it = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        int mt, nt;
-        tw_tile(t, tm, tn, mt, nt);
+    for (int u = blockIdx.x; u < tiles * splits; u += gridDim.x) {
+        int mt, nt, k0, k1;
+        tw_unit(u, tm, tn, kts, splits, mt, nt, k0, k1);
         float acc[8][8];
 #pragma unroll
         for (int i = 0; i < 8; i++)
 #pragma unroll
             for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
-        for (int kt = 0; kt < kts; kt++, it++) {
+        for (int kt = k0; kt < k1; kt++, it++) {
             const int s = it % TW_STAGES;
             mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
             const unsigned char *st = sm + s * SGT_STAGE;
@@ -737,7 +752,7 @@ __device__ void sgt_run(int M, int N, int K, unsigned bytes, Load &&load, Store 
             __syncwarp();
             if (lane == 0) mbar_arrive(empty0 + 8 * s);
         }
-        store(acc, mt, nt, ty, tx);
+        store(acc, mt, nt, ty, tx, u % splits);
     }
 }
 
@@ -793,10 +808,10 @@ __device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M
         else
             tma_load_2d(sa + 16384, mb, n0, k0, full);
     };
-    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx) {
+    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx, int) {
         sgt_store<AK, BK>(acc, c, M, N, ep, mt, nt, ty, tx);
     };
-    sgt_run<AK, BK>(M, N, K, SGT_STAGE, fetch, put);
+    sgt_run<AK, BK>(M, N, K, SGT_STAGE, 1, fetch, put);
 }
 
 // em_mm_sgt_<a><b>: a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]).
@@ -816,9 +831,12 @@ TMAP_F32_KERNEL(em_mm_sgt_mk, sgt_matmul<0, 1>)
 // p0's pixel and walks the map's bounding box (lower corner -p, upper p_hi - d (k - 1): one
 // position per output pixel), each pixel read at the tap's offsets (kw dw, kh dh). Each output is
 // summed over taps, then channels, in k order; the bias added after. y [N][Cout][OH][OW].
+// With g.splits > 1 (split-K, for tile counts that leave the last wave of multiprocessors half
+// idle) each tile's k tiles come in g.splits ranges (tw_unit): range 0's sums go to y, range s's
+// to ws + (s - 1) N Cout OH OW, and em_conv_splitk_f32 adds them up with the bias.
 template <bool I2C>
-__device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, const float *bias,
-                         const twconv &g)
+__device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, float *ws,
+                         const float *bias, const twconv &g)
 {
     const int plane = g.OH * g.OW;
     auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
@@ -836,7 +854,8 @@ __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, const f
                         full);
         }
     };
-    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx) {
+    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx, int s) {
+        float *dst = s ? ws + (long long)(s - 1) * g.npix * g.Cout : y;
         long long off[8]; // column j's offset in y of output channel 0, or -1 outside
         if (I2C) {
 #pragma unroll
@@ -860,28 +879,42 @@ __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, const f
         for (int i = 0; i < 8; i++) {
             const int m = mt * 128 + ty + 16 * i;
             if (m >= g.Cout) continue;
-            const float b = bias ? bias[m] : 0.f;
+            const float b = bias && g.splits == 1 ? bias[m] : 0.f;
 #pragma unroll
             for (int j = 0; j < 8; j++)
-                if (off[j] >= 0) y[off[j] + (long long)m * plane] = acc[i][j] + b;
+                if (off[j] >= 0) dst[off[j] + (long long)m * plane] = acc[i][j] + b;
         }
     };
     // g.ntiles column tiles, g.kts k tiles (the host keeps g.ntiles * 128 within int)
     const unsigned bytes = 16384 + (I2C ? 128 : g.BW * g.BH) * 128;
-    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, bytes, fetch, put);
+    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, bytes, g.splits, fetch, put);
 }
 
 extern "C" __global__ void __launch_bounds__(384, 1)
     em_conv_sgt_f32(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
-                    float *y, const float *bias, twconv g)
+                    float *y, float *ws, const float *bias, twconv g)
 {
-    sgt_conv<false>(&ma, &mb, y, bias, g);
+    sgt_conv<false>(&ma, &mb, y, ws, bias, g);
 }
 extern "C" __global__ void __launch_bounds__(384, 1)
     em_conv_sgt_f32_i2c(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
-                        float *y, const float *bias, twconv g)
+                        float *y, float *ws, const float *bias, twconv g)
 {
-    sgt_conv<true>(&ma, &mb, y, bias, g);
+    sgt_conv<true>(&ma, &mb, y, ws, bias, g);
+}
+
+// em_conv_sgt_f32*'s split-K sums: y = ((y + ws[0]) + ws[1] ...) + bias, over y's n = N Cout OH
+// OW elements (grid-stride), the ranges added in k order.
+extern "C" __global__ void em_conv_splitk_f32(float *y, const float *ws, const float *bias,
+                                              twconv g)
+{
+    const long long n = (long long)g.npix * g.Cout, plane = (long long)g.OH * g.OW;
+    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (long long)blockDim.x * gridDim.x) {
+        float v = y[i];
+        for (int s = 1; s < g.splits; s++) v += ws[(s - 1) * n + i];
+        y[i] = bias ? v + bias[i / plane % g.Cout] : v;
+    }
 }
 #endif
 
