@@ -180,11 +180,15 @@ double em_event_elapsed_ms(const em_event *start, const em_event *end);
  * capture hold the results of the last replay (nothing before the first) in memory the graph
  * keeps until em_graph_free. Only the recorded device work is replayed, with the values the
  * calls had then (scalars, shapes, the kernels chosen): run everything once before
- * capturing (kernels compile and tune on first use, which a capture cannot do). A capture fails
- * with a clear error on what cannot be recorded: copies between host and device (em_to_data,
- * em_item, em_to_device from the CPU), index checks that read a flag back (gather,
- * embedding, cross-entropy targets), random ops (they would draw the same numbers on every
- * replay), the optimizers' updates, ops that fall back to the CPU. Such a refusal (or a call the
+ * capturing (kernels compile and tune on first use, which a capture cannot do). Random ops
+ * (em_rand*, em_randn*, em_bernoulli*, em_randint, em_dropout) draw anew on every replay: the
+ * numbers the captured calls would draw if run eagerly from the generator as it is at the replay
+ * (em_seed and em_rng_set_state between replays count), and the replay moves the generator on
+ * by as much as the capture drew. A capture fails with a clear error on what cannot be
+ * recorded: copies between host and device (em_to_data, em_item, em_to_device from the CPU),
+ * index checks that read a flag back (gather, embedding, cross-entropy targets), reseeding or
+ * setting back the generator between random ops of the capture, the optimizers' updates, ops
+ * that fall back to the CPU. Such a refusal (or a call the
  * driver forbids during a capture, such as a device sync) voids the capture:
  * em_graph_capture_end then reports it and returns NULL. Other threads' device-wide syncs during
  * a capture void it too (docs/cuda.md, Graphs). */

@@ -26,6 +26,10 @@ int core_hw_threads(void);
  * balance the threads (the GEMM's row tasks), not for streaming memory (em_parallel_for). */
 void core_parallel_for_in_order(int64_t n, int64_t grain, em_range_fn fn, void *ctx);
 
+/* The generator's seed and its offset, advanced past `counters` Philox counters in the same step
+ * (for a replayed CUDA graph: the counters its random ops draw this time). */
+em_rng_state core_rng_take(uint64_t counters);
+
 /* Nanoseconds of the monotonic clock (for timeouts, profiling and timing; not wall time). */
 int64_t core_mono_ns(void);
 

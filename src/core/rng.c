@@ -128,3 +128,13 @@ uint64_t em_rng_reserve(uint64_t n)
     pthread_mutex_unlock(&rng_lock);
     return first;
 }
+
+em_rng_state core_rng_take(uint64_t counters)
+{
+    core_init();
+    pthread_mutex_lock(&rng_lock);
+    em_rng_state s = rng_state;
+    rng_state.offset += counters;
+    pthread_mutex_unlock(&rng_lock);
+    return s;
+}

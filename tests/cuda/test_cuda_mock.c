@@ -736,6 +736,22 @@ static void test_graphs(void)
     CHECK_ERR(EM_ERR_DEVICE, "CUDA_ERROR_STREAM_CAPTURE_INVALIDATED (mock driver); an op during "
                              "the capture failed or did what a graph cannot record");
     em_release(d);
+    /* random ops drawing after the generator was reseeded or set back in the capture (the
+     * refusal comes before the kernel, which the mock lacks) */
+    for (int k = 0; k < 2; k++) {
+        em_seed(3);
+        em_rng_reserve(1000);
+        CHECK(em_graph_capture_begin(dev) == EM_OK, "begin %d", 4 + k);
+        if (k == 0)
+            em_seed(11);
+        else
+            em_rng_set_state((em_rng_state){.seed = 3, .offset = 10});
+        CHECK(!em_rand(EM_SHAPE(8), EM_F32, dev), "em_rand after %s in a capture",
+              k ? "em_rng_set_state" : "em_seed");
+        CHECK_ERR(EM_ERR_INVALID_ARG, "reseeded or set back during the graph capture");
+        CHECK(!em_graph_capture_end(dev), "a reseeded capture makes no graph");
+        CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
+    }
     em_release(host);
     em_release(small);
     /* work goes on as usual after them */

@@ -471,14 +471,15 @@ static void test_graphs(void)
         em_graph_free(g);
         em_release(y), em_release(gw1), em_release(gb1);
     }
-    /* refusals: a read back and a random op void a capture; an eager op works after them */
+    /* refusals: a read back and a reseeding void a capture; an eager op works after them */
     CHECK(em_graph_capture_begin(dev) == EM_OK, "capture 3");
     em_scope_begin();
     em_tensor *t = em_add_scalar(x, 1.0);
     CHECK(isnan(em_item_f64(em_sum(t, EM_ALL, false))), "a read back in a capture");
     CHECK_ERR(EM_ERR_INVALID_ARG, "reads device memory back to the host");
-    CHECK(!em_dropout(t, 0.5, true), "dropout in a capture");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "random op cannot be captured");
+    em_seed(5);
+    CHECK(!em_dropout(t, 0.5, true), "dropout after em_seed in a capture");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "reseeded or set back during the graph capture");
     em_scope_end();
     CHECK(!em_graph_capture_end(dev), "a refused capture");
     CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
@@ -489,6 +490,55 @@ static void test_graphs(void)
     CHECK(m1.in_use_bytes == m0.in_use_bytes && m1.cached_bytes == 0,
           "graph memory back: %lld in use (%lld before), %lld cached", (long long)m1.in_use_bytes,
           (long long)m0.in_use_bytes, (long long)m1.cached_bytes);
+}
+
+/* The captured random calls of test_graph_random, into *y and *z. */
+static void random_calls(em_tensor *x, em_tensor **y, em_tensor **z)
+{
+    em_scope_begin();
+    *y = em_retain(em_add(em_dropout(x, 0.3, true), em_rand_like(x)));
+    *z = em_retain(em_randn(EM_SHAPE(1001), EM_F32, dev)); /* an odd count: a half-used counter */
+    em_scope_end();
+}
+
+/* Random ops in a graph: each replay draws what the captured calls draw when run eagerly from the
+ * generator as it is at the replay (the same bits: em_rng_set_state and em_seed between replays
+ * are honoured) and moves the generator on by as much; replays differ from each other. */
+static void test_graph_random(void)
+{
+    em_scope_begin();
+    em_tensor *x = em_to_device(h_rand(EM_SHAPE(64, 300), EM_F32, H_CONTIG, -1, 1, NULL), dev);
+    em_tensor *y, *z, *ey, *ez, *prev = NULL;
+    random_calls(x, &y, &z); /* eager first: kernels compile on first use */
+    em_release(y), em_release(z);
+    em_seed(42);
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "random capture (%s)", em_last_error());
+    random_calls(x, &y, &z);
+    em_graph *g = em_graph_capture_end(dev);
+    CHECK(g != NULL, "random graph (%s)", em_last_error());
+    uint64_t drawn = em_rng_get_state().offset; /* what the capture drew from seed 42, offset 0 */
+    for (int r = 0; g && r < 4; r++) {
+        if (r == 3) em_seed(7);
+        em_rng_state before = em_rng_get_state();
+        CHECK(em_graph_replay(g) == EM_OK, "random replay %d (%s)", r, em_last_error());
+        em_rng_state after = em_rng_get_state();
+        CHECK(after.seed == before.seed && after.offset == before.offset + drawn,
+              "replay %d moves the generator from %llu by %llu (to %llu)", r,
+              (unsigned long long)before.offset, (unsigned long long)drawn,
+              (unsigned long long)after.offset);
+        em_rng_set_state(before);
+        random_calls(x, &ey, &ez);
+        CHECK(em_rng_get_state().offset == after.offset, "the eager calls draw as much");
+        double dy = max_diff(y, ey), dz = max_diff(z, ez);
+        CHECK(dy == 0 && dz == 0, "replay %d: %g, %g from the eager draws", r, dy, dz);
+        if (prev) CHECK(max_diff(prev, y) > 0, "replay %d draws anew", r);
+        em_release(prev);
+        prev = em_clone(y);
+        em_release(ey), em_release(ez);
+    }
+    em_graph_free(g);
+    em_release(prev), em_release(y), em_release(z);
+    em_scope_end();
 }
 
 int main(void)
@@ -510,6 +560,7 @@ int main(void)
     test_two_devices();
     test_pinned();
     test_graphs();
+    test_graph_random();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

@@ -213,6 +213,14 @@ em_status cuda_capture_refuse(int device, const char *what, bool to_host);
 /* Marks the calling thread's capture on device (if any) as refused, and returns st: for an op
  * that refuses itself with its own error (return cuda_capture_refused(dev, em_error(...))). */
 em_status cuda_capture_refused(int device, em_status st);
+/* A random op's Philox stream on device: outside a capture *slot = NULL and seed, *off stay as
+ * the op recorded them. In a capture *slot is the graph's device pair {seed, first counter}, which
+ * each replay fills (core_rng_take) before the graph runs, and *off becomes the op's counter
+ * relative to the capture's first: a replay draws what the captured ops would draw if run
+ * eagerly at that point of the generator. EM_ERR_INVALID_ARG (the capture voided) when the
+ * generator was reseeded or set back during the capture. */
+em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long long *off,
+                           void **slot, const char *what);
 /* The backend's graph functions (em_stream_ops.graph_*). */
 em_status cuda_graph_begin(int device);
 void *cuda_graph_end(int device);

@@ -442,21 +442,17 @@ static em_status run_create(const em_op *op, int dev, const char *what)
     return cuda_launch(dev, f, n, params, what);
 }
 
-/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1}. */
+/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1} (in a
+ * graph capture, from the graph's pair that each replay fills: cuda_capture_rng). */
 static em_status run_random(const em_op *op, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
-    if (cuda_capture_pool(dev))
-        return cuda_capture_refused(
-            dev, em_error(EM_ERR_INVALID_ARG,
-                          "%s: a random op cannot be captured in a graph on cuda:%d (every replay "
-                          "would draw the same numbers); leave it out of the capture "
-                          "(em_module_train(m, false) "
-                          "turns dropout off)",
-                          what, dev));
     unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
+    void *gen;
+    em_status st = cuda_capture_rng(dev, seed, &off, &gen, what);
+    if (st != EM_OK) return st;
     void *yp = tn_ptr(o);
     int dout = dtc(o->dtype);
     ew_idx s;
@@ -468,7 +464,7 @@ static em_status run_random(const em_op *op, int dev, const char *what)
         void *xp = tn_ptr(op->in[0]);
         int dx = dtc(op->in[0]->dtype);
         if (!(f = cuda_kernel(dev, "ew_dropout", what))) return em_last_status();
-        void *params[] = {&xp, &dx, &yp, &dout, &n, &seed, &off, &p, &scale, &s};
+        void *params[] = {&xp, &dx, &yp, &dout, &n, &seed, &off, &p, &scale, &s, &gen};
         return cuda_launch(dev, f, n, params, what);
     }
     int kind = op->kind == EM_OP_RAND_UNIFORM  ? 0
@@ -480,7 +476,7 @@ static em_status run_random(const em_op *op, int dev, const char *what)
     void *pp = op->n_in == 1 ? tn_ptr(op->in[0]) : NULL;
     int dp = op->n_in == 1 ? dtc(op->in[0]->dtype) : 0;
     if (!(f = cuda_kernel(dev, "ew_rng", what))) return em_last_status();
-    void *params[] = {&kind, &yp, &dout, &n, &seed, &off, &a, &b, &pp, &dp, &lo, &range, &s};
+    void *params[] = {&kind, &yp, &dout, &n, &seed, &off, &a, &b, &pp, &dp, &lo, &range, &s, &gen};
     return cuda_launch(dev, f, n, params, what);
 }
 

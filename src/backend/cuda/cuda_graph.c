@@ -5,10 +5,15 @@
  * The capture runs in CUDA's thread-local mode: a call of this thread that a capture forbids (a
  * synchronisation, a blocking copy) fails and voids the capture, so a graph is never made from a
  * sequence that would replay wrongly; other threads go on as usual. cuMemAlloc, which the pool
- * may need while capturing, is not recorded and is made in relaxed mode. */
+ * may need while capturing, is not recorded and is made in relaxed mode.
+ *
+ * Random ops in a capture read their seed and first counter from a device pair of the graph
+ * (their counters relative to the generator's offset when the capture began); each replay takes
+ * the counters the capture drew from the generator and writes the pair before the graph runs. */
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "../../core/core_impl.h"
 #include "cuda.h"
 
 #define CU_STREAM_CAPTURE_MODE_THREAD  1
@@ -18,7 +23,9 @@
 typedef struct capture {
     cuda_gpool *gp; /* NULL: not capturing on this device */
     CUstream s;
-    bool refused; /* an op was refused: the capture makes no graph */
+    bool refused;     /* an op was refused: the capture makes no graph */
+    em_rng_state rng; /* the generator when the capture began */
+    CUdeviceptr slot; /* the random ops' {seed, first counter} (0: no random op yet) */
 } capture;
 
 static _Thread_local capture tl_capture[CUDA_MAX_DEVICES];
@@ -27,6 +34,8 @@ static _Thread_local int tl_capturing; /* devices this thread captures on */
 struct cuda_graph {
     CUgraphExec exec;
     cuda_gpool *gp;
+    CUdeviceptr slot;  /* the random ops' pair (0: none) */
+    uint64_t counters; /* the Philox counters a replay takes from the generator */
 };
 
 cuda_gpool *cuda_capture_pool(int device)
@@ -70,6 +79,41 @@ em_status cuda_capture_refuse(int device, const char *what, bool to_host)
                     what, device);
 }
 
+em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long long *off,
+                           void **slot, const char *what)
+{
+    *slot = NULL;
+    if (!cuda_capture_pool(device)) return EM_OK;
+    capture *c = &tl_capture[device];
+    if (seed != c->rng.seed || *off < c->rng.offset)
+        return cuda_capture_refused(
+            device, em_error(EM_ERR_INVALID_ARG,
+                             "%s: the random generator was reseeded or set back during the "
+                             "graph capture on cuda:%d (a replay draws from the generator as "
+                             "it is then); seed before em_graph_capture_begin",
+                             what, device));
+    if (!c->slot) { /* not recorded: made in relaxed mode, freed with the graph */
+        int mode = cuda_capture_relax();
+        CUresult r = cuda_drv.cuMemAlloc(&c->slot, 2 * sizeof(uint64_t));
+        cuda_capture_restore(mode);
+        if (r) {
+            c->slot = 0;
+            return cuda_capture_refused(device,
+                                        cuda_fail(EM_ERR_OOM, r, what, "cuMemAlloc", device));
+        }
+    }
+    *off -= c->rng.offset;
+    *slot = (void *)(uintptr_t)c->slot;
+    return EM_OK;
+}
+
+/* Gives back what a capture that made no graph held. */
+static void capture_drop(capture *c)
+{
+    if (c->slot) cuda_drv.cuMemFree(c->slot);
+    cuda_gpool_close(c->gp);
+}
+
 static bool have_graphs(void)
 {
     return cuda_drv.cuStreamBeginCapture && cuda_drv.cuStreamEndCapture &&
@@ -105,15 +149,15 @@ em_status cuda_graph_begin(int device)
         cuda_gpool_close(gp);
         return cuda_fail(EM_ERR_DEVICE, r, fn, "cuStreamBeginCapture", device);
     }
-    tl_capture[device] = (capture){.gp = gp, .s = s};
+    tl_capture[device] = (capture){.gp = gp, .s = s, .rng = em_rng_get_state()};
     tl_capturing++;
     return EM_OK;
 }
 
 /* Records the failure of a capture's end and gives its memory back. */
-static void *end_failed(cuda_gpool *gp, CUresult r, const char *call, int device)
+static void *end_failed(capture *c, CUresult r, const char *call, int device)
 {
-    cuda_gpool_close(gp);
+    capture_drop(c);
     cuda_fail(EM_ERR_DEVICE, r, "em_graph_capture_end", call, device);
     if (r == CUDA_ERROR_CAPTURE_INVALIDATED) {
         char msg[512];
@@ -138,15 +182,23 @@ void *cuda_graph_end(int device)
     tl_capture[device] = (capture){0};
     tl_capturing--;
     if (cuda_enter(device, fn) != EM_OK) {
-        cuda_gpool_close(c.gp);
+        capture_drop(&c);
         return NULL;
     }
     CUgraph graph = NULL;
     CUresult r = cuda_drv.cuStreamEndCapture(c.s, &graph);
-    if (r) return end_failed(c.gp, r, "cuStreamEndCapture", device);
+    if (r) return end_failed(&c, r, "cuStreamEndCapture", device);
+    em_rng_state now = em_rng_get_state();
+    if (c.slot && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
+        c.refused = true;
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: the random generator was reseeded or set back during the capture on "
+                 "cuda:%d, whose random ops draw from it",
+                 fn, device);
+    }
     if (c.refused) {
         cuda_drv.cuGraphDestroy(graph);
-        cuda_gpool_close(c.gp);
+        capture_drop(&c);
         em_error(EM_ERR_INVALID_ARG,
                  "%s: an op of the capture on cuda:%d was refused (its error said why); no graph "
                  "was made",
@@ -156,7 +208,7 @@ void *cuda_graph_end(int device)
     struct cuda_graph *g = calloc(1, sizeof *g);
     if (!g) {
         cuda_drv.cuGraphDestroy(graph);
-        cuda_gpool_close(c.gp);
+        capture_drop(&c);
         em_error(EM_ERR_OOM, "%s: out of memory", fn);
         return NULL;
     }
@@ -164,9 +216,11 @@ void *cuda_graph_end(int device)
     cuda_drv.cuGraphDestroy(graph); /* the executable graph is a copy */
     if (r) {
         free(g);
-        return end_failed(c.gp, r, "cuGraphInstantiateWithFlags", device);
+        return end_failed(&c, r, "cuGraphInstantiateWithFlags", device);
     }
     g->gp = c.gp;
+    g->slot = c.slot;
+    g->counters = c.slot ? now.offset - c.rng.offset : 0;
     return g;
 }
 
@@ -186,6 +240,15 @@ em_status cuda_graph_launch(int device, void *p)
     CUstream last = cuda_gpool_last(g->gp);
     if (last && last != s && (st = cuda_stream_order(device, s, device, last, fn)) != EM_OK)
         return st;
+    if (g->slot) { /* this replay's counters; the pair is written in stream order */
+        CUfunction f = cuda_kernel(device, "em_rng_graph_slot", fn);
+        if (!f) return em_last_status();
+        em_rng_state t = core_rng_take(g->counters);
+        unsigned long long seed = t.seed, first = t.offset;
+        void *slot = (void *)(uintptr_t)g->slot, *params[] = {&slot, &seed, &first};
+        unsigned one[3] = {1, 1, 1};
+        if ((st = cuda_launch_grid(device, f, one, one, params, fn)) != EM_OK) return st;
+    }
     CUresult r = cuda_drv.cuGraphLaunch(g->exec, s);
     if (r) return cuda_fail(EM_ERR_DEVICE, r, fn, "cuGraphLaunch", device);
     cuda_gpool_launched(g->gp, s);
@@ -200,6 +263,7 @@ void cuda_graph_free(int device, void *p)
         CUstream last = cuda_gpool_last(g->gp);
         if (last) cuda_drv.cuStreamSynchronize(last); /* its memory goes back to the pool */
         cuda_drv.cuGraphExecDestroy(g->exec);
+        if (g->slot) cuda_drv.cuMemFree(g->slot);
     } else {
         cuda_forget_error(before);
     }

@@ -44,71 +44,6 @@ __device__ __forceinline__ double normal_at(u64 seed, u64 off, u64 i)
     return (i % 2) ? r * sin(th) : r * cos(th);
 }
 
-// kind 0: uniform in [a, b) (kept below b after rounding), 1: normal a + b z, 2: Bernoulli(p)
-// with p = a or p[i] when p is not NULL.
-template <typename T>
-__device__ void rng_fill(int kind, T *y, i64 n, u64 seed, u64 off, double a, double b, const T *p)
-{
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
-        T v;
-        if (kind == 0) {
-            v = (T)(a + uniform_at(seed, off, (u64)i) * (b - a));
-            if (b > a && (double)v >= b) {
-                // the largest value of T below b
-                if (sizeof(T) == 4)
-                    v = (T)nextafterf((float)b, -__int_as_float(0x7f800000));
-                else
-                    v = (T)nextafter(b, -__longlong_as_double(0x7ff0000000000000ll));
-            }
-        } else if (kind == 1)
-            v = (T)(a + b * normal_at(seed, off, (u64)i));
-        else
-            v = uniform_at(seed, off, (u64)i) < (p ? (double)p[i] : a) ? (T)1 : (T)0;
-        y[i] = v;
-    }
-}
-
-extern "C" __global__ void em_rng_f32(int kind, float *y, i64 n, u64 seed, u64 off, double a,
-                                      double b, const float *p)
-{
-    rng_fill<float>(kind, y, n, seed, off, a, b, p);
-}
-
-extern "C" __global__ void em_rng_f64(int kind, double *y, i64 n, u64 seed, u64 off, double a,
-                                      double b, const double *p)
-{
-    rng_fill<double>(kind, y, n, seed, off, a, b, p);
-}
-
-// random integers in [lo, lo + range) into i64 or i32
-extern "C" __global__ void em_randint_i64(long long *y, i64 n, u64 seed, u64 off, i64 lo, i64 range)
-{
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
-        i64 k = (i64)(uniform_at(seed, off, (u64)i) * (double)range);
-        y[i] = lo + (k >= range ? range - 1 : k);
-    }
-}
-
-// dropout: element i kept (scaled by 1 / (1 - p)) when uniform i >= p, else 0
-template <typename T>
-__device__ void dropout(const T *x, T *y, i64 n, u64 seed, u64 off, double p, double scale)
-{
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x)
-        y[i] = uniform_at(seed, off, (u64)i) >= p ? (T)((double)x[i] * scale) : (T)0;
-}
-
-extern "C" __global__ void em_dropout_f32(const float *x, float *y, i64 n, u64 seed, u64 off,
-                                          double p, double scale)
-{
-    dropout<float>(x, y, n, seed, off, p, scale);
-}
-
-extern "C" __global__ void em_dropout_f64(const double *x, double *y, i64 n, u64 seed, u64 off,
-                                          double p, double scale)
-{
-    dropout<double>(x, y, n, seed, off, p, scale);
-}
-
 // ---- any dtype (kernels/ew.cu's element access); the output is contiguous --------------------
 
 // largest value of dt strictly below hi (`below` in cpu_create.c)
@@ -130,9 +65,12 @@ __device__ double ew_below(double hi, int dt)
 
 // kind 0 uniform [a, b), 1 normal a + b z, 2 Bernoulli(p) with p = a or operand 0 of s (pp, dp),
 // 3 randint lo + [0, range) with lo = ilo, range = irange
+// In a graph (gen not NULL) seed and the first counter come from gen[0] and gen[1] + off.
 extern "C" __global__ void ew_rng(int kind, void *y, int dt, i64 n, u64 seed, u64 off, double a,
-                                  double b, const void *pp, int dp, i64 ilo, i64 irange, ew_idx s)
+                                  double b, const void *pp, int dp, i64 ilo, i64 irange, ew_idx s,
+                                  const u64 *gen)
 {
+    if (gen) seed = gen[0], off += gen[1];
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += (i64)blockDim.x * gridDim.x) {
         if (kind == 0) {
             ew_setf(y, dt, i, __dadd_rn(a, __dmul_rn(uniform_at(seed, off, (u64)i), b - a)));
@@ -157,10 +95,17 @@ extern "C" __global__ void ew_rng(int kind, void *y, int dt, i64 n, u64 seed, u6
 
 // dropout of a strided x (operand 0) into a contiguous y of any float dtype
 extern "C" __global__ void ew_dropout(const void *x, int dx, void *y, int dt, i64 n, u64 seed,
-                                      u64 off, double p, double scale, ew_idx s)
+                                      u64 off, double p, double scale, ew_idx s, const u64 *gen)
 {
+    if (gen) seed = gen[0], off += gen[1];
     EW_LOOP(n)
     double v = uniform_at(seed, off, (u64)i) >= p ? ew_getf(x, dx, f[0]) * scale : 0.0;
     ew_setf(y, dt, i, v);
     EW_END
+}
+// A replayed graph's random ops' stream: slot = {seed, first counter} (cuda_graph_launch).
+extern "C" __global__ void em_rng_graph_slot(u64 *slot, u64 seed, u64 first)
+{
+    slot[0] = seed;
+    slot[1] = first;
 }
