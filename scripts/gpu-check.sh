@@ -102,6 +102,10 @@ if [ $TESTS = 1 ] && [ -x $B/optim_test_optim ]; then # the optimizers' fused de
         env EMBER_TEST_DEVICE=cuda:0 $B/optim_test_optim
     grep -E '^FAIL' "$LOGS/optim.log" | head -20
 fi
+if [ $TESTS = 1 ] && [ -x $B/example_graphs ]; then # examples/graphs.c: captured, replayed, checked
+    run_test "example_graphs on cuda:0" example_graphs.log env EMBER_DEVICE=cuda:0 $B/example_graphs
+    tail -3 "$LOGS/example_graphs.log"
+fi
 if [ $TESTS = 1 ] && [ -x $B/ops_conformance ]; then
     LIMIT=170 run_test "op conformance on cuda:0 (+fallback)" conformance.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/ops_conformance

@@ -16,11 +16,11 @@ cpu_test_cache"
 # every tests/cuda/test_cuda*.c program, and the suites that take EMBER_TEST_DEVICE
 CUDA_TESTS=$(for f in tests/cuda/test_cuda*.c; do basename "$f" .c | sed 's/^/cuda_/'; done)
 cmake --build build-gpu-pre -j 2 --target $CUDA_TESTS ops_conformance autodiff_gradcheck \
-    optim_test_optim fashion_mnist ember_static ember_cli $CPU_TESTS >/dev/null
+    optim_test_optim fashion_mnist example_graphs ember_static ember_cli $CPU_TESTS >/dev/null
 for t in $CUDA_TESTS ops_conformance autodiff_gradcheck optim_test_optim; do
     cp "build-gpu-pre/tests/$t" "$P/"
 done
-cp build-gpu-pre/fashion_mnist build-gpu-pre/ember "$P/"
+cp build-gpu-pre/fashion_mnist build-gpu-pre/example_graphs build-gpu-pre/ember "$P/"
 # the CPU fast-path tests too: the GPU machine's processor may have ISA extensions (AVX-512)
 # that the development machine lacks
 mkdir -p "$P/cpu"
