@@ -208,6 +208,8 @@ int64_t em_graph_memory_bytes(const em_graph *g);
 /* Waits for its replays and frees it and its memory (tensors of the capture still alive keep
  * theirs). NULL is ignored. */
 void em_graph_free(em_graph *g);
+/* Whether the calling thread is capturing a graph on dev (false on devices without graphs). */
+bool em_graph_capturing(em_device dev);
 
 /* ---- handle, ownership and scopes -------------------------------------------------------- */
 

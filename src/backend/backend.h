@@ -33,6 +33,9 @@ typedef struct em_update {
     em_update_coef k;
 } em_update;
 
+/* Writes a graph parameter's bytes for the next replay into dst (zeroed before). */
+typedef void (*em_graph_fill)(void *ctx, void *dst);
+
 /* Streams and events of a backend whose work runs asynchronously (em_stream_*, em_event_* of the
  * public API). Streams and events are the backend's own handles; a NULL stream means the calling
  * thread's current stream on the device. */
@@ -60,6 +63,11 @@ typedef struct em_stream_ops {
     em_status (*graph_launch)(int device, void *g);
     void (*graph_free)(int device, void *g);
     int64_t (*graph_bytes)(int device, void *g);
+    /* Whether the calling thread captures on device. */
+    bool (*graph_capturing)(int device);
+    /* em__graph_param below, on one of the backend's devices. */
+    em_status (*graph_param)(int device, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                             void *ctx, void **dptr);
 } em_stream_ops;
 
 typedef struct em_backend {
@@ -102,6 +110,15 @@ typedef struct em_backend {
     void (*host_free)(void *p);
     void (*host_wait)(const void *p);
 } em_backend;
+
+/* A value that changes from replay to replay of the graph the calling thread captures on dev (an
+ * optimizer's step-dependent coefficients): while capturing, *dptr is `bytes` (at most 4000) of
+ * device memory the graph keeps, which its kernels read and which every replay fills before the
+ * graph runs with what fill(ctx, dst) writes (in the order the pieces were made); ctx then belongs
+ * to the graph (drop(ctx) when it is freed, or at once on failure, which voids the capture). Not
+ * capturing (or a device without graphs): *dptr = NULL, EM_OK, ctx untouched. */
+em_status em__graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                          void *ctx, void **dptr);
 
 #define EM_MAX_BACKENDS 8
 /* Devices per backend that the per-thread tables (streams, persistent scopes) reach. */

@@ -257,3 +257,25 @@ void em_graph_free(em_graph *g)
     em_backend_get(g->dev.backend)->streams->graph_free(g->dev.index, g->impl);
     free(g);
 }
+
+/* dev's backend's stream functions when it has graphs and dev names one of its devices. */
+static const em_stream_ops *graph_ops_quiet(em_device dev)
+{
+    const em_backend *b = dev.backend >= 0 ? em_backend_get(dev.backend) : NULL;
+    return b && b->streams && b->streams->graph_capturing && dev.index >= 0 ? b->streams : NULL;
+}
+
+bool em_graph_capturing(em_device dev)
+{
+    const em_stream_ops *ops = graph_ops_quiet(dev);
+    return ops && ops->graph_capturing(dev.index);
+}
+
+em_status em__graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                          void *ctx, void **dptr)
+{
+    *dptr = NULL;
+    const em_stream_ops *ops = graph_ops_quiet(dev);
+    return ops && ops->graph_param ? ops->graph_param(dev.index, bytes, fill, drop, ctx, dptr)
+                                   : EM_OK;
+}

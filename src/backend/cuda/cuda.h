@@ -222,6 +222,9 @@ em_status cuda_capture_refused(int device, em_status st);
 em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long long *off,
                            void **slot, const char *what);
 /* The backend's graph functions (em_stream_ops.graph_*). */
+bool cuda_graph_capturing(int device);
+em_status cuda_graph_param(int device, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                           void *ctx, void **dptr);
 em_status cuda_graph_begin(int device);
 void *cuda_graph_end(int device);
 em_status cuda_graph_launch(int device, void *g);

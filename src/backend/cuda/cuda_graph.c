@@ -7,11 +7,16 @@
  * sequence that would replay wrongly; other threads go on as usual. cuMemAlloc, which the pool
  * may need while capturing, is not recorded and is made in relaxed mode.
  *
- * Random ops in a capture read their seed and first counter from a device pair of the graph
- * (their counters relative to the generator's offset when the capture began); each replay takes
- * the counters the capture drew from the generator and writes the pair before the graph runs. */
+ * Values that change from replay to replay (the random ops' seed and first counter, the
+ * optimizers' coefficients) live in the graph's parameter block: device memory whose pieces the
+ * captured kernels read (cuda_graph_param), filled on the host by each piece's fill function at
+ * every replay and written by em_graph_params kernels (the bytes passed by value, so the host
+ * buffer is free at once) in stream order before the graph runs. Random ops read their seed and
+ * first counter from one such pair, their counters relative to the generator's offset when the
+ * capture began; each replay takes as many counters as the capture drew. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "../../core/core_impl.h"
 #include "cuda.h"
@@ -20,12 +25,33 @@
 #define CU_STREAM_CAPTURE_MODE_RELAXED 2
 #define CUDA_ERROR_CAPTURE_INVALIDATED 901
 
+#define PARAM_PAGE  65536 /* the parameter block's pieces come from pages of this size */
+#define PARAM_CHUNK 500   /* 8-byte words an em_graph_params launch writes (4000 bytes) */
+
+typedef struct param { /* a piece of the parameter block */
+    CUdeviceptr at;
+    size_t bytes;
+    em_graph_fill fill;
+    void (*drop)(void *ctx);
+    void *ctx;
+} param;
+
+typedef struct params { /* a capture's, then its graph's, parameter block */
+    param *p;
+    int n, cap;
+    CUdeviceptr *pages;
+    int npages;
+    size_t used; /* bytes taken of the last page */
+} params;
+
 typedef struct capture {
     cuda_gpool *gp; /* NULL: not capturing on this device */
     CUstream s;
-    bool refused;     /* an op was refused: the capture makes no graph */
-    em_rng_state rng; /* the generator when the capture began */
-    CUdeviceptr slot; /* the random ops' {seed, first counter} (0: no random op yet) */
+    bool refused;       /* an op was refused: the capture makes no graph */
+    em_rng_state rng;   /* the generator when the capture began */
+    CUdeviceptr pair;   /* the random ops' {seed, first counter} (0: no random op yet) */
+    uint64_t *counters; /* the pair's fill context: the counters a replay takes */
+    params pm;
 } capture;
 
 static _Thread_local capture tl_capture[CUDA_MAX_DEVICES];
@@ -34,13 +60,17 @@ static _Thread_local int tl_capturing; /* devices this thread captures on */
 struct cuda_graph {
     CUgraphExec exec;
     cuda_gpool *gp;
-    CUdeviceptr slot;  /* the random ops' pair (0: none) */
-    uint64_t counters; /* the Philox counters a replay takes from the generator */
+    params pm;
 };
 
 cuda_gpool *cuda_capture_pool(int device)
 {
     return tl_capturing && device >= 0 && device < CUDA_MAX_DEVICES ? tl_capture[device].gp : NULL;
+}
+
+bool cuda_graph_capturing(int device)
+{
+    return cuda_capture_pool(device) != NULL;
 }
 
 int cuda_capture_relax(void)
@@ -79,6 +109,72 @@ em_status cuda_capture_refuse(int device, const char *what, bool to_host)
                     what, device);
 }
 
+/* Frees a parameter block: the pieces' contexts, then the pages (the graph's replays are done). */
+static void params_free(params *pm)
+{
+    for (int i = 0; i < pm->n; i++)
+        if (pm->p[i].drop) pm->p[i].drop(pm->p[i].ctx);
+    for (int i = 0; i < pm->npages; i++) cuda_drv.cuMemFree(pm->pages[i]);
+    free(pm->p);
+    free(pm->pages);
+    *pm = (params){0};
+}
+
+em_status cuda_graph_param(int device, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                           void *ctx, void **dptr)
+{
+    const char *fn = "em_graph_param";
+    *dptr = NULL;
+    if (!cuda_capture_pool(device)) return EM_OK;
+    capture *c = &tl_capture[device];
+    params *pm = &c->pm;
+    bytes = (bytes + 7) & ~(size_t)7;
+    em_status st = EM_OK;
+    if (bytes == 0 || bytes > PARAM_CHUNK * 8)
+        st = em_error(EM_ERR_INTERNAL, "%s: %zu bytes (1 to %d)", fn, bytes, PARAM_CHUNK * 8);
+    if (st == EM_OK && pm->n == pm->cap) {
+        int cap = pm->cap ? 2 * pm->cap : 16;
+        param *p = realloc(pm->p, (size_t)cap * sizeof *p);
+        if (p)
+            pm->p = p, pm->cap = cap;
+        else
+            st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
+    }
+    if (st == EM_OK && (!pm->npages || pm->used + bytes > PARAM_PAGE)) {
+        CUdeviceptr *pages = realloc(pm->pages, (size_t)(pm->npages + 1) * sizeof *pages);
+        if (!pages) {
+            st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
+        } else { /* not recorded: made in relaxed mode, freed with the graph */
+            pm->pages = pages;
+            int mode = cuda_capture_relax();
+            CUresult r = cuda_drv.cuMemAlloc(&pages[pm->npages], PARAM_PAGE);
+            cuda_capture_restore(mode);
+            if (r)
+                st = cuda_fail(EM_ERR_OOM, r, fn, "cuMemAlloc", device);
+            else
+                pm->npages++, pm->used = 0;
+        }
+    }
+    if (st != EM_OK) {
+        if (drop) drop(ctx);
+        return cuda_capture_refused(device, st);
+    }
+    param *p = &pm->p[pm->n++];
+    *p = (param){pm->pages[pm->npages - 1] + pm->used, bytes, fill, drop, ctx};
+    pm->used += bytes;
+    *dptr = (void *)(uintptr_t)p->at;
+    return EM_OK;
+}
+
+/* The random ops' pair at a replay: the generator's seed and the first of the counters the
+ * replay takes. */
+static void fill_rng(void *ctx, void *dst)
+{
+    em_rng_state t = core_rng_take(*(uint64_t *)ctx);
+    uint64_t v[2] = {t.seed, t.offset};
+    memcpy(dst, v, sizeof v);
+}
+
 em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long long *off,
                            void **slot, const char *what)
 {
@@ -92,26 +188,54 @@ em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long lo
                              "graph capture on cuda:%d (a replay draws from the generator as "
                              "it is then); seed before em_graph_capture_begin",
                              what, device));
-    if (!c->slot) { /* not recorded: made in relaxed mode, freed with the graph */
-        int mode = cuda_capture_relax();
-        CUresult r = cuda_drv.cuMemAlloc(&c->slot, 2 * sizeof(uint64_t));
-        cuda_capture_restore(mode);
-        if (r) {
-            c->slot = 0;
-            return cuda_capture_refused(device,
-                                        cuda_fail(EM_ERR_OOM, r, what, "cuMemAlloc", device));
-        }
+    if (!c->pair) {
+        uint64_t *counters = calloc(1, sizeof *counters);
+        if (!counters)
+            return cuda_capture_refused(device, em_error(EM_ERR_OOM, "%s: out of memory", what));
+        void *at;
+        em_status st =
+            cuda_graph_param(device, 2 * sizeof(uint64_t), fill_rng, free, counters, &at);
+        if (st != EM_OK) return st;
+        c->pair = (CUdeviceptr)(uintptr_t)at, c->counters = counters;
     }
     *off -= c->rng.offset;
-    *slot = (void *)(uintptr_t)c->slot;
+    *slot = (void *)(uintptr_t)c->pair;
     return EM_OK;
 }
 
 /* Gives back what a capture that made no graph held. */
 static void capture_drop(capture *c)
 {
-    if (c->slot) cuda_drv.cuMemFree(c->slot);
+    params_free(&c->pm);
     cuda_gpool_close(c->gp);
+}
+
+/* Fills the graph's parameter block for a replay and queues its writes in stream order: the
+ * pieces' bytes in runs of consecutive addresses, at most PARAM_CHUNK words a launch. */
+static em_status params_write(int device, params *pm, const char *fn)
+{
+    if (!pm->n) return EM_OK;
+    CUfunction f = cuda_kernel(device, "em_graph_params", fn);
+    if (!f) return em_last_status();
+    struct {
+        uint64_t w[PARAM_CHUNK];
+    } chunk;
+    unsigned block[3] = {128, 1, 1}, grid[3] = {1, 1, 1};
+    int i = 0;
+    while (i < pm->n) {
+        CUdeviceptr at = pm->p[i].at;
+        size_t len = 0;
+        for (; i < pm->n && pm->p[i].at == at + len && len + pm->p[i].bytes <= sizeof chunk; i++) {
+            memset((char *)chunk.w + len, 0, pm->p[i].bytes);
+            pm->p[i].fill(pm->p[i].ctx, (char *)chunk.w + len);
+            len += pm->p[i].bytes;
+        }
+        unsigned words = (unsigned)(len / 8);
+        void *dst = (void *)(uintptr_t)at, *args[] = {&dst, &words, &chunk};
+        em_status st = cuda_launch_grid(device, f, grid, block, args, fn);
+        if (st != EM_OK) return st;
+    }
+    return EM_OK;
 }
 
 static bool have_graphs(void)
@@ -189,7 +313,7 @@ void *cuda_graph_end(int device)
     CUresult r = cuda_drv.cuStreamEndCapture(c.s, &graph);
     if (r) return end_failed(&c, r, "cuStreamEndCapture", device);
     em_rng_state now = em_rng_get_state();
-    if (c.slot && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
+    if (c.pair && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
         c.refused = true;
         em_error(EM_ERR_INVALID_ARG,
                  "%s: the random generator was reseeded or set back during the capture on "
@@ -219,8 +343,8 @@ void *cuda_graph_end(int device)
         return end_failed(&c, r, "cuGraphInstantiateWithFlags", device);
     }
     g->gp = c.gp;
-    g->slot = c.slot;
-    g->counters = c.slot ? now.offset - c.rng.offset : 0;
+    if (c.pair) *c.counters = now.offset - c.rng.offset;
+    g->pm = c.pm;
     return g;
 }
 
@@ -240,15 +364,7 @@ em_status cuda_graph_launch(int device, void *p)
     CUstream last = cuda_gpool_last(g->gp);
     if (last && last != s && (st = cuda_stream_order(device, s, device, last, fn)) != EM_OK)
         return st;
-    if (g->slot) { /* this replay's counters; the pair is written in stream order */
-        CUfunction f = cuda_kernel(device, "em_rng_graph_slot", fn);
-        if (!f) return em_last_status();
-        em_rng_state t = core_rng_take(g->counters);
-        unsigned long long seed = t.seed, first = t.offset;
-        void *slot = (void *)(uintptr_t)g->slot, *params[] = {&slot, &seed, &first};
-        unsigned one[3] = {1, 1, 1};
-        if ((st = cuda_launch_grid(device, f, one, one, params, fn)) != EM_OK) return st;
-    }
+    if ((st = params_write(device, &g->pm, fn)) != EM_OK) return st;
     CUresult r = cuda_drv.cuGraphLaunch(g->exec, s);
     if (r) return cuda_fail(EM_ERR_DEVICE, r, fn, "cuGraphLaunch", device);
     cuda_gpool_launched(g->gp, s);
@@ -263,10 +379,10 @@ void cuda_graph_free(int device, void *p)
         CUstream last = cuda_gpool_last(g->gp);
         if (last) cuda_drv.cuStreamSynchronize(last); /* its memory goes back to the pool */
         cuda_drv.cuGraphExecDestroy(g->exec);
-        if (g->slot) cuda_drv.cuMemFree(g->slot);
     } else {
         cuda_forget_error(before);
     }
+    params_free(&g->pm);
     cuda_gpool_close(g->gp);
     free(g);
 }

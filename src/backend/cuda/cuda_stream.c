@@ -312,4 +312,6 @@ const em_stream_ops cuda_stream_ops = {
     .graph_launch = cuda_graph_launch,
     .graph_free = cuda_graph_free,
     .graph_bytes = cuda_graph_bytes,
+    .graph_capturing = cuda_graph_capturing,
+    .graph_param = cuda_graph_param,
 };

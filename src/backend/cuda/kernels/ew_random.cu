@@ -103,9 +103,11 @@ extern "C" __global__ void ew_dropout(const void *x, int dx, void *y, int dt, i6
     ew_setf(y, dt, i, v);
     EW_END
 }
-// A replayed graph's random ops' stream: slot = {seed, first counter} (cuda_graph_launch).
-extern "C" __global__ void em_rng_graph_slot(u64 *slot, u64 seed, u64 first)
+// A graph's parameter block at a replay (cuda_graph.c): n 8-byte words by value into dst.
+struct graph_words {
+    u64 w[500];
+};
+extern "C" __global__ void em_graph_params(u64 *dst, unsigned n, graph_words v)
 {
-    slot[0] = seed;
-    slot[1] = first;
+    for (unsigned i = threadIdx.x; i < n; i += blockDim.x) dst[i] = v.w[i];
 }
