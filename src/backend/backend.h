@@ -31,6 +31,9 @@ typedef struct em_update {
     const void *g;
     void *s[3];
     em_update_coef k;
+    /* Device memory holding the coefficients that the kernel reads instead of k (a piece of a
+     * graph's parameter block, refilled at every replay: em__graph_param), or NULL. */
+    void *kp;
 } em_update;
 
 /* Writes a graph parameter's bytes for the next replay into dst (zeroed before). */
@@ -68,6 +71,7 @@ typedef struct em_stream_ops {
     /* em__graph_param below, on one of the backend's devices. */
     em_status (*graph_param)(int device, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
                              void *ctx, void **dptr);
+    em_status (*graph_refuse)(int device, em_status st); /* em__graph_refuse */
 } em_stream_ops;
 
 typedef struct em_backend {
@@ -119,6 +123,9 @@ typedef struct em_backend {
  * capturing (or a device without graphs): *dptr = NULL, EM_OK, ctx untouched. */
 em_status em__graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
                           void *ctx, void **dptr);
+/* Voids the calling thread's capture on dev (if any) for a refusal whose error st the caller
+ * recorded; returns st. */
+em_status em__graph_refuse(em_device dev, em_status st);
 
 #define EM_MAX_BACKENDS 8
 /* Devices per backend that the per-thread tables (streams, persistent scopes) reach. */

@@ -279,3 +279,9 @@ em_status em__graph_param(em_device dev, size_t bytes, em_graph_fill fill, void 
     return ops && ops->graph_param ? ops->graph_param(dev.index, bytes, fill, drop, ctx, dptr)
                                    : EM_OK;
 }
+
+em_status em__graph_refuse(em_device dev, em_status st)
+{
+    const em_stream_ops *ops = graph_ops_quiet(dev);
+    return ops && ops->graph_refuse ? ops->graph_refuse(dev.index, st) : st;
+}

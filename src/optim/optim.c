@@ -4,6 +4,7 @@
 #include <fnmatch.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
@@ -272,6 +273,10 @@ em_optim *em_muon_new(em_module *m, em_muon_cfg cfg)
 void em_optim_free(em_optim *o)
 {
     if (!o) return;
+    if (o->anchor) { /* graphs that captured a step keep the anchor, without the optimizer */
+        o->anchor->o = NULL;
+        if (o->anchor->refs == 0) free(o->anchor);
+    }
     for (int i = 0; i < o->n; i++) {
         for (int s = 0; s < OPT_MAX_STATE; s++)
             if (o->p[i].state[s]) tn_release_ref(o->p[i].state[s]);
@@ -389,9 +394,19 @@ static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill
     em_device dev = em_tensor_device(w);
     em_dtype dt = em_tensor_dtype(w);
     em_tensor *t = p->state[s];
+    bool fits = t && em_device_equal(em_tensor_device(t), dev) && em_tensor_dtype(t) == dt &&
+                em_tensor_is_contiguous(t);
+    if (!fits && em_graph_capturing(dev)) {
+        char d[32];
+        em__graph_refuse(dev, em_error(EM_ERR_INVALID_ARG,
+                                       "em_optim_step: the state of %s would be made or moved "
+                                       "inside the graph capture on %s (every replay would "
+                                       "reset it); take one step before capturing",
+                                       p->name, em_device_str(dev, d, sizeof d)));
+        return NULL;
+    }
     bool scoped = em_backend_persistent_enter(dev); /* the state lives as long as the parameter */
-    if (t && (!em_device_equal(em_tensor_device(t), dev) || em_tensor_dtype(t) != dt ||
-              !em_tensor_is_contiguous(t))) {
+    if (t && !fits) {
         em_tensor *moved = plain_ref(work_copy(t, dt, dev));
         if (moved) {
             tn_release_ref(t);
@@ -410,11 +425,139 @@ static void *data_of(em_tensor *t)
     return t ? tn_ptr(t) : NULL;
 }
 
-/* Runs u where w lives: the CPU kernels, or the device backend's fused update. */
-static em_status run_update(const em_tensor *w, const em_update *u)
+/* The coefficients of a parameter's update, from the optimizer's settings, its current learning
+ * rate and the parameter's step: computed when the update runs, and again at every replay of a
+ * graph that captured it (so learning-rate schedules and the step-dependent corrections go on). */
+typedef enum coef_kind {
+    C_SGD,
+    C_ADAM,
+    C_ADAMW,
+    C_RMSPROP,
+    C_ADAGRAD,
+    C_LION,
+    C_MUON,      /* Muon's momentum update */
+    C_MUON_STEP, /* Muon's step along the orthogonalised momentum */
+} coef_kind;
+
+static opt_coef coef_of(const em_optim *o, const opt_param *p, coef_kind which)
+{
+    double lr = o->lr0 != 0 ? p->lr * (o->lr / o->lr0) : o->lr;
+    double t = (double)p->step;
+    switch (which) {
+    case C_SGD:
+        return (opt_coef){.lr = lr,
+                          .wd = p->wd,
+                          .a = o->sgd.momentum,
+                          .b = o->sgd.dampening,
+                          .maximize = o->sgd.maximize,
+                          .nesterov = o->sgd.nesterov};
+    case C_ADAM:
+    case C_ADAMW: {
+        const em_adam_cfg *c = &o->adam;
+        return (opt_coef){.lr = lr,
+                          .wd = p->wd,
+                          .a = c->beta1,
+                          .b = c->beta2,
+                          .c = lr / (1 - pow(c->beta1, t)),
+                          .d = sqrt(1 - pow(c->beta2, t)),
+                          .eps = c->eps,
+                          .maximize = c->maximize,
+                          .flag = which == C_ADAMW};
+    }
+    case C_RMSPROP: {
+        const em_rmsprop_cfg *c = &o->rms;
+        return (opt_coef){.lr = lr,
+                          .wd = p->wd,
+                          .a = c->alpha,
+                          .b = c->momentum,
+                          .eps = c->eps,
+                          .maximize = c->maximize,
+                          .flag = c->centered};
+    }
+    case C_ADAGRAD: {
+        const em_adagrad_cfg *c = &o->ada;
+        return (opt_coef){.lr = lr / (1 + (t - 1) * c->lr_decay),
+                          .wd = p->wd,
+                          .eps = c->eps,
+                          .maximize = c->maximize};
+    }
+    case C_LION: return (opt_coef){.lr = lr, .wd = p->wd, .a = o->lion.beta1, .b = o->lion.beta2};
+    case C_MUON: return (opt_coef){.a = o->muon.momentum, .nesterov = !o->muon.no_nesterov};
+    case C_MUON_STEP: {
+        const em_tensor *w = p->e->tensor;
+        double rows = (double)em_tensor_dim(w, 0), cols = (double)em_tensor_dim(w, 1);
+        return (opt_coef){.a = 1 - lr * p->wd, .b = -lr * sqrt(fmax(1.0, rows / cols))};
+    }
+    }
+    return (opt_coef){0};
+}
+
+/* An update captured in a graph: what its coefficients are recomputed from at each replay. */
+typedef struct graph_coef {
+    struct opt_anchor *anchor;
+    int param;
+    coef_kind which;
+    bool bump;       /* the parameter's first update of the step: its step count goes up first */
+    bool bump_steps; /* the step's last piece: the optimizer's step count goes up */
+} graph_coef;
+
+static void graph_coef_fill(void *ctx, void *dst)
+{
+    graph_coef *c = ctx;
+    em_optim *o = c->anchor->o;
+    if (!o) { /* zeros: the update changes nothing (a zero learning rate) */
+        em_log_msg("optim", EM_LOG_ERROR,
+                   "em_graph_replay: the optimizer of a captured step was freed; its updates in "
+                   "the graph do nothing");
+        return;
+    }
+    if (c->param >= 0) {
+        opt_param *p = &o->p[c->param];
+        if (c->bump) p->step++;
+        opt_coef k = coef_of(o, p, c->which);
+        memcpy(dst, &k, sizeof k);
+    }
+    if (c->bump_steps) o->steps++;
+}
+
+static void graph_coef_drop(void *ctx)
+{
+    graph_coef *c = ctx;
+    if (--c->anchor->refs == 0 && !c->anchor->o) free(c->anchor);
+    free(c);
+}
+
+/* While the calling thread captures a graph on dev: a piece of the graph's parameter block that
+ * every replay fills with coefficient `which` of parameter `param` (-1: none, 8 bytes unused)
+ * after the step counts move on as `bump` and `bump_steps` say; *kp its device address. Not
+ * capturing: *kp = NULL. */
+static em_status graph_coef_piece(em_optim *o, int param, coef_kind which, bool bump,
+                                  bool bump_steps, em_device dev, void **kp)
+{
+    *kp = NULL;
+    if (!em_graph_capturing(dev)) return EM_OK;
+    if (!o->anchor && !(o->anchor = calloc(1, sizeof *o->anchor)))
+        return em_error(EM_ERR_OOM, "em_optim_step: out of memory");
+    o->anchor->o = o;
+    graph_coef *c = malloc(sizeof *c);
+    if (!c) return em_error(EM_ERR_OOM, "em_optim_step: out of memory");
+    *c = (graph_coef){o->anchor, param, which, bump, bump_steps};
+    o->anchor->refs++;
+    size_t bytes = param >= 0 ? sizeof(opt_coef) : 8;
+    return em__graph_param(dev, bytes, graph_coef_fill, graph_coef_drop, c, kp);
+}
+
+/* Runs u where w lives: the CPU kernels, or the device backend's fused update. In a graph capture
+ * the device kernel reads u's coefficients from a piece of the graph's parameter block, which
+ * every replay refills through coef_of(o, p, which) (bump: p's first update of the step). */
+static em_status run_update(em_optim *o, opt_param *p, coef_kind which, bool bump,
+                            const em_tensor *w, em_update *u)
 {
     em_device d = em_tensor_device(w);
-    if (d.backend != 0) return em_backend_get(d.backend)->update(d.index, u);
+    if (d.backend != 0) {
+        em_status st = graph_coef_piece(o, (int)(p - o->p), which, bump, false, d, &u->kp);
+        return st != EM_OK ? st : em_backend_get(d.backend)->update(d.index, u);
+    }
     em_dtype dt = u->dtype;
     switch (u->kind) {
     case EM_UPDATE_SGD: opt_kernel_sgd(dt, u->p, u->g, u->s[0], u->n, u->k); break;
@@ -442,111 +585,77 @@ static em_update make_update(em_update_kind kind, em_tensor *w, const em_tensor 
                        .k = k};
 }
 
-static em_status muon_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g, double lr)
+static em_status muon_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g)
 {
     em_tensor *buf = state_get(p, 0, w, 0);
     em_tensor *u = em_empty(em_tensor_shape(w), em_tensor_dtype(w), em_tensor_device(w));
     if (!buf || !u) return em_last_status();
-    opt_coef k = {.a = o->muon.momentum, .nesterov = !o->muon.no_nesterov};
-    em_update up = make_update(EM_UPDATE_MUON, w, g, k);
+    em_update up = make_update(EM_UPDATE_MUON, w, g, coef_of(o, p, C_MUON));
     up.s[0] = tn_ptr(buf);
     up.s[1] = tn_ptr(u);
-    em_status st = run_update(w, &up);
+    em_status st = run_update(o, p, C_MUON, true, w, &up);
     if (st != EM_OK) return st;
     em_tensor *x = em_contiguous(opt_newton_schulz(u, o->muon.ns_steps));
     if (!x) return em_last_status();
-    double rows = (double)em_tensor_dim(w, 0), cols = (double)em_tensor_dim(w, 1);
-    double scale = sqrt(fmax(1.0, rows / cols));
-    up = make_update(EM_UPDATE_AXPBY, w, x, (opt_coef){.a = 1 - lr * p->wd, .b = -lr * scale});
-    return run_update(w, &up);
+    up = make_update(EM_UPDATE_AXPBY, w, x, coef_of(o, p, C_MUON_STEP));
+    return run_update(o, p, C_MUON_STEP, false, w, &up);
 }
 
-static em_status adam_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g, double lr,
-                             bool decoupled)
+static em_status adam_update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g,
+                             coef_kind which)
 {
-    double t = (double)p->step;
     const em_adam_cfg *c = &o->adam;
     em_tensor *m = state_get(p, 0, w, 0), *v = state_get(p, 1, w, 0);
     em_tensor *vmax = c->amsgrad ? state_get(p, 2, w, 0) : NULL;
     if (!m || !v || (c->amsgrad && !vmax)) return em_last_status();
-    opt_coef k = {.lr = lr,
-                  .wd = p->wd,
-                  .a = c->beta1,
-                  .b = c->beta2,
-                  .c = lr / (1 - pow(c->beta1, t)),
-                  .d = sqrt(1 - pow(c->beta2, t)),
-                  .eps = c->eps,
-                  .maximize = c->maximize,
-                  .flag = decoupled};
-    em_update u = make_update(EM_UPDATE_ADAM, w, g, k);
+    em_update u = make_update(EM_UPDATE_ADAM, w, g, coef_of(o, p, which));
     u.s[0] = data_of(m), u.s[1] = data_of(v), u.s[2] = data_of(vmax);
-    return run_update(w, &u);
+    return run_update(o, p, which, true, w, &u);
 }
 
 /* One parameter's update on w (contiguous f32/f64 on the CPU or a device with a fused update)
  * with gradient g (the same device, dtype and layout). */
 static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor *g)
 {
-    double lr = o->lr0 != 0 ? p->lr * (o->lr / o->lr0) : o->lr;
-    double t = (double)p->step;
     switch (o->kind) {
     case OPT_SGD: {
-        opt_coef k = {.lr = lr,
-                      .wd = p->wd,
-                      .a = o->sgd.momentum,
-                      .b = o->sgd.dampening,
-                      .maximize = o->sgd.maximize,
-                      .nesterov = o->sgd.nesterov};
-        em_update u = make_update(EM_UPDATE_SGD, w, g, k);
-        if (k.a != 0) {
+        em_update u = make_update(EM_UPDATE_SGD, w, g, coef_of(o, p, C_SGD));
+        if (u.k.a != 0) {
             u.k.first = p->state[0] == NULL;
             em_tensor *buf = state_get(p, 0, w, 0);
             if (!buf) return em_last_status();
             u.s[0] = tn_ptr(buf);
         }
-        return run_update(w, &u);
+        return run_update(o, p, C_SGD, true, w, &u);
     }
     case OPT_MUON:
-        if (!p->fallback) return muon_update(o, p, w, g, lr);
-        return adam_update(o, p, w, g, lr, true); /* AdamW for parameters that are not 2-D */
-    case OPT_ADAM:
-    case OPT_ADAMW: return adam_update(o, p, w, g, lr, o->kind == OPT_ADAMW);
+        if (!p->fallback) return muon_update(o, p, w, g);
+        return adam_update(o, p, w, g, C_ADAMW); /* AdamW for parameters that are not 2-D */
+    case OPT_ADAM: return adam_update(o, p, w, g, C_ADAM);
+    case OPT_ADAMW: return adam_update(o, p, w, g, C_ADAMW);
     case OPT_RMSPROP: {
         const em_rmsprop_cfg *c = &o->rms;
         em_tensor *sq = state_get(p, 0, w, 0);
         em_tensor *buf = c->momentum > 0 ? state_get(p, 1, w, 0) : NULL;
         em_tensor *ga = c->centered ? state_get(p, 2, w, 0) : NULL;
         if (!sq || (c->momentum > 0 && !buf) || (c->centered && !ga)) return em_last_status();
-        opt_coef k = {.lr = lr,
-                      .wd = p->wd,
-                      .a = c->alpha,
-                      .b = c->momentum,
-                      .eps = c->eps,
-                      .maximize = c->maximize,
-                      .flag = c->centered};
-        em_update u = make_update(EM_UPDATE_RMSPROP, w, g, k);
+        em_update u = make_update(EM_UPDATE_RMSPROP, w, g, coef_of(o, p, C_RMSPROP));
         u.s[0] = data_of(sq), u.s[1] = data_of(ga), u.s[2] = data_of(buf);
-        return run_update(w, &u);
+        return run_update(o, p, C_RMSPROP, true, w, &u);
     }
     case OPT_ADAGRAD: {
-        const em_adagrad_cfg *c = &o->ada;
-        em_tensor *sum = state_get(p, 0, w, c->initial_accumulator_value);
+        em_tensor *sum = state_get(p, 0, w, o->ada.initial_accumulator_value);
         if (!sum) return em_last_status();
-        opt_coef k = {.lr = lr / (1 + (t - 1) * c->lr_decay),
-                      .wd = p->wd,
-                      .eps = c->eps,
-                      .maximize = c->maximize};
-        em_update u = make_update(EM_UPDATE_ADAGRAD, w, g, k);
+        em_update u = make_update(EM_UPDATE_ADAGRAD, w, g, coef_of(o, p, C_ADAGRAD));
         u.s[0] = data_of(sum);
-        return run_update(w, &u);
+        return run_update(o, p, C_ADAGRAD, true, w, &u);
     }
     case OPT_LION: {
         em_tensor *m = state_get(p, 0, w, 0);
         if (!m) return em_last_status();
-        opt_coef k = {.lr = lr, .wd = p->wd, .a = o->lion.beta1, .b = o->lion.beta2};
-        em_update u = make_update(EM_UPDATE_LION, w, g, k);
+        em_update u = make_update(EM_UPDATE_LION, w, g, coef_of(o, p, C_LION));
         u.s[0] = data_of(m);
-        return run_update(w, &u);
+        return run_update(o, p, C_LION, true, w, &u);
     }
     }
     return em_error(EM_ERR_INTERNAL, "em_optim_step: unknown optimizer kind %d", (int)o->kind);
@@ -568,6 +677,12 @@ static em_status step_param(em_optim *o, opt_param *p, const em_grads *g)
     em_tensor *gw = work_copy(grad, wdt, dev);
     if (!gw) return em_last_status();
     p->step++;
+    if (in_place && em_graph_capturing(dev)) {
+        /* recorded, not run: each replay counts the step (graph_coef_fill) */
+        em_status st = update(o, p, param, gw);
+        p->step--;
+        return st;
+    }
     if (in_place) return update(o, p, param, gw);
     /* other dtypes or layouts, or a device without a fused update: update a converted host
      * copy, then swap it in */
@@ -596,8 +711,15 @@ em_status em_optim_step(em_optim *o, const em_grads *g)
     for (int i = 0; i < o->n && st == EM_OK; i++) st = step_param(o, &o->p[i], g);
     em_no_grad_end();
     em_scope_end();
-    if (st == EM_OK) o->steps++;
-    return st;
+    if (st != EM_OK) return st;
+    /* captured in a graph: the step is counted by each replay (the last piece of its block) */
+    for (int i = 0; i < o->n; i++) {
+        em_device d = em_tensor_device(o->p[i].e->tensor);
+        void *kp;
+        if (em_graph_capturing(d)) return graph_coef_piece(o, -1, C_SGD, false, true, d, &kp);
+    }
+    o->steps++;
+    return EM_OK;
 }
 
 /* ---- state save / restore ---------------------------------------------------------------- */

@@ -36,6 +36,13 @@ typedef struct opt_group {
     double lr, wd; /* NaN: keep the base value */
 } opt_group;
 
+/* What the graphs that captured a step of an optimizer refer to: it outlives the optimizer while
+ * they do (o NULL once the optimizer is freed; refs: the graphs' pieces). */
+struct opt_anchor {
+    em_optim *o;
+    int refs;
+};
+
 struct em_optim {
     opt_kind kind;
     const char *fn; /* constructor name for messages */
@@ -53,6 +60,7 @@ struct em_optim {
     em_adagrad_cfg ada;
     em_lion_cfg lion;
     em_muon_cfg muon;
+    struct opt_anchor *anchor; /* what graphs that captured a step refer to (NULL: none yet) */
 };
 
 /* Names of the state slots of a parameter (NULL: slot unused by this configuration). */

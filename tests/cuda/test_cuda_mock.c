@@ -666,7 +666,10 @@ static void test_graphs(void)
     em_device_mem_stats m0 = mem(dev);
     size_t q0 = pending();
 
+    CHECK(!em_graph_capturing(dev), "not capturing before");
     CHECK(em_graph_capture_begin(dev) == EM_OK, "begin (%s)", em_last_error());
+    CHECK(em_graph_capturing(dev) && !em_graph_capturing((em_device){dev.backend, 1}),
+          "capturing on cuda:0 only");
     CHECK(em_graph_capture_begin(dev) == EM_ERR_INVALID_ARG, "begin twice");
     CHECK_ERR(EM_ERR_INVALID_ARG, "capturing on cuda:0 already");
     CHECK(em_device_empty_cache(dev) == 0, "no cache release while capturing");
@@ -682,6 +685,7 @@ static void test_graphs(void)
           (long long)m0.allocs, (long long)m1.allocs, (long long)m0.reuses, (long long)m1.reuses);
     em_graph *g = em_graph_capture_end(dev);
     CHECK(g != NULL, "end (%s)", em_last_error());
+    CHECK(!em_graph_capturing(dev), "not capturing after");
     if (!g) {
         em_release(b), em_release(c), em_release(x);
         return;

@@ -8,6 +8,8 @@
 #include <pthread.h>
 #include <string.h>
 
+#include <ember/ember.h>
+
 #include "backend/cuda/cuda.h"
 #include "harness.h"
 #include "tensor/tensor_impl.h"
@@ -541,6 +543,103 @@ static void test_graph_random(void)
     em_scope_end();
 }
 
+/* One training step of m under o on (x, y): forward, MSE loss, backward, update. */
+static void train_step(em_module *m, em_optim *o, em_tensor *x, em_tensor *y)
+{
+    em_scope_begin();
+    em_tensor *out = em_forward(m, x);
+    em_grads *g = em_backward(em_mse_loss(out, y, EM_REDUCTION_MEAN));
+    em_optim_step(o, g);
+    em_grads_free(g);
+    em_scope_end();
+}
+
+static em_module *small_net(void)
+{
+    em_seed(11); /* the same initial weights each time */
+    em_module *m = em_sequential(EM_CPU, em_linear_new(32, 64, EM_CPU), em_relu_new(),
+                                 em_linear_new(64, 10, EM_CPU), NULL);
+    em_module_to(m, dev);
+    return m;
+}
+
+/* A whole training step in a graph: forward, backward and the optimizer's update captured once
+ * (after an eager step, which makes the optimizer's state), replayed on new batches, against the
+ * same steps run eagerly on a twin model: the weights agree after every replay, for Adam (its
+ * bias corrections depend on the step count, which each replay advances) and SGD with momentum,
+ * with the learning rate changed between replays (read at each replay); the step counts agree. */
+static void test_graph_train(void)
+{
+    for (int kind = 0; kind < 3; kind++) {
+        em_module *a = small_net(), *b = small_net();
+        em_optim *oa, *ob;
+        if (kind == 0)
+            oa = em_adam_new(a, (em_adam_cfg){.lr = 1e-2}),
+            ob = em_adam_new(b, (em_adam_cfg){.lr = 1e-2});
+        else if (kind == 1)
+            oa = em_sgd_new(a, (em_sgd_cfg){.lr = 0.05, .momentum = 0.9}),
+            ob = em_sgd_new(b, (em_sgd_cfg){.lr = 0.05, .momentum = 0.9});
+        else
+            oa = em_adamw_new(a, (em_adam_cfg){.lr = 1e-2}),
+            ob = em_adamw_new(b, (em_adam_cfg){.lr = 1e-2});
+        const char *name = kind == 0 ? "adam" : kind == 1 ? "sgd" : "adamw";
+        em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
+                  *y = em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
+        em_scope_begin();
+        em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
+        em_copy_into(y, h_rand(EM_SHAPE(16, 10), EM_F32, H_CONTIG, -1, 1, NULL));
+        em_scope_end();
+        train_step(a, oa, x, y); /* eager: the state exists, kernels compiled */
+        train_step(b, ob, x, y);
+        CHECK_OK(name);
+        CHECK(em_graph_capture_begin(dev) == EM_OK, "%s: capture (%s)", name, em_last_error());
+        train_step(a, oa, x, y);
+        em_graph *g = em_graph_capture_end(dev);
+        CHECK(g != NULL, "%s: training graph (%s)", name, em_last_error());
+        CHECK(em_optim_steps(oa) == 1, "%s: the capture counted no step (%lld)", name,
+              (long long)em_optim_steps(oa));
+        for (int r = 0; g && r < 4; r++) {
+            em_scope_begin();
+            em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
+            em_copy_into(y, h_rand(EM_SHAPE(16, 10), EM_F32, H_CONTIG, -1, 1, NULL));
+            em_scope_end();
+            if (r == 2)
+                em_optim_set_lr(oa, em_optim_lr(oa) / 4), em_optim_set_lr(ob, em_optim_lr(ob) / 4);
+            CHECK(em_graph_replay(g) == EM_OK, "%s: replay %d (%s)", name, r, em_last_error());
+            train_step(b, ob, x, y);
+            em_tensor *pa[8], *pb[8];
+            int n = em_module_parameters(a, pa, NULL, 8);
+            CHECK(n == 4 && em_module_parameters(b, pb, NULL, 8) == n, "%s: parameters", name);
+            double worst = 0;
+            for (int i = 0; i < n; i++) {
+                double d = max_diff(pa[i], pb[i]);
+                worst = d < 0 || d > worst ? d : worst;
+            }
+            CHECK(worst >= 0 && worst <= 1e-6, "%s: replay %d: weights differ by %g", name, r,
+                  worst);
+            CHECK(em_optim_steps(oa) == em_optim_steps(ob), "%s: step counts %lld, %lld", name,
+                  (long long)em_optim_steps(oa), (long long)em_optim_steps(ob));
+        }
+        em_graph_free(g);
+        em_release(x), em_release(y);
+        em_optim_free(oa), em_optim_free(ob);
+        em_module_free(a), em_module_free(b);
+    }
+    /* a capture that would make the optimizer's state is refused */
+    em_module *m = small_net();
+    em_optim *o = em_adam_new(m, (em_adam_cfg){.lr = 1e-2});
+    em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
+              *y = em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "capture without a step first");
+    train_step(m, o, x, y);
+    CHECK_ERR(EM_ERR_INVALID_ARG, "would be made or moved inside the graph capture");
+    CHECK(!em_graph_capture_end(dev), "no graph of a first step");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
+    em_release(x), em_release(y);
+    em_optim_free(o);
+    em_module_free(m);
+}
+
 int main(void)
 {
     em_backends_init();
@@ -561,6 +660,7 @@ int main(void)
     test_pinned();
     test_graphs();
     test_graph_random();
+    test_graph_train();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

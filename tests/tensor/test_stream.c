@@ -102,6 +102,9 @@ static void test_graphs_refused(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "argument `g` is NULL");
     CHECK(em_graph_memory_bytes(NULL) == 0, "NULL holds nothing");
     em_graph_free(NULL);
+    CHECK(!em_graph_capturing(EM_CPU) && !em_graph_capturing(sim) &&
+              !em_graph_capturing((em_device){-1, 0}) && !em_graph_capturing((em_device){0, -3}),
+          "nothing captures on devices without graphs");
 }
 
 /* em_copy_into: values from every pair of devices and dtypes into dst's own memory (views of it

@@ -12,14 +12,12 @@ em_status cuda_update(int device, const em_update *u)
         [EM_UPDATE_AXPBY] = "axpby",
     };
     const char *what = "em_optim_step";
-    if (cuda_capture_pool(device))
+    if (cuda_capture_pool(device) && !u->kp)
         return cuda_capture_refused(
             device,
-            em_error(EM_ERR_INVALID_ARG,
-                     "%s: an optimizer's update cannot be captured in a graph on cuda:%d (its "
-                     "coefficients, the learning rate and step-dependent corrections, would "
-                     "replay frozen); capture the forward and backward passes and step outside "
-                     "the graph",
+            em_error(EM_ERR_INTERNAL,
+                     "%s: an update without its coefficients in the graph's parameter block "
+                     "cannot be captured on cuda:%d (they would replay frozen)",
                      what, device));
     if ((u->dtype != EM_F32 && u->dtype != EM_F64) || (unsigned)u->kind > EM_UPDATE_AXPBY)
         return em_error(EM_ERR_INTERNAL, "%s: no CUDA update for kind %d, dtype %s", what,
@@ -35,6 +33,7 @@ em_status cuda_update(int device, const em_update *u)
     const void *g = u->g;
     long long n = u->n;
     em_update_coef k = u->k;
-    void *params[] = {&p, &g, &s0, &s1, &s2, &n, &k};
+    void *kp = u->kp;
+    void *params[] = {&p, &g, &s0, &s1, &s2, &n, &k, &kp};
     return cuda_launch(device, f, n, params, what);
 }

@@ -314,4 +314,5 @@ const em_stream_ops cuda_stream_ops = {
     .graph_bytes = cuda_graph_bytes,
     .graph_capturing = cuda_graph_capturing,
     .graph_param = cuda_graph_param,
+    .graph_refuse = cuda_capture_refused,
 };

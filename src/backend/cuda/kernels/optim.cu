@@ -139,42 +139,43 @@ __device__ void upd_axpby(T *P, const T *X, i64 n, upd_coef k)
     UPD_LOOP P[i] = P[i] * ta + tb * X[i];
 }
 
-// One entry point per kind and dtype, all with the same parameters: p, g, s0, s1, s2, n, k.
+// One entry point per kind and dtype, all with the same parameters: p, g, s0, s1, s2, n, k, kp
+// (kp not NULL: the coefficients are *kp, a piece of a graph's parameter block, instead of k).
 #define UPD_ENTRY(T, S)                                                                            \
     extern "C" __global__ void em_upd_sgd_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,        \
-                                              upd_coef k)                                          \
+                                              upd_coef k, const upd_coef *kp)                      \
     {                                                                                              \
-        upd_sgd(p, g, s0, n, k);                                                                   \
+        upd_sgd(p, g, s0, n, kp ? *kp : k);                                                        \
     }                                                                                              \
     extern "C" __global__ void em_upd_adam_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,       \
-                                               upd_coef k)                                         \
+                                               upd_coef k, const upd_coef *kp)                     \
     {                                                                                              \
-        upd_adam(p, g, s0, s1, s2, n, k);                                                          \
+        upd_adam(p, g, s0, s1, s2, n, kp ? *kp : k);                                               \
     }                                                                                              \
     extern "C" __global__ void em_upd_rmsprop_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,    \
-                                                  upd_coef k)                                      \
+                                                  upd_coef k, const upd_coef *kp)                  \
     {                                                                                              \
-        upd_rmsprop(p, g, s0, s1, s2, n, k);                                                       \
+        upd_rmsprop(p, g, s0, s1, s2, n, kp ? *kp : k);                                            \
     }                                                                                              \
     extern "C" __global__ void em_upd_adagrad_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,    \
-                                                  upd_coef k)                                      \
+                                                  upd_coef k, const upd_coef *kp)                  \
     {                                                                                              \
-        upd_adagrad(p, g, s0, n, k);                                                               \
+        upd_adagrad(p, g, s0, n, kp ? *kp : k);                                                    \
     }                                                                                              \
     extern "C" __global__ void em_upd_lion_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,       \
-                                               upd_coef k)                                         \
+                                               upd_coef k, const upd_coef *kp)                     \
     {                                                                                              \
-        upd_lion(p, g, s0, n, k);                                                                  \
+        upd_lion(p, g, s0, n, kp ? *kp : k);                                                       \
     }                                                                                              \
     extern "C" __global__ void em_upd_muon_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,       \
-                                               upd_coef k)                                         \
+                                               upd_coef k, const upd_coef *kp)                     \
     {                                                                                              \
-        upd_muon(g, s0, s1, n, k);                                                                 \
+        upd_muon(g, s0, s1, n, kp ? *kp : k);                                                      \
     }                                                                                              \
     extern "C" __global__ void em_upd_axpby_##S(T *p, const T *g, T *s0, T *s1, T *s2, i64 n,      \
-                                                upd_coef k)                                        \
+                                                upd_coef k, const upd_coef *kp)                    \
     {                                                                                              \
-        upd_axpby(p, g, n, k);                                                                     \
+        upd_axpby(p, g, n, kp ? *kp : k);                                                          \
     }
 
 UPD_ENTRY(float, f32)
