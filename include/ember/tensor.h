@@ -184,11 +184,15 @@ double em_event_elapsed_ms(const em_event *start, const em_event *end);
  * (em_rand*, em_randn*, em_bernoulli*, em_randint, em_dropout) draw anew on every replay: the
  * numbers the captured calls would draw if run eagerly from the generator as it is at the replay
  * (em_seed and em_rng_set_state between replays count), and the replay moves the generator on
- * by as much as the capture drew. A capture fails with a clear error on what cannot be
- * recorded: copies between host and device (em_to_data, em_item, em_to_device from the CPU),
- * index checks that read a flag back (gather, embedding, cross-entropy targets), reseeding or
- * setting back the generator between random ops of the capture, the optimizers' updates, ops
- * that fall back to the CPU. Such a refusal (or a call the
+ * by as much as the capture drew. em_optim_step can be captured too (a whole training step):
+ * each replay recomputes the updates' coefficients from the optimizer's learning rate and step
+ * counts and advances the counts (the capture itself counts no step; take one eager step first,
+ * which makes the optimizer's state; the optimizer must outlive the graph). A capture fails with
+ * a clear error on what cannot be recorded: copies between host and device (em_to_data,
+ * em_item, em_to_device from the CPU), index checks that read a flag back (gather, embedding,
+ * cross-entropy targets), reseeding or setting back the generator between random ops of the
+ * capture, an optimizer state made inside it, ops that fall back to the CPU. Such a refusal (or
+ * a call the
  * driver forbids during a capture, such as a device sync) voids the capture:
  * em_graph_capture_end then reports it and returns NULL. Other threads' device-wide syncs during
  * a capture void it too (docs/cuda.md, Graphs). */
