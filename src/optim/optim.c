@@ -501,16 +501,14 @@ typedef struct graph_coef {
     bool bump_steps; /* the step's last piece: the optimizer's step count goes up */
 } graph_coef;
 
-static void graph_coef_fill(void *ctx, void *dst)
+static em_status graph_coef_fill(void *ctx, void *dst)
 {
     graph_coef *c = ctx;
     em_optim *o = c->anchor->o;
-    if (!o) { /* zeros: the update changes nothing (a zero learning rate) */
-        em_log_msg("optim", EM_LOG_ERROR,
-                   "em_graph_replay: the optimizer of a captured step was freed; its updates in "
-                   "the graph do nothing");
-        return;
-    }
+    if (!o)
+        return em_error(EM_ERR_INVALID_ARG,
+                        "em_graph_replay: the optimizer whose step the graph captured was freed "
+                        "(free the graph first); the graph did not run");
     if (c->param >= 0) {
         opt_param *p = &o->p[c->param];
         if (c->bump) p->step++;
@@ -518,6 +516,7 @@ static void graph_coef_fill(void *ctx, void *dst)
         memcpy(dst, &k, sizeof k);
     }
     if (c->bump_steps) o->steps++;
+    return EM_OK;
 }
 
 static void graph_coef_drop(void *ctx)

@@ -168,11 +168,12 @@ em_status cuda_graph_param(int device, size_t bytes, em_graph_fill fill, void (*
 
 /* The random ops' pair at a replay: the generator's seed and the first of the counters the
  * replay takes. */
-static void fill_rng(void *ctx, void *dst)
+static em_status fill_rng(void *ctx, void *dst)
 {
     em_rng_state t = core_rng_take(*(uint64_t *)ctx);
     uint64_t v[2] = {t.seed, t.offset};
     memcpy(dst, v, sizeof v);
+    return EM_OK;
 }
 
 em_status cuda_capture_rng(int device, unsigned long long seed, unsigned long long *off,
@@ -227,7 +228,8 @@ static em_status params_write(int device, params *pm, const char *fn)
         size_t len = 0;
         for (; i < pm->n && pm->p[i].at == at + len && len + pm->p[i].bytes <= sizeof chunk; i++) {
             memset((char *)chunk.w + len, 0, pm->p[i].bytes);
-            pm->p[i].fill(pm->p[i].ctx, (char *)chunk.w + len);
+            em_status st = pm->p[i].fill(pm->p[i].ctx, (char *)chunk.w + len);
+            if (st != EM_OK) return st;
             len += pm->p[i].bytes;
         }
         unsigned words = (unsigned)(len / 8);
