@@ -543,12 +543,15 @@ static void test_graph_random(void)
     em_scope_end();
 }
 
-/* One training step of m under o on (x, y): forward, MSE loss, backward, update. */
+/* One training step of m under o on (x, y): forward, the loss (cross entropy for class indices y,
+ * else MSE), backward, update. */
 static void train_step(em_module *m, em_optim *o, em_tensor *x, em_tensor *y)
 {
     em_scope_begin();
     em_tensor *out = em_forward(m, x);
-    em_grads *g = em_backward(em_mse_loss(out, y, EM_REDUCTION_MEAN));
+    em_tensor *loss = em_tensor_dtype(y) == EM_I64 ? em_cross_entropy(out, y, (em_ce_cfg){0})
+                                                   : em_mse_loss(out, y, EM_REDUCTION_MEAN);
+    em_grads *g = em_backward(loss);
     em_optim_step(o, g);
     em_grads_free(g);
     em_scope_end();
@@ -563,17 +566,31 @@ static em_module *small_net(void)
     return m;
 }
 
+/* New batch values in x and y (class indices 0..9 for an I64 y). */
+static void new_batch(em_tensor *x, em_tensor *y)
+{
+    em_scope_begin();
+    em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
+    if (em_tensor_dtype(y) == EM_I64)
+        em_copy_into(y, em_randint(0, 10, EM_SHAPE(16), EM_I64, EM_CPU));
+    else
+        em_copy_into(y, h_rand(EM_SHAPE(16, 10), EM_F32, H_CONTIG, -1, 1, NULL));
+    em_scope_end();
+}
+
 /* A whole training step in a graph: forward, backward and the optimizer's update captured once
  * (after an eager step, which makes the optimizer's state), replayed on new batches, against the
  * same steps run eagerly on a twin model: the weights agree after every replay, for Adam (its
- * bias corrections depend on the step count, which each replay advances) and SGD with momentum,
- * with the learning rate changed between replays (read at each replay); the step counts agree. */
+ * bias corrections depend on the step count, which each replay advances), SGD with momentum and
+ * AdamW with an MSE loss, and Adam with cross entropy (captured, it picks each target's class by
+ * a mask instead of a gather), with the learning rate changed between replays (read at each
+ * replay); the step counts agree. */
 static void test_graph_train(void)
 {
-    for (int kind = 0; kind < 3; kind++) {
+    for (int kind = 0; kind < 4; kind++) {
         em_module *a = small_net(), *b = small_net();
         em_optim *oa, *ob;
-        if (kind == 0)
+        if (kind == 0 || kind == 3)
             oa = em_adam_new(a, (em_adam_cfg){.lr = 1e-2}),
             ob = em_adam_new(b, (em_adam_cfg){.lr = 1e-2});
         else if (kind == 1)
@@ -582,13 +599,14 @@ static void test_graph_train(void)
         else
             oa = em_adamw_new(a, (em_adam_cfg){.lr = 1e-2}),
             ob = em_adamw_new(b, (em_adam_cfg){.lr = 1e-2});
-        const char *name = kind == 0 ? "adam" : kind == 1 ? "sgd" : "adamw";
+        const char *name = kind == 0   ? "adam"
+                           : kind == 1 ? "sgd"
+                           : kind == 2 ? "adamw"
+                                       : "adam, cross entropy";
         em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
-                  *y = em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
-        em_scope_begin();
-        em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
-        em_copy_into(y, h_rand(EM_SHAPE(16, 10), EM_F32, H_CONTIG, -1, 1, NULL));
-        em_scope_end();
+                  *y = kind == 3 ? em_zeros(EM_SHAPE(16), EM_I64, dev)
+                                 : em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
+        new_batch(x, y);
         train_step(a, oa, x, y); /* eager: the state exists, kernels compiled */
         train_step(b, ob, x, y);
         CHECK_OK(name);
@@ -599,10 +617,7 @@ static void test_graph_train(void)
         CHECK(em_optim_steps(oa) == 1, "%s: the capture counted no step (%lld)", name,
               (long long)em_optim_steps(oa));
         for (int r = 0; g && r < 4; r++) {
-            em_scope_begin();
-            em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
-            em_copy_into(y, h_rand(EM_SHAPE(16, 10), EM_F32, H_CONTIG, -1, 1, NULL));
-            em_scope_end();
+            new_batch(x, y);
             if (r == 2)
                 em_optim_set_lr(oa, em_optim_lr(oa) / 4), em_optim_set_lr(ob, em_optim_lr(ob) / 4);
             CHECK(em_graph_replay(g) == EM_OK, "%s: replay %d (%s)", name, r, em_last_error());
@@ -630,6 +645,50 @@ static void test_graph_train(void)
         em_release(x), em_release(y);
         em_optim_free(ob);
         em_module_free(a), em_module_free(b);
+    }
+    /* captured cross entropy (a mask picks the classes): the loss of the eager gather on valid
+     * targets, with class weights; NaN for a target out of range (eagerly: an error) */
+    {
+        em_module *m = small_net();
+        em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
+                  *t = em_zeros(EM_SHAPE(16), EM_I64, dev), *loss = NULL;
+        em_tensor *w = em_to_device(h_rand(EM_SHAPE(10), EM_F32, H_CONTIG, 0.5, 2, NULL), dev);
+        em_ce_cfg cfg = {.weight = w};
+        new_batch(x, t);
+        for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
+            if (pass) CHECK(em_graph_capture_begin(dev) == EM_OK, "capture cross entropy");
+            em_scope_begin();
+            em_release(loss);
+            loss = em_retain(em_cross_entropy(em_forward(m, x), t, cfg));
+            em_scope_end();
+        }
+        em_graph *g = em_graph_capture_end(dev);
+        CHECK(g != NULL, "cross-entropy graph (%s)", em_last_error());
+        for (int r = 0; g && r < 3; r++) {
+            new_batch(x, t);
+            if (r == 2) {
+                int64_t bad[16];
+                for (int i = 0; i < 16; i++) bad[i] = i % 10;
+                bad[5] = 12;
+                em_scope_begin();
+                em_copy_into(t, em_from_data(bad, EM_I64, EM_SHAPE(16), EM_I64, EM_CPU));
+                em_scope_end();
+            }
+            CHECK(em_graph_replay(g) == EM_OK, "cross-entropy replay %d", r);
+            double got = em_item_f64(loss);
+            if (r == 2) {
+                CHECK(isnan(got), "a target out of range in a graph: loss %g, want NaN", got);
+                continue;
+            }
+            em_scope_begin();
+            double want = em_item_f64(em_cross_entropy(em_forward(m, x), t, cfg));
+            em_scope_end();
+            CHECK(fabs(got - want) <= 1e-6 * fabs(want), "replay %d: loss %.9g, eager %.9g", r, got,
+                  want);
+        }
+        em_graph_free(g);
+        em_release(loss), em_release(x), em_release(t), em_release(w);
+        em_module_free(m);
     }
     /* a capture that would make the optimizer's state is refused */
     em_module *m = small_net();
