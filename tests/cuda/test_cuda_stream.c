@@ -652,7 +652,10 @@ static void test_graph_train(void)
         em_module *m = small_net();
         em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
                   *t = em_zeros(EM_SHAPE(16), EM_I64, dev), *loss = NULL;
-        em_tensor *w = em_to_device(h_rand(EM_SHAPE(10), EM_F32, H_CONTIG, 0.5, 2, NULL), dev);
+        em_scope_begin();
+        em_tensor *w =
+            em_retain(em_to_device(h_rand(EM_SHAPE(10), EM_F32, H_CONTIG, 0.5, 2, NULL), dev));
+        em_scope_end();
         em_ce_cfg cfg = {.weight = w};
         new_batch(x, t);
         for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
