@@ -458,9 +458,8 @@ int main(int argc, char **argv)
         em_release(b);
     }
     if (bench_selected(argc, argv, "train_mlp_graph")) {
-        /* train_mlp's MLP with an MSE loss (cross entropy's target check reads back, which a
-         * capture refuses): forward, backward and the Adam step captured after one eager step;
-         * a rep is one replay */
+        /* train_mlp's MLP with an MSE loss: forward, backward and the Adam step captured after
+         * one eager step; a rep is one replay */
         net = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev), em_relu_new(),
                             em_linear_new(512, 512, dev), em_relu_new(),
                             em_linear_new(512, 10, dev), NULL);

@@ -190,10 +190,11 @@ double em_event_elapsed_ms(const em_event *start, const em_event *end);
  * which makes the optimizer's state; the optimizer must outlive the graph). A capture fails with
  * a clear error on what cannot be recorded: copies between host and device (em_to_data,
  * em_item, em_to_device from the CPU), index checks that read a flag back (gather, embedding,
- * cross-entropy targets), reseeding or setting back the generator between random ops of the
- * capture, an optimizer state made inside it, ops that fall back to the CPU. Such a refusal (or
- * a call the
- * driver forbids during a capture, such as a device sync) voids the capture:
+ * index_select), reseeding or setting back the generator between random ops of the capture, an
+ * optimizer state made inside it, ops that fall back to the CPU. (em_cross_entropy and em_nll_loss
+ * with class indices are capturable: captured, they pick the class by a mask, and a target out
+ * of range gives a NaN loss instead of the eager error.) Such a refusal (or a call the driver
+ * forbids during a capture, such as a device sync) voids the capture:
  * em_graph_capture_end then reports it and returns NULL. Other threads' device-wide syncs during
  * a capture void it too (docs/cuda.md, Graphs). */
 typedef struct em_graph em_graph;
