@@ -203,7 +203,9 @@ typedef struct em_graph em_graph;
  * a device without graphs, EM_ERR_INVALID_ARG when this thread is capturing already. */
 em_status em_graph_capture_begin(em_device dev);
 /* Ends the capture and returns the graph (NULL with the error recorded when the capture was
- * voided or this thread is not capturing on dev; the capture is over either way). */
+ * voided, when a call of this thread failed during it (an error still pending: its work would
+ * be missing from the graph), or when this thread is not capturing on dev; the capture is over
+ * either way). */
 em_graph *em_graph_capture_end(em_device dev);
 /* Runs the recorded work again on the calling thread's current stream of the graph's device
  * (queued: a read of its results waits as for any op). */

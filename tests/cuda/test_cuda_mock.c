@@ -756,6 +756,13 @@ static void test_graphs(void)
         CHECK(!em_graph_capture_end(dev), "a reseeded capture makes no graph");
         CHECK_ERR(EM_ERR_INVALID_ARG, "was refused");
     }
+    /* a call that fails in the capture (a shape error) voids it: its work would be missing */
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "begin 6");
+    d = em_clone(x);
+    CHECK(!em_add(d, small), "a shape error in a capture");
+    CHECK(!em_graph_capture_end(dev), "a capture with a failed call makes no graph");
+    CHECK_ERR(EM_ERR_SHAPE, "em_add");
+    em_release(d);
     em_release(host);
     em_release(small);
     /* work goes on as usual after them */
@@ -765,6 +772,67 @@ static void test_graphs(void)
     em_release(x);
     em_device_empty_cache(dev);
     CHECK(mem(dev).in_use_bytes == m0.in_use_bytes - cls, "the failed captures' memory is back");
+}
+
+/* A graph parameter's fill and drop callbacks count their calls. */
+static int fills, drops;
+static em_status count_fill(void *ctx, void *dst)
+{
+    (void)ctx, (void)dst;
+    fills++;
+    return EM_OK;
+}
+static void count_drop(void *ctx)
+{
+    drops++;
+    free(ctx);
+}
+
+/* The graph parameter block's ownership (the mock runs no kernels, so no replay fills it here):
+ * outside a capture nothing is made and the context stays the caller's; in a capture each piece
+ * gets device memory and its context is dropped once, when the graph is freed, when the capture
+ * is voided, or at once when the piece is refused (over 4000 bytes), which voids the capture. */
+static void test_graph_params(void)
+{
+    void *at = (void *)1, *ctx = malloc(8);
+    CHECK(em__graph_param(dev, 64, count_fill, count_drop, ctx, &at) == EM_OK && !at,
+          "not capturing: nothing made");
+    CHECK(em__graph_param(EM_CPU, 64, count_fill, count_drop, ctx, &at) == EM_OK && !at,
+          "the cpu: nothing made");
+    free(ctx);
+    CHECK(drops == 0, "the caller's context is not dropped");
+    em_tensor *host = em_zeros(EM_SHAPE(4), EM_F32, EM_CPU);
+    for (int k = 0; k < 3; k++) { /* 0: freed graph, 1: voided capture, 2: refused piece */
+        drops = 0;
+        CHECK(em_graph_capture_begin(dev) == EM_OK, "params capture %d", k);
+        void *p[20];
+        for (int i = 0; i < 20; i++) { /* 20 x 4000 bytes: two 64 KiB pages */
+            CHECK(em__graph_param(dev, 4000, count_fill, count_drop, malloc(8), &p[i]) == EM_OK &&
+                      p[i],
+                  "piece %d", i);
+            if (i) CHECK(p[i] != p[i - 1], "pieces apart");
+        }
+        CHECK((char *)p[1] - (char *)p[0] == 4000, "pieces of one page follow each other");
+        if (k == 1) {
+            CHECK(!em_to_device(host, dev), "a host copy voids the capture");
+            CHECK_ERR(EM_ERR_INVALID_ARG, "cannot be recorded in a graph capture");
+        }
+        if (k == 2) {
+            void *q;
+            CHECK(em__graph_param(dev, 4001, count_fill, count_drop, malloc(8), &q) ==
+                      EM_ERR_INTERNAL,
+                  "a piece over 4000 bytes");
+            CHECK(drops == 1, "the refused piece's context dropped at once (%d)", drops);
+        }
+        em_graph *g = em_graph_capture_end(dev);
+        CHECK((g != NULL) == (k == 0), "capture %d makes %s", k, k ? "no graph" : "a graph");
+        CHECK(drops == (k == 0 ? 0 : 20 + (k == 2)), "capture %d: %d contexts dropped", k, drops);
+        em_graph_free(g);
+        CHECK(drops == 20 + (k == 2), "capture %d: all contexts dropped once (%d)", k, drops);
+        em_clear_error();
+    }
+    CHECK(fills == 0, "no fill without a replay");
+    em_release(host);
 }
 
 /* em_copy_into with device memory (same dtype: the copies are the mock's work): host into
@@ -829,6 +897,7 @@ int main(void)
     test_priorities();
     test_pinned();
     test_graphs();
+    test_graph_params();
     test_copy_into_device();
     if (fail_calls) test_faults();
     em_device_sync(dev);

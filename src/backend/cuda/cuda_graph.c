@@ -48,6 +48,7 @@ typedef struct capture {
     cuda_gpool *gp; /* NULL: not capturing on this device */
     CUstream s;
     bool refused;       /* an op was refused: the capture makes no graph */
+    bool failed_before; /* an error was pending on the thread when the capture began */
     em_rng_state rng;   /* the generator when the capture began */
     CUdeviceptr pair;   /* the random ops' {seed, first counter} (0: no random op yet) */
     uint64_t *counters; /* the pair's fill context: the counters a replay takes */
@@ -275,7 +276,8 @@ em_status cuda_graph_begin(int device)
         cuda_gpool_close(gp);
         return cuda_fail(EM_ERR_DEVICE, r, fn, "cuStreamBeginCapture", device);
     }
-    tl_capture[device] = (capture){.gp = gp, .s = s, .rng = em_rng_get_state()};
+    tl_capture[device] =
+        (capture){.gp = gp, .s = s, .rng = em_rng_get_state(), .failed_before = em_failed()};
     tl_capturing++;
     return EM_OK;
 }
@@ -315,6 +317,8 @@ void *cuda_graph_end(int device)
     CUresult r = cuda_drv.cuStreamEndCapture(c.s, &graph);
     if (r) return end_failed(&c, r, "cuStreamEndCapture", device);
     em_rng_state now = em_rng_get_state();
+    if (!c.failed_before && em_failed()) /* a call failed in the capture: its work is missing */
+        c.refused = true;
     if (c.pair && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
         c.refused = true;
         em_error(EM_ERR_INVALID_ARG,
