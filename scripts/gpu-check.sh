@@ -15,6 +15,9 @@
 # compiling into the empty cache, then loading from it).
 # EMBER_BENCH_PAUSE: seconds the GPU idles before each matmul, conv and sdpa benchmark case in
 # both programs (default 0.5; the GPU's power cap slows a product that follows a heavy one).
+# ONLY="names ..." runs only the named test rows: test_cuda, test_cuda_<family> (the
+# tests/cuda programs), optim, example_graphs, conformance, gradcheck, cpu (a short device call
+# for the tests a change touches, e.g. ONLY="test_cuda_stream optim").
 # Usage: scripts/gpu-check.sh [--no-bench] [--no-train] [--no-tests] [bench case prefixes ...]
 set -u
 cd "$(dirname "$0")/.."
@@ -35,6 +38,7 @@ if [ -f "${KERNEL_CACHE:-}" ]; then
 elif [ -n "${KERNEL_CACHE:-}" ]; then
     cp "$KERNEL_CACHE"/cuda-*.cubin "$CACHE"/ 2>/dev/null
 fi
+only() { [ -z "${ONLY:-}" ] || [[ " $ONLY " == *" $1 "* ]]; }
 rows=()
 row() { rows+=("$(printf '| %-36s | %-6s | %s' "$1" "$2" "$3")"); }
 secs() { awk "BEGIN{printf \"%.1f\", $2 - $1}"; }
@@ -82,7 +86,7 @@ run_test() { # name, log, command...
 
 if [ $TESTS = 0 ]; then
     row "tests" "-" "not run (--no-tests)"
-elif [ -x $B/cuda_test_cuda ]; then
+elif [ -x $B/cuda_test_cuda ] && only test_cuda; then
     cold="cold kernel cache"
     [ -n "$(ls "$CACHE")" ] && cold="seeded kernel cache: $(ls "$CACHE" | wc -l) files"
     run_test "test_cuda ($cold)" test_cuda_cold.log env EMBER_LOG_CUDA=info $B/cuda_test_cuda
@@ -94,31 +98,32 @@ for t in $B/cuda_test_cuda_*; do # the per-family CUDA tests
     [ $TESTS = 1 ] || break
     [ -x "$t" ] || continue
     n=$(basename "$t")
+    only "${n#cuda_}" || continue
     run_test "${n#cuda_}" "$n.log" "$t"
     grep -E '^FAIL' "$LOGS/$n.log" | head -20
 done
-if [ $TESTS = 1 ] && [ -x $B/optim_test_optim ]; then # the optimizers' fused device updates against PyTorch
+if [ $TESTS = 1 ] && [ -x $B/optim_test_optim ] && only optim; then # the optimizers' fused device updates against PyTorch
     EMBER_FIXTURES=$PWD/tests/fixtures run_test "optimizers on cuda:0" optim.log \
         env EMBER_TEST_DEVICE=cuda:0 $B/optim_test_optim
     grep -E '^FAIL' "$LOGS/optim.log" | head -20
 fi
-if [ $TESTS = 1 ] && [ -x $B/example_graphs ]; then # examples/graphs.c: captured, replayed, checked
+if [ $TESTS = 1 ] && [ -x $B/example_graphs ] && only example_graphs; then # examples/graphs.c: captured, replayed, checked
     run_test "example_graphs on cuda:0" example_graphs.log env EMBER_DEVICE=cuda:0 $B/example_graphs
     tail -3 "$LOGS/example_graphs.log"
 fi
-if [ $TESTS = 1 ] && [ -x $B/ops_conformance ]; then
+if [ $TESTS = 1 ] && [ -x $B/ops_conformance ] && only conformance; then
     LIMIT=170 run_test "op conformance on cuda:0 (+fallback)" conformance.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/ops_conformance
     grep -E '^FAIL|^device coverage' "$LOGS/conformance.log" | head -30
     cov=$(grep '^device coverage' "$LOGS/conformance.log")
     row "  device coverage" "-" "${cov#device coverage: }"
 fi
-if [ $TESTS = 1 ] && [ -x $B/autodiff_gradcheck ]; then
+if [ $TESTS = 1 ] && [ -x $B/autodiff_gradcheck ] && only gradcheck; then
     LIMIT=120 run_test "gradient checks on cuda:0 (+fallback)" gradcheck.log \
         env EMBER_TEST_DEVICE=cuda:0 EMBER_CPU_FALLBACK=1 $B/autodiff_gradcheck
     grep -E '^FAIL' "$LOGS/gradcheck.log" | head -10
 fi
-if [ $TESTS = 1 ] && [ -d gpu-prebuilt/cpu ]; then
+if [ $TESTS = 1 ] && [ -d gpu-prebuilt/cpu ] && only cpu; then
     isa=$(grep -o -m1 'avx512[a-z]*' /proc/cpuinfo | head -1)
     row "host CPU" "-" "$(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //'); ${isa:+AVX-512 }$(nproc) threads"
     for t in gpu-prebuilt/cpu/*; do
