@@ -546,7 +546,7 @@ TMAP_F32_KERNEL(em_mm_tw_tf32_knn, tw_rs_matmul<128, 1>)
 // x's 4-D map [N][H][W][C] at (c0, ow0 - pw + kw dw, oh0 - ph + kh dh, n): the copy engine
 // zero-fills what lies off the image (negative coordinates too), which is the padding. The box's
 // BW BH rows (<= BN) are the tile's columns; the columns past them are never stored.
-struct twconv { // matches tw_conv_arg in cuda_backend.c
+struct twconv { // matches tw_conv_arg in cuda_conv.c
     int Cout, OH, OW, KW, ph, pw, dh, dw;
     int BW, BH, tw, th; // box; column tiles per image: tw along OW, th along OH
     int ntiles, cpt;    // column tiles (N th tw); k tiles per tap (C / 64)
