@@ -120,13 +120,7 @@ void em_rng_set_state(em_rng_state s)
 
 uint64_t em_rng_reserve(uint64_t n)
 {
-    core_init();
-    uint64_t counters = n / 4 + (n % 4 != 0) + 1;
-    pthread_mutex_lock(&rng_lock);
-    uint64_t first = rng_state.offset;
-    rng_state.offset += counters;
-    pthread_mutex_unlock(&rng_lock);
-    return first;
+    return core_rng_take(n / 4 + (n % 4 != 0) + 1).offset;
 }
 
 em_rng_state core_rng_take(uint64_t counters)
