@@ -210,44 +210,31 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
     if (unbatched) t64 = em_reshape(t64, EM_SHAPE(1));
     int64_t ignore = ignore_of(cfg);
     em_tensor *ign = em_eq_scalar(t64, (double)ignore);
-    em_tensor *in_range = em_logical_and(em_ge_scalar(t64, 0), em_lt_scalar(t64, (double)C));
-    em_tensor *good = em_logical_or(in_range, ign);
-    if (!good) return NULL;
-    /* In a graph capture the targets cannot be checked (a read back) nor gathered (the index ops'
-     * range check reads back too): the class is picked by a one-hot mask instead, and a target
-     * out of range makes its sample's loss NaN rather than an error. */
+    if (!ign) return NULL;
+    /* In a graph capture the targets cannot be checked (a read back): there a target out of
+     * range gathers NaN (the index kernels' guard in captures), so its sample's loss is NaN
+     * rather than an error. */
     em_device dev = input->storage->device;
-    bool capturing = em_graph_capturing(dev);
-    if (!capturing && !nn_loss_all(good)) {
-        em_tensor *bad = em_masked_select(t64, em_logical_not(good));
-        int64_t v = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
-        em_error(EM_ERR_INDEX,
-                 "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
-                 (long long)v, (long long)C, (long long)ignore);
-        return NULL;
+    if (!em_graph_capturing(dev)) {
+        em_tensor *in_range = em_logical_and(em_ge_scalar(t64, 0), em_lt_scalar(t64, (double)C));
+        em_tensor *good = em_logical_or(in_range, ign);
+        if (!good) return NULL;
+        if (!nn_loss_all(good)) {
+            em_tensor *bad = em_masked_select(t64, em_logical_not(good));
+            int64_t v = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
+            em_error(EM_ERR_INDEX,
+                     "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
+                     (long long)v, (long long)C, (long long)ignore);
+            return NULL;
+        }
     }
     em_tensor *tsafe = em_masked_fill(t64, ign, 0);
     em_tensor *lp = from_logits ? em_log_softmax(x, 1) : (em_tensor *)x;
-    em_tensor *picked, *wt;
-    if (capturing) { /* mask [N, C, d...]: class == target */
-        em_shape cs = {.rank = x->rank};
-        for (int d = 0; d < x->rank; d++) cs.dims[d] = d == 1 ? C : 1;
-        em_tensor *mask =
-            em_eq(em_unsqueeze(tsafe, 1), em_reshape(em_arange(0, (double)C, 1, EM_I64, dev), cs));
-        em_tensor *zero = em_zeros(EM_SCALAR, dt, dev);
-        picked = em_sum(em_where(mask, lp, zero), EM_AXES(1), false);
-        wt = wv ? em_sum(em_where(mask, wv, zero), EM_AXES(1), false)
-                : em_ones(em_tensor_shape(t64), dt, dev);
-        picked = em_masked_fill(picked, em_logical_not(good), NAN);
-    } else {
-        picked = em_squeeze(em_gather(lp, 1, em_unsqueeze(tsafe, 1)), EM_AXES(1));
-        /* w_t: the weight of each sample's class, 0 where ignored */
-        if (weight)
-            wt = em_reshape(em_index_select(weight, 0, em_flatten(tsafe, 0, -1)),
-                            em_tensor_shape(t64));
-        else
-            wt = em_ones(em_tensor_shape(t64), dt, dev);
-    }
+    em_tensor *picked = em_squeeze(em_gather(lp, 1, em_unsqueeze(tsafe, 1)), EM_AXES(1));
+    /* w_t: the weight of each sample's class, 0 where ignored */
+    em_tensor *wt = weight ? em_reshape(em_index_select(weight, 0, em_flatten(tsafe, 0, -1)),
+                                        em_tensor_shape(t64))
+                           : em_ones(em_tensor_shape(t64), dt, dev);
     wt = em_masked_fill(wt, ign, 0);
     em_tensor *nll = em_masked_fill(em_neg(em_mul(picked, wt)), ign, 0);
     em_tensor *smooth = NULL;

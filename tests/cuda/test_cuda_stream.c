@@ -543,6 +543,182 @@ static void test_graph_random(void)
     em_scope_end();
 }
 
+/* ---- index ops in a graph ------------------------------------------------------------------ */
+
+#define IX_N 2000 /* table rows: more than one 1024-wide scan chunk of idx_sort */
+#define IX_M 3000 /* index_add sources: many groups of 32 for its placing warp */
+
+/* The inputs of the captured index calls: tables, indices and sources, all on the device. */
+typedef struct ix_inputs {
+    em_tensor *x, *xi, *col;       /* f32 [N, 8], i32 [N, 8], f32 [N] */
+    em_tensor *ig, *is, *ie, *ia;  /* i64 [N, 3] (gather on dim 1), [40], [4, 10], [M] */
+    em_tensor *srcg, *srca, *srcv; /* f32 [N, 3], [M, 8], [M] */
+} ix_inputs;
+
+static void ix_make(ix_inputs *c)
+{
+    em_scope_begin();
+    c->x = em_retain(em_to_device(h_rand(EM_SHAPE(IX_N, 8), EM_F32, H_CONTIG, -1, 1, NULL), dev));
+    c->xi = em_retain(em_randint(-1000, 1000, EM_SHAPE(IX_N, 8), EM_I32, dev));
+    c->col = em_retain(em_to_device(h_rand(EM_SHAPE(IX_N), EM_F32, H_CONTIG, -1, 1, NULL), dev));
+    c->ig = em_retain(em_zeros(EM_SHAPE(IX_N, 3), EM_I64, dev));
+    c->is = em_retain(em_zeros(EM_SHAPE(40), EM_I64, dev));
+    c->ie = em_retain(em_zeros(EM_SHAPE(4, 10), EM_I64, dev));
+    c->ia = em_retain(em_zeros(EM_SHAPE(IX_M), EM_I64, dev));
+    c->srcg = em_retain(em_zeros(EM_SHAPE(IX_N, 3), EM_F32, dev));
+    c->srca = em_retain(em_zeros(EM_SHAPE(IX_M, 8), EM_F32, dev));
+    c->srcv = em_retain(em_zeros(EM_SHAPE(IX_M), EM_F32, dev));
+    em_scope_end();
+}
+
+static void ix_free(ix_inputs *c)
+{
+    em_tensor *all[] = {c->x, c->xi, c->col, c->ig, c->is, c->ie, c->ia, c->srcg, c->srca, c->srcv};
+    for (size_t i = 0; i < sizeof all / sizeof *all; i++) em_release(all[i]);
+}
+
+static void ix_calls(const ix_inputs *c, em_tensor *out[7])
+{
+    em_scope_begin();
+    out[0] = em_retain(em_gather(c->x, 1, c->ig));
+    out[1] = em_retain(em_index_select(c->x, 0, c->is));
+    out[2] = em_retain(em_index_select(c->xi, 0, c->is));
+    out[3] = em_retain(em_embedding(c->x, c->ie));
+    out[4] = em_retain(em_index_add(c->x, 0, c->ia, c->srca, 0.5));          /* sorted: idx_sort */
+    out[5] = em_retain(em_scatter(c->x, 1, c->ig, c->srcg, EM_SCATTER_ADD)); /* 3 per line */
+    out[6] = em_retain(em_scatter(c->col, 0, c->ia, c->srcv, EM_SCATTER_ASSIGN)); /* sorted */
+    em_scope_end();
+}
+
+static void ix_put(em_tensor *t, const void *h, em_dtype dt)
+{
+    em_scope_begin();
+    em_copy_into(t, em_from_data(h, dt, em_tensor_shape(t), dt, EM_CPU));
+    em_scope_end();
+}
+
+/* Index values for replay r into the graph's inputs c and the eager twin's e: r 0 uniform, r 1
+ * heavy duplicates (five destinations for the 3000 sources), r 2 uniform with values out of range
+ * in c; e gets them replaced by an in-range value and their sources zeroed (an added 0 changes
+ * nothing; an assigned source replaced by the last source's destination is overwritten by it),
+ * which is what dropping them gives. */
+static void ix_fill(const ix_inputs *c, const ix_inputs *e, int r, uint64_t *rng)
+{
+    static int64_t hg[IX_N * 3], hs[40], he[40], ha[IX_M];
+    static float sg[IX_N * 3], sa[IX_M * 8], sv[IX_M];
+#define IX_NEXT(n)                                                                                 \
+    (int64_t)((*rng = *rng * 6364136223846793005ull + 1442695040888963407ull) >> 33) % (n)
+    for (int i = 0; i < IX_N * 3; i++) hg[i] = IX_NEXT(r == 1 ? 2 : 8), sg[i] = (float)(i % 7) - 3;
+    for (int i = 0; i < 40; i++)
+        hs[i] = r == 1 ? 7 : IX_NEXT(IX_N), he[i] = IX_NEXT(r == 1 ? 3 : IX_N);
+    for (int i = 0; i < IX_M; i++) ha[i] = IX_NEXT(r == 1 ? 5 : IX_N), sv[i] = (float)i;
+    for (int i = 0; i < IX_M * 8; i++) sa[i] = (float)((i * 37) % 101) / 17.0f;
+#undef IX_NEXT
+    for (int pass = 0; pass < 2; pass++) {
+        const ix_inputs *t = pass ? e : c;
+        if (pass && r == 2) { /* the eager twin's stand-ins for the graph's bad values */
+            hg[7 * 3 + 1] = 0, sg[7 * 3 + 1] = 0;
+            hs[3] = 0, he[12] = 0;
+            for (int k = 100; k <= 200; k += 100) {
+                ha[k] = ha[IX_M - 1];
+                for (int j = 0; j < 8; j++) sa[k * 8 + j] = 0;
+            }
+        } else if (r == 2) {
+            hg[7 * 3 + 1] = 8, hs[3] = IX_N, he[12] = -1, ha[100] = 5000, ha[200] = -3;
+        }
+        ix_put(t->ig, hg, EM_I64), ix_put(t->is, hs, EM_I64), ix_put(t->ie, he, EM_I64);
+        ix_put(t->ia, ha, EM_I64), ix_put(t->srcg, sg, EM_F32), ix_put(t->srca, sa, EM_F32);
+        ix_put(t->srcv, sv, EM_F32);
+    }
+}
+
+/* a equal to b element for element, except at [lo, hi), where a must read NaN (0 for an integer
+ * a): the gathers' answer to an index out of range in a graph. */
+static void ix_check(const char *what, int r, em_tensor *a, em_tensor *b, int64_t lo, int64_t hi)
+{
+    int64_t n = em_tensor_numel(a);
+    double *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    bool ok = em_to_data(a, x, EM_F64, n) == EM_OK && em_to_data(b, y, EM_F64, n) == EM_OK;
+    CHECK(ok, "%s, replay %d: read back (%s)", what, r, em_last_error());
+    bool isf = em_dtype_is_float(em_tensor_dtype(a));
+    int64_t bad = -1;
+    for (int64_t i = 0; ok && i < n && bad < 0; i++) {
+        bool poisoned = i >= lo && i < hi;
+        if (poisoned ? !(isf ? isnan(x[i]) : x[i] == 0) : x[i] != y[i]) bad = i;
+    }
+    CHECK(bad < 0, "%s, replay %d: element %lld is %.9g (eager %.9g%s)", what, r, (long long)bad,
+          bad < 0 ? 0 : x[bad], bad < 0 ? 0 : y[bad],
+          bad >= lo && bad < hi ? ", want the poison" : "");
+    free(x);
+    free(y);
+}
+
+/* Index ops in a graph, captured without their read-back range check: gather, index_select (f32
+ * and i32), embedding, a scatter-add with three sources per line, and an index_add and a 1-D
+ * scatter with 3000 sources each (sorted by destination on the device in a capture, on the host
+ * eagerly), replayed on new indices against the same calls run eagerly: bit for bit, with heavy
+ * duplicates too; then with indices out of range: the gathers read NaN (0 for the i32 table),
+ * the scatters drop the sources. */
+static void test_graph_index(void)
+{
+    ix_inputs c, e;
+    ix_make(&c);
+    ix_make(&e);
+    em_scope_begin();
+    em_copy_into(e.x, c.x), em_copy_into(e.xi, c.xi), em_copy_into(e.col, c.col);
+    em_scope_end();
+    uint64_t rng = 1;
+    em_tensor *out[7], *want[7];
+    ix_fill(&c, &e, 0, &rng);
+    ix_calls(&c, out); /* eager first: kernels compile on first use */
+    for (int i = 0; i < 7; i++) em_release(out[i]);
+    CHECK_OK("index calls");
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "index capture (%s)", em_last_error());
+    ix_calls(&c, out);
+    em_graph *g = em_graph_capture_end(dev);
+    CHECK(g != NULL, "index graph (%s)", em_last_error());
+    static const char *names[7] = {"gather",    "index_select", "index_select i32",  "embedding",
+                                   "index_add", "scatter add",  "scatter assign 1-d"};
+    for (int r = 0; g && r < 3; r++) {
+        ix_fill(&c, &e, r, &rng);
+        CHECK(em_graph_replay(g) == EM_OK, "index replay %d (%s)", r, em_last_error());
+        ix_calls(&e, want);
+        CHECK_OK("eager index calls");
+        /* the poisoned elements of replay 2: gather [7, 1]; index_select row 3; embedding
+         * token 12 */
+        int64_t lo[7] = {0}, hi[7] = {0};
+        if (r == 2) {
+            lo[0] = 7 * 3 + 1, hi[0] = lo[0] + 1;
+            lo[1] = lo[2] = 3 * 8, hi[1] = hi[2] = 4 * 8;
+            lo[3] = 12 * 8, hi[3] = 13 * 8;
+        }
+        for (int i = 0; i < 7; i++) {
+            ix_check(names[i], r, out[i], want[i], lo[i], hi[i]);
+            em_release(want[i]);
+        }
+    }
+    em_graph_free(g);
+    for (int i = 0; i < 7; i++) em_release(out[i]);
+    ix_free(&c);
+    ix_free(&e);
+}
+
+/* A call that fails inside a capture (its error still pending at the end) voids it: the graph
+ * would lack its work. */
+static void test_graph_failed_call(void)
+{
+    em_scope_begin();
+    em_tensor *a = em_zeros(EM_SHAPE(3), EM_F32, dev), *b = em_zeros(EM_SHAPE(4), EM_F32, dev);
+    CHECK_OK("inputs");
+    CHECK(em_graph_capture_begin(dev) == EM_OK, "capture");
+    em_add_scalar(a, 1.0);
+    CHECK(!em_add(a, b), "a shape error in a capture");
+    CHECK(!em_graph_capture_end(dev), "no graph after a failed call");
+    CHECK_ERR(EM_ERR_SHAPE, "em_add"); /* the first error stays the one reported */
+    CHECK(em_add_scalar(a, 1.0) != NULL, "eager work after it (%s)", em_last_error());
+    em_scope_end();
+}
+
 /* One training step of m under o on (x, y): forward, the loss (cross entropy for class indices y,
  * else MSE), backward, update. */
 static void train_step(em_module *m, em_optim *o, em_tensor *x, em_tensor *y)
@@ -566,11 +742,26 @@ static em_module *small_net(void)
     return m;
 }
 
-/* New batch values in x and y (class indices 0..9 for an I64 y). */
+/* A token model: 16 tokens of a 100-word vocabulary -> embedding [16, 8] -> flattened -> 10. */
+static em_module *token_net(void)
+{
+    em_seed(11);
+    em_module *m =
+        em_sequential(EM_CPU, em_embedding_new((em_embedding_cfg){.num = 100, .dim = 8}, EM_CPU),
+                      em_flatten_new(1, -1), em_linear_new(128, 10, EM_CPU), NULL);
+    em_module_to(m, dev);
+    return m;
+}
+
+/* New batch values in x and y (class indices 0..9 for an I64 y; tokens 0..99 for an I64 x, few
+ * enough that the 256 tokens of a batch repeat). */
 static void new_batch(em_tensor *x, em_tensor *y)
 {
     em_scope_begin();
-    em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
+    if (em_tensor_dtype(x) == EM_I64)
+        em_copy_into(x, em_randint(0, 100, EM_SHAPE(16, 16), EM_I64, EM_CPU));
+    else
+        em_copy_into(x, h_rand(EM_SHAPE(16, 32), EM_F32, H_CONTIG, -1, 1, NULL));
     if (em_tensor_dtype(y) == EM_I64)
         em_copy_into(y, em_randint(0, 10, EM_SHAPE(16), EM_I64, EM_CPU));
     else
@@ -581,31 +772,46 @@ static void new_batch(em_tensor *x, em_tensor *y)
 /* A whole training step in a graph: forward, backward and the optimizer's update captured once
  * (after an eager step, which makes the optimizer's state), replayed on new batches, against the
  * same steps run eagerly on a twin model: the weights agree after every replay, for Adam (its
- * bias corrections depend on the step count, which each replay advances), SGD with momentum and
- * AdamW with an MSE loss, and Adam with cross entropy (captured, it picks each target's class by
- * a mask instead of a gather), with the learning rate changed between replays (read at each
- * replay); the step counts agree. */
+ * bias corrections depend on the step count, which each replay advances), SGD with momentum,
+ * AdamW, RMSprop, Adagrad (its learning-rate decay follows the step count), Lion and Muon (its
+ * Newton-Schulz products and AdamW for the biases) with an MSE loss, Adam with cross entropy, and
+ * Adam on a token model (embedding forward and backward: the device sort), with the learning
+ * rate changed between replays (read at each replay); the step counts agree. */
 static void test_graph_train(void)
 {
-    for (int kind = 0; kind < 4; kind++) {
-        em_module *a = small_net(), *b = small_net();
+    static const char *names[] = {"adam",    "sgd",  "adamw", "adam, cross entropy", "rmsprop",
+                                  "adagrad", "lion", "muon",  "adam, token model"};
+    for (int kind = 0; kind < 9; kind++) {
+        const char *name = names[kind];
+        bool tokens = kind == 8, classes = kind == 3 || kind == 8;
+        em_module *a = tokens ? token_net() : small_net(), *b = tokens ? token_net() : small_net();
         em_optim *oa, *ob;
-        if (kind == 0 || kind == 3)
+        if (kind == 0 || kind == 3 || kind == 8)
             oa = em_adam_new(a, (em_adam_cfg){.lr = 1e-2}),
             ob = em_adam_new(b, (em_adam_cfg){.lr = 1e-2});
         else if (kind == 1)
             oa = em_sgd_new(a, (em_sgd_cfg){.lr = 0.05, .momentum = 0.9}),
             ob = em_sgd_new(b, (em_sgd_cfg){.lr = 0.05, .momentum = 0.9});
-        else
+        else if (kind == 2)
             oa = em_adamw_new(a, (em_adam_cfg){.lr = 1e-2}),
             ob = em_adamw_new(b, (em_adam_cfg){.lr = 1e-2});
-        const char *name = kind == 0   ? "adam"
-                           : kind == 1 ? "sgd"
-                           : kind == 2 ? "adamw"
-                                       : "adam, cross entropy";
-        em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
-                  *y = kind == 3 ? em_zeros(EM_SHAPE(16), EM_I64, dev)
-                                 : em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
+        else if (kind == 4)
+            oa = em_rmsprop_new(a, (em_rmsprop_cfg){.lr = 1e-2, .momentum = 0.5}),
+            ob = em_rmsprop_new(b, (em_rmsprop_cfg){.lr = 1e-2, .momentum = 0.5});
+        else if (kind == 5)
+            oa = em_adagrad_new(a, (em_adagrad_cfg){.lr = 0.05, .lr_decay = 0.1}),
+            ob = em_adagrad_new(b, (em_adagrad_cfg){.lr = 0.05, .lr_decay = 0.1});
+        else if (kind == 6)
+            oa = em_lion_new(a, (em_lion_cfg){.lr = 1e-3, .weight_decay = 0.1}),
+            ob = em_lion_new(b, (em_lion_cfg){.lr = 1e-3, .weight_decay = 0.1});
+        else
+            oa = em_muon_new(a, (em_muon_cfg){.lr = 2e-2}),
+            ob = em_muon_new(b, (em_muon_cfg){.lr = 2e-2});
+        CHECK(oa && ob, "%s: optimizers (%s)", name, em_last_error());
+        em_tensor *x = tokens ? em_zeros(EM_SHAPE(16, 16), EM_I64, dev)
+                              : em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
+                  *y = classes ? em_zeros(EM_SHAPE(16), EM_I64, dev)
+                               : em_zeros(EM_SHAPE(16, 10), EM_F32, dev);
         new_batch(x, y);
         train_step(a, oa, x, y); /* eager: the state exists, kernels compiled */
         train_step(b, ob, x, y);
@@ -624,7 +830,8 @@ static void test_graph_train(void)
             train_step(b, ob, x, y);
             em_tensor *pa[8], *pb[8];
             int n = em_module_parameters(a, pa, NULL, 8);
-            CHECK(n == 4 && em_module_parameters(b, pb, NULL, 8) == n, "%s: parameters", name);
+            CHECK(n == (tokens ? 3 : 4) && em_module_parameters(b, pb, NULL, 8) == n,
+                  "%s: parameters", name);
             double worst = 0;
             for (int i = 0; i < n; i++) {
                 double d = max_diff(pa[i], pb[i]);
@@ -646,8 +853,8 @@ static void test_graph_train(void)
         em_optim_free(ob);
         em_module_free(a), em_module_free(b);
     }
-    /* captured cross entropy (a mask picks the classes): the loss of the eager gather on valid
-     * targets, with class weights; NaN for a target out of range (eagerly: an error) */
+    /* captured cross entropy (unchecked targets): the eager loss on valid targets, with class
+     * weights; NaN for a target out of range (eagerly: an error) */
     {
         em_module *m = small_net();
         em_tensor *x = em_zeros(EM_SHAPE(16, 32), EM_F32, dev),
@@ -729,6 +936,8 @@ int main(void)
     test_graphs();
     test_graph_random();
     test_graph_train();
+    test_graph_index();
+    test_graph_failed_call();
     em_device_sync(dev);
     CHECK_OK("em_device_sync");
     return h_finish();

@@ -2,6 +2,7 @@
  * scatter-style writes in the CPU's order without atomics, compaction for the data-dependent
  * outputs of masked_select and nonzero, index-map copies for repeat, roll and pad. Every dtype:
  * data moves by element size; the reductions of scatter and index_add convert like the CPU. */
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -207,18 +208,14 @@ static em_status copy_into(int dev, const em_tensor *x, const em_tensor *dst, co
 }
 
 /* Every value of index must lie in [0, size): else the CPU's error, naming the first bad value
- * in row-major order, before any output is written. */
+ * in row-major order, before any output is written. A graph capture cannot read the verdict
+ * back, so there the kernels guard instead: a gathered element whose index is out of range
+ * reads as NaN (0 for integer dtypes) and a scattered source with one is dropped. */
 static em_status check_range(const em_op *op, int dev, const em_tensor *index, int dim,
                              int64_t size, const char *what)
 {
     long long n = tn_numel(index);
-    if (n == 0) return EM_OK;
-    if (cuda_capture_pool(dev))
-        return cuda_capture_refused(
-            dev, em_error(EM_ERR_INVALID_ARG,
-                          "em_%s: the check that its indices are in range reads a flag back to the "
-                          "host, which a graph capture on cuda:%d cannot record",
-                          em_op_name(op->kind), dev));
+    if (n == 0 || cuda_capture_pool(dev)) return EM_OK;
     idx_gatherg g;
     memset(&g, 0, sizeof g);
     g.rank = index->rank;
@@ -261,7 +258,8 @@ static int64_t size_of_dim(const em_tensor *t, int dim)
 /* ---- gather-style reads ------------------------------------------------------------------- */
 
 static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *index,
-                               const em_tensor *out, const idx_gatherg *g, const char *what)
+                               const em_tensor *out, const idx_gatherg *g, int64_t size,
+                               const char *what)
 {
     long long n = tn_numel(out);
     if (n == 0) return EM_OK;
@@ -270,7 +268,14 @@ static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *ind
     const void *xp = tn_ptr(x), *ix = tn_ptr(index);
     void *yp = tn_ptr(out);
     int ik = index_code(index->dtype);
-    void *params[] = {(void *)&xp, (void *)&ix, &ik, &yp, &n, (void *)g};
+    long long sz = size;
+    unsigned long long poison = 0; /* an index out of range (captures only): NaN, 0 for integers */
+    if (em_dtype_is_float(x->dtype)) {
+        unsigned char pat[8] = {0};
+        cpu_set_f64(pat, x->dtype, NAN);
+        memcpy(&poison, pat, sizeof pat); /* little-endian: the kernel's narrowing keeps these */
+    }
+    void *params[] = {(void *)&xp, (void *)&ix, &ik, &yp, &n, (void *)g, &sz, &poison};
     return cuda_launch(dev, f, n, params, what);
 }
 
@@ -280,7 +285,8 @@ static em_status run_gather(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *out = op->out[0];
     int dim = op->kind == EM_OP_EMBEDDING ? 0 : (int)op->i[0];
-    em_status st = check_range(op, dev, index, dim, size_of_dim(x, dim), what);
+    int64_t size = size_of_dim(x, dim);
+    em_status st = check_range(op, dev, index, dim, size, what);
     if (st != EM_OK) return st;
     idx_gatherg g;
     memset(&g, 0, sizeof g);
@@ -299,52 +305,82 @@ static em_status run_gather(const em_op *op, int dev, const char *what)
         else if (x->rank && index->rank)
             g.is[dim] = index->strides[0];
     }
-    return launch_gather(dev, x, index, out, &g, what);
+    return launch_gather(dev, x, index, out, &g, size, what);
 }
 
 /* ---- scatter-style writes ----------------------------------------------------------------- */
 
+/* The stable counting sort of index_add_sorted on the host: index read back, then perm, offs,
+ * ids and the count of ids (the layout of d below) uploaded to d; *nids gets that count. */
+static em_status sort_on_host(int dev, const em_tensor *index, int64_t m, int64_t n, int64_t *d,
+                              long long *nids, const char *what)
+{
+    size_t words = (size_t)(m + (n + 1) + n + 1);
+    int64_t *h = em_alloc(words * sizeof *h + (size_t)n * sizeof *h);
+    int64_t *hv = em_alloc((size_t)m * sizeof *hv);
+    void *tmp = cuda_pool_alloc(dev, (size_t)m * sizeof(int64_t));
+    em_status st = h && hv && tmp
+                       ? EM_OK
+                       : em_error(EM_ERR_OOM, "%s: out of memory for the sorted index", what);
+    /* the index values as i64 (any dtype and stride, converted on the device) */
+    if (st == EM_OK) st = cuda_index_to_contiguous(dev, index, EM_I64, tmp, what);
+    if (st == EM_OK) st = to_host(dev, hv, tmp, (size_t)m * sizeof *hv, what);
+    if (tmp) cuda_pool_free(dev, tmp);
+    if (st == EM_OK) {
+        int64_t *perm = h, *offs = h + m, *ids = offs + n + 1, *count = ids + n, *next = count + 1;
+        long long k_ids = 0;
+        memset(offs, 0, (size_t)(n + 1) * sizeof *offs);
+        for (int64_t k = 0; k < m; k++) offs[hv[k] + 1]++;
+        for (int64_t j = 0; j < n; j++) {
+            if (offs[j + 1]) ids[k_ids++] = j;
+            offs[j + 1] += offs[j];
+        }
+        *count = k_ids;
+        memcpy(next, offs, (size_t)n * sizeof *next); /* the next free slot of each bucket */
+        for (int64_t k = 0; k < m; k++) perm[next[hv[k]]++] = k;
+        *nids = k_ids;
+        st = to_dev(dev, d, h, words * sizeof *h, what);
+    }
+    em_free(hv);
+    em_free(h);
+    return st;
+}
+
+/* The same sort by the idx_sort kernel, for graph captures (nothing read back); d has m + n
+ * words of scratch after the layout. */
+static em_status sort_on_device(int dev, const em_tensor *index, int64_t m, int64_t n, int64_t *d,
+                                const char *what)
+{
+    int64_t *perm = d, *offs = perm + m, *ids = offs + n + 1, *count = ids + n, *v = count + 1,
+            *cur = v + m;
+    em_status st = cuda_index_to_contiguous(dev, index, EM_I64, v, what);
+    if (st != EM_OK) return st;
+    CUfunction f = cuda_kernel(dev, "idx_sort", what);
+    if (!f) return em_last_status();
+    long long mm = m, nn = n;
+    void *params[] = {&v, &mm, &nn, &perm, &offs, &ids, &count, &cur};
+    unsigned grid[3] = {1, 1, 1}, block[3] = {1024, 1, 1};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
 /* INDEX_ADD with many source rows per line (embedding backward: [tokens, D] into [num, D]), and
- * SCATTER of a 1-D index (one line):
- * the index is read back and sorted stably by value on the host (a counting sort), then one
- * thread per (destination, line) adds its sources in the CPU's order. out already holds x. */
+ * SCATTER of a 1-D index (one line): the index is sorted stably by value (a counting sort: on
+ * the host after a read back, or on the device in a graph capture; the same order either way),
+ * then one thread per (destination, line) adds its sources in the CPU's order. out already
+ * holds x. */
 static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *g, long long lines,
                                   const char *what)
 {
     const em_tensor *index = op->in[1], *src = op->in[2], *out = op->out[0];
     int64_t m = g->shape[g->dim], n = out->shape[g->dim];
-    size_t words = (size_t)(m + (n + 1) + n);
-    int64_t *h = em_alloc(words * sizeof *h + (size_t)n * sizeof *h);
-    void *d = cuda_pool_alloc(dev, words * sizeof(int64_t));
-    if (!h || !d) {
-        em_free(h);
-        if (d) cuda_pool_free(dev, d);
-        return em_error(EM_ERR_OOM, "%s: out of memory for the sorted index", what);
-    }
-    em_status st = EM_OK;
-    int64_t *perm = h, *offs = h + m, *ids = offs + n + 1, *vals = ids + n;
-    /* the index values as i64 (any dtype and stride, converted on the device) */
-    void *tmp = cuda_pool_alloc(dev, (size_t)m * sizeof(int64_t));
-    if (!tmp) st = em_last_status();
-    if (st == EM_OK) st = cuda_index_to_contiguous(dev, index, EM_I64, tmp, what);
-    int64_t *hv = st == EM_OK ? em_alloc((size_t)m * sizeof *hv) : NULL;
-    if (st == EM_OK && !hv) st = em_error(EM_ERR_OOM, "%s: out of memory for the index", what);
-    if (st == EM_OK) st = to_host(dev, hv, tmp, (size_t)m * sizeof *hv, what);
-    if (tmp) cuda_pool_free(dev, tmp);
-    long long nids = 0;
-    if (st == EM_OK) {
-        memset(offs, 0, (size_t)(n + 1) * sizeof *offs);
-        for (int64_t k = 0; k < m; k++) offs[hv[k] + 1]++;
-        for (int64_t j = 0; j < n; j++) {
-            if (offs[j + 1]) ids[nids++] = j;
-            offs[j + 1] += offs[j];
-        }
-        memcpy(vals, offs, (size_t)n * sizeof *vals); /* the next free slot of each bucket */
-        for (int64_t k = 0; k < m; k++) perm[vals[hv[k]]++] = k;
-        st = to_dev(dev, d, h, words * sizeof *h, what);
-    }
-    em_free(hv);
-    em_free(h);
+    bool capture = cuda_capture_pool(dev) != NULL;
+    /* perm (m), offs (n + 1), ids (n), the count of ids; the device sort's scratch after them */
+    size_t words = (size_t)(m + (n + 1) + n + 1) + (capture ? (size_t)(m + n) : 0);
+    int64_t *d = cuda_pool_alloc(dev, words * sizeof(int64_t));
+    if (!d) return em_last_status();
+    long long nids = n; /* in a capture the count exists only on the device: a grid for all */
+    em_status st = capture ? sort_on_device(dev, index, m, n, d, what)
+                           : sort_on_host(dev, index, m, n, d, &nids, what);
     CUfunction f = st == EM_OK ? cuda_kernel(dev, "idx_add_sorted", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK && nids > 0) {
@@ -355,16 +391,16 @@ static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *
         int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
         double alpha = add ? op->f[0] : 1.0;
         long long ialpha = add ? (long long)op->f[0] : 1;
-        int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1;
+        int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1, *dcount = dids + n;
         void *params[] = {&yp,     &dt,    (void *)&sp, (void *)g, &mode, &alpha,
-                          &ialpha, &lines, &dperm,      &doffs,    &dids, &nids};
-        long long gy = (lines + 255) / 256;
-        unsigned grid[3] = {(unsigned)(nids < 0x7fffffff ? nids : 0x7fffffff),
+                          &ialpha, &lines, &dperm,      &doffs,    &dids, &dcount};
+        long long gx = capture && nids > 4096 ? 4096 : nids, gy = (lines + 255) / 256;
+        unsigned grid[3] = {(unsigned)(gx < 0x7fffffff ? gx : 0x7fffffff),
                             (unsigned)(gy < 65535 ? gy : 65535), 1};
         unsigned block[3] = {256, 1, 1};
         st = cuda_launch_grid(dev, f, grid, block, params, what);
     }
-    if (d) cuda_pool_free(dev, d); /* stream order: the kernel reads it before any reuse */
+    cuda_pool_free(dev, d); /* stream order: the kernel reads it before any reuse */
     return st;
 }
 
@@ -425,8 +461,9 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
         int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
         double alpha = add ? op->f[0] : 1.0;
         long long ialpha = add ? (long long)op->f[0] : 1;
-        void *params[] = {&yp, &dt,   (void *)&ix, &ik,     (void *)&sp,
-                          &g,  &mode, &alpha,      &ialpha, &lines};
+        long long size = size_of_dim(x, dim);
+        void *params[] = {&yp,   &dt,    (void *)&ix, &ik,    (void *)&sp, &g,
+                          &mode, &alpha, &ialpha,     &lines, &size};
         st = cuda_launch(dev, f, lines, params, what);
     }
     if (tmp) cuda_pool_free(dev, tmp); /* stream order: the kernel reads it before any reuse */

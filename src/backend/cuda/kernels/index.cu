@@ -98,8 +98,11 @@ __device__ void idx_map(const T *x, T *y, i64 n, const idx_mapg &g, const i64 *m
     }
 }
 
+// An index outside [0, size) reads no memory and gives the poison bits (NaN, or 0 for integers):
+// eager calls check the range first, graph captures cannot (cuda_index.c).
 template <typename T>
-__device__ void idx_gather(const T *x, const void *ix, int ik, T *y, i64 n, const idx_gatherg &g)
+__device__ void idx_gather(const T *x, const void *ix, int ik, T *y, i64 n, const idx_gatherg &g,
+                           i64 size, u64 poison)
 {
     IDX_LOOP(n)
     {
@@ -110,7 +113,8 @@ __device__ void idx_gather(const T *x, const void *ix, int ik, T *y, i64 n, cons
             io += c * g.is[d];
             r = q;
         }
-        y[i] = x[xo + idx_read(ix, io, ik) * g.sd];
+        const i64 v = idx_read(ix, io, ik);
+        y[i] = v >= 0 && v < size ? x[xo + v * g.sd] : (T)poison;
     }
 }
 
@@ -125,9 +129,9 @@ __device__ void idx_gather(const T *x, const void *ix, int ik, T *y, i64 n, cons
         idx_map<T>(x, y, n, g, maps, fill);                                                        \
     }                                                                                              \
     extern "C" __global__ void idx_gather_##SZ(const T *x, const void *ix, int ik, T *y, i64 n,    \
-                                               idx_gatherg g)                                      \
+                                               idx_gatherg g, i64 size, u64 poison)                \
     {                                                                                              \
-        idx_gather<T>(x, ix, ik, y, n, g);                                                         \
+        idx_gather<T>(x, ix, ik, y, n, g, size, poison);                                           \
     }
 IDX_SIZED(1, unsigned char)
 IDX_SIZED(2, unsigned short)
@@ -223,10 +227,12 @@ __device__ __forceinline__ i64 idx_combine_i(int mode, i64 a, i64 b)
 }
 
 // y already holds x; mode: 0 assign, 1 add, 2 mul, 3 min, 4 max (em_reduce_mode). src is scaled
-// by alpha (floats) or ialpha (integers) first, as index_add does; scatter passes 1.
+// by alpha (floats) or ialpha (integers) first, as index_add does; scatter passes 1. A source
+// whose index lies outside [0, size) is skipped (checked before eager calls; in a capture the
+// check cannot run).
 extern "C" __global__ void idx_scatter(void *y, int dt, const void *ix, int ik, const void *src,
                                        idx_scatterg g, int mode, double alpha, i64 ialpha,
-                                       i64 lines)
+                                       i64 lines, i64 size)
 {
     const i64 m = g.shape[g.dim];
     const int es = dt == 0 || dt == 4 ? 8 : dt == 1 || dt == 5 ? 4 : dt <= 3 || dt == 6 ? 2 : 1;
@@ -242,7 +248,9 @@ extern "C" __global__ void idx_scatter(void *y, int dt, const void *ix, int ik, 
             r = q;
         }
         for (i64 k = 0; k < m; k++) {
-            i64 o = yo + idx_read(ix, io + k * g.is[g.dim], ik) * g.sd, s = so + k * g.ss[g.dim];
+            const i64 v = idx_read(ix, io + k * g.is[g.dim], ik);
+            if (v < 0 || v >= size) continue;
+            i64 o = yo + v * g.sd, s = so + k * g.ss[g.dim];
             if (mode == 0) {
                 switch (es) {
                 case 8: ((u64 *)y)[o] = ((const u64 *)src)[s]; break;
@@ -403,8 +411,9 @@ __device__ __forceinline__ i64 idx_wrap(int dt, i64 v)
 extern "C" __global__ void idx_add_sorted(void *y, int dt, const void *src, idx_scatterg g,
                                           int mode, double alpha, i64 ialpha, i64 lines,
                                           const i64 *perm, const i64 *offs, const i64 *ids,
-                                          i64 nids)
+                                          const i64 *nidsp)
 {
+    const i64 nids = *nidsp;
     for (i64 b = blockIdx.x; b < nids; b += gridDim.x) {
         const i64 j = ids[b], e0 = offs[j], e1 = offs[j + 1];
         for (i64 line = (i64)blockIdx.y * blockDim.x + threadIdx.x; line < lines;
@@ -447,5 +456,91 @@ extern "C" __global__ void idx_add_sorted(void *y, int dt, const void *src, idx_
                 idx_seti(y, yo, dt, acc);
             }
         }
+    }
+}
+
+// The host's stable counting sort of index_add_sorted (cuda_index.c), on the device for graph
+// captures, where the index cannot be read back. v: m destinations as i64; values outside
+// [0, n) are left out. Out: offs[0..n] the bucket bounds, perm the source positions by
+// destination (ascending within each), ids the nonempty destinations ascending, *nids their
+// count; cur (n words) is scratch. One block of IDX_SORT_THREADS threads.
+#define IDX_SORT_THREADS 1024
+
+// Inclusive sums over the block of a (counts) and b (flags); *ta, *tb get the block's totals.
+__device__ void idx_block_scan(i64 *a, i64 *b, i64 *ta, i64 *tb)
+{
+    __shared__ i64 wa[32], wb[32];
+    const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+    for (int o = 1; o < 32; o <<= 1) {
+        i64 x = __shfl_up_sync(0xffffffffu, *a, o), y = __shfl_up_sync(0xffffffffu, *b, o);
+        if (lane >= o) *a += x, *b += y;
+    }
+    if (lane == 31) wa[w] = *a, wb[w] = *b;
+    __syncthreads();
+    if (w == 0) {
+        i64 x = wa[lane], y = wb[lane];
+        for (int o = 1; o < 32; o <<= 1) {
+            i64 px = __shfl_up_sync(0xffffffffu, x, o), py = __shfl_up_sync(0xffffffffu, y, o);
+            if (lane >= o) x += px, y += py;
+        }
+        wa[lane] = x, wb[lane] = y;
+    }
+    __syncthreads();
+    if (w > 0) *a += wa[w - 1], *b += wb[w - 1];
+    *ta = wa[31], *tb = wb[31];
+    __syncthreads(); // wa / wb are reused by the next call
+}
+
+extern "C" __global__ void __launch_bounds__(IDX_SORT_THREADS)
+    idx_sort(const i64 *v, i64 m, i64 n, i64 *perm, i64 *offs, i64 *ids, i64 *nids, i64 *cur)
+{
+    const int t = threadIdx.x;
+    for (i64 j = t; j <= n; j += IDX_SORT_THREADS) offs[j] = 0;
+    __syncthreads();
+    for (i64 k = t; k < m; k += IDX_SORT_THREADS) {
+        const i64 d = v[k];
+        if (d >= 0 && d < n) atomicAdd((unsigned long long *)&offs[d + 1], 1ull);
+    }
+    __syncthreads();
+    // counts -> bounds (offs[j + 1] = sources before bucket j + 1), cur = each bucket's start,
+    // and the nonempty buckets compacted into ids, in one pass of block-wide scans
+    i64 carry = 0, found = 0;
+    for (i64 base = 0; base < n; base += IDX_SORT_THREADS) {
+        const i64 j = base + t;
+        const i64 c = j < n ? offs[j + 1] : 0;
+        i64 a = c, b = c > 0, ta, tb;
+        idx_block_scan(&a, &b, &ta, &tb);
+        if (j < n) {
+            offs[j + 1] = carry + a;
+            cur[j] = carry + a - c;
+            if (c > 0) ids[found + b - 1] = j;
+        }
+        carry += ta, found += tb;
+    }
+    if (t == 0) *nids = found;
+    __syncthreads();
+    // stable placement by one warp, 32 sources at a time: each group of equal destinations takes
+    // its slots from the bucket's cursor at once, in lane order
+    if (t >= 32) return;
+    for (i64 base = 0; base < m; base += 32) {
+        const i64 k = base + t;
+        const i64 d = k < m ? v[k] : -1;
+        const bool in = d >= 0 && d < n;
+#if __CUDA_ARCH__ >= 700
+        const unsigned peers = __match_any_sync(0xffffffffu, in ? d : -1);
+#else
+        unsigned peers = 0;
+        for (int l = 0; l < 32; l++)
+            peers |= (__shfl_sync(0xffffffffu, in ? d : -1, l) == (in ? d : -1)) << l;
+#endif
+        const int leader = __ffs(peers) - 1;
+        i64 slot = 0;
+        if (in && t == leader) {
+            slot = cur[d];
+            cur[d] = slot + __popc(peers);
+        }
+        slot = __shfl_sync(0xffffffffu, slot, leader);
+        if (in) perm[slot + __popc(peers & ((1u << t) - 1))] = k;
+        __syncwarp();
     }
 }
