@@ -48,6 +48,16 @@ static inline void bench_run(const char *name, void (*fn)(void *), void *ctx, in
 /* Case filter: argv lists case-name prefixes; none means all. A group's guard (a name that is
  * itself a prefix of an argument, "gemv" for "gemv_n") is selected too, so its setup runs for
  * the case inside it. */
+/* Whether the case name itself is asked for: no arguments, or one that is a prefix of name
+ * (bench_selected also takes a longer argument, for a block of cases sharing a prefix). */
+static inline int bench_wanted(int argc, char **argv, const char *name)
+{
+    if (argc < 2) return 1;
+    for (int i = 1; i < argc; i++)
+        if (!strncmp(name, argv[i], strlen(argv[i]))) return 1;
+    return 0;
+}
+
 static inline int bench_selected(int argc, char **argv, const char *name)
 {
     if (argc < 2) return 1;

@@ -207,6 +207,42 @@ if selected("train_mlp_graph"):
         F.mse_loss(net(x), y).backward()
         opt.step()
     run("train_mlp_graph", graph.replay, reps=41, budget=4.0)
+if selected("train_lm") or selected("train_lm_graph"):
+    # bench/gpu_bench.c's small language model: embedding, 2-layer encoder, vocabulary head,
+    # cross entropy on all 16 x 64 tokens, Adam; eager, and as one captured graph
+    # (capturable Adam, warmed up on a side stream)
+    def lm():
+        layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
+        return nn.Sequential(nn.Embedding(8192, 256), nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
+                             nn.Linear(256, 8192), nn.Flatten(0, 1)).to(dev)
+    x = torch.randint(0, 8192, (16, 64), device=dev)
+    y = torch.randint(0, 8192, (16 * 64,), device=dev)
+    if selected("train_lm"):
+        net = lm()
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3)
+
+        def lm_step():
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+        run("train_lm", lm_step, reps=21, budget=4.0)
+    if selected("train_lm_graph"):
+        net = lm()
+        opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for _ in range(3):
+                opt.zero_grad(set_to_none=True)
+                F.cross_entropy(net(x), y).backward()
+                opt.step()
+        torch.cuda.current_stream().wait_stream(side)
+        graph = torch.cuda.CUDAGraph()
+        opt.zero_grad(set_to_none=True)
+        with torch.cuda.graph(graph):
+            F.cross_entropy(net(x), y).backward()
+            opt.step()
+        run("train_lm_graph", graph.replay, reps=21, budget=4.0)
 if selected("train_cnn"):
     train_case("train_cnn", nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                           nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),

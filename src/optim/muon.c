@@ -6,9 +6,9 @@
 em_tensor *opt_newton_schulz(const em_tensor *u, int steps)
 {
     const double a = 3.4445, b = -4.7750, c = 2.0315;
-    em_tensor *nrm = em_norm(u, 2, EM_ALL, false);
-    if (!nrm) return NULL;
-    em_tensor *x = em_div_scalar(u, em_item_f64(nrm) + 1e-7);
+    /* divided by a 0-d tensor: no read back (a sync per parameter; a graph cannot record it) */
+    em_tensor *x = em_div(u, em_add_scalar(em_norm(u, 2, EM_ALL, false), 1e-7));
+    if (!x) return NULL;
     bool tall = em_tensor_dim(u, 0) > em_tensor_dim(u, 1);
     if (tall) x = em_transpose(x, 0, 1);
     for (int i = 0; i < steps && x; i++) {
