@@ -188,11 +188,13 @@ static void run_model_case(const char *name, int kind, em_tensor *a, int reps, d
     idle_pause(name);
     bench_run(name, step, &c, 2, reps, budget);
     const char *pe = getenv("EMBER_BENCH_PROFILE");
-    if (pe && *pe == '1') { /* one more step with every op synchronised and timed, by kind */
+    if (pe && (*pe == '1' || *pe == '2')) { /* one more step, every op synchronised and timed */
         tn_profile_reset();
         tn_profile_enable(true);
+        tn_profile_trace(*pe == '2'); /* 2: each op on its own line too */
         step(&c);
         tn_profile_enable(false);
+        tn_profile_trace(false);
         double total = 0, s[EM_OP_COUNT];
         int64_t n[EM_OP_COUNT];
         for (int k = 0; k < EM_OP_COUNT; k++)
@@ -289,6 +291,20 @@ int main(int argc, char **argv)
             run_case("sum_256m", K_SUM, a, NULL, 1, 21, 2.0);
         em_release(a);
         em_release(b);
+    }
+    /* row broadcasts of [16384, 8192] f32 (128 Mi elements) by a [16384, 1] column and by an
+     * [8192] row: the scalings and bias additions of norm and loss backward passes */
+    if (bench_selected(argc, argv, "add_bcast")) {
+        em_tensor *a = em_randn(EM_SHAPE(16384, 8192), EM_F32, dev),
+                  *c = em_randn(EM_SHAPE(16384, 1), EM_F32, dev),
+                  *r = em_randn(EM_SHAPE(8192), EM_F32, dev);
+        if (bench_selected(argc, argv, "add_bcast_col"))
+            run_case("add_bcast_col", K_ADD, a, c, 1, 21, 2.0);
+        if (bench_selected(argc, argv, "add_bcast_row"))
+            run_case("add_bcast_row", K_ADD, a, r, 1, 21, 2.0);
+        em_release(a);
+        em_release(c);
+        em_release(r);
     }
     /* host <-> device copies of 64 Mi floats (256 MiB): pageable memory through the staging
        buffers, and pinned memory (em_pin_memory) by one DMA */

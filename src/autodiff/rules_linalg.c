@@ -19,10 +19,21 @@ static em_status matmul_backward(ad_ctx *c, em_tensor *g)
         G = em_unsqueeze(g, -2);
     else if (b1)
         G = em_unsqueeze(g, -1);
+    /* a 2-D b under a batched a (a linear layer on [.., M, K]): the batch dims fold into M, so
+     * each gradient is one product over all rows (dB = A^T @ G as [K, rows] @ [rows, N]) instead
+     * of one product per batch entry summed afterwards */
+    bool fold = !b1 && b->rank == 2 && A->rank > 2;
+    if (fold) {
+        int64_t K = A->shape[A->rank - 1], N = b->shape[1], rows = em_tensor_numel(A) / (K ? K : 1);
+        A = em_reshape(A, EM_SHAPE(rows, K));
+        G = em_reshape(G, EM_SHAPE(rows, N));
+    }
     if (c->needs[0]) {
         em_tensor *ga = em_matmul(G, em_transpose(B, -1, -2)); /* [batch.., M, K] */
         em_shape as = ad_in_shape(c, 0);
-        c->gin[0] = a1 ? em_reshape(ad_sum_to(ga, EM_SHAPE(1, as.dims[0])), as) : ad_sum_to(ga, as);
+        c->gin[0] = fold ? em_reshape(ga, as)
+                    : a1 ? em_reshape(ad_sum_to(ga, EM_SHAPE(1, as.dims[0])), as)
+                         : ad_sum_to(ga, as);
     }
     if (c->needs[1] && !b1 && A->rank == 2 && b->rank == 2 && b->strides[0] == 1 &&
         b->strides[1] != 1) {

@@ -1,6 +1,7 @@
 /* The op IR's front door: every op record passes through tn_dispatch, which runs it on its
  * backend and offers it to the recorder (autodiff, capture). */
 #include <stdatomic.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,12 +25,33 @@ static _Atomic int64_t fallback_counts[EM_OP_COUNT];
 static em_op_recorder recorder;
 static void *recorder_user;
 /* per-kind op timing (tn_profile_enable): executed ops are synchronised and timed */
-static atomic_bool profiling;
+static atomic_bool profiling, tracing;
 static _Atomic int64_t prof_ns[EM_OP_COUNT], prof_n[EM_OP_COUNT];
 
 void tn_profile_enable(bool on)
 {
     atomic_store(&profiling, on);
+}
+
+void tn_profile_trace(bool on)
+{
+    atomic_store(&tracing, on);
+}
+
+/* tn_profile_trace's line for op, which took ns */
+static void trace_op(const em_op *op, int64_t ns)
+{
+    char buf[768];
+    int len = snprintf(buf, sizeof buf, "op %-16s %-5s %8.1f us  out %s  in", em_op_name(op->kind),
+                       em_dtype_name(op->n_out ? op->out[0]->dtype : EM_F32), (double)ns * 1e-3,
+                       op->n_out ? tn_dims_str(op->out[0]->shape, op->out[0]->rank) : "-");
+    for (int i = 0; i < op->n_in && len > 0 && len < (int)sizeof buf - 80; i++) {
+        const em_tensor *t = op->in[i];
+        len += snprintf(buf + len, sizeof buf - (size_t)len, " %s%s%s",
+                        tn_dims_str(t->shape, t->rank), tn_is_contiguous(t) ? "" : "/",
+                        tn_is_contiguous(t) ? "" : tn_dims_str(t->strides, t->rank));
+    }
+    fprintf(stderr, "%s\n", buf);
 }
 
 void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds)
@@ -228,8 +250,10 @@ em_status tn_dispatch(em_op *op)
         em_status st = fallback ? run_on_cpu(op, be) : be->exec(op);
         if (prof) {
             if (st == EM_OK && be->sync) st = be->sync(dev.index);
-            atomic_fetch_add(&prof_ns[op->kind], core_mono_ns() - t0);
+            int64_t ns = core_mono_ns() - t0;
+            atomic_fetch_add(&prof_ns[op->kind], ns);
             atomic_fetch_add(&prof_n[op->kind], 1);
+            if (atomic_load(&tracing)) trace_op(op, ns);
         }
         if (st != EM_OK) {
             drop_outputs(op);

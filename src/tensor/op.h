@@ -58,6 +58,9 @@ int64_t tn_op_count(em_op_kind kind);
 /* Per-kind timing for profiling: while enabled, every executed op is followed by a sync of its
  * device and its wall time is added to its kind's total (slows every op: a diagnostic). */
 void tn_profile_enable(bool on);
+/* While profiling: also one stderr line per op (kind, dtype, output and input shapes, strides
+ * when not contiguous, microseconds), to find the slow calls of a kind. */
+void tn_profile_trace(bool on);
 void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds);
 void tn_profile_reset(void);
 /* How many of those ran on the CPU for a device backend that lacks them (config cpu_fallback). */

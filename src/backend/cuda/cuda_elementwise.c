@@ -160,8 +160,21 @@ bool cuda_ew_supports(const em_op *op)
 typedef struct ew_idx { /* matches `struct ew_idx` in kernels/ew.cu */
     int64_t shape[8];
     int64_t st[4][8];
+    uint32_t mul[8]; /* with shr: division by shape[d] of indices below 2^31 (fast) */
+    int shr[8];
     int rank;
+    int fast;
 } ew_idx;
+
+/* The multiplier and shift that divide any u < 2^31 by d >= 1 as (umulhi(u, mul) + u) >> shr:
+ * shr = ceil(log2 d), mul = floor(2^32 (2^shr - d) / d) + 1 (Granlund and Montgomery, 1994). */
+static void fast_div(uint64_t d, uint32_t *mul, int *shr)
+{
+    int l = 0;
+    while (((uint64_t)1 << l) < d) l++;
+    *shr = l;
+    *mul = (uint32_t)((((uint64_t)1 << 32) * (((uint64_t)1 << l) - d)) / d + 1);
+}
 
 /* Element strides of up to three inputs (operands 0..2) and the output (operand 3) over the
  * output's shape, with size-1 dims dropped and dims merged where every operand steps through
@@ -190,6 +203,10 @@ static void make_idx(ew_idx *s, em_tensor *const *in, int n_in, const em_tensor 
         m++;
     }
     s->rank = m;
+    int64_t total = 1;
+    for (int d = 0; d < m; d++) total *= s->shape[d];
+    s->fast = total < ((int64_t)1 << 31);
+    for (int d = 0; s->fast && d < m; d++) fast_div((uint64_t)s->shape[d], &s->mul[d], &s->shr[d]);
 }
 
 /* As make_idx for one tensor t walked in its own row-major order (operands 0 and 3 alike). */
@@ -246,6 +263,38 @@ static em_status run_unary(const em_op *op, int dev, const char *what)
 
 /* ---- binary ---------------------------------------------------------------------------------- */
 
+/* f32 add / sub / mul / div (arith names it) into a contiguous output whose collapsed view s has
+ * rank 1 or 2 and operands that step along its rows by 0 or 1 (a row broadcast): the
+ * em_<arith>_bc_f32 kernels of rows.cu. False when the view does not fit; else *st is the
+ * launch's status. */
+static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const char *arith,
+                              em_status *st, const char *what)
+{
+    int r = s->rank;
+    if (r < 1 || r > 2 || !s->fast) return false;
+    int64_t C = s->shape[r - 1], R = r == 2 ? s->shape[0] : 1, xr = r == 2 ? s->st[0][0] : 0,
+            yr = r == 2 ? s->st[1][0] : 0;
+    int xc = (int)s->st[0][r - 1], yc = (int)s->st[1][r - 1];
+    if (s->st[3][r - 1] != 1 || (r == 2 && s->st[3][0] != C) || s->st[0][r - 1] > 1 ||
+        s->st[1][r - 1] > 1 || s->st[0][r - 1] < 0 || s->st[1][r - 1] < 0)
+        return false;
+    void *xp = tn_ptr(op->in[0]), *yp = tn_ptr(op->in[1]), *op_ = tn_ptr(op->out[0]);
+    /* float4s: whole rows of them, every row start of a column-walking operand aligned */
+    int vec = C % 4 == 0 && (((uintptr_t)xp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0 &&
+              (!xc || xr % 4 == 0) && (!yc || yr % 4 == 0);
+    uint32_t n = (uint32_t)(vec ? R * C / 4 : R * C), W = (uint32_t)(vec ? C / 4 : C), mul;
+    int shr;
+    fast_div(W, &mul, &shr);
+    char name[32];
+    snprintf(name, sizeof name, "em_%s_bc_f32", arith);
+    CUfunction f = cuda_kernel(dev, name, what);
+    long long xrl = xr, yrl = yr;
+    void *params[] = {(void *)&xp, (void *)&yp, &op_, &n,   &W,  &mul,
+                      &shr,        &xrl,        &xc,  &yrl, &yc, &vec};
+    *st = f ? cuda_launch(dev, f, n, params, what) : em_last_status();
+    return true;
+}
+
 static em_status run_binary(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *y = op->in[1], *o = op->out[0];
@@ -257,15 +306,15 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(y), *op_ = tn_ptr(o);
     bool ff = (dt == EM_F32 || dt == EM_F64) && y->dtype == dt &&
               ((cmp && o->dtype == EM_BOOL) || (float_arith(op->kind) && o->dtype == dt));
+    const char *arith = op->kind == EM_OP_ADD   ? "add"
+                        : op->kind == EM_OP_SUB ? "sub"
+                        : op->kind == EM_OP_MUL ? "mul"
+                        : op->kind == EM_OP_DIV ? "div"
+                                                : NULL;
     if (ff && contig_same(op)) {
         char name[32];
         bool v4 =
             dt == EM_F32 && !cmp && (((uintptr_t)xp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0;
-        const char *arith = op->kind == EM_OP_ADD   ? "add"
-                            : op->kind == EM_OP_SUB ? "sub"
-                            : op->kind == EM_OP_MUL ? "mul"
-                            : op->kind == EM_OP_DIV ? "div"
-                                                    : NULL;
         if (v4 && arith) { /* kernels/rows.cu: in f32, the same results */
             snprintf(name, sizeof name, "em_%s_v4_f32", arith);
             CUfunction f = cuda_kernel(dev, name, what);
@@ -298,6 +347,9 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
     }
     ew_idx s;
     make_idx(&s, op->in, 2, o);
+    em_status bst;
+    if (ff && dt == EM_F32 && arith && run_row_broadcast(op, dev, &s, arith, &bst, what))
+        return bst;
     if (ff && dt == EM_F32) {
         CUfunction f = cuda_kernel(dev, "ew_binary_ff", what);
         if (!f) return em_last_status();

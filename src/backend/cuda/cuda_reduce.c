@@ -229,6 +229,23 @@ static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const c
     return st;
 }
 
+/* Sum or mean of a contiguous f32 x over its last dim (R rows of C elements, into contiguous
+ * outputs): em_rd_rows_f32, a block or a warp per row. */
+static em_status sum_rows_f32(const em_op *op, int dev, const rdplan *s, const char *what)
+{
+    long long R = s->M, C = s->N;
+    CUfunction f = cuda_kernel(dev, "em_rd_rows_f32", what);
+    if (!f) return em_last_status();
+    const void *xp = tn_ptr(op->in[0]);
+    void *yp = tn_ptr(op->out[0]);
+    int mean = op->kind == EM_OP_MEAN, wide = C >= 2048,
+        vec = C % 4 == 0 && ((uintptr_t)xp & 15) == 0;
+    long long blocks = wide ? R : (R + 7) / 8;
+    unsigned grid[3] = {(unsigned)(blocks < 65535 ? blocks : 65535), 1, 1}, block[3] = {256, 1, 1};
+    void *params[] = {&xp, &R, &C, &yp, &mean, &wide, &vec};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
 /* One pass of the plan: groups of G threads per (output, slice) task, partials combined by
  * em_rd_combine when the N elements are split. */
 static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x, void *o0, void *o1,
@@ -299,6 +316,10 @@ static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
         op->out[0]->dtype == EM_F32 && s.nr == 1 && s.nk == 1 && s.kx[0] == 1 && s.ko0[0] == 1 &&
         s.rx[0] == s.M && s.M >= 32 && s.N >= 32 && tn_is_contiguous(x))
         return sum_cols_f32(op, dev, &s, what);
+    if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
+        op->out[0]->dtype == EM_F32 && s.nr == 1 && s.nk == 1 && s.rx[0] == 1 && s.kx[0] == s.N &&
+        s.ko0[0] == 1 && s.N >= 32 && tn_is_contiguous(x) && tn_is_contiguous(op->out[0]))
+        return sum_rows_f32(op, dev, &s, what);
     rdargs g;
     memset(&g, 0, sizeof g);
     bool ints;

@@ -11,7 +11,8 @@ extern "C" __global__ void em_unary_v4_f32(int op, const float *x, float *y, i64
     i64 n4 = n >> 2;
     const float4 *x4 = (const float4 *)x;
     float4 *y4 = (float4 *)y;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (i64)blockDim.x * gridDim.x) {
         float4 v = x4[i];
         v.x = unary_f(op, v.x, af, bf);
         v.y = unary_f(op, v.y, af, bf);
@@ -23,13 +24,13 @@ extern "C" __global__ void em_unary_v4_f32(int op, const float *x, float *y, i64
     if (t < n) y[t] = unary_f(op, x[t], af, bf);
 }
 
-extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float *y, float *o,
-                                            i64 n)
+extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float *y, float *o, i64 n)
 {
     i64 n4 = n >> 2;
     const float4 *x4 = (const float4 *)x, *y4 = (const float4 *)y;
     float4 *o4 = (float4 *)o;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (i64)blockDim.x * gridDim.x) {
         float4 a = x4[i], b = y4[i], r;
         r.x = (float)binary_d(op, (double)a.x, (double)b.x);
         r.y = (float)binary_d(op, (double)a.y, (double)b.y);
@@ -54,7 +55,8 @@ template <int K> __device__ void arith_v4(const float *x, const float *y, float 
     i64 n4 = n >> 2;
     const float4 *x4 = (const float4 *)x, *y4 = (const float4 *)y;
     float4 *o4 = (float4 *)o;
-    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4; i += (i64)blockDim.x * gridDim.x) {
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (i64)blockDim.x * gridDim.x) {
         float4 a = x4[i], b = y4[i], r;
         r.x = arith_f<K>(a.x, b.x);
         r.y = arith_f<K>(a.y, b.y);
@@ -82,6 +84,41 @@ extern "C" __global__ void em_div_v4_f32(const float *x, const float *y, float *
 {
     arith_v4<3>(x, y, o, n);
 }
+
+// o [R, C] contiguous = x (op) y for f32 operands of row and column strides (xr, xc), (yr, yc),
+// the column strides 0 or 1: a row broadcast ([R, 1] or [C] against [R, C]) without the general
+// kernel's index walk and f64 switch. n elements (vec: n float4s, W = C / 4 of them a row; every
+// operand read along its row is then 16-byte aligned), all below 2^31, so the row of index i is
+// (umulhi(i, mul) + i) >> shr (division by W).
+template <int K>
+__device__ void arith_bc(const float *x, const float *y, float *o, unsigned n, unsigned W,
+                         unsigned mul, int shr, i64 xr, int xc, i64 yr, int yc, int vec)
+{
+    for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += blockDim.x * gridDim.x) {
+        const unsigned r = (__umulhi(i, mul) + i) >> shr, c = i - r * W;
+        if (vec) {
+            const float *xp = x + r * xr, *yp = y + r * yr;
+            float4 a = xc ? ((const float4 *)xp)[c] : make_float4(*xp, *xp, *xp, *xp);
+            float4 b = yc ? ((const float4 *)yp)[c] : make_float4(*yp, *yp, *yp, *yp);
+            ((float4 *)o)[i] = make_float4(arith_f<K>(a.x, b.x), arith_f<K>(a.y, b.y),
+                                           arith_f<K>(a.z, b.z), arith_f<K>(a.w, b.w));
+        } else {
+            o[i] = arith_f<K>(x[r * xr + c * xc], y[r * yr + c * yc]);
+        }
+    }
+}
+
+#define ARITH_BC(NAME, K)                                                                          \
+    extern "C" __global__ void NAME(const float *x, const float *y, float *o, unsigned n,          \
+                                    unsigned W, unsigned mul, int shr, i64 xr, int xc, i64 yr,     \
+                                    int yc, int vec)                                               \
+    {                                                                                              \
+        arith_bc<K>(x, y, o, n, W, mul, shr, xr, xc, yr, yc, vec);                                 \
+    }
+ARITH_BC(em_add_bc_f32, 0)
+ARITH_BC(em_sub_bc_f32, 1)
+ARITH_BC(em_mul_bc_f32, 2)
+ARITH_BC(em_div_bc_f32, 3)
 
 // ---- row kernels: one block of 256 threads per row of `len` contiguous elements (len <= 256 *
 // VPT); each thread keeps its elements (tid, tid + 256, ...) in VPT registers.
@@ -154,9 +191,9 @@ __device__ void softmax_rows(int logsm, const float *x, float *y, i64 rows, i64 
 
 // layer_norm over rows of len contiguous elements: mean and (biased) variance in double from the
 // registers, then y = (x - mean) * rstd * w + b (w, b optional, contiguous [len]).
-// f32 rows whose length is a multiple of 4, 16-byte aligned (VPT >= 4): float4 loads and stores, per-thread
-// partial sums in f32 (at most VPT terms) added across the block in double, and the output
-// computed in f32 from the double mean and rstd rounded to f32.
+// f32 rows whose length is a multiple of 4, 16-byte aligned (VPT >= 4): float4 loads and stores,
+// per-thread partial sums in f32 (at most VPT terms) added across the block in double, and the
+// output computed in f32 from the double mean and rstd rounded to f32.
 template <int VPT>
 __device__ void layer_norm_rows_f32x4(const float *x, const float *w, const float *bias, float *y,
                                       i64 rows, i64 len, double eps)
@@ -248,26 +285,26 @@ __device__ void layer_norm_rows(const T *x, const T *w, const T *bias, T *y, i64
 
 // One kernel per registers-per-thread count: the host picks the smallest VPT with 256 * VPT >= len.
 #define ROW_KERNELS(V)                                                                             \
-    extern "C" __global__ void __launch_bounds__(256) em_softmax_rows_f32_v##V(                    \
-        int logsm, const float *x, float *y, i64 rows, i64 len)                                     \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_softmax_rows_f32_v##V(int logsm, const float *x, float *y, i64 rows, i64 len)           \
     {                                                                                              \
         softmax_rows<V>(logsm, x, y, rows, len);                                                   \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f32_v##V(                 \
-        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)  \
+        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)   \
     {                                                                                              \
         layer_norm_rows<float, V>(x, w, b, y, rows, len, eps);                                     \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256) em_layer_norm_rows_f64_v##V(                 \
-        const double *x, const double *w, const double *b, double *y, i64 rows, i64 len,          \
-        double eps)                                                                                \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_layer_norm_rows_f64_v##V(const double *x, const double *w, const double *b, double *y,  \
+                                    i64 rows, i64 len, double eps)                                 \
     {                                                                                              \
         layer_norm_rows<double, V>(x, w, b, y, rows, len, eps);                                    \
     }
 // Four blocks per multiprocessor (64 registers) keep 64 KiB of rows in flight on each.
 #define LN_X4(V)                                                                                   \
     extern "C" __global__ void __launch_bounds__(256, 4) em_layer_norm_rows_f32x4_v##V(            \
-        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)  \
+        const float *x, const float *w, const float *b, float *y, i64 rows, i64 len, double eps)   \
     {                                                                                              \
         layer_norm_rows_f32x4<V>(x, w, b, y, rows, len, eps);                                      \
     }
