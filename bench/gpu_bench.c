@@ -25,6 +25,8 @@ enum {
     K_ADD,
     K_NEG,
     K_SUM,
+    K_SUM_COLS, /* sum over dim 0 (a bias gradient) */
+    K_SUM_ROWS, /* sum over the last dim */
     K_SOFTMAX,
     K_TINY_ADD,
     K_LAYER_NORM,
@@ -73,6 +75,8 @@ static void step(void *p)
             break;
         case K_NEG: em_neg(c->a); break;
         case K_SUM: em_sum(c->a, EM_ALL, false); break;
+        case K_SUM_COLS: em_sum(c->a, EM_AXES(0), false); break;
+        case K_SUM_ROWS: em_sum(c->a, EM_AXES(-1), false); break;
         case K_SOFTMAX: em_softmax(c->a, -1); break;
         case K_LAYER_NORM: em_layer_norm(c->a, 1, NULL, NULL, 1e-5); break;
         case K_MAXPOOL:
@@ -293,8 +297,10 @@ int main(int argc, char **argv)
         em_release(b);
     }
     /* row broadcasts of [16384, 8192] f32 (128 Mi elements) by a [16384, 1] column and by an
-     * [8192] row: the scalings and bias additions of norm and loss backward passes */
-    if (bench_selected(argc, argv, "add_bcast")) {
+     * [8192] row (the scalings and bias additions of norm and loss backward passes), and its
+     * sums over dim 0 (a bias gradient) and over the last dim */
+    if (bench_selected(argc, argv, "add_bcast") || bench_selected(argc, argv, "sum_cols") ||
+        bench_selected(argc, argv, "sum_rows")) {
         em_tensor *a = em_randn(EM_SHAPE(16384, 8192), EM_F32, dev),
                   *c = em_randn(EM_SHAPE(16384, 1), EM_F32, dev),
                   *r = em_randn(EM_SHAPE(8192), EM_F32, dev);
@@ -302,6 +308,10 @@ int main(int argc, char **argv)
             run_case("add_bcast_col", K_ADD, a, c, 1, 21, 2.0);
         if (bench_selected(argc, argv, "add_bcast_row"))
             run_case("add_bcast_row", K_ADD, a, r, 1, 21, 2.0);
+        if (bench_selected(argc, argv, "sum_cols"))
+            run_case("sum_cols", K_SUM_COLS, a, NULL, 1, 21, 2.0);
+        if (bench_selected(argc, argv, "sum_rows"))
+            run_case("sum_rows", K_SUM_ROWS, a, NULL, 1, 21, 2.0);
         em_release(a);
         em_release(c);
         em_release(r);

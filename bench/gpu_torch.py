@@ -71,7 +71,7 @@ with torch.no_grad():
     if selected("sum_256m"):
         run("sum_256m", lambda: a.sum())
     del a, b
-    if selected("add_bcast_col") or selected("add_bcast_row"):
+    if any(selected(c) for c in ("add_bcast_col", "add_bcast_row", "sum_cols", "sum_rows")):
         a = torch.randn(16384, 8192, device=dev)
         c = torch.randn(16384, 1, device=dev)
         r = torch.randn(8192, device=dev)
@@ -79,6 +79,10 @@ with torch.no_grad():
             run("add_bcast_col", lambda: a + c)
         if selected("add_bcast_row"):
             run("add_bcast_row", lambda: a + r)
+        if selected("sum_cols"):
+            run("sum_cols", lambda: a.sum(0))
+        if selected("sum_rows"):
+            run("sum_rows", lambda: a.sum(-1))
         del a, c, r
     if any(selected(c) for c in ("h2d_64m", "h2d_pinned_64m", "d2h_64m", "d2h_pinned_64m")):
         # 64 Mi floats, pageable and pinned host memory

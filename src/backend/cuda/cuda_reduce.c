@@ -194,14 +194,17 @@ static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *wh
 }
 
 /* Sum or mean of a contiguous f32 x over its leading dims (R rows of C contiguous outputs, s.nr
- * == 1, s.nk == 1): a thread per column and row slice, slices of at least 16 rows, as many as it
- * takes to give the GPU 64K threads, their f64 partials added in slice order by a second kernel.
- * The reduce plan's path gave one thread per output and slice of 64 rows (a [512, 768] bias
- * gradient: 6144 threads). */
+ * == 1, s.nk == 1): a thread per column (four with float4 loads) and row slice, slices of at
+ * least 16 rows, as many as it takes to give the GPU 64K threads, their f64 partials added in
+ * slice order by a second kernel. The reduce plan's path gave one thread per output and slice of
+ * 64 rows (a [512, 768] bias gradient: 6144 threads). */
 static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const char *what)
 {
     long long R = s->N, C = s->M;
-    long long nsplit = (65536 + C - 1) / C, cap = R / 16 > 1 ? R / 16 : 1;
+    const void *xp = tn_ptr(op->in[0]);
+    int vec = C % 4 == 0 && ((uintptr_t)xp & 15) == 0; /* a thread per 4 columns */
+    long long lanes = vec ? C / 4 : C;
+    long long nsplit = (65536 + lanes - 1) / lanes, cap = R / 16 > 1 ? R / 16 : 1;
     if (nsplit > cap) nsplit = cap;
     if (nsplit > 65535) nsplit = 65535;
     long long rows = (R + nsplit - 1) / nsplit;
@@ -215,12 +218,11 @@ static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const c
     CUfunction ff = f && part ? cuda_kernel(dev, "em_rd_cols_fin_f32", what) : NULL;
     em_status st = em_last_status();
     if (f && (!part || ff)) {
-        const void *xp = tn_ptr(op->in[0]);
         void *pp = part, *yp = tn_ptr(op->out[0]);
         int mean = op->kind == EM_OP_MEAN;
-        unsigned grid[3] = {(unsigned)((C + 255) / 256), (unsigned)nsplit, 1},
+        unsigned grid[3] = {(unsigned)((lanes + 255) / 256), (unsigned)nsplit, 1},
                  block[3] = {256, 1, 1};
-        void *p1[] = {&xp, &R, &C, &rows, &pp, &yp, &mean};
+        void *p1[] = {(void *)&xp, &R, &C, &rows, &pp, &yp, &mean, &vec};
         st = cuda_launch_grid(dev, f, grid, block, p1, what);
         void *p2[] = {&pp, &nsplit, &C, &R, &yp, &mean};
         if (st == EM_OK && part) st = cuda_launch(dev, ff, C, p2, what);
