@@ -216,6 +216,30 @@ static void run_model_case(const char *name, int kind, em_tensor *a, int reps, d
     }
 }
 
+/* A training step of `net` under `opt` on x (MSE against y, or cross entropy against `targets`
+ * when y is NULL) run once eagerly (the optimizer's state made, kernels compiled), then captured;
+ * a rep is one replay of the graph. */
+static void run_graph_case(const char *name, em_tensor *x, em_tensor *y, int reps)
+{
+    for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
+        if (pass) em_graph_capture_begin(dev);
+        em_scope_begin();
+        em_tensor *out = em_forward(net, x);
+        em_grads *g = em_backward(y ? em_mse_loss(out, y, EM_REDUCTION_MEAN)
+                                    : em_cross_entropy(out, targets, (em_ce_cfg){0}));
+        em_optim_step(opt, g);
+        em_grads_free(g);
+        em_scope_end();
+    }
+    graph = em_graph_capture_end(dev);
+    if (graph)
+        run_case(name, K_GRAPH, x, y, 1, reps, 4.0);
+    else
+        fprintf(stderr, "%s: %s\n", name, em_last_error());
+    em_graph_free(graph);
+    graph = NULL;
+}
+
 static void model_case(const char *name, em_module *m, em_shape xs, int64_t classes, int reps)
 {
     net = m;
@@ -500,24 +524,8 @@ int main(int argc, char **argv)
         em_tensor *x = em_randint(0, 8192, EM_SHAPE(16, 64), EM_I64, dev);
         targets = em_randint(0, 8192, EM_SHAPE(16 * 64), EM_I64, dev);
         if (bench_wanted(argc, argv, "train_lm")) run_model_case("train_lm", K_TRAIN, x, 21, 4.0);
-        if (bench_wanted(argc, argv, "train_lm_graph")) {
-            ctx c = {x, NULL, K_TRAIN, 1};
-            step(&c); /* eager: the optimizer's state exists, kernels compiled */
-            em_graph_capture_begin(dev);
-            em_scope_begin();
-            em_grads *g =
-                em_backward(em_cross_entropy(em_forward(net, x), targets, (em_ce_cfg){0}));
-            em_optim_step(opt, g);
-            em_grads_free(g);
-            em_scope_end();
-            graph = em_graph_capture_end(dev);
-            if (graph)
-                run_case("train_lm_graph", K_GRAPH, x, NULL, 1, 21, 4.0);
-            else
-                fprintf(stderr, "train_lm_graph: %s\n", em_last_error());
-            em_graph_free(graph);
-            graph = NULL;
-        }
+        if (bench_wanted(argc, argv, "train_lm_graph"))
+            run_graph_case("train_lm_graph", x, NULL, 21);
         em_optim_free(opt);
         em_module_free(net);
         em_release(x);
@@ -532,21 +540,7 @@ int main(int argc, char **argv)
         opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
         em_tensor *x = em_randn(EM_SHAPE(128, 1, 28, 28), EM_F32, dev);
         em_tensor *y = em_randn(EM_SHAPE(128, 10), EM_F32, dev);
-        for (int pass = 0; pass < 2; pass++) { /* eager, then captured */
-            if (pass) em_graph_capture_begin(dev);
-            em_scope_begin();
-            em_grads *g = em_backward(em_mse_loss(em_forward(net, x), y, EM_REDUCTION_MEAN));
-            em_optim_step(opt, g);
-            em_grads_free(g);
-            em_scope_end();
-        }
-        graph = em_graph_capture_end(dev);
-        if (graph)
-            run_case("train_mlp_graph", K_GRAPH, x, y, 1, 41, 4.0);
-        else
-            fprintf(stderr, "train_mlp_graph: %s\n", em_last_error());
-        em_graph_free(graph);
-        graph = NULL;
+        run_graph_case("train_mlp_graph", x, y, 41);
         em_optim_free(opt);
         em_module_free(net);
         em_release(x);

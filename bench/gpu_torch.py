@@ -197,33 +197,38 @@ nn = torch.nn
 if selected("train_mlp"):
     train_case("train_mlp", nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512),
                                           nn.ReLU(), nn.Linear(512, 10)), (128, 1, 28, 28), 41)
-if selected("train_mlp_graph"):
-    # train_mlp's MLP with an MSE loss, forward, backward and a capturable Adam step in one
-    # graph (torch.cuda.graphs' whole-network recipe); a rep is one replay
-    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
-                              torch.nn.Linear(512, 512), torch.nn.ReLU(),
-                              torch.nn.Linear(512, 10)).to(dev)
+def graph_case(name, net, loss, reps):
+    # forward, backward and a capturable Adam step of net in one graph (torch.cuda.graphs'
+    # whole-network recipe: warmed up on a side stream); loss() computes the loss; a rep is one
+    # replay
     opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
-    x = torch.randn(128, 1, 28, 28, device=dev)
-    y = torch.randn(128, 10, device=dev)
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
             opt.zero_grad(set_to_none=True)
-            F.mse_loss(net(x), y).backward()
+            loss().backward()
             opt.step()
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
     opt.zero_grad(set_to_none=True)
     with torch.cuda.graph(graph):
-        F.mse_loss(net(x), y).backward()
+        loss().backward()
         opt.step()
-    run("train_mlp_graph", graph.replay, reps=41, budget=4.0)
+    run(name, graph.replay, reps=reps, budget=4.0)
+
+
+if selected("train_mlp_graph"):
+    # train_mlp's MLP with an MSE loss
+    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(784, 512), torch.nn.ReLU(),
+                              torch.nn.Linear(512, 512), torch.nn.ReLU(),
+                              torch.nn.Linear(512, 10)).to(dev)
+    x = torch.randn(128, 1, 28, 28, device=dev)
+    y = torch.randn(128, 10, device=dev)
+    graph_case("train_mlp_graph", net, lambda: F.mse_loss(net(x), y), 41)
 if selected("train_lm") or selected("train_lm_graph"):
     # bench/gpu_bench.c's small language model: embedding, 2-layer encoder, vocabulary head,
     # cross entropy on all 16 x 64 tokens, Adam; eager, and as one captured graph
-    # (capturable Adam, warmed up on a side stream)
     def lm():
         layer = nn.TransformerEncoderLayer(256, 4, 1024, dropout=0.0, batch_first=True)
         return nn.Sequential(nn.Embedding(8192, 256), nn.TransformerEncoder(layer, 2, enable_nested_tensor=False),
@@ -240,22 +245,8 @@ if selected("train_lm") or selected("train_lm_graph"):
             opt.step()
         run("train_lm", lm_step, reps=21, budget=4.0)
     if selected("train_lm_graph"):
-        net = lm()
-        opt = torch.optim.Adam(net.parameters(), lr=1e-3, capturable=True)
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                opt.zero_grad(set_to_none=True)
-                F.cross_entropy(net(x), y).backward()
-                opt.step()
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            F.cross_entropy(net(x), y).backward()
-            opt.step()
-        run("train_lm_graph", graph.replay, reps=21, budget=4.0)
+        lm_net = lm()
+        graph_case("train_lm_graph", lm_net, lambda: F.cross_entropy(lm_net(x), y), 21)
 if selected("train_cnn"):
     train_case("train_cnn", nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                           nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
