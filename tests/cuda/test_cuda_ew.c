@@ -219,6 +219,45 @@ static void test_binary(void)
             }
 }
 
+/* f32 add / sub / mul / div of a row broadcast (the em_*_bc_f32 kernels): [R, C] with [R, 1],
+ * [C], [1, C] or [R, C], either side, with float4 rows (C % 4 == 0), without (C odd), from
+ * misaligned rows (a sliced [R, C] starting one float in) and flipped rows (a negative row
+ * stride), NaN, infinities and zeros among the values; exact against the CPU (f32 arithmetic
+ * rounds as the CPU's f64 computation rounded). */
+static void test_row_broadcast(void)
+{
+    static const bin_fn ops[] = {em_add, em_sub, em_mul, em_div};
+    static const char *names[] = {"add", "sub", "mul", "div"};
+    const int64_t R = 517, cols[] = {1024, 1023, 4};
+    for (int ci = 0; ci < 3; ci++)
+        for (int l = 0; l < L_COUNT; l++)
+            for (int other = 0; other < 4; other++) {
+                int64_t C = cols[ci];
+                em_shape so = other == 0   ? EM_SHAPE(R, 1)
+                              : other == 1 ? EM_SHAPE(C)
+                              : other == 2 ? EM_SHAPE(1, C)
+                                           : EM_SHAPE(R, C);
+                em_scope_begin();
+                em_tensor *ca, *da, *cb, *db;
+                mk(EM_SHAPE(R, C), l == L_TRANSPOSED ? L_CONTIG : l, EM_F32, -4, 4, true, &ca, &da);
+                mk(so, other == 3 ? l : L_CONTIG, EM_F32, -4, 4, true, &cb, &db);
+                if (l == L_SLICED) { /* rows that start one float past a 16-byte boundary */
+                    ca = em_slice(em_cat((em_tensor *[]){ca, ca}, 2, 1), 1, 1, C + 1, 1);
+                    da = em_slice(em_cat((em_tensor *[]){da, da}, 2, 1), 1, 1, C + 1, 1);
+                }
+                for (int k = 0; k < 4; k++)
+                    for (int side = 0; side < 2; side++) {
+                        char what[96];
+                        snprintf(what, sizeof what, "%s [%lld, %lld] %s with shape %d, side %d",
+                                 names[k], (long long)R, (long long)C, layout_name[l], other, side);
+                        em_tensor *want = side ? ops[k](cb, ca) : ops[k](ca, cb);
+                        em_tensor *got = side ? ops[k](db, da) : ops[k](da, db);
+                        compare(what, got, want, 0, 0);
+                    }
+                em_scope_end();
+            }
+}
+
 /* INT_MIN / -1, division by zero (an error on both backends), shifts at and past the width. */
 static void test_int_edges(void)
 {
@@ -429,6 +468,7 @@ int main(void)
     CHECK_OK("em_device_parse(\"cuda:0\")");
     test_unary();
     test_binary();
+    test_row_broadcast();
     test_int_edges();
     test_select();
     test_cast();

@@ -108,6 +108,9 @@ static void test_reductions(void)
         {EM_SHAPE(1048583), EM_ALL},           /* one long vector, odd tail */
         {EM_SHAPE(33, 65, 67), EM_AXES(0, 2)}, /* two reduced dims around a kept one */
         {EM_SHAPE(2, 70000, 2), EM_AXES(1)},   /* long strided rows */
+        {EM_SHAPE(1029, 1024), EM_AXES(1)},    /* row sums: a warp a row, float4 */
+        {EM_SHAPE(33, 8192), EM_AXES(1)},      /* row sums: a block a row, float4 */
+        {EM_SHAPE(1029, 1024), EM_AXES(0)},    /* column sums, float4 */
     };
     static const red_fn fns[] = {em_sum,   em_mean, em_prod, em_max, em_min,          em_logsumexp,
                                  var1,     std0,    norm1,   norm2,  norm3,           norminf,
