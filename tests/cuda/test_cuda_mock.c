@@ -865,6 +865,33 @@ static void test_copy_into_device(void)
     em_scope_end();
 }
 
+/* cuda_fast_div's constants under the kernels' formula, (umulhi(u, mul) + u) >> shr, against
+ * u / d: every divisor below 70000 and a spread of larger ones, at the multiples of d around
+ * the top of the range and random u below 2^31. */
+static void test_fast_div(void)
+{
+    uint64_t r = 88172645463325252ull, checks = 0, bad = 0;
+    for (uint64_t d = 1; d < (1u << 31); d = d < 70000 ? d + 1 : d * 3 / 2 + 7) {
+        uint32_t mul;
+        int shr;
+        cuda_fast_div(d, &mul, &shr);
+        for (int t = 0; t < 40; t++) {
+            r ^= r << 13, r ^= r >> 7, r ^= r << 17;
+            uint64_t u = r & 0x7fffffffu;
+            if (t < 4) u = (0x7fffffffu / d - (uint64_t)t / 2) * d + (t & 1 ? d - 1 : 0);
+            if (t == 4) u = 0x7fffffffu;
+            if (u > 0x7fffffffu) continue;
+            uint32_t q = (uint32_t)((((u * mul) >> 32) + u) >> shr);
+            checks++;
+            if (q != u / d && bad++ < 3)
+                CHECK(false, "fast division: %llu / %llu gave %u", (unsigned long long)u,
+                      (unsigned long long)d, q);
+        }
+    }
+    CHECK(bad == 0 && checks > 2000000, "fast division: %llu of %llu wrong",
+          (unsigned long long)bad, (unsigned long long)checks);
+}
+
 int main(void)
 {
     em_backends_init();
@@ -887,6 +914,7 @@ int main(void)
     h_dev = EM_CPU;
     dev = em_device_parse("cuda:0");
     CHECK_OK("cuda:0");
+    test_fast_div();
     test_host_copies();
     test_pool_across_streams();
     test_threads();

@@ -291,6 +291,9 @@ uint64_t cuda_kernel_uses(int device, const char *name);
 /* The launches below queue f on the calling thread's current stream of device. */
 /* Launches f over n elements (grid-stride) with the given parameters. */
 em_status cuda_launch(int device, CUfunction f, int64_t n, void **params, const char *what);
+/* The multiplier and shift with which a kernel divides any u < 2^31 by d >= 1 as
+ * (umulhi(u, *mul) + u) >> *shr (cuda_elementwise.c). */
+void cuda_fast_div(uint64_t d, uint32_t *mul, int *shr);
 
 /* Launches f with nblocks blocks of 256 threads (capped; the kernels loop over the rest). */
 em_status cuda_launch_blocks(int device, CUfunction f, int64_t nblocks, void **params,

@@ -160,15 +160,12 @@ bool cuda_ew_supports(const em_op *op)
 typedef struct ew_idx { /* matches `struct ew_idx` in kernels/ew.cu */
     int64_t shape[8];
     int64_t st[4][8];
-    uint32_t mul[8]; /* with shr: division by shape[d] of indices below 2^31 (fast) */
-    int shr[8];
     int rank;
-    int fast;
 } ew_idx;
 
-/* The multiplier and shift that divide any u < 2^31 by d >= 1 as (umulhi(u, mul) + u) >> shr:
- * shr = ceil(log2 d), mul = floor(2^32 (2^shr - d) / d) + 1 (Granlund and Montgomery, 1994). */
-static void fast_div(uint64_t d, uint32_t *mul, int *shr)
+/* shr = ceil(log2 d), mul = floor(2^32 (2^shr - d) / d) + 1 (Granlund and Montgomery, 1994):
+ * the row-broadcast kernels' division by the row length. */
+void cuda_fast_div(uint64_t d, uint32_t *mul, int *shr)
 {
     int l = 0;
     while (((uint64_t)1 << l) < d) l++;
@@ -203,10 +200,6 @@ static void make_idx(ew_idx *s, em_tensor *const *in, int n_in, const em_tensor 
         m++;
     }
     s->rank = m;
-    int64_t total = 1;
-    for (int d = 0; d < m; d++) total *= s->shape[d];
-    s->fast = total < ((int64_t)1 << 31);
-    for (int d = 0; s->fast && d < m; d++) fast_div((uint64_t)s->shape[d], &s->mul[d], &s->shr[d]);
 }
 
 /* As make_idx for one tensor t walked in its own row-major order (operands 0 and 3 alike). */
@@ -271,9 +264,10 @@ static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const c
                               em_status *st, const char *what)
 {
     int r = s->rank;
-    if (r < 1 || r > 2 || !s->fast) return false;
+    if (r < 1 || r > 2) return false;
     int64_t C = s->shape[r - 1], R = r == 2 ? s->shape[0] : 1, xr = r == 2 ? s->st[0][0] : 0,
             yr = r == 2 ? s->st[1][0] : 0;
+    if (R * C >= ((int64_t)1 << 31)) return false; /* the kernels' 32-bit indices */
     int xc = (int)s->st[0][r - 1], yc = (int)s->st[1][r - 1];
     if (s->st[3][r - 1] != 1 || (r == 2 && s->st[3][0] != C) || s->st[0][r - 1] > 1 ||
         s->st[1][r - 1] > 1 || s->st[0][r - 1] < 0 || s->st[1][r - 1] < 0)
@@ -284,7 +278,7 @@ static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const c
               (!xc || xr % 4 == 0) && (!yc || yr % 4 == 0);
     uint32_t n = (uint32_t)(vec ? R * C / 4 : R * C), W = (uint32_t)(vec ? C / 4 : C), mul;
     int shr;
-    fast_div(W, &mul, &shr);
+    cuda_fast_div(W, &mul, &shr);
     char name[32];
     snprintf(name, sizeof name, "em_%s_bc_f32", arith);
     CUfunction f = cuda_kernel(dev, name, what);

@@ -17,36 +17,16 @@
 #define EW_BOOL 9
 
 // up to 4 operands over the output's (collapsed) shape; operand 3 is the output
-// fast: every index lies below 2^31, and i / shape[d] is (umulhi(i, mul[d]) + i) >> shr[d]
-// (Granlund and Montgomery's multiply for a constant divisor; the host computes mul and shr):
-// a 64-bit division costs tens of instructions per element, enough to make a broadcast f32
-// multiply of [1024, 8192] by [1024, 1] compute-bound.
 struct ew_idx {
     i64 shape[8];
     i64 st[4][8];
-    unsigned mul[8];
-    int shr[8];
     int rank;
-    int fast;
 };
 
 __device__ __forceinline__ void ew_offs(const ew_idx &s, i64 i, i64 *o)
 {
     o[0] = o[1] = o[2] = o[3] = 0;
-    if (s.fast) {
-        unsigned u = (unsigned)i;
-        for (int d = s.rank - 1; d > 0; d--) {
-            unsigned q = (__umulhi(u, s.mul[d]) + u) >> s.shr[d];
-            i64 c = (i64)(u - q * (unsigned)s.shape[d]);
-            o[0] += c * s.st[0][d];
-            o[1] += c * s.st[1][d];
-            o[2] += c * s.st[2][d];
-            o[3] += c * s.st[3][d];
-            u = q;
-        }
-        i = u;
-    }
-    for (int d = s.fast ? 0 : s.rank - 1; d > 0; d--) {
+    for (int d = s.rank - 1; d > 0; d--) {
         i64 q = i / s.shape[d], c = i - q * s.shape[d];
         o[0] += c * s.st[0][d];
         o[1] += c * s.st[1][d];
