@@ -97,12 +97,13 @@ em_status cuda_capture_refuse(int device, const char *what, bool to_host)
     if (!cuda_capture_pool(device)) return EM_OK;
     tl_capture[device].refused = true;
     if (to_host)
-        return em_error(EM_ERR_INVALID_ARG,
-                        "%s: reads device memory back to the host, which a graph capture on "
-                        "cuda:%d cannot record (the values exist only when the graph runs): an op "
-                        "that needs such a read (an index check, a data-dependent size, a CPU "
-                        "fallback) cannot be captured; read results after em_graph_replay",
-                        what, device);
+        return em_error(
+            EM_ERR_INVALID_ARG,
+            "%s: reads device memory back to the host, which a graph capture on "
+            "cuda:%d cannot record (the values exist only when the graph runs): an op "
+            "that needs such a read (integer division's zero check, a data-dependent size, a CPU "
+            "fallback) cannot be captured; read results after em_graph_replay",
+            what, device);
     return em_error(EM_ERR_INVALID_ARG,
                     "%s: a copy from host memory cannot be recorded in a graph capture on cuda:%d "
                     "(the graph would read the host buffer when it runs); copy new inputs into "
