@@ -187,9 +187,34 @@ static em_tensor *cumprod_backward(const em_tensor *x, const em_tensor *out, con
     return cumprod_quadratic(x, g, dim);
 }
 
+/* SOFTMAX_BACKWARD (in[0] y, in[1] g; out = y (g - s), s = sum(g y); log: out = g - exp(y) S,
+ * S = sum(g); sums along dim) under an upstream h. Softmax: for g, the same record of h (its
+ * Jacobian diag(y) - y y^T is symmetric); for y, h (g - s) - g sum(h y). Log-softmax: for g,
+ * h - sum(h exp(y)); for y, -h exp(y) S. */
+static em_status softmax_backward_rule(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *y = op->in[0], *g = op->in[1], *h = ad_gout(c, 0);
+    int dim = (int)op->i[0];
+    em_axes ax = EM_AXES(dim);
+    if (op->i[1]) {
+        em_tensor *e = em_exp(y);
+        if (c->needs[1]) c->gin[1] = em_sub(h, em_sum(em_mul(h, e), ax, true));
+        if (c->needs[0]) c->gin[0] = em_neg(em_mul(em_mul(h, e), em_sum(g, ax, true)));
+    } else {
+        if (c->needs[1]) c->gin[1] = tn_softmax_backward(y, h, dim, false);
+        if (c->needs[0]) {
+            em_tensor *s = em_sum(em_mul(g, y), ax, true);
+            c->gin[0] = em_sub(em_mul(h, em_sub(g, s)), em_mul(g, em_sum(em_mul(h, y), ax, true)));
+        }
+    }
+    return em_failed() ? em_last_status() : EM_OK;
+}
+
 em_status ad_rule_reduce(ad_ctx *c)
 {
     const em_op *op = c->op;
+    if (op->kind == EM_OP_SOFTMAX_BACKWARD) return softmax_backward_rule(c);
     if (!c->needs[0]) return EM_OK;
     em_tensor *x = op->in[0];
     em_tensor *g = ad_gout(c, 0);
@@ -252,8 +277,8 @@ em_status ad_rule_reduce(ad_ctx *c)
     case EM_OP_CUMPROD: r = in.rank == 0 ? g : cumprod_backward(x, y, g, dim); break;
     case EM_OP_CUMMAX:
     case EM_OP_CUMMIN: r = in.rank == 0 ? g : route(c, g, c->out[1], dim); break;
-    case EM_OP_SOFTMAX: r = em_mul(y, em_sub(g, em_sum(em_mul(g, y), EM_AXES(dim), true))); break;
-    case EM_OP_LOG_SOFTMAX: r = em_sub(g, em_mul(em_exp(y), em_sum(g, EM_AXES(dim), true))); break;
+    case EM_OP_SOFTMAX: r = tn_softmax_backward(y, g, dim, false); break;
+    case EM_OP_LOG_SOFTMAX: r = tn_softmax_backward(y, g, dim, true); break;
     default: return ad_no_rule(c);
     }
     c->gin[0] = r;

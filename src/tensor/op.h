@@ -117,6 +117,12 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
  * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */
 em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t);
 
+/* The gradient through y = softmax(x, dim) (log = false: y (g - sum(g y))) or y =
+ * log_softmax(x, dim) (log = true: g - exp(y) sum(g)), sums along dim, in one pass over the
+ * rows (a SOFTMAX_BACKWARD record, see ops_reduce.c). Where the record does not fit (dtypes,
+ * shapes or devices differ) or the backend lacks it, the same formula composed of ops. */
+em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, bool log);
+
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters
  * are copied from `ip`/`fp` when non-NULL. */

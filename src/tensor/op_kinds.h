@@ -95,7 +95,8 @@
     X(SDPA_BACKWARD, "sdpa_backward", nn) \
     X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg) \
     X(CONV_WEIGHT_GRAD, "conv_weight_grad", nn) \
-    X(THRESHOLD_BACKWARD, "threshold_backward", binary)
+    X(THRESHOLD_BACKWARD, "threshold_backward", binary) \
+    X(SOFTMAX_BACKWARD, "softmax_backward", reduce)
 /* clang-format on */
 
 #endif

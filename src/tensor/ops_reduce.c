@@ -10,6 +10,9 @@
  *    indices (first occurrence; the first NaN when there is one).
  *  CUMSUM CUMPROD SOFTMAX LOG_SOFTMAX: i0 = the dim (0 for a rank-0 input).
  *  CUMMAX CUMMIN: i0 = the dim; out[0] values, out[1] i64 indices (ties move to the latest).
+ *  SOFTMAX_BACKWARD (tn_softmax_backward, internal: the softmax and log_softmax rules): in[0] =
+ *    y (the forward's output), in[1] = g, one float dtype and one shape; i0 = the dim, i1 = 1
+ *    for log_softmax -> y (g - sum(g y)) or g - exp(y) sum(g), the sums along the dim.
  * Output dtypes: sum/prod/cumsum/cumprod of integers or bool give i64, of floats the input
  * dtype; argmax/argmin/count_nonzero give i64; any/all give bool; the rest keep the dtype. */
 #include <math.h>
@@ -317,4 +320,40 @@ em_tensor *em_log_softmax(const em_tensor *x, int dim)
 {
     if (!tn_check_ptr("em_log_softmax", x, "x") || !need_float("em_log_softmax", x)) return NULL;
     return along_op("em_log_softmax", EM_OP_LOG_SOFTMAX, x, dim, x->dtype);
+}
+
+em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, bool log)
+{
+    if (!y || !g) return NULL; /* the first error is kept */
+    if (!tn_norm_dim("tn_softmax_backward", y->rank, &dim)) return NULL;
+    bool fits = em_dtype_is_float(y->dtype) && g->dtype == y->dtype && g->rank == y->rank &&
+                !memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)y->rank) &&
+                em_device_equal(g->storage->device, y->storage->device);
+    if (fits) {
+        em_op op;
+        memset(&op, 0, sizeof op);
+        op.kind = EM_OP_SOFTMAX_BACKWARD;
+        op.n_in = 2, op.n_out = 1;
+        op.in[0] = (em_tensor *)y, op.in[1] = (em_tensor *)g;
+        op.i[0] = dim, op.i[1] = log;
+        /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
+        em_tensor desc;
+        memset(&desc, 0, sizeof desc);
+        desc.dtype = y->dtype;
+        desc.rank = y->rank;
+        desc.storage = y->storage;
+        memcpy(desc.shape, y->shape, sizeof desc.shape);
+        tn_contiguous_strides(desc.shape, desc.rank, desc.strides);
+        op.out[0] = &desc;
+        if (tn_supported(&op)) {
+            op.out[0] = tn_new(y->dtype, y->shape, y->rank, y->storage->device);
+            return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
+        }
+    }
+    em_scope_begin();
+    em_tensor *r = log ? em_sub(g, em_mul(em_exp(y), em_sum(g, EM_AXES(dim), true)))
+                       : em_mul(y, em_sub(g, em_sum(em_mul(g, y), EM_AXES(dim), true)));
+    em_keep(r);
+    em_scope_end();
+    return r;
 }

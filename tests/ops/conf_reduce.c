@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "tensor/op.h"
 
 static const em_dtype all_dtypes[] = {EM_F64, EM_F32, EM_F16, EM_BF16, EM_I64,
                                       EM_I32, EM_I16, EM_I8,  EM_U8,   EM_BOOL};
@@ -524,6 +525,79 @@ static void test_along(void)
     }
 }
 
+/* softmax_backward(y, g, dim, log) (the softmax rules' record): y (g - sum(g y)) or
+ * g - exp(y) sum(g) along dim, against f64 from the stored values; y and g in different layouts,
+ * every dim, rows long enough for every kernel a device picks by length (warp, block, general);
+ * on a device also against the CPU's record; y and g of different dtypes (the composition). */
+static void check_softmax_backward(void)
+{
+    const em_shape shapes[] = {EM_SHAPE(3, 4, 5), EM_SHAPE(2, 0, 3), EM_SCALAR,
+                               EM_SHAPE(6, 1),    EM_SHAPE(7, 100),  EM_SHAPE(3, 1000),
+                               EM_SHAPE(2, 3000), EM_SHAPE(2, 9000)};
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int di = 0; di < N_FLOAT; di++)
+        for (int si = 0; si < ns; si++)
+            for (int lg = 0; lg < 2; lg++) {
+                em_dtype dt = all_dtypes[di];
+                em_shape s = shapes[si];
+                int64_t n = em_shape_numel(s);
+                bool longrow = si >= 4;
+                int r = s.rank ? s.rank : 1;
+                em_scope_begin();
+                double *yv, *gv;
+                h_rand(s, dt, H_CONTIG, lg ? -6 : 0, lg ? 0 : 1, &yv);
+                h_rand(s, dt, H_CONTIG, -2, 2, &gv);
+                double *e = malloc((size_t)(n ? n : 1) * sizeof *e);
+                for (int lay = 0; lay < (longrow ? 1 : H_LAYOUT_COUNT); lay++)
+                    for (int d = longrow ? -1 : -r; d < (longrow ? 0 : r); d++) {
+                        em_scope_begin();
+                        int nd = s.rank == 0 ? 0 : (d < 0 ? d + s.rank : d);
+                        int64_t len = s.rank ? s.dims[nd] : 1, inner = 1;
+                        for (int k = nd + 1; k < s.rank; k++) inner *= s.dims[k];
+                        for (int64_t a = 0; n && a < n / (len * inner); a++)
+                            for (int64_t b = 0; b < inner; b++) {
+                                int64_t o = a * len * inner + b;
+                                double sum = 0;
+                                for (int64_t i = 0; i < len; i++)
+                                    sum += gv[o + i * inner] * (lg ? 1 : yv[o + i * inner]);
+                                for (int64_t i = 0; i < len; i++) {
+                                    double y = yv[o + i * inner], g = gv[o + i * inner];
+                                    e[o + i * inner] =
+                                        h_round_to(lg ? g - exp(y) * sum : y * (g - sum), dt);
+                                }
+                            }
+                        em_tensor *y = h_from_values(yv, s, dt, (h_layout)lay);
+                        em_tensor *g =
+                            h_from_values(gv, s, dt, (h_layout)((lay + 1) % H_LAYOUT_COUNT));
+                        char what[128], sh[64];
+                        snprintf(what, sizeof what, "softmax_backward%s %s %s layout %d dim %d",
+                                 lg ? " (log)" : "", em_shape_str(s, sh, sizeof sh),
+                                 em_dtype_name(dt), lay, d);
+                        em_tensor *got = tn_softmax_backward(y, g, d, lg);
+                        h_check_tensor(what, got, e, s, h_atol(dt), h_rtol(dt));
+                        if (h_dev.backend != 0) {
+                            em_tensor *yc = em_to_device(y, EM_CPU), *gc = em_to_device(g, EM_CPU);
+                            h_check_tensor(what, tn_softmax_backward(yc, gc, d, lg), e, s,
+                                           h_atol(dt), h_rtol(dt));
+                        }
+                        if (dt != EM_F64 && lay == 0 && !lg) /* g wider: composed, in f64 */
+                            h_check_tensor(what, tn_softmax_backward(y, em_cast(g, EM_F64), d, lg),
+                                           e, s, h_atol(dt), h_rtol(dt));
+                        CHECK_OK(what);
+                        em_scope_end();
+                    }
+                free(e);
+                free(yv);
+                free(gv);
+                em_scope_end();
+            }
+    em_scope_begin();
+    em_tensor *y = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
+    CHECK(!tn_softmax_backward(y, y, 2, false), "softmax_backward dim 2 of rank 2");
+    CHECK_ERR(EM_ERR_INDEX, "tn_softmax_backward: dim 2");
+    em_scope_end();
+}
+
 /* ---- NaN, Inf, empty and hand-made cases ------------------------------------------------- */
 
 static void expect1(const char *what, em_tensor *t, double e)
@@ -814,6 +888,7 @@ void conf_reduce(void)
     test_mask_reductions();
     test_arg_reductions();
     test_along();
+    check_softmax_backward();
     test_special();
     test_big();
     test_errors();

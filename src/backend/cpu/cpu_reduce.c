@@ -657,7 +657,8 @@ typedef struct lplan {
     int n;                                                           /* other dims */
     int64_t shape[EM_MAX_RANK], xs[EM_MAX_RANK], os[2][EM_MAX_RANK]; /* bytes */
     int64_t len, sx, so[2];                                          /* the scanned dim, bytes */
-    const char *xb;
+    int64_t gs[EM_MAX_RANK], sg; /* SOFTMAX_BACKWARD's g (in[1]): other dims, the dim; bytes */
+    const char *xb, *gb;
     char *ob[2];
     const cpu_fast_ops *fast; /* vector row kernels, or NULL */
     int hint;                 /* the softmax rows' store hint (cpu_store_begin) */
@@ -718,6 +719,35 @@ static void softmax_line(const lplan *p, const char *x, char *y)
     }
 }
 
+/* y, g, o: one line of len elements -> o = y (g - sum(g y)), or for log-softmax (i1 = 1)
+ * g - exp(y) sum(g); the sum in f64, exp in f32 below f64, one rounding per output. */
+static void softmax_bw_line(const lplan *p, const char *y, const char *g, char *o)
+{
+    double b[CH], c[CH];
+    bool lg = p->op->i[1] != 0, single = p->xdt != EM_F64;
+    double s = 0;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(c, g + k * p->sg, p->sg, n, p->xdt);
+        if (!lg) {
+            load_f64(b, y + k * p->sx, p->sx, n, p->xdt);
+            for (int64_t i = 0; i < n; i++) c[i] *= b[i];
+        }
+        s += lanesum(c, n);
+    }
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, y + k * p->sx, p->sx, n, p->xdt);
+        load_f64(c, g + k * p->sg, p->sg, n, p->xdt);
+        if (lg)
+            for (int64_t i = 0; i < n; i++)
+                b[i] = c[i] - (single ? (double)expf((float)b[i]) : exp(b[i])) * s;
+        else
+            for (int64_t i = 0; i < n; i++) b[i] *= c[i] - s;
+        store_f64(o + k * p->so[0], p->so[0], b, n, p->odt);
+    }
+}
+
 static void scan_line(const lplan *p, const char *x, char *y, char *yi)
 {
     em_op_kind kind = p->op->kind;
@@ -773,7 +803,7 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
 {
     const lplan *p = ctx;
     for (int64_t r = b; r < e; r++) {
-        const char *x = p->xb;
+        const char *x = p->xb, *g = p->gb;
         char *y = p->ob[0], *yi = p->ob[1];
         int64_t q = r;
         for (int d = p->n - 1; d >= 0; d--) {
@@ -782,8 +812,11 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
             x += i * p->xs[d];
             y += i * p->os[0][d];
             if (yi) yi += i * p->os[1][d];
+            if (g) g += i * p->gs[d];
         }
-        if (p->op->kind == EM_OP_SOFTMAX || p->op->kind == EM_OP_LOG_SOFTMAX)
+        if (g)
+            softmax_bw_line(p, x, g, y);
+        else if (p->op->kind == EM_OP_SOFTMAX || p->op->kind == EM_OP_LOG_SOFTMAX)
             softmax_line(p, x, y);
         else
             scan_line(p, x, y, yi);
@@ -803,6 +836,8 @@ static em_status exec_along(const em_op *op)
     p.xb = tn_ptr(x);
     p.fast = cpu_fast();
     for (int k = 0; k < op->n_out; k++) p.ob[k] = tn_ptr(op->out[k]);
+    const em_tensor *g = op->kind == EM_OP_SOFTMAX_BACKWARD ? op->in[1] : NULL;
+    if (g) p.gb = tn_ptr(g);
     int dim = (int)op->i[0];
     int64_t es = (int64_t)em_dtype_size(x->dtype);
     p.len = 1;
@@ -814,12 +849,14 @@ static em_status exec_along(const em_op *op)
         if (d == dim) {
             p.len = x->shape[d];
             p.sx = x->strides[d] * es;
+            if (g) p.sg = g->strides[d] * es;
             for (int k = 0; k < op->n_out; k++) p.so[k] = st[k];
             continue;
         }
         rows *= x->shape[d];
         p.shape[p.n] = x->shape[d];
         p.xs[p.n] = x->strides[d] * es;
+        if (g) p.gs[p.n] = g->strides[d] * es;
         for (int k = 0; k < op->n_out; k++) p.os[k][p.n] = st[k];
         p.n++;
     }
@@ -887,7 +924,8 @@ em_status cpu_exec_reduce(const em_op *op)
     case EM_OP_CUMMAX:
     case EM_OP_CUMMIN:
     case EM_OP_SOFTMAX:
-    case EM_OP_LOG_SOFTMAX: return exec_along(op);
+    case EM_OP_LOG_SOFTMAX:
+    case EM_OP_SOFTMAX_BACKWARD: return exec_along(op);
     case EM_OP_SUM:
     case EM_OP_MEAN:
     case EM_OP_PROD:
