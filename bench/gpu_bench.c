@@ -38,13 +38,15 @@ enum {
     K_SDPA_CAUSAL,
     K_SDPA_FWBW, /* sdpa forward and backward (the vector-Jacobian product with a fixed seed) */
     K_SDPA_FWBW_CAUSAL,
-    K_TRAIN,       /* forward, cross entropy, backward, Adam step */
-    K_ENC_FORWARD, /* transformer encoder forward without grad */
-    K_ENC_TRAIN,   /* transformer encoder: forward, mean of squares, backward, Adam step */
-    K_H2D,         /* a (on the host, pinned or not) to the device */
-    K_D2H,         /* a (on the device) to a new host tensor */
-    K_D2H_INTO,    /* a (on the device) into the host tensor b (pinned) */
-    K_GRAPH,       /* one replay of `graph` */
+    K_SOFTMAX_FWBW, /* softmax over the last dim and its backward under the fixed attn_g */
+    K_XENT_FWBW,    /* cross entropy of the logits a against `targets`, and its backward */
+    K_TRAIN,        /* forward, cross entropy, backward, Adam step */
+    K_ENC_FORWARD,  /* transformer encoder forward without grad */
+    K_ENC_TRAIN,    /* transformer encoder: forward, mean of squares, backward, Adam step */
+    K_H2D,          /* a (on the host, pinned or not) to the device */
+    K_D2H,          /* a (on the device) to a new host tensor */
+    K_D2H_INTO,     /* a (on the device) into the host tensor b (pinned) */
+    K_GRAPH,        /* one replay of `graph` */
 };
 
 /* graph_add_1000's graph: 1000 chained one-element adds */
@@ -105,6 +107,14 @@ static void step(void *p)
             em_grads_free(g);
             break;
         }
+        case K_SOFTMAX_FWBW: {
+            em_tensor *y = em_softmax(c->a, -1);
+            em_grads_free(em_backward_with(&y, &attn_g, 1, (em_backward_opts){0}));
+            break;
+        }
+        case K_XENT_FWBW:
+            em_grads_free(em_backward(em_cross_entropy(c->a, targets, (em_ce_cfg){0})));
+            break;
         case K_TRAIN: {
             em_tensor *loss = em_cross_entropy(em_forward(net, c->a), targets, (em_ce_cfg){0});
             em_grads *g = em_backward(loss);
@@ -292,6 +302,27 @@ int main(int argc, char **argv)
         em_release(a);
         em_release(x);
     }
+    /* short exact-f32 products of a small transformer's step (1024 tokens, d_model 256,
+     * feed-forward 1024): sgemm_MxNxK, a [M, K] @ b [K, N]; _t: a the transpose of a [K, M] tensor
+     * (a weight gradient); 10 per timed rep */
+    static const struct {
+        int m, n, k, t;
+    } shorts[] = {{1024, 768, 256, 0},  {1024, 256, 256, 0}, {1024, 1024, 256, 0},
+                  {1024, 256, 1024, 0}, {256, 768, 1024, 1}, {256, 1024, 1024, 1}};
+    for (size_t i = 0; i < sizeof shorts / sizeof shorts[0]; i++) {
+        char name[64];
+        snprintf(name, sizeof name, "sgemm_%dx%dx%d%s", shorts[i].m, shorts[i].n, shorts[i].k,
+                 shorts[i].t ? "_t" : "");
+        if (!bench_selected(argc, argv, name)) continue;
+        em_tensor *a = shorts[i].t ? em_randn(EM_SHAPE(shorts[i].k, shorts[i].m), EM_F32, dev)
+                                   : em_randn(EM_SHAPE(shorts[i].m, shorts[i].k), EM_F32, dev);
+        em_tensor *b = em_randn(EM_SHAPE(shorts[i].k, shorts[i].n), EM_F32, dev);
+        em_tensor *at = shorts[i].t ? em_transpose(a, 0, 1) : a;
+        run_case(name, K_MATMUL, at, b, 10, 21, 2.0);
+        if (shorts[i].t) em_release(at);
+        em_release(a);
+        em_release(b);
+    }
     /* the mma.sync kernel (128 x 128 tiles) at sizes where wgmma is chosen, for comparison */
     for (int n = 4096; n <= 8192; n *= 2) {
         char name[64];
@@ -360,6 +391,25 @@ int main(int argc, char **argv)
         em_tensor *a = em_randn(EM_SHAPE(64, 1024, 1024), EM_F32, dev);
         run_case("softmax", K_SOFTMAX, a, NULL, 1, 21, 2.0);
         em_release(a);
+    }
+    /* softmax and cross entropy forward and backward (the softmax_backward record): softmax of
+     * [65536, 1024] f32 under a fixed output gradient (a row per warp), cross entropy of [4096,
+     * 8192] logits (a row per block) */
+    if (bench_selected(argc, argv, "fwbw_softmax")) {
+        em_tensor *a = em_requires_grad(em_randn(EM_SHAPE(65536, 1024), EM_F32, dev), true);
+        attn_g = em_randn(EM_SHAPE(65536, 1024), EM_F32, dev);
+        run_case("fwbw_softmax", K_SOFTMAX_FWBW, a, NULL, 1, 21, 2.0);
+        em_release(a);
+        em_release(attn_g);
+        attn_g = NULL;
+    }
+    if (bench_selected(argc, argv, "fwbw_xent")) {
+        em_tensor *a = em_requires_grad(em_randn(EM_SHAPE(4096, 8192), EM_F32, dev), true);
+        targets = em_randint(0, 8192, EM_SHAPE(4096), EM_I64, dev);
+        run_case("fwbw_xent", K_XENT_FWBW, a, NULL, 1, 21, 2.0);
+        em_release(a);
+        em_release(targets);
+        targets = NULL;
     }
     if (bench_selected(argc, argv, "layer_norm")) {
         em_tensor *a = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev);

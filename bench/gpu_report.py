@@ -26,7 +26,7 @@ def inner(case):
     """Ops per timed repetition in both programs (small cases repeat the op)."""
     if case == "tiny_add":
         return 1000
-    if case in ("layer_norm", "gemv_n_4096", "gemv_t_4096") or (case.startswith("matmul_") and int(case.rsplit("_", 1)[1]) <= 2048):
+    if case in ("layer_norm", "gemv_n_4096", "gemv_t_4096") or case.startswith("sgemm_") or (case.startswith("matmul_") and int(case.rsplit("_", 1)[1]) <= 2048):
         return 10
     return 1
 
@@ -61,7 +61,7 @@ def ratio(case):
         return f"{rs[0]:.2f}"
     return f"{median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})"
 BYTES = {"copy_256m": 8 << 28, "add_256m": 12 << 28, "add_bcast_col": 8 << 27, "add_bcast_row": 8 << 27, "sum_cols": 4 << 27, "sum_rows": 4 << 27, "neg_256m": 8 << 28, "sum_256m": 4 << 28,
-         "softmax": 8 << 26, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
+         "softmax": 8 << 26, "fwbw_softmax": 20 << 26, "fwbw_xent": 6 << 27, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
          "gemv_n_4096": 4 << 24, "gemv_t_4096": 4 << 24, "h2d_64m": 4 << 26, "h2d_pinned_64m": 4 << 26,
          "d2h_64m": 4 << 26, "d2h_pinned_64m": 4 << 26}
 
@@ -72,6 +72,9 @@ def rate(case, ms):
     if case.startswith("matmul_"):
         n = int(case.rsplit("_", 1)[1])
         return f"{2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
+    if case.startswith("sgemm_"):  # sgemm_MxNxK[_t]
+        m, n, k = (int(v) for v in case.split("_")[1].split("x"))
+        return f"{2 * m * n * k / (ms * 1e-3) / 1e12:.1f} TFLOP/s"
     if case in BYTES:
         rate = BYTES[case] / (ms * 1e-3)
         return f"{rate / 1e12:.2f} TB/s" if rate >= 1e11 else f"{rate / 1e9:.1f} GB/s"  # host copies

@@ -57,6 +57,15 @@ with torch.no_grad():
             x = torch.randn(4096, device=dev)
             run(case, (lambda: x @ a) if t else (lambda: a @ x), inner=10)
             del a, x
+    # short exact-f32 products, as bench/gpu_bench.c's sgemm cases
+    for m, n, k, t in ((1024, 768, 256, 0), (1024, 256, 256, 0), (1024, 1024, 256, 0),
+                       (1024, 256, 1024, 0), (256, 768, 1024, 1), (256, 1024, 1024, 1)):
+        case = f"sgemm_{m}x{n}x{k}" + ("_t" if t else "")
+        if selected(case):
+            a = torch.randn(k, m, device=dev).t() if t else torch.randn(m, k, device=dev)
+            b = torch.randn(k, n, device=dev)
+            run(case, lambda: a @ b, inner=10)
+            del a, b
     big = 1 << 28
     a = torch.randn(big, device=dev)
     b = torch.randn(big, device=dev)
@@ -102,6 +111,25 @@ with torch.no_grad():
         x = torch.randn(64, 1024, 1024, device=dev)
         run("softmax", lambda: torch.softmax(x, -1))
         del x
+    # softmax and cross entropy forward and backward, as bench/gpu_bench.c's fwbw cases
+    if selected("fwbw_softmax"):
+        x = torch.randn(65536, 1024, device=dev, requires_grad=True)
+        gy = torch.randn(65536, 1024, device=dev)
+
+        def smax():
+            with torch.enable_grad():
+                torch.autograd.grad(torch.softmax(x, -1), x, gy)
+        run("fwbw_softmax", smax)
+        del x, gy
+    if selected("fwbw_xent"):
+        x = torch.randn(4096, 8192, device=dev, requires_grad=True)
+        t = torch.randint(0, 8192, (4096,), device=dev)
+
+        def xent():
+            with torch.enable_grad():
+                torch.autograd.grad(F.cross_entropy(x, t), x)
+        run("fwbw_xent", xent)
+        del x, t
     if selected("layer_norm"):
         x = torch.randn(4096, 4096, device=dev)
         run("layer_norm", lambda: F.layer_norm(x, (4096,)), inner=10)

@@ -953,6 +953,12 @@ static void check_threshold_backward(void)
                     em_tensor *gc = em_to_device(g, EM_CPU), *yc = em_to_device(y, EM_CPU);
                     h_check_tensor(what, tn_threshold_backward(gc, yc, t), e, s, 0, 0);
                 }
+                if (l == 0) { /* contiguous views one element in: not 16-byte aligned */
+                    em_tensor *gf = em_narrow(em_flatten(g, 0, -1), 0, 1, n - 1);
+                    em_tensor *yf = em_narrow(em_flatten(y, 0, -1), 0, 1, n - 1);
+                    h_check_tensor(what, tn_threshold_backward(gf, yf, t), e + 1, EM_SHAPE(n - 1),
+                                   0, 0);
+                }
                 if (dts[d] != EM_F64) /* y wider than g */
                     h_check_tensor(what, tn_threshold_backward(g, em_cast(y, EM_F64), t), e, s, 0,
                                    0);

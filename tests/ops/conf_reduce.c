@@ -532,8 +532,9 @@ static void test_along(void)
 static void check_softmax_backward(void)
 {
     const em_shape shapes[] = {EM_SHAPE(3, 4, 5), EM_SHAPE(2, 0, 3), EM_SCALAR,
-                               EM_SHAPE(6, 1),    EM_SHAPE(7, 100),  EM_SHAPE(3, 1000),
-                               EM_SHAPE(2, 3000), EM_SHAPE(2, 9000)};
+                               EM_SHAPE(6, 1),    EM_SHAPE(7, 100),  EM_SHAPE(5, 333),
+                               EM_SHAPE(3, 1000), EM_SHAPE(2, 3000), EM_SHAPE(3, 1501),
+                               EM_SHAPE(2, 9000)};
     const int ns = (int)(sizeof shapes / sizeof shapes[0]);
     for (int di = 0; di < N_FLOAT; di++)
         for (int si = 0; si < ns; si++)

@@ -1,5 +1,6 @@
 /* The CUDA elementwise family: supports() and exec() for unary, binary, comparison, logical,
- * bitwise and shift kinds of every dtype, WHERE, CLAMP, LERP, CAST, the range and triangle
+ * bitwise and shift kinds of every dtype, WHERE, CLAMP, LERP, THRESHOLD_BACKWARD, CAST, the range
+ * and triangle
  * creation ops, ONE_HOT, the random creation ops and DROPOUT. Contiguous same-dtype f32/f64 runs
  * take the vectorised kernels of rows.cu and cuda_kernels.c; everything else runs the
  * run-time-dtype kernels of kernels/ew.cu over rank-collapsed strides, with the CPU backend's
@@ -54,7 +55,8 @@ bool cuda_ew_claims(em_op_kind k)
     case EM_OP_DROPOUT:
     case EM_OP_WHERE:
     case EM_OP_CLAMP:
-    case EM_OP_LERP: return true;
+    case EM_OP_LERP:
+    case EM_OP_THRESHOLD_BACKWARD: return true;
     default: return unary_kind(k) || binary_kind(k);
     }
 }
@@ -132,6 +134,9 @@ bool cuda_ew_supports(const em_op *op)
     case EM_OP_WHERE: return op->n_in == 3 && ranks_ok(op) && op->in[0]->dtype == EM_BOOL;
     case EM_OP_CLAMP: return op->n_in == (op->i[0] ? 1 + popcount2(op->i[0]) : 1) && ranks_ok(op);
     case EM_OP_LERP: return op->n_in == 3 && ranks_ok(op);
+    case EM_OP_THRESHOLD_BACKWARD:
+        return op->n_in == 2 && ranks_ok(op) && em_dtype_is_float(od) && op->in[0]->dtype == od &&
+               op->in[1]->dtype == od && same_shape(op->in[0], o) && same_shape(op->in[1], o);
     case EM_OP_CAST: return op->n_in == 1 && ranks_ok(op) && same_shape(op->in[0], o);
     case EM_OP_ARANGE:
     case EM_OP_LINSPACE: return tn_is_contiguous(o);
@@ -433,6 +438,30 @@ static em_status run_select(const em_op *op, int dev, const char *what)
     return cuda_launch(dev, f, n, params, what);
 }
 
+/* THRESHOLD_BACKWARD (relu's backward): y <= t ? +0 : g; contiguous f32 in rows.cu's kernel */
+static em_status run_threshold_bwd(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *o = op->out[0];
+    long long n = tn_numel(o);
+    if (n == 0) return EM_OK;
+    void *gp = tn_ptr(op->in[0]), *yp = tn_ptr(op->in[1]), *op_ = tn_ptr(o);
+    CUfunction f;
+    if (o->dtype == EM_F32 && contig_same(op)) {
+        int v4 = (((uintptr_t)gp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0;
+        float t = (float)op->f[0];
+        if (!(f = cuda_kernel(dev, "em_threshold_bwd_f32", what))) return em_last_status();
+        void *params[] = {&gp, &yp, &op_, &t, &n, &v4};
+        return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
+    }
+    ew_idx s;
+    make_idx(&s, op->in, 2, o);
+    double t = op->f[0];
+    int dt = dtc(o->dtype);
+    if (!(f = cuda_kernel(dev, "ew_threshold_bwd", what))) return em_last_status();
+    void *params[] = {&gp, &yp, &op_, &dt, &t, &n, &s};
+    return cuda_launch(dev, f, n, params, what);
+}
+
 /* ---- casts and creation -----------------------------------------------------------------------
  */
 
@@ -535,6 +564,7 @@ em_status cuda_ew_exec(const em_op *op, int dev, const char *what)
     case EM_OP_WHERE:
     case EM_OP_CLAMP:
     case EM_OP_LERP: return run_select(op, dev, what);
+    case EM_OP_THRESHOLD_BACKWARD: return run_threshold_bwd(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
     case EM_OP_RAND_UNIFORM:
     case EM_OP_RAND_NORMAL:

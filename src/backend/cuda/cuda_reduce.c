@@ -1,6 +1,7 @@
 /* Reductions over any set of dims (SUM MEAN PROD MAX MIN ARGMAX ARGMIN VAR STD NORM LOGSUMEXP
  * ANY ALL COUNT_NONZERO MAX_DIM MIN_DIM), scans (CUMSUM CUMPROD CUMMAX CUMMIN), SOFTMAX and
- * LOG_SOFTMAX along one dim, and SORT TOPK MEDIAN, for every dtype and any input strides, with
+ * LOG_SOFTMAX along one dim, their gradient SOFTMAX_BACKWARD, and SORT TOPK MEDIAN, for every
+ * dtype and any input strides, with
  * the CPU backend's semantics (cpu_reduce.c, cpu_order.c). The kernels are in kernels/reduce.cu
  * and kernels/reduce_sort.cu. */
 #include <math.h>
@@ -13,7 +14,21 @@
 bool cuda_reduce_claims(em_op_kind k)
 {
     return (k >= EM_OP_SUM && k <= EM_OP_LOG_SOFTMAX) || k == EM_OP_SORT || k == EM_OP_TOPK ||
-           k == EM_OP_MEDIAN;
+           k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD;
+}
+
+static bool same_shape(const em_tensor *a, const em_tensor *b)
+{
+    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
+}
+
+/* SOFTMAX_BACKWARD: y, g and the output of one float dtype and shape */
+static bool softmax_bw_supports(const em_op *op)
+{
+    if (op->n_in != 2 || op->n_out != 1 || !op->in[0] || !op->in[1] || !op->out[0]) return false;
+    const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
+    return y->rank <= 8 && em_dtype_is_float(y->dtype) && g->dtype == y->dtype &&
+           o->dtype == y->dtype && same_shape(y, g) && same_shape(y, o);
 }
 
 static bool is_mask_kind(em_op_kind k)
@@ -33,6 +48,7 @@ static bool is_order(em_op_kind k)
 
 bool cuda_reduce_supports(const em_op *op)
 {
+    if (op->kind == EM_OP_SOFTMAX_BACKWARD) return softmax_bw_supports(op);
     if (op->n_in != 1 || op->n_out < 1 || !op->in[0] || !op->out[0]) return false;
     const em_tensor *x = op->in[0];
     if (x->rank > 8 || (unsigned)x->dtype >= EM_DTYPE_COUNT) return false;
@@ -448,6 +464,50 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, s.lines, params, what);
 }
 
+/* SOFTMAX_BACKWARD (kernels/reduce.cu): contiguous f32 rows along the last dim in registers, a
+ * warp per row up to 1024 elements, a block of 256 threads per row up to 8192; anything else a
+ * block per line in f64 (em_rd_softmax_bw, the rdline's second output strides walking g). */
+static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
+    rdline s;
+    int dim = y->rank ? (int)op->i[0] : 0;
+    plan_line(&s, op, dim, false);
+    if (s.lines == 0 || s.len == 0) return EM_OK;
+    for (int d = 0, j = 0; d < y->rank; d++) {
+        if (d == dim)
+            s.s1 = g->strides[d];
+        else
+            s.os1[j++] = g->strides[d];
+    }
+    int lg = op->i[1] != 0;
+    const void *yp = tn_ptr(y), *gp = tn_ptr(g);
+    void *op_ = tn_ptr(o);
+    char name[40];
+    if (y->dtype == EM_F32 && tn_is_contiguous(y) && tn_is_contiguous(g) && tn_is_contiguous(o) &&
+        dim == y->rank - 1 && s.len <= 8192) {
+        bool warp = s.len <= 1024;
+        int v = warp ? 4 : 8;
+        while ((warp ? 32 : 256) * v < s.len) v *= 2;
+        snprintf(name, sizeof name, "em_softmax_bw_%s_v%d", warp ? "warp" : "rows", v);
+        CUfunction f = cuda_kernel(dev, name, what);
+        if (!f) return em_last_status();
+        long long rows = s.lines;
+        int len = (int)s.len;
+        void *params[] = {&lg, (void *)&yp, (void *)&gp, &op_, &rows, &len};
+        if (!warp) return cuda_launch_blocks(dev, f, rows, params, what);
+        long long blocks = (rows + 7) / 8;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    CUfunction f = cuda_kernel(dev, "em_rd_softmax_bw", what);
+    if (!f) return em_last_status();
+    int dt = (int)y->dtype;
+    void *params[] = {&lg, &dt, (void *)&yp, (void *)&gp, &op_, &s};
+    return cuda_launch_blocks(dev, f, s.lines, params, what);
+}
+
 typedef struct soargs { /* matches `struct soargs` in kernels/reduce_sort.cu */
     int op, desc, isf, dt, es;
     int64_t k;
@@ -562,5 +622,6 @@ em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)
     if (is_mask_kind(op->kind)) return run_mask_reduce(op, dev, what);
     if (is_scan(op->kind)) return run_scan(op, dev, what);
     if (is_order(op->kind)) return run_order(op, dev, what);
+    if (op->kind == EM_OP_SOFTMAX_BACKWARD) return run_softmax_bw(op, dev, what);
     return run_softmax(op, dev, what);
 }

@@ -382,6 +382,19 @@ extern "C" __global__ void ew_where(const unsigned char *c, const void *a, int d
     EW_END
 }
 
+// relu's backward (THRESHOLD_BACKWARD): y <= t ? +0 : g, g's bits (g, y and o one float dtype;
+// a NaN y keeps g), operands 0 and 1 g and y
+extern "C" __global__ void ew_threshold_bwd(const void *g, const void *y, void *o, int dt, double t,
+                                            i64 n, ew_idx s)
+{
+    EW_LOOP(n)
+    if (ew_getf(y, dt, f[1]) <= t)
+        ew_zero(o, dt, f[3]);
+    else
+        ew_conv(o, dt, f[3], g, dt, f[0]);
+    EW_END
+}
+
 // clamp with scalar bounds (NaN: no bound)
 extern "C" __global__ void ew_clamp(const void *x, int dx, void *o, int dout, int cdt, int imode,
                                     double lo, double hi, i64 n, ew_idx s)

@@ -896,3 +896,126 @@ RD_SOFTMAX_WARP(4)
 RD_SOFTMAX_WARP(8)
 RD_SOFTMAX_WARP(16)
 RD_SOFTMAX_WARP(32)
+
+// ---- softmax / log-softmax backward (SOFTMAX_BACKWARD) -------------------------------------
+// y the forward's output, g its gradient: o = y (g - sum(g y)), or for log-softmax (lg)
+// g - exp(y) sum(g), the sums along the line.
+
+// Any dtype and strides, one block of 256 threads per line (rdline: xs / sx walk y, os0 / s0
+// the output, os1 / s1 g): the sum in double, exp in f32 below f64, one rounding per output, as
+// cpu_reduce.c's softmax_bw_line.
+extern "C" __global__ void __launch_bounds__(256)
+    em_rd_softmax_bw(int lg, int dt, const void *y, const void *g, void *o, rdline s)
+{
+    __shared__ double sh[8];
+    const bool single = dt != RD_F64;
+    for (i64 r = blockIdx.x; r < s.lines; r += gridDim.x) {
+        i64 yo, oo, go;
+        rd_line(s, r, &yo, &oo, &go);
+        double acc = 0;
+        for (i64 k = threadIdx.x; k < s.len; k += 256) {
+            double gv = rd_ldf(g, dt, go + k * s.s1);
+            acc += lg ? gv : gv * rd_ldf(y, dt, yo + k * s.sx);
+        }
+        double sum = rd_bsum(acc, sh);
+        for (i64 k = threadIdx.x; k < s.len; k += 256) {
+            double yv = rd_ldf(y, dt, yo + k * s.sx), gv = rd_ldf(g, dt, go + k * s.s1);
+            double e = single ? (double)expf((float)yv) : exp(yv);
+            rd_stf(o, dt, oo + k * s.s0, lg ? gv - e * sum : yv * (gv - sum));
+        }
+    }
+}
+
+// V values of a row of len floats for thread t of T per row (elements t, t + T, ..., or float4s
+// at 4 (t + k T) when vec), zeros past the end.
+template <int V, int T>
+__device__ __forceinline__ void sbw_load(const float *p, float *v, int len, int t, bool vec)
+{
+    if (V >= 4 && vec) {
+#pragma unroll
+        for (int k = 0; k < V / 4; k++) {
+            int j = (k * T + t) * 4;
+            float4 q = j < len ? __ldcs((const float4 *)(p + j)) : make_float4(0.f, 0.f, 0.f, 0.f);
+            v[4 * k] = q.x, v[4 * k + 1] = q.y, v[4 * k + 2] = q.z, v[4 * k + 3] = q.w;
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            int j = k * T + t;
+            v[k] = j < len ? __ldcs(p + j) : 0.f;
+        }
+    }
+}
+
+template <int V, int T>
+__device__ __forceinline__ void sbw_store(float *p, const float *v, int len, int t, bool vec)
+{
+    if (V >= 4 && vec) {
+#pragma unroll
+        for (int k = 0; k < V / 4; k++) {
+            int j = (k * T + t) * 4;
+            if (j < len)
+                __stcs((float4 *)(p + j),
+                       make_float4(v[4 * k], v[4 * k + 1], v[4 * k + 2], v[4 * k + 3]));
+        }
+    } else {
+#pragma unroll
+        for (int k = 0; k < V; k++) {
+            int j = k * T + t;
+            if (j < len) __stcs(p + j, v[k]);
+        }
+    }
+}
+
+// Contiguous f32 rows of len <= T V: T = 32, a warp per row (8 rows per block of 256); T = 256,
+// a block per row. Each thread keeps its V values of y and g in registers; its partial sum (at
+// most V terms) in f32, added across the row in double; the outputs in f32.
+template <int V, int T>
+__device__ __forceinline__ void softmax_bw_rows(int lg, const float *y, const float *g, float *o,
+                                                i64 rows, int len)
+{
+    __shared__ double sh[8];
+    const int t = T == 32 ? (threadIdx.x & 31) : threadIdx.x;
+    const i64 per = T == 32 ? (blockDim.x >> 5) : 1;
+    const bool vec =
+        (len & 3) == 0 &&
+        (((unsigned long long)y | (unsigned long long)g | (unsigned long long)o) & 15) == 0;
+    for (i64 r = (i64)blockIdx.x * per + (T == 32 ? (threadIdx.x >> 5) : 0); r < rows;
+         r += (i64)gridDim.x * per) {
+        float a[V], b[V]; // g, y
+        sbw_load<V, T>(g + r * len, a, len, t, vec);
+        sbw_load<V, T>(y + r * len, b, len, t, vec);
+        float acc = 0.f;
+#pragma unroll
+        for (int k = 0; k < V; k++) acc += lg ? a[k] : a[k] * b[k];
+        double sum = acc;
+        for (int m = 16; m > 0; m >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+        if (T != 32) {
+            __syncthreads();
+            if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = sum;
+            __syncthreads();
+            sum = 0;
+            for (int k = 0; k < 8; k++) sum += sh[k]; // fixed order: reproducible
+        }
+        const float s = (float)sum;
+#pragma unroll
+        for (int k = 0; k < V; k++) b[k] = lg ? a[k] - expf(b[k]) * s : b[k] * (a[k] - s);
+        sbw_store<V, T>(o + r * len, b, len, t, vec);
+    }
+}
+
+#define SOFTMAX_BW(V)                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) em_softmax_bw_warp_v##V(                     \
+        int lg, const float *y, const float *g, float *o, i64 rows, int len)                       \
+    {                                                                                              \
+        softmax_bw_rows<V, 32>(lg, y, g, o, rows, len);                                            \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256) em_softmax_bw_rows_v##V(                     \
+        int lg, const float *y, const float *g, float *o, i64 rows, int len)                       \
+    {                                                                                              \
+        softmax_bw_rows<V, 256>(lg, y, g, o, rows, len);                                           \
+    }
+SOFTMAX_BW(4)
+SOFTMAX_BW(8)
+SOFTMAX_BW(16)
+SOFTMAX_BW(32)

@@ -42,6 +42,28 @@ extern "C" __global__ void em_binary_v4_f32(int op, const float *x, const float 
     if (t < n) o[t] = (float)binary_d(op, (double)x[t], (double)y[t]);
 }
 
+// relu's backward on contiguous f32 (THRESHOLD_BACKWARD): y <= t ? +0 : g, compared in f32 as
+// the CPU's vector row; n / 4 float4s when all three are 16-byte aligned (v4), else one by one
+extern "C" __global__ void em_threshold_bwd_f32(const float *g, const float *y, float *o, float t,
+                                                i64 n, int v4)
+{
+    i64 n4 = v4 ? n >> 2 : 0;
+    const float4 *g4 = (const float4 *)g, *y4 = (const float4 *)y;
+    float4 *o4 = (float4 *)o;
+    for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n4;
+         i += (i64)blockDim.x * gridDim.x) {
+        float4 a = g4[i], b = y4[i];
+        a.x = b.x <= t ? 0.f : a.x;
+        a.y = b.y <= t ? 0.f : a.y;
+        a.z = b.z <= t ? 0.f : a.z;
+        a.w = b.w <= t ? 0.f : a.w;
+        o4[i] = a;
+    }
+    for (i64 i = n4 * 4 + (i64)blockIdx.x * blockDim.x + threadIdx.x; i < n;
+         i += (i64)blockDim.x * gridDim.x)
+        o[i] = y[i] <= t ? 0.f : g[i];
+}
+
 // add, sub, mul and div of contiguous f32 in f32 arithmetic: one IEEE f32 operation rounds as
 // the f64 operation rounded to f32 does (f64 carries more than 2 x 24 + 2 bits), so these give
 // the general kernel's results without its per-element op switch and conversions.
