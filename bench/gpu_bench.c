@@ -168,6 +168,35 @@ static int64_t fallbacks(void)
     return n;
 }
 
+/* EMBER_BENCH_PROFILE=1: after the timing, one more step with every op synchronised, the kinds
+ * that took longest printed to stderr; 2: each op on its own line too (with shapes). */
+static void profile_step(const char *name, ctx *c)
+{
+    const char *pe = getenv("EMBER_BENCH_PROFILE");
+    if (pe && (*pe == '1' || *pe == '2')) { /* one more step, every op synchronised and timed */
+        tn_profile_reset();
+        tn_profile_enable(true);
+        tn_profile_trace(*pe == '2'); /* 2: each op on its own line too */
+        step(c);
+        tn_profile_enable(false);
+        tn_profile_trace(false);
+        double total = 0, s[EM_OP_COUNT];
+        int64_t n[EM_OP_COUNT];
+        for (int k = 0; k < EM_OP_COUNT; k++)
+            tn_profile_get((em_op_kind)k, &n[k], &s[k]), total += s[k];
+        fprintf(stderr, "%s: one step with each op synchronised: %.3f ms\n", name, total * 1e3);
+        for (int r = 0; r < 12; r++) {
+            int best = -1;
+            for (int k = 0; k < EM_OP_COUNT; k++)
+                if (n[k] && (best < 0 || s[k] > s[best])) best = k;
+            if (best < 0) break;
+            fprintf(stderr, "  %-16s %5lld ops %8.3f ms\n", em_op_name((em_op_kind)best),
+                    (long long)n[best], s[best] * 1e3);
+            n[best] = 0;
+        }
+    }
+}
+
 static void run_case(const char *name, int kind, em_tensor *a, em_tensor *b, int inner, int reps,
                      double budget)
 {
@@ -180,6 +209,7 @@ static void run_case(const char *name, int kind, em_tensor *a, em_tensor *b, int
     }
     idle_pause(name);
     bench_run(name, step, &c, 2, reps, budget);
+    profile_step(name, &c);
 }
 
 /* A whole model step: timed even when some of its ops take the CPU fallback; a "note" line says
@@ -201,29 +231,7 @@ static void run_model_case(const char *name, int kind, em_tensor *a, int reps, d
     if (len) printf("note\t%s\tvia cpu per step: %s\n", name, note);
     idle_pause(name);
     bench_run(name, step, &c, 2, reps, budget);
-    const char *pe = getenv("EMBER_BENCH_PROFILE");
-    if (pe && (*pe == '1' || *pe == '2')) { /* one more step, every op synchronised and timed */
-        tn_profile_reset();
-        tn_profile_enable(true);
-        tn_profile_trace(*pe == '2'); /* 2: each op on its own line too */
-        step(&c);
-        tn_profile_enable(false);
-        tn_profile_trace(false);
-        double total = 0, s[EM_OP_COUNT];
-        int64_t n[EM_OP_COUNT];
-        for (int k = 0; k < EM_OP_COUNT; k++)
-            tn_profile_get((em_op_kind)k, &n[k], &s[k]), total += s[k];
-        fprintf(stderr, "%s: one step with each op synchronised: %.3f ms\n", name, total * 1e3);
-        for (int r = 0; r < 12; r++) {
-            int best = -1;
-            for (int k = 0; k < EM_OP_COUNT; k++)
-                if (n[k] && (best < 0 || s[k] > s[best])) best = k;
-            if (best < 0) break;
-            fprintf(stderr, "  %-16s %5lld ops %8.3f ms\n", em_op_name((em_op_kind)best),
-                    (long long)n[best], s[best] * 1e3);
-            n[best] = 0;
-        }
-    }
+    profile_step(name, &c);
 }
 
 /* A training step of `net` under `opt` on x (MSE against y, or cross entropy against `targets`

@@ -3,9 +3,12 @@
  * output and is never recorded. Temporaries belong to the rule's scope. */
 #include "autodiff_impl.h"
 
+/* Zeros of shape s as the base of an out-of-place scatter, index_add or slice_assign: a 0-d
+ * zero broadcast to s, which the op's copy of its base turns into the zeros in the same pass
+ * that writes its output (no pass of its own to materialise them). */
 static em_tensor *zeros_for(em_shape s, const em_tensor *like)
 {
-    return em_zeros(s, like->dtype, em_tensor_device(like));
+    return em_expand(em_zeros(EM_SCALAR, like->dtype, em_tensor_device(like)), s);
 }
 
 /* t narrowed to the leading `s` elements of every dim (src of scatter may be larger than index:

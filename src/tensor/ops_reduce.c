@@ -350,9 +350,14 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
             return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
         }
     }
+    /* composed; f16 / bf16 in f32, rounded once at the end */
     em_scope_begin();
-    em_tensor *r = log ? em_sub(g, em_mul(em_exp(y), em_sum(g, EM_AXES(dim), true)))
-                       : em_mul(y, em_sub(g, em_sum(em_mul(g, y), EM_AXES(dim), true)));
+    em_dtype dt = em_dtype_promote(y->dtype, g->dtype);
+    bool half = dt == EM_F16 || dt == EM_BF16;
+    const em_tensor *yc = half ? em_cast(y, EM_F32) : y, *gc = half ? em_cast(g, EM_F32) : g;
+    em_tensor *r = log ? em_sub(gc, em_mul(em_exp(yc), em_sum(gc, EM_AXES(dim), true)))
+                       : em_mul(yc, em_sub(gc, em_sum(em_mul(gc, yc), EM_AXES(dim), true)));
+    if (half) r = em_cast(r, dt);
     em_keep(r);
     em_scope_end();
     return r;

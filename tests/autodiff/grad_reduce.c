@@ -1,8 +1,9 @@
 /* Gradient checks for reductions, scans and softmax: every differentiable kind over dims,
  * keepdim, EM_ALL, negative dims, corrections and norm orders, in four layouts, first and second
  * order; exact zeros for prod/cumprod; tie conventions (even split, first index, latest index)
- * and f32 gradients checked directly. */
+ * and f32 gradients checked directly; the internal softmax_backward record on its own. */
 #include "grad.h"
+#include "tensor/op.h"
 
 typedef enum rop {
     R_SUM,
@@ -307,6 +308,43 @@ static void grad_reduce_f32(void)
     em_scope_end();
 }
 
+/* softmax_backward(y, g, dim, log) times a fixed weight, through the record's rule for both
+ * inputs; on the CPU even when the suite runs on another device (a backend without the record
+ * composes the formula from ops, whose rules gradient checks already cover). */
+typedef struct sbw_case {
+    int dim;
+    bool log;
+} sbw_case;
+
+static em_tensor *f_softmax_bw(em_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    const sbw_case *c = ctx;
+    return em_mul(tn_softmax_backward(in[0], in[1], c->dim, c->log), in[2]);
+}
+
+static void softmax_backward_cases(void)
+{
+    em_device dev = h_dev;
+    h_dev = EM_CPU; /* the harness makes inputs and weights on h_dev */
+    const sbw_case cs[] = {{-1, false}, {0, false}, {1, true}, {0, true}};
+    for (int k = 0; k < 4; k++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            em_scope_begin();
+            em_tensor *in[3] = {
+                g_in(EM_SHAPE(3, 5), (h_layout)l, cs[k].log ? -3 : 0, cs[k].log ? 0 : 1),
+                g_in(EM_SHAPE(3, 5), (h_layout)((l + 1) % H_LAYOUT_COUNT), -1, 1),
+                g_in(EM_SHAPE(3, 5), H_CONTIG, -1, 1)};
+            char what[80];
+            snprintf(what, sizeof what, "softmax_backward dim %d%s layout %d", cs[k].dim,
+                     cs[k].log ? " (log)" : "", l);
+            h_gradcheck(what, f_softmax_bw, (void *)&cs[k], in, 3, NULL, 0, 0);
+            if (l == 0) h_gradgradcheck(what, f_softmax_bw, (void *)&cs[k], in, 3, NULL, 0, 0);
+            em_scope_end();
+        }
+    h_dev = dev;
+}
+
 void grad_reduce(void)
 {
     const int n = (int)(sizeof cases / sizeof cases[0]);
@@ -322,6 +360,7 @@ void grad_reduce(void)
             if (c->gg && l == 0) h_gradgradcheck(what, f_reduce, (void *)c, &x, 1, NULL, 0, 0);
             em_scope_end();
         }
+    softmax_backward_cases();
     grad_reduce_conventions();
     grad_reduce_f32();
 }
