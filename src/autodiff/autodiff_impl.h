@@ -93,6 +93,10 @@ em_status ad_rule_norm(ad_ctx *c);
 em_tensor *ad_gout(ad_ctx *c, int k);
 /* Sums g over broadcast dims so it has `shape` (the inverse of broadcasting). */
 em_tensor *ad_sum_to(const em_tensor *g, em_shape shape);
+/* Zeros of shape s (like's dtype and device) as the base of an out-of-place scatter, index_add
+ * or slice_assign: a 0-d zero broadcast to s, which the op's copy of its base turns into zeros
+ * in the pass that writes its output (no pass of its own to materialise them). */
+em_tensor *ad_zero_base(em_shape s, const em_tensor *like);
 /* Shape of input i as it was recorded. */
 em_shape ad_in_shape(const ad_ctx *c, int i);
 /* g cast to input i's dtype when it differs (gradients take their input's dtype); g itself is

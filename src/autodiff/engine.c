@@ -82,6 +82,11 @@ em_shape ad_in_shape(const ad_ctx *c, int i)
     return c->node->in_shape[i];
 }
 
+em_tensor *ad_zero_base(em_shape s, const em_tensor *like)
+{
+    return em_expand(em_zeros(EM_SCALAR, em_tensor_dtype(like), em_tensor_device(like)), s);
+}
+
 em_tensor *ad_sum_to(const em_tensor *g, em_shape shape)
 {
     if (!g) return NULL;

@@ -106,8 +106,8 @@ static em_tensor *pad_backward(ad_ctx *c, em_tensor *g)
         free(src);
         em_tensor *idx = idx_host ? em_to_device(idx_host, em_tensor_device(g)) : NULL;
         s.dims[d] = n;
-        em_tensor *z = em_zeros(s, em_tensor_dtype(g), em_tensor_device(g));
-        acc = idx && z ? em_index_add(z, d, idx, acc, 1.0) : NULL;
+        em_tensor *z = ad_zero_base(s, g);
+        acc = idx && z ? tn_index_add_inrange(z, d, idx, acc, 1.0) : NULL;
     }
     return acc;
 }

@@ -3,14 +3,6 @@
  * output and is never recorded. Temporaries belong to the rule's scope. */
 #include "autodiff_impl.h"
 
-/* Zeros of shape s as the base of an out-of-place scatter, index_add or slice_assign: a 0-d
- * zero broadcast to s, which the op's copy of its base turns into the zeros in the same pass
- * that writes its output (no pass of its own to materialise them). */
-static em_tensor *zeros_for(em_shape s, const em_tensor *like)
-{
-    return em_expand(em_zeros(EM_SCALAR, like->dtype, em_tensor_device(like)), s);
-}
-
 /* t narrowed to the leading `s` elements of every dim (src of scatter may be larger than index:
  * only that corner takes part). */
 static em_tensor *corner(em_tensor *t, em_shape s)
@@ -30,7 +22,7 @@ static em_tensor *to_src(ad_ctx *c, em_tensor *g)
     if (em_shape_equal(em_tensor_shape(g), s)) return g;
     int64_t ends[EM_MAX_RANK];
     for (int d = 0; d < s.rank; d++) ends[d] = g->shape[d];
-    return em_slice_assign(zeros_for(s, g), NULL, ends, NULL, g);
+    return em_slice_assign(ad_zero_base(s, g), NULL, ends, NULL, g);
 }
 
 /* 1 where x == v (bool), as x's dtype. */
@@ -118,7 +110,7 @@ static em_tensor *masked_select_backward(ad_ctx *c, em_tensor *g)
     int64_t nb = em_shape_numel(bs);
     em_tensor *mask = em_reshape(em_expand(c->op->in[1], bs), EM_SHAPE(nb));
     em_tensor *pos = em_reshape(em_nonzero(mask), EM_SHAPE(g->shape[0])); /* flat positions */
-    em_tensor *flat = em_index_add(zeros_for(EM_SHAPE(nb), g), 0, pos, g, 1.0);
+    em_tensor *flat = tn_index_add_inrange(ad_zero_base(EM_SHAPE(nb), g), 0, pos, g, 1.0);
     return ad_sum_to(em_reshape(flat, bs), ad_in_shape(c, 0));
 }
 
@@ -152,13 +144,14 @@ em_status ad_rule_index(ad_ctx *c)
     switch (op->kind) {
     case EM_OP_GATHER:
         if (c->needs[0])
-            c->gin[0] =
-                em_scatter(zeros_for(ad_in_shape(c, 0), g), dim, op->in[1], g, EM_SCATTER_ADD);
+            c->gin[0] = tn_scatter_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, op->in[1], g,
+                                           EM_SCATTER_ADD); /* the forward checked the index */
         break;
     case EM_OP_SCATTER: return scatter_backward(c);
     case EM_OP_INDEX_SELECT:
         if (c->needs[0])
-            c->gin[0] = em_index_add(zeros_for(ad_in_shape(c, 0), g), dim, op->in[1], g, 1.0);
+            c->gin[0] = tn_index_add_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, op->in[1], g,
+                                             1.0); /* the forward checked the index */
         break;
     case EM_OP_INDEX_ADD:
         if (c->needs[0]) c->gin[0] = g;
@@ -177,7 +170,7 @@ em_status ad_rule_index(ad_ctx *c)
             int64_t n = em_tensor_numel(op->in[1]);
             em_tensor *idx = em_reshape(op->in[1], EM_SHAPE(n));
             em_tensor *rows = em_reshape(g, EM_SHAPE(n, ws.dims[1]));
-            c->gin[0] = em_index_add(zeros_for(ws, g), 0, idx, rows, 1.0);
+            c->gin[0] = tn_index_add_inrange(ad_zero_base(ws, g), 0, idx, rows, 1.0);
         }
         break;
     default: return ad_no_rule(c);

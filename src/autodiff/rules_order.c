@@ -20,7 +20,7 @@ em_status ad_rule_order(ad_ctx *c)
         g = em_unsqueeze(g, dim);
         idx = em_unsqueeze(idx, dim);
     }
-    em_tensor *z = em_zeros(in, em_tensor_dtype(g), em_tensor_device(g));
-    if (g && idx && z) c->gin[0] = em_scatter(z, dim, idx, g, EM_SCATTER_ADD);
+    em_tensor *z = ad_zero_base(in, g);
+    if (g && idx && z) c->gin[0] = tn_scatter_inrange(z, dim, idx, g, EM_SCATTER_ADD);
     return em_failed() ? em_last_status() : EM_OK;
 }

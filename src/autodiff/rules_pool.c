@@ -139,10 +139,8 @@ static em_tensor *max_backward(ad_ctx *c, int nd, em_tensor *idx)
     int64_t planes = in_plane ? em_tensor_numel(g) / (out_plane ? out_plane : 1) : 0;
     em_tensor *g2 = em_reshape(g, EM_SHAPE(planes, out_plane));
     em_tensor *i2 = em_reshape(idx, EM_SHAPE(planes, out_plane));
-    /* one zero broadcast over the planes: nothing to fill before the scatter copies it */
-    em_tensor *z = em_expand(em_zeros(EM_SHAPE(1, 1), g->dtype, em_tensor_device(g)),
-                             EM_SHAPE(planes, in_plane));
-    em_tensor *s = em_scatter(z, 1, i2, g2, EM_SCATTER_ADD);
+    em_tensor *s =
+        tn_scatter_inrange(ad_zero_base(EM_SHAPE(planes, in_plane), g), 1, i2, g2, EM_SCATTER_ADD);
     return s ? em_reshape(s, in) : NULL;
 }
 

@@ -98,8 +98,7 @@ static em_tensor *even_split(ad_ctx *c, const em_tensor *sel, const em_tensor *o
  * idx have the input's rank. */
 static em_tensor *route(ad_ctx *c, const em_tensor *g, const em_tensor *idx, int dim)
 {
-    em_tensor *z = em_zeros(ad_in_shape(c, 0), em_tensor_dtype(g), em_tensor_device(g));
-    return em_scatter(z, dim, idx, g, EM_SCATTER_ADD);
+    return tn_scatter_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, idx, g, EM_SCATTER_ADD);
 }
 
 /* g times the norm's derivative (PyTorch's norm_backward conventions: zero gradient where the

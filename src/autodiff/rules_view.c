@@ -19,7 +19,7 @@ static em_tensor *unfold_backward(ad_ctx *c, em_tensor *g)
         em_tensor *part = em_select(g, -1, j); /* [..., windows at dim, ...] */
         em_tensor *idx = em_arange((double)j, (double)(j + windows * step), (double)step, EM_I64,
                                    em_tensor_device(g));
-        em_tensor *next = em_index_add(acc, dim, idx, part, 1.0);
+        em_tensor *next = tn_index_add_inrange(acc, dim, idx, part, 1.0);
         em_release(part);
         em_release(idx);
         em_release(acc);

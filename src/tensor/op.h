@@ -117,6 +117,17 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
  * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */
 em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t);
 
+/* em_gather, em_scatter and em_index_add for an index known to lie in range: one an op produced
+ * (topk, max_dim, pooling), the caller checked, or the forward op whose gradient this is checked.
+ * The record says so (GATHER i1, SCATTER i2, INDEX_ADD i1 = 1), and a device backend may skip
+ * its range check, a read back and a wait for the device; its kernels still guard (a gathered
+ * element out of range reads NaN or 0, a scattered one is dropped). The CPU checks either way. */
+em_tensor *tn_gather_inrange(const em_tensor *x, int dim, const em_tensor *index);
+em_tensor *tn_scatter_inrange(const em_tensor *x, int dim, const em_tensor *index,
+                              const em_tensor *src, em_reduce_mode mode);
+em_tensor *tn_index_add_inrange(const em_tensor *x, int dim, const em_tensor *index,
+                                const em_tensor *src, double alpha);
+
 /* The gradient through y = softmax(x, dim) (log = false: y (g - sum(g y))) or y =
  * log_softmax(x, dim) (log = true: g - exp(y) sum(g)), sums along dim, in one pass over the
  * rows (a SOFTMAX_BACKWARD record, see ops_reduce.c). Where the record does not fit (dtypes,

@@ -2,16 +2,19 @@
  * embedding. Index tensors may have any integer dtype (values read as i64); every output is a
  * new contiguous tensor and inputs are never modified.
  * IR parameters:
- *   GATHER        in {x, index}        i0 = dim
- *   SCATTER       in {x, index, src}   i0 = dim, i1 = em_reduce_mode (src rank 0: one value)
+ *   GATHER        in {x, index}        i0 = dim, i1 = 1: index known in range
+ *   SCATTER       in {x, index, src}   i0 = dim, i1 = em_reduce_mode (src rank 0: one value),
+ *                                      i2 = 1: index known in range
  *   INDEX_SELECT  in {x, index}        i0 = dim (index 1-D or rank 0)
- *   INDEX_ADD     in {x, index, src}   i0 = dim, f0 = alpha
+ *   INDEX_ADD     in {x, index, src}   i0 = dim, f0 = alpha, i1 = 1: index known in range
  *   MASKED_SELECT in {x, mask}         i0 = broadcast rank, i1.. = broadcast shape
  *   NONZERO       in {x}               (none)
  *   SLICE_ASSIGN  in {x, src}          i[3d], i[3d+1], i[3d+2] = start, end, step of dim d,
  *                                      normalised (0 <= start <= end <= size, step > 0)
  *   EMBEDDING     in {weight, indices} (none)
- * Out-of-range index values are found by the kernels, which fail with EM_ERR_INDEX. */
+ * Out-of-range index values are found by the kernels, which fail with EM_ERR_INDEX. "Known in
+ * range" (the tn_*_inrange forms: indices an op produced, or checked by the caller or by the
+ * forward op whose gradient this is) lets a device backend skip its range check, a read back. */
 #include <math.h>
 
 #include "op.h"
@@ -24,7 +27,7 @@ static bool check_index_dtype(const char *op, const em_tensor *index, const char
     return false;
 }
 
-em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index)
+static em_tensor *gather(const em_tensor *x, int dim, const em_tensor *index, bool inrange)
 {
     const char *fn = "em_gather";
     if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, index, "index")) return NULL;
@@ -44,13 +47,23 @@ em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index)
         }
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)index};
-    int64_t ip[1] = {dim};
+    int64_t ip[2] = {dim, inrange};
     em_tensor *out = tn_new(x->dtype, index->shape, index->rank, x->storage->device);
-    return tn_run1(EM_OP_GATHER, out, in, 2, ip, 1, NULL, 0);
+    return tn_run1(EM_OP_GATHER, out, in, 2, ip, 2, NULL, 0);
 }
 
-em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                      em_reduce_mode mode)
+em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index)
+{
+    return gather(x, dim, index, false);
+}
+
+em_tensor *tn_gather_inrange(const em_tensor *x, int dim, const em_tensor *index)
+{
+    return gather(x, dim, index, true);
+}
+
+static em_tensor *scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                          em_reduce_mode mode, bool inrange)
 {
     const char *fn = "em_scatter";
     if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, index, "index") ||
@@ -88,9 +101,21 @@ em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const
         }
     }
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
-    int64_t ip[2] = {dim, (int64_t)mode};
+    int64_t ip[3] = {dim, (int64_t)mode, inrange};
     em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_SCATTER, out, in, 3, ip, 2, NULL, 0);
+    return tn_run1(EM_OP_SCATTER, out, in, 3, ip, 3, NULL, 0);
+}
+
+em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                      em_reduce_mode mode)
+{
+    return scatter(x, dim, index, src, mode, false);
+}
+
+em_tensor *tn_scatter_inrange(const em_tensor *x, int dim, const em_tensor *index,
+                              const em_tensor *src, em_reduce_mode mode)
+{
+    return scatter(x, dim, index, src, mode, true);
 }
 
 /* Checks that index is 1-D or rank 0; its length to *n. */
@@ -126,8 +151,8 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index)
     return tn_run1(EM_OP_INDEX_SELECT, out, in, 2, ip, 1, NULL, 0);
 }
 
-em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
-                        double alpha)
+static em_tensor *index_add(const em_tensor *x, int dim, const em_tensor *index,
+                            const em_tensor *src, double alpha, bool inrange)
 {
     const char *fn = "em_index_add";
     if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, index, "index") ||
@@ -159,10 +184,22 @@ em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, con
         return NULL;
     }
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
-    int64_t ip[1] = {dim};
+    int64_t ip[2] = {dim, inrange};
     double fp[1] = {alpha};
     em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_INDEX_ADD, out, in, 3, ip, 1, fp, 1);
+    return tn_run1(EM_OP_INDEX_ADD, out, in, 3, ip, 2, fp, 1);
+}
+
+em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
+                        double alpha)
+{
+    return index_add(x, dim, index, src, alpha, false);
+}
+
+em_tensor *tn_index_add_inrange(const em_tensor *x, int dim, const em_tensor *index,
+                                const em_tensor *src, double alpha)
+{
+    return index_add(x, dim, index, src, alpha, true);
 }
 
 /* Number of true (non-zero) elements of t, read through a temporary bool copy. -1 on error. */

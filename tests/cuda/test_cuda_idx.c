@@ -1,12 +1,14 @@
 /* The CUDA index, combine and resampling kernels against the CPU backend on sizes the
  * conformance suite does not reach: many blocks, more than 2^16 rows, long lines of duplicate
  * indices (scatter and index_add must combine them in the CPU's order), compaction over many
- * chunks, strided and broadcast inputs, 16-bit and integer dtypes, and the index error. Without
+ * chunks, strided and broadcast inputs, 16-bit and integer dtypes, the index error, and the
+ * in-range forms that skip the check (the kernels' guard: NaN or dropped sources). Without
  * a CUDA device it prints one line and passes. */
 #include <string.h>
 
 #include "backend/backend.h"
 #include "harness.h"
+#include "tensor/op.h"
 
 static em_device dev;
 
@@ -384,6 +386,50 @@ static void test_index_error(void)
     em_scope_end();
 }
 
+/* The in-range forms (tn_*_inrange: the index an op produced or the caller checked) skip the
+ * read-back check on the device: fed a bad index anyway, the kernels' guard still holds (a
+ * gathered NaN, a dropped source), where the public forms fail as the CPU does. */
+static void test_known_in_range(void)
+{
+    em_scope_begin();
+    const int64_t iv[6] = {2, 0, 5, 1, -1, 3}; /* 5 and -1 are out of range for 4 rows */
+    const int64_t ok[6] = {2, 0, 0, 1, 0, 3};  /* the same with the bad ones at row 0 */
+    em_tensor *xi = em_to_device(em_from_data(iv, EM_I64, EM_SHAPE(6), EM_I64, EM_CPU), dev);
+    em_tensor *xo = em_to_device(em_from_data(ok, EM_I64, EM_SHAPE(6), EM_I64, EM_CPU), dev);
+    em_tensor *x = em_to_device(em_randn(EM_SHAPE(4, 3), EM_F32, EM_CPU), dev);
+    em_tensor *src = em_to_device(em_randn(EM_SHAPE(6, 3), EM_F32, EM_CPU), dev);
+    /* gather along dim 0 with a [6, 3] index: rows 2 and 4 are bad */
+    em_tensor *gi = em_expand(em_unsqueeze(xi, 1), EM_SHAPE(6, 3));
+    CHECK(!em_gather(x, 0, gi), "gather: a bad index must fail");
+    CHECK_ERR(EM_ERR_INDEX, "em_gather: index 5 is out of range");
+    em_tensor *g = em_to_device(tn_gather_inrange(x, 0, gi), EM_CPU);
+    em_tensor *want =
+        em_to_device(em_gather(x, 0, em_expand(em_unsqueeze(xo, 1), EM_SHAPE(6, 3))), EM_CPU);
+    CHECK_OK("tn_gather_inrange");
+    for (int64_t r = 0; g && want && r < 6; r++)
+        for (int64_t c = 0; c < 3; c++) {
+            double v = em_get_f64(g, (int64_t[]){r, c}), w = em_get_f64(want, (int64_t[]){r, c});
+            if (r == 2 || r == 4)
+                CHECK(isnan(v), "gather in range: row %lld (a bad index) gives %g, not NaN",
+                      (long long)r, v);
+            else
+                CHECK(v == w, "gather in range: [%lld, %lld] %g, want %g", (long long)r,
+                      (long long)c, v, w);
+        }
+    /* index_add and scatter-add: the bad sources dropped, as a twin with them zeroed */
+    em_tensor *keep = em_to_device(
+        em_from_data((const double[]){1, 1, 0, 1, 0, 1}, EM_F64, EM_SHAPE(6, 1), EM_F32, EM_CPU),
+        dev);
+    em_tensor *src0 = em_mul(src, keep);
+    em_tensor *sw =
+        em_scatter(x, 0, em_expand(em_unsqueeze(xo, 1), EM_SHAPE(6, 3)), src0, EM_SCATTER_ADD);
+    compare("index_add in range, bad sources dropped", tn_index_add_inrange(x, 0, xi, src, 1.0),
+            em_index_add(x, 0, xo, src0, 1.0), 0);
+    compare("scatter in range, bad sources dropped",
+            tn_scatter_inrange(x, 0, gi, src, EM_SCATTER_ADD), sw, 0);
+    em_scope_end();
+}
+
 int main(void)
 {
     em_backends_init();
@@ -398,6 +444,7 @@ int main(void)
     test_gather_family();
     test_scatter_family();
     test_compact_and_copies();
+    test_known_in_range();
     test_resample();
     test_index_error();
     em_device_sync(dev);

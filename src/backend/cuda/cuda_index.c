@@ -207,15 +207,28 @@ static em_status copy_into(int dev, const em_tensor *x, const em_tensor *dst, co
                         x->rank, what);
 }
 
+/* The record's index is known to lie in range (tn_gather_inrange, tn_scatter_inrange,
+ * tn_index_add_inrange: ops_index.c). */
+static bool known_in_range(const em_op *op)
+{
+    switch (op->kind) {
+    case EM_OP_GATHER:
+    case EM_OP_INDEX_ADD: return op->i[1] != 0;
+    case EM_OP_SCATTER: return op->i[2] != 0;
+    default: return false;
+    }
+}
+
 /* Every value of index must lie in [0, size): else the CPU's error, naming the first bad value
  * in row-major order, before any output is written. A graph capture cannot read the verdict
- * back, so there the kernels guard instead: a gathered element whose index is out of range
- * reads as NaN (0 for integer dtypes) and a scattered source with one is dropped. */
+ * back, and an index known in range needs none, so there the kernels guard alone (as they
+ * always do): a gathered element whose index is out of range reads as NaN (0 for integer
+ * dtypes) and a scattered source with one is dropped. */
 static em_status check_range(const em_op *op, int dev, const em_tensor *index, int dim,
                              int64_t size, const char *what)
 {
     long long n = tn_numel(index);
-    if (n == 0 || cuda_capture_pool(dev)) return EM_OK;
+    if (n == 0 || cuda_capture_pool(dev) || known_in_range(op)) return EM_OK;
     idx_gatherg g;
     memset(&g, 0, sizeof g);
     g.rank = index->rank;
@@ -269,7 +282,7 @@ static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *ind
     void *yp = tn_ptr(out);
     int ik = index_code(index->dtype);
     long long sz = size;
-    unsigned long long poison = 0; /* an index out of range (captures only): NaN, 0 for integers */
+    unsigned long long poison = 0; /* an index out of range (unchecked): NaN, 0 for integers */
     if (em_dtype_is_float(x->dtype)) {
         unsigned char pat[8] = {0};
         cpu_set_f64(pat, x->dtype, NAN);
