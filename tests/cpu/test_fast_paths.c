@@ -1,6 +1,7 @@
 /* The vector row kernels (cpu_fast.h: AVX-512 or AVX2, whichever the CPU has: GELU,
  * softmax/log_softmax, layer/RMS norm, whole sum/mean, the small-k top-k skip test, the 32-bit
- * masked_fill, relu's one-pass backward) and the power-of-two real FFT against the portable paths
+ * masked_fill, relu's one-pass backward, softmax's backward) and the power-of-two real FFT
+ * against the portable paths
  * (cpu_fast_force_portable): odd lengths and tails, NaN and infinities, ties, strided inputs (which
  * take the portable path), and bitwise-identical results for 1, 2 and 3 threads. On CPUs without
  * AVX2 the element-wise sides are both the portable path. The row kernels of every table the CPU
@@ -119,6 +120,46 @@ static void compare_masked_fill(int64_t rows, int64_t n, em_dtype dt, double fil
     }
     em_set_num_threads(2);
     free(v);
+    em_scope_end();
+}
+
+/* softmax_backward (cpu_fast.h softmax_bw_row) against the portable line (f64 throughout):
+ * within 2e-6 of the row's scale, y a real softmax or log-softmax output (log: down to -100,
+ * where exp flushes), the same bits for 1, 2 and 3 threads; strided rows take the portable
+ * line on both sides. */
+static void compare_softmax_bw(int64_t rows, int64_t n, bool lg, h_layout layout)
+{
+    em_scope_begin();
+    em_tensor *x = h_rand(EM_SHAPE(rows, n), EM_F32, layout, lg ? -100 : -4, 4, NULL);
+    em_tensor *g = h_rand(EM_SHAPE(rows, n), EM_F32, layout, -2, 2, NULL);
+    em_tensor *y = lg ? em_log_softmax(x, -1) : em_softmax(x, -1);
+    cpu_fast_force_portable(true);
+    em_tensor *ref = tn_softmax_backward(y, g, -1, lg);
+    cpu_fast_force_portable(false);
+    CHECK_OK("softmax_backward");
+    double *rv = h_values(ref);
+    float *first = NULL;
+    char what[96];
+    for (int th = 1; th <= 3; th++) {
+        em_set_num_threads(th);
+        em_tensor *o = tn_softmax_backward(y, g, -1, lg);
+        snprintf(what, sizeof what, "softmax_backward%s %lldx%lld layout %d threads %d",
+                 lg ? " (log)" : "", (long long)rows, (long long)n, (int)layout, th);
+        /* errors scale with the row's sum, at most n * 2 in size */
+        h_check_tensor(what, o, rv, EM_SHAPE(rows, n), 2e-6 * (lg ? 2.0 * (double)n : 2.0), 2e-6);
+        float *got = malloc(sizeof(float) * (size_t)(rows * n));
+        em_to_data(o, got, EM_F32, rows * n);
+        if (!first)
+            first = got;
+        else {
+            CHECK(memcmp(first, got, sizeof(float) * (size_t)(rows * n)) == 0,
+                  "%s: same bits for every thread count", what);
+            free(got);
+        }
+    }
+    em_set_num_threads(2);
+    free(first);
+    free(rv);
     em_scope_end();
 }
 
@@ -451,6 +492,12 @@ int main(void)
         compare_threshold(3, lens[i], -0.5, H_TRANSPOSED);
     }
     compare_threshold(2048, 784, 0.0, H_CONTIG); /* train_cnn's first ReLU */
+    for (size_t i = 0; i < sizeof lens / sizeof *lens; i++)
+        for (int lg = 0; lg < 2; lg++) {
+            compare_softmax_bw(3, lens[i], lg, H_CONTIG);
+            compare_softmax_bw(2, lens[i], lg, H_TRANSPOSED);
+        }
+    compare_softmax_bw(512, 1000, true, H_CONTIG); /* a classifier's log-softmax rows */
 
     /* rows of 256 and more: the vector kernel's bounded pass, with 8, 16 or 32 groups by k */
     int64_t tk_lens[] = {1, 7, 15, 16, 17, 31, 33, 100, 255, 256, 263, 1000, 4099};

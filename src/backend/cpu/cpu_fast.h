@@ -60,6 +60,9 @@ typedef struct cpu_fast_ops {
     void (*mask_fill32)(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
     /* o[i] = y[i] <= t ? +0 : g[i] (g's bits) for n floats: relu's backward in one pass. */
     void (*threshold_bwd32)(float *o, const float *g, const float *y, float t, int64_t n);
+    /* One row of n floats of softmax's gradient, o = y (g - sum(g y)), or log-softmax's, o = g -
+     * exp(y) sum(g): the sum in f64 of f32 terms, the outputs in f32 (softmax_backward). */
+    void (*softmax_bw_row)(const float *y, const float *g, float *o, int64_t n, bool log);
 } cpu_fast_ops;
 
 /* Orders the streamed (non-temporal) stores of the row kernels before what follows: once per task
@@ -165,6 +168,7 @@ void cpu_col_top1_avx2(const float *x, int64_t n, int64_t stride, int64_t w, flo
                        bool desc);
 void cpu_mask_fill32_avx2(uint32_t *o, const uint32_t *x, const uint8_t *m, uint32_t f, int64_t n);
 void cpu_threshold_bwd32_avx2(float *o, const float *g, const float *y, float t, int64_t n);
+void cpu_softmax_bw_row_avx2(const float *y, const float *g, float *o, int64_t n, bool lg);
 
 extern const cpu_fast_ops cpu_fast_avx512_ops;
 extern const cpu_fast_ops cpu_fast_avx2_ops;

@@ -569,6 +569,32 @@ void cpu_threshold_bwd32_avx2(float *o, const float *g, const float *y, float t,
     }
 }
 
+/* The gradient through one row of softmax (o = y (g - sum(g y))) or log-softmax (o = g - exp(y)
+ * sum(g)): the f32 products (or g) added in f64, the outputs in f32; exp as softmax's (y <= 88:
+ * log-softmax outputs are <= 0). */
+void cpu_softmax_bw_row_avx2(const float *y, const float *g, float *o, int64_t n, bool lg)
+{
+    __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 gv = _mm256_loadu_ps(g + i);
+        acc_pd(&s0, &s1, lg ? gv : _mm256_mul_ps(gv, _mm256_loadu_ps(y + i)));
+    }
+    if (i < n) {
+        __m256i m = tail_mask(n - i);
+        __m256 gv = _mm256_maskload_ps(g + i, m); /* zeros past the end */
+        acc_pd(&s0, &s1, lg ? gv : _mm256_mul_ps(gv, _mm256_maskload_ps(y + i, m)));
+    }
+    __m256 sv = _mm256_set1_ps((float)hsum_pd(_mm256_add_pd(s0, s1)));
+    for (i = 0; i < n; i += 8) {
+        __m256i m = tail_mask(n - i);
+        __m256 yv = _mm256_maskload_ps(y + i, m), gv = _mm256_maskload_ps(g + i, m);
+        __m256 r = lg ? _mm256_fnmadd_ps(exp256_nonpos(yv), sv, gv)
+                      : _mm256_mul_ps(yv, _mm256_sub_ps(gv, sv));
+        _mm256_maskstore_ps(o + i, m, r);
+    }
+}
+
 const cpu_fast_ops cpu_fast_avx2_ops = {
     .isa = "avx2",
     .gelu = gelu,
@@ -582,4 +608,5 @@ const cpu_fast_ops cpu_fast_avx2_ops = {
     .col_top1 = cpu_col_top1_avx2,
     .mask_fill32 = cpu_mask_fill32_avx2,
     .threshold_bwd32 = cpu_threshold_bwd32_avx2,
+    .softmax_bw_row = cpu_softmax_bw_row_avx2,
 };

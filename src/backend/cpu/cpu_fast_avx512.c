@@ -270,4 +270,5 @@ const cpu_fast_ops cpu_fast_avx512_ops = {
     .col_top1 = cpu_col_top1_avx2,
     .mask_fill32 = cpu_mask_fill32_avx2,
     .threshold_bwd32 = cpu_threshold_bwd32_avx2,
+    .softmax_bw_row = cpu_softmax_bw_row_avx2,
 };

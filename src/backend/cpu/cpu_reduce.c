@@ -720,11 +720,17 @@ static void softmax_line(const lplan *p, const char *x, char *y)
 }
 
 /* y, g, o: one line of len elements -> o = y (g - sum(g y)), or for log-softmax (i1 = 1)
- * g - exp(y) sum(g); the sum in f64, exp in f32 below f64, one rounding per output. */
+ * g - exp(y) sum(g); the sum in f64, exp in f32 below f64, one rounding per output (contiguous
+ * f32 lines: the vector row, outputs in f32). */
 static void softmax_bw_line(const lplan *p, const char *y, const char *g, char *o)
 {
     double b[CH], c[CH];
     bool lg = p->op->i[1] != 0, single = p->xdt != EM_F64;
+    if (p->xdt == EM_F32 && p->sx == 4 && p->sg == 4 && p->so[0] == 4 && p->fast &&
+        p->fast->softmax_bw_row) {
+        p->fast->softmax_bw_row((const float *)y, (const float *)g, (float *)o, p->len, lg);
+        return;
+    }
     double s = 0;
     for (int64_t k = 0; k < p->len; k += CH) {
         int64_t n = p->len - k < CH ? p->len - k : CH;
