@@ -203,6 +203,25 @@ bool tn_supported(const em_op *op)
     return be && be->supports(op);
 }
 
+bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out)
+{
+    *out = NULL;
+    bool fits = em_dtype_is_float(a->dtype) && b->dtype == a->dtype && b->rank == a->rank &&
+                !memcmp(b->shape, a->shape, sizeof(int64_t) * (size_t)a->rank) &&
+                em_device_equal(b->storage->device, a->storage->device);
+    if (!fits) return false;
+    op->n_in = 2, op->n_out = 1;
+    op->in[0] = (em_tensor *)a, op->in[1] = (em_tensor *)b;
+    /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
+    em_tensor desc;
+    tn_describe(&desc, a->dtype, a->shape, a->rank, a->storage);
+    op->out[0] = &desc;
+    if (!tn_supported(op)) return false;
+    op->out[0] = tn_new(a->dtype, a->shape, a->rank, a->storage->device);
+    *out = tn_dispatch(op) == EM_OK ? op->out[0] : NULL;
+    return true;
+}
+
 em_status tn_dispatch(em_op *op)
 {
     if (op->kind < 0 || op->kind >= EM_OP_COUNT) {

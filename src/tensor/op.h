@@ -112,6 +112,12 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
                                  const int64_t pad_lo[2], const int64_t pad_hi[2],
                                  bool native_only);
 
+/* A fused gradient record (op's kind and parameters set) of two inputs a, b of one float dtype,
+ * shape and device, and one output like a: runs it where a's backend does, *out the result (NULL
+ * on an error), and returns true; false where the inputs differ or the backend lacks it (the
+ * caller composes the value from ops). */
+bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out);
+
 /* The gradient through relu (t = 0) or any threshold at t in one pass: g where y > t or y is
  * NaN, +0 where y <= t (a THRESHOLD_BACKWARD record, see ops_binary.c). Where the record does
  * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */

@@ -363,25 +363,12 @@ em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double 
 {
     const char *fn = "threshold_backward";
     if (!tn_check_ptr(fn, g, "g") || !tn_check_ptr(fn, y, "y")) return NULL;
-    bool fits = em_dtype_is_float(g->dtype) && y->dtype == g->dtype && g->rank == y->rank &&
-                !memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)g->rank) &&
-                em_device_equal(g->storage->device, y->storage->device);
-    if (fits) {
-        em_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = EM_OP_THRESHOLD_BACKWARD;
-        op.n_in = 2, op.n_out = 1;
-        op.in[0] = (em_tensor *)g, op.in[1] = (em_tensor *)y;
-        op.f[0] = t;
-        /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
-        em_tensor desc;
-        tn_describe(&desc, g->dtype, g->shape, g->rank, g->storage);
-        op.out[0] = &desc;
-        if (tn_supported(&op)) {
-            op.out[0] = tn_new(g->dtype, g->shape, g->rank, g->storage->device);
-            return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
-        }
-    }
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_THRESHOLD_BACKWARD;
+    op.f[0] = t;
+    em_tensor *out;
+    if (tn_run_fused2(&op, g, y, &out)) return out;
     em_scope_begin();
     em_tensor *r = em_keep(em_masked_fill(g, em_le_scalar(y, t), 0.0));
     em_scope_end();

@@ -326,30 +326,12 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
 {
     if (!y || !g) return NULL; /* the first error is kept */
     if (!tn_norm_dim("tn_softmax_backward", y->rank, &dim)) return NULL;
-    bool fits = em_dtype_is_float(y->dtype) && g->dtype == y->dtype && g->rank == y->rank &&
-                !memcmp(g->shape, y->shape, sizeof(int64_t) * (size_t)y->rank) &&
-                em_device_equal(g->storage->device, y->storage->device);
-    if (fits) {
-        em_op op;
-        memset(&op, 0, sizeof op);
-        op.kind = EM_OP_SOFTMAX_BACKWARD;
-        op.n_in = 2, op.n_out = 1;
-        op.in[0] = (em_tensor *)y, op.in[1] = (em_tensor *)g;
-        op.i[0] = dim, op.i[1] = log;
-        /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
-        em_tensor desc;
-        memset(&desc, 0, sizeof desc);
-        desc.dtype = y->dtype;
-        desc.rank = y->rank;
-        desc.storage = y->storage;
-        memcpy(desc.shape, y->shape, sizeof desc.shape);
-        tn_contiguous_strides(desc.shape, desc.rank, desc.strides);
-        op.out[0] = &desc;
-        if (tn_supported(&op)) {
-            op.out[0] = tn_new(y->dtype, y->shape, y->rank, y->storage->device);
-            return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
-        }
-    }
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_SOFTMAX_BACKWARD;
+    op.i[0] = dim, op.i[1] = log;
+    em_tensor *out;
+    if (tn_run_fused2(&op, y, g, &out)) return out;
     /* composed; f16 / bf16 in f32, rounded once at the end */
     em_scope_begin();
     em_dtype dt = em_dtype_promote(y->dtype, g->dtype);
