@@ -60,6 +60,24 @@ static void run_softmax(void *c)
     em_scope_end();
 }
 
+/* softmax of X and its backward under the fixed gradient R; cross entropy of the logits X against
+ * the classes T and its backward */
+static em_tensor *T;
+static void run_fwbw_softmax(void *c)
+{
+    em_scope_begin();
+    em_tensor *y = em_softmax(X, -1);
+    em_grads_free(em_backward_with(&y, &R, 1, (em_backward_opts){0}));
+    em_scope_end();
+}
+
+static void run_fwbw_xent(void *c)
+{
+    em_scope_begin();
+    em_grads_free(em_backward(em_cross_entropy(X, T, (em_ce_cfg){0})));
+    em_scope_end();
+}
+
 static void run_layer_norm(void *c)
 {
     em_scope_begin();
@@ -244,6 +262,24 @@ int main(int argc, char **argv)
         bench_run("softmax", run_softmax, NULL, STORE_WARMUP, 9, 5);
         check("softmax");
         em_release(X);
+    }
+    /* softmax's and cross entropy's backward (the softmax_backward record): [4096, 1024] under a
+     * fixed output gradient; a 1000-class head's logits [4096, 1000] */
+    if (bench_selected(argc, argv, "fwbw_softmax")) {
+        X = em_requires_grad(em_randn(EM_SHAPE(4096, 1024), EM_F32, EM_CPU), true);
+        R = em_randn(EM_SHAPE(4096, 1024), EM_F32, EM_CPU);
+        bench_run("fwbw_softmax", run_fwbw_softmax, NULL, 2, 11, 4);
+        check("fwbw_softmax");
+        em_release(X);
+        em_release(R);
+    }
+    if (bench_selected(argc, argv, "fwbw_xent")) {
+        X = em_requires_grad(em_randn(EM_SHAPE(4096, 1000), EM_F32, EM_CPU), true);
+        T = em_randint(0, 1000, EM_SHAPE(4096), EM_I64, EM_CPU);
+        bench_run("fwbw_xent", run_fwbw_xent, NULL, 2, 11, 4);
+        check("fwbw_xent");
+        em_release(X);
+        em_release(T);
     }
     if (bench_selected(argc, argv, "layer_norm")) {
         X = em_randn(EM_SHAPE(4096, 4096), EM_F32, EM_CPU);

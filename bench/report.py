@@ -79,14 +79,17 @@ work = {  # case: ("flop", count) or ("byte", count)
     # quarter of the input, but the whole input is counted, as for every case
     "maxpool_k3s1": ("byte", F * 2 * (2 * 128 * 512 * 512)),
     "maxpool_k5s2d2_cl": ("byte", F * (2 * 128 * 512 * 512 + 2 * 128 * 256 * 256)),
-    "softmax": ("byte", F * 2 * 64 * 1024 * 1024), "layer_norm": ("byte", F * 2 * 4096 * 4096),
+    "softmax": ("byte", F * 2 * 64 * 1024 * 1024),
+    # softmax forward (x read, y written) and backward (y and g read, the gradient written); cross
+    # entropy the same with the log-softmax, its gradient scattered into zeros (one more write)
+    "fwbw_softmax": ("byte", F * 5 * 4096 * 1024), "fwbw_xent": ("byte", F * 6 * 4096 * 1000), "layer_norm": ("byte", F * 2 * 4096 * 4096),
     "gelu": ("byte", F * 2 * (64 << 20)), "sum": ("byte", F * (64 << 20)),
     "topk_k1_dim0": ("byte", F * 16 * 1024 * 1024), "topk_k10_last": ("byte", F * 16 * 1024 * 1024),
 }
 
 order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "bf16_matmul_1024",
          "strided_matmul_1024", "gemv_n", "gemv_t", "conv_3x3",
-         "conv_7x7s2", "conv_fwbw_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "layer_norm", "gelu", "sum",
+         "conv_7x7s2", "conv_fwbw_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "fwbw_softmax", "fwbw_xent", "layer_norm", "gelu", "sum",
          "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn"]
 
 

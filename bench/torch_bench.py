@@ -56,6 +56,24 @@ with torch.no_grad():
         x = torch.randn(64, 1024, 1024)
         run("softmax", lambda: torch.softmax(x, -1), 1, 9, 5)
         del x
+    if selected("fwbw_softmax"):
+        x = torch.randn(4096, 1024, requires_grad=True)
+        gy = torch.randn(4096, 1024)
+
+        def smax():
+            with torch.enable_grad():
+                torch.autograd.grad(torch.softmax(x, -1), x, gy)
+        run("fwbw_softmax", smax, 2, 11, 4)
+        del x, gy
+    if selected("fwbw_xent"):
+        x = torch.randn(4096, 1000, requires_grad=True)
+        t = torch.randint(0, 1000, (4096,))
+
+        def xent():
+            with torch.enable_grad():
+                torch.autograd.grad(F.cross_entropy(x, t), x)
+        run("fwbw_xent", xent, 2, 11, 4)
+        del x, t
     if selected("layer_norm"):
         x, w, b = torch.randn(4096, 4096), torch.randn(4096), torch.randn(4096)
         run("layer_norm", lambda: F.layer_norm(x, (4096,), w, b, 1e-5), 1, 11, 4)
