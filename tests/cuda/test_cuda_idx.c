@@ -427,6 +427,18 @@ static void test_known_in_range(void)
             em_index_add(x, 0, xo, src0, 1.0), 0);
     compare("scatter in range, bad sources dropped",
             tn_scatter_inrange(x, 0, gi, src, EM_SCATTER_ADD), sw, 0);
+    /* 40 sources (the sorted path: a counting sort on the host) with two bad indices */
+    int64_t lv[40], lo[40];
+    double kv[40];
+    for (int i = 0; i < 40; i++) lv[i] = lo[i] = i % 4, kv[i] = 1;
+    lv[7] = 9, lv[31] = -2, lo[7] = lo[31] = 0, kv[7] = kv[31] = 0;
+    em_tensor *li = em_to_device(em_from_data(lv, EM_I64, EM_SHAPE(40), EM_I64, EM_CPU), dev);
+    em_tensor *lw = em_to_device(em_from_data(lo, EM_I64, EM_SHAPE(40), EM_I64, EM_CPU), dev);
+    em_tensor *lk = em_to_device(em_from_data(kv, EM_F64, EM_SHAPE(40, 1), EM_F32, EM_CPU), dev);
+    em_tensor *ls = em_to_device(em_randn(EM_SHAPE(40, 3), EM_F32, EM_CPU), dev);
+    compare("index_add in range, 40 sources, bad ones dropped",
+            tn_index_add_inrange(x, 0, li, ls, 1.0), em_index_add(x, 0, lw, em_mul(ls, lk), 1.0),
+            0);
     em_scope_end();
 }
 

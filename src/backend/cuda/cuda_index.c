@@ -343,14 +343,18 @@ static em_status sort_on_host(int dev, const em_tensor *index, int64_t m, int64_
         int64_t *perm = h, *offs = h + m, *ids = offs + n + 1, *count = ids + n, *next = count + 1;
         long long k_ids = 0;
         memset(offs, 0, (size_t)(n + 1) * sizeof *offs);
-        for (int64_t k = 0; k < m; k++) offs[hv[k] + 1]++;
+        /* an index out of range (unchecked: a record known in range) drops its source, as the
+         * kernels' guard does */
+        for (int64_t k = 0; k < m; k++)
+            if (hv[k] >= 0 && hv[k] < n) offs[hv[k] + 1]++;
         for (int64_t j = 0; j < n; j++) {
             if (offs[j + 1]) ids[k_ids++] = j;
             offs[j + 1] += offs[j];
         }
         *count = k_ids;
         memcpy(next, offs, (size_t)n * sizeof *next); /* the next free slot of each bucket */
-        for (int64_t k = 0; k < m; k++) perm[next[hv[k]]++] = k;
+        for (int64_t k = 0; k < m; k++)
+            if (hv[k] >= 0 && hv[k] < n) perm[next[hv[k]]++] = k;
         *nids = k_ids;
         st = to_dev(dev, d, h, words * sizeof *h, what);
     }
