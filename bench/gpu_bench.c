@@ -38,7 +38,7 @@ enum {
     K_SDPA_CAUSAL,
     K_SDPA_FWBW, /* sdpa forward and backward (the vector-Jacobian product with a fixed seed) */
     K_SDPA_FWBW_CAUSAL,
-    K_SOFTMAX_FWBW, /* softmax over the last dim and its backward under the fixed attn_g */
+    K_SOFTMAX_FWBW, /* softmax over the last dim and its backward under the fixed out_g */
     K_XENT_FWBW,    /* cross entropy of the logits a against `targets`, and its backward */
     K_TRAIN,        /* forward, cross entropy, backward, Adam step */
     K_ENC_FORWARD,  /* transformer encoder forward without grad */
@@ -52,8 +52,9 @@ enum {
 /* graph_add_1000's graph: 1000 chained one-element adds */
 static em_graph *graph;
 
-/* the attention forward-backward cases' keys, values and output gradient (q is ctx.a) */
-static em_tensor *attn_k, *attn_v, *attn_g;
+/* the attention forward-backward cases' keys, values and output gradient (q is ctx.a); fwbw_softmax
+ * takes its output gradient from out_g too */
+static em_tensor *attn_k, *attn_v, *out_g;
 
 /* the model cases' module, optimizer and targets */
 static em_module *net;
@@ -103,13 +104,13 @@ static void step(void *p)
         case K_SDPA_FWBW_CAUSAL: {
             em_tensor *y = em_sdpa(c->a, attn_k, attn_v, NULL,
                                    (em_sdpa_opts){.causal = c->kind == K_SDPA_FWBW_CAUSAL});
-            em_grads *g = em_backward_with(&y, &attn_g, 1, (em_backward_opts){0});
+            em_grads *g = em_backward_with(&y, &out_g, 1, (em_backward_opts){0});
             em_grads_free(g);
             break;
         }
         case K_SOFTMAX_FWBW: {
             em_tensor *y = em_softmax(c->a, -1);
-            em_grads_free(em_backward_with(&y, &attn_g, 1, (em_backward_opts){0}));
+            em_grads_free(em_backward_with(&y, &out_g, 1, (em_backward_opts){0}));
             break;
         }
         case K_XENT_FWBW:
@@ -405,11 +406,11 @@ int main(int argc, char **argv)
      * 8192] logits (a row per block) */
     if (bench_selected(argc, argv, "fwbw_softmax")) {
         em_tensor *a = em_requires_grad(em_randn(EM_SHAPE(65536, 1024), EM_F32, dev), true);
-        attn_g = em_randn(EM_SHAPE(65536, 1024), EM_F32, dev);
+        out_g = em_randn(EM_SHAPE(65536, 1024), EM_F32, dev);
         run_case("fwbw_softmax", K_SOFTMAX_FWBW, a, NULL, 1, 21, 2.0);
         em_release(a);
-        em_release(attn_g);
-        attn_g = NULL;
+        em_release(out_g);
+        out_g = NULL;
     }
     if (bench_selected(argc, argv, "fwbw_xent")) {
         em_tensor *a = em_requires_grad(em_randn(EM_SHAPE(4096, 8192), EM_F32, dev), true);
@@ -493,7 +494,7 @@ int main(int argc, char **argv)
         em_tensor *q = em_requires_grad(em_randn(s, EM_BF16, dev), true);
         attn_k = em_requires_grad(em_randn(s, EM_BF16, dev), true);
         attn_v = em_requires_grad(em_randn(s, EM_BF16, dev), true);
-        attn_g = em_randn(s, EM_BF16, dev);
+        out_g = em_randn(s, EM_BF16, dev);
         int64_t fused = tn_op_count(EM_OP_SDPA_BACKWARD);
         if (bench_selected(argc, argv, "sdpa_fwbw_bf16_8k"))
             run_case("sdpa_fwbw_bf16_8k", K_SDPA_FWBW, q, NULL, 1, 11, 4.0);
@@ -504,7 +505,7 @@ int main(int argc, char **argv)
         em_release(q);
         em_release(attn_k);
         em_release(attn_v);
-        em_release(attn_g);
+        em_release(out_g);
     }
     if (bench_wanted(argc, argv, "train_mlp")) {
         em_module *m = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev),

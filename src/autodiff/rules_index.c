@@ -144,14 +144,15 @@ em_status ad_rule_index(ad_ctx *c)
     switch (op->kind) {
     case EM_OP_GATHER:
         if (c->needs[0])
-            c->gin[0] = tn_scatter_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, op->in[1], g,
-                                           EM_SCATTER_ADD); /* the forward checked the index */
+            c->gin[0] =
+                tn_scatter_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, op->in[1], g,
+                                   EM_SCATTER_ADD); /* the forward checked (or guarded) it */
         break;
     case EM_OP_SCATTER: return scatter_backward(c);
     case EM_OP_INDEX_SELECT:
         if (c->needs[0])
             c->gin[0] = tn_index_add_inrange(ad_zero_base(ad_in_shape(c, 0), g), dim, op->in[1], g,
-                                             1.0); /* the forward checked the index */
+                                             1.0); /* the forward checked (or guarded) it */
         break;
     case EM_OP_INDEX_ADD:
         if (c->needs[0]) c->gin[0] = g;
