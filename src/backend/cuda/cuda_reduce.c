@@ -1,9 +1,8 @@
 /* Reductions over any set of dims (SUM MEAN PROD MAX MIN ARGMAX ARGMIN VAR STD NORM LOGSUMEXP
  * ANY ALL COUNT_NONZERO MAX_DIM MIN_DIM), scans (CUMSUM CUMPROD CUMMAX CUMMIN), SOFTMAX and
  * LOG_SOFTMAX along one dim, their gradient SOFTMAX_BACKWARD, and SORT TOPK MEDIAN, for every
- * dtype and any input strides, with
- * the CPU backend's semantics (cpu_reduce.c, cpu_order.c). The kernels are in kernels/reduce.cu
- * and kernels/reduce_sort.cu. */
+ * dtype and any input strides, with the CPU backend's semantics (cpu_reduce.c, cpu_order.c).
+ * The kernels are in kernels/reduce.cu and kernels/reduce_sort.cu. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
