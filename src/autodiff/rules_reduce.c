@@ -197,9 +197,9 @@ static em_status softmax_backward_rule(ad_ctx *c)
     int dim = (int)op->i[0];
     em_axes ax = EM_AXES(dim);
     if (op->i[1]) {
-        em_tensor *e = em_exp(y);
-        if (c->needs[1]) c->gin[1] = em_sub(h, em_sum(em_mul(h, e), ax, true));
-        if (c->needs[0]) c->gin[0] = em_neg(em_mul(em_mul(h, e), em_sum(g, ax, true)));
+        em_tensor *he = em_mul(h, em_exp(y));
+        if (c->needs[1]) c->gin[1] = em_sub(h, em_sum(he, ax, true));
+        if (c->needs[0]) c->gin[0] = em_neg(em_mul(he, em_sum(g, ax, true)));
     } else {
         if (c->needs[1]) c->gin[1] = tn_softmax_backward(y, h, dim, false);
         if (c->needs[0]) {

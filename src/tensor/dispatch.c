@@ -206,8 +206,8 @@ bool tn_supported(const em_op *op)
 bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out)
 {
     *out = NULL;
-    bool fits = em_dtype_is_float(a->dtype) && b->dtype == a->dtype && b->rank == a->rank &&
-                !memcmp(b->shape, a->shape, sizeof(int64_t) * (size_t)a->rank) &&
+    bool fits = em_dtype_is_float(a->dtype) && b->dtype == a->dtype &&
+                em_shape_equal(em_tensor_shape(a), em_tensor_shape(b)) &&
                 em_device_equal(b->storage->device, a->storage->device);
     if (!fits) return false;
     op->n_in = 2, op->n_out = 1;

@@ -16,18 +16,14 @@ bool cuda_reduce_claims(em_op_kind k)
            k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD;
 }
 
-static bool same_shape(const em_tensor *a, const em_tensor *b)
-{
-    return a->rank == b->rank && !memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->rank);
-}
-
 /* SOFTMAX_BACKWARD: y, g and the output of one float dtype and shape */
 static bool softmax_bw_supports(const em_op *op)
 {
     if (op->n_in != 2 || op->n_out != 1 || !op->in[0] || !op->in[1] || !op->out[0]) return false;
     const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
     return y->rank <= 8 && em_dtype_is_float(y->dtype) && g->dtype == y->dtype &&
-           o->dtype == y->dtype && same_shape(y, g) && same_shape(y, o);
+           o->dtype == y->dtype && em_shape_equal(em_tensor_shape(y), em_tensor_shape(g)) &&
+           em_shape_equal(em_tensor_shape(y), em_tensor_shape(o));
 }
 
 static bool is_mask_kind(em_op_kind k)
