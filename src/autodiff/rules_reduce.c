@@ -210,10 +210,37 @@ static em_status softmax_backward_rule(ad_ctx *c)
     return em_failed() ? em_last_status() : EM_OK;
 }
 
+/* LOG_SOFTMAX_GATHER (in[0] x, in[1] t; out = log_softmax(x)[t]): for x, the backward record of
+ * h, h (onehot(t) - softmax(x)). LOG_SOFTMAX_GATHER_BACKWARD (in[2] g; out = g (onehot(t) - s),
+ * s = softmax(x)) under an upstream h: for g, h[t] - sum(h s); for x, -g s (h - sum(h s)), the
+ * softmax backward of h scaled by -g. t is an index: no gradient. */
+static em_status log_softmax_gather_rule(ad_ctx *c)
+{
+    const em_op *op = c->op;
+    em_tensor *x = op->in[0], *t = op->in[1], *h = ad_gout(c, 0);
+    int dim = (int)op->i[0];
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER) {
+        if (c->needs[0]) c->gin[0] = tn_log_softmax_gather_backward(x, dim, t, h);
+        return em_failed() ? em_last_status() : EM_OK;
+    }
+    em_tensor *s = em_softmax(x, dim);
+    if (c->needs[2]) {
+        /* t was the forward's: checked there, or guarded */
+        em_tensor *ht = em_squeeze(tn_gather_inrange(h, dim, em_unsqueeze(t, dim)), EM_AXES(dim));
+        c->gin[2] = em_sub(ht, em_sum(em_mul(h, s), EM_AXES(dim), false));
+    }
+    if (c->needs[0])
+        c->gin[0] =
+            em_neg(em_mul(em_unsqueeze(op->in[2], dim), tn_softmax_backward(s, h, dim, false)));
+    return em_failed() ? em_last_status() : EM_OK;
+}
+
 em_status ad_rule_reduce(ad_ctx *c)
 {
     const em_op *op = c->op;
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return softmax_backward_rule(c);
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
+        return log_softmax_gather_rule(c);
     if (!c->needs[0]) return EM_OK;
     em_tensor *x = op->in[0];
     em_tensor *g = ad_gout(c, 0);

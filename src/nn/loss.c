@@ -230,9 +230,14 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
         }
     }
     em_tensor *tsafe = em_masked_fill(t64, ign, 0);
-    em_tensor *lp = from_logits ? em_log_softmax(x, 1) : (em_tensor *)x;
+    /* Without label smoothing, cross entropy needs log_softmax only at the targets: one record
+     * reads the logits once, and its gradient is one more read and one write. */
+    bool pick = from_logits && ls == 0;
+    em_tensor *lp = pick ? NULL : from_logits ? em_log_softmax(x, 1) : (em_tensor *)x;
     /* in range: checked above (eagerly), or the kernels' guard (in a capture) */
-    em_tensor *picked = em_squeeze(tn_gather_inrange(lp, 1, em_unsqueeze(tsafe, 1)), EM_AXES(1));
+    em_tensor *picked =
+        pick ? tn_log_softmax_gather(x, 1, tsafe)
+             : em_squeeze(tn_gather_inrange(lp, 1, em_unsqueeze(tsafe, 1)), EM_AXES(1));
     /* w_t: the weight of each sample's class, 0 where ignored */
     em_tensor *wt = weight ? em_reshape(em_index_select(weight, 0, em_flatten(tsafe, 0, -1)),
                                         em_tensor_shape(t64))

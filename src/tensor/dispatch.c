@@ -203,6 +203,20 @@ bool tn_supported(const em_op *op)
     return be && be->supports(op);
 }
 
+bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_tensor **out)
+{
+    *out = NULL;
+    op->n_out = 1;
+    /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
+    em_tensor desc;
+    tn_describe(&desc, dt, shape, rank, op->in[0]->storage);
+    op->out[0] = &desc;
+    if (!tn_supported(op)) return false;
+    op->out[0] = tn_new(dt, shape, rank, op->in[0]->storage->device);
+    *out = tn_dispatch(op) == EM_OK ? op->out[0] : NULL;
+    return true;
+}
+
 bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out)
 {
     *out = NULL;
@@ -210,16 +224,9 @@ bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor 
                 em_shape_equal(em_tensor_shape(a), em_tensor_shape(b)) &&
                 em_device_equal(b->storage->device, a->storage->device);
     if (!fits) return false;
-    op->n_in = 2, op->n_out = 1;
+    op->n_in = 2;
     op->in[0] = (em_tensor *)a, op->in[1] = (em_tensor *)b;
-    /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
-    em_tensor desc;
-    tn_describe(&desc, a->dtype, a->shape, a->rank, a->storage);
-    op->out[0] = &desc;
-    if (!tn_supported(op)) return false;
-    op->out[0] = tn_new(a->dtype, a->shape, a->rank, a->storage->device);
-    *out = tn_dispatch(op) == EM_OK ? op->out[0] : NULL;
-    return true;
+    return tn_run_record(op, a->dtype, a->shape, a->rank, out);
 }
 
 em_status tn_dispatch(em_op *op)

@@ -112,6 +112,11 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
                                  const int64_t pad_lo[2], const int64_t pad_hi[2],
                                  bool native_only);
 
+/* Runs a record whose kind, inputs (on one device) and parameters are set, with one output of
+ * dtype dt and the given shape, where the inputs' backend supports it: *out the result (NULL on
+ * an error) and true; false where the backend lacks it (the caller composes the value). */
+bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_tensor **out);
+
 /* A fused gradient record (op's kind and parameters set) of two inputs a, b of one float dtype,
  * shape and device, and one output like a: runs it where a's backend does, *out the result (NULL
  * on an error), and returns true; false where the inputs differ or the backend lacks it (the
@@ -139,6 +144,19 @@ em_tensor *tn_index_add_inrange(const em_tensor *x, int dim, const em_tensor *in
  * rows (a SOFTMAX_BACKWARD record, see ops_reduce.c). Where the record does not fit (dtypes,
  * shapes or devices differ) or the backend lacks it, the same formula composed of ops. */
 em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, bool log);
+
+/* log_softmax(x, dim) gathered at t along dim, one value per line: t holds class indices (i64,
+ * x's shape without dim) -> x[t] - logsumexp(x), shaped like t, in one read of x (a
+ * LOG_SOFTMAX_GATHER record, see ops_reduce.c; cross entropy's forward). An index out of range
+ * gives NaN (callers check it; in a graph capture this is the guard). Its gradient, for an
+ * upstream g shaped like t, is tn_log_softmax_gather_backward: g (onehot(t) - softmax(x)) along
+ * dim, shaped like x, in one more read of x and one write (LOG_SOFTMAX_GATHER_BACKWARD; zeros
+ * on a line whose t is out of range, as gather's gradient drops it). Where
+ * a backend lacks the records, both are composed of log_softmax, gather / scatter and the
+ * softmax backward. */
+em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t);
+em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
+                                          const em_tensor *g);
 
 /* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
  * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters

@@ -96,7 +96,9 @@
     X(MATMUL_BIAS_ACT, "matmul_bias_act", linalg) \
     X(CONV_WEIGHT_GRAD, "conv_weight_grad", nn) \
     X(THRESHOLD_BACKWARD, "threshold_backward", binary) \
-    X(SOFTMAX_BACKWARD, "softmax_backward", reduce)
+    X(SOFTMAX_BACKWARD, "softmax_backward", reduce) \
+    X(LOG_SOFTMAX_GATHER, "log_softmax_gather", reduce) \
+    X(LOG_SOFTMAX_GATHER_BACKWARD, "log_softmax_gather_backward", reduce)
 /* clang-format on */
 
 #endif

@@ -13,6 +13,13 @@
  *  SOFTMAX_BACKWARD (tn_softmax_backward, internal: the softmax and log_softmax rules): in[0] =
  *    y (the forward's output), in[1] = g, one float dtype and one shape; i0 = the dim, i1 = 1
  *    for log_softmax -> y (g - sum(g y)) or g - exp(y) sum(g), the sums along the dim.
+ *  LOG_SOFTMAX_GATHER (tn_log_softmax_gather, internal: cross entropy): in[0] = x (float, rank
+ *    >= 1), in[1] = t (i64, contiguous, x's shape without the dim); i0 = the dim -> out (x's
+ *    dtype, t's shape, contiguous; line r of x in row-major order of the other dims is t[r] and
+ *    out[r]) = x[t] - logsumexp(x) along the dim, NaN where t is out of range.
+ *  LOG_SOFTMAX_GATHER_BACKWARD (its rule): in[0] = x, in[1] = t as above, in[2] = g (x's dtype,
+ *    t's shape, contiguous); i0 = the dim -> out like x = g (onehot(t) - softmax(x)) along the
+ *    dim (a line of zeros where t is out of range: the gather's gradient drops it).
  * Output dtypes: sum/prod/cumsum/cumprod of integers or bool give i64, of floats the input
  * dtype; argmax/argmin/count_nonzero give i64; any/all give bool; the rest keep the dtype. */
 #include <math.h>
@@ -340,6 +347,99 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
     em_tensor *r = log ? em_sub(gc, em_mul(em_exp(yc), em_sum(gc, EM_AXES(dim), true)))
                        : em_mul(yc, em_sub(gc, em_sum(em_mul(gc, yc), EM_AXES(dim), true)));
     if (half) r = em_cast(r, dt);
+    em_keep(r);
+    em_scope_end();
+    return r;
+}
+
+/* t (and g) fit x for the LOG_SOFTMAX_GATHER records: i64 / x's dtype, x's shape without dim */
+static bool lsg_check(const char *fn, const em_tensor *x, int *dim, const em_tensor *t,
+                      const em_tensor *g)
+{
+    if (!need_float(fn, x)) return false;
+    if (x->rank < 1) {
+        em_error(EM_ERR_SHAPE, "%s: x must have a class dim, got shape []", fn);
+        return false;
+    }
+    if (!tn_norm_dim(fn, x->rank, dim)) return false;
+    bool ok = t->dtype == EM_I64 && t->rank == x->rank - 1;
+    for (int d = 0, e = 0; ok && d < x->rank; d++)
+        if (d != *dim) ok = t->shape[e++] == x->shape[d];
+    if (ok && g)
+        ok = g->dtype == x->dtype && em_shape_equal(em_tensor_shape(g), em_tensor_shape(t));
+    if (!ok)
+        em_error(EM_ERR_SHAPE, "%s: t%s must be i64 of x's shape %s without dim %d", fn,
+                 g ? " and g" : "", tn_dims_str(x->shape, x->rank), *dim);
+    return ok;
+}
+
+static em_tensor *lsg_in_range(const em_tensor *t, int64_t len)
+{
+    return em_logical_and(em_ge_scalar(t, 0), em_lt_scalar(t, (double)len));
+}
+
+em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t)
+{
+    if (!x || !t) return NULL; /* the first error is kept */
+    if (!lsg_check("tn_log_softmax_gather", x, &dim, t, NULL)) return NULL;
+    em_scope_begin();
+    em_tensor *r = NULL;
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_LOG_SOFTMAX_GATHER;
+    op.n_in = 2;
+    op.in[0] = (em_tensor *)x, op.in[1] = em_contiguous(t);
+    op.i[0] = dim;
+    int64_t len = x->shape[dim];
+    bool run = op.in[1] && len > 0 && em_device_equal(t->storage->device, x->storage->device) &&
+               tn_run_record(&op, x->dtype, t->shape, t->rank, &r);
+    if (!run && !em_failed()) {
+        /* composed, with the record's NaN for an index out of range (none has a class to pick
+         * in a line of no classes) */
+        if (len == 0) {
+            r = em_full(em_tensor_shape(t), NAN, x->dtype, x->storage->device);
+        } else {
+            em_tensor *out = em_logical_not(lsg_in_range(t, len));
+            em_tensor *tc = em_unsqueeze(em_clamp(t, 0, (double)(len - 1)), dim);
+            r = em_masked_fill(
+                em_squeeze(tn_gather_inrange(em_log_softmax(x, dim), dim, tc), EM_AXES(dim)), out,
+                NAN);
+        }
+    }
+    em_keep(r);
+    em_scope_end();
+    return r;
+}
+
+em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
+                                          const em_tensor *g)
+{
+    if (!x || !t || !g) return NULL; /* the first error is kept */
+    if (!lsg_check("tn_log_softmax_gather_backward", x, &dim, t, g)) return NULL;
+    em_scope_begin();
+    em_tensor *r = NULL;
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+    op.n_in = 3;
+    op.in[0] = (em_tensor *)x, op.in[1] = em_contiguous(t), op.in[2] = em_contiguous(g);
+    op.i[0] = dim;
+    bool run = op.in[1] && op.in[2] && em_device_equal(t->storage->device, x->storage->device) &&
+               em_device_equal(g->storage->device, x->storage->device) &&
+               tn_run_record(&op, x->dtype, x->shape, x->rank, &r);
+    int64_t len = x->shape[dim];
+    if (!run && !em_failed()) {
+        /* composed: the log-softmax gradient of g scattered into zeros at t (a line of zeros
+         * where t is out of range, as the record) */
+        em_tensor *zero =
+            em_expand(em_zeros(EM_SCALAR, x->dtype, x->storage->device), em_tensor_shape(x));
+        em_tensor *gz = em_masked_fill(g, em_logical_not(lsg_in_range(t, len)), 0);
+        em_tensor *tc = em_clamp(t, 0, (double)(len > 0 ? len - 1 : 0));
+        em_tensor *gs = len == 0 ? zero
+                                 : tn_scatter_inrange(zero, dim, em_unsqueeze(tc, dim),
+                                                      em_unsqueeze(gz, dim), EM_SCATTER_ADD);
+        r = tn_softmax_backward(em_log_softmax(x, dim), gs, dim, true);
+    }
     em_keep(r);
     em_scope_end();
     return r;

@@ -1,7 +1,8 @@
 /* Gradient checks for reductions, scans and softmax: every differentiable kind over dims,
  * keepdim, EM_ALL, negative dims, corrections and norm orders, in four layouts, first and second
  * order; exact zeros for prod/cumprod; tie conventions (even split, first index, latest index)
- * and f32 gradients checked directly; the internal softmax_backward record on its own. */
+ * and f32 gradients checked directly; the internal softmax_backward and log_softmax_gather
+ * records on their own. */
 #include "grad.h"
 #include "tensor/op.h"
 
@@ -345,6 +346,64 @@ static void softmax_backward_cases(void)
     h_dev = dev;
 }
 
+/* log_softmax_gather(x, dim, t) and its backward record (g (onehot(t) - softmax(x))) times a
+ * fixed weight, through their rules, first and second order, on the suite's device (a backend
+ * without the records composes them of ops) and on the CPU. t is fixed per case: every index in
+ * range. */
+typedef struct lsg_case {
+    int dim;
+    em_tensor *t;
+} lsg_case;
+
+static em_tensor *f_lsg(em_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    const lsg_case *c = ctx;
+    return em_mul(tn_log_softmax_gather(in[0], c->dim, c->t), in[1]);
+}
+
+static em_tensor *f_lsg_bw(em_tensor *const *in, int n, void *ctx)
+{
+    (void)n;
+    const lsg_case *c = ctx;
+    return em_mul(tn_log_softmax_gather_backward(in[0], c->dim, c->t, in[1]), in[2]);
+}
+
+static void log_softmax_gather_cases(void)
+{
+    const int64_t t1[] = {2, 0, 4}, t0[] = {1, 0, 2, 2, 1}, t3[] = {0, 3, 1, 2, 2, 0};
+    struct {
+        em_shape x, t;
+        int dim;
+        const int64_t *tv;
+    } cs[] = {{EM_SHAPE(3, 5), EM_SHAPE(3), 1, t1},
+              {EM_SHAPE(3, 5), EM_SHAPE(5), 0, t0},
+              {EM_SHAPE(2, 4, 3), EM_SHAPE(2, 3), -2, t3}};
+    em_device dev = h_dev;
+    for (int k = 0; k < 6; k++)
+        for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+            h_dev = k < 3 ? dev : EM_CPU; /* the harness makes inputs and weights on h_dev */
+            if (k >= 3 && dev.backend == 0) break;
+            em_scope_begin();
+            lsg_case c = {cs[k % 3].dim, h_from_i64(cs[k % 3].tv, cs[k % 3].t)};
+            em_tensor *fw[2] = {g_in(cs[k % 3].x, (h_layout)l, -2, 2),
+                                g_in(cs[k % 3].t, H_CONTIG, -1, 1)};
+            em_tensor *bw[3] = {fw[0],
+                                g_in(cs[k % 3].t, (h_layout)((l + 1) % H_LAYOUT_COUNT), -1, 1),
+                                g_in(cs[k % 3].x, H_CONTIG, -1, 1)};
+            char what[80];
+            snprintf(what, sizeof what, "log_softmax_gather case %d layout %d%s", k % 3, l,
+                     k < 3 ? "" : " (cpu)");
+            h_gradcheck(what, f_lsg, &c, fw, 2, NULL, 0, 0);
+            if (l == 0) h_gradgradcheck(what, f_lsg, &c, fw, 2, NULL, 0, 0);
+            strncat(what, " backward", sizeof what - strlen(what) - 1);
+            h_gradcheck(what, f_lsg_bw, &c, bw, 3, NULL, 0, 0);
+            if (l == 0) h_gradgradcheck(what, f_lsg_bw, &c, bw, 3, NULL, 0, 0);
+            em_scope_end();
+        }
+    h_dev = dev;
+}
+
 void grad_reduce(void)
 {
     const int n = (int)(sizeof cases / sizeof cases[0]);
@@ -361,6 +420,7 @@ void grad_reduce(void)
             em_scope_end();
         }
     softmax_backward_cases();
+    log_softmax_gather_cases();
     grad_reduce_conventions();
     grad_reduce_f32();
 }

@@ -288,6 +288,19 @@ static em_tensor *ce_f(em_tensor *const *in, int n, void *vctx)
     return em_cross_entropy(in[0], vctx, (em_ce_cfg){.weight = in[1], .label_smoothing = 0.2});
 }
 
+/* without label smoothing (the log_softmax_gather records): weights, an ignored target, a spatial
+ * [N, C, d] input, reductions mean and none */
+static em_tensor *ce_pick_f(em_tensor *const *in, int n, void *vctx)
+{
+    return em_cross_entropy(in[0], vctx, (em_ce_cfg){.weight = in[1], .ignore_index = 1});
+}
+
+static em_tensor *ce_pick_none_f(em_tensor *const *in, int n, void *vctx)
+{
+    return em_mul(em_cross_entropy(in[0], vctx, (em_ce_cfg){.reduction = EM_REDUCTION_NONE}),
+                  in[1]);
+}
+
 static em_tensor *bcel_f(em_tensor *const *in, int n, void *vctx)
 {
     return em_bce_with_logits(in[0], in[1], (em_bce_cfg){.pos_weight = in[2]});
@@ -308,6 +321,17 @@ static void test_second_order(void)
                            em_rand_uniform(EM_SHAPE(3), 0.5, 1.5, EM_F64, EM_CPU)};
     CHECK(h_gradcheck("ce logits and weight", ce_f, y, ce_in, 2, NULL, 0, 0), "ce");
     CHECK(h_gradgradcheck("ce second order", ce_f, y, ce_in, 2, NULL, 0, 0), "ce 2nd");
+    CHECK(h_gradcheck("ce (no smoothing) logits and weight", ce_pick_f, y, ce_in, 2, NULL, 0, 0),
+          "ce pick");
+    CHECK(h_gradgradcheck("ce (no smoothing) second order", ce_pick_f, y, ce_in, 2, NULL, 0, 0),
+          "ce pick 2nd");
+    int64_t ysv[6] = {2, 0, 1, 1, 0, 2};
+    em_tensor *ys = em_from_i64(ysv, EM_SHAPE(2, 3));
+    em_tensor *cs_in[2] = {em_randn(EM_SHAPE(2, 3, 3), EM_F64, EM_CPU),
+                           em_randn(EM_SHAPE(2, 3), EM_F64, EM_CPU)};
+    CHECK(h_gradcheck("ce [N, C, d] none", ce_pick_none_f, ys, cs_in, 2, NULL, 0, 0), "ce nd");
+    CHECK(h_gradgradcheck("ce [N, C, d] none 2nd", ce_pick_none_f, ys, cs_in, 2, NULL, 0, 0),
+          "ce nd 2nd");
     em_tensor *b_in[3] = {em_randn(EM_SHAPE(3, 2), EM_F64, EM_CPU),
                           em_rand(EM_SHAPE(3, 2), EM_F64, EM_CPU),
                           em_rand_uniform(EM_SHAPE(2), 0.5, 2, EM_F64, EM_CPU)};

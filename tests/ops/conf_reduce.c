@@ -599,6 +599,105 @@ static void check_softmax_backward(void)
     em_scope_end();
 }
 
+/* log_softmax_gather(x, dim, t) and its backward (cross entropy's records): x[t] - logsumexp(x)
+ * and g (onehot(t) - softmax(x)) along dim, against f64 from the stored values; x, t and g in
+ * every layout, every dim, rows long enough for every kernel a device picks by length; one line's
+ * index out of range (the forward gives NaN, the backward a line of zeros); on a device
+ * also against the CPU's records; a wrongly shaped t fails. */
+static void check_log_softmax_gather(void)
+{
+    const em_shape shapes[] = {EM_SHAPE(3, 4, 5), EM_SHAPE(2, 0, 3), EM_SHAPE(7),
+                               EM_SHAPE(6, 1),    EM_SHAPE(7, 100),  EM_SHAPE(5, 333),
+                               EM_SHAPE(3, 1000), EM_SHAPE(2, 3000), EM_SHAPE(3, 1501),
+                               EM_SHAPE(2, 9000), EM_SHAPE(33, 10)};
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int di = 0; di < N_FLOAT; di++)
+        for (int si = 0; si < ns; si++) {
+            em_dtype dt = all_dtypes[di];
+            em_shape s = shapes[si];
+            int64_t n = em_shape_numel(s);
+            bool longrow = si >= 4 && si < ns - 1;
+            em_scope_begin();
+            double *xv;
+            h_rand(s, dt, H_CONTIG, -4, 4, &xv);
+            for (int lay = 0; lay < (longrow ? 1 : H_LAYOUT_COUNT); lay++)
+                for (int d = longrow ? -1 : -s.rank; d < (longrow ? 0 : s.rank); d++) {
+                    em_scope_begin();
+                    int nd = d < 0 ? d + s.rank : d;
+                    int64_t len = s.dims[nd], inner = 1;
+                    if (len == 0) {
+                        em_scope_end();
+                        continue;
+                    }
+                    for (int k = nd + 1; k < s.rank; k++) inner *= s.dims[k];
+                    int64_t lines = n / len;
+                    em_shape ts = {.rank = s.rank - 1};
+                    for (int k = 0, j = 0; k < s.rank; k++)
+                        if (k != nd) ts.dims[j++] = s.dims[k];
+                    double *tv = malloc((size_t)(lines ? lines : 1) * sizeof *tv);
+                    double *gv, *ef = malloc((size_t)(lines ? lines : 1) * sizeof *ef);
+                    double *eb = malloc((size_t)(n ? n : 1) * sizeof *eb);
+                    h_rand(ts, dt, H_CONTIG, -2, 2, &gv);
+                    for (int64_t r = 0; r < lines; r++) tv[r] = (double)((r * 7 + 3) % len);
+                    if (lines > 1) tv[lines / 2] = (lines & 1) ? -1 : (double)len; /* out */
+                    for (int64_t a = 0; a < lines / (inner ? inner : 1); a++)
+                        for (int64_t b = 0; b < inner; b++) {
+                            int64_t o = a * len * inner + b, r = a * inner + b;
+                            double m = -INFINITY, sum = 0;
+                            for (int64_t i = 0; i < len; i++) m = fmax(m, xv[o + i * inner]);
+                            for (int64_t i = 0; i < len; i++) sum += exp(xv[o + i * inner] - m);
+                            int64_t t = (int64_t)tv[r];
+                            bool in = t >= 0 && t < len;
+                            ef[r] = in ? h_round_to(xv[o + t * inner] - m - log(sum), dt) : NAN;
+                            for (int64_t i = 0; i < len; i++)
+                                eb[o + i * inner] =
+                                    in ? h_round_to(gv[r] * ((i == t ? 1.0 : 0.0) -
+                                                             exp(xv[o + i * inner] - m) / sum),
+                                                    dt)
+                                       : 0.0;
+                        }
+                    em_tensor *x = h_from_values(xv, s, dt, (h_layout)lay);
+                    em_tensor *t =
+                        h_from_values(tv, ts, EM_I64, (h_layout)((lay + 1) % H_LAYOUT_COUNT));
+                    em_tensor *g =
+                        h_from_values(gv, ts, dt, (h_layout)((lay + 2) % H_LAYOUT_COUNT));
+                    char what[128], sh[64];
+                    snprintf(what, sizeof what, "log_softmax_gather %s %s layout %d dim %d",
+                             em_shape_str(s, sh, sizeof sh), em_dtype_name(dt), lay, d);
+                    h_check_tensor(what, tn_log_softmax_gather(x, d, t), ef, ts, h_atol(dt),
+                                   h_rtol(dt));
+                    strncat(what, " backward", sizeof what - strlen(what) - 1);
+                    h_check_tensor(what, tn_log_softmax_gather_backward(x, d, t, g), eb, s,
+                                   h_atol(dt), h_rtol(dt));
+                    if (h_dev.backend != 0) {
+                        em_tensor *xc = em_to_device(x, EM_CPU), *tc = em_to_device(t, EM_CPU);
+                        em_tensor *gc = em_to_device(g, EM_CPU);
+                        h_check_tensor(what, tn_log_softmax_gather_backward(xc, d, tc, gc), eb, s,
+                                       h_atol(dt), h_rtol(dt));
+                        h_check_tensor(what, tn_log_softmax_gather(xc, d, tc), ef, ts, h_atol(dt),
+                                       h_rtol(dt));
+                    }
+                    CHECK_OK(what);
+                    free(tv);
+                    free(gv);
+                    free(ef);
+                    free(eb);
+                    em_scope_end();
+                }
+            free(xv);
+            em_scope_end();
+        }
+    em_scope_begin();
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev);
+    CHECK(!tn_log_softmax_gather(x, 1, em_zeros(EM_SHAPE(3), EM_I64, h_dev)), "t of 3 for 2 lines");
+    CHECK_ERR(EM_ERR_SHAPE, "tn_log_softmax_gather: t must be i64");
+    CHECK(!tn_log_softmax_gather_backward(x, 1, em_zeros(EM_SHAPE(2), EM_I64, h_dev),
+                                          em_zeros(EM_SHAPE(2), EM_F64, h_dev)),
+          "g of another dtype");
+    CHECK_ERR(EM_ERR_SHAPE, "tn_log_softmax_gather_backward: t and g must be");
+    em_scope_end();
+}
+
 /* ---- NaN, Inf, empty and hand-made cases ------------------------------------------------- */
 
 static void expect1(const char *what, em_tensor *t, double e)
@@ -890,6 +989,7 @@ void conf_reduce(void)
     test_arg_reductions();
     test_along();
     check_softmax_backward();
+    check_log_softmax_gather();
     test_special();
     test_big();
     test_errors();

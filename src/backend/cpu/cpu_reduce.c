@@ -659,6 +659,8 @@ typedef struct lplan {
     int64_t len, sx, so[2];                                          /* the scanned dim, bytes */
     int64_t gs[EM_MAX_RANK], sg; /* SOFTMAX_BACKWARD's g (in[1]): other dims, the dim; bytes */
     const char *xb, *gb;
+    const int64_t *tb; /* LOG_SOFTMAX_GATHER[_BACKWARD]'s t: line r's index is tb[r] */
+    const char *pgb;   /* ... the backward's g (x's dtype), pgb[r] */
     char *ob[2];
     const cpu_fast_ops *fast; /* vector row kernels, or NULL */
     int hint;                 /* the softmax rows' store hint (cpu_store_begin) */
@@ -754,6 +756,60 @@ static void softmax_bw_line(const lplan *p, const char *y, const char *g, char *
     }
 }
 
+/* LOG_SOFTMAX_GATHER[_BACKWARD] on line r (x its first element, y the backward's output line):
+ * the forward writes x[t] - logsumexp(x) to out[r] (NaN for t out of range), the backward
+ * g[r] (onehot(t) - softmax(x)) (zeros for t out of range, as gather's gradient drops it).
+ * Max and sum as softmax_line (exp in f32 below f64, the sum in f64); contiguous f32 lines take
+ * the vector softmax row into tmp (len floats) or the output line. */
+static void lsg_line(const lplan *p, const char *x, int64_t r, char *y, float *tmp)
+{
+    bool bw = p->op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD, single = p->xdt != EM_F64;
+    int64_t t = p->tb[r], es = (int64_t)em_dtype_size(p->xdt);
+    bool in = t >= 0 && t < p->len;
+    double gv = 0, b[CH];
+    if (bw && in) load_f64(&gv, p->pgb + r * es, es, 1, p->xdt); /* else a line of zeros */
+    if (p->xdt == EM_F32 && p->sx == 4 && p->fast && (bw ? p->so[0] == 4 : tmp != NULL)) {
+        float *o = bw ? (float *)y : tmp;
+        p->fast->softmax_row((const float *)x, o, p->len, !bw, 0);
+        if (!bw) {
+            ((float *)p->ob[0])[r] = in ? o[t] : NAN;
+            return;
+        }
+        float ng = (float)-gv, st = in ? o[t] : 0;
+        for (int64_t k = 0; k < p->len; k++) o[k] *= ng;
+        if (in) o[t] = (float)(gv * (1.0 - (double)st));
+        return;
+    }
+    double m = -INFINITY, sum = 0;
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        for (int64_t i = 0; i < n; i++)
+            if (b[i] > m || nan_(b[i])) m = nan_(m) ? m : b[i];
+    }
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        exp_shift(b, n, m, single);
+        sum += lanesum(b, n);
+    }
+    double ls = log(sum), inv = 1.0 / sum;
+    if (!bw) {
+        double v = NAN;
+        if (in) load_f64(&v, x + t * p->sx, p->sx, 1, p->xdt);
+        v = in ? (v - m) - ls : NAN;
+        store_f64(p->ob[0] + r * es, es, &v, 1, p->odt);
+        return;
+    }
+    for (int64_t k = 0; k < p->len; k += CH) {
+        int64_t n = p->len - k < CH ? p->len - k : CH;
+        load_f64(b, x + k * p->sx, p->sx, n, p->xdt);
+        exp_shift(b, n, m, single);
+        for (int64_t i = 0; i < n; i++) b[i] = gv * ((k + i == t ? 1.0 : 0.0) - b[i] * inv);
+        store_f64(y + k * p->so[0], p->so[0], b, n, p->odt);
+    }
+}
+
 static void scan_line(const lplan *p, const char *x, char *y, char *yi)
 {
     em_op_kind kind = p->op->kind;
@@ -808,6 +864,10 @@ static void scan_line(const lplan *p, const char *x, char *y, char *yi)
 static void lines_range(void *ctx, int64_t b, int64_t e)
 {
     const lplan *p = ctx;
+    /* the forward's f32 vector rows write log_softmax here */
+    float *tmp = p->op->kind == EM_OP_LOG_SOFTMAX_GATHER && p->xdt == EM_F32 && p->fast
+                     ? malloc((size_t)p->len * sizeof(float))
+                     : NULL;
     for (int64_t r = b; r < e; r++) {
         const char *x = p->xb, *g = p->gb;
         char *y = p->ob[0], *yi = p->ob[1];
@@ -820,13 +880,16 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
             if (yi) yi += i * p->os[1][d];
             if (g) g += i * p->gs[d];
         }
-        if (g)
+        if (p->tb)
+            lsg_line(p, x, r, y, tmp);
+        else if (g)
             softmax_bw_line(p, x, g, y);
         else if (p->op->kind == EM_OP_SOFTMAX || p->op->kind == EM_OP_LOG_SOFTMAX)
             softmax_line(p, x, y);
         else
             scan_line(p, x, y, yi);
     }
+    free(tmp);
     if (p->hint & CPU_FAST_STREAM) cpu_fast_stream_fence();
 }
 
@@ -844,6 +907,11 @@ static em_status exec_along(const em_op *op)
     for (int k = 0; k < op->n_out; k++) p.ob[k] = tn_ptr(op->out[k]);
     const em_tensor *g = op->kind == EM_OP_SOFTMAX_BACKWARD ? op->in[1] : NULL;
     if (g) p.gb = tn_ptr(g);
+    /* the gather forward's output is shaped like t, indexed by line: no strides along x */
+    bool picked = op->kind == EM_OP_LOG_SOFTMAX_GATHER;
+    if (picked || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
+        p.tb = (const int64_t *)tn_ptr(op->in[1]);
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD) p.pgb = tn_ptr(op->in[2]);
     int dim = (int)op->i[0];
     int64_t es = (int64_t)em_dtype_size(x->dtype);
     p.len = 1;
@@ -851,7 +919,7 @@ static em_status exec_along(const em_op *op)
     for (int d = 0; d < x->rank; d++) {
         int64_t st[2];
         for (int k = 0; k < op->n_out; k++)
-            st[k] = op->out[k]->strides[d] * (int64_t)em_dtype_size(op->out[k]->dtype);
+            st[k] = picked ? 0 : op->out[k]->strides[d] * (int64_t)em_dtype_size(op->out[k]->dtype);
         if (d == dim) {
             p.len = x->shape[d];
             p.sx = x->strides[d] * es;
@@ -931,7 +999,9 @@ em_status cpu_exec_reduce(const em_op *op)
     case EM_OP_CUMMIN:
     case EM_OP_SOFTMAX:
     case EM_OP_LOG_SOFTMAX:
-    case EM_OP_SOFTMAX_BACKWARD: return exec_along(op);
+    case EM_OP_SOFTMAX_BACKWARD:
+    case EM_OP_LOG_SOFTMAX_GATHER:
+    case EM_OP_LOG_SOFTMAX_GATHER_BACKWARD: return exec_along(op);
     case EM_OP_SUM:
     case EM_OP_MEAN:
     case EM_OP_PROD:
