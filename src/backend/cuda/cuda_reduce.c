@@ -1,6 +1,7 @@
 /* Reductions over any set of dims (SUM MEAN PROD MAX MIN ARGMAX ARGMIN VAR STD NORM LOGSUMEXP
  * ANY ALL COUNT_NONZERO MAX_DIM MIN_DIM), scans (CUMSUM CUMPROD CUMMAX CUMMIN), SOFTMAX and
- * LOG_SOFTMAX along one dim, their gradient SOFTMAX_BACKWARD, and SORT TOPK MEDIAN, for every
+ * LOG_SOFTMAX along one dim, their gradient SOFTMAX_BACKWARD, LOG_SOFTMAX_GATHER (cross entropy)
+ * and its gradient, and SORT TOPK MEDIAN, for every
  * dtype and any input strides, with the CPU backend's semantics (cpu_reduce.c, cpu_order.c).
  * The kernels are in kernels/reduce.cu and kernels/reduce_sort.cu. */
 #include <math.h>
@@ -13,7 +14,28 @@
 bool cuda_reduce_claims(em_op_kind k)
 {
     return (k >= EM_OP_SUM && k <= EM_OP_LOG_SOFTMAX) || k == EM_OP_SORT || k == EM_OP_TOPK ||
-           k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD;
+           k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD || k == EM_OP_LOG_SOFTMAX_GATHER ||
+           k == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+}
+
+/* LOG_SOFTMAX_GATHER[_BACKWARD]: x float; t i64, contiguous, one per line; the backward's g x's
+ * dtype, contiguous, one per line; the output x's dtype, one per line (contiguous) or like x */
+static bool lsg_supports(const em_op *op)
+{
+    bool bw = op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+    if (op->n_in != (bw ? 3 : 2) || op->n_out != 1 || !op->in[0] || !op->in[1] || !op->out[0] ||
+        (bw && !op->in[2]))
+        return false;
+    const em_tensor *x = op->in[0], *t = op->in[1], *o = op->out[0];
+    int dim = (int)op->i[0];
+    if (x->rank < 1 || x->rank > 8 || dim < 0 || dim >= x->rank || !em_dtype_is_float(x->dtype) ||
+        o->dtype != x->dtype || t->dtype != EM_I64 || !tn_is_contiguous(t) ||
+        tn_numel(t) * x->shape[dim] != tn_numel(x))
+        return false;
+    if (!bw) return tn_is_contiguous(o) && tn_numel(o) == tn_numel(t);
+    const em_tensor *g = op->in[2];
+    return g->dtype == x->dtype && tn_is_contiguous(g) && tn_numel(g) == tn_numel(t) &&
+           em_shape_equal(em_tensor_shape(o), em_tensor_shape(x));
 }
 
 /* SOFTMAX_BACKWARD: y, g and the output of one float dtype and shape */
@@ -44,6 +66,8 @@ static bool is_order(em_op_kind k)
 bool cuda_reduce_supports(const em_op *op)
 {
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return softmax_bw_supports(op);
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
+        return lsg_supports(op);
     if (op->n_in != 1 || op->n_out < 1 || !op->in[0] || !op->out[0]) return false;
     const em_tensor *x = op->in[0];
     if (x->rank > 8 || (unsigned)x->dtype >= EM_DTYPE_COUNT) return false;
@@ -503,6 +527,41 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, s.lines, params, what);
 }
 
+/* LOG_SOFTMAX_GATHER[_BACKWARD] (kernels/reduce.cu): contiguous f32 rows along the last dim a
+ * warp per row up to 1024 elements, else a block of 256 per row (online max / sum in one read;
+ * the backward reads the row again); anything else a block per line in f64 (em_rd_lsg). t, g
+ * and the forward's output are indexed by line (the rdline's line order is row-major). */
+static em_status run_lsg(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0], *o = op->out[0];
+    int bw = op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+    int dim = (int)op->i[0];
+    rdline s;
+    plan_line(&s, op, dim, !bw); /* the forward's output lacks the dim */
+    if (s.lines == 0 || s.len == 0) return EM_OK;
+    const void *xp = tn_ptr(x), *tp = tn_ptr(op->in[1]), *gp = bw ? tn_ptr(op->in[2]) : NULL;
+    void *op_ = tn_ptr(o);
+    if (x->dtype == EM_F32 && tn_is_contiguous(x) && dim == x->rank - 1 && s.len <= INT32_MAX &&
+        (!bw || tn_is_contiguous(o))) {
+        bool warp = s.len <= 1024;
+        CUfunction f = cuda_kernel(dev, warp ? "em_lsg_warp_f32" : "em_lsg_rows_f32", what);
+        if (!f) return em_last_status();
+        long long rows = s.lines;
+        int len = (int)s.len;
+        void *params[] = {&bw, (void *)&xp, (void *)&tp, (void *)&gp, &op_, &rows, &len};
+        if (!warp) return cuda_launch_blocks(dev, f, rows, params, what);
+        long long blocks = (rows + 7) / 8;
+        if (blocks > (1 << 20)) blocks = 1 << 20;
+        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
+        return cuda_launch_grid(dev, f, grid, block, params, what);
+    }
+    CUfunction f = cuda_kernel(dev, "em_rd_lsg", what);
+    if (!f) return em_last_status();
+    int dt = (int)x->dtype;
+    void *params[] = {&bw, &dt, (void *)&xp, (void *)&tp, (void *)&gp, &op_, &s};
+    return cuda_launch_blocks(dev, f, s.lines, params, what);
+}
+
 typedef struct soargs { /* matches `struct soargs` in kernels/reduce_sort.cu */
     int op, desc, isf, dt, es;
     int64_t k;
@@ -618,5 +677,7 @@ em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)
     if (is_scan(op->kind)) return run_scan(op, dev, what);
     if (is_order(op->kind)) return run_order(op, dev, what);
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return run_softmax_bw(op, dev, what);
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
+        return run_lsg(op, dev, what);
     return run_softmax(op, dev, what);
 }
