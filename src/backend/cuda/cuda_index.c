@@ -153,9 +153,16 @@ static em_status copy_strided(int dev, size_t es, const void *x, const int64_t *
         n *= shape[d];
     }
     if (n == 0) return EM_OK;
-    CUfunction f = sized_kernel(dev, "copy", es, what);
+    /* one element broadcast into a contiguous y (a scatter's zero base): a plain fill */
+    bool bcast = true;
+    int64_t cs = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        if (shape[d] != 1) bcast = bcast && xs[d] == 0 && ys[d] == cs;
+        cs *= shape[d];
+    }
+    CUfunction f = sized_kernel(dev, bcast ? "bcast" : "copy", es, what);
     if (!f) return em_last_status();
-    void *params[] = {(void *)&x, &y, &n, &v};
+    void *params[] = {(void *)&x, &y, &n, &v}; /* idx_bcast_* takes the first three */
     return cuda_launch(dev, f, n, params, what);
 }
 

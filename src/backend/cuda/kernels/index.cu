@@ -123,6 +123,12 @@ __device__ void idx_gather(const T *x, const void *ix, int ik, T *y, i64 n, cons
     {                                                                                              \
         idx_copy<T>(x, y, n, v);                                                                   \
     }                                                                                              \
+    /* a copy of one element broadcast (every stride 0) into a contiguous y: no index math */     \
+    extern "C" __global__ void idx_bcast_##SZ(const T *x, T *y, i64 n)                             \
+    {                                                                                              \
+        const T v = *x;                                                                            \
+        IDX_LOOP(n) y[i] = v;                                                                      \
+    }                                                                                              \
     extern "C" __global__ void idx_map_##SZ(const T *x, T *y, i64 n, idx_mapg g, const i64 *maps,  \
                                             u64 fill)                                              \
     {                                                                                              \
