@@ -1,9 +1,10 @@
-// Cross entropy's row kernels (kernels/reduce.cu: lsg_rows, behind em_lsg_warp_f32 and
-// em_lsg_rows_f32) run on the CPU: one std::thread per CUDA thread of a 256-thread block, blocks
+// Cross entropy's kernels (kernels/reduce.cu: lsg_rows, behind em_lsg_warp_f32 and
+// em_lsg_rows_f32, and em_rd_lsg, any dtype and layout) run on the CPU: one std::thread per CUDA thread of a 256-thread block, blocks
 // one after the other, shuffles and __syncthreads through barriers. Checks the online max / sum,
 // the warp and block combines, the float4 and scalar paths and the grid-stride row loop against
 // f64 references (log_softmax at t; g (onehot(t) - softmax)), with a row whose index is out of
-// range and rows holding -inf. Built and run by scripts/cuda-emu-lsg.sh.
+// range and rows holding -inf; em_rd_lsg on lines along an inner, outer or last dim in f64, f32
+// and f16. Built and run by scripts/cuda-emu-lsg.sh.
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -12,7 +13,10 @@
 #include <thread>
 #include <vector>
 typedef long long i64;
+typedef unsigned long long u64;
 #define __device__
+#define __global__
+#define __launch_bounds__(...)
 #define __forceinline__
 #define __shared__ static
 struct dim3e {
@@ -36,6 +40,7 @@ static float __int_as_float(int i)
     memcpy(&f, &i, 4);
     return f;
 }
+static double dslot[8][32];
 static float __shfl_xor_sync(unsigned, float v, int m)
 {
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
@@ -44,6 +49,47 @@ static float __shfl_xor_sync(unsigned, float v, int m)
     float r = wslot[w][l ^ m];
     warpbar[w]->arrive_and_wait();
     return r;
+}
+static double __shfl_xor_sync(unsigned, double v, int m)
+{
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    dslot[w][l] = v;
+    warpbar[w]->arrive_and_wait();
+    double r = dslot[w][l ^ m];
+    warpbar[w]->arrive_and_wait();
+    return r;
+}
+static double __longlong_as_double(long long i)
+{
+    double d;
+    memcpy(&d, &i, 8);
+    return d;
+}
+static float em_h2f(unsigned short h)
+{
+    _Float16 f;
+    memcpy(&f, &h, 2);
+    return (float)f;
+}
+static unsigned short em_f2h(float v)
+{
+    _Float16 f = (_Float16)v;
+    unsigned short h;
+    memcpy(&h, &f, 2);
+    return h;
+}
+static float em_b2f(unsigned short b)
+{
+    unsigned u = (unsigned)b << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static unsigned short em_f2b(float f)
+{
+    unsigned u;
+    memcpy(&u, &f, 4);
+    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
 }
 template <typename T> static void __stcs(T *p, T v)
 {
@@ -54,11 +100,32 @@ template <typename T> static void __stcs(T *p, T v)
 static int fails;
 static i64 checks;
 
-static void check(const char *what, double want, float got)
+// runs fn on every thread of `blocks` blocks of 256 threads, one block after the other
+template <typename F> static void launch(unsigned blocks, F fn)
+{
+    gridDim = {blocks, 1, 1};
+    blockDim = {256, 1, 1};
+    for (unsigned b = 0; b < blocks; b++) {
+        std::barrier<> bb(256), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
+        std::barrier<> *ws[8] = {&w0, &w1, &w2, &w3, &w4, &w5, &w6, &w7};
+        blockbar = &bb;
+        for (int k = 0; k < 8; k++) warpbar[k] = ws[k];
+        std::vector<std::thread> th;
+        for (unsigned tid = 0; tid < 256; tid++)
+            th.emplace_back([&, b, tid] {
+                blockIdx = {b, 0, 0};
+                threadIdx = {tid, 0, 0};
+                fn();
+            });
+        for (auto &h : th) h.join();
+    }
+}
+
+static void check(const char *what, double want, double got, double tol = 1e-5)
 {
     checks++;
     bool ok = std::isnan(want) ? std::isnan(got)
-                               : std::fabs(got - want) <= 1e-5 + 1e-5 * std::fabs(want);
+                               : std::fabs(got - want) <= tol + tol * std::fabs(want);
     if (!ok && fails++ < 20) fprintf(stderr, "FAIL %s: got %.9g, want %.9g\n", what, got, want);
 }
 
@@ -79,22 +146,7 @@ template <int T> static void run_case(int bw, i64 rows, int len, unsigned blocks
     }
     if (rows > 2) t[2] = len; // out of range
     float *op = o.data() + (bw ? off : 0);
-    gridDim = {blocks, 1, 1};
-    blockDim = {256, 1, 1};
-    for (unsigned b = 0; b < blocks; b++) {
-        std::barrier<> bb(256), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
-        std::barrier<> *ws[8] = {&w0, &w1, &w2, &w3, &w4, &w5, &w6, &w7};
-        blockbar = &bb;
-        for (int k = 0; k < 8; k++) warpbar[k] = ws[k];
-        std::vector<std::thread> th;
-        for (unsigned tid = 0; tid < 256; tid++)
-            th.emplace_back([&, b, tid] {
-                blockIdx = {b, 0, 0};
-                threadIdx = {tid, 0, 0};
-                lsg_rows<T>(bw, x, t.data(), g.data(), op, rows, len);
-            });
-        for (auto &h : th) h.join();
-    }
+    launch(blocks, [&] { lsg_rows<T>(bw, x, t.data(), g.data(), op, rows, len); });
     char what[96];
     for (i64 r = 0; r < rows; r++) {
         const float *xr = x + r * len;
@@ -114,8 +166,64 @@ template <int T> static void run_case(int bw, i64 rows, int len, unsigned blocks
     }
 }
 
+// em_rd_lsg on x of shape {a, len, c} (contiguous) along the middle dim (a line per (i, k)), in
+// dtype dt (RD_F64, RD_F32 or RD_F16): the rdline as cuda_reduce.c's plan_line makes it
+static void run_general(int bw, int dt, i64 a, i64 len, i64 c, unsigned blocks)
+{
+    size_t es = dt == RD_F64 ? 8 : dt == RD_F32 ? 4 : 2;
+    i64 n = a * len * c, lines = a * c;
+    std::vector<unsigned char> xb(n * es), gb(lines * es), ob((bw ? n : lines) * es);
+    std::vector<double> xv(n), gv(lines);
+    std::vector<i64> t(lines);
+    srand(11 + (int)len);
+    for (i64 i = 0; i < n; i++) {
+        rd_stf(xb.data(), dt, i, (double)(rand() % 20000) / 2500.0 - 4.0);
+        xv[i] = rd_ldf(xb.data(), dt, i); // the stored value
+    }
+    for (i64 r = 0; r < lines; r++) {
+        t[r] = (r * 5 + 2) % len;
+        rd_stf(gb.data(), dt, r, (double)(rand() % 2000) / 1000.0 - 1.0);
+        gv[r] = rd_ldf(gb.data(), dt, r);
+    }
+    if (lines > 1) t[1] = -1; // out of range
+    rdline s;
+    memset(&s, 0, sizeof s);
+    s.n = 2, s.lines = lines, s.len = len, s.sx = c, s.s0 = bw ? c : 0;
+    s.shape[0] = a, s.shape[1] = c, s.xs[0] = len * c, s.xs[1] = 1;
+    s.os0[0] = bw ? len * c : 0, s.os0[1] = bw ? 1 : 0; // the forward's output: by line
+    launch(blocks, [&] { em_rd_lsg(bw, dt, xb.data(), t.data(), gb.data(), ob.data(), s); });
+    double tol = dt == RD_F64 ? 1e-10 : dt == RD_F32 ? 1e-5 : 2e-3;
+    char what[96];
+    for (i64 i = 0; i < a; i++)
+        for (i64 k = 0; k < c; k++) {
+            i64 r = i * c + k, o = i * len * c + k;
+            double m = -INFINITY, sum = 0;
+            for (i64 j = 0; j < len; j++) m = std::fmax(m, xv[o + j * c]);
+            for (i64 j = 0; j < len; j++) sum += std::exp(xv[o + j * c] - m);
+            bool in = t[r] >= 0 && t[r] < len;
+            snprintf(what, sizeof what, "em_rd_lsg dt %d %s [%lld, %lld, %lld] line %lld", dt,
+                     bw ? "backward" : "forward", a, len, c, r);
+            if (!bw) {
+                check(what, in ? xv[o + t[r] * c] - m - std::log(sum) : NAN,
+                      rd_ldf(ob.data(), dt, r), tol);
+                continue;
+            }
+            for (i64 j = 0; j < len; j++)
+                check(what,
+                      in ? gv[r] * ((j == t[r] ? 1.0 : 0.0) - std::exp(xv[o + j * c] - m) / sum)
+                         : 0.0,
+                      rd_ldf(ob.data(), dt, o + j * c), tol);
+        }
+}
+
 int main()
 {
+    for (int bw = 0; bw < 2; bw++)
+        for (int dt = 0; dt < 3; dt++) {
+            run_general(bw, dt, 3, 5, 4, 2);     // an inner dim: lines of stride 4
+            run_general(bw, dt, 1, 700, 3, 1);   // lines longer than the block
+            run_general(bw, dt, 6, 33, 1, 4);    // the last dim
+        }
     for (int bw = 0; bw < 2; bw++)
         for (int off = 0; off < 2; off++) {
             run_case<32>(bw, 5, 10, 1, off);    // scalar (len % 4), fewer rows than warps
