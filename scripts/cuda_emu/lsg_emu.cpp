@@ -29,7 +29,6 @@ struct alignas(16) float4 {
 };
 static std::barrier<> *blockbar;
 static std::barrier<> *warpbar[8];
-static float wslot[8][32];
 static void __syncthreads()
 {
     blockbar->arrive_and_wait();
@@ -40,22 +39,13 @@ static float __int_as_float(int i)
     memcpy(&f, &i, 4);
     return f;
 }
-static double dslot[8][32];
-static float __shfl_xor_sync(unsigned, float v, int m)
+template <typename T> static T __shfl_xor_sync(unsigned, T v, int m)
 {
+    static T slot[8][32]; // one per warp and lane, for each type
     int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    wslot[w][l] = v;
+    slot[w][l] = v;
     warpbar[w]->arrive_and_wait();
-    float r = wslot[w][l ^ m];
-    warpbar[w]->arrive_and_wait();
-    return r;
-}
-static double __shfl_xor_sync(unsigned, double v, int m)
-{
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    dslot[w][l] = v;
-    warpbar[w]->arrive_and_wait();
-    double r = dslot[w][l ^ m];
+    T r = slot[w][l ^ m];
     warpbar[w]->arrive_and_wait();
     return r;
 }

@@ -378,6 +378,24 @@ static em_tensor *lsg_in_range(const em_tensor *t, int64_t len)
     return em_logical_and(em_ge_scalar(t, 0), em_lt_scalar(t, (double)len));
 }
 
+/* The record of x, t (and g) with t and g contiguous (copies in the caller's scope); false where
+ * they lie on other devices than x (the caller composes, and the ops say so) or a copy failed. */
+static bool lsg_op(em_op *op, em_op_kind kind, const em_tensor *x, int dim, const em_tensor *t,
+                   const em_tensor *g)
+{
+    memset(op, 0, sizeof *op);
+    op->kind = kind;
+    op->n_in = g ? 3 : 2;
+    op->i[0] = dim;
+    op->in[0] = (em_tensor *)x;
+    if (!em_device_equal(t->storage->device, x->storage->device) ||
+        (g && !em_device_equal(g->storage->device, x->storage->device)))
+        return false;
+    op->in[1] = em_contiguous(t);
+    if (g) op->in[2] = em_contiguous(g);
+    return op->in[1] && (!g || op->in[2]);
+}
+
 em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t)
 {
     if (!x || !t) return NULL; /* the first error is kept */
@@ -385,13 +403,8 @@ em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t
     em_scope_begin();
     em_tensor *r = NULL;
     em_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = EM_OP_LOG_SOFTMAX_GATHER;
-    op.n_in = 2;
-    op.in[0] = (em_tensor *)x, op.in[1] = em_contiguous(t);
-    op.i[0] = dim;
     int64_t len = x->shape[dim];
-    bool run = op.in[1] && len > 0 && em_device_equal(t->storage->device, x->storage->device) &&
+    bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER, x, dim, t, NULL) && len > 0 &&
                tn_run_record(&op, x->dtype, t->shape, t->rank, &r);
     if (!run && !em_failed()) {
         /* composed, with the record's NaN for an index out of range (none has a class to pick
@@ -419,13 +432,7 @@ em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_
     em_scope_begin();
     em_tensor *r = NULL;
     em_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
-    op.n_in = 3;
-    op.in[0] = (em_tensor *)x, op.in[1] = em_contiguous(t), op.in[2] = em_contiguous(g);
-    op.i[0] = dim;
-    bool run = op.in[1] && op.in[2] && em_device_equal(t->storage->device, x->storage->device) &&
-               em_device_equal(g->storage->device, x->storage->device) &&
+    bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER_BACKWARD, x, dim, t, g) &&
                tn_run_record(&op, x->dtype, x->shape, x->rank, &r);
     int64_t len = x->shape[dim];
     if (!run && !em_failed()) {

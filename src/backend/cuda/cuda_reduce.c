@@ -437,6 +437,17 @@ static em_status run_scan(const em_op *op, int dev, const char *what)
     return cuda_launch(dev, f, s.lines, params, what);
 }
 
+/* A kernel with a warp per row: 8 rows per block of 256 threads (the grid capped at 2^20 blocks;
+ * the kernels loop over the rows past it). */
+static em_status launch_warp_rows(int dev, CUfunction f, long long rows, void **params,
+                                  const char *what)
+{
+    long long blocks = (rows + 7) / 8;
+    if (blocks > (1 << 20)) blocks = 1 << 20;
+    unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
+    return cuda_launch_grid(dev, f, grid, block, params, what);
+}
+
 static em_status run_softmax(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
@@ -457,11 +468,8 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
         if (!f) return em_last_status();
         long long rows = s.lines;
         int len = (int)s.len;
-        long long blocks = (rows + 7) / 8;
-        if (blocks > (1 << 20)) blocks = 1 << 20;
-        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
         void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
-        return cuda_launch_grid(dev, f, grid, block, params, what);
+        return launch_warp_rows(dev, f, rows, params, what);
     }
     if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
         dim == x->rank - 1 && s.len <= 8192) {
@@ -515,10 +523,7 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
         int len = (int)s.len;
         void *params[] = {&lg, (void *)&yp, (void *)&gp, &op_, &rows, &len};
         if (!warp) return cuda_launch_blocks(dev, f, rows, params, what);
-        long long blocks = (rows + 7) / 8;
-        if (blocks > (1 << 20)) blocks = 1 << 20;
-        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
-        return cuda_launch_grid(dev, f, grid, block, params, what);
+        return launch_warp_rows(dev, f, rows, params, what);
     }
     CUfunction f = cuda_kernel(dev, "em_rd_softmax_bw", what);
     if (!f) return em_last_status();
@@ -550,10 +555,7 @@ static em_status run_lsg(const em_op *op, int dev, const char *what)
         int len = (int)s.len;
         void *params[] = {&bw, (void *)&xp, (void *)&tp, (void *)&gp, &op_, &rows, &len};
         if (!warp) return cuda_launch_blocks(dev, f, rows, params, what);
-        long long blocks = (rows + 7) / 8;
-        if (blocks > (1 << 20)) blocks = 1 << 20;
-        unsigned grid[3] = {(unsigned)blocks, 1, 1}, block[3] = {256, 1, 1};
-        return cuda_launch_grid(dev, f, grid, block, params, what);
+        return launch_warp_rows(dev, f, rows, params, what);
     }
     CUfunction f = cuda_kernel(dev, "em_rd_lsg", what);
     if (!f) return em_last_status();
@@ -647,10 +649,8 @@ static em_status run_order(const em_op *op, int dev, const char *what)
         snprintf(name, sizeof name, "em_so_topk_warp%s_v%d", g.es <= 4 ? "32" : "", vpl);
         CUfunction f = cuda_kernel(dev, name, what);
         if (!f) return em_last_status();
-        long long wblocks = (s.lines + 7) / 8 < (1 << 20) ? (s.lines + 7) / 8 : (1 << 20);
-        grid[0] = (unsigned)wblocks;
         void *params[] = {&g, (void *)&xp, &vp, &ip, &s};
-        return cuda_launch_grid(dev, f, grid, block, params, what);
+        return launch_warp_rows(dev, f, s.lines, params, what);
     }
     if (g.op == 1 && g.k <= 16 && s.len > 1024) {
         CUfunction f = cuda_kernel(dev, "em_so_topk_small", what);
