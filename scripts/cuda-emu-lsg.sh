@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Runs cross entropy's kernels (lsg_rows in kernels/reduce.cu: log_softmax gathered at an index
-# and its gradient, a warp or a block per row; em_rd_lsg, any dtype and layout) on the CPU through
+# and its gradient, a warp or a block per row; em_rd_lsg, any dtype and layout; the long-row
+# softmax em_softmax_long_f32, which shares their row statistics) on the CPU through
 # scripts/cuda_emu/lsg_emu.cpp, against f64 references: a check of the kernels without a GPU
 # (ctest cuda.lsg_emu where g++ and python3 are found). Needs g++ with C++20 and python3.
 set -euo pipefail
@@ -20,7 +21,8 @@ src += cut("// Any dtype and strides, one block of 256 threads per line (rdline:
            "// Online max / sum")                               # em_rd_lsg
 i = s.index("__device__ __forceinline__ void lsg_add(")
 j = s.index('extern "C"', s.index("void lsg_rows("))
-open(sys.argv[1], "w").write(src + s[i:j])
+k = s.index("// Softmax / log-softmax of contiguous f32 rows longer")
+open(sys.argv[1], "w").write(src + s[i:j] + s[k:])
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/lsg_emu" scripts/cuda_emu/lsg_emu.cpp
 "$out/lsg_emu"

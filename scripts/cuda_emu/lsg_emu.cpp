@@ -4,7 +4,8 @@
 // the warp and block combines, the float4 and scalar paths and the grid-stride row loop against
 // f64 references (log_softmax at t; g (onehot(t) - softmax)), with a row whose index is out of
 // range and rows holding -inf; em_rd_lsg on lines along an inner, outer or last dim in f64, f32
-// and f16. Built and run by scripts/cuda-emu-lsg.sh.
+// and f16; the long-row softmax (em_softmax_long_f32), which shares the row statistics. Built and
+// run by scripts/cuda-emu-lsg.sh.
 #include <barrier>
 #include <cmath>
 #include <cstdio>
@@ -111,11 +112,14 @@ template <typename F> static void launch(unsigned blocks, F fn)
     }
 }
 
-static void check(const char *what, double want, double got, double tol = 1e-5)
+static void check(const char *what, double want, double got, double tol = 1e-5,
+                  double rtol = -1)
 {
     checks++;
-    bool ok = std::isnan(want) ? std::isnan(got)
-                               : std::fabs(got - want) <= tol + tol * std::fabs(want);
+    if (rtol < 0) rtol = tol;
+    bool ok = std::isnan(want)   ? std::isnan(got)
+              : std::isinf(want) ? got == want
+                                 : std::fabs(got - want) <= tol + rtol * std::fabs(want);
     if (!ok && fails++ < 20) fprintf(stderr, "FAIL %s: got %.9g, want %.9g\n", what, got, want);
 }
 
@@ -206,8 +210,41 @@ static void run_general(int bw, int dt, i64 a, i64 len, i64 c, unsigned blocks)
         }
 }
 
+// em_softmax_long_f32 on rows x len (row 0 partly -inf), softmax or log-softmax; off = 1: a base
+// 4 bytes off alignment (the scalar path)
+static void run_long(int logsm, i64 rows, i64 len, unsigned blocks, int off)
+{
+    std::vector<float> xb((size_t)(rows * len + 8)), yb((size_t)(rows * len + 8));
+    float *x = xb.data() + off, *y = yb.data() + off;
+    srand(3 + (int)len);
+    for (i64 i = 0; i < rows * len; i++) x[i] = (float)(rand() % 20000) / 1000.f - 10.f;
+    for (i64 j = 0; j < len; j += 5) x[j] = -INFINITY;
+    launch(blocks, [&] { em_softmax_long_f32(logsm, x, y, rows, len); });
+    char what[96];
+    for (i64 r = 0; r < rows; r++) {
+        const float *xr = x + r * len;
+        double m = -INFINITY, sum = 0;
+        for (i64 j = 0; j < len; j++) m = std::fmax(m, (double)xr[j]);
+        for (i64 j = 0; j < len; j++) sum += std::exp((double)xr[j] - m);
+        snprintf(what, sizeof what, "softmax_long%s rows %lld len %lld off %d row %lld",
+                 logsm ? " (log)" : "", rows, len, off, r);
+        for (i64 j = 0; j < len; j++) {
+            double d = (double)xr[j] - m;
+            if (logsm)
+                check(what, d - std::log(sum), y[r * len + j]);
+            else
+                check(what, std::exp(d) / sum, y[r * len + j], 1e-12, 2e-5);
+        }
+    }
+}
+
 int main()
 {
+    for (int lg = 0; lg < 2; lg++)
+        for (int off = 0; off < 2; off++) {
+            run_long(lg, 3, 9001, 2, off);  // scalar (len % 4), rows past the grid
+            run_long(lg, 2, 12000, 1, off); // float4 when aligned
+        }
     for (int bw = 0; bw < 2; bw++)
         for (int dt = 0; dt < 3; dt++) {
             run_general(bw, dt, 3, 5, 4, 2);     // an inner dim: lines of stride 4

@@ -484,6 +484,15 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
         void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
         return cuda_launch_blocks(dev, f, rows, params, what);
     }
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+        dim == x->rank - 1) {
+        /* longer rows: a block per row, max and sum in one read, then a second read writing */
+        CUfunction f = cuda_kernel(dev, "em_softmax_long_f32", what);
+        if (!f) return em_last_status();
+        long long rows = s.lines, len = s.len;
+        void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
+        return cuda_launch_blocks(dev, f, rows, params, what);
+    }
     CUfunction f = cuda_kernel(dev, "em_rd_softmax", what);
     if (!f) return em_last_status();
     int xdt = (int)x->dtype, odt = (int)o->dtype;
