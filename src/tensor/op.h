@@ -151,9 +151,8 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
  * gives NaN (callers check it; in a graph capture this is the guard). Its gradient, for an
  * upstream g shaped like t, is tn_log_softmax_gather_backward: g (onehot(t) - softmax(x)) along
  * dim, shaped like x, in one more read of x and one write (LOG_SOFTMAX_GATHER_BACKWARD; zeros
- * on a line whose t is out of range, as gather's gradient drops it). Where
- * a backend lacks the records, both are composed of log_softmax, gather / scatter and the
- * softmax backward. */
+ * on a line whose t is out of range, as gather's gradient drops it). Where a backend lacks the
+ * records, both are composed of log_softmax, gather / scatter and the softmax backward. */
 em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t);
 em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
                                           const em_tensor *g);
