@@ -91,6 +91,14 @@ template <typename T> static void __stcs(T *p, T v)
 static int fails;
 static i64 checks;
 
+// the f64 reference: max m and sum of exp(x - m) over a contiguous f32 row
+static void ref_max_sum(const float *xr, i64 len, double &m, double &s)
+{
+    m = -INFINITY, s = 0;
+    for (i64 j = 0; j < len; j++) m = std::fmax(m, (double)xr[j]);
+    for (i64 j = 0; j < len; j++) s += std::exp((double)xr[j] - m);
+}
+
 // runs fn on every thread of `blocks` blocks of 256 threads, one block after the other
 template <typename F> static void launch(unsigned blocks, F fn)
 {
@@ -144,9 +152,8 @@ template <int T> static void run_case(int bw, i64 rows, int len, unsigned blocks
     char what[96];
     for (i64 r = 0; r < rows; r++) {
         const float *xr = x + r * len;
-        double m = -INFINITY, s = 0;
-        for (int j = 0; j < len; j++) m = std::fmax(m, (double)xr[j]);
-        for (int j = 0; j < len; j++) s += std::exp((double)xr[j] - m);
+        double m, s;
+        ref_max_sum(xr, len, m, s);
         bool in = t[r] >= 0 && t[r] < len;
         snprintf(what, sizeof what, "T %d %s rows %lld len %d off %d row %lld", T,
                  bw ? "backward" : "forward", rows, len, off, r);
@@ -223,9 +230,8 @@ static void run_long(int logsm, i64 rows, i64 len, unsigned blocks, int off)
     char what[96];
     for (i64 r = 0; r < rows; r++) {
         const float *xr = x + r * len;
-        double m = -INFINITY, sum = 0;
-        for (i64 j = 0; j < len; j++) m = std::fmax(m, (double)xr[j]);
-        for (i64 j = 0; j < len; j++) sum += std::exp((double)xr[j] - m);
+        double m, sum;
+        ref_max_sum(xr, len, m, sum);
         snprintf(what, sizeof what, "softmax_long%s rows %lld len %lld off %d row %lld",
                  logsm ? " (log)" : "", rows, len, off, r);
         for (i64 j = 0; j < len; j++) {

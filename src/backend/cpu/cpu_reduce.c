@@ -865,9 +865,10 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
 {
     const lplan *p = ctx;
     /* the forward's f32 vector rows write log_softmax here */
-    float *tmp = p->op->kind == EM_OP_LOG_SOFTMAX_GATHER && p->xdt == EM_F32 && p->fast
-                     ? malloc((size_t)p->len * sizeof(float))
-                     : NULL;
+    float *tmp =
+        p->op->kind == EM_OP_LOG_SOFTMAX_GATHER && p->xdt == EM_F32 && p->sx == 4 && p->fast
+            ? malloc((size_t)p->len * sizeof(float))
+            : NULL;
     for (int64_t r = b; r < e; r++) {
         const char *x = p->xb, *g = p->gb;
         char *y = p->ob[0], *yi = p->ob[1];
