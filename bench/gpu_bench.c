@@ -40,6 +40,7 @@ enum {
     K_SDPA_FWBW_CAUSAL,
     K_SOFTMAX_FWBW, /* softmax over the last dim and its backward under the fixed out_g */
     K_XENT_FWBW,    /* cross entropy of the logits a against `targets`, and its backward */
+    K_LN_FWBW,      /* layer norm of a with ln_w, ln_b and its backward under the fixed out_g */
     K_TRAIN,        /* forward, cross entropy, backward, Adam step */
     K_ENC_FORWARD,  /* transformer encoder forward without grad */
     K_ENC_TRAIN,    /* transformer encoder: forward, mean of squares, backward, Adam step */
@@ -55,6 +56,9 @@ static em_graph *graph;
 /* the attention forward-backward cases' keys, values and output gradient (q is ctx.a); fwbw_softmax
  * takes its output gradient from out_g too */
 static em_tensor *attn_k, *attn_v, *out_g;
+
+/* fwbw_layer_norm's weight and bias */
+static em_tensor *ln_w, *ln_b;
 
 /* the model cases' module, optimizer and targets */
 static em_module *net;
@@ -116,6 +120,11 @@ static void step(void *p)
         case K_XENT_FWBW:
             em_grads_free(em_backward(em_cross_entropy(c->a, targets, (em_ce_cfg){0})));
             break;
+        case K_LN_FWBW: {
+            em_tensor *y = em_layer_norm(c->a, 1, ln_w, ln_b, 1e-5);
+            em_grads_free(em_backward_with(&y, &out_g, 1, (em_backward_opts){0}));
+            break;
+        }
         case K_TRAIN: {
             em_tensor *loss = em_cross_entropy(em_forward(net, c->a), targets, (em_ce_cfg){0});
             em_grads *g = em_backward(loss);
@@ -424,6 +433,20 @@ int main(int argc, char **argv)
         em_tensor *a = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev);
         run_case("layer_norm", K_LAYER_NORM, a, NULL, 10, 21, 2.0);
         em_release(a);
+    }
+    /* layer norm of [4096, 4096] f32 with a weight and a bias, forward and backward (x, weight
+     * and bias gradients) under a fixed output gradient */
+    if (bench_selected(argc, argv, "fwbw_layer_norm")) {
+        em_tensor *a = em_requires_grad(em_randn(EM_SHAPE(4096, 4096), EM_F32, dev), true);
+        ln_w = em_requires_grad(em_randn(EM_SHAPE(4096), EM_F32, dev), true);
+        ln_b = em_requires_grad(em_randn(EM_SHAPE(4096), EM_F32, dev), true);
+        out_g = em_randn(EM_SHAPE(4096, 4096), EM_F32, dev);
+        run_case("fwbw_layer_norm", K_LN_FWBW, a, NULL, 1, 21, 2.0);
+        em_release(a);
+        em_release(ln_w);
+        em_release(ln_b);
+        em_release(out_g);
+        ln_w = ln_b = out_g = NULL;
     }
     if (bench_selected(argc, argv, "maxpool_k3s1")) {
         em_tensor *a = em_randn(EM_SHAPE(2, 128, 512, 512), EM_F32, dev);

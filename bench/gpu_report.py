@@ -61,7 +61,7 @@ def ratio(case):
         return f"{rs[0]:.2f}"
     return f"{median(rs):.2f} ({min(rs):.2f}-{max(rs):.2f})"
 BYTES = {"copy_256m": 8 << 28, "add_256m": 12 << 28, "add_bcast_col": 8 << 27, "add_bcast_row": 8 << 27, "sum_cols": 4 << 27, "sum_rows": 4 << 27, "neg_256m": 8 << 28, "sum_256m": 4 << 28,
-         "softmax": 8 << 26, "fwbw_softmax": 20 << 26, "fwbw_xent": 6 << 27, "layer_norm": 8 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
+         "softmax": 8 << 26, "fwbw_softmax": 20 << 26, "fwbw_xent": 6 << 27, "layer_norm": 8 << 24, "fwbw_layer_norm": 20 << 24, "maxpool_k3s1": 8 << 26, "topk_k10_last": 4 << 24,
          "gemv_n_4096": 4 << 24, "gemv_t_4096": 4 << 24, "h2d_64m": 4 << 26, "h2d_pinned_64m": 4 << 26,
          "d2h_64m": 4 << 26, "d2h_pinned_64m": 4 << 26}
 

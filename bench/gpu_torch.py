@@ -133,6 +133,17 @@ with torch.no_grad():
     if selected("layer_norm"):
         x = torch.randn(4096, 4096, device=dev)
         run("layer_norm", lambda: F.layer_norm(x, (4096,)), inner=10)
+    if selected("fwbw_layer_norm"):
+        x = torch.randn(4096, 4096, device=dev, requires_grad=True)
+        w = torch.randn(4096, device=dev, requires_grad=True)
+        b = torch.randn(4096, device=dev, requires_grad=True)
+        gy = torch.randn(4096, 4096, device=dev)
+
+        def lnorm():
+            with torch.enable_grad():
+                torch.autograd.grad(F.layer_norm(x, (4096,), w, b), (x, w, b), gy)
+        run("fwbw_layer_norm", lnorm)
+        del x, w, b, gy
     if selected("maxpool_k3s1"):
         x = torch.randn(2, 128, 512, 512, device=dev)
         run("maxpool_k3s1", lambda: F.max_pool2d(x, 3, 1, 1))

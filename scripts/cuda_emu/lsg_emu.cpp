@@ -6,50 +6,7 @@
 // range and rows holding -inf; em_rd_lsg on lines along an inner, outer or last dim in f64, f32
 // and f16; the long-row softmax (em_softmax_long_f32), which shares the row statistics. Built and
 // run by scripts/cuda-emu-lsg.sh.
-#include <barrier>
-#include <cmath>
-#include <cstdio>
-#include <cstdlib>
-#include <cstring>
-#include <thread>
-#include <vector>
-typedef long long i64;
-typedef unsigned long long u64;
-#define __device__
-#define __global__
-#define __launch_bounds__(...)
-#define __forceinline__
-#define __shared__ static
-struct dim3e {
-    unsigned x, y, z;
-};
-thread_local dim3e threadIdx, blockIdx;
-dim3e gridDim, blockDim;
-struct alignas(16) float4 {
-    float x, y, z, w;
-};
-static std::barrier<> *blockbar;
-static std::barrier<> *warpbar[8];
-static void __syncthreads()
-{
-    blockbar->arrive_and_wait();
-}
-static float __int_as_float(int i)
-{
-    float f;
-    memcpy(&f, &i, 4);
-    return f;
-}
-template <typename T> static T __shfl_xor_sync(unsigned, T v, int m)
-{
-    static T slot[8][32]; // one per warp and lane, for each type
-    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
-    slot[w][l] = v;
-    warpbar[w]->arrive_and_wait();
-    T r = slot[w][l ^ m];
-    warpbar[w]->arrive_and_wait();
-    return r;
-}
+#include "emu_block.h"
 static double __longlong_as_double(long long i)
 {
     double d;
@@ -88,47 +45,12 @@ template <typename T> static void __stcs(T *p, T v)
 }
 #include "lsg_emu_kernels.inc"
 
-static int fails;
-static i64 checks;
-
 // the f64 reference: max m and sum of exp(x - m) over a contiguous f32 row
 static void ref_max_sum(const float *xr, i64 len, double &m, double &s)
 {
     m = -INFINITY, s = 0;
     for (i64 j = 0; j < len; j++) m = std::fmax(m, (double)xr[j]);
     for (i64 j = 0; j < len; j++) s += std::exp((double)xr[j] - m);
-}
-
-// runs fn on every thread of `blocks` blocks of 256 threads, one block after the other
-template <typename F> static void launch(unsigned blocks, F fn)
-{
-    gridDim = {blocks, 1, 1};
-    blockDim = {256, 1, 1};
-    for (unsigned b = 0; b < blocks; b++) {
-        std::barrier<> bb(256), w0(32), w1(32), w2(32), w3(32), w4(32), w5(32), w6(32), w7(32);
-        std::barrier<> *ws[8] = {&w0, &w1, &w2, &w3, &w4, &w5, &w6, &w7};
-        blockbar = &bb;
-        for (int k = 0; k < 8; k++) warpbar[k] = ws[k];
-        std::vector<std::thread> th;
-        for (unsigned tid = 0; tid < 256; tid++)
-            th.emplace_back([&, b, tid] {
-                blockIdx = {b, 0, 0};
-                threadIdx = {tid, 0, 0};
-                fn();
-            });
-        for (auto &h : th) h.join();
-    }
-}
-
-static void check(const char *what, double want, double got, double tol = 1e-5,
-                  double rtol = -1)
-{
-    checks++;
-    if (rtol < 0) rtol = tol;
-    bool ok = std::isnan(want)   ? std::isnan(got)
-              : std::isinf(want) ? got == want
-                                 : std::fabs(got - want) <= tol + rtol * std::fabs(want);
-    if (!ok && fails++ < 20) fprintf(stderr, "FAIL %s: got %.9g, want %.9g\n", what, got, want);
 }
 
 // rows x len logits (row 1 partly -inf when there are two rows or more; one index out of range)

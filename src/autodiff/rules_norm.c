@@ -61,6 +61,20 @@ static void layer_rms(ad_ctx *c, bool rms)
         n *= xs.dims[ax.d[k]];
     }
     bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
+    /* the fused form: one NORM_BACKWARD record where the backend runs it natively and grad mode
+     * is off (under create_graph the composition below is recorded: second derivatives) */
+    if (!em_grad_enabled() && (c->needs[0] || need_w)) {
+        em_tensor *d[3] = {NULL, NULL, NULL};
+        em_status st =
+            tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->f[0], rms, true,
+                             &d[0], need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
+        if (st != EM_ERR_UNSUPPORTED || em_failed()) {
+            if (c->needs[0]) c->gin[0] = d[0];
+            if (need_w) c->gin[wi] = d[1];
+            if (need_b) c->gin[bi] = d[2];
+            return;
+        }
+    }
     if (need_b) c->gin[bi] = ad_sum_to(g, ad_in_shape(c, bi));
     if (!c->needs[0] && !need_w) return;
     norm_stats s = stats_of(x, ax, n, op->f[0], rms);

@@ -81,6 +81,15 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
                            const em_tensor *lse, int mask_kind, bool causal, double scale,
                            bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv);
 
+/* The gradients of em_layer_norm (rms false) and em_rms_norm (a NORM_BACKWARD record, see
+ * ops_norm.c): from x, the optional weight w and g (the output's gradient), writes dx (x's shape)
+ * and, where dw / db are not NULL, the weight's and the bias's gradients (the norm shape; db for
+ * layer norm only), all in x's dtype. With `probe`, returns EM_ERR_UNSUPPORTED without recording
+ * an error when the backend would not run the record natively. */
+em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
+                           double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
+                           em_tensor **db);
+
 /* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
  * last input, when i2 = 1). */
 static inline const em_tensor *tn_sdpa_bwd_mask(const em_op *op)

@@ -98,7 +98,8 @@
     X(THRESHOLD_BACKWARD, "threshold_backward", binary) \
     X(SOFTMAX_BACKWARD, "softmax_backward", reduce) \
     X(LOG_SOFTMAX_GATHER, "log_softmax_gather", reduce) \
-    X(LOG_SOFTMAX_GATHER_BACKWARD, "log_softmax_gather_backward", reduce)
+    X(LOG_SOFTMAX_GATHER_BACKWARD, "log_softmax_gather_backward", reduce) \
+    X(NORM_BACKWARD, "norm_backward", nn)
 /* clang-format on */
 
 #endif

@@ -21,6 +21,13 @@
  *               P = softmax(scale q k^T + mask) with a fully masked row all zero (the forward
  *               gives NaN there), D = rowsum(g * o), dS = P * (g v^T - D):
  *               dv = P^T g, dq = scale dS k, dk = scale dS^T q
+ *   NORM_BACKWARD in: x, [weight], g (the output's gradient, x's shape and dtype); i0 = n_norm,
+ *               i1 = has weight, i2 = rms, i3 = writes dweight, i4 = writes dbias (layer norm
+ *               only); f0 = eps; out: dx (x's shape), [dweight], [dbias] (the norm shape), all
+ *               contiguous in x's dtype. Per row of the n_norm trailing dims: xhat = (x - mean)
+ *               rstd (rms: x rstd), rstd = 1 / sqrt(var + eps), gx = g weight,
+ *               dx = rstd (gx - mean(gx) - xhat mean(gx xhat)) (rms: without mean(gx)),
+ *               dweight = sum over rows of g xhat, dbias = sum over rows of g
  *   DROPOUT     in: x; i0 = seed, i1 = offset (element k is kept when uniform k of the Philox
  *               stream is >= p); f0 = p. */
 #include <math.h>
@@ -347,6 +354,63 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
     em_status st = tn_dispatch(&op);
     if (st != EM_OK) return st;
     *dq = op.out[0], *dk = op.out[1], *dv = op.out[2];
+    return EM_OK;
+}
+
+em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
+                           double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
+                           em_tensor **db)
+{
+    const char *fn = "tn_norm_backward";
+    em_tensor **outs[3] = {dx, dw, db};
+    for (int t = 0; t < 3; t++)
+        if (outs[t]) *outs[t] = NULL;
+    if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, g, "g") || !check_float(fn, x, "x"))
+        return em_last_status();
+    if (n_norm < 1 || n_norm > x->rank || (db && rms) || (dw && !w)) {
+        return em_error(EM_ERR_INVALID_ARG,
+                        "%s: n_norm %d of a rank-%d x, or a gradient asked for a parameter the "
+                        "norm lacks",
+                        fn, n_norm, x->rank);
+    }
+    const int64_t *nshape = x->shape + (x->rank - n_norm);
+    if (!check_param(fn, x, g, "g", x->shape, x->rank) ||
+        !check_param(fn, x, w, "weight", nshape, n_norm))
+        return em_last_status();
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = EM_OP_NORM_BACKWARD;
+    op.in[op.n_in++] = (em_tensor *)x;
+    if (w) op.in[op.n_in++] = (em_tensor *)w;
+    op.in[op.n_in++] = (em_tensor *)g;
+    op.i[0] = n_norm, op.i[1] = w != NULL, op.i[2] = rms, op.i[3] = dw != NULL;
+    op.i[4] = db != NULL;
+    op.f[0] = eps;
+    const int64_t *shp[3] = {x->shape, nshape, nshape};
+    const int rk[3] = {x->rank, n_norm, n_norm};
+    int which[3], n_out = 0;
+    for (int t = 0; t < 3; t++)
+        if (t == 0 || outs[t]) which[n_out++] = t;
+    if (probe) { /* supports() reads shapes and dtypes only */
+        em_tensor desc[3];
+        for (int k = 0; k < n_out; k++) {
+            tn_describe(&desc[k], x->dtype, shp[which[k]], rk[which[k]], x->storage);
+            op.out[k] = &desc[k];
+        }
+        op.n_out = n_out;
+        if (!tn_supported(&op)) return EM_ERR_UNSUPPORTED;
+    }
+    em_device dev = x->storage->device;
+    for (int k = 0; k < n_out; k++)
+        if (!(op.out[k] = tn_new(x->dtype, shp[which[k]], rk[which[k]], dev))) {
+            for (int j = 0; j < k; j++) em_release(op.out[j]);
+            return em_last_status();
+        }
+    op.n_out = n_out;
+    em_status st = tn_dispatch(&op);
+    if (st != EM_OK) return st;
+    for (int k = 0; k < n_out; k++)
+        if (outs[which[k]]) *outs[which[k]] = op.out[k];
     return EM_OK;
 }
 

@@ -501,9 +501,134 @@ static void check_errors(void)
     em_scope_end();
 }
 
+/* Reference for NORM_BACKWARD: dx, dw (sum over rows of g xhat), db (sum over rows of g) in f64
+ * from the stored values, each rounded to dt. */
+static void ref_norm_backward(const double *x, const double *w, const double *g, int64_t rows,
+                              int64_t n, double eps, bool rms, em_dtype dt, double *dx, double *dw,
+                              double *db)
+{
+    for (int64_t i = 0; i < n; i++) dw[i] = db[i] = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const double *xr = x + r * n, *gr = g + r * n;
+        double mean = 0, var = 0, s1 = 0, s2 = 0;
+        for (int64_t i = 0; i < n && !rms; i++) mean += xr[i] / (double)n;
+        for (int64_t i = 0; i < n; i++) var += (xr[i] - mean) * (xr[i] - mean) / (double)n;
+        double rstd = 1 / sqrt(var + eps);
+        for (int64_t i = 0; i < n; i++) {
+            double xh = (xr[i] - mean) * rstd;
+            s1 += gr[i] * (w ? w[i] : 1);
+            s2 += gr[i] * (w ? w[i] : 1) * xh;
+            dw[i] += gr[i] * xh;
+            db[i] += gr[i];
+        }
+        for (int64_t i = 0; i < n; i++) {
+            double gx = gr[i] * (w ? w[i] : 1), xh = (xr[i] - mean) * rstd;
+            dx[r * n + i] =
+                h_round_to(rstd * (gx - (rms ? 0 : s1 / (double)n) - xh * s2 / (double)n), dt);
+        }
+    }
+    for (int64_t i = 0; i < n; i++) dw[i] = h_round_to(dw[i], dt), db[i] = h_round_to(db[i], dt);
+}
+
+/* tn_norm_backward (the layer / RMS norm gradients' record) against f64: every float dtype, x,
+ * weight and g in every layout (short rows), one and two normalised dims, rows long enough for
+ * every kernel a device picks by length (and past its register rows), more rows than a device
+ * grid's blocks (the weight's partial sums), empty batches (zero weight gradients) and empty rows;
+ * on a device also the CPU's record; wrong shapes and arguments fail. */
+static void check_norm_backward(void)
+{
+    const em_shape shapes[] = {EM_SHAPE(3, 4, 6), EM_SHAPE(7),        EM_SHAPE(33, 10),
+                               EM_SHAPE(5, 1),    EM_SHAPE(7, 100),   EM_SHAPE(5, 333),
+                               EM_SHAPE(3, 1000), EM_SHAPE(2, 3000),  EM_SHAPE(3, 8192),
+                               EM_SHAPE(2, 9000), EM_SHAPE(1100, 64), EM_SHAPE(600, 256),
+                               EM_SHAPE(0, 5),    EM_SHAPE(4, 0)};
+    const int ns = (int)(sizeof shapes / sizeof shapes[0]);
+    for (int di = 0; di < 4; di++)
+        for (int si = 0; si < ns; si++)
+            for (int nn = 1; nn <= (si == 0 ? 2 : 1); nn++) {
+                em_dtype dt = float_dtypes[di];
+                em_shape s = shapes[si];
+                bool small = si < 4;
+                int64_t numel = em_shape_numel(s), n = 1;
+                em_shape ws = {.rank = nn};
+                for (int k = 0; k < nn; k++) n *= ws.dims[k] = s.dims[s.rank - nn + k];
+                int64_t rows = n ? numel / n : 0;
+                em_scope_begin();
+                double *xv, *wv, *gv;
+                h_rand(s, dt, H_CONTIG, -2, 3, &xv);
+                h_rand(ws, dt, H_CONTIG, -1.5, 1.5, &wv);
+                h_rand(s, dt, H_CONTIG, -1, 1, &gv);
+                double *edx = malloc((size_t)(numel ? numel : 1) * sizeof *edx);
+                double *edw = malloc((size_t)(n ? n : 1) * sizeof *edw);
+                double *edb = malloc((size_t)(n ? n : 1) * sizeof *edb);
+                for (int lay = 0; lay < (small ? H_LAYOUT_COUNT : 1); lay++)
+                    for (int v = 0; v < 4; v++) { /* rms, has weight: 00 01 10 11 */
+                        em_scope_begin();
+                        bool rms = v & 2, has_w = v & 1;
+                        double eps = rms ? 1e-6 : 1e-5;
+                        em_tensor *x = h_from_values(xv, s, dt, (h_layout)lay);
+                        em_tensor *w =
+                            has_w ? h_from_values(wv, ws, dt, (h_layout)((lay + 1) % 4)) : NULL;
+                        em_tensor *g = h_from_values(gv, s, dt, (h_layout)((lay + 2) % 4));
+                        ref_norm_backward(xv, has_w ? wv : NULL, gv, rows, n, eps, rms, dt, edx,
+                                          edw, edb);
+                        char what[128], sh[64];
+                        snprintf(what, sizeof what, "norm_backward %s %s n_norm %d layout %d %s%s",
+                                 em_shape_str(s, sh, sizeof sh), em_dtype_name(dt), nn, lay,
+                                 rms ? "rms" : "layer", has_w ? " weight" : "");
+                        double atol = h_atol(dt) * 4, rtol = h_rtol(dt) * 4;
+                        em_tensor *d[3] = {NULL, NULL, NULL};
+                        bool with_b = !rms && (lay & 1) == 0;
+                        for (int dev = 0; dev < (h_dev.backend != 0 ? 2 : 1); dev++) {
+                            em_tensor *xx = dev ? em_to_device(x, EM_CPU) : x;
+                            em_tensor *ww = dev && w ? em_to_device(w, EM_CPU) : w;
+                            em_tensor *gg = dev ? em_to_device(g, EM_CPU) : g;
+                            em_status st =
+                                tn_norm_backward(xx, ww, gg, nn, eps, rms, false, &d[0],
+                                                 has_w ? &d[1] : NULL, with_b ? &d[2] : NULL);
+                            CHECK(st == EM_OK, "%s: %s", what, em_last_error());
+                            h_check_tensor(what, d[0], edx, s, atol, rtol);
+                            if (has_w) h_check_tensor(what, d[1], edw, ws, atol, rtol);
+                            if (with_b) h_check_tensor(what, d[2], edb, ws, atol, rtol);
+                        }
+                        CHECK_OK(what);
+                        em_scope_end();
+                    }
+                free(xv);
+                free(wv);
+                free(gv);
+                free(edx);
+                free(edw);
+                free(edb);
+                em_scope_end();
+            }
+    em_scope_begin();
+    em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev), *d = NULL, *dw = NULL, *db = NULL;
+    CHECK(tn_norm_backward(x, NULL, em_zeros(EM_SHAPE(2, 4), EM_F32, h_dev), 1, 1e-5, false, false,
+                           &d, NULL, NULL) != EM_OK &&
+              !d,
+          "g of another shape");
+    CHECK_ERR(EM_ERR_SHAPE, "tn_norm_backward: g has shape [2, 4], expected [2, 3]");
+    CHECK(tn_norm_backward(x, em_zeros(EM_SHAPE(3), EM_F64, h_dev), x, 1, 1e-5, false, false, &d,
+                           &dw, NULL) != EM_OK,
+          "weight of another dtype");
+    CHECK_ERR(EM_ERR_DTYPE, "tn_norm_backward: weight has dtype f64");
+    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, false, false, &d, &dw, NULL) != EM_OK && !dw,
+          "a weight gradient without a weight");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward");
+    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, true, false, &d, NULL, &db) != EM_OK,
+          "a bias gradient for rms norm");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward");
+    CHECK(tn_norm_backward(x, NULL, x, 3, 1e-5, false, false, &d, NULL, NULL) != EM_OK,
+          "n_norm past the rank");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward: n_norm 3 of a rank-2 x");
+    em_scope_end();
+}
+
 void conf_norm(void)
 {
     check_layer_rms();
+    check_norm_backward();
     check_group_batch();
     check_sdpa();
     check_sdpa_backward();

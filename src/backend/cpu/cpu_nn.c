@@ -24,6 +24,7 @@ em_status cpu_exec_nn(const em_op *op)
     case EM_OP_BATCH_NORM:
     case EM_OP_SDPA:
     case EM_OP_SDPA_BACKWARD:
+    case EM_OP_NORM_BACKWARD:
     case EM_OP_DROPOUT: return cpu_exec_norm(op);
     default: break;
     }

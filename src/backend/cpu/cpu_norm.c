@@ -130,6 +130,130 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
     return st;
 }
 
+/* NORM_BACKWARD (layer / RMS norm gradients, see ops_norm.c) in f64: the rows are split into a
+ * fixed number of chunks (not one per thread, so the sums do not depend on the thread count);
+ * each chunk writes its rows' dx and adds its rows' dweight / dbias terms into its own partial
+ * row, and the partials are added in chunk order. Contiguous f32 x, g and dx are read and written
+ * in place (a row at a time through f64 scratch); any other layout or dtype is loaded whole. */
+typedef struct normbw_ctx {
+    const double *x, *g; /* f64 copies, or NULL on the f32 path */
+    double *dx;
+    const float *xf, *gf; /* the f32 path */
+    float *dxf;
+    const double *w;
+    double *pw, *pb; /* [chunks][inner] partial sums, NULL where not asked */
+    double *scratch; /* f32 path: [chunks][3 inner] */
+    int64_t rows, inner, chunks;
+    double eps;
+    bool rms;
+} normbw_ctx;
+
+static void normbw_row(const normbw_ctx *c, const double *x, const double *g, double *dx,
+                       double *pw, double *pb)
+{
+    const int64_t n = c->inner;
+    const double *w = c->w;
+    double mean = 0, var = 0, s1 = 0, s2 = 0;
+    if (!c->rms) {
+        for (int64_t i = 0; i < n; i++) mean += x[i];
+        mean /= (double)n;
+    }
+    for (int64_t i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
+    double rstd = 1.0 / sqrt(var / (double)n + c->eps);
+    for (int64_t i = 0; i < n; i++) {
+        double xh = (x[i] - mean) * rstd, gx = w ? g[i] * w[i] : g[i];
+        s1 += gx;
+        s2 += gx * xh;
+        if (pw) pw[i] += g[i] * xh;
+        if (pb) pb[i] += g[i];
+    }
+    double m1 = c->rms ? 0 : s1 / (double)n, m2 = s2 / (double)n;
+    for (int64_t i = 0; i < n; i++) {
+        double gx = w ? g[i] * w[i] : g[i];
+        dx[i] = rstd * (gx - m1 - (x[i] - mean) * rstd * m2);
+    }
+}
+
+static void normbw_chunks(void *vctx, int64_t c0, int64_t c1)
+{
+    const normbw_ctx *c = vctx;
+    const int64_t n = c->inner;
+    for (int64_t ch = c0; ch < c1; ch++) {
+        double *pw = c->pw ? c->pw + ch * n : NULL, *pb = c->pb ? c->pb + ch * n : NULL;
+        double *xs = c->scratch ? c->scratch + ch * 3 * n : NULL;
+        double *gs = xs ? xs + n : NULL, *ds = xs ? xs + 2 * n : NULL;
+        for (int64_t r = ch * c->rows / c->chunks; r < (ch + 1) * c->rows / c->chunks; r++) {
+            if (!c->xf) {
+                normbw_row(c, c->x + r * n, c->g + r * n, c->dx + r * n, pw, pb);
+                continue;
+            }
+            for (int64_t i = 0; i < n; i++) xs[i] = c->xf[r * n + i], gs[i] = c->gf[r * n + i];
+            normbw_row(c, xs, gs, ds, pw, pb);
+            for (int64_t i = 0; i < n; i++) c->dxf[r * n + i] = (float)ds[i];
+        }
+    }
+}
+
+static em_status exec_norm_backward(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
+    const em_tensor *w = has_w ? op->in[1] : NULL, *g = op->in[has_w ? 2 : 1];
+    em_tensor *dx = op->out[0];
+    int64_t inner = 1;
+    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) inner *= x->shape[d];
+    if (inner == 0) return EM_OK; /* every output is empty */
+    int64_t rows = tn_numel(x) / inner;
+    /* up to 32 chunks, fewer where the partial rows would pass 32 MiB */
+    int64_t chunks = rows < 32 ? rows : 32;
+    while (chunks > 1 && chunks * inner * 16 > ((int64_t)32 << 20)) chunks /= 2;
+    if (chunks < 1) chunks = 1;
+    bool f32 =
+        x->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(g) && tn_is_contiguous(dx);
+    size_t pn = (size_t)(chunks * inner) * sizeof(double);
+    normbw_ctx c = {.w = w ? cpu_load_f64(w) : NULL,
+                    .pw = want_w ? em_alloc(pn) : NULL,
+                    .pb = want_b ? em_alloc(pn) : NULL,
+                    .rows = rows,
+                    .inner = inner,
+                    .chunks = chunks,
+                    .eps = op->f[0],
+                    .rms = op->i[2] != 0};
+    if (f32) {
+        c.xf = (const float *)tn_ptr(x), c.gf = (const float *)tn_ptr(g);
+        c.dxf = (float *)tn_ptr(dx);
+        c.scratch = em_alloc(pn * 3);
+    } else {
+        c.x = cpu_load_f64(x), c.g = cpu_load_f64(g);
+        c.dx = em_alloc((size_t)(rows * inner) * sizeof(double));
+    }
+    em_status st = EM_OK;
+    if ((w && !c.w) || (want_w && !c.pw) || (want_b && !c.pb) || (f32 && !c.scratch) ||
+        (!f32 && (!c.x || !c.g || (rows && !c.dx)))) {
+        st = em_error(EM_ERR_OOM, "norm_backward: out of memory");
+    } else {
+        if (c.pw) memset(c.pw, 0, pn);
+        if (c.pb) memset(c.pb, 0, pn);
+        em_parallel_for(chunks, 1, normbw_chunks, &c);
+        if (!f32) cpu_store_f64(dx, c.dx);
+        double *p[2] = {c.pw, c.pb};
+        for (int k = 0, o = 1; k < 2; k++) {
+            if (!p[k]) continue;
+            for (int64_t ch = 1; ch < chunks; ch++) /* in chunk order */
+                for (int64_t i = 0; i < inner; i++) p[k][i] += p[k][ch * inner + i];
+            cpu_store_f64(op->out[o++], p[k]);
+        }
+    }
+    em_free((void *)c.x);
+    em_free((void *)c.g);
+    em_free(c.dx);
+    em_free((void *)c.w);
+    em_free(c.pw);
+    em_free(c.pb);
+    em_free(c.scratch);
+    return st;
+}
+
 /* Group norm: for each sample and group, normalise C/G channels x spatial; then per-channel
  * affine. */
 static em_status exec_group_norm(const em_op *op)
@@ -735,6 +859,7 @@ em_status cpu_exec_norm(const em_op *op)
     case EM_OP_BATCH_NORM: return exec_batch_norm(op);
     case EM_OP_SDPA: return exec_sdpa(op);
     case EM_OP_SDPA_BACKWARD: return exec_sdpa_backward(op);
+    case EM_OP_NORM_BACKWARD: return exec_norm_backward(op);
     case EM_OP_DROPOUT: {
         drop_ctx c = {op, op->f[0] >= 1 ? 0.0 : 1.0 / (1.0 - op->f[0])};
         em_parallel_for(tn_numel(op->out[0]), 4096, drop_range, &c);

@@ -94,6 +94,21 @@ static bool layer_norm_ok(const em_op *op)
     return len <= ROW_MAX;
 }
 
+/* NORM_BACKWARD on contiguous f32 rows of at most ROW_MAX elements (else the CPU fallback; the
+ * layer / RMS norm rule composes instead). */
+static bool norm_bw_ok(const em_op *op)
+{
+    const em_tensor *x = op->in[0];
+    if (x->dtype != EM_F32) return false;
+    for (int i = 0; i < op->n_in; i++)
+        if (op->in[i]->dtype != EM_F32 || !tn_is_contiguous(op->in[i])) return false;
+    for (int i = 0; i < op->n_out; i++)
+        if (op->out[i]->dtype != EM_F32 || !tn_is_contiguous(op->out[i])) return false;
+    int64_t len = 1;
+    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) len *= x->shape[d];
+    return len <= ROW_MAX;
+}
+
 /* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
  * first), any groups, 1 to 3 spatial dims. */
 static bool conv_ok(const em_op *op)
@@ -132,6 +147,7 @@ static bool be_supports(const em_op *op)
         return ok;
     }
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
+    if (k == EM_OP_NORM_BACKWARD) return norm_bw_ok(op);
     if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) /* any strides: run_fold copies first */
         return em_dtype_is_float(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
@@ -1082,6 +1098,61 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
+/* NORM_BACKWARD (rows.cu): em_norm_bw_f32_v* a block of 256 per row over a grid of at most 2 or
+ * 4 blocks per multiprocessor (the registers a row takes), writing dx and each block's partial
+ * weight / bias gradient rows; em_norm_bw_cols_f32 adds those in block order. */
+static em_status run_norm_backward(const em_op *op, int dev, const char *what)
+{
+    const em_tensor *x = op->in[0];
+    long long len = 1, rows = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (d >= x->rank - (int)op->i[0])
+            len *= x->shape[d];
+        else
+            rows *= x->shape[d];
+    }
+    if (len == 0) return EM_OK;
+    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
+    int vpt = row_vpt(len), rms = op->i[2] != 0;
+    const cuda_device_info *info = cuda_device(dev);
+    long long sms = info && info->sm_count > 0 ? info->sm_count : 132;
+    long long grid = sms * (vpt >= 8 ? 2 : 4);
+    if (grid > rows) grid = rows;
+    float *pw = NULL, *pb = NULL;
+    size_t pn = (size_t)(grid * len) * sizeof(float);
+    if (want_w && grid > 0 && !(pw = cuda_pool_alloc(dev, pn))) return em_last_status();
+    if (want_b && grid > 0 && !(pb = cuda_pool_alloc(dev, pn))) {
+        cuda_pool_free(dev, pw);
+        return em_last_status();
+    }
+    char name[40];
+    snprintf(name, sizeof name, "em_norm_bw_f32_v%d", vpt);
+    CUfunction f = rows > 0 ? cuda_kernel(dev, name, what) : NULL;
+    CUfunction fc = want_w || want_b ? cuda_kernel(dev, "em_norm_bw_cols_f32", what) : NULL;
+    em_status st = em_last_status();
+    if ((rows == 0 || f) && (!(want_w || want_b) || fc)) {
+        st = EM_OK;
+        void *xp = tn_ptr(x), *gp = tn_ptr(op->in[has_w ? 2 : 1]), *dxp = tn_ptr(op->out[0]);
+        void *wp = has_w ? tn_ptr(op->in[1]) : NULL, *pwp = pw, *pbp = pb;
+        double eps = op->f[0];
+        if (rows > 0) {
+            unsigned g3[3] = {(unsigned)grid, 1, 1}, b3[3] = {256, 1, 1};
+            void *p[] = {&xp, &wp, &gp, &dxp, &pwp, &pbp, &rows, &len, &eps, &rms};
+            st = cuda_launch_grid(dev, f, g3, b3, p, what);
+        }
+        if (st == EM_OK && fc) {
+            void *dwp = want_w ? tn_ptr(op->out[1]) : NULL;
+            void *dbp = want_b ? tn_ptr(op->out[want_w ? 2 : 1]) : NULL;
+            unsigned g3[3] = {(unsigned)((len + 31) / 32), 1, 1}, b3[3] = {32, 8, 1};
+            void *p[] = {&pwp, &pbp, &grid, &len, &dwp, &dbp};
+            st = cuda_launch_grid(dev, fc, g3, b3, p, what);
+        }
+    }
+    cuda_pool_free(dev, pw); /* stream order: the kernels above finish before any reuse */
+    cuda_pool_free(dev, pb);
+    return st;
+}
+
 typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t in[3], out[3], k[3], s[3], p[3], d[3];
     int64_t planes;
@@ -1202,6 +1273,7 @@ static em_status be_exec(const em_op *op)
     case EM_OP_MATMUL_BIAS_ACT: return run_matmul(op, dev, what);
     case EM_OP_SDPA:
     case EM_OP_SDPA_BACKWARD: return cuda_attn_exec(op, dev, what);
+    case EM_OP_NORM_BACKWARD: return run_norm_backward(op, dev, what);
     case EM_OP_MASKED_FILL: return run_masked_fill(op, dev, what);
     default: return em_error(EM_ERR_INTERNAL, "%s: no cuda exec for this kind", what);
     }

@@ -339,3 +339,127 @@ ROW_KERNELS(4)
 ROW_KERNELS(8)
 ROW_KERNELS(16)
 ROW_KERNELS(32)
+
+// ---- NORM_BACKWARD: layer / RMS norm gradients of f32 rows (a block of 256 per row, VPT
+// registers of x and g per thread). Per row: mean (layer norm), rstd from the registers in
+// double, then the two sums of gx = g w and gx xhat in one double reduction,
+// dx = rstd (gx - mean(gx) - xhat mean(gx xhat)) (rms: without mean(gx)). A block walks rows
+// blockIdx.x, + gridDim.x, ...; its threads add g xhat and g of their columns into registers and
+// write them, where pw / pb are not NULL, as the block's partial row of [gridDim.x, len]
+// (em_norm_bw_cols_f32 adds the partials in block order).
+__device__ __forceinline__ void row_sum2(double &a, double &b, double2 *sh)
+{
+    for (int o = 16; o > 0; o >>= 1) {
+        a += __shfl_xor_sync(0xffffffffu, a, o);
+        b += __shfl_xor_sync(0xffffffffu, b, o);
+    }
+    int w = threadIdx.x >> 5, l = threadIdx.x & 31;
+    __syncthreads();
+    if (l == 0) sh[w] = make_double2(a, b);
+    __syncthreads();
+    a = 0, b = 0;
+    for (int k = 0; k < 8; k++) a += sh[k].x, b += sh[k].y; // fixed order: reproducible
+}
+
+template <int VPT>
+__device__ void norm_bw_rows(const float *x, const float *w, const float *g, float *dx, float *pw,
+                             float *pb, i64 rows, i64 len, double eps, int rms)
+{
+    __shared__ double shd[8];
+    __shared__ double2 sh2[8];
+    const int tid = threadIdx.x;
+    float aw[VPT], ab[VPT];
+#pragma unroll
+    for (int k = 0; k < VPT; k++) aw[k] = 0.f, ab[k] = 0.f;
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const float *xr = x + r * len, *gr = g + r * len;
+        float xv[VPT], gv[VPT];
+        double s = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const i64 j = tid + k * 256;
+            xv[k] = j < len ? xr[j] : 0.f;
+            gv[k] = j < len ? gr[j] : 0.f;
+            s += (double)xv[k];
+        }
+        const double mean = rms ? 0.0 : row_sum(s, shd) / (double)len;
+        const float mf = (float)mean;
+        double q = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++)
+            if (tid + k * 256 < len) {
+                const double d = (double)xv[k] - mean;
+                q += d * d;
+            }
+        const float rs = (float)(1.0 / sqrt(row_sum(q, shd) / (double)len + eps));
+        double s1 = 0, s2 = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const i64 j = tid + k * 256;
+            if (j >= len) continue;
+            const float xh = (xv[k] - mf) * rs, gx = w ? gv[k] * w[j] : gv[k];
+            s1 += (double)gx;
+            s2 += (double)(gx * xh);
+            aw[k] += gv[k] * xh;
+            ab[k] += gv[k];
+            xv[k] = xh;
+        }
+        row_sum2(s1, s2, sh2);
+        const float m1 = rms ? 0.f : (float)(s1 / (double)len), m2 = (float)(s2 / (double)len);
+        float *dr = dx + r * len;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) {
+            const i64 j = tid + k * 256;
+            if (j >= len) continue;
+            const float gx = w ? gv[k] * w[j] : gv[k];
+            dr[j] = rs * (gx - m1 - xv[k] * m2);
+        }
+    }
+#pragma unroll
+    for (int k = 0; k < VPT; k++) {
+        const i64 j = tid + k * 256;
+        if (j >= len) continue;
+        if (pw) pw[blockIdx.x * len + j] = aw[k];
+        if (pb) pb[blockIdx.x * len + j] = ab[k];
+    }
+}
+
+#define NORM_BW(V)                                                                                 \
+    extern "C" __global__ void __launch_bounds__(256) em_norm_bw_f32_v##V(                         \
+        const float *x, const float *w, const float *g, float *dx, float *pw, float *pb, i64 rows, \
+        i64 len, double eps, int rms)                                                              \
+    {                                                                                              \
+        norm_bw_rows<V>(x, w, g, dx, pw, pb, rows, len, eps, rms);                                 \
+    }
+NORM_BW(1)
+NORM_BW(2)
+NORM_BW(4)
+NORM_BW(8)
+NORM_BW(16)
+NORM_BW(32)
+
+// Column sums of the partial rows: dw[j] = sum over the nparts rows of pw[., j] (db from pb
+// likewise; either may be NULL), added in row order in double. Blocks of 32 x 8 threads: 32
+// columns, the partial rows split 8 ways and the 8 sums added in order. nparts 0 writes zeros.
+extern "C" __global__ void __launch_bounds__(256)
+    em_norm_bw_cols_f32(const float *pw, const float *pb, i64 nparts, i64 len, float *dw, float *db)
+{
+    __shared__ double sh[2][8][33];
+    const i64 j = (i64)blockIdx.x * 32 + threadIdx.x;
+    const i64 per = (nparts + 7) / 8, p0 = threadIdx.y * per;
+    const i64 p1 = p0 + per < nparts ? p0 + per : nparts;
+    double a = 0, b = 0;
+    if (j < len)
+        for (i64 p = p0; p < p1; p++) {
+            if (pw) a += (double)pw[p * len + j];
+            if (pb) b += (double)pb[p * len + j];
+        }
+    sh[0][threadIdx.y][threadIdx.x] = a;
+    sh[1][threadIdx.y][threadIdx.x] = b;
+    __syncthreads();
+    if (threadIdx.y == 0 && j < len) {
+        for (int k = 1; k < 8; k++) a += sh[0][k][threadIdx.x], b += sh[1][k][threadIdx.x];
+        if (dw) dw[j] = (float)a;
+        if (db) db[j] = (float)b;
+    }
+}
