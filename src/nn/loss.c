@@ -140,6 +140,22 @@ static em_tensor *ce_prob(const char *fn, const em_tensor *logits, const em_tens
     }
 }
 
+/* Whether every class index in t64 lies in [0, C) and none equals ignore_index, read back as
+ * their min and max in one copy (eager only: a graph capture cannot read back). Then the loss
+ * needs neither the masks nor the per-sample weights. False also for no targets. */
+static bool targets_plain(const em_tensor *t64, int64_t C, int64_t ignore)
+{
+    if (tn_numel(t64) == 0) return false;
+    em_tensor *mm[2] = {em_min(t64, EM_ALL, false), em_max(t64, EM_ALL, false)};
+    em_tensor *both = mm[0] && mm[1] ? em_stack(mm, 2, 0) : NULL;
+    int64_t v[2] = {0, -1};
+    bool ok = both && em_to_data(both, v, EM_I64, 2) == EM_OK;
+    em_release(mm[0]);
+    em_release(mm[1]);
+    em_release(both);
+    return ok && v[0] >= 0 && v[1] < C && (ignore < v[0] || ignore > v[1]);
+}
+
 static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_tensor *target,
                              em_ce_cfg cfg, bool from_logits)
 {
@@ -210,13 +226,30 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
     em_tensor *t64 = em_cast(target, EM_I64);
     if (unbatched) t64 = em_reshape(t64, EM_SHAPE(1));
     int64_t ignore = ignore_of(cfg);
+    em_device dev = input->storage->device;
+    bool capturing = em_graph_capturing(dev);
+    /* Without weights and label smoothing, where every target is a class and none is ignored
+     * (checked eagerly): -mean (or -sum) of the picked log-probabilities, two ops on top of the
+     * pick where the general form below takes a dozen on [N] vectors, each a launch on a GPU. */
+    bool pick = from_logits && ls == 0;
+    if (!weight && ls == 0 && !capturing && targets_plain(t64, C, ignore)) {
+        em_tensor *picked =
+            pick ? tn_log_softmax_gather(x, 1, t64)
+                 : em_squeeze(tn_gather_inrange((em_tensor *)x, 1, em_unsqueeze(t64, 1)),
+                              EM_AXES(1));
+        if (cfg.reduction == EM_REDUCTION_NONE) {
+            em_tensor *out = em_neg(picked);
+            return unbatched ? em_reshape(out, EM_SCALAR) : out;
+        }
+        return em_neg(cfg.reduction == EM_REDUCTION_SUM ? em_sum(picked, EM_ALL, false)
+                                                        : em_mean(picked, EM_ALL, false));
+    }
     em_tensor *ign = em_eq_scalar(t64, (double)ignore);
     if (!ign) return NULL;
     /* In a graph capture the targets cannot be checked (a read back): there a target out of
      * range gathers NaN (the index kernels' guard in captures), so its sample's loss is NaN
      * rather than an error. */
-    em_device dev = input->storage->device;
-    if (!em_graph_capturing(dev)) {
+    if (!capturing) {
         em_tensor *in_range = em_logical_and(em_ge_scalar(t64, 0), em_lt_scalar(t64, (double)C));
         em_tensor *good = em_logical_or(in_range, ign);
         if (!good) return NULL;
@@ -230,9 +263,8 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
         }
     }
     em_tensor *tsafe = em_masked_fill(t64, ign, 0);
-    /* Without label smoothing, cross entropy needs log_softmax only at the targets: one record
-     * reads the logits once, and its gradient is one more read and one write. */
-    bool pick = from_logits && ls == 0;
+    /* Without label smoothing, cross entropy needs log_softmax only at the targets (`pick`): one
+     * record reads the logits once, and its gradient is one more read and one write. */
     em_tensor *lp = pick ? NULL : from_logits ? em_log_softmax(x, 1) : (em_tensor *)x;
     /* in range: checked above (eagerly), or the kernels' guard (in a capture) */
     em_tensor *picked =
