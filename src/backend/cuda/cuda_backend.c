@@ -74,6 +74,20 @@ static bool plain_size(em_dtype dt)
 
 #define ROW_MAX 8192 /* 256 threads x ROW_VPT registers in rows.cu */
 
+/* The length of x's rows of its n_norm trailing dims; *rows: how many (the leading dims). */
+static long long norm_rows(const em_tensor *x, int n_norm, long long *rows)
+{
+    long long len = 1, r = 1;
+    for (int d = 0; d < x->rank; d++) {
+        if (d >= x->rank - n_norm)
+            len *= x->shape[d];
+        else
+            r *= x->shape[d];
+    }
+    if (rows) *rows = r;
+    return len;
+}
+
 /* Registers per thread of the row kernels for rows of len elements: 1, 2, 4 ... 32. */
 static int row_vpt(int64_t len)
 {
@@ -87,11 +101,9 @@ static bool layer_norm_ok(const em_op *op)
 {
     const em_tensor *x = op->in[0];
     if (!is_f(x->dtype) || op->out[0]->dtype != x->dtype || !tn_is_contiguous(x)) return false;
-    int64_t len = 1;
-    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) len *= x->shape[d];
     for (int i = 1; i < op->n_in; i++)
         if (op->in[i]->dtype != x->dtype || !tn_is_contiguous(op->in[i])) return false;
-    return len <= ROW_MAX;
+    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
 }
 
 /* NORM_BACKWARD on contiguous f32 rows of at most ROW_MAX elements (else the CPU fallback; the
@@ -104,9 +116,7 @@ static bool norm_bw_ok(const em_op *op)
         if (op->in[i]->dtype != EM_F32 || !tn_is_contiguous(op->in[i])) return false;
     for (int i = 0; i < op->n_out; i++)
         if (op->out[i]->dtype != EM_F32 || !tn_is_contiguous(op->out[i])) return false;
-    int64_t len = 1;
-    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) len *= x->shape[d];
-    return len <= ROW_MAX;
+    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
 }
 
 /* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
@@ -1073,13 +1083,7 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
 static em_status run_layer_norm(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
-    long long len = 1, rows = 1;
-    for (int d = 0; d < x->rank; d++) {
-        if (d >= x->rank - (int)op->i[0])
-            len *= x->shape[d];
-        else
-            rows *= x->shape[d];
-    }
+    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
     if (len == 0 || rows == 0) return EM_OK;
     int next = 1;
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
@@ -1105,13 +1109,7 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
 static em_status run_norm_backward(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0];
-    long long len = 1, rows = 1;
-    for (int d = 0; d < x->rank; d++) {
-        if (d >= x->rank - (int)op->i[0])
-            len *= x->shape[d];
-        else
-            rows *= x->shape[d];
-    }
+    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
     if (len == 0) return EM_OK;
     bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
     int vpt = row_vpt(len), rms = op->i[2] != 0;

@@ -459,30 +459,25 @@ __device__ void norm_bw_rows(const float *x, const float *w, const float *g, flo
     }
 }
 
-#define NORM_BW(V, MINB)                                                                           \
-    extern "C" __global__ void __launch_bounds__(256, MINB) em_norm_bw_f32_v##V(                   \
+// SFX: empty for the scalar kernel, x4 for the float4 one; MINB: the resident blocks per
+// multiprocessor the host's grid counts on
+#define NORM_BW(SFX, V, X4, MINB)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, MINB) em_norm_bw_f32##SFX##_v##V(            \
         const float *x, const float *w, const float *g, float *dx, float *pw, float *pb, i64 rows, \
         i64 len, double eps, int rms)                                                              \
     {                                                                                              \
-        norm_bw_rows<V, false>(x, w, g, dx, pw, pb, rows, len, eps, rms);                          \
+        norm_bw_rows<V, X4>(x, w, g, dx, pw, pb, rows, len, eps, rms);                             \
     }
-#define NORM_BW4(V, MINB)                                                                          \
-    extern "C" __global__ void __launch_bounds__(256, MINB) em_norm_bw_f32x4_v##V(                 \
-        const float *x, const float *w, const float *g, float *dx, float *pw, float *pb, i64 rows, \
-        i64 len, double eps, int rms)                                                              \
-    {                                                                                              \
-        norm_bw_rows<V, true>(x, w, g, dx, pw, pb, rows, len, eps, rms);                           \
-    }
-NORM_BW(1, 4)
-NORM_BW(2, 4)
-NORM_BW(4, 4)
-NORM_BW(8, 4)
-NORM_BW(16, 3)
-NORM_BW(32, 2)
-NORM_BW4(4, 4)
-NORM_BW4(8, 4)
-NORM_BW4(16, 3)
-NORM_BW4(32, 2)
+NORM_BW(, 1, false, 4)
+NORM_BW(, 2, false, 4)
+NORM_BW(, 4, false, 4)
+NORM_BW(, 8, false, 4)
+NORM_BW(, 16, false, 3)
+NORM_BW(, 32, false, 2)
+NORM_BW(x4, 4, true, 4)
+NORM_BW(x4, 8, true, 4)
+NORM_BW(x4, 16, true, 3)
+NORM_BW(x4, 32, true, 2)
 
 // Column sums of the partial rows: dw[j] = sum over the nparts rows of pw[., j] (db from pb
 // likewise; either may be NULL), added in row order in double. Blocks of 32 x 8 threads: 32
