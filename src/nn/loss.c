@@ -140,20 +140,31 @@ static em_tensor *ce_prob(const char *fn, const em_tensor *logits, const em_tens
     }
 }
 
-/* Whether every class index in t64 lies in [0, C) and none equals ignore_index, read back as
- * their min and max in one copy (eager only: a graph capture cannot read back). Then the loss
- * needs neither the masks nor the per-sample weights. False also for no targets. */
-static bool targets_plain(const em_tensor *t64, int64_t C, int64_t ignore)
+/* The eager check of class-index targets, in one read back: the min and max of t64, and of
+ * tsafe (t64 with ignored targets set to 0). Fails with an EM_ERR_INDEX naming the first target
+ * that is neither in [0, C) nor ignore_index. *plain: every target lies in [0, C) and none is
+ * ignored (then the loss needs neither the masks nor the per-sample weights). */
+static bool check_targets(const char *fn, const em_tensor *t64, const em_tensor *tsafe, int64_t C,
+                          int64_t ignore, bool *plain)
 {
-    if (tn_numel(t64) == 0) return false;
-    em_tensor *mm[2] = {em_min(t64, EM_ALL, false), em_max(t64, EM_ALL, false)};
-    em_tensor *both = mm[0] && mm[1] ? em_stack(mm, 2, 0) : NULL;
-    int64_t v[2] = {0, -1};
-    bool ok = both && em_to_data(both, v, EM_I64, 2) == EM_OK;
-    em_release(mm[0]);
-    em_release(mm[1]);
-    em_release(both);
-    return ok && v[0] >= 0 && v[1] < C && (ignore < v[0] || ignore > v[1]);
+    *plain = false;
+    if (tn_numel(t64) == 0) return true;
+    em_tensor *mm[4] = {em_min(t64, EM_ALL, false), em_max(t64, EM_ALL, false),
+                        em_min(tsafe, EM_ALL, false), em_max(tsafe, EM_ALL, false)};
+    em_tensor *all = em_stack(mm, 4, 0);
+    int64_t v[4];
+    if (!all || em_to_data(all, v, EM_I64, 4) != EM_OK) return false;
+    if (v[2] < 0 || v[3] >= C) { /* the first target out of range that is not ignored */
+        em_tensor *bad = em_masked_select(
+            tsafe, em_logical_or(em_lt_scalar(tsafe, 0), em_ge_scalar(tsafe, (double)C)));
+        int64_t b = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
+        em_error(EM_ERR_INDEX,
+                 "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
+                 (long long)b, (long long)C, (long long)ignore);
+        return false;
+    }
+    *plain = v[0] >= 0 && v[1] < C && (ignore < v[0] || ignore > v[1]);
+    return true;
 }
 
 static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_tensor *target,
@@ -227,12 +238,19 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
     if (unbatched) t64 = em_reshape(t64, EM_SHAPE(1));
     int64_t ignore = ignore_of(cfg);
     em_device dev = input->storage->device;
-    bool capturing = em_graph_capturing(dev);
-    /* Without weights and label smoothing, where every target is a class and none is ignored
-     * (checked eagerly): -mean (or -sum) of the picked log-probabilities, two ops on top of the
-     * pick where the general form below takes a dozen on [N] vectors, each a launch on a GPU. */
+    em_tensor *ign = em_eq_scalar(t64, (double)ignore);
+    em_tensor *tsafe = em_masked_fill(t64, ign, 0);
+    if (!tsafe) return NULL;
+    /* In a graph capture the targets cannot be checked (a read back): there a target out of
+     * range gathers NaN (the index kernels' guard in captures), so its sample's loss is NaN
+     * rather than an error. */
+    bool plain = false;
+    if (!em_graph_capturing(dev) && !check_targets(fn, t64, tsafe, C, ignore, &plain)) return NULL;
+    /* Without weights and label smoothing, where every target is a class and none is ignored:
+     * -mean (or -sum) of the picked log-probabilities, two ops on top of the pick where the
+     * general form below takes a dozen on [N] vectors, each a launch on a GPU. */
     bool pick = from_logits && ls == 0;
-    if (!weight && ls == 0 && !capturing && targets_plain(t64, C, ignore)) {
+    if (plain && !weight && ls == 0) {
         em_tensor *picked =
             pick ? tn_log_softmax_gather(x, 1, t64)
                  : em_squeeze(tn_gather_inrange((em_tensor *)x, 1, em_unsqueeze(t64, 1)),
@@ -244,25 +262,6 @@ static em_tensor *class_loss(const char *fn, const em_tensor *input, const em_te
         return em_neg(cfg.reduction == EM_REDUCTION_SUM ? em_sum(picked, EM_ALL, false)
                                                         : em_mean(picked, EM_ALL, false));
     }
-    em_tensor *ign = em_eq_scalar(t64, (double)ignore);
-    if (!ign) return NULL;
-    /* In a graph capture the targets cannot be checked (a read back): there a target out of
-     * range gathers NaN (the index kernels' guard in captures), so its sample's loss is NaN
-     * rather than an error. */
-    if (!capturing) {
-        em_tensor *in_range = em_logical_and(em_ge_scalar(t64, 0), em_lt_scalar(t64, (double)C));
-        em_tensor *good = em_logical_or(in_range, ign);
-        if (!good) return NULL;
-        if (!nn_loss_all(good)) {
-            em_tensor *bad = em_masked_select(t64, em_logical_not(good));
-            int64_t v = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
-            em_error(EM_ERR_INDEX,
-                     "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
-                     (long long)v, (long long)C, (long long)ignore);
-            return NULL;
-        }
-    }
-    em_tensor *tsafe = em_masked_fill(t64, ign, 0);
     /* Without label smoothing, cross entropy needs log_softmax only at the targets (`pick`): one
      * record reads the logits once, and its gradient is one more read and one write. */
     em_tensor *lp = pick ? NULL : from_logits ? em_log_softmax(x, 1) : (em_tensor *)x;

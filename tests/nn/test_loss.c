@@ -384,6 +384,17 @@ static void test_bad_input(void)
     em_tensor *y = em_zeros(EM_SHAPE(3), EM_I64, EM_CPU);
     CHECK(!em_cross_entropy(x, ybad, (em_ce_cfg){0}), "target 4 of 4 classes");
     CHECK_ERR(EM_ERR_INDEX, "em_cross_entropy: target 4 is out of range");
+    /* ignored targets (-100) beside a bad one: the bad one is named; ignored alone pass */
+    int64_t ypad[4] = {-100, 2, -5, -100};
+    CHECK(!em_nll_loss(em_zeros(EM_SHAPE(4, 4), EM_F64, EM_CPU), em_from_i64(ypad, EM_SHAPE(4)),
+                       (em_ce_cfg){0}),
+          "target -5 beside ignored ones");
+    CHECK_ERR(EM_ERR_INDEX, "em_nll_loss: target -5 is out of range for 4 classes");
+    ypad[2] = 3;
+    CHECK(em_nll_loss(em_zeros(EM_SHAPE(4, 4), EM_F64, EM_CPU), em_from_i64(ypad, EM_SHAPE(4)),
+                      (em_ce_cfg){0}) != NULL,
+          "ignored targets and classes");
+    CHECK_OK("ignored targets and classes");
     CHECK(!em_cross_entropy(x, em_zeros(EM_SHAPE(4), EM_I64, EM_CPU), (em_ce_cfg){0}),
           "target shape");
     CHECK_ERR(EM_ERR_SHAPE, "em_cross_entropy");

@@ -17,20 +17,26 @@ typedef struct norm_ctx {
     bool rms;
 } norm_ctx;
 
+/* The mean (0 for RMS) and 1 / sqrt(biased variance + eps) of a row of n doubles. */
+static double row_rstd(const double *x, int64_t n, double eps, bool rms, double *mean)
+{
+    double m = 0, var = 0;
+    if (!rms) {
+        for (int64_t i = 0; i < n; i++) m += x[i];
+        m /= (double)n;
+    }
+    for (int64_t i = 0; i < n; i++) var += (x[i] - m) * (x[i] - m);
+    *mean = m;
+    return 1.0 / sqrt(var / (double)n + eps);
+}
+
 static void norm_rows(void *vctx, int64_t r0, int64_t r1)
 {
     const norm_ctx *c = vctx;
     for (int64_t r = r0; r < r1; r++) {
         const double *x = c->x + r * c->inner;
         double *y = c->y + r * c->inner;
-        double mean = 0, var = 0;
-        if (!c->rms) {
-            for (int64_t i = 0; i < c->inner; i++) mean += x[i];
-            mean /= (double)c->inner;
-        }
-        for (int64_t i = 0; i < c->inner; i++) var += (x[i] - mean) * (x[i] - mean);
-        var /= (double)c->inner;
-        double rstd = 1.0 / sqrt(var + c->eps);
+        double mean, rstd = row_rstd(x, c->inner, c->eps, c->rms, &mean);
         for (int64_t i = 0; i < c->inner; i++) {
             double v = (x[i] - mean) * rstd;
             if (c->w) v *= c->w[i % c->param_period];
@@ -153,13 +159,7 @@ static void normbw_row(const normbw_ctx *c, const double *x, const double *g, do
 {
     const int64_t n = c->inner;
     const double *w = c->w;
-    double mean = 0, var = 0, s1 = 0, s2 = 0;
-    if (!c->rms) {
-        for (int64_t i = 0; i < n; i++) mean += x[i];
-        mean /= (double)n;
-    }
-    for (int64_t i = 0; i < n; i++) var += (x[i] - mean) * (x[i] - mean);
-    double rstd = 1.0 / sqrt(var / (double)n + c->eps);
+    double mean, s1 = 0, s2 = 0, rstd = row_rstd(x, n, c->eps, c->rms, &mean);
     for (int64_t i = 0; i < n; i++) {
         double xh = (x[i] - mean) * rstd, gx = w ? g[i] * w[i] : g[i];
         s1 += gx;
