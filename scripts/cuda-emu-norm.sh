@@ -12,7 +12,11 @@ import sys
 s = open("src/backend/cuda/kernels/rows.cu").read()
 i = s.index("__device__ __forceinline__ double row_sum(")
 j = s.index("__device__ __forceinline__ float row_max(")
-open(sys.argv[1], "w").write(s[i:j] + s[s.index("// ---- NORM_BACKWARD"):])
+k = s[s.index("// ---- NORM_BACKWARD"):]
+smem = "extern __shared__ __align__(16) float norm_bw_acc[];"
+assert smem in k
+k = k.replace(smem, "float *norm_bw_acc = (float *)g_smem;")  # one block at a time
+open(sys.argv[1], "w").write(s[i:j] + k)
 PY
 g++ -std=c++20 -O1 -pthread -w -I"$out" -o "$out/norm_emu" scripts/cuda_emu/norm_emu.cpp
 "$out/norm_emu"

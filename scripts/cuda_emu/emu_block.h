@@ -18,6 +18,7 @@ typedef unsigned long long u64;
 #define __launch_bounds__(...)
 #define __forceinline__
 #define __shared__ static
+#define __align__(x)
 struct dim3e {
     unsigned x, y, z;
 };

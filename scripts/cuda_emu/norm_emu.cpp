@@ -1,26 +1,36 @@
-// The layer / RMS norm gradient kernels (kernels/rows.cu: em_norm_bw_f32_v*, a block of 256 per
-// row with VPT registers per thread, and em_norm_bw_cols_f32, the weight / bias gradients' column
-// sums of the blocks' partial rows) run on the CPU through emu_block.h, against f64 references:
-// every register count, rows shorter than the block, more rows than blocks (the grid-stride loop
-// and the partial rows), layer and RMS norm with and without a weight, no partials asked, and
-// the column sums of zero partial rows (zeros). Built and run by scripts/cuda-emu-norm.sh.
+// The layer / RMS norm gradient kernels (kernels/rows.cu: em_norm_bw_f32[x4]_v*, a block of 256
+// per row with VPT registers per thread, scalar or float4, and em_norm_bw_cols_f32, the weight /
+// bias gradients' column sums of the blocks' partial rows) run on the CPU through emu_block.h,
+// against f64 references: every register count, scalar and float4 rows, rows shorter than the
+// block, more rows than blocks (the grid-stride loop and the partial rows), layer and RMS norm with
+// and without a weight, no partials asked, and the column sums of zero partial rows (zeros). Built
+// and run by scripts/cuda-emu-norm.sh.
 #include "emu_block.h"
+alignas(16) static unsigned char g_smem[2 * 8192 * 4]; // the dynamic shared memory of a block
 #include "norm_emu_kernels.inc"
 
 typedef void (*norm_bw_fn)(const float *, const float *, const float *, float *, float *, float *,
                            i64, i64, double, int);
 
-static norm_bw_fn kernel_for(i64 len)
+static norm_bw_fn kernel_for(i64 len, bool x4)
 {
     norm_bw_fn f[6] = {em_norm_bw_f32_v1, em_norm_bw_f32_v2,  em_norm_bw_f32_v4,
                        em_norm_bw_f32_v8, em_norm_bw_f32_v16, em_norm_bw_f32_v32};
+    norm_bw_fn f4[6] = {nullptr,
+                        nullptr,
+                        em_norm_bw_f32x4_v4,
+                        em_norm_bw_f32x4_v8,
+                        em_norm_bw_f32x4_v16,
+                        em_norm_bw_f32x4_v32};
     int k = 0;
     while (k < 5 && 256 * ((i64)1 << k) < len) k++; // cuda_backend.c's row_vpt
-    return f[k];
+    return x4 ? f4[k] : f[k];
 }
 
-// rows x len of x and g, the grid `blocks`; weight where has_w; partials where parts
-static void run_case(i64 rows, i64 len, unsigned blocks, bool rms, bool has_w, bool parts)
+// rows x len of x and g, the grid `blocks`; weight where has_w; partials where parts; the float4
+// kernel where x4
+static void run_case(i64 rows, i64 len, unsigned blocks, bool rms, bool has_w, bool parts,
+                     bool x4 = false)
 {
     std::vector<float> x(rows * len), g(rows * len), w(len), dx(rows * len, NAN);
     std::vector<float> pw(blocks * len, NAN), pb(blocks * len, NAN), dw(len, NAN), db(len, NAN);
@@ -33,7 +43,7 @@ static void run_case(i64 rows, i64 len, unsigned blocks, bool rms, bool has_w, b
     double eps = 1e-5;
     const float *wp = has_w ? w.data() : nullptr;
     float *pwp = parts ? pw.data() : nullptr, *pbp = parts && !rms ? pb.data() : nullptr;
-    norm_bw_fn f = kernel_for(len);
+    norm_bw_fn f = kernel_for(len, x4);
     launch(blocks, [&] { f(x.data(), wp, g.data(), dx.data(), pwp, pbp, rows, len, eps, rms); });
     if (parts) {
         i64 np = rows < blocks ? rows : blocks;
@@ -55,8 +65,9 @@ static void run_case(i64 rows, i64 len, unsigned blocks, bool rms, bool has_w, b
             s1 += gx, s2 += gx * xh;
             rw[j] += gr[j] * xh, rb[j] += gr[j];
         }
-        snprintf(what, sizeof what, "%s%s rows %lld len %lld blocks %u: dx of row %lld",
-                 rms ? "rms" : "layer", has_w ? " weight" : "", rows, len, blocks, r);
+        snprintf(what, sizeof what, "%s%s%s rows %lld len %lld blocks %u: dx of row %lld",
+                 rms ? "rms" : "layer", has_w ? " weight" : "", x4 ? " x4" : "", rows, len, blocks,
+                 r);
         for (i64 j = 0; j < len; j++) {
             double gx = gr[j] * (has_w ? w[j] : 1.0), xh = (xr[j] - mean) * rstd;
             double want = rstd * (gx - (rms ? 0 : s1 / (double)len) - xh * s2 / (double)len);
@@ -64,8 +75,8 @@ static void run_case(i64 rows, i64 len, unsigned blocks, bool rms, bool has_w, b
         }
     }
     if (!parts) return;
-    snprintf(what, sizeof what, "%s%s rows %lld len %lld blocks %u: dweight / dbias",
-             rms ? "rms" : "layer", has_w ? " weight" : "", rows, len, blocks);
+    snprintf(what, sizeof what, "%s%s%s rows %lld len %lld blocks %u: dweight / dbias",
+             rms ? "rms" : "layer", has_w ? " weight" : "", x4 ? " x4" : "", rows, len, blocks);
     for (i64 j = 0; j < len; j++) {
         check(what, rw[j], dw[j], 1e-4, 1e-4);
         if (!rms) check(what, rb[j], db[j], 1e-4, 1e-4);
@@ -77,12 +88,15 @@ int main()
     for (int v = 0; v < 4; v++) { // rms, has weight: 00 01 10 11
         bool rms = v & 2, has_w = v & 1;
         // the column sums take a 32-column block each: only some cases ask for the partials
-        run_case(7, 100, 2, rms, has_w, true);    // shorter than the block, rows past the grid
-        run_case(9, 256, 4, rms, has_w, true);    // a register each
-        run_case(3, 600, 3, rms, has_w, v == 1);  // 4 registers, a row per block
-        run_case(5, 1500, 2, rms, has_w, v == 3); // 8
-        run_case(2, 3000, 1, rms, has_w, false);  // 16
-        run_case(2, 8192, 2, rms, has_w, false);  // 32: the longest row
+        run_case(7, 100, 2, rms, has_w, true);         // shorter than the block, rows past the grid
+        run_case(9, 256, 4, rms, has_w, true);         // a register each
+        run_case(3, 600, 3, rms, has_w, v == 1, true); // 4 registers (float4), a row per block
+        run_case(3, 601, 3, rms, has_w, v == 2);       // 4, scalar
+        run_case(5, 1500, 2, rms, has_w, v == 3, true); // 8 (float4), rows past the grid
+        run_case(5, 1500, 2, rms, has_w, v == 0);       // 8, scalar
+        run_case(2, 3000, 1, rms, has_w, false, true);  // 16 (float4)
+        run_case(2, 8192, 2, rms, has_w, false, true);  // 32 (float4): the longest row
+        run_case(2, 8190, 1, rms, has_w, false);        // 32, scalar
     }
     // no rows: the column sums of zero partial rows are zeros
     std::vector<float> dw(40, NAN), db(40, NAN);

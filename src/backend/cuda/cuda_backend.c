@@ -1102,9 +1102,10 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
-/* NORM_BACKWARD (rows.cu): em_norm_bw_f32_v* a block of 256 per row over a grid of at most 2 or
- * 4 blocks per multiprocessor (the registers a row takes), writing dx and each block's partial
- * weight / bias gradient rows; em_norm_bw_cols_f32 adds those in block order. */
+/* NORM_BACKWARD (rows.cu): em_norm_bw_f32[x4]_v* a block of 256 per row (float4 where rows are
+ * a multiple of 4 elements and every pointer is 16-byte aligned) over a grid of as many blocks as
+ * stay resident (2 to 4 per multiprocessor by the registers a row takes), writing dx and each
+ * block's partial weight / bias gradient rows; em_norm_bw_cols_f32 adds those in block order. */
 static em_status run_norm_backward(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0];
@@ -1114,7 +1115,7 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
     int vpt = row_vpt(len), rms = op->i[2] != 0;
     const cuda_device_info *info = cuda_device(dev);
     long long sms = info && info->sm_count > 0 ? info->sm_count : 132;
-    long long grid = sms * (vpt >= 8 ? 2 : 4);
+    long long grid = sms * (vpt >= 32 ? 2 : vpt >= 16 ? 3 : 4); /* the kernels' launch bounds */
     if (grid > rows) grid = rows;
     float *pw = NULL, *pb = NULL;
     size_t pn = (size_t)(grid * len) * sizeof(float);
@@ -1123,20 +1124,23 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
         cuda_pool_free(dev, pw);
         return em_last_status();
     }
+    void *xp = tn_ptr(x), *gp = tn_ptr(op->in[has_w ? 2 : 1]), *dxp = tn_ptr(op->out[0]);
+    void *wp = has_w ? tn_ptr(op->in[1]) : NULL, *pwp = pw, *pbp = pb;
+    bool x4 = len % 4 == 0 && vpt >= 4 &&
+              !(((uintptr_t)xp | (uintptr_t)gp | (uintptr_t)dxp | (uintptr_t)wp) & 15);
     char name[40];
-    snprintf(name, sizeof name, "em_norm_bw_f32_v%d", vpt);
+    snprintf(name, sizeof name, "em_norm_bw_f32%s_v%d", x4 ? "x4" : "", vpt);
     CUfunction f = rows > 0 ? cuda_kernel(dev, name, what) : NULL;
     CUfunction fc = want_w || want_b ? cuda_kernel(dev, "em_norm_bw_cols_f32", what) : NULL;
     em_status st = em_last_status();
     if ((rows == 0 || f) && (!(want_w || want_b) || fc)) {
         st = EM_OK;
-        void *xp = tn_ptr(x), *gp = tn_ptr(op->in[has_w ? 2 : 1]), *dxp = tn_ptr(op->out[0]);
-        void *wp = has_w ? tn_ptr(op->in[1]) : NULL, *pwp = pw, *pbp = pb;
         double eps = op->f[0];
         if (rows > 0) {
             unsigned g3[3] = {(unsigned)grid, 1, 1}, b3[3] = {256, 1, 1};
+            unsigned smem = (unsigned)((want_w + want_b) * len * (long long)sizeof(float));
             void *p[] = {&xp, &wp, &gp, &dxp, &pwp, &pbp, &rows, &len, &eps, &rms};
-            st = cuda_launch_grid(dev, f, g3, b3, p, what);
+            st = cuda_launch_grid_smem(dev, f, g3, b3, smem, p, what);
         }
         if (st == EM_OK && fc) {
             void *dwp = want_w ? tn_ptr(op->out[1]) : NULL;

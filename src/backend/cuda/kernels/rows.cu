@@ -341,12 +341,14 @@ ROW_KERNELS(16)
 ROW_KERNELS(32)
 
 // ---- NORM_BACKWARD: layer / RMS norm gradients of f32 rows (a block of 256 per row, VPT
-// registers of x and g per thread). Per row: mean (layer norm), rstd from the registers in
-// double, then the two sums of gx = g w and gx xhat in one double reduction,
-// dx = rstd (gx - mean(gx) - xhat mean(gx xhat)) (rms: without mean(gx)). A block walks rows
-// blockIdx.x, + gridDim.x, ...; its threads add g xhat and g of their columns into registers and
-// write them, where pw / pb are not NULL, as the block's partial row of [gridDim.x, len]
-// (em_norm_bw_cols_f32 adds the partials in block order).
+// elements of x and g per thread in registers; V4: float4 loads and stores, the thread's elements
+// 4 (tid + 256 i) + c, for rows whose length is a multiple of 4 and 16-byte aligned pointers).
+// Per row: the sums of x and x^2 in one double block reduction (mean, rstd), then the sums of
+// gx = g w and gx xhat in another, dx = rstd (gx - mean(gx) - xhat mean(gx xhat)) (rms: without
+// mean(gx)). A block walks rows blockIdx.x, + gridDim.x, ...; where pw / pb are not NULL each
+// thread adds g xhat and g of its columns into dynamic shared memory ([2][len] floats: no other
+// thread touches them) and the block writes them at the end as its partial row of
+// [gridDim.x, len] (em_norm_bw_cols_f32 adds the partials in block order).
 __device__ __forceinline__ void row_sum2(double &a, double &b, double2 *sh)
 {
     for (int o = 16; o > 0; o >>= 1) {
@@ -361,82 +363,121 @@ __device__ __forceinline__ void row_sum2(double &a, double &b, double2 *sh)
     for (int k = 0; k < 8; k++) a += sh[k].x, b += sh[k].y; // fixed order: reproducible
 }
 
-template <int VPT>
+// the column of a thread's k-th element
+template <bool V4> __device__ __forceinline__ i64 nbw_col(int k)
+{
+    return V4 ? 4 * ((i64)threadIdx.x + (k >> 2) * 256) + (k & 3) : (i64)threadIdx.x + k * 256;
+}
+
+template <int VPT, bool V4>
 __device__ void norm_bw_rows(const float *x, const float *w, const float *g, float *dx, float *pw,
                              float *pb, i64 rows, i64 len, double eps, int rms)
 {
-    __shared__ double shd[8];
+    extern __shared__ __align__(16) float norm_bw_acc[];
     __shared__ double2 sh2[8];
-    const int tid = threadIdx.x;
-    float aw[VPT], ab[VPT];
+    float *aw = norm_bw_acc, *ab = norm_bw_acc + (pw ? len : 0);
 #pragma unroll
-    for (int k = 0; k < VPT; k++) aw[k] = 0.f, ab[k] = 0.f;
+    for (int k = 0; k < VPT; k++) {
+        const i64 j = nbw_col<V4>(k);
+        if (j < len && pw) aw[j] = 0.f;
+        if (j < len && pb) ab[j] = 0.f;
+    }
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const float *xr = x + r * len, *gr = g + r * len;
-        float xv[VPT], gv[VPT];
-        double s = 0;
+        float xv[VPT], gv[VPT], wv[VPT];
+        if (V4) {
 #pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const i64 j = tid + k * 256;
-            xv[k] = j < len ? xr[j] : 0.f;
-            gv[k] = j < len ? gr[j] : 0.f;
-            s += (double)xv[k];
-        }
-        const double mean = rms ? 0.0 : row_sum(s, shd) / (double)len;
-        const float mf = (float)mean;
-        double q = 0;
-#pragma unroll
-        for (int k = 0; k < VPT; k++)
-            if (tid + k * 256 < len) {
-                const double d = (double)xv[k] - mean;
-                q += d * d;
+            for (int k = 0; k < VPT; k += 4) {
+                const i64 j = nbw_col<V4>(k);
+                const float4 z = make_float4(0.f, 0.f, 0.f, 0.f);
+                const float4 a = j < len ? *(const float4 *)(xr + j) : z;
+                const float4 b = j < len ? *(const float4 *)(gr + j) : z;
+                const float4 c = j < len && w ? *(const float4 *)(w + j) : make_float4(1.f, 1.f, 1.f, 1.f);
+                xv[k] = a.x, xv[k + 1] = a.y, xv[k + 2] = a.z, xv[k + 3] = a.w;
+                gv[k] = b.x, gv[k + 1] = b.y, gv[k + 2] = b.z, gv[k + 3] = b.w;
+                wv[k] = c.x, wv[k + 1] = c.y, wv[k + 2] = c.z, wv[k + 3] = c.w;
             }
-        const float rs = (float)(1.0 / sqrt(row_sum(q, shd) / (double)len + eps));
+        } else {
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const i64 j = nbw_col<V4>(k);
+                xv[k] = j < len ? xr[j] : 0.f;
+                gv[k] = j < len ? gr[j] : 0.f;
+                wv[k] = j < len && w ? w[j] : 1.f;
+            }
+        }
+        double s = 0, q = 0;
+#pragma unroll
+        for (int k = 0; k < VPT; k++) { // elements past len hold 0
+            s += (double)xv[k];
+            q += (double)xv[k] * (double)xv[k];
+        }
+        row_sum2(s, q, sh2);
+        const double mean = rms ? 0.0 : s / (double)len;
+        const double var = q / (double)len - mean * mean;
+        const float mf = (float)mean, rs = (float)(1.0 / sqrt((var > 0 ? var : 0.0) + eps));
         double s1 = 0, s2 = 0;
 #pragma unroll
         for (int k = 0; k < VPT; k++) {
-            const i64 j = tid + k * 256;
-            if (j >= len) continue;
-            const float xh = (xv[k] - mf) * rs, gx = w ? gv[k] * w[j] : gv[k];
-            s1 += (double)gx;
-            s2 += (double)(gx * xh);
-            aw[k] += gv[k] * xh;
-            ab[k] += gv[k];
+            const i64 j = nbw_col<V4>(k);
+            const float xh = (xv[k] - mf) * rs, gx = gv[k] * wv[k];
+            if (j < len) {
+                s1 += (double)gx;
+                s2 += (double)(gx * xh);
+                if (pw) aw[j] += gv[k] * xh;
+                if (pb) ab[j] += gv[k];
+            }
             xv[k] = xh;
+            gv[k] = gx;
         }
         row_sum2(s1, s2, sh2);
         const float m1 = rms ? 0.f : (float)(s1 / (double)len), m2 = (float)(s2 / (double)len);
         float *dr = dx + r * len;
+        if (V4) {
 #pragma unroll
-        for (int k = 0; k < VPT; k++) {
-            const i64 j = tid + k * 256;
-            if (j >= len) continue;
-            const float gx = w ? gv[k] * w[j] : gv[k];
-            dr[j] = rs * (gx - m1 - xv[k] * m2);
+            for (int k = 0; k < VPT; k += 4) {
+                const i64 j = nbw_col<V4>(k);
+                if (j < len)
+                    *(float4 *)(dr + j) = make_float4(
+                        rs * (gv[k] - m1 - xv[k] * m2), rs * (gv[k + 1] - m1 - xv[k + 1] * m2),
+                        rs * (gv[k + 2] - m1 - xv[k + 2] * m2), rs * (gv[k + 3] - m1 - xv[k + 3] * m2));
+            }
+        } else {
+#pragma unroll
+            for (int k = 0; k < VPT; k++) {
+                const i64 j = nbw_col<V4>(k);
+                if (j < len) dr[j] = rs * (gv[k] - m1 - xv[k] * m2);
+            }
         }
     }
 #pragma unroll
     for (int k = 0; k < VPT; k++) {
-        const i64 j = tid + k * 256;
+        const i64 j = nbw_col<V4>(k);
         if (j >= len) continue;
-        if (pw) pw[blockIdx.x * len + j] = aw[k];
-        if (pb) pb[blockIdx.x * len + j] = ab[k];
+        if (pw) pw[blockIdx.x * len + j] = aw[j];
+        if (pb) pb[blockIdx.x * len + j] = ab[j];
     }
 }
 
-#define NORM_BW(V)                                                                                 \
-    extern "C" __global__ void __launch_bounds__(256) em_norm_bw_f32_v##V(                         \
+// SFX: empty for the scalar kernel, x4 for the float4 one; MINB: the resident blocks per
+// multiprocessor the host's grid counts on
+#define NORM_BW(SFX, V, X4, MINB)                                                                  \
+    extern "C" __global__ void __launch_bounds__(256, MINB) em_norm_bw_f32##SFX##_v##V(            \
         const float *x, const float *w, const float *g, float *dx, float *pw, float *pb, i64 rows, \
         i64 len, double eps, int rms)                                                              \
     {                                                                                              \
-        norm_bw_rows<V>(x, w, g, dx, pw, pb, rows, len, eps, rms);                                 \
+        norm_bw_rows<V, X4>(x, w, g, dx, pw, pb, rows, len, eps, rms);                             \
     }
-NORM_BW(1)
-NORM_BW(2)
-NORM_BW(4)
-NORM_BW(8)
-NORM_BW(16)
-NORM_BW(32)
+NORM_BW(, 1, false, 4)
+NORM_BW(, 2, false, 4)
+NORM_BW(, 4, false, 4)
+NORM_BW(, 8, false, 4)
+NORM_BW(, 16, false, 3)
+NORM_BW(, 32, false, 2)
+NORM_BW(x4, 4, true, 4)
+NORM_BW(x4, 8, true, 4)
+NORM_BW(x4, 16, true, 3)
+NORM_BW(x4, 32, true, 2)
 
 // Column sums of the partial rows: dw[j] = sum over the nparts rows of pw[., j] (db from pb
 // likewise; either may be NULL), added in row order in double. Blocks of 32 x 8 threads: 32
