@@ -97,6 +97,9 @@ em_tensor *ad_sum_to(const em_tensor *g, em_shape shape);
  * or slice_assign: a 0-d zero broadcast to s, which the op's copy of its base turns into zeros
  * in the pass that writes its output (no pass of its own to materialise them). */
 em_tensor *ad_zero_base(em_shape s, const em_tensor *like);
+/* The gradient of a step-1 slice [start, start + len) along dim of a tensor of shape `full`:
+ * g zero-padded to `full` (one pass). */
+em_tensor *ad_slice_pad(const em_tensor *g, int dim, int64_t start, em_shape full);
 /* Shape of input i as it was recorded. */
 em_shape ad_in_shape(const ad_ctx *c, int i);
 /* g cast to input i's dtype when it differs (gradients take their input's dtype); g itself is

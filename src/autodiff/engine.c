@@ -118,11 +118,22 @@ em_status ad_no_rule(const ad_ctx *c)
 
 /* ---- the pass ---------------------------------------------------------------------------- */
 
+/* The gradient of a step-1 slice of an output, kept aside until every consumer of that output
+ * has given its gradient (join_slices). */
+typedef struct slice_part {
+    em_tensor *g; /* plain reference */
+    int dim;
+    int64_t start;
+    em_shape full; /* the sliced tensor's shape */
+    struct slice_part *next;
+} slice_part;
+
 typedef struct pass {
     int64_t id;
     ad_node **order; /* parents before children */
     int64_t n, cap;
-    em_tensor *(*g)[EM_OP_MAX_OUT]; /* accumulated output gradients, by order position */
+    em_tensor *(*g)[EM_OP_MAX_OUT];      /* accumulated output gradients, by order position */
+    slice_part *(*parts)[EM_OP_MAX_OUT]; /* slices' gradients not yet added in, likewise */
 } pass;
 
 static bool push_order(pass *p, ad_node *n)
@@ -213,6 +224,109 @@ static em_status accumulate(em_tensor **slot, em_tensor *g)
     return sum ? EM_OK : em_last_status();
 }
 
+static void free_parts(slice_part *s)
+{
+    while (s) {
+        slice_part *next = s->next;
+        tn_release_ref(s->g);
+        free(s);
+        s = next;
+    }
+}
+
+static int part_cmp(const void *a, const void *b)
+{
+    int64_t x = (*(slice_part *const *)a)->start, y = (*(slice_part *const *)b)->start;
+    return (x > y) - (x < y);
+}
+
+/* One tensor of shape `full` from the slices' gradients, or NULL (with no error) when they are
+ * not disjoint slices along one dim: the gradients in start order, zeros in the gaps, concatenated
+ * in one pass. That is the sum of the slices' zero-padded gradients, which the slice rule gives
+ * one at a time: q, k and v cut from one projection cost three pads and two adds of the whole
+ * projection's size that way, the gates of a recurrent cell four and three per step. */
+static em_tensor *cat_slices(slice_part **v, int n)
+{
+    em_shape full = v[0]->full;
+    qsort(v, (size_t)n, sizeof *v, part_cmp);
+    int dim = v[0]->dim;
+    int64_t at = 0;
+    for (int i = 0; i < n; i++) {
+        if (v[i]->dim != dim || v[i]->start < at) return NULL;
+        at = v[i]->start + em_tensor_dim(v[i]->g, dim);
+    }
+    em_tensor **pieces = malloc((size_t)(2 * n + 1) * sizeof *pieces);
+    if (!pieces) {
+        em_error(EM_ERR_OOM, "em_backward: out of memory");
+        return NULL;
+    }
+    em_scope_begin();
+    int np = 0;
+    at = 0;
+    for (int i = 0; i <= n; i++) {
+        int64_t end = i < n ? v[i]->start : full.dims[dim];
+        if (end > at) { /* a gap: zeros (a broadcast 0-d zero) */
+            em_shape gs = full;
+            gs.dims[dim] = end - at;
+            pieces[np++] = ad_zero_base(gs, v[0]->g);
+        }
+        if (i < n) {
+            pieces[np++] = v[i]->g;
+            at = end + em_tensor_dim(v[i]->g, dim);
+        }
+    }
+    em_tensor *r = em_failed() ? NULL : em_cat(pieces, np, dim);
+    free(pieces);
+    if (r) em_retain(r);
+    em_scope_end();
+    return r;
+}
+
+/* Adds the slices' gradients waiting for one output (*parts, consumed) into its gradient *slot:
+ * in one concatenation where they are disjoint slices along one dim (cat_slices),
+ * else each zero-padded and added, as the slice rule does. */
+static em_status join_slices(em_tensor **slot, slice_part **parts)
+{
+    slice_part *list = *parts;
+    *parts = NULL;
+    int n = 0;
+    for (slice_part *s = list; s; s = s->next) n++;
+    em_tensor *joined = NULL;
+    if (n > 1) {
+        slice_part **v = malloc((size_t)n * sizeof *v);
+        if (!v) {
+            free_parts(list);
+            return em_error(EM_ERR_OOM, "em_backward: out of memory");
+        }
+        int i = 0;
+        for (slice_part *s = list; s; s = s->next) v[i++] = s;
+        joined = cat_slices(v, n);
+        free(v);
+    }
+    em_status st = em_failed() ? em_last_status() : EM_OK;
+    if (st == EM_OK && joined) {
+        st = accumulate(slot, joined);
+    } else if (st == EM_OK) {
+        for (slice_part *s = list; s && st == EM_OK; s = s->next) {
+            em_tensor *g = own(ad_slice_pad(s->g, s->dim, s->start, s->full));
+            st = g ? accumulate(slot, g) : em_last_status();
+        }
+    } else if (joined) {
+        tn_release_ref(joined);
+    }
+    free_parts(list);
+    return st;
+}
+
+/* A step-1 slice's gradient under a plain backward pass goes aside for join_slices (false: the
+ * slice rule runs). With create_graph the rule's pad is recorded instead; with anomaly detection
+ * the rule's checks run. */
+static bool defer_slice(const ad_node *node, em_backward_opts o)
+{
+    return node->kind == AD_OP && node->op.kind == EM_OP_SLICE && node->op.i[3] == 1 &&
+           !o.create_graph && !atomic_load(&anomaly_on) && node->needs[0] && node->parent[0];
+}
+
 static bool has_nonfinite(const em_tensor *g)
 {
     em_no_grad_begin();
@@ -264,8 +378,9 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
     em_grads *result = NULL;
     if (st == EM_OK) {
         p.g = calloc((size_t)(p.n ? p.n : 1), sizeof *p.g);
+        p.parts = calloc((size_t)(p.n ? p.n : 1), sizeof *p.parts);
         result = em_alloc(sizeof *result);
-        if (!p.g || !result)
+        if (!p.g || !p.parts || !result)
             st = em_last_status() ? em_last_status() : EM_ERR_OOM;
         else
             memset(result, 0, sizeof *result);
@@ -289,6 +404,9 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
     for (int64_t pos = p.n - 1; pos >= 0 && st == EM_OK; pos--) {
         ad_node *node = p.order[pos];
         em_tensor **gout = p.g[pos];
+        for (int k = 0; k < EM_OP_MAX_OUT && st == EM_OK; k++)
+            if (p.parts[pos][k]) st = join_slices(&gout[k], &p.parts[pos][k]);
+        if (st != EM_OK) break;
         bool any = false;
         for (int k = 0; k < EM_OP_MAX_OUT; k++) any |= gout[k] != NULL;
         if (node->kind == AD_LEAF) {
@@ -310,7 +428,22 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
             continue;
         }
         em_tensor *gin[EM_OP_MAX_IN] = {0};
-        if (any) st = run_rule(node, gout, gin, o);
+        ad_node *sliced = node->parent[0];
+        if (any && gout[0] && defer_slice(node, o) && sliced->visit == p.id) {
+            slice_part *sp = malloc(sizeof *sp);
+            if (!sp) {
+                st = em_error(EM_ERR_OOM, "em_backward: out of memory");
+            } else {
+                slice_part **head = &p.parts[sliced->order][node->parent_slot[0]];
+                *sp = (slice_part){gout[0], (int)node->op.i[0], node->op.i[1], node->in_shape[0],
+                                   *head};
+                *head = sp;
+                gout[0] = NULL;
+                atomic_fetch_add(&rule_counts[EM_OP_SLICE], 1);
+            }
+        } else if (any) {
+            st = run_rule(node, gout, gin, o);
+        }
         for (int k = 0; k < EM_OP_MAX_OUT; k++) {
             if (gout[k]) tn_release_ref(gout[k]);
             gout[k] = NULL;
@@ -332,9 +465,12 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
     for (int64_t pos = 0; p.g && pos < p.n; pos++)
         for (int k = 0; k < EM_OP_MAX_OUT; k++)
             if (p.g[pos][k]) tn_release_ref(p.g[pos][k]);
+    for (int64_t pos = 0; p.parts && pos < p.n; pos++)
+        for (int k = 0; k < EM_OP_MAX_OUT; k++) free_parts(p.parts[pos][k]);
     if (!o.create_graph) em_no_grad_end();
     em_scope_end();
     free(p.g);
+    free(p.parts);
     free(p.order);
     if (st != EM_OK) {
         if (result) grads_destroy(result);

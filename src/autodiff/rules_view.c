@@ -31,6 +31,17 @@ static em_tensor *unfold_backward(ad_ctx *c, em_tensor *g)
     return r;
 }
 
+em_tensor *ad_slice_pad(const em_tensor *g, int dim, int64_t start, em_shape full)
+{
+    /* one zero-padding pass over the input's shape (zeros, then a slice assign, took three);
+       pads are (before, after) pairs from the last dim */
+    int64_t pads[2 * EM_MAX_RANK] = {0};
+    int at = 2 * (full.rank - 1 - dim);
+    pads[at] = start;
+    pads[at + 1] = full.dims[dim] - start - em_tensor_dim(g, dim);
+    return em_pad(g, pads, full.rank - dim, EM_PAD_CONSTANT, 0.0);
+}
+
 em_status ad_rule_view(ad_ctx *c)
 {
     if (!c->needs[0]) return EM_OK;
@@ -56,13 +67,7 @@ em_status ad_rule_view(ad_ctx *c)
         ends[dim] = c->op->i[2];
         steps[dim] = c->op->i[3];
         if (steps[dim] == 1) {
-            /* one zero-padding pass over the input's shape (zeros, then a slice assign, took
-               three); pads are (before, after) pairs from the last dim */
-            int64_t pads[2 * EM_MAX_RANK] = {0};
-            int at = 2 * (in.rank - 1 - dim);
-            pads[at] = starts[dim];
-            pads[at + 1] = in.dims[dim] - ends[dim];
-            c->gin[0] = em_pad(g, pads, in.rank - dim, EM_PAD_CONSTANT, 0.0);
+            c->gin[0] = ad_slice_pad(g, dim, starts[dim], in);
             break;
         }
         em_tensor *z = em_zeros(in, g->dtype, em_tensor_device(g));

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "harness.h"
+#include "tensor/op.h"
 
 static void test_api(void)
 {
@@ -241,6 +242,60 @@ static void test_higher_order(void)
     em_scope_end();
 }
 
+/* Ops of kind k that one backward pass of y ran (the op profiler's count). */
+static int64_t backward_ops(em_tensor *y, em_op_kind k, em_backward_opts o, em_grads **g)
+{
+    tn_profile_reset();
+    tn_profile_enable(true);
+    *g = em_backward_opt(y, o);
+    tn_profile_enable(false);
+    int64_t n = 0;
+    double secs;
+    tn_profile_get(k, &n, &secs);
+    return n;
+}
+
+/* Slices of one tensor: a plain pass joins their gradients in one concatenation (zeros in the
+ * gaps) where they are disjoint along one dim, else pads and adds them as the slice rule does;
+ * with create_graph the rule's pads are recorded. */
+static void test_slice_gradients(void)
+{
+    em_scope_begin();
+    double xv[12];
+    for (int i = 0; i < 12; i++) xv[i] = i - 5;
+    em_tensor *x = em_requires_grad(em_from_f64(xv, EM_SHAPE(2, 6)), true);
+    /* y = sum(q) + sum(k^2) + 3 sum(v): d/dx = 1, 2x, 3 on columns [0, 2), [2, 4), [4, 6) */
+    em_tensor *q = em_narrow(x, 1, 0, 2), *k = em_narrow(x, 1, 2, 2), *v = em_narrow(x, 1, 4, 2);
+    em_tensor *y = em_add(em_add(em_sum(q, EM_ALL, false), em_sum(em_mul(k, k), EM_ALL, false)),
+                          em_mul_scalar(em_sum(v, EM_ALL, false), 3));
+    em_grads *g;
+    CHECK(backward_ops(y, EM_OP_PAD, (em_backward_opts){.retain_graph = true}, &g) == 0,
+          "tiling slices: no pads");
+    double want[12] = {1, 1, -6, -4, 3, 3, 1, 1, 6, 8, 3, 3};
+    h_check_tensor("tiling slices", em_grad(g, x), want, EM_SHAPE(2, 6), 0, 0);
+    CHECK(backward_ops(y, EM_OP_CAT, (em_backward_opts){.retain_graph = true}, &g) == 1,
+          "tiling slices: one concatenation");
+    h_check_tensor("tiling slices, again", em_grad(g, x), want, EM_SHAPE(2, 6), 0, 0);
+    /* create_graph: the rule (three pads, recorded) */
+    CHECK(backward_ops(y, EM_OP_PAD, (em_backward_opts){.create_graph = true}, &g) == 3,
+          "create_graph: the slice rule's pads");
+    h_check_tensor("tiling slices, create_graph", em_grad(g, x), want, EM_SHAPE(2, 6), 0, 0);
+    /* a gap between two slices and after them, and x used whole too */
+    em_tensor *y2 = em_add(em_sum(em_narrow(x, 1, 3, 1), EM_ALL, false),
+                           em_add(em_sum(em_narrow(x, 1, 0, 2), EM_ALL, false),
+                                  em_sum(em_mul_scalar(x, 0.5), EM_ALL, false)));
+    CHECK(backward_ops(y2, EM_OP_CAT, (em_backward_opts){0}, &g) == 1, "gaps: one concatenation");
+    double want2[12] = {1.5, 1.5, 0.5, 1.5, 0.5, 0.5, 1.5, 1.5, 0.5, 1.5, 0.5, 0.5};
+    h_check_tensor("slices with gaps", em_grad(g, x), want2, EM_SHAPE(2, 6), 0, 0);
+    /* overlapping slices: padded and added */
+    em_tensor *y3 = em_add(em_sum(em_narrow(x, 1, 0, 4), EM_ALL, false),
+                           em_sum(em_narrow(x, 1, 2, 4), EM_ALL, false));
+    CHECK(backward_ops(y3, EM_OP_PAD, (em_backward_opts){0}, &g) == 2, "overlapping: two pads");
+    double want3[12] = {1, 1, 2, 2, 1, 1, 1, 1, 2, 2, 1, 1};
+    h_check_tensor("overlapping slices", em_grad(g, x), want3, EM_SHAPE(2, 6), 0, 0);
+    em_scope_end();
+}
+
 static void test_anomaly(void)
 {
     em_scope_begin();
@@ -264,6 +319,7 @@ int main(void)
     test_golden(EM_F64, 1e-10);
     test_golden(EM_F32, 1e-4);
     test_higher_order();
+    test_slice_gradients();
     test_anomaly();
     test_memory_and_checkpoint();
     return h_finish();
