@@ -187,8 +187,9 @@ static bool sdpa_fused(ad_ctx *c)
 }
 
 /* q [..., L, E], k [..., S, E], v [..., S, Ev], mask broadcast to [..., L, S]. Recomputes
- * P = softmax(q k^T * scale + mask) with masked positions at -inf, then
- *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P, -1)), dq = dS k scale, dk = dS^T q scale,
+ * P = softmax((q scale) k^T + mask) with masked positions at -inf, then
+ *   dv = P^T g, dP = g v^T, dS = P * (dP - sum(dP * P, -1)) (the softmax_backward record),
+ *   dq = dS k scale, dk = dS^T (q scale),
  * each summed back over the batch dims its input was broadcast along. */
 static void sdpa(ad_ctx *c)
 {
@@ -204,7 +205,8 @@ static void sdpa(ad_ctx *c)
     int r = ss.rank;
     int64_t L = ss.dims[r - 2], S = ad_in_shape(c, 1).dims[ad_in_shape(c, 1).rank - 2];
     ss.dims[r - 1] = S; /* the full scores shape [B..., L, S] */
-    em_tensor *sc = em_mul_scalar(em_matmul(q, em_transpose(k, -2, -1)), scale);
+    em_tensor *qs = scale == 1 ? q : em_mul_scalar(q, scale); /* also dk's factor */
+    em_tensor *sc = em_matmul(qs, em_transpose(k, -2, -1));
     if (mask && mkind == 2) sc = em_add(sc, wide(mask));
     if (sc && !em_shape_equal(em_tensor_shape(sc), ss)) sc = em_expand(sc, ss);
     em_tensor *drop = NULL; /* true where a key is masked out */
@@ -223,13 +225,15 @@ static void sdpa(ad_ctx *c)
     bool need_m = mask && mkind == 2 && c->needs[3];
     if (!c->needs[0] && !c->needs[1] && !need_m) return;
     em_tensor *dp = em_matmul(g, em_transpose(v, -2, -1));
-    em_tensor *ds = em_mul(p, em_sub(dp, em_sum(em_mul(dp, p), EM_AXES(-1), true)));
+    if (dp && !em_shape_equal(em_tensor_shape(dp), ss)) dp = em_expand(dp, ss);
+    em_tensor *ds = p && dp ? tn_softmax_backward(p, dp, -1, false) : NULL;
     if (need_m) c->gin[3] = ad_sum_to(ds, ad_in_shape(c, 3));
-    if (c->needs[0])
-        c->gin[0] = ad_sum_to(em_mul_scalar(em_matmul(ds, k), scale), ad_in_shape(c, 0));
+    if (c->needs[0]) {
+        em_tensor *dq = em_matmul(ds, k);
+        c->gin[0] = ad_sum_to(scale == 1 ? dq : em_mul_scalar(dq, scale), ad_in_shape(c, 0));
+    }
     if (c->needs[1])
-        c->gin[1] = ad_sum_to(em_mul_scalar(em_matmul(em_transpose(ds, -2, -1), q), scale),
-                              ad_in_shape(c, 1));
+        c->gin[1] = ad_sum_to(em_matmul(em_transpose(ds, -2, -1), qs), ad_in_shape(c, 1));
 }
 
 /* Inverted dropout: dx = g * keep / (1 - p). The keep mask is drawn again from the record's
