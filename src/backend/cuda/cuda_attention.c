@@ -141,8 +141,7 @@ static const char *dt_name(em_dtype dt)
  * cuda_flash = off keeps the general kernel. */
 static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
 {
-    const char *cfg = em_config_get("cuda_flash");
-    if (cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false"))) return false;
+    if (cuda_config_off("cuda_flash")) return false;
     em_dtype dt = op->out[0]->dtype;
     return (dt == EM_F16 || dt == EM_BF16) && E == Ev && (E == 64 || E == 128) && S > 0;
 }

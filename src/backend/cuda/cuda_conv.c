@@ -97,8 +97,7 @@ typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.c
  * f16/bf16 in f32). */
 static bool conv_igemm_allowed(void)
 {
-    const char *v = em_config_get("cuda_conv_igemm");
-    return !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
+    return !cuda_config_off("cuda_conv_igemm");
 }
 
 /* Whether a CONV (the geometry g of run_conv) runs as the implicit GEMM: f16/bf16, or f32 unless

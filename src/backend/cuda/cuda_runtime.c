@@ -46,11 +46,15 @@ static void *load_opt(void *lib, const char *sym, const char *alt)
         memcpy(&cuda_drv.field, &p_, sizeof p_);                                                   \
     } while (0)
 
+bool cuda_config_off(const char *key)
+{
+    const char *v = em_config_get(key);
+    return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"));
+}
+
 static void probe(void)
 {
-    const char *cfg = em_config_get("cuda");
-    if (cfg && (strcmp(cfg, "0") == 0 || strcmp(cfg, "off") == 0 || strcmp(cfg, "false") == 0))
-        return;
+    if (cuda_config_off("cuda")) return;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
