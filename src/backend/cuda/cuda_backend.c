@@ -917,8 +917,7 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int ti
  * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column (f32
  * contiguous columns: a block per 128 columns, its warps over the slice's rows) over k slices, as
  * many (up to 64) as it takes to give every multiprocessor two blocks, their sums added in slice
- * order; f32 contiguous columns that would take slices: the whole of K per block of 32 or 16
- * columns when there are enough of them (one kernel). */
+ * order. */
 static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
@@ -941,21 +940,9 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
     }
     int64_t cpb = cols4 ? 128 : 256; /* columns per block */
     int64_t nb = s->nbatch < 65535 ? s->nbatch : 65535, cb = (s->N + cpb - 1) / cpb * nb;
-    int parts = 1, sms = cuda_device(dev)->sm_count;
-    while (parts < 64 && cb * parts < 2 * sms && s->K / (2 * parts) >= 64) parts *= 2;
-    /* where that takes k slices, the whole of K in a block of 32 or 16 columns instead when
-       those blocks alone fill the multiprocessors (config cuda_gemv_whole = off: never) */
-    int lanes = 0;
-    if (cols4 && parts > 1 && !cuda_config_off("cuda_gemv_whole"))
-        lanes = (s->N + 31) / 32 * nb >= sms ? 8 : (s->N + 15) / 16 * nb >= sms ? 4 : 0;
-    if (lanes) {
-        snprintf(name, sizeof name, "em_gemv_cols4k%d_f32", lanes);
-        CUfunction w = cuda_kernel(dev, name, what);
-        if (!w) return em_last_status();
-        unsigned grid[3] = {(unsigned)((s->N + 4 * lanes - 1) / (4 * lanes)), 1, (unsigned)nb};
-        void *params[] = {&ap, &bp, &cp, (void *)s};
-        return cuda_launch_grid(dev, w, grid, block, params, what);
-    }
+    int parts = 1;
+    while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)
+        parts *= 2;
     float *ws = NULL;
     if (parts > 1) {
         ws = cuda_pool_alloc(dev, (size_t)(s->nbatch * parts * s->N) * sizeof(float));

@@ -144,69 +144,6 @@ extern "C" __global__ void em_gemv_cols4_f32(const float *a, const float *b, flo
     gemv_cols4(a, b, c, ws, s, parts);
 }
 
-// M == 1, f32, B's columns contiguous (sbn == 1) and 16-byte aligned rows, the whole of K in one
-// block (no slices, no second kernel): a block of 256 threads takes 4 L neighbouring columns, L
-// lanes a float4 each across a row (L = 4: 64 bytes of a row, L = 8: 128), its 256 / L row groups
-// every (256 / L)th row from its own first one, eight rows in flight per thread; the groups'
-// sums are then added through shared memory by a fixed tree (the same order on every run).
-template <int L>
-__device__ __forceinline__ void gemv_cols4k(const float *a, const float *b, float *c,
-                                            const mmidx &s)
-{
-    constexpr int G = 256 / L;
-    __shared__ float4 part[G][L];
-    const int lane = threadIdx.x % L, g = threadIdx.x / L;
-    const i64 n = (i64)blockIdx.x * (4 * L) + lane * 4;
-    const bool live = n < s.N;
-    for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) {
-        i64 ao, bo;
-        batch_offsets(s, bt, ao, bo);
-        const float *x = a + ao, *bb = b + bo + (live ? n : 0);
-        float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
-        auto step = [&](float xv, float4 y) {
-            acc.x = fmaf(xv, y.x, acc.x);
-            acc.y = fmaf(xv, y.y, acc.y);
-            acc.z = fmaf(xv, y.z, acc.z);
-            acc.w = fmaf(xv, y.w, acc.w);
-        };
-        i64 k = g;
-        if (live) {
-            for (; k + 7 * G < s.K; k += 8 * G) {
-                float4 y[8];
-#pragma unroll
-                for (int q = 0; q < 8; q++) y[q] = *(const float4 *)(bb + (k + q * G) * s.sbk);
-#pragma unroll
-                for (int q = 0; q < 8; q++) step(x[(k + q * G) * s.sak], y[q]);
-            }
-            for (; k < s.K; k += G) step(x[k * s.sak], *(const float4 *)(bb + k * s.sbk));
-        }
-        part[g][lane] = acc;
-        __syncthreads();
-#pragma unroll
-        for (int h = G / 2; h > 0; h >>= 1) {
-            if (g < h) {
-                const float4 u = part[g + h][lane];
-                acc.x += u.x, acc.y += u.y, acc.z += u.z, acc.w += u.w;
-                part[g][lane] = acc;
-            }
-            __syncthreads();
-        }
-        if (g == 0 && live) *(float4 *)(c + bt * s.N + n) = acc;
-    }
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    em_gemv_cols4k4_f32(const float *a, const float *b, float *c, mmidx s)
-{
-    gemv_cols4k<4>(a, b, c, s);
-}
-
-extern "C" __global__ void __launch_bounds__(256)
-    em_gemv_cols4k8_f32(const float *a, const float *b, float *c, mmidx s)
-{
-    gemv_cols4k<8>(a, b, c, s);
-}
-
 // Slice sums in slice order; eight loads issued before their adds (the adds stay in order).
 template <int TY>
 __device__ __forceinline__ void gemv_sum(const float *ws, void *c, i64 N, i64 nb, int parts)
