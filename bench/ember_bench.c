@@ -133,12 +133,15 @@ static void run_train(void *c)
     em_scope_end();
 }
 
-static void train_case(const char *name, em_module *m, em_shape xs, int64_t classes, int reps)
+/* A training step of m on random inputs of shape xs and `targets` random class labels (the
+ * rows of m's output) */
+static void train_case(const char *name, em_module *m, em_shape xs, int64_t targets,
+                       int64_t classes, int reps)
 {
     net = m;
     opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
     tx = em_randn(xs, EM_F32, EM_CPU);
-    ty = em_randint(0, classes, EM_SHAPE(xs.dims[0]), EM_I64, EM_CPU);
+    ty = em_randint(0, classes, EM_SHAPE(targets), EM_I64, EM_CPU);
     bench_run(name, run_train, NULL, 3, reps, 4);
     em_optim_free(opt);
     em_module_free(net);
@@ -319,7 +322,7 @@ int main(int argc, char **argv)
                                      em_relu_new(), em_linear_new(512, 512, EM_CPU), em_relu_new(),
                                      em_linear_new(512, 10, EM_CPU), NULL);
         check("mlp");
-        train_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 10, 41);
+        train_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 128, 10, 41);
         check("train_mlp");
     }
     if (bench_selected(argc, argv, "train_cnn")) {
@@ -333,8 +336,17 @@ int main(int argc, char **argv)
             em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}),
             em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, EM_CPU), NULL);
         check("cnn");
-        train_case("train_cnn", m, EM_SHAPE(64, 1, 28, 28), 10, 21);
+        train_case("train_cnn", m, EM_SHAPE(64, 1, 28, 28), 64, 10, 21);
         check("train_cnn");
+    }
+    if (bench_selected(argc, argv, "train_lstm")) {
+        /* a tagger: an LSTM (64 -> 256) over 32 sequences of 64 steps, a class of 10 per step */
+        em_module *m = em_sequential(
+            EM_CPU, em_lstm_new((em_rnn_cfg){.input_size = 64, .hidden_size = 256}, EM_CPU),
+            em_flatten_new(0, 1), em_linear_new(256, 10, EM_CPU), NULL);
+        check("lstm");
+        train_case("train_lstm", m, EM_SHAPE(32, 64, 64), 32 * 64, 10, 11);
+        check("train_lstm");
     }
     em_mem_stats s = em_mem_get_stats();
     printf("ember_cache\thits %lld misses %lld cached %lld MB\n", (long long)s.cache_hits,

@@ -90,7 +90,8 @@ work = {  # case: ("flop", count) or ("byte", count)
 order = ["matmul_256", "matmul_1024", "matmul_2048", "matmul_4096", "bf16_matmul_1024",
          "strided_matmul_1024", "gemv_n", "gemv_t", "conv_3x3",
          "conv_7x7s2", "conv_fwbw_7x7s2", "maxpool_k3s1", "maxpool_k5s2d2_cl", "softmax", "fwbw_softmax", "fwbw_xent", "layer_norm", "gelu", "sum",
-         "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn"]
+         "topk_k1_dim0", "topk_k10_last", "rfft_1M", "train_mlp", "train_cnn",
+         "train_lstm"]
 
 
 def fmt(r):

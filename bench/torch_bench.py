@@ -95,10 +95,10 @@ with torch.no_grad():
         run("rfft_1M", lambda: torch.fft.rfft(x), 2, 21, 3)
 
 
-def train_case(name, net, xshape, reps):
+def train_case(name, net, xshape, reps, targets=None):
     opt = torch.optim.Adam(net.parameters(), lr=1e-3)
     x = torch.randn(*xshape)
-    y = torch.randint(0, 10, (xshape[0],))
+    y = torch.randint(0, 10, (targets or xshape[0],))
 
     def step():
         opt.zero_grad(set_to_none=True)
@@ -128,3 +128,16 @@ if selected("train_cnn"):
     train_case("train_cnn", nn.Sequential(nn.Conv2d(1, 32, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                           nn.Conv2d(32, 64, 3, padding=1), nn.ReLU(), nn.MaxPool2d(2),
                                           nn.Flatten(), nn.Linear(64 * 7 * 7, 10)), (64, 1, 28, 28), 21)
+if selected("train_lstm"):
+    nn = torch.nn
+
+    class Tagger(nn.Module):  # as bench/ember_bench.c: LSTM 64 -> 256, a class of 10 per step
+        def __init__(self):
+            super().__init__()
+            self.lstm = nn.LSTM(64, 256, batch_first=True)
+            self.fc = nn.Linear(256, 10)
+
+        def forward(self, x):
+            return self.fc(self.lstm(x)[0].flatten(0, 1))
+
+    train_case("train_lstm", Tagger(), (32, 64, 64), 11, targets=32 * 64)
