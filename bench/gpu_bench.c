@@ -321,12 +321,13 @@ int main(int argc, char **argv)
         em_release(x);
     }
     /* short exact-f32 products of a small transformer's step (1024 tokens, d_model 256,
-     * feed-forward 1024): sgemm_MxNxK, a [M, K] @ b [K, N]; _t: a the transpose of a [K, M] tensor
-     * (a weight gradient); 10 per timed rep */
+     * feed-forward 1024, train_lm's vocabulary 8192): sgemm_MxNxK, a [M, K] @ b [K, N]; _t: a the
+     * transpose of a [K, M] tensor (a weight gradient); 10 per timed rep */
     static const struct {
         int m, n, k, t;
-    } shorts[] = {{1024, 768, 256, 0},  {1024, 256, 256, 0}, {1024, 1024, 256, 0},
-                  {1024, 256, 1024, 0}, {256, 768, 1024, 1}, {256, 1024, 1024, 1}};
+    } shorts[] = {{1024, 768, 256, 0},  {1024, 256, 256, 0},  {1024, 1024, 256, 0},
+                  {1024, 256, 1024, 0}, {256, 768, 1024, 1},  {256, 1024, 1024, 1},
+                  {1024, 8192, 256, 0}, {1024, 256, 8192, 0}, {8192, 256, 1024, 1}};
     for (size_t i = 0; i < sizeof shorts / sizeof shorts[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "sgemm_%dx%dx%d%s", shorts[i].m, shorts[i].n, shorts[i].k,

@@ -916,8 +916,8 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int ti
 /* Matrix-vector products (N == 1 or M == 1) of f32, f16 or bf16 on the memory-bound kernels of
  * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column (f32
  * contiguous columns: a block per 128 columns, its warps over the slice's rows) over k slices, as
- * many (up to 64) as it takes to give every multiprocessor two blocks, their sums added in slice
- * order. */
+ * many (up to 64) as it takes to give every multiprocessor two blocks (config cuda_gemv_parts: a
+ * fixed count), their sums added in slice order. */
 static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
@@ -943,6 +943,8 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
     int parts = 1;
     while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)
         parts *= 2;
+    int64_t forced = em_config_get_int("cuda_gemv_parts", 0); /* 1-64: that many slices */
+    if (forced >= 1 && forced <= 64) parts = (int)forced;
     float *ws = NULL;
     if (parts > 1) {
         ws = cuda_pool_alloc(dev, (size_t)(s->nbatch * parts * s->N) * sizeof(float));
