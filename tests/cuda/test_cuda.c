@@ -407,7 +407,7 @@ static void test_matmul(void)
 {
     em_config_set("cuda_wgmma", "off");
     test_matmul_tiles("narrow");
-    em_config_set("cuda_gemv_parts", "3"); /* uneven k slices, some longer than K */
+    em_config_set("cuda_gemv_parts", "3"); /* uneven k slices */
     test_matmul_tiles("wide");
     em_config_set("cuda_gemv_parts", NULL);
     em_config_set("cuda_wgmma", "on");
