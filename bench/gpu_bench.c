@@ -327,7 +327,8 @@ int main(int argc, char **argv)
         int m, n, k, t;
     } shorts[] = {{1024, 768, 256, 0},  {1024, 256, 256, 0},  {1024, 1024, 256, 0},
                   {1024, 256, 1024, 0}, {256, 768, 1024, 1},  {256, 1024, 1024, 1},
-                  {1024, 8192, 256, 0}, {1024, 256, 8192, 0}, {8192, 256, 1024, 1}};
+                  {1024, 8192, 256, 0}, {1024, 256, 8192, 0}, {8192, 256, 1024, 1},
+                  {1024, 256, 4096, 0}};
     for (size_t i = 0; i < sizeof shorts / sizeof shorts[0]; i++) {
         char name[64];
         snprintf(name, sizeof name, "sgemm_%dx%dx%d%s", shorts[i].m, shorts[i].n, shorts[i].k,

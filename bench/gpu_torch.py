@@ -60,7 +60,8 @@ with torch.no_grad():
     # short exact-f32 products, as bench/gpu_bench.c's sgemm cases
     for m, n, k, t in ((1024, 768, 256, 0), (1024, 256, 256, 0), (1024, 1024, 256, 0),
                        (1024, 256, 1024, 0), (256, 768, 1024, 1), (256, 1024, 1024, 1),
-                       (1024, 8192, 256, 0), (1024, 256, 8192, 0), (8192, 256, 1024, 1)):
+                       (1024, 8192, 256, 0), (1024, 256, 8192, 0), (8192, 256, 1024, 1),
+                       (1024, 256, 4096, 0)):
         case = f"sgemm_{m}x{n}x{k}" + ("_t" if t else "")
         if selected(case):
             a = torch.randn(k, m, device=dev).t() if t else torch.randn(m, k, device=dev)

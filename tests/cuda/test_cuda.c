@@ -467,6 +467,7 @@ static void test_matmul_tiles(const char *tile)
                                      {EM_SHAPE(1000), EM_SHAPE(1000, 8200)},
                                      /* f32 split-K (few tiles, K >= 512), batched */
                                      {EM_SHAPE(2, 100, 768), EM_SHAPE(768, 64)},
+                                     {EM_SHAPE(40, 4104), EM_SHAPE(4104, 72)},
                                      {EM_SHAPE(8, 16), EM_SHAPE(16)},
                                      {EM_SHAPE(16), EM_SHAPE(16, 8)}};
     const em_dtype dts[] = {EM_F32, EM_F64, EM_F16, EM_BF16};

@@ -819,9 +819,13 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
 }
 
 /* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per
- * multiprocessor, or one and K >= 1024; else 64 x 64 (more, smaller blocks for a transformer's
- * [512, 768] x [768, 768]: 24 tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256
- * tiles of 128): 385 us on 128 tiles, 586 on 64; 1536^3: 236 on 128 in 3 slices, 247 on 64.
+ * multiprocessor, or nine tenths of one and K >= 1024, or K >= 4096 (cut into slices, split_k_parts
+ * on 128 tiles); else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]: 24
+ * tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256 tiles of 128): 385 us on 128
+ * tiles, 586 on 64; 1536^3: 236 on 128 in 3 slices, 247 on 64. On the H100, a language model's
+ * output layer (vocabulary 8192, 1024 tokens, width 256): its weight gradient [8192, 1024] x
+ * [1024, 256] (128 tiles of 128 on 132 multiprocessors) 100.5 us on 128 tiles, 107.6 on 64; its
+ * input gradient [1024, 8192] x [8192, 256] 107.3 us on 128 tiles in 8 slices, 113.8 on 64 in 16.
  * Shorter K with one or two tiles per multiprocessor (a weight gradient [3072, 512] x [512, 768])
  * was not measured on 128 tiles and keeps 64. Config cuda_f32_tile = 64 / 128 forces one. */
 static int sgemm_tile(int dev, const mm_arg *s)
@@ -831,7 +835,7 @@ static int sgemm_tile(int dev, const mm_arg *s)
     if (v && !strcmp(v, "128")) return 128;
     int64_t blocks = tiles128(s) * s->nbatch;
     int64_t sms = cuda_device(dev)->sm_count;
-    return blocks >= 2 * sms || (blocks >= sms && s->K >= 1024) ? 128 : 64;
+    return blocks >= 2 * sms || (10 * blocks >= 9 * sms && s->K >= 1024) || s->K >= 4096 ? 128 : 64;
 }
 
 /* The f32 kernel for s: em_mm_sgemm_v4_<a><b> (16-byte loads; a = k or m, the contiguous dim of
