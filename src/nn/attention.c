@@ -248,14 +248,9 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
         /* self-attention: one product with the whole in_proj_weight (3E columns fill the GPU
            better than three of E), its columns then cut into q, k and v */
         em_tensor *qkv = project(q, em_module_get(m, "in_proj_weight"), b); /* [N, L, 3E] */
-        /* q, k and v [N, H, L, D] as three slices of one view [3, N, H, L, D] of it: their
-           gradients join in one concatenation, then one copy back to [N, L, 3E] (cut from
-           [N, L, 3E] and split into heads each, they took a copy each and the concatenation) */
-        em_tensor *heads =
-            em_permute(em_reshape(qkv, EM_SHAPE(N, L, 3, a->H, a->D)), EM_AXES(2, 0, 3, 1, 4));
-        q = em_select(heads, 0, 0);
-        k = em_select(heads, 0, 1);
-        v = em_select(heads, 0, 2);
+        q = split_heads(em_narrow(qkv, 2, 0, E), a->H, a->D);
+        k = split_heads(em_narrow(qkv, 2, E, E), a->H, a->D);
+        v = split_heads(em_narrow(qkv, 2, 2 * E, E), a->H, a->D);
     } else {
         em_tensor *wq, *wk, *wv, *bq = NULL, *bk = NULL, *bv = NULL;
         if (a->packed) {
