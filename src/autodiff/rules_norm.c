@@ -225,8 +225,7 @@ static void sdpa(ad_ctx *c)
     bool need_m = mask && mkind == 2 && c->needs[3];
     if (!c->needs[0] && !c->needs[1] && !need_m) return;
     em_tensor *dp = em_matmul(g, em_transpose(v, -2, -1));
-    if (dp && !em_shape_equal(em_tensor_shape(dp), ss)) dp = em_expand(dp, ss);
-    em_tensor *ds = p && dp ? tn_softmax_backward(p, dp, -1, false) : NULL;
+    em_tensor *ds = tn_softmax_backward(p, dp, -1, false); /* NULL on an earlier error */
     if (need_m) c->gin[3] = ad_sum_to(ds, ad_in_shape(c, 3));
     if (c->needs[0]) {
         em_tensor *dq = em_matmul(ds, k);
