@@ -358,6 +358,51 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     return st;
 }
 
+/* The fused backward (kernels/attention_bwd.cu em_attn_bwd_dkdvq_*): D per query row by
+ * em_attn_bwd_dd_*, then one pass over the key blocks writing dk, dv and (through an f32 sum in a
+ * pooled buffer, added in key-block order behind per-tile counters) dq. The counters and the work
+ * claim start at 0 (a memset in stream order). */
+static em_status run_flash_bwd_fused(const attn_bwd_arg *a, void **ptr, void *mp, float *lse,
+                                     float *dd, void *dqp, void *dkp, void *dvp, const char *dts,
+                                     const char *mks, int D, int dev, const char *what)
+{
+    int64_t qtiles = (a->L + 63) / 64, nblocks = (a->S + 127) / 128, work = nblocks * a->nbatch;
+    if (work > INT32_MAX || a->nbatch * qtiles >= INT32_MAX)
+        return em_error(EM_ERR_UNSUPPORTED, "%s: attention backward of %lld work items", what,
+                        (long long)work);
+    size_t ncnt = (size_t)(1 + a->nbatch * qtiles);
+    float *dqa = nblocks > 1 ? cuda_pool_alloc(dev, (size_t)(a->nbatch * a->L * D) * 4) : NULL;
+    int *sem = cuda_pool_alloc(dev, ncnt * sizeof(int));
+    em_status st = (nblocks > 1 && !dqa) || !sem ? em_last_status() : EM_OK;
+    if (st == EM_OK) st = cuda_memset32(dev, sem, 0, ncnt, what);
+    char name[48];
+    if (st == EM_OK) {
+        snprintf(name, sizeof name, "em_attn_bwd_dd_%s_d%d", dts, D);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int64_t blocks = (a->nbatch * a->L + 31) / 32; /* 4 threads a row */
+        unsigned grid[3] = {(unsigned)(blocks > 0x7fffffff ? 0x7fffffff : blocks), 1, 1};
+        unsigned block[3] = {128, 1, 1};
+        void *params[] = {&ptr[3], &ptr[4], &lse, &dd, (void *)a};
+        st = f ? cuda_launch_grid(dev, f, grid, block, params, what) : em_last_status();
+    }
+    if (st == EM_OK) {
+        snprintf(name, sizeof name, "em_attn_bwd_dkdvq_%s_d%d%s", dts, D, mks);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int sms = cuda_device(dev)->sm_count; /* one block of 8 warps per multiprocessor */
+        unsigned grid[3] = {(unsigned)(work < sms ? work : sms), 1, 1};
+        unsigned block[3] = {256, 1, 1};
+        /* dkdv2's shared memory and the claimed work item */
+        unsigned sm =
+            (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2 + 4 * 64 * 4 + 16);
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp,  &lse,     &dd,
+                          &dkp,    &dvp,    &dqp,    &dqa,    &sem, (void *)a};
+        st = f ? cuda_launch_grid_smem(dev, f, grid, block, sm, params, what) : em_last_status();
+    }
+    cuda_pool_free(dev, dqa); /* stream order: the kernel has used them */
+    cuda_pool_free(dev, sem);
+    return st;
+}
+
 /* SDPA_BACKWARD (kernels/attention_bwd.cu): the dq kernel (which also writes D, and lse unless
  * the forward's is given, per query row into pooled f32 buffers), then the dk/dv kernel. q, k, v,
  * o and g in another layout than the kernels load are first gathered into contiguous pooled
@@ -419,11 +464,15 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     unsigned block[3] = {128, 1, 1};
     void *mp = m ? tn_ptr(m) : NULL;
     void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
-    /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
-       config cuda_attn_bwd_dq is 1 */
+    /* with the forward's lse: D by its own kernel, then dk, dv and dq in one pass (fused), unless
+       config cuda_attn_bwd_fused is off; or the dq2 kernel (32 query rows per warp, key tiles of
+       32), unless config cuda_attn_bwd_dq is 1 */
     const char *dqv = em_config_get("cuda_attn_bwd_dq");
+    bool fused = lse_given && !cuda_config_off("cuda_attn_bwd_fused");
     bool dq2 = lse_given && !(dqv && !strcmp(dqv, "1"));
-    if (st == EM_OK && dq2) {
+    if (st == EM_OK && fused) {
+        st = run_flash_bwd_fused(&a, ptr, mp, lse, dd, dqp, dkp, dvp, dts, mks, (int)D, dev, what);
+    } else if (st == EM_OK && dq2) {
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dq2_%s_d%d%s", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
@@ -444,7 +493,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
                           &dqp,    &lse,    &dd,     &lse_given, &a};
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
-    if (st == EM_OK) {
+    if (st == EM_OK && !fused) {
         /* the kernel of 8 warps per 128 keys with P and dS through shared memory (on the H200:
            7.69 against 7.96 ms at B2 H16 S8192 D128, bench/RESULTS.md); config
            cuda_attn_bwd_dkdv 1: 4 warps per 64 keys */

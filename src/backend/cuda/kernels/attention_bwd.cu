@@ -598,6 +598,87 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
     }
 }
 
+#define ATTN_DKB 128 // keys per dkdv2 block
+
+// The fused kernel's dQ step for query tile t of key block nbk (batch index bt): the partial
+// dS K on the warp's 32 query rows x D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks,
+// [128][D + 8]) in shared memory, then added to the tile's f32 sum in key-block order (see
+// attn_bwd_dkdv2).
+template <int BF, int D>
+__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, unsigned short *dq,
+                                                 float *dqa, int *sem, const attn_bwd_arg &g,
+                                                 i64 bt, i64 nbk, i64 nblocks, int t, int qtiles)
+{
+    constexpr int P = D + 8, PQ = ATTN_BB + 8, NQ = D / 32;
+    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+    const int qw = warp & 1, c0 = (warp >> 1) * (D / 4);
+    float aq[2][NQ][4];
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int n = 0; n < NQ; n++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) aq[mt][n][e] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < ATTN_DKB / 16; kk++) {
+        unsigned da[2][4]; // dS (queries x keys) from dS^T by transposing loads
+#pragma unroll
+        for (int mt = 0; mt < 2; mt++)
+            attn_ldsm4_t(Ds + ((kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7)) * PQ + qw * 32 +
+                               mt * 16 + ((lane >> 3) & 1) * 8) *
+                                  2,
+                         da[mt][0], da[mt][1], da[mt][2], da[mt][3]);
+#pragma unroll
+        for (int p = 0; p < NQ / 2; p++) {
+            unsigned b0, b1, b2, b3;
+            attn_ldsm4_t(Ks + ((kk * 16 + (lane & 15)) * P + c0 + p * 16 + (lane >> 4) * 8) * 2, b0,
+                         b1, b2, b3);
+#pragma unroll
+            for (int mt = 0; mt < 2; mt++) {
+                attn_mma<BF>(aq[mt][2 * p], da[mt], b0, b1);
+                attn_mma<BF>(aq[mt][2 * p + 1], da[mt], b2, b3);
+            }
+        }
+    }
+    const i64 L = g.L, i0 = (i64)t * ATTN_BB;
+    int *cnt = sem + 1 + bt * qtiles + t;
+    // the key blocks that see tile t: all, or (causal) those from key 0 to the tile's last row
+    i64 lastc = nblocks - 1;
+    if (g.causal && (i0 + ATTN_BB - 1) / ATTN_DKB < lastc) lastc = (i0 + ATTN_BB - 1) / ATTN_DKB;
+    const bool first = nbk == 0, last = nbk == lastc;
+    if (!first) {
+        if (tid == 0) attn_wait_ge(cnt, (int)nbk);
+        __syncthreads();
+    }
+#pragma unroll
+    for (int mt = 0; mt < 2; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const i64 i = i0 + qw * 32 + mt * 16 + (lane >> 2) + h * 8;
+            if (i >= L) continue;
+            float *arow = dqa + (bt * L + i) * D;
+            unsigned short *qrow = dq + (bt * L + i) * D;
+#pragma unroll
+            for (int n = 0; n < NQ; n++) {
+                const int col = c0 + n * 8 + (lane & 3) * 2;
+                float x0 = aq[mt][n][2 * h], x1 = aq[mt][n][2 * h + 1];
+                if (!first) {
+                    float y0, y1;
+                    attn_ldcg2(arow + col, y0, y1);
+                    x0 = y0 + x0, x1 = y1 + x1;
+                }
+                if (last)
+                    *(unsigned *)(qrow + col) = attn_pack<BF>(x0 * g.scale, x1 * g.scale);
+                else
+                    attn_stcg2(arow + col, x0, x1);
+            }
+        }
+    if (!last) {
+        __syncthreads();
+        if (tid == 0) attn_release(cnt, (int)nbk + 1);
+    }
+}
+
 // em_attn_bwd_dkdv2_*: dK and dV with P and dS passed through shared memory (FlashAttention-2's
 // layout of the work), one block of 8 warps per 128 keys looping over query tiles of 64. For
 // S^T = K Q^T and dP^T = V dO^T the warps split the 128 x 64 tile 4 (keys) x 2 (queries), 32 x 32
@@ -607,12 +688,20 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
 // registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
 // Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
 // run in the same order, P and dS rounded once.
-#define ATTN_DKB 128 // keys per dkdv2 block
-template <int BF, int D, int MK>
+// FQ (em_attn_bwd_dkdvq_*): dQ too, in the same pass. Each query tile's dQ partial
+// dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, is added to an
+// f32 sum in global memory (dqa) in key-block order: block nbk waits until the tile's counter
+// (sem[1 + bt qtiles + t]) reaches nbk, the first key block stores its partial, the others add
+// theirs, the last one writes dq (times scale, rounded) instead, so the sum is the same on every
+// run. Work items are claimed in order from sem[0] (a running block only waits on lower items,
+// which running blocks hold: no deadlock whatever the residency); query tiles are walked last
+// first, so the key blocks of a causal batch index reach each tile in step.
+template <int BF, int D, int MK, int FQ = 0>
 __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                                const unsigned short *v, const unsigned short *dout,
                                const void *mask, const float *lse_in, const float *dd_in,
-                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g)
+                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g,
+                               unsigned short *dq = 0, float *dqa = 0, int *sem = 0)
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, KT = D / 16, NTH = 256;
     constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
@@ -623,14 +712,20 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
     const unsigned Ps = Gs + 2 * TILE, Ds = Ps + ATTN_DKB * PQ * 2;
     float *lse_s = (float *)(attn_bsm + (2 * ATTN_DKB + 4 * ATTN_BB) * P + 2 * ATTN_DKB * PQ);
     float *dd_s = lse_s + 2 * ATTN_BB;
+    int *claim_s = (int *)(dd_s + 2 * ATTN_BB); // FQ: the claimed work item
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kw = warp >> 1, qh = warp & 1; // 32 keys; 32 queries of the tile, or a half of D
     const int rk = kw * 32;                  // the warp's first key in the block
     const float pinf = __int_as_float(0x7f800000);
     const i64 L = g.L, S = g.S, nblocks = (S + ATTN_DKB - 1) / ATTN_DKB;
     const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
-    for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < nblocks * g.nbatch;
-         work += (i64)gridDim.x * gridDim.y) {
+    i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x;
+    if (FQ) {
+        if (tid == 0) *claim_s = attn_claim(sem);
+        __syncthreads();
+        work = *claim_s;
+    }
+    while (work < nblocks * g.nbatch) {
         i64 bt, nbk;
         if (g.causal) { // the key blocks with the most query tiles (the first ones) first
             nbk = work / g.nbatch;
@@ -646,6 +741,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         const float *lb = lse_in + bt * L, *db = dd_in + bt * L;
         // causal: query tiles before the one holding n0 see none of this block's keys
         const int t0 = g.causal ? (int)(n0 / ATTN_BB) : 0;
+        const int tfirst = FQ ? qtiles - 1 : t0, tstep = FQ ? -1 : 1; // FQ: the last tile first
         auto stage = [&](int buf, int t) {
             const i64 i0 = (i64)t * ATTN_BB;
             attn_bwd_tile<D, ATTN_BB, NTH>(Qs + buf * TILE, qg, g.qs, i0, L);
@@ -658,7 +754,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         };
         attn_bwd_tile<D, ATTN_DKB, NTH>(Ks, k + off[1], g.ks, n0, S);
         attn_bwd_tile<D, ATTN_DKB, NTH>(Vs, v + off[2], g.vs, n0, S);
-        if (t0 < qtiles) stage(t0 & 1, t0);
+        if (t0 < qtiles) stage(tfirst & 1, tfirst);
         asm volatile("cp.async.commit_group;\n" ::);
 
         float adk[2][HT][4], adv[2][HT][4];
@@ -668,10 +764,10 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
             for (int t2 = 0; t2 < HT; t2++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) adk[mt][t2][e] = adv[mt][t2][e] = 0.f;
-        for (int t = t0; t < qtiles; t++) {
-            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
-            __syncthreads(); // ... for every thread, and all are done with tile t - 1
-            if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
+        for (int it = 0, t = tfirst; it < qtiles - t0; it++, t += tstep) {
+            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V at first)
+            __syncthreads(); // ... for every thread, and all are done with the tile before
+            if (it + 1 < qtiles - t0) stage((t + tstep) & 1, t + tstep);
             asm volatile("cp.async.commit_group;\n" ::);
             const int buf = t & 1;
             const unsigned qb = Qs + buf * TILE, gb = Gs + buf * TILE;
@@ -766,6 +862,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                     }
                 }
             }
+            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, dq, dqa, sem, g, bt, nbk, nblocks, t, qtiles);
         }
         asm volatile("cp.async.wait_group 0;\n" ::);
         __syncthreads(); // the tiles are reloaded for the next work item
@@ -785,7 +882,40 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_pack<BF>(adv[mt][t2][2 * h], adv[mt][t2][2 * h + 1]);
                 }
             }
+        if (FQ) {
+            if (tid == 0) *claim_s = attn_claim(sem);
+            __syncthreads();
+            work = *claim_s;
+        } else
+            work += (i64)gridDim.x * gridDim.y;
     }
+}
+
+// em_attn_bwd_dd_*: D = rowsum(dO * O) of each query row for the fused kernel (0 where the row's
+// lse is +inf), four lanes a row summing in the dq2 kernel's order.
+template <int BF, int D>
+__device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
+                            const float *lse_in, float *dd_out, const attn_bwd_arg &g)
+{
+    const int lane = threadIdx.x & 31;
+    const i64 rows = g.nbatch * g.L, row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 2;
+    const i64 r = row < rows ? row : rows - 1; // every lane takes part in the shuffles
+    const i64 bt = r / g.L, i = r - bt * g.L;
+    i64 off[6];
+    attn_bwd_offsets(g, bt, off);
+    float acc = 0.f;
+    if (row < rows && lse_in[r] != __int_as_float(0x7f800000)) {
+        const unsigned short *orow = o + off[3] + i * g.os, *grow = dout + off[4] + i * g.gs;
+#pragma unroll
+        for (int t2 = 0; t2 < D / 8; t2++) {
+            const int col = t2 * 8 + (lane & 3) * 2;
+            acc = fmaf(attn_h2f<BF>(grow[col]), attn_h2f<BF>(orow[col]), acc);
+            acc = fmaf(attn_h2f<BF>(grow[col + 1]), attn_h2f<BF>(orow[col + 1]), acc);
+        }
+    }
+    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
+    if (row < rows && (lane & 3) == 0) dd_out[r] = acc;
 }
 
 #define ATTN_BWD(NAME, BF, D, MK)                                                                  \
@@ -813,6 +943,15 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
     {                                                                                              \
         attn_bwd_dkdv2<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                        \
     }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
+        em_attn_bwd_dkdvq_##NAME(const unsigned short *q, const unsigned short *k,                 \
+                                 const unsigned short *v, const unsigned short *dout,              \
+                                 const void *mask, const float *lse, const float *dd,              \
+                                 unsigned short *dk, unsigned short *dv, unsigned short *dq,       \
+                                 float *dqa, int *sem, attn_bwd_arg g)                             \
+    {                                                                                              \
+        attn_bwd_dkdv2<BF, D, MK, 1>(q, k, v, dout, mask, lse, dd, dk, dv, g, dq, dqa, sem);       \
+    }                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \
                                 const unsigned short *v, const unsigned short *dout,               \
@@ -822,7 +961,13 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         attn_bwd_dkdv<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                         \
     }
 #define ATTN_BWD3(NAME, BF, D)                                                                     \
-    ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)
+    ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)      \
+    extern "C" __global__ void __launch_bounds__(128)                                              \
+        em_attn_bwd_dd_##NAME(const unsigned short *o, const unsigned short *dout,                 \
+                              const float *lse, float *dd, attn_bwd_arg g)                         \
+    {                                                                                              \
+        attn_bwd_dd<BF, D>(o, dout, lse, dd, g);                                                   \
+    }
 ATTN_BWD3(f16_d64, 0, 64)
 ATTN_BWD3(f16_d128, 0, 128)
 ATTN_BWD3(bf16_d64, 1, 64)
