@@ -175,31 +175,17 @@ static int __any_sync(unsigned, int p)
     wsync();
     return r;
 }
-// The fused backward's global-memory steps. Blocks run one after the other here, so a block
-// never has to wait for another: a wait that would block is an error of the counters.
-static void attn_ldcg2(const float *p, float &x, float &y)
-{
-    x = p[0], y = p[1];
-}
+// The fused backward's f32 store through L2.
 static void attn_stcg2(float *p, float x, float y)
 {
     p[0] = x, p[1] = y;
 }
-static void attn_wait_ge(const int *p, int v)
-{
-    if (*p < v) {
-        fprintf(stderr, "attn_wait_ge: counter %d below %d with no block left to raise it\n", *p, v);
-        abort();
-    }
-}
-static void attn_release(int *p, int v)
-{
-    *p = v;
-}
-static int attn_claim(int *p)
-{
-    return (*p)++;
-}
+struct float4 {
+    float x, y, z, w;
+};
+struct uint2 {
+    unsigned x, y;
+};
 #include "attention_emu_kernels.inc" // written by the script from the kernel sources
 
 static int run_forward()
@@ -417,26 +403,36 @@ static int run(int B, int L, int S, bool causal, double scale, unsigned grid,
             256);
         cmp("dk (dkdv2)", gk, dk), cmp("dv (dkdv2)", gv, dv);
     }
-    // the fused pass: D by its own kernel, then dk, dv and dq (an f32 sum over the key blocks)
-    std::fill(gq.begin(), gq.end(), 0x7fc0);
-    std::fill(gk.begin(), gk.end(), 0x7fc0);
-    std::fill(gv.begin(), gv.end(), 0x7fc0);
-    std::vector<float> dd3(B * L, NAN), dqa(B * L * D, NAN);
-    std::vector<int> sem(1 + B * ((L + 63) / 64), 0);
+    // the fused pass: D by its own kernel, then dk, dv and the groups' f32 dQ sums, then dq; with
+    // one group, two and one per key block
+    std::vector<float> dd3(B * L, NAN);
     launch([&] { attn_bwd_dd<BF, D>(o.data(), g.data(), lse_ref.data(), dd3.data(), a); }, 128,
            (unsigned)(B * L + 31) / 32);
     int ddbad = 0;
     for (int i = 0; i < B * L; i++) ddbad += memcmp(&dd3[i], &dd2[i], 4) != 0;
     printf("  D (dd kernel against dq2's): %d differing %s\n", ddbad, ddbad ? "FAIL" : "ok");
     fails += ddbad != 0;
-    launch(
-        [&] {
-            attn_bwd_dkdv2<BF, D, MK, 1>(q.data(), k.data(), v.data(), g.data(), mask,
-                                         lse_ref.data(), dd3.data(), gk.data(), gv.data(), a,
-                                         gq.data(), dqa.data(), sem.data());
-        },
-        256);
-    cmp("dq (fused)", gq, dq), cmp("dk (fused)", gk, dk), cmp("dv (fused)", gv, dv);
+    const int nblocks = (S + 127) / 128;
+    for (int G = 1; G <= nblocks; G = G == 1 && nblocks > 2 ? 2 : G == nblocks ? G + 1 : nblocks) {
+        std::fill(gq.begin(), gq.end(), 0x7fc0);
+        std::fill(gk.begin(), gk.end(), 0x7fc0);
+        std::fill(gv.begin(), gv.end(), 0x7fc0);
+        std::vector<float> dqa((size_t)G * B * L * D, NAN);
+        a.dqg = G;
+        launch(
+            [&] {
+                attn_bwd_dkdv2<BF, D, MK, 1>(q.data(), k.data(), v.data(), g.data(), mask,
+                                             lse_ref.data(), dd3.data(), gk.data(), gv.data(), a,
+                                             dqa.data());
+            },
+            256);
+        launch([&] { attn_bwd_dqsum<BF, D>(dqa.data(), gq.data(), a); }, 256, 2);
+        char nm[3][40];
+        snprintf(nm[0], 40, "dq (fused, %d groups)", G);
+        snprintf(nm[1], 40, "dk (fused, %d groups)", G);
+        snprintf(nm[2], 40, "dv (fused, %d groups)", G);
+        cmp(nm[0], gq, dq), cmp(nm[1], gk, dk), cmp(nm[2], gv, dv);
+    }
     return fails;
 }
 int main()

@@ -378,10 +378,12 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
     tn_sdpa_lse(qd, kd, vd, on_dev(m), o, &lse);
     CHECK(lse, "%s: the device's forward wrote no lse (%s)", what, em_last_error());
     em_tensor *first[3] = {NULL, NULL, NULL};
-    for (int var = 0; var < 5 && lse; var++) {
+    for (int var = 0; var < 6 && lse; var++) {
         /* 0, 1: the defaults (the fused kernel), twice; 2: dq2 and dk/dv kernel 2; 3: the
-           first-pass dq kernel; 4: the dk/dv kernel of 4 warps */
-        em_config_set("cuda_attn_bwd_fused", var >= 2 ? "off" : NULL);
+           first-pass dq kernel; 4: the dk/dv kernel of 4 warps; 5: the fused kernel with 3 key
+           block groups (as many as there are key blocks where fewer) */
+        em_config_set("cuda_attn_bwd_fused", var >= 2 && var <= 4 ? "off" : NULL);
+        em_config_set("cuda_attn_bwd_groups", var == 5 ? "3" : NULL);
         em_config_set("cuda_attn_bwd_dq", var == 3 ? "1" : NULL);
         em_config_set("cuda_attn_bwd_dkdv", var == 4 ? "1" : NULL);
         st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), lse, mk, o.causal,
@@ -394,7 +396,8 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
                      var <= 1   ? "fused"
                      : var == 2 ? "dq2, dk/dv kernel 2"
                      : var == 3 ? "dq kernel 1"
-                                : "dk/dv kernel 1");
+                     : var == 4 ? "dk/dv kernel 1"
+                                : "fused, 3 groups");
             compare_rel(name, got[i], want[i], tol);
             /* the fused kernel's dq sums over the key blocks in their order: the same bits on
                every run */
@@ -405,6 +408,7 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         }
     }
     em_config_set("cuda_attn_bwd_fused", NULL);
+    em_config_set("cuda_attn_bwd_groups", NULL);
     em_config_set("cuda_attn_bwd_dq", NULL);
     em_config_set("cuda_attn_bwd_dkdv", NULL);
     em_clear_error();

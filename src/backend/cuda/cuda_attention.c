@@ -5,6 +5,7 @@
  * any strides and computes in f64 as the CPU's row path does. SDPA_BACKWARD runs the flash
  * backward kernels (kernels/attention_bwd.cu) in the flash kernel's cases only. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "cuda.h"
@@ -37,6 +38,7 @@ typedef struct attn_bwd_arg { /* matches struct attn_bwd_arg in kernels/attentio
     int64_t L, S, nbatch;
     float scale_log2, inv_scale, scale;
     int nb, causal, mkind;
+    int dqg;
 } attn_bwd_arg;
 
 bool cuda_attn_claims(em_op_kind k)
@@ -358,23 +360,39 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     return st;
 }
 
+/* The fused backward's key-block groups per batch index: the count of G (1 to the key blocks,
+ * at most 64) whose work items (nbatch G, each a group's key blocks in turn) take the fewest
+ * rounds of the multiprocessors times key blocks a group, the smaller G on ties; the groups' f32
+ * dQ sums (G nbatch L D floats) kept within 1 GiB where G > 1. */
+static int fused_groups(int64_t nbatch, int64_t nblocks, int64_t L, int64_t D, int sms)
+{
+    int best = 1;
+    int64_t best_cost = INT64_MAX;
+    for (int64_t G = 1; G <= nblocks && G <= 64; G++) {
+        if (G > 1 && (double)G * (double)(nbatch * L * D) * 4 > (double)(1u << 30)) break;
+        int64_t cost = (nbatch * G + sms - 1) / sms * ((nblocks + G - 1) / G);
+        if (cost < best_cost) best_cost = cost, best = (int)G;
+    }
+    return best;
+}
+
 /* The fused backward (kernels/attention_bwd.cu em_attn_bwd_dkdvq_*): D per query row by
- * em_attn_bwd_dd_*, then one pass over the key blocks writing dk, dv and (through an f32 sum in a
- * pooled buffer, added in key-block order behind per-tile counters) dq. The counters and the work
- * claim start at 0 (a memset in stream order). */
-static em_status run_flash_bwd_fused(const attn_bwd_arg *a, void **ptr, void *mp, float *lse,
-                                     float *dd, void *dqp, void *dkp, void *dvp, const char *dts,
+ * em_attn_bwd_dd_*, then one pass over the key blocks in groups (fused_groups) writing dk, dv and
+ * each group's f32 dQ sum into a pooled buffer, then em_attn_bwd_dqsum_* adding the groups in
+ * order into dq. No atomics, no waits between blocks: deterministic. */
+static em_status run_flash_bwd_fused(attn_bwd_arg *a, void **ptr, void *mp, float *lse, float *dd,
+                                     void *dqp, void *dkp, void *dvp, const char *dts,
                                      const char *mks, int D, int dev, const char *what)
 {
-    int64_t qtiles = (a->L + 63) / 64, nblocks = (a->S + 127) / 128, work = nblocks * a->nbatch;
-    if (work > INT32_MAX || a->nbatch * qtiles >= INT32_MAX)
-        return em_error(EM_ERR_UNSUPPORTED, "%s: attention backward of %lld work items", what,
-                        (long long)work);
-    size_t ncnt = (size_t)(1 + a->nbatch * qtiles);
-    float *dqa = nblocks > 1 ? cuda_pool_alloc(dev, (size_t)(a->nbatch * a->L * D) * 4) : NULL;
-    int *sem = cuda_pool_alloc(dev, ncnt * sizeof(int));
-    em_status st = (nblocks > 1 && !dqa) || !sem ? em_last_status() : EM_OK;
-    if (st == EM_OK) st = cuda_memset32(dev, sem, 0, ncnt, what);
+    int sms = cuda_device(dev)->sm_count;
+    int64_t nblocks = (a->S + 127) / 128;
+    a->dqg = fused_groups(a->nbatch, nblocks, a->L, D, sms);
+    const char *gv = em_config_get("cuda_attn_bwd_groups"); /* a fixed count, 1 to 64 */
+    if (gv && atoi(gv) >= 1 && atoi(gv) <= 64)
+        a->dqg = atoi(gv) < nblocks ? atoi(gv) : (int)nblocks;
+    int64_t work = a->nbatch * a->dqg;
+    float *dqa = cuda_pool_alloc(dev, (size_t)(a->dqg * a->nbatch * a->L * D) * sizeof(float));
+    em_status st = dqa ? EM_OK : em_last_status();
     char name[48];
     if (st == EM_OK) {
         snprintf(name, sizeof name, "em_attn_bwd_dd_%s_d%d", dts, D);
@@ -382,24 +400,31 @@ static em_status run_flash_bwd_fused(const attn_bwd_arg *a, void **ptr, void *mp
         int64_t blocks = (a->nbatch * a->L + 31) / 32; /* 4 threads a row */
         unsigned grid[3] = {(unsigned)(blocks > 0x7fffffff ? 0x7fffffff : blocks), 1, 1};
         unsigned block[3] = {128, 1, 1};
-        void *params[] = {&ptr[3], &ptr[4], &lse, &dd, (void *)a};
+        void *params[] = {&ptr[3], &ptr[4], &lse, &dd, a};
         st = f ? cuda_launch_grid(dev, f, grid, block, params, what) : em_last_status();
     }
     if (st == EM_OK) {
         snprintf(name, sizeof name, "em_attn_bwd_dkdvq_%s_d%d%s", dts, D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
-        int sms = cuda_device(dev)->sm_count; /* one block of 8 warps per multiprocessor */
+        /* one block of 8 warps per multiprocessor, striding over the work items */
         unsigned grid[3] = {(unsigned)(work < sms ? work : sms), 1, 1};
         unsigned block[3] = {256, 1, 1};
-        /* dkdv2's shared memory and the claimed work item */
-        unsigned sm =
-            (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2 + 4 * 64 * 4 + 16);
-        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp,  &lse,     &dd,
-                          &dkp,    &dvp,    &dqp,    &dqa,    &sem, (void *)a};
+        /* dkdv2's shared memory and a [64][D + 4] f32 tile of a group's dQ sum */
+        unsigned sm = (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2 + 4 * 64 * 4 +
+                                 64 * (D + 4) * 4);
+        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &dqa, a};
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, sm, params, what) : em_last_status();
     }
-    cuda_pool_free(dev, dqa); /* stream order: the kernel has used them */
-    cuda_pool_free(dev, sem);
+    if (st == EM_OK) {
+        snprintf(name, sizeof name, "em_attn_bwd_dqsum_%s_d%d", dts, D);
+        CUfunction f = cuda_kernel(dev, name, what);
+        int64_t n4 = a->nbatch * a->L * D / 4, blocks = (n4 + 255) / 256;
+        unsigned grid[3] = {(unsigned)(blocks > 65535 * 16 ? 65535 * 16 : blocks), 1, 1};
+        unsigned block[3] = {256, 1, 1};
+        void *params[] = {&dqa, &dqp, a};
+        st = f ? cuda_launch_grid(dev, f, grid, block, params, what) : em_last_status();
+    }
+    cuda_pool_free(dev, dqa); /* stream order: the kernels have used it */
     return st;
 }
 

@@ -292,39 +292,10 @@ __device__ __forceinline__ float attn_exp2(float x)
     return r;
 }
 
-// Global-memory helpers of the backward's ordered dQ sums (kernels/attention_bwd.cu): two floats
-// read and written through L2 (.cg: another multiprocessor wrote them, L1 may hold stale lines),
-// a spin until a counter reaches v, a release of a counter, and a work claim.
-__device__ __forceinline__ void attn_ldcg2(const float *p, float &x, float &y)
-{
-    asm volatile("ld.global.cg.v2.f32 {%0,%1}, [%2];\n" : "=f"(x), "=f"(y) : "l"(p));
-}
-
+// Two floats stored through L2 (.cg: the backward's f32 dQ sums, read back by cp.async).
 __device__ __forceinline__ void attn_stcg2(float *p, float x, float y)
 {
     asm volatile("st.global.cg.v2.f32 [%0], {%1,%2};\n" ::"l"(p), "f"(x), "f"(y) : "memory");
-}
-
-// By one thread: waits until *p >= v (the writers' data then visible to its block after a
-// __syncthreads, through the fence).
-__device__ __forceinline__ void attn_wait_ge(const int *p, int v)
-{
-    while (*(const volatile int *)p < v) {
-    }
-    __threadfence();
-}
-
-// By one thread after a __syncthreads that follows the block's writes: makes them visible
-// device-wide, then sets *p = v.
-__device__ __forceinline__ void attn_release(int *p, int v)
-{
-    __threadfence();
-    atomicExch(p, v);
-}
-
-__device__ __forceinline__ int attn_claim(int *p)
-{
-    return atomicAdd(p, 1);
 }
 
 struct attn_flash_arg {

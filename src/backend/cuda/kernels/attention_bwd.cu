@@ -28,6 +28,7 @@ struct attn_bwd_arg {
     float inv_scale;  // an additive mask enters the raw scores as add / scale
     float scale;
     int nb, causal, mkind;
+    int dqg; // the fused kernel's key-block groups per batch index (partial dQ sums)
 };
 
 #define ATTN_BB 64 // rows of every tile: query rows of a dq block, keys of a dk/dv block
@@ -600,14 +601,13 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
 
 #define ATTN_DKB 128 // keys per dkdv2 block
 
-// The fused kernel's dQ step for query tile t of key block nbk (batch index bt): the partial
-// dS K on the warp's 32 query rows x D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks,
-// [128][D + 8]) in shared memory, then added to the tile's f32 sum in key-block order (see
-// attn_bwd_dkdv2).
+// The fused kernel's dQ step for query tile t: the partial dS K on the warp's 32 query rows x
+// D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks, [128][D + 8]) in shared memory,
+// added (when add) to the group's sum so far, which qa holds ([64][D + 4] floats, loaded while
+// the tile's other products ran), and stored to the group's f32 rows (part, [L][D]).
 template <int BF, int D>
-__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, unsigned short *dq,
-                                                 float *dqa, int *sem, const attn_bwd_arg &g,
-                                                 i64 bt, i64 nbk, i64 nblocks, int t, int qtiles)
+__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, const float *qa,
+                                                 float *part, i64 L, int t, bool add)
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, NQ = D / 32;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -640,42 +640,37 @@ __device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, unsig
             }
         }
     }
-    const i64 L = g.L, i0 = (i64)t * ATTN_BB;
-    int *cnt = sem + 1 + bt * qtiles + t;
-    // the key blocks that see tile t: all, or (causal) those from key 0 to the tile's last row
-    i64 lastc = nblocks - 1;
-    if (g.causal && (i0 + ATTN_BB - 1) / ATTN_DKB < lastc) lastc = (i0 + ATTN_BB - 1) / ATTN_DKB;
-    const bool first = nbk == 0, last = nbk == lastc;
-    if (!first) {
-        if (tid == 0) attn_wait_ge(cnt, (int)nbk);
-        __syncthreads();
-    }
+    const i64 i0 = (i64)t * ATTN_BB;
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const i64 i = i0 + qw * 32 + mt * 16 + (lane >> 2) + h * 8;
-            if (i >= L) continue;
-            float *arow = dqa + (bt * L + i) * D;
-            unsigned short *qrow = dq + (bt * L + i) * D;
+            const int r = qw * 32 + mt * 16 + (lane >> 2) + h * 8;
+            if (i0 + r >= L) continue;
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 const int col = c0 + n * 8 + (lane & 3) * 2;
                 float x0 = aq[mt][n][2 * h], x1 = aq[mt][n][2 * h + 1];
-                if (!first) {
-                    float y0, y1;
-                    attn_ldcg2(arow + col, y0, y1);
-                    x0 = y0 + x0, x1 = y1 + x1;
+                if (add) {
+                    const float *y = qa + r * (D + 4) + col;
+                    x0 = y[0] + x0, x1 = y[1] + x1;
                 }
-                if (last)
-                    *(unsigned *)(qrow + col) = attn_pack<BF>(x0 * g.scale, x1 * g.scale);
-                else
-                    attn_stcg2(arow + col, x0, x1);
+                attn_stcg2(part + (i0 + r) * D + col, x0, x1);
             }
         }
-    if (!last) {
-        __syncthreads();
-        if (tid == 0) attn_release(cnt, (int)nbk + 1);
+}
+
+// The rows [i0, i0 + 64) of the group's f32 dQ sum (part, [L][D]) into qa ([64][D + 4] floats)
+// by cp.async, rows past L zero-filled.
+template <int D>
+__device__ __forceinline__ void attn_bwd_qa_load(float *qa, const float *part, i64 i0, i64 L)
+{
+    constexpr int CH = D / 4; // 16-byte chunks a row
+#pragma unroll
+    for (int it = 0; it < 64 * CH / 256; it++) {
+        const int c = threadIdx.x + it * 256, r = c / CH, col = (c % CH) * 4;
+        const bool ok = i0 + r < L;
+        attn_cp16(attn_smem(qa + r * (D + 4) + col), ok ? part + (i0 + r) * D + col : part, ok);
     }
 }
 
@@ -688,46 +683,45 @@ __device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, unsig
 // registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
 // Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
 // run in the same order, P and dS rounded once.
-// FQ (em_attn_bwd_dkdvq_*): dQ too, in the same pass. Each query tile's dQ partial
-// dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, is added to an
-// f32 sum in global memory (dqa) in key-block order: block nbk waits until the tile's counter
-// (sem[1 + bt qtiles + t]) reaches nbk, the first key block stores its partial, the others add
-// theirs, the last one writes dq (times scale, rounded) instead, so the sum is the same on every
-// run. Work items are claimed in order from sem[0] (a running block only waits on lower items,
-// which running blocks hold: no deadlock whatever the residency); query tiles are walked last
-// first, so the key blocks of a causal batch index reach each tile in step.
+// FQ (em_attn_bwd_dkdvq_*): dQ too, in the same pass, without atomics or waits between blocks.
+// The key blocks of a batch index are dealt to g.dqg groups (block j to group j mod dqg); a work
+// item is one group, whose key blocks one block takes in order. Each query tile's dQ partial
+// dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, is added to
+// the group's f32 sum (dqa [dqg][nbatch][L][D]): the group's first key block stores it, the
+// next ones add theirs to the sum read back (by cp.async while the tile's other products run).
+// em_attn_bwd_dqsum_* then adds the groups in order: the same sums on every run.
 template <int BF, int D, int MK, int FQ = 0>
 __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                                const unsigned short *v, const unsigned short *dout,
                                const void *mask, const float *lse_in, const float *dd_in,
                                unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g,
-                               unsigned short *dq = 0, float *dqa = 0, int *sem = 0)
+                               float *dqa = 0)
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, KT = D / 16, NTH = 256;
     constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
     extern __shared__ __align__(16) unsigned short attn_bsm[];
     // K [128][P], V [128][P], Q [2][64][P], dO [2][64][P], P^T [128][PQ], dS^T [128][PQ]
-    // (halves), then lse [2][64], D [2][64] (floats)
+    // (halves), then lse [2][64], D [2][64] (floats), and for FQ the group's dQ sum of the tile
+    // ([64][D + 4] floats)
     const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
     const unsigned Ps = Gs + 2 * TILE, Ds = Ps + ATTN_DKB * PQ * 2;
     float *lse_s = (float *)(attn_bsm + (2 * ATTN_DKB + 4 * ATTN_BB) * P + 2 * ATTN_DKB * PQ);
     float *dd_s = lse_s + 2 * ATTN_BB;
-    int *claim_s = (int *)(dd_s + 2 * ATTN_BB); // FQ: the claimed work item
+    float *qa_s = dd_s + 2 * ATTN_BB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kw = warp >> 1, qh = warp & 1; // 32 keys; 32 queries of the tile, or a half of D
     const int rk = kw * 32;                  // the warp's first key in the block
     const float pinf = __int_as_float(0x7f800000);
     const i64 L = g.L, S = g.S, nblocks = (S + ATTN_DKB - 1) / ATTN_DKB;
     const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
-    i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x;
-    if (FQ) {
-        if (tid == 0) *claim_s = attn_claim(sem);
-        __syncthreads();
-        work = *claim_s;
-    }
-    while (work < nblocks * g.nbatch) {
+    const i64 G = FQ ? g.dqg : 1, nwork = FQ ? g.nbatch * G : nblocks * g.nbatch;
+    i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x, kround = 0;
+    while (work < nwork) {
         i64 bt, nbk;
-        if (g.causal) { // the key blocks with the most query tiles (the first ones) first
+        if (FQ) { // the group's key blocks one after the other
+            bt = work / G;
+            nbk = work - bt * G + kround * G;
+        } else if (g.causal) { // the key blocks with the most query tiles (the first ones) first
             nbk = work / g.nbatch;
             bt = work - nbk * g.nbatch;
         } else {
@@ -741,7 +735,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         const float *lb = lse_in + bt * L, *db = dd_in + bt * L;
         // causal: query tiles before the one holding n0 see none of this block's keys
         const int t0 = g.causal ? (int)(n0 / ATTN_BB) : 0;
-        const int tfirst = FQ ? qtiles - 1 : t0, tstep = FQ ? -1 : 1; // FQ: the last tile first
+        float *part = FQ ? dqa + ((nbk % G) * g.nbatch + bt) * L * D : 0; // the group's dQ sum
         auto stage = [&](int buf, int t) {
             const i64 i0 = (i64)t * ATTN_BB;
             attn_bwd_tile<D, ATTN_BB, NTH>(Qs + buf * TILE, qg, g.qs, i0, L);
@@ -754,7 +748,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         };
         attn_bwd_tile<D, ATTN_DKB, NTH>(Ks, k + off[1], g.ks, n0, S);
         attn_bwd_tile<D, ATTN_DKB, NTH>(Vs, v + off[2], g.vs, n0, S);
-        if (t0 < qtiles) stage(tfirst & 1, tfirst);
+        if (t0 < qtiles) stage(t0 & 1, t0);
         asm volatile("cp.async.commit_group;\n" ::);
 
         float adk[2][HT][4], adv[2][HT][4];
@@ -764,10 +758,14 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
             for (int t2 = 0; t2 < HT; t2++)
 #pragma unroll
                 for (int e = 0; e < 4; e++) adk[mt][t2][e] = adv[mt][t2][e] = 0.f;
-        for (int it = 0, t = tfirst; it < qtiles - t0; it++, t += tstep) {
-            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V at first)
-            __syncthreads(); // ... for every thread, and all are done with the tile before
-            if (it + 1 < qtiles - t0) stage((t + tstep) & 1, t + tstep);
+        for (int t = t0; t < qtiles; t++) {
+            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
+            __syncthreads(); // ... for every thread, and all are done with tile t - 1
+            if (FQ) { // the group's sum of tile t so far (its own group: nothing to wait for)
+                if (kround) attn_bwd_qa_load<D>(qa_s, part, (i64)t * ATTN_BB, L);
+                asm volatile("cp.async.commit_group;\n" ::);
+            }
+            if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
             asm volatile("cp.async.commit_group;\n" ::);
             const int buf = t & 1;
             const unsigned qb = Qs + buf * TILE, gb = Gs + buf * TILE;
@@ -832,6 +830,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_sts32(Ps + o, attn_pack<BF>(p0, p1));
                         attn_sts32(Ds + o, attn_pack<BF>(d0, d1));
                     }
+            if (FQ) asm volatile("cp.async.wait_group 1;\n" ::); // the dQ sum (not tile t + 1)
             __syncthreads();
             // dV += P^T dO and dK += dS^T Q on the warp's 32 keys x D/2 columns
 #pragma unroll
@@ -862,7 +861,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                     }
                 }
             }
-            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, dq, dqa, sem, g, bt, nbk, nblocks, t, qtiles);
+            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, qa_s, part, L, t, kround > 0);
         }
         asm volatile("cp.async.wait_group 0;\n" ::);
         __syncthreads(); // the tiles are reloaded for the next work item
@@ -882,12 +881,36 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_pack<BF>(adv[mt][t2][2 * h], adv[mt][t2][2 * h + 1]);
                 }
             }
-        if (FQ) {
-            if (tid == 0) *claim_s = attn_claim(sem);
-            __syncthreads();
-            work = *claim_s;
-        } else
+        if (FQ && nbk + G < nblocks) {
+            kround++;
+        } else {
+            kround = 0;
             work += (i64)gridDim.x * gridDim.y;
+        }
+    }
+}
+
+// em_attn_bwd_dqsum_*: dq = scale x the sum of the fused kernel's group sums (dqa [G][nbatch][L]
+// [D], G = g.dqg) in group order, 4 elements a thread; causal, query tile t only has the groups
+// whose first key block reaches it (2 j <= t for key block j: 128 keys, tiles of 64 rows).
+template <int BF, int D>
+__device__ void attn_bwd_dqsum(const float *dqa, unsigned short *dq, const attn_bwd_arg &g)
+{
+    const i64 n4 = g.nbatch * g.L * (D / 4), stride = (i64)g.nbatch * g.L * D;
+    for (i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x; c < n4;
+         c += (i64)gridDim.x * blockDim.x) {
+        const i64 e = c * 4, i = (e / D) % g.L;
+        int ng = g.dqg;
+        if (g.causal && i / ATTN_BB / 2 + 1 < ng) ng = (int)(i / ATTN_BB / 2 + 1);
+        float4 s = *(const float4 *)(dqa + e);
+        for (int j = 1; j < ng; j++) {
+            const float4 y = *(const float4 *)(dqa + j * stride + e);
+            s.x += y.x, s.y += y.y, s.z += y.z, s.w += y.w;
+        }
+        uint2 o;
+        o.x = attn_pack<BF>(s.x * g.scale, s.y * g.scale);
+        o.y = attn_pack<BF>(s.z * g.scale, s.w * g.scale);
+        *(uint2 *)(dq + e) = o;
     }
 }
 
@@ -947,10 +970,10 @@ __device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
         em_attn_bwd_dkdvq_##NAME(const unsigned short *q, const unsigned short *k,                 \
                                  const unsigned short *v, const unsigned short *dout,              \
                                  const void *mask, const float *lse, const float *dd,              \
-                                 unsigned short *dk, unsigned short *dv, unsigned short *dq,       \
-                                 float *dqa, int *sem, attn_bwd_arg g)                             \
+                                 unsigned short *dk, unsigned short *dv, float *dqa,               \
+                                 attn_bwd_arg g)                                                   \
     {                                                                                              \
-        attn_bwd_dkdv2<BF, D, MK, 1>(q, k, v, dout, mask, lse, dd, dk, dv, g, dq, dqa, sem);       \
+        attn_bwd_dkdv2<BF, D, MK, 1>(q, k, v, dout, mask, lse, dd, dk, dv, g, dqa);                \
     }                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \
@@ -967,6 +990,11 @@ __device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
                               const float *lse, float *dd, attn_bwd_arg g)                         \
     {                                                                                              \
         attn_bwd_dd<BF, D>(o, dout, lse, dd, g);                                                   \
+    }                                                                                              \
+    extern "C" __global__ void __launch_bounds__(256)                                              \
+        em_attn_bwd_dqsum_##NAME(const float *dqa, unsigned short *dq, attn_bwd_arg g)             \
+    {                                                                                              \
+        attn_bwd_dqsum<BF, D>(dqa, dq, g);                                                         \
     }
 ATTN_BWD3(f16_d64, 0, 64)
 ATTN_BWD3(f16_d128, 0, 128)
