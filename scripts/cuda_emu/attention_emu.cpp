@@ -175,10 +175,23 @@ static int __any_sync(unsigned, int p)
     wsync();
     return r;
 }
-// The fused backward's f32 store through L2.
-static void attn_stcg2(float *p, float x, float y)
+// The fused backward's copy-engine operations, done at once.
+static void attn_bulk_f32(float *dst, unsigned src, int bytes, bool add)
 {
-    p[0] = x, p[1] = y;
+    const float *x = (const float *)(g_smem + src);
+    for (int i = 0; i < bytes / 4; i++) dst[i] = add ? dst[i] + x[i] : x[i];
+}
+static void attn_bulk_commit()
+{
+}
+static void attn_bulk_wait_read()
+{
+}
+static void attn_bulk_wait()
+{
+}
+static void attn_fence_async_smem()
+{
 }
 struct float4 {
     float x, y, z, w;

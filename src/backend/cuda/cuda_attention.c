@@ -409,7 +409,7 @@ static em_status run_flash_bwd_fused(attn_bwd_arg *a, void **ptr, void *mp, floa
         /* one block of 8 warps per multiprocessor, striding over the work items */
         unsigned grid[3] = {(unsigned)(work < sms ? work : sms), 1, 1};
         unsigned block[3] = {256, 1, 1};
-        /* dkdv2's shared memory and a [64][D + 4] f32 tile of a group's dQ sum */
+        /* dkdv2's shared memory and a [64][D + 4] f32 tile of a dQ partial */
         unsigned sm = (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2 + 4 * 64 * 4 +
                                  64 * (D + 4) * 4);
         void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &dqa, a};
@@ -493,7 +493,8 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
        config cuda_attn_bwd_fused is off; or the dq2 kernel (32 query rows per warp, key tiles of
        32), unless config cuda_attn_bwd_dq is 1 */
     const char *dqv = em_config_get("cuda_attn_bwd_dq");
-    bool fused = lse_given && !cuda_config_off("cuda_attn_bwd_fused");
+    bool fused = lse_given && !cuda_config_off("cuda_attn_bwd_fused") &&
+                 cuda_device(dev)->cc_major >= 9; /* the copy engine's bulk adds */
     bool dq2 = lse_given && !(dqv && !strcmp(dqv, "1"));
     if (st == EM_OK && fused) {
         st = run_flash_bwd_fused(&a, ptr, mp, lse, dd, dqp, dkp, dvp, dts, mks, (int)D, dev, what);

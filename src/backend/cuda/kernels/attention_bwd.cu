@@ -601,13 +601,11 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
 
 #define ATTN_DKB 128 // keys per dkdv2 block
 
-// The fused kernel's dQ step for query tile t: the partial dS K on the warp's 32 query rows x
-// D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks, [128][D + 8]) in shared memory,
-// added (when add) to the group's sum so far, which qa holds ([64][D + 4] floats, loaded while
-// the tile's other products ran), and stored to the group's f32 rows (part, [L][D]).
+// The fused kernel's dQ step for a query tile: the partial dS K on the warp's 32 query rows x
+// D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks, [128][D + 8]) in shared memory, into
+// the f32 tile qa ([64][D + 4]) for the copy engine (attn_bwd_dq_flush).
 template <int BF, int D>
-__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, const float *qa,
-                                                 float *part, i64 L, int t, bool add)
+__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, float *qa)
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, NQ = D / 32;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -640,38 +638,31 @@ __device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, const
             }
         }
     }
-    const i64 i0 = (i64)t * ATTN_BB;
 #pragma unroll
     for (int mt = 0; mt < 2; mt++)
 #pragma unroll
         for (int h = 0; h < 2; h++) {
-            const int r = qw * 32 + mt * 16 + (lane >> 2) + h * 8;
-            if (i0 + r >= L) continue;
+            float *row = qa + (qw * 32 + mt * 16 + (lane >> 2) + h * 8) * (D + 4);
 #pragma unroll
             for (int n = 0; n < NQ; n++) {
                 const int col = c0 + n * 8 + (lane & 3) * 2;
-                float x0 = aq[mt][n][2 * h], x1 = aq[mt][n][2 * h + 1];
-                if (add) {
-                    const float *y = qa + r * (D + 4) + col;
-                    x0 = y[0] + x0, x1 = y[1] + x1;
-                }
-                attn_stcg2(part + (i0 + r) * D + col, x0, x1);
+                row[col] = aq[mt][n][2 * h], row[col + 1] = aq[mt][n][2 * h + 1];
             }
         }
+    attn_fence_async_smem(); // before the copy engine reads the tile (after a __syncthreads)
 }
 
-// The rows [i0, i0 + 64) of the group's f32 dQ sum (part, [L][D]) into qa ([64][D + 4] floats)
-// by cp.async, rows past L zero-filled.
+// The f32 tile qa of query rows [i0, i0 + 64) into the group's dQ sum (part, [L][D]) by the copy
+// engine, a row per thread of the first 64 (rows past L skipped): stored (the group's first key
+// block) or added in L2 (add). The same threads later wait on their bulk groups.
 template <int D>
-__device__ __forceinline__ void attn_bwd_qa_load(float *qa, const float *part, i64 i0, i64 L)
+__device__ __forceinline__ void attn_bwd_dq_flush(const float *qa, float *part, i64 i0, i64 L,
+                                                  bool add)
 {
-    constexpr int CH = D / 4; // 16-byte chunks a row
-#pragma unroll
-    for (int it = 0; it < 64 * CH / 256; it++) {
-        const int c = threadIdx.x + it * 256, r = c / CH, col = (c % CH) * 4;
-        const bool ok = i0 + r < L;
-        attn_cp16(attn_smem(qa + r * (D + 4) + col), ok ? part + (i0 + r) * D + col : part, ok);
-    }
+    const int r = threadIdx.x;
+    if (r >= ATTN_BB) return;
+    if (i0 + r < L) attn_bulk_f32(part + (i0 + r) * D, attn_smem(qa + r * (D + 4)), D * 4, add);
+    attn_bulk_commit();
 }
 
 // em_attn_bwd_dkdv2_*: dK and dV with P and dS passed through shared memory (FlashAttention-2's
@@ -683,12 +674,13 @@ __device__ __forceinline__ void attn_bwd_qa_load(float *qa, const float *part, i
 // registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
 // Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
 // run in the same order, P and dS rounded once.
-// FQ (em_attn_bwd_dkdvq_*): dQ too, in the same pass, without atomics or waits between blocks.
-// The key blocks of a batch index are dealt to g.dqg groups (block j to group j mod dqg); a work
-// item is one group, whose key blocks one block takes in order. Each query tile's dQ partial
-// dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, is added to
-// the group's f32 sum (dqa [dqg][nbatch][L][D]): the group's first key block stores it, the
-// next ones add theirs to the sum read back (by cp.async while the tile's other products run).
+// FQ (em_attn_bwd_dkdvq_*, sm_90): dQ too, in the same pass, without atomics or waits between
+// blocks. The key blocks of a batch index are dealt to g.dqg groups (block j to group j mod dqg);
+// a work item is one group, whose key blocks one block takes in order. Each query tile's dQ
+// partial dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, goes
+// through shared memory to the group's f32 sum (dqa [dqg][nbatch][L][D]) by the copy engine
+// during the next tile's products: stored by the group's first key block, added in L2 by the
+// next ones, each key block's operations complete before the next key block's begin.
 // em_attn_bwd_dqsum_* then adds the groups in order: the same sums on every run.
 template <int BF, int D, int MK, int FQ = 0>
 __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
@@ -701,8 +693,8 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
     constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
     extern __shared__ __align__(16) unsigned short attn_bsm[];
     // K [128][P], V [128][P], Q [2][64][P], dO [2][64][P], P^T [128][PQ], dS^T [128][PQ]
-    // (halves), then lse [2][64], D [2][64] (floats), and for FQ the group's dQ sum of the tile
-    // ([64][D + 4] floats)
+    // (halves), then lse [2][64], D [2][64] (floats), and for FQ a tile's dQ partial ([64][D + 4]
+    // floats)
     const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
     const unsigned Ps = Gs + 2 * TILE, Ds = Ps + ATTN_DKB * PQ * 2;
     float *lse_s = (float *)(attn_bsm + (2 * ATTN_DKB + 4 * ATTN_BB) * P + 2 * ATTN_DKB * PQ);
@@ -761,10 +753,8 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         for (int t = t0; t < qtiles; t++) {
             asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
             __syncthreads(); // ... for every thread, and all are done with tile t - 1
-            if (FQ) { // the group's sum of tile t so far (its own group: nothing to wait for)
-                if (kround) attn_bwd_qa_load<D>(qa_s, part, (i64)t * ATTN_BB, L);
-                asm volatile("cp.async.commit_group;\n" ::);
-            }
+            if (FQ && t > t0) // tile t - 1's dQ partial, from shared memory by the copy engine
+                attn_bwd_dq_flush<D>(qa_s, part, (i64)(t - 1) * ATTN_BB, L, kround > 0);
             if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
             asm volatile("cp.async.commit_group;\n" ::);
             const int buf = t & 1;
@@ -830,7 +820,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_sts32(Ps + o, attn_pack<BF>(p0, p1));
                         attn_sts32(Ds + o, attn_pack<BF>(d0, d1));
                     }
-            if (FQ) asm volatile("cp.async.wait_group 1;\n" ::); // the dQ sum (not tile t + 1)
+            if (FQ && tid < ATTN_BB) attn_bulk_wait_read(); // qa free for this tile's partial
             __syncthreads();
             // dV += P^T dO and dK += dS^T Q on the warp's 32 keys x D/2 columns
 #pragma unroll
@@ -861,10 +851,14 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                     }
                 }
             }
-            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, qa_s, part, L, t, kround > 0);
+            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, qa_s);
         }
         asm volatile("cp.async.wait_group 0;\n" ::);
         __syncthreads(); // the tiles are reloaded for the next work item
+        if (FQ && t0 < qtiles) { // the last tile's dQ partial; all done before the next key block
+            attn_bwd_dq_flush<D>(qa_s, part, (i64)(qtiles - 1) * ATTN_BB, L, kround > 0);
+            if (tid < ATTN_BB) attn_bulk_wait();
+        }
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
