@@ -371,21 +371,15 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         snprintf(name, sizeof name, "%s: %s", what, names[i]);
         compare_rel(name, got[i], want[i], tol);
     }
-    /* again with the lse of the device's forward on the same inputs (no first pass): the fused
-       kernel (the default), and with config cuda_attn_bwd_fused off both dq kernels (config
-       cuda_attn_bwd_dq: the dq2 kernel by default, 1 the first pass's) and both dk/dv kernels */
+    /* again with the lse of the device's forward on the same inputs (no first pass), under both
+       dq kernels (config cuda_attn_bwd_dq: the dq2 kernel by default, 1 the first pass's) */
     em_tensor *lse = NULL;
     tn_sdpa_lse(qd, kd, vd, on_dev(m), o, &lse);
     CHECK(lse, "%s: the device's forward wrote no lse (%s)", what, em_last_error());
-    em_tensor *first[3] = {NULL, NULL, NULL};
-    for (int var = 0; var < 6 && lse; var++) {
-        /* 0, 1: the defaults (the fused kernel), twice; 2: dq2 and dk/dv kernel 2; 3: the
-           first-pass dq kernel; 4: the dk/dv kernel of 4 warps; 5: the fused kernel with 3 key
-           block groups (as many as there are key blocks where fewer) */
-        em_config_set("cuda_attn_bwd_fused", var >= 2 && var <= 4 ? "off" : NULL);
-        em_config_set("cuda_attn_bwd_groups", var == 5 ? "3" : NULL);
-        em_config_set("cuda_attn_bwd_dq", var == 3 ? "1" : NULL);
-        em_config_set("cuda_attn_bwd_dkdv", var == 4 ? "1" : NULL);
+    for (int var = 0; var < 3 && lse; var++) {
+        /* 0: the defaults; 1: the first-pass dq kernel; 2: the dk/dv kernel of 4 warps */
+        em_config_set("cuda_attn_bwd_dq", var == 1 ? "1" : NULL);
+        em_config_set("cuda_attn_bwd_dkdv", var == 2 ? "1" : NULL);
         st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), lse, mk, o.causal,
                               scale, true, &got[0], &got[1], &got[2]);
         CHECK(st == EM_OK, "%s: with lse, the device declined or failed: %s", what,
@@ -393,22 +387,12 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         for (int i = 0; i < 3 && st == EM_OK; i++) {
             char name[240];
             snprintf(name, sizeof name, "%s: %s (forward's lse, %s)", what, names[i],
-                     var <= 1   ? "fused"
-                     : var == 2 ? "dq2, dk/dv kernel 2"
-                     : var == 3 ? "dq kernel 1"
-                     : var == 4 ? "dk/dv kernel 1"
-                                : "fused, 3 groups");
+                     var == 0   ? "defaults"
+                     : var == 1 ? "dq kernel 1"
+                                : "dk/dv kernel 1");
             compare_rel(name, got[i], want[i], tol);
-            /* the fused kernel's dq sums over the key blocks in their order: the same bits on
-               every run */
-            if (var == 0) first[i] = em_to_device(got[i], EM_CPU);
-            if (var == 1)
-                CHECK(first[i] && h_same_bytes(em_to_device(got[i], EM_CPU), first[i]),
-                      "%s: not the bits of the first run", name);
         }
     }
-    em_config_set("cuda_attn_bwd_fused", NULL);
-    em_config_set("cuda_attn_bwd_groups", NULL);
     em_config_set("cuda_attn_bwd_dq", NULL);
     em_config_set("cuda_attn_bwd_dkdv", NULL);
     em_clear_error();
@@ -454,45 +438,8 @@ static void check_rule(const char *what, em_shape qs, em_shape ks, em_dtype dt, 
     em_scope_end();
 }
 
-/* The fused kernel against the split ones (dq2 and dk/dv kernel 2, config cuda_attn_bwd_fused
- * off) where the work items (B H S / 128 = 1024) far outnumber the multiprocessors: each block
- * claims several and waits on other blocks' dq sums. Both are checked against the CPU above on
- * smaller shapes; here they must agree with each other (bf16 outputs, f32 sums in different
- * orders). */
-static void check_fused_many(bool causal)
-{
-    em_scope_begin();
-    em_sdpa_opts o = {.causal = causal};
-    em_shape s = EM_SHAPE(4, 16, 2048, 64);
-    em_tensor *q = on_dev(rnd(s, EM_BF16, -1, 1)), *k = on_dev(rnd(s, EM_BF16, -1, 1));
-    em_tensor *v = on_dev(rnd(s, EM_BF16, -1, 1)), *g = on_dev(rnd(s, EM_BF16, -1, 1));
-    em_tensor *out = em_sdpa(q, k, v, NULL, o), *lse = NULL;
-    tn_sdpa_lse(q, k, v, NULL, o, &lse);
-    CHECK(out && lse, "fused, many work items: the forward (%s)", em_last_error());
-    em_tensor *got[3] = {NULL, NULL, NULL}, *want[3] = {NULL, NULL, NULL};
-    em_status st = tn_sdpa_backward(q, k, v, out, g, NULL, lse, 0, causal, 0.125, true, &got[0],
-                                    &got[1], &got[2]);
-    em_config_set("cuda_attn_bwd_fused", "off");
-    if (st == EM_OK)
-        st = tn_sdpa_backward(q, k, v, out, g, NULL, lse, 0, causal, 0.125, true, &want[0],
-                              &want[1], &want[2]);
-    em_config_set("cuda_attn_bwd_fused", NULL);
-    CHECK(st == EM_OK, "fused, many work items: %s", em_last_error());
-    static const char *names[3] = {"dq", "dk", "dv"};
-    for (int i = 0; i < 3 && st == EM_OK; i++) {
-        char name[96];
-        snprintf(name, sizeof name, "fused against split, B4 H16 L=S=2048%s: %s",
-                 causal ? " causal" : "", names[i]);
-        compare_rel(name, got[i], em_to_device(want[i], EM_CPU), 1e-2);
-    }
-    em_clear_error();
-    em_scope_end();
-}
-
 static void test_backward(void)
 {
-    check_fused_many(false);
-    check_fused_many(true);
     static const struct {
         int64_t B, H, L, S;
         bool causal;

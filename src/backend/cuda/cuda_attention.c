@@ -5,7 +5,6 @@
  * any strides and computes in f64 as the CPU's row path does. SDPA_BACKWARD runs the flash
  * backward kernels (kernels/attention_bwd.cu) in the flash kernel's cases only. */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "cuda.h"
@@ -38,7 +37,6 @@ typedef struct attn_bwd_arg { /* matches struct attn_bwd_arg in kernels/attentio
     int64_t L, S, nbatch;
     float scale_log2, inv_scale, scale;
     int nb, causal, mkind;
-    int dqg;
 } attn_bwd_arg;
 
 bool cuda_attn_claims(em_op_kind k)
@@ -360,74 +358,6 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     return st;
 }
 
-/* The fused backward's key-block groups per batch index: the count of G (1 to the key blocks,
- * at most 64) whose work items (nbatch G, each a group's key blocks in turn) take the fewest
- * rounds of the multiprocessors times key blocks a group, the smaller G on ties; the groups' f32
- * dQ sums (G nbatch L D floats) kept within 1 GiB where G > 1. */
-static int fused_groups(int64_t nbatch, int64_t nblocks, int64_t L, int64_t D, int sms)
-{
-    int best = 1;
-    int64_t best_cost = INT64_MAX;
-    for (int64_t G = 1; G <= nblocks && G <= 64; G++) {
-        if (G > 1 && (double)G * (double)(nbatch * L * D) * 4 > (double)(1u << 30)) break;
-        int64_t cost = (nbatch * G + sms - 1) / sms * ((nblocks + G - 1) / G);
-        if (cost < best_cost) best_cost = cost, best = (int)G;
-    }
-    return best;
-}
-
-/* The fused backward (kernels/attention_bwd.cu em_attn_bwd_dkdvq_*): D per query row by
- * em_attn_bwd_dd_*, then one pass over the key blocks in groups (fused_groups) writing dk, dv and
- * each group's f32 dQ sum into a pooled buffer, then em_attn_bwd_dqsum_* adding the groups in
- * order into dq. No atomics, no waits between blocks: deterministic. */
-static em_status run_flash_bwd_fused(attn_bwd_arg *a, void **ptr, void *mp, float *lse, float *dd,
-                                     void *dqp, void *dkp, void *dvp, const char *dts,
-                                     const char *mks, int D, int dev, const char *what)
-{
-    int sms = cuda_device(dev)->sm_count;
-    int64_t nblocks = (a->S + 127) / 128;
-    a->dqg = fused_groups(a->nbatch, nblocks, a->L, D, sms);
-    const char *gv = em_config_get("cuda_attn_bwd_groups"); /* a fixed count, 1 to 64 */
-    if (gv && atoi(gv) >= 1 && atoi(gv) <= 64)
-        a->dqg = atoi(gv) < nblocks ? atoi(gv) : (int)nblocks;
-    int64_t work = a->nbatch * a->dqg;
-    float *dqa = cuda_pool_alloc(dev, (size_t)(a->dqg * a->nbatch * a->L * D) * sizeof(float));
-    em_status st = dqa ? EM_OK : em_last_status();
-    char name[48];
-    if (st == EM_OK) {
-        snprintf(name, sizeof name, "em_attn_bwd_dd_%s_d%d", dts, D);
-        CUfunction f = cuda_kernel(dev, name, what);
-        int64_t blocks = (a->nbatch * a->L + 31) / 32; /* 4 threads a row */
-        unsigned grid[3] = {(unsigned)(blocks > 0x7fffffff ? 0x7fffffff : blocks), 1, 1};
-        unsigned block[3] = {128, 1, 1};
-        void *params[] = {&ptr[3], &ptr[4], &lse, &dd, a};
-        st = f ? cuda_launch_grid(dev, f, grid, block, params, what) : em_last_status();
-    }
-    if (st == EM_OK) {
-        snprintf(name, sizeof name, "em_attn_bwd_dkdvq_%s_d%d%s", dts, D, mks);
-        CUfunction f = cuda_kernel(dev, name, what);
-        /* one block of 8 warps per multiprocessor, striding over the work items */
-        unsigned grid[3] = {(unsigned)(work < sms ? work : sms), 1, 1};
-        unsigned block[3] = {256, 1, 1};
-        /* dkdv2's shared memory and a [64][D + 4] f32 tile of a dQ partial */
-        unsigned sm = (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2 + 4 * 64 * 4 +
-                                 64 * (D + 4) * 4);
-        void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &dqa, a};
-        st = f ? cuda_launch_grid_smem(dev, f, grid, block, sm, params, what) : em_last_status();
-    }
-    if (st == EM_OK) {
-        snprintf(name, sizeof name, "em_attn_bwd_dqsum_%s_d%d", dts, D);
-        CUfunction f = cuda_kernel(dev, name, what);
-        int64_t n4 = a->nbatch * a->L * D / 4, blocks = (n4 + 255) / 256;
-        unsigned grid[3] = {(unsigned)(blocks > 65535 * 16 ? 65535 * 16 : blocks), 1, 1};
-        unsigned block[3] = {256, 1, 1};
-        void *params[] = {&dqa, &dqp, a};
-        st = f ? cuda_launch_grid(dev, f, grid, block, params, what) : em_last_status();
-    }
-    cuda_pool_free(dev, dqa); /* stream order: the kernels have used it */
-    return st;
-}
-
 /* SDPA_BACKWARD (kernels/attention_bwd.cu): the dq kernel (which also writes D, and lse unless
  * the forward's is given, per query row into pooled f32 buffers), then the dk/dv kernel. q, k, v,
  * o and g in another layout than the kernels load are first gathered into contiguous pooled
@@ -489,16 +419,11 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     unsigned block[3] = {128, 1, 1};
     void *mp = m ? tn_ptr(m) : NULL;
     void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
-    /* with the forward's lse: D by its own kernel, then dk, dv and dq in one pass (fused), unless
-       config cuda_attn_bwd_fused is off; or the dq2 kernel (32 query rows per warp, key tiles of
-       32), unless config cuda_attn_bwd_dq is 1 */
+    /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
+       config cuda_attn_bwd_dq is 1 */
     const char *dqv = em_config_get("cuda_attn_bwd_dq");
-    bool fused = lse_given && !cuda_config_off("cuda_attn_bwd_fused") &&
-                 cuda_device(dev)->cc_major >= 9; /* the copy engine's bulk adds */
     bool dq2 = lse_given && !(dqv && !strcmp(dqv, "1"));
-    if (st == EM_OK && fused) {
-        st = run_flash_bwd_fused(&a, ptr, mp, lse, dd, dqp, dkp, dvp, dts, mks, (int)D, dev, what);
-    } else if (st == EM_OK && dq2) {
+    if (st == EM_OK && dq2) {
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dq2_%s_d%d%s", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
@@ -519,7 +444,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
                           &dqp,    &lse,    &dd,     &lse_given, &a};
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
-    if (st == EM_OK && !fused) {
+    if (st == EM_OK) {
         /* the kernel of 8 warps per 128 keys with P and dS through shared memory (on the H200:
            7.69 against 7.96 ms at B2 H16 S8192 D128, bench/RESULTS.md); config
            cuda_attn_bwd_dkdv 1: 4 warps per 64 keys */

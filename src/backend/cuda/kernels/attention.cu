@@ -292,55 +292,6 @@ __device__ __forceinline__ float attn_exp2(float x)
     return r;
 }
 
-// The copy engine's bulk operations (sm_90) of the backward's f32 dQ sums: bytes from shared
-// memory (src, a shared-window address) stored to global memory, or added there (add, in L2),
-// in the issuing thread's bulk group; committing the group; waiting until the pending groups
-// have read their shared memory, or have completed; the fence that makes the block's generic
-// stores to shared memory visible to the copy engine.
-__device__ __forceinline__ void attn_bulk_f32(float *dst, unsigned src, int bytes, bool add)
-{
-#if __CUDA_ARCH__ >= 900
-    if (add)
-        asm volatile("cp.reduce.async.bulk.global.shared::cta.bulk_group.add.f32 [%0], [%1], %2;\n"
-                     ::"l"(dst), "r"(src), "r"(bytes)
-                     : "memory");
-    else
-        asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;\n" ::"l"(dst),
-                     "r"(src), "r"(bytes)
-                     : "memory");
-#else
-    __trap();
-#endif
-}
-
-__device__ __forceinline__ void attn_bulk_commit()
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.commit_group;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void attn_bulk_wait_read()
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void attn_bulk_wait()
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory");
-#endif
-}
-
-__device__ __forceinline__ void attn_fence_async_smem()
-{
-#if __CUDA_ARCH__ >= 900
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-#endif
-}
-
 struct attn_flash_arg {
     i64 bshape[8];
     i64 qb[8], kb[8], vb[8], mb[8]; // batch strides (elements), 0 where broadcast

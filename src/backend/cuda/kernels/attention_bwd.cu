@@ -28,7 +28,6 @@ struct attn_bwd_arg {
     float inv_scale;  // an additive mask enters the raw scores as add / scale
     float scale;
     int nb, causal, mkind;
-    int dqg; // the fused kernel's key-block groups per batch index (partial dQ sums)
 };
 
 #define ATTN_BB 64 // rows of every tile: query rows of a dq block, keys of a dk/dv block
@@ -599,72 +598,6 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
     }
 }
 
-#define ATTN_DKB 128 // keys per dkdv2 block
-
-// The fused kernel's dQ step for a query tile: the partial dS K on the warp's 32 query rows x
-// D/4 columns from dS^T (Ds, [128 keys][64 + 8]) and K (Ks, [128][D + 8]) in shared memory, into
-// the f32 tile qa ([64][D + 4]) for the copy engine (attn_bwd_dq_flush).
-template <int BF, int D>
-__device__ __forceinline__ void attn_bwd_dq_part(unsigned Ds, unsigned Ks, float *qa)
-{
-    constexpr int P = D + 8, PQ = ATTN_BB + 8, NQ = D / 32;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const int qw = warp & 1, c0 = (warp >> 1) * (D / 4);
-    float aq[2][NQ][4];
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int n = 0; n < NQ; n++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) aq[mt][n][e] = 0.f;
-#pragma unroll
-    for (int kk = 0; kk < ATTN_DKB / 16; kk++) {
-        unsigned da[2][4]; // dS (queries x keys) from dS^T by transposing loads
-#pragma unroll
-        for (int mt = 0; mt < 2; mt++)
-            attn_ldsm4_t(Ds + ((kk * 16 + ((lane >> 4) & 1) * 8 + (lane & 7)) * PQ + qw * 32 +
-                               mt * 16 + ((lane >> 3) & 1) * 8) *
-                                  2,
-                         da[mt][0], da[mt][1], da[mt][2], da[mt][3]);
-#pragma unroll
-        for (int p = 0; p < NQ / 2; p++) {
-            unsigned b0, b1, b2, b3;
-            attn_ldsm4_t(Ks + ((kk * 16 + (lane & 15)) * P + c0 + p * 16 + (lane >> 4) * 8) * 2, b0,
-                         b1, b2, b3);
-#pragma unroll
-            for (int mt = 0; mt < 2; mt++) {
-                attn_mma<BF>(aq[mt][2 * p], da[mt], b0, b1);
-                attn_mma<BF>(aq[mt][2 * p + 1], da[mt], b2, b3);
-            }
-        }
-    }
-#pragma unroll
-    for (int mt = 0; mt < 2; mt++)
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            float *row = qa + (qw * 32 + mt * 16 + (lane >> 2) + h * 8) * (D + 4);
-#pragma unroll
-            for (int n = 0; n < NQ; n++) {
-                const int col = c0 + n * 8 + (lane & 3) * 2;
-                row[col] = aq[mt][n][2 * h], row[col + 1] = aq[mt][n][2 * h + 1];
-            }
-        }
-    attn_fence_async_smem(); // before the copy engine reads the tile (after a __syncthreads)
-}
-
-// The f32 tile qa of query rows [i0, i0 + 64) into the group's dQ sum (part, [L][D]) by the copy
-// engine, a row per thread of the first 64 (rows past L skipped): stored (the group's first key
-// block) or added in L2 (add). The same threads later wait on their bulk groups.
-template <int D>
-__device__ __forceinline__ void attn_bwd_dq_flush(const float *qa, float *part, i64 i0, i64 L,
-                                                  bool add)
-{
-    const int r = threadIdx.x;
-    if (r >= ATTN_BB) return;
-    if (i0 + r < L) attn_bulk_f32(part + (i0 + r) * D, attn_smem(qa + r * (D + 4)), D * 4, add);
-    attn_bulk_commit();
-}
-
 // em_attn_bwd_dkdv2_*: dK and dV with P and dS passed through shared memory (FlashAttention-2's
 // layout of the work), one block of 8 warps per 128 keys looping over query tiles of 64. For
 // S^T = K Q^T and dP^T = V dO^T the warps split the 128 x 64 tile 4 (keys) x 2 (queries), 32 x 32
@@ -674,46 +607,32 @@ __device__ __forceinline__ void attn_bwd_dq_flush(const float *qa, float *part, 
 // registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
 // Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
 // run in the same order, P and dS rounded once.
-// FQ (em_attn_bwd_dkdvq_*, sm_90): dQ too, in the same pass, without atomics or waits between
-// blocks. The key blocks of a batch index are dealt to g.dqg groups (block j to group j mod dqg);
-// a work item is one group, whose key blocks one block takes in order. Each query tile's dQ
-// partial dS (64 x 128) K (128 x D), split 2 (queries) x 4 (quarters of D) over the warps, goes
-// through shared memory to the group's f32 sum (dqa [dqg][nbatch][L][D]) by the copy engine
-// during the next tile's products: stored by the group's first key block, added in L2 by the
-// next ones, each key block's operations complete before the next key block's begin.
-// em_attn_bwd_dqsum_* then adds the groups in order: the same sums on every run.
-template <int BF, int D, int MK, int FQ = 0>
+#define ATTN_DKB 128 // keys per dkdv2 block
+template <int BF, int D, int MK>
 __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                                const unsigned short *v, const unsigned short *dout,
                                const void *mask, const float *lse_in, const float *dd_in,
-                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g,
-                               float *dqa = 0)
+                               unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g)
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, KT = D / 16, NTH = 256;
     constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
     extern __shared__ __align__(16) unsigned short attn_bsm[];
     // K [128][P], V [128][P], Q [2][64][P], dO [2][64][P], P^T [128][PQ], dS^T [128][PQ]
-    // (halves), then lse [2][64], D [2][64] (floats), and for FQ a tile's dQ partial ([64][D + 4]
-    // floats)
+    // (halves), then lse [2][64], D [2][64] (floats)
     const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
     const unsigned Ps = Gs + 2 * TILE, Ds = Ps + ATTN_DKB * PQ * 2;
     float *lse_s = (float *)(attn_bsm + (2 * ATTN_DKB + 4 * ATTN_BB) * P + 2 * ATTN_DKB * PQ);
     float *dd_s = lse_s + 2 * ATTN_BB;
-    float *qa_s = dd_s + 2 * ATTN_BB;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
     const int kw = warp >> 1, qh = warp & 1; // 32 keys; 32 queries of the tile, or a half of D
     const int rk = kw * 32;                  // the warp's first key in the block
     const float pinf = __int_as_float(0x7f800000);
     const i64 L = g.L, S = g.S, nblocks = (S + ATTN_DKB - 1) / ATTN_DKB;
     const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
-    const i64 G = FQ ? g.dqg : 1, nwork = FQ ? g.nbatch * G : nblocks * g.nbatch;
-    i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x, kround = 0;
-    while (work < nwork) {
+    for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < nblocks * g.nbatch;
+         work += (i64)gridDim.x * gridDim.y) {
         i64 bt, nbk;
-        if (FQ) { // the group's key blocks one after the other
-            bt = work / G;
-            nbk = work - bt * G + kround * G;
-        } else if (g.causal) { // the key blocks with the most query tiles (the first ones) first
+        if (g.causal) { // the key blocks with the most query tiles (the first ones) first
             nbk = work / g.nbatch;
             bt = work - nbk * g.nbatch;
         } else {
@@ -727,7 +646,6 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         const float *lb = lse_in + bt * L, *db = dd_in + bt * L;
         // causal: query tiles before the one holding n0 see none of this block's keys
         const int t0 = g.causal ? (int)(n0 / ATTN_BB) : 0;
-        float *part = FQ ? dqa + ((nbk % G) * g.nbatch + bt) * L * D : 0; // the group's dQ sum
         auto stage = [&](int buf, int t) {
             const i64 i0 = (i64)t * ATTN_BB;
             attn_bwd_tile<D, ATTN_BB, NTH>(Qs + buf * TILE, qg, g.qs, i0, L);
@@ -753,8 +671,6 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         for (int t = t0; t < qtiles; t++) {
             asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
             __syncthreads(); // ... for every thread, and all are done with tile t - 1
-            if (FQ && t > t0) // tile t - 1's dQ partial, from shared memory by the copy engine
-                attn_bwd_dq_flush<D>(qa_s, part, (i64)(t - 1) * ATTN_BB, L, kround > 0);
             if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
             asm volatile("cp.async.commit_group;\n" ::);
             const int buf = t & 1;
@@ -820,7 +736,6 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_sts32(Ps + o, attn_pack<BF>(p0, p1));
                         attn_sts32(Ds + o, attn_pack<BF>(d0, d1));
                     }
-            if (FQ && tid < ATTN_BB) attn_bulk_wait_read(); // qa free for this tile's partial
             __syncthreads();
             // dV += P^T dO and dK += dS^T Q on the warp's 32 keys x D/2 columns
 #pragma unroll
@@ -851,14 +766,9 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                     }
                 }
             }
-            if (FQ) attn_bwd_dq_part<BF, D>(Ds, Ks, qa_s);
         }
         asm volatile("cp.async.wait_group 0;\n" ::);
         __syncthreads(); // the tiles are reloaded for the next work item
-        if (FQ && t0 < qtiles) { // the last tile's dQ partial; all done before the next key block
-            attn_bwd_dq_flush<D>(qa_s, part, (i64)(qtiles - 1) * ATTN_BB, L, kround > 0);
-            if (tid < ATTN_BB) attn_bulk_wait();
-        }
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
 #pragma unroll
@@ -875,64 +785,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                         attn_pack<BF>(adv[mt][t2][2 * h], adv[mt][t2][2 * h + 1]);
                 }
             }
-        if (FQ && nbk + G < nblocks) {
-            kround++;
-        } else {
-            kround = 0;
-            work += (i64)gridDim.x * gridDim.y;
-        }
     }
-}
-
-// em_attn_bwd_dqsum_*: dq = scale x the sum of the fused kernel's group sums (dqa [G][nbatch][L]
-// [D], G = g.dqg) in group order, 4 elements a thread; causal, query tile t only has the groups
-// whose first key block reaches it (2 j <= t for key block j: 128 keys, tiles of 64 rows).
-template <int BF, int D>
-__device__ void attn_bwd_dqsum(const float *dqa, unsigned short *dq, const attn_bwd_arg &g)
-{
-    const i64 n4 = g.nbatch * g.L * (D / 4), stride = (i64)g.nbatch * g.L * D;
-    for (i64 c = (i64)blockIdx.x * blockDim.x + threadIdx.x; c < n4;
-         c += (i64)gridDim.x * blockDim.x) {
-        const i64 e = c * 4, i = (e / D) % g.L;
-        int ng = g.dqg;
-        if (g.causal && i / ATTN_BB / 2 + 1 < ng) ng = (int)(i / ATTN_BB / 2 + 1);
-        float4 s = *(const float4 *)(dqa + e);
-        for (int j = 1; j < ng; j++) {
-            const float4 y = *(const float4 *)(dqa + j * stride + e);
-            s.x += y.x, s.y += y.y, s.z += y.z, s.w += y.w;
-        }
-        uint2 o;
-        o.x = attn_pack<BF>(s.x * g.scale, s.y * g.scale);
-        o.y = attn_pack<BF>(s.z * g.scale, s.w * g.scale);
-        *(uint2 *)(dq + e) = o;
-    }
-}
-
-// em_attn_bwd_dd_*: D = rowsum(dO * O) of each query row for the fused kernel (0 where the row's
-// lse is +inf), four lanes a row summing in the dq2 kernel's order.
-template <int BF, int D>
-__device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
-                            const float *lse_in, float *dd_out, const attn_bwd_arg &g)
-{
-    const int lane = threadIdx.x & 31;
-    const i64 rows = g.nbatch * g.L, row = ((i64)blockIdx.x * blockDim.x + threadIdx.x) >> 2;
-    const i64 r = row < rows ? row : rows - 1; // every lane takes part in the shuffles
-    const i64 bt = r / g.L, i = r - bt * g.L;
-    i64 off[6];
-    attn_bwd_offsets(g, bt, off);
-    float acc = 0.f;
-    if (row < rows && lse_in[r] != __int_as_float(0x7f800000)) {
-        const unsigned short *orow = o + off[3] + i * g.os, *grow = dout + off[4] + i * g.gs;
-#pragma unroll
-        for (int t2 = 0; t2 < D / 8; t2++) {
-            const int col = t2 * 8 + (lane & 3) * 2;
-            acc = fmaf(attn_h2f<BF>(grow[col]), attn_h2f<BF>(orow[col]), acc);
-            acc = fmaf(attn_h2f<BF>(grow[col + 1]), attn_h2f<BF>(orow[col + 1]), acc);
-        }
-    }
-    acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-    acc += __shfl_xor_sync(0xffffffffu, acc, 2);
-    if (row < rows && (lane & 3) == 0) dd_out[r] = acc;
 }
 
 #define ATTN_BWD(NAME, BF, D, MK)                                                                  \
@@ -960,15 +813,6 @@ __device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
     {                                                                                              \
         attn_bwd_dkdv2<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                        \
     }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256, 1)                                           \
-        em_attn_bwd_dkdvq_##NAME(const unsigned short *q, const unsigned short *k,                 \
-                                 const unsigned short *v, const unsigned short *dout,              \
-                                 const void *mask, const float *lse, const float *dd,              \
-                                 unsigned short *dk, unsigned short *dv, float *dqa,               \
-                                 attn_bwd_arg g)                                                   \
-    {                                                                                              \
-        attn_bwd_dkdv2<BF, D, MK, 1>(q, k, v, dout, mask, lse, dd, dk, dv, g, dqa);                \
-    }                                                                                              \
     extern "C" __global__ void __launch_bounds__(128, 2)                                           \
         em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \
                                 const unsigned short *v, const unsigned short *dout,               \
@@ -978,18 +822,7 @@ __device__ void attn_bwd_dd(const unsigned short *o, const unsigned short *dout,
         attn_bwd_dkdv<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                         \
     }
 #define ATTN_BWD3(NAME, BF, D)                                                                     \
-    ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)      \
-    extern "C" __global__ void __launch_bounds__(128)                                              \
-        em_attn_bwd_dd_##NAME(const unsigned short *o, const unsigned short *dout,                 \
-                              const float *lse, float *dd, attn_bwd_arg g)                         \
-    {                                                                                              \
-        attn_bwd_dd<BF, D>(o, dout, lse, dd, g);                                                   \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(256)                                              \
-        em_attn_bwd_dqsum_##NAME(const float *dqa, unsigned short *dq, attn_bwd_arg g)             \
-    {                                                                                              \
-        attn_bwd_dqsum<BF, D>(dqa, dq, g);                                                         \
-    }
+    ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)
 ATTN_BWD3(f16_d64, 0, 64)
 ATTN_BWD3(f16_d128, 0, 128)
 ATTN_BWD3(bf16_d64, 1, 64)
