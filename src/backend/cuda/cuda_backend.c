@@ -921,9 +921,7 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int ti
  * kernels/matmul_gemv.cu: a warp per output row for N == 1; for M == 1 a thread per column (f32
  * contiguous columns: a block per 128 columns, its warps over the slice's rows) over k slices, as
  * many (up to 64) as it takes to give every multiprocessor two blocks (config cuda_gemv_parts: a
- * fixed count), their sums added in slice order: by a second kernel, or on sm_90 where the rule
- * asks for 8 or more f32 float4 slices, by the first block of a cluster of 8 slice blocks from
- * their shared memory (em_gemv_cols4c_f32; config cuda_gemv_cluster off: the second kernel). */
+ * fixed count), their sums added in slice order. */
 static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
@@ -951,14 +949,6 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
         parts *= 2;
     int64_t forced = em_config_get_int("cuda_gemv_parts", 0); /* 1-64: that many slices */
     if (forced >= 1 && forced <= 64) parts = (int)forced;
-    if (cols4 && parts >= 8 && !(forced >= 1 && forced <= 64) && cuda_device(dev)->cc_major >= 9 &&
-        !cuda_config_off("cuda_gemv_cluster")) {
-        CUfunction fc = cuda_kernel(dev, "em_gemv_cols4c_f32", what);
-        if (!fc) return em_last_status();
-        unsigned grid[3] = {(unsigned)((s->N + 127) / 128), 8, (unsigned)nb};
-        void *params[] = {&ap, &bp, &cp, (void *)s};
-        return cuda_launch_grid(dev, fc, grid, block, params, what);
-    }
     float *ws = NULL;
     if (parts > 1) {
         ws = cuda_pool_alloc(dev, (size_t)(s->nbatch * parts * s->N) * sizeof(float));

@@ -87,41 +87,14 @@ __device__ __forceinline__ void gemv_cols(const void *a, const void *b, void *c,
     }
 }
 
-#if __CUDA_ARCH__ >= 900
-// A thread block cluster's barrier (every thread of every block of the cluster), and a float4
-// read from the shared memory of the cluster's block `rank` at the address of p in this one.
-__device__ __forceinline__ void gv_cluster_sync()
-{
-    asm volatile("barrier.cluster.arrive.release.aligned;\n"
-                 "barrier.cluster.wait.acquire.aligned;\n" ::
-                     : "memory");
-}
-
-__device__ __forceinline__ float4 gv_ld_cluster(const float4 *p, unsigned rank)
-{
-    unsigned a = (unsigned)__cvta_generic_to_shared(p), r;
-    float4 v;
-    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(a), "r"(rank));
-    asm volatile("ld.shared::cluster.v4.f32 {%0,%1,%2,%3}, [%4];\n"
-                 : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
-                 : "r"(r)
-                 : "memory");
-    return v;
-}
-#endif
-
 // gemv_cols for f32 with B's columns contiguous (sbn == 1) and 16-byte aligned rows: a block
 // takes 128 neighbouring columns (a float4 per lane) of its k slice; its 8 warps take every 8th
 // row of the slice (eight rows in flight per lane), and their sums are added in warp order
-// through shared memory. CL (sm_90, em_gemv_cols4c_f32): the `parts` = 8 slice blocks of a column
-// block are one cluster, and the first adds the eight blocks' sums in slice order from their
-// shared memory and stores them: one kernel, no workspace.
-template <int CL>
+// through shared memory.
 __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float *c, float *ws,
                                            const mmidx &s, int parts)
 {
     __shared__ float4 part[8][32];
-    __shared__ float4 mine[CL ? 32 : 1];
     const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
     const i64 n = (i64)blockIdx.x * 128 + lane * 4;
     const i64 slice = (s.K + parts - 1) / parts, k0 = blockIdx.y * slice;
@@ -158,29 +131,9 @@ __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float
                 const float4 u = part[v][lane];
                 t.x += u.x, t.y += u.y, t.z += u.z, t.w += u.w;
             }
-            if (CL)
-                mine[lane] = t;
-            else {
-                float *o =
-                    parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
-                *(float4 *)o = t;
-            }
+            float *o = parts == 1 ? c + bt * s.N + n : ws + (bt * parts + blockIdx.y) * s.N + n;
+            *(float4 *)o = t;
         }
-#if __CUDA_ARCH__ >= 900
-        if (CL) {
-            gv_cluster_sync(); // every block's sums are in its shared memory
-            if (blockIdx.y == 0 && w == 0 && live) {
-                float4 t = mine[lane];
-#pragma unroll
-                for (int r = 1; r < 8; r++) {
-                    const float4 u = gv_ld_cluster(&mine[lane], r);
-                    t.x += u.x, t.y += u.y, t.z += u.z, t.w += u.w;
-                }
-                *(float4 *)(c + bt * s.N + n) = t;
-            }
-            gv_cluster_sync(); // ... and stays there until the first block has read it
-        }
-#endif
         __syncthreads();
     }
 }
@@ -188,16 +141,8 @@ __device__ __forceinline__ void gemv_cols4(const float *a, const float *b, float
 extern "C" __global__ void em_gemv_cols4_f32(const float *a, const float *b, float *c, float *ws,
                                              mmidx s, int parts)
 {
-    gemv_cols4<0>(a, b, c, ws, s, parts);
+    gemv_cols4(a, b, c, ws, s, parts);
 }
-
-#if __CUDA_ARCH__ >= 900
-extern "C" __global__ void __cluster_dims__(1, 8, 1)
-    em_gemv_cols4c_f32(const float *a, const float *b, float *c, mmidx s)
-{
-    gemv_cols4<1>(a, b, c, nullptr, s, 8);
-}
-#endif
 
 // Slice sums in slice order; eight loads issued before their adds (the adds stay in order).
 template <int TY>
