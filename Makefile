@@ -3,13 +3,18 @@ JOBS ?= $(shell nproc)
 BUILD ?= build
 CMAKE ?= cmake
 
-.PHONY: all test check demo sanitize asan install clean format format-check bench
+.PHONY: all configure test check demo sanitize asan install docs clean format format-check bench
 
-all:
+# The library (libember.a, libember.so), the ember command and the examples.
+all: configure
+	$(CMAKE) --build $(BUILD) -j $(JOBS) --target ember_programs
+
+configure:
 	$(CMAKE) -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release >/dev/null
-	$(CMAKE) --build $(BUILD) -j $(JOBS)
 
-test: all
+# Builds everything, the tests too, and runs the tests.
+test: configure
+	$(CMAKE) --build $(BUILD) -j $(JOBS)
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
 
 # The whole suite as CI runs it (installs packages, gcc + sanitizer builds, format check).
@@ -33,6 +38,11 @@ bench:
 
 install: all
 	$(CMAKE) --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX),)
+
+# The API reference from the public headers' comments (Doxygen) in $(BUILD)/docs/html; the
+# public functions without a comment are listed in $(BUILD)/docs/undocumented.txt.
+docs:
+	bash scripts/docs.sh $(BUILD)/docs
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
