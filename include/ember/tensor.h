@@ -28,6 +28,7 @@ typedef struct em_axes {
     int d[EM_MAX_RANK];
 } em_axes;
 
+#ifndef __cplusplus
 #define EM__NARGS(...)                             EM__NARGS_(__VA_ARGS__, 8, 7, 6, 5, 4, 3, 2, 1, 0)
 #define EM__NARGS_(a, b, c, d, e, f, g, h, n, ...) n
 /* EM_SHAPE(2, 3) is the shape [2, 3]; EM_SCALAR is the rank-0 shape. */
@@ -36,6 +37,26 @@ typedef struct em_axes {
 /* EM_AXES(0, -1) lists dims 0 and -1; EM_ALL means every dimension. */
 #define EM_AXES(...) ((em_axes){.n = EM__NARGS(__VA_ARGS__), .d = {__VA_ARGS__}})
 #define EM_ALL       ((em_axes){.n = 0})
+#else
+/* C++ has no compound literals: the same macros build their values with these functions, which
+ * convert each argument as the C initialisers do. */
+extern "C++" {
+template <class... T> constexpr em_shape em_shape_of(T... dims)
+{
+    static_assert(sizeof...(T) <= EM_MAX_RANK, "EM_SHAPE: more than EM_MAX_RANK dims");
+    return em_shape{static_cast<int>(sizeof...(T)), {static_cast<int64_t>(dims)...}};
+}
+template <class... T> constexpr em_axes em_axes_of(T... d)
+{
+    static_assert(sizeof...(T) <= EM_MAX_RANK, "EM_AXES: more than EM_MAX_RANK dims");
+    return em_axes{static_cast<int>(sizeof...(T)), {static_cast<int>(d)...}};
+}
+}
+#define EM_SHAPE(...) em_shape_of(__VA_ARGS__)
+#define EM_SCALAR     (em_shape{})
+#define EM_AXES(...)  em_axes_of(__VA_ARGS__)
+#define EM_ALL        (em_axes{})
+#endif
 
 int64_t em_shape_numel(em_shape s);
 bool em_shape_equal(em_shape a, em_shape b);
@@ -49,7 +70,11 @@ typedef struct em_device {
     int16_t index;   /* device number within the backend */
 } em_device;
 
+#ifndef __cplusplus
 #define EM_CPU ((em_device){0, 0})
+#else
+#define EM_CPU (em_device{0, 0})
+#endif
 
 /* Parses "cpu", "cuda:0", "cuda" (= cuda:0). Unknown names give EM_ERR_DEVICE and EM_CPU. */
 em_device em_device_parse(const char *name);
