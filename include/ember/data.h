@@ -81,7 +81,7 @@ typedef struct em_csv_cfg {
     char delimiter; /* 0: ',' ; ' ' splits on runs of blanks */
     int header;     /* 0: auto (skip the first row when a cell is not a number), 1: yes, -1: no */
     bool label;     /* one column is the label ("y", i64 unless label_float) */
-    int label_col;  /* its index, negative from the end (-1: last) */
+    int label_col;  /* its index, negative from the end (0: the first column, -1: the last) */
     bool label_float;
     bool f64; /* features as f64 (default f32) */
 } em_csv_cfg;

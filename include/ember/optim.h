@@ -16,7 +16,7 @@ extern "C" {
 typedef struct em_optim em_optim;
 
 typedef struct em_sgd_cfg {
-    double lr; /* required (PyTorch has no default): 0 is an error */
+    double lr; /* 1e-3 (PyTorch 1.13 has no default; later releases take 1e-3) */
     double momentum, dampening, weight_decay;
     bool nesterov, maximize;
 } em_sgd_cfg;

@@ -127,10 +127,7 @@ static void set_param_defaults(em_optim *o, double lr, double wd)
 em_optim *em_sgd_new(em_module *m, em_sgd_cfg cfg)
 {
     const char *fn = "em_sgd_new";
-    if (cfg.lr == 0 || isnan(cfg.lr)) {
-        em_error(EM_ERR_INVALID_ARG, "%s: lr is required (got %g)", fn, cfg.lr);
-        return NULL;
-    }
+    cfg.lr = dflt(cfg.lr, 1e-3);
     if (!check_range(fn, "lr", cfg.lr, 0, INFINITY, false) ||
         !check_range(fn, "momentum", cfg.momentum, 0, INFINITY, false) ||
         !check_range(fn, "weight_decay", cfg.weight_decay, 0, INFINITY, false))

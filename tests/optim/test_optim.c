@@ -390,8 +390,8 @@ static void test_bad_input(void)
     em_module *net = mlp(EM_F64);
     CHECK(em_sgd_new(NULL, (em_sgd_cfg){.lr = 0.1}) == NULL, "NULL module");
     CHECK_ERR(EM_ERR_INVALID_ARG, "em_sgd_new");
-    CHECK(em_sgd_new(net, (em_sgd_cfg){0}) == NULL, "sgd lr 0");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "em_sgd_new: lr is required");
+    CHECK(em_sgd_new(net, (em_sgd_cfg){.lr = -0.1}) == NULL, "sgd lr < 0");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_sgd_new: invalid lr");
     CHECK(em_sgd_new(net, (em_sgd_cfg){.lr = 0.1, .nesterov = true}) == NULL, "nesterov");
     CHECK_ERR(EM_ERR_INVALID_ARG, "nesterov");
     CHECK(em_adam_new(net, (em_adam_cfg){.beta1 = -0.5}) == NULL, "negative beta1");
