@@ -4,7 +4,7 @@
 #  2. Every public header compiles on its own as C11 and as C++17 (pedantic, warnings as errors).
 #  3. Installed into a prefix that is then moved: an outside CMake project finds it with
 #     find_package(Ember) and runs the README's example linked to Ember::ember and to
-#     Ember::ember_static.
+#     Ember::ember_static; libember.so exports nothing but the public em_ functions.
 #  4. pkg-config, as the README says: the example against libember.so (LD_LIBRARY_PATH, rpath),
 #     against libember.a with `pkg-config --static`, and the README's C++ version with g++.
 #  5. An outside CMake project add_subdirectory()s this tree and links Ember::ember; the build
@@ -101,6 +101,10 @@ endif()
 EOF
 cmake -S "$work/fp2" -B "$work/fp2/build" -DCMAKE_PREFIX_PATH="$prefix" >"$work/fp2.log" 2>&1 ||
   fail "$(cat "$work/fp2.log")"
+
+# libember.so exports the public functions only
+internal=$(nm -D --defined-only "$libdir/libember.so" | awk '{print $3}' | grep -v '^em_' || true)
+[ -z "$internal" ] || fail "libember.so exports internal symbols: $internal"
 
 echo "-- pkg-config: shared, static, C++"
 export PKG_CONFIG_PATH=$pcdir
