@@ -181,13 +181,13 @@ em_tensor *em_pin_memory(const em_tensor *t)
         if (em_backend_get(i)->host_alloc) be = em_backend_get(i);
     int64_t n = tn_numel(t);
     size_t nbytes = (size_t)n * em_dtype_size(t->dtype);
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     void *p = be ? be->host_alloc(nbytes ? nbytes : 1) : NULL;
     if (!p) { /* nothing to pin with: an ordinary host copy */
         static atomic_bool warned;
         if (be && !atomic_exchange(&warned, true))
             em_log_msg("tensor", EM_LOG_WARN, "%s; an ordinary host copy instead", em_last_error());
-        if (be && before == EM_OK) em_clear_error();
+        if (be) core_error_forget(before);
         em_tensor *h = em_to_device((em_tensor *)t, EM_CPU);
         em_tensor *c = em_clone(h);
         em_release(h);
