@@ -46,7 +46,7 @@ static em_tensor *from_data_named(const char *fn, const void *data, em_dtype src
         if (src_dtype == dtype) {
             memcpy(tn_ptr(host), data, (size_t)n * em_dtype_size(dtype));
         } else {
-            em_tensor src = *host; /* a stack handle describing the caller's array */
+            em_tensor src = tn_desc(host); /* a stack handle describing the caller's array */
             em_storage st = {.refcount = 1, .data = (void *)data, .device = EM_CPU};
             src.dtype = src_dtype;
             src.storage = &st;
@@ -104,7 +104,7 @@ em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t coun
         host = em_to_device((em_tensor *)t, EM_CPU);
         if (!host) return em_last_status();
     }
-    em_tensor dst = *host;
+    em_tensor dst = tn_desc(host);
     em_storage st = {.refcount = 1, .data = out, .device = EM_CPU};
     dst.dtype = dtype;
     dst.storage = &st;

@@ -108,8 +108,8 @@ static bool fallback_enabled(void)
  * cover their whole storage need no fetch). */
 static em_status mirror_make(mirror *m, const em_tensor *t, const em_backend *be, bool fetch)
 {
-    m->t = *t;
-    m->s = *t->storage;
+    m->t = tn_desc(t);
+    m->s = tn_storage_desc(t->storage);
     m->s.refcount = (int64_t)1 << 40; /* never reaches zero: the kernel may view, not free */
     m->s.external = true;
     m->s.deleter = NULL;

@@ -94,6 +94,38 @@ static inline bool tn_ref_dec(_Atomic int64_t *rc)
     return atomic_fetch_sub_explicit(rc, 1, memory_order_acq_rel) == 1;
 }
 
+/* A stack copy of t for kernels and descriptors: its dtype, geometry and storage, a count of 1
+ * and no autodiff data. Never `*t` itself: that copy reads the reference counts, which other
+ * threads may be changing at the same moment (t a shared parameter). */
+static inline em_tensor tn_desc(const em_tensor *t)
+{
+    em_tensor d;
+    memset(&d, 0, sizeof d);
+    d.dtype = t->dtype;
+    d.rank = t->rank;
+    memcpy(d.shape, t->shape, sizeof d.shape);
+    memcpy(d.strides, t->strides, sizeof d.strides);
+    d.offset = t->offset;
+    d.storage = t->storage;
+    atomic_init(&d.refcount, 1);
+    return d;
+}
+
+/* The same for storage: every field but the count (1 in the copy). */
+static inline em_storage tn_storage_desc(const em_storage *s)
+{
+    em_storage d = {.data = s->data,
+                    .nbytes = s->nbytes,
+                    .device = s->device,
+                    .external = s->external,
+                    .persistent = s->persistent,
+                    .pinned = s->pinned,
+                    .deleter = s->deleter,
+                    .deleter_user = s->deleter_user};
+    atomic_init(&d.refcount, 1);
+    return d;
+}
+
 /* Typed element pointer for a CPU tensor: storage data + offset (elements). */
 static inline char *tn_ptr(const em_tensor *t)
 {
