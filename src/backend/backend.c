@@ -48,6 +48,10 @@ const em_backend *em_backend_of(const char *fn, em_device dev)
 {
     em_backends_init();
     const em_backend *b = em_backend_get(dev.backend);
+    if (dev.backend < 0) {
+        em_error(EM_ERR_DEVICE, "%s: device none does not exist", fn);
+        return NULL;
+    }
     if (!b || dev.index < 0 || dev.index >= b->device_count()) {
         em_error(EM_ERR_DEVICE, "%s: device %d:%d does not exist", fn, dev.backend, dev.index);
         return NULL;

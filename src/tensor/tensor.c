@@ -23,8 +23,7 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     const em_backend *be = em_backend_get(dev.backend);
     if (!be) {
         if (dev.backend < 0)
-            em_error(EM_ERR_DEVICE, "tensor: no device (EM_DEVICE_NONE: the device asked for "
-                                    "was not available)");
+            em_error(EM_ERR_DEVICE, "tensor: device none does not exist");
         else
             em_error(EM_ERR_DEVICE, "tensor: no backend with index %d", dev.backend);
         return NULL;
