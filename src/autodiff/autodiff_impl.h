@@ -16,8 +16,8 @@ typedef enum ad_node_kind {
 /* One node of the graph. Output tensors point at their node (tensor->grad_info) and hold a
  * reference to it; a node holds references to the nodes of its inputs, so the graph lives as
  * long as some tensor that depends on it. A parameter's leaf is shared by the graphs of every
- * thread that runs a forward through it: the count is atomic, and nothing else of a node is
- * written once it is recorded (the backward pass keeps its own per-pass state). */
+ * thread that runs a forward through it: the count is atomic, and a backward pass writes
+ * nothing of a leaf (it keeps its own per-pass state). */
 typedef struct ad_node {
     _Atomic int64_t refcount;
     ad_node_kind kind;
@@ -30,7 +30,8 @@ typedef struct ad_node {
     bool needs[EM_OP_MAX_IN];             /* input i leads to a leaf */
     em_shape in_shape[EM_OP_MAX_IN];      /* kept when the inputs are released */
     em_dtype in_dtype[EM_OP_MAX_IN];
-    bool released; /* saved tensors were freed by a backward pass without retain_graph */
+    bool released;       /* saved tensors were freed by a backward pass without retain_graph */
+    atomic_bool in_pass; /* a backward pass is running through it (never set on leaves) */
     /* checkpoint segments */
     em_checkpoint_fn ck_fn;
     void *ck_ctx;

@@ -162,9 +162,16 @@ static int64_t *seen_find(const pass *p, const ad_node *n)
     return p->keys[i] ? &p->vals[i] : NULL;
 }
 
-/* Adds n (not seen yet) with position -1; false when out of memory. */
-static bool seen_add(pass *p, ad_node *n)
+/* Adds n (not seen yet) with position -1. Every node but a leaf is claimed for the pass: a
+ * graph belongs to one thread, and a second pass through it at the same time would free saved
+ * tensors the first still reads. Leaves (a module's parameters, which threads share) are not. */
+static em_status seen_add(pass *p, ad_node *n)
 {
+    if (n->kind != AD_LEAF && atomic_exchange_explicit(&n->in_pass, true, memory_order_acquire))
+        return em_error(EM_ERR_STATE,
+                        "em_backward: another backward pass is running through %s of this graph "
+                        "(a graph belongs to one thread)",
+                        ad_node_name(n));
     if (2 * (p->used + 1) > p->slots) {
         pass q = {.slots = p->slots ? 2 * p->slots : 256};
         q.keys = calloc((size_t)q.slots, sizeof *q.keys);
@@ -172,7 +179,8 @@ static bool seen_add(pass *p, ad_node *n)
         if (!q.keys || !q.vals) {
             free(q.keys);
             free(q.vals);
-            return false;
+            if (n->kind != AD_LEAF) atomic_store_explicit(&n->in_pass, false, memory_order_release);
+            return em_error(EM_ERR_OOM, "em_backward: out of memory");
         }
         for (int64_t i = 0; i < p->slots; i++) {
             if (!p->keys[i]) continue;
@@ -190,7 +198,15 @@ static bool seen_add(pass *p, ad_node *n)
     p->keys[i] = n;
     p->vals[i] = -1;
     p->used++;
-    return true;
+    return EM_OK;
+}
+
+/* Gives back the nodes seen_add claimed. */
+static void release_claims(pass *p)
+{
+    for (int64_t i = 0; i < p->slots; i++)
+        if (p->keys[i] && p->keys[i]->kind != AD_LEAF)
+            atomic_store_explicit(&p->keys[i]->in_pass, false, memory_order_release);
 }
 
 /* Appends n, whose parents are all in order already (post-order). */
@@ -224,12 +240,13 @@ static em_status collect(pass *p, ad_node *root)
     } frame;
     int64_t cap = 64, top = 0;
     frame *st = malloc((size_t)cap * sizeof *st);
-    if (!st || !seen_add(p, root)) {
+    if (!st) return em_error(EM_ERR_OOM, "em_backward: out of memory");
+    em_status status = seen_add(p, root);
+    if (status != EM_OK) {
         free(st);
-        return em_error(EM_ERR_OOM, "em_backward: out of memory");
+        return status;
     }
     st[top++] = (frame){root, 0};
-    em_status status = EM_OK;
     while (top > 0) {
         frame *f = &st[top - 1];
         if (f->n->released) {
@@ -242,10 +259,7 @@ static em_status collect(pass *p, ad_node *root)
         if (f->next < EM_OP_MAX_IN) {
             ad_node *parent = f->n->parent[f->next++];
             if (parent && !seen_find(p, parent)) {
-                if (!seen_add(p, parent)) {
-                    status = em_error(EM_ERR_OOM, "em_backward: out of memory");
-                    break;
-                }
+                if ((status = seen_add(p, parent)) != EM_OK) break;
                 if (top == cap) {
                     cap *= 2;
                     frame *g = realloc(st, (size_t)cap * sizeof *g);
@@ -538,6 +552,7 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         for (int k = 0; k < EM_OP_MAX_OUT; k++) free_parts(p.parts[pos][k]);
     if (!o.create_graph) em_no_grad_end();
     em_scope_end();
+    release_claims(&p);
     free(p.g);
     free(p.parts);
     free(p.order);

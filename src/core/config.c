@@ -734,7 +734,7 @@ static void apply_quietly(int flags)
     /* with an earlier error pending this one's message was not recorded; that one stays */
     em_log_msg("config", EM_LOG_WARN, "applying the configuration: %s",
                had ? "failed" : em_last_error());
-    if (!had) em_clear_error();
+    core_error_forget(mark);
 }
 
 /* Replaces the ember.toml layer when the file parses; a missing file empties it. */

@@ -34,7 +34,7 @@ uint64_t core_error_mark(void)
 
 bool core_failed_since(uint64_t mark)
 {
-    return err_count != mark;
+    return err_count != mark && err_code != EM_OK;
 }
 
 void core_error_forget(uint64_t mark)

@@ -149,6 +149,46 @@ static void test_shared_module(void)
     for (int k = 0; k < 3; k++) shared_case_free(&cases[k]);
 }
 
+/* ---- one graph, one thread ------------------------------------------------------------- */
+
+/* A second backward pass through a graph while a first runs through it (from another thread)
+ * fails. Started here from inside the first, by a checkpoint segment's recomputation, so the
+ * timing is fixed. */
+typedef struct reentry {
+    em_tensor *loss;
+    int calls;
+    bool refused;
+    char msg[300];
+} reentry;
+
+static em_status segment(void *ctx, em_tensor *const *in, int n_in, em_tensor **out, int n_out)
+{
+    reentry *r = ctx;
+    if (r->calls++ == 1) { /* the recomputation, inside the backward pass of r->loss */
+        em_grads *g = em_backward_opt(r->loss, (em_backward_opts){.retain_graph = true});
+        r->refused = g == NULL && em_last_status() == EM_ERR_STATE;
+        snprintf(r->msg, sizeof r->msg, "%s", em_last_error());
+        em_clear_error();
+    }
+    out[0] = em_tanh(in[0]);
+    return EM_OK;
+}
+
+static void test_graph_owner(void)
+{
+    em_scope_begin();
+    em_tensor *w = em_requires_grad(em_randn(EM_SHAPE(4), EM_F64, EM_CPU), true);
+    reentry r = {0};
+    em_tensor *out[1];
+    CHECK(em_checkpoint(segment, &r, &w, 1, out, 1) == EM_OK, "checkpoint");
+    r.loss = em_sum(em_mul_scalar(out[0], 2), EM_ALL, false);
+    em_grads *g = em_backward(r.loss);
+    CHECK(r.refused && strstr(r.msg, "em_backward: another backward pass is running through"),
+          "a second pass through a running one is refused: %s", r.msg);
+    CHECK(g && em_grad(g, w), "the first pass completes (%s)", em_last_error());
+    em_scope_end();
+}
+
 /* ---- the pool with two submitting threads ------------------------------------------------ */
 
 #define POOL_N 100000
@@ -303,6 +343,7 @@ int main(int argc, char **argv)
     bool inference_only = argc > 1 && strcmp(argv[1], "inference") == 0;
     test_shared_module();
     if (!inference_only) {
+        test_graph_owner();
         test_pool();
         test_training_loops();
     }

@@ -319,7 +319,7 @@ void *cuda_graph_end(int device)
     if (r) return end_failed(&c, r, "cuStreamEndCapture", device);
     em_rng_state now = em_rng_get_state();
     /* a call failed in the capture and its error was not handled: its work is missing */
-    if (em_failed() && core_failed_since(c.err_mark)) c.refused = true;
+    if (core_failed_since(c.err_mark)) c.refused = true;
     if (c.pair && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
         c.refused = true;
         em_error(EM_ERR_INVALID_ARG,
