@@ -1,6 +1,9 @@
 /* Ember tensors: the handle, devices, scopes, views, data in and out, and every op.
  * Ownership: each function returning em_tensor * returns a new reference (or NULL with an error
- * recorded). Inside em_scope_begin/end new references are released at the end unless kept. */
+ * recorded). Inside em_scope_begin/end new references are released at the end unless kept.
+ * Threads: tensors are immutable values that any number of threads may read at once (reference
+ * counts are atomic); a thread uses a tensor only while it holds a reference of its own. Scopes,
+ * errors and grad mode are per thread. */
 #ifndef EMBER_TENSOR_H
 #define EMBER_TENSOR_H
 
