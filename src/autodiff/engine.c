@@ -134,32 +134,35 @@ typedef struct slice_part {
 
 /* A pass's state lives here, never in the nodes: the leaves of a module's parameters are shared
  * by the graphs of threads that run backward passes at the same time. */
+typedef struct seen_entry {
+    ad_node *node;
+    int64_t pos;
+} seen_entry;
+
 typedef struct pass {
-    ad_node **order;               /* parents before children */
-    int64_t (*ppos)[EM_OP_MAX_IN]; /* by order position: where parent i is in order, or -1 */
+    ad_node **order; /* parents before children */
     int64_t n, cap;
     /* the nodes seen, by open addressing: node -> position in order (-1 while on the stack) */
-    ad_node **keys;
-    int64_t *vals;
+    seen_entry *seen;
     int64_t slots, used;
     em_tensor *(*g)[EM_OP_MAX_OUT];      /* accumulated output gradients, by order position */
     slice_part *(*parts)[EM_OP_MAX_OUT]; /* slices' gradients not yet added in, likewise */
 } pass;
 
-static int64_t seen_slot(const pass *p, const ad_node *n)
+static int64_t seen_slot(const seen_entry *t, int64_t slots, const ad_node *n)
 {
     uint64_t h = ((uint64_t)(uintptr_t)n >> 6) * UINT64_C(0x9E3779B97F4A7C15);
-    int64_t i = (int64_t)(h >> 32) & (p->slots - 1);
-    while (p->keys[i] && p->keys[i] != n) i = (i + 1) & (p->slots - 1);
+    int64_t i = (int64_t)(h >> 32) & (slots - 1);
+    while (t[i].node && t[i].node != n) i = (i + 1) & (slots - 1);
     return i;
 }
 
-/* n's entry, or NULL when the pass has not seen it. */
+/* n's position, or NULL when the pass has not seen it. */
 static int64_t *seen_find(const pass *p, const ad_node *n)
 {
     if (!p->slots) return NULL;
-    int64_t i = seen_slot(p, n);
-    return p->keys[i] ? &p->vals[i] : NULL;
+    int64_t i = seen_slot(p->seen, p->slots, n);
+    return p->seen[i].node ? &p->seen[i].pos : NULL;
 }
 
 /* Adds n (not seen yet) with position -1. Every node but a leaf is claimed for the pass: a
@@ -173,30 +176,19 @@ static em_status seen_add(pass *p, ad_node *n)
                         "(a graph belongs to one thread)",
                         ad_node_name(n));
     if (2 * (p->used + 1) > p->slots) {
-        pass q = {.slots = p->slots ? 2 * p->slots : 256};
-        q.keys = calloc((size_t)q.slots, sizeof *q.keys);
-        q.vals = malloc((size_t)q.slots * sizeof *q.vals);
-        if (!q.keys || !q.vals) {
-            free(q.keys);
-            free(q.vals);
+        int64_t slots = p->slots ? 2 * p->slots : 32;
+        seen_entry *t = calloc((size_t)slots, sizeof *t);
+        if (!t) {
             if (n->kind != AD_LEAF) atomic_store_explicit(&n->in_pass, false, memory_order_release);
             return em_error(EM_ERR_OOM, "em_backward: out of memory");
         }
-        for (int64_t i = 0; i < p->slots; i++) {
-            if (!p->keys[i]) continue;
-            int64_t j = seen_slot(&q, p->keys[i]);
-            q.keys[j] = p->keys[i];
-            q.vals[j] = p->vals[i];
-        }
-        free(p->keys);
-        free(p->vals);
-        p->keys = q.keys;
-        p->vals = q.vals;
-        p->slots = q.slots;
+        for (int64_t i = 0; i < p->slots; i++)
+            if (p->seen[i].node) t[seen_slot(t, slots, p->seen[i].node)] = p->seen[i];
+        free(p->seen);
+        p->seen = t;
+        p->slots = slots;
     }
-    int64_t i = seen_slot(p, n);
-    p->keys[i] = n;
-    p->vals[i] = -1;
+    p->seen[seen_slot(p->seen, p->slots, n)] = (seen_entry){n, -1};
     p->used++;
     return EM_OK;
 }
@@ -204,26 +196,22 @@ static em_status seen_add(pass *p, ad_node *n)
 /* Gives back the nodes seen_add claimed. */
 static void release_claims(pass *p)
 {
-    for (int64_t i = 0; i < p->slots; i++)
-        if (p->keys[i] && p->keys[i]->kind != AD_LEAF)
-            atomic_store_explicit(&p->keys[i]->in_pass, false, memory_order_release);
+    for (int64_t i = 0; i < p->slots; i++) {
+        ad_node *n = p->seen[i].node;
+        if (n && n->kind != AD_LEAF)
+            atomic_store_explicit(&n->in_pass, false, memory_order_release);
+    }
 }
 
-/* Appends n, whose parents are all in order already (post-order). */
+/* Appends n (post-order: its parents are in order already). */
 static bool push_order(pass *p, ad_node *n)
 {
     if (p->n == p->cap) {
-        int64_t cap = p->cap ? p->cap * 2 : 64;
+        int64_t cap = p->cap ? p->cap * 2 : 32;
         ad_node **o = realloc(p->order, (size_t)cap * sizeof *o);
-        if (o) p->order = o;
-        int64_t(*pp)[EM_OP_MAX_IN] = o ? realloc(p->ppos, (size_t)cap * sizeof *pp) : NULL;
-        if (!pp) return false;
-        p->ppos = pp;
+        if (!o) return false;
+        p->order = o;
         p->cap = cap;
-    }
-    for (int i = 0; i < EM_OP_MAX_IN; i++) {
-        const int64_t *at = n->parent[i] ? seen_find(p, n->parent[i]) : NULL;
-        p->ppos[p->n][i] = at ? *at : -1;
     }
     *seen_find(p, n) = p->n;
     p->order[p->n++] = n;
@@ -238,7 +226,7 @@ static em_status collect(pass *p, ad_node *root)
         ad_node *n;
         int next;
     } frame;
-    int64_t cap = 64, top = 0;
+    int64_t cap = 32, top = 0;
     frame *st = malloc((size_t)cap * sizeof *st);
     if (!st) return em_error(EM_ERR_OOM, "em_backward: out of memory");
     em_status status = seen_add(p, root);
@@ -512,7 +500,11 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
             continue;
         }
         em_tensor *gin[EM_OP_MAX_IN] = {0};
-        const int64_t *ppos = p.ppos[pos];
+        int64_t ppos[EM_OP_MAX_IN]; /* where each parent is in the order, or -1 */
+        for (int i = 0; i < EM_OP_MAX_IN; i++) {
+            const int64_t *at = node->parent[i] ? seen_find(&p, node->parent[i]) : NULL;
+            ppos[i] = at ? *at : -1;
+        }
         if (any && gout[0] && defer_slice(node, o) && ppos[0] >= 0) {
             slice_part *sp = malloc(sizeof *sp);
             if (!sp) {
@@ -556,9 +548,7 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
     free(p.g);
     free(p.parts);
     free(p.order);
-    free(p.ppos);
-    free(p.keys);
-    free(p.vals);
+    free(p.seen);
     if (st != EM_OK) {
         if (result) grads_destroy(result);
         return NULL;

@@ -8,11 +8,12 @@
 #include "op.h"
 
 static _Atomic int64_t live_handles;
-static void (*grad_release_hook)(void *grad_info);
+typedef void (*grad_hook)(void *grad_info);
+static _Atomic(grad_hook) grad_release_hook; /* set once by autodiff, read by every thread */
 
 void tn_set_grad_release_hook(void (*fn)(void *grad_info))
 {
-    grad_release_hook = fn;
+    atomic_store_explicit(&grad_release_hook, fn, memory_order_release);
 }
 
 /* ---- storage ----------------------------------------------------------------------------- */
@@ -244,7 +245,10 @@ em_tensor *tn_share(em_tensor *t)
 void tn_release_ref(em_tensor *t)
 {
     if (!tn_ref_dec(&t->refcount)) return;
-    if (t->grad_info && grad_release_hook) grad_release_hook(t->grad_info);
+    if (t->grad_info) {
+        grad_hook hook = atomic_load_explicit(&grad_release_hook, memory_order_acquire);
+        if (hook) hook(t->grad_info);
+    }
     storage_release(t->storage);
     em_free(t);
     atomic_fetch_sub(&live_handles, 1);
