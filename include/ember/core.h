@@ -41,7 +41,12 @@ typedef enum em_status {
     EM_ERR_INTERNAL = 11,   /* a bug in Ember */
 } em_status;
 
-/* Records an error for this thread unless one is already pending (the first error wins).
+/* The rule for every function: it fails (NULL, a status other than EM_OK) only because of its
+ * own arguments or work, never because an earlier error is still pending; a NULL argument fails
+ * it and keeps the error that made the NULL, so a chain reports its first error. Errors are per
+ * thread; a pending one stays until em_clear_error (handling an error means clearing it).
+ *
+ * Records an error for this thread unless one is already pending (the first error wins).
  * Returns the code, so `return em_error(...)` reads naturally. */
 em_status em_error(em_status code, const char *fmt, ...) EM_PRINTF(2, 3);
 /* The pending error's message ("" when none) and code (EM_OK when none). */

@@ -61,7 +61,10 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t);
 /* Frees the module and its whole tree (NULL is ignored). */
 void em_module_free(em_module *m);
 
-/* Runs the module: a new reference. em_forward is the one-input form. */
+/* Runs the module: a new reference. em_forward is the one-input form. Any number of threads may
+ * run forwards (and backward passes) on one module at once, grad mode on or off, while nothing
+ * changes it: no optimizer step, set, load, move, train/eval switch or free meanwhile, and batch
+ * or instance norm in eval mode (in training mode they update their running statistics). */
 em_tensor *em_forward(em_module *m, em_tensor *x);
 em_tensor *em_forward_n(em_module *m, em_tensor *const *in, int n);
 

@@ -1,6 +1,9 @@
 /* Ember tensors: the handle, devices, scopes, views, data in and out, and every op.
  * Ownership: each function returning em_tensor * returns a new reference (or NULL with an error
- * recorded). Inside em_scope_begin/end new references are released at the end unless kept. */
+ * recorded). Inside em_scope_begin/end new references are released at the end unless kept.
+ * Threads: tensors are immutable values that any number of threads may read at once (reference
+ * counts are atomic); a thread uses a tensor only while it holds a reference of its own. Scopes,
+ * errors and grad mode are per thread. */
 #ifndef EMBER_TENSOR_H
 #define EMBER_TENSOR_H
 
@@ -72,13 +75,20 @@ typedef struct em_device {
 
 #ifndef __cplusplus
 #define EM_CPU ((em_device){0, 0})
+/* No device: what em_device_parse and em_device_default return when the device named is not
+ * available. Every tensor or module made on it fails, so a program stops at its first use. */
+#define EM_DEVICE_NONE ((em_device){-1, -1})
 #else
-#define EM_CPU (em_device{0, 0})
+#define EM_CPU         (em_device{0, 0})
+#define EM_DEVICE_NONE (em_device{-1, -1})
 #endif
 
-/* Parses "cpu", "cuda:0", "cuda" (= cuda:0). Unknown names give EM_ERR_DEVICE and EM_CPU. */
+/* Parses "cpu", "cuda:0", "cuda" (= cuda:0). A name with no device behind it (unknown, or no
+ * GPU) gives EM_ERR_DEVICE and EM_DEVICE_NONE. */
 em_device em_device_parse(const char *name);
-/* EMBER_DEVICE, then ember.toml's `device`, then "cpu". */
+/* EMBER_DEVICE, then ember.toml's `device`, then "cpu". A configured device that is not
+ * available gives EM_ERR_DEVICE naming the setting ("em_device_default: EMBER_DEVICE=cuda:0: ...")
+ * and EM_DEVICE_NONE. */
 em_device em_device_default(void);
 /* Writes "cpu" or "cuda:0" into buf; returns buf. */
 char *em_device_str(em_device d, char *buf, size_t cap);

@@ -15,9 +15,11 @@ typedef enum ad_node_kind {
 
 /* One node of the graph. Output tensors point at their node (tensor->grad_info) and hold a
  * reference to it; a node holds references to the nodes of its inputs, so the graph lives as
- * long as some tensor that depends on it. */
+ * long as some tensor that depends on it. A parameter's leaf is shared by the graphs of every
+ * thread that runs a forward through it: the count is atomic, and a backward pass writes
+ * nothing of a leaf (it keeps its own per-pass state). */
 typedef struct ad_node {
-    int64_t refcount;
+    _Atomic int64_t refcount;
     ad_node_kind kind;
     /* The op record as it ran. op.in[i] are references to the inputs (kept so rules can use
      * them; NULL once released); op.out[k] are detached aliases of the outputs (same storage,
@@ -28,15 +30,12 @@ typedef struct ad_node {
     bool needs[EM_OP_MAX_IN];             /* input i leads to a leaf */
     em_shape in_shape[EM_OP_MAX_IN];      /* kept when the inputs are released */
     em_dtype in_dtype[EM_OP_MAX_IN];
-    bool released; /* saved tensors were freed by a backward pass without retain_graph */
+    bool released;       /* saved tensors were freed by a backward pass without retain_graph */
+    atomic_bool in_pass; /* a backward pass is running through it (never set on leaves) */
     /* checkpoint segments */
     em_checkpoint_fn ck_fn;
     void *ck_ctx;
     em_rng_state ck_rng;
-    /* engine scratch */
-    int64_t visit;   /* pass id of the last traversal that saw this node */
-    int64_t order;   /* position in that pass's topological order */
-    int64_t leaf_id; /* leaves: index in the current pass's gradient list, or -1 */
 } ad_node;
 
 /* What a backward rule receives. Rules compute gin[i] for every input with needs[i], using
@@ -47,6 +46,7 @@ typedef struct ad_node {
  * engine's scope except the gin[] it returns. */
 typedef struct ad_ctx {
     const ad_node *node;
+    uint64_t err_mark; /* core_error_mark() before the rule ran (ad_status) */
     const em_op *op;
     em_tensor *out[EM_OP_MAX_OUT];
     em_tensor *gout[EM_OP_MAX_OUT];
@@ -111,6 +111,9 @@ em_tensor *ad_match_dtype(ad_ctx *c, int i, em_tensor *g);
 em_tensor *ad_act_backward(em_op_kind kind, em_tensor *x, em_tensor *y, em_tensor *g);
 /* Records an error naming the op for a kind without a rule. */
 em_status ad_no_rule(const ad_ctx *c);
+/* What a rule returns at its end: the pending error's code when one of its ops failed, else
+ * EM_OK (an error that was pending before the backward pass does not count). */
+em_status ad_status(const ad_ctx *c);
 
 /* ---- graph internals --------------------------------------------------------------------- */
 

@@ -25,7 +25,7 @@ em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs
     em_no_grad_begin();
     em_status st = fn(ctx, inputs, n_in, outputs, n_out);
     em_no_grad_end();
-    if (st == EM_OK && em_failed()) st = em_last_status();
+    if (st == EM_OK && tn_scope_failed()) st = em_last_status();
     for (int k = 0; k < n_out && st == EM_OK; k++)
         if (!outputs[k]) st = em_error(EM_ERR_STATE, "%s: fn left output %d NULL", name, k);
     for (int k = 0; k < n_out && st == EM_OK; k++) em_keep(outputs[k]);
@@ -41,7 +41,6 @@ em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs
     if (!n) return em_last_status();
     memset(n, 0, sizeof *n);
     n->kind = AD_CHECKPOINT;
-    n->leaf_id = -1;
     n->ck_fn = fn;
     n->ck_ctx = ctx;
     n->ck_rng = rng;
@@ -86,8 +85,9 @@ em_status ad_checkpoint_backward(ad_ctx *c, em_backward_opts o)
     em_rng_state saved = em_rng_get_state();
     em_rng_set_state(n->ck_rng);
     int depth = ad_set_no_grad_depth(0);
+    uint64_t mark = core_error_mark();
     em_status st = n->ck_fn(n->ck_ctx, in, n->op.n_in, out, n->op.n_out);
-    if (st == EM_OK && em_failed()) st = em_last_status();
+    if (st == EM_OK && core_failed_since(mark)) st = em_last_status();
     em_rng_set_state(saved);
     em_tensor *outs[EM_OP_MAX_OUT], *seeds[EM_OP_MAX_OUT];
     int m = 0;

@@ -8,7 +8,6 @@
 
 #include "autodiff_impl.h"
 
-static _Atomic int64_t pass_counter;
 static _Atomic int64_t rule_counts[EM_OP_COUNT];
 
 int64_t ad_rule_count(em_op_kind kind)
@@ -116,6 +115,11 @@ em_status ad_no_rule(const ad_ctx *c)
                     em_op_name(c->op->kind));
 }
 
+em_status ad_status(const ad_ctx *c)
+{
+    return core_failed_since(c->err_mark) ? em_last_status() : EM_OK;
+}
+
 /* ---- the pass ---------------------------------------------------------------------------- */
 
 /* The gradient of a step-1 slice of an output, kept aside until every consumer of that output
@@ -128,24 +132,88 @@ typedef struct slice_part {
     struct slice_part *next;
 } slice_part;
 
+/* A pass's state lives here, never in the nodes: the leaves of a module's parameters are shared
+ * by the graphs of threads that run backward passes at the same time. */
+typedef struct seen_entry {
+    ad_node *node;
+    int64_t pos;
+} seen_entry;
+
 typedef struct pass {
-    int64_t id;
     ad_node **order; /* parents before children */
     int64_t n, cap;
+    /* the nodes seen, by open addressing: node -> position in order (-1 while on the stack) */
+    seen_entry *seen;
+    int64_t slots, used;
     em_tensor *(*g)[EM_OP_MAX_OUT];      /* accumulated output gradients, by order position */
     slice_part *(*parts)[EM_OP_MAX_OUT]; /* slices' gradients not yet added in, likewise */
 } pass;
 
+static int64_t seen_slot(const seen_entry *t, int64_t slots, const ad_node *n)
+{
+    uint64_t h = ((uint64_t)(uintptr_t)n >> 6) * UINT64_C(0x9E3779B97F4A7C15);
+    int64_t i = (int64_t)(h >> 32) & (slots - 1);
+    while (t[i].node && t[i].node != n) i = (i + 1) & (slots - 1);
+    return i;
+}
+
+/* n's position, or NULL when the pass has not seen it. */
+static int64_t *seen_find(const pass *p, const ad_node *n)
+{
+    if (!p->slots) return NULL;
+    int64_t i = seen_slot(p->seen, p->slots, n);
+    return p->seen[i].node ? &p->seen[i].pos : NULL;
+}
+
+/* Adds n (not seen yet) with position -1. Every node but a leaf is claimed for the pass: a
+ * graph belongs to one thread, and a second pass through it at the same time would free saved
+ * tensors the first still reads. Leaves (a module's parameters, which threads share) are not. */
+static em_status seen_add(pass *p, ad_node *n)
+{
+    if (n->kind != AD_LEAF && atomic_exchange_explicit(&n->in_pass, true, memory_order_acquire))
+        return em_error(EM_ERR_STATE,
+                        "em_backward: another backward pass is running through %s of this graph "
+                        "(a graph belongs to one thread)",
+                        ad_node_name(n));
+    if (2 * (p->used + 1) > p->slots) {
+        int64_t slots = p->slots ? 2 * p->slots : 32;
+        seen_entry *t = calloc((size_t)slots, sizeof *t);
+        if (!t) {
+            if (n->kind != AD_LEAF) atomic_store_explicit(&n->in_pass, false, memory_order_release);
+            return em_error(EM_ERR_OOM, "em_backward: out of memory");
+        }
+        for (int64_t i = 0; i < p->slots; i++)
+            if (p->seen[i].node) t[seen_slot(t, slots, p->seen[i].node)] = p->seen[i];
+        free(p->seen);
+        p->seen = t;
+        p->slots = slots;
+    }
+    p->seen[seen_slot(p->seen, p->slots, n)] = (seen_entry){n, -1};
+    p->used++;
+    return EM_OK;
+}
+
+/* Gives back the nodes seen_add claimed. */
+static void release_claims(pass *p)
+{
+    for (int64_t i = 0; i < p->slots; i++) {
+        ad_node *n = p->seen[i].node;
+        if (n && n->kind != AD_LEAF)
+            atomic_store_explicit(&n->in_pass, false, memory_order_release);
+    }
+}
+
+/* Appends n (post-order: its parents are in order already). */
 static bool push_order(pass *p, ad_node *n)
 {
     if (p->n == p->cap) {
-        int64_t cap = p->cap ? p->cap * 2 : 64;
+        int64_t cap = p->cap ? p->cap * 2 : 32;
         ad_node **o = realloc(p->order, (size_t)cap * sizeof *o);
         if (!o) return false;
         p->order = o;
         p->cap = cap;
     }
-    n->order = p->n;
+    *seen_find(p, n) = p->n;
     p->order[p->n++] = n;
     return true;
 }
@@ -153,17 +221,20 @@ static bool push_order(pass *p, ad_node *n)
 /* Iterative depth-first post-order from one root. */
 static em_status collect(pass *p, ad_node *root)
 {
-    if (root->visit == p->id) return EM_OK;
+    if (seen_find(p, root)) return EM_OK;
     typedef struct frame {
         ad_node *n;
         int next;
     } frame;
-    int64_t cap = 64, top = 0;
+    int64_t cap = 32, top = 0;
     frame *st = malloc((size_t)cap * sizeof *st);
     if (!st) return em_error(EM_ERR_OOM, "em_backward: out of memory");
-    root->visit = p->id;
+    em_status status = seen_add(p, root);
+    if (status != EM_OK) {
+        free(st);
+        return status;
+    }
     st[top++] = (frame){root, 0};
-    em_status status = EM_OK;
     while (top > 0) {
         frame *f = &st[top - 1];
         if (f->n->released) {
@@ -175,8 +246,8 @@ static em_status collect(pass *p, ad_node *root)
         }
         if (f->next < EM_OP_MAX_IN) {
             ad_node *parent = f->n->parent[f->next++];
-            if (parent && parent->visit != p->id) {
-                parent->visit = p->id;
+            if (parent && !seen_find(p, parent)) {
+                if ((status = seen_add(p, parent)) != EM_OK) break;
                 if (top == cap) {
                     cap *= 2;
                     frame *g = realloc(st, (size_t)cap * sizeof *g);
@@ -205,7 +276,7 @@ static em_status collect(pass *p, ad_node *root)
  * the current scope into such a reference. */
 static em_tensor *own(em_tensor *t)
 {
-    if (t && t->scope_refs > 0) tn_scope_forget(t);
+    if (t && atomic_load_explicit(&t->scope_refs, memory_order_relaxed) > 0) tn_scope_forget(t);
     return t;
 }
 
@@ -275,7 +346,7 @@ static em_tensor *cat_slices(slice_part **v, int n)
             at = end + em_tensor_dim(v[i]->g, dim);
         }
     }
-    em_tensor *r = em_failed() ? NULL : em_cat(pieces, np, dim);
+    em_tensor *r = tn_scope_failed() ? NULL : em_cat(pieces, np, dim);
     free(pieces);
     if (r) em_retain(r);
     em_scope_end();
@@ -287,6 +358,7 @@ static em_tensor *cat_slices(slice_part **v, int n)
  * else each zero-padded and added, as the slice rule does. */
 static em_status join_slices(em_tensor **slot, slice_part **parts)
 {
+    uint64_t mark = core_error_mark();
     slice_part *list = *parts;
     *parts = NULL;
     int n = 0;
@@ -303,7 +375,7 @@ static em_status join_slices(em_tensor **slot, slice_part **parts)
         joined = cat_slices(v, n);
         free(v);
     }
-    em_status st = em_failed() ? em_last_status() : EM_OK;
+    em_status st = core_failed_since(mark) ? em_last_status() : EM_OK;
     if (st == EM_OK && joined) {
         st = accumulate(slot, joined);
     } else if (st == EM_OK) {
@@ -372,7 +444,7 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         }
     }
     if (o.create_graph) o.retain_graph = true; /* the recorded backward refers to saved tensors */
-    pass p = {.id = atomic_fetch_add(&pass_counter, 1) + 1};
+    pass p = {0};
     em_status st = EM_OK;
     for (int i = 0; i < n && st == EM_OK; i++) st = collect(&p, ad_node_of(outputs[i], NULL));
     em_grads *result = NULL;
@@ -399,7 +471,7 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         if (!seed)
             st = em_last_status();
         else
-            st = accumulate(&p.g[node->order][slot], seed);
+            st = accumulate(&p.g[*seen_find(&p, node)][slot], seed);
     }
     for (int64_t pos = p.n - 1; pos >= 0 && st == EM_OK; pos--) {
         ad_node *node = p.order[pos];
@@ -428,13 +500,17 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
             continue;
         }
         em_tensor *gin[EM_OP_MAX_IN] = {0};
-        ad_node *sliced = node->parent[0];
-        if (any && gout[0] && defer_slice(node, o) && sliced->visit == p.id) {
+        int64_t ppos[EM_OP_MAX_IN]; /* where each parent is in the order, or -1 */
+        for (int i = 0; i < EM_OP_MAX_IN; i++) {
+            const int64_t *at = node->parent[i] ? seen_find(&p, node->parent[i]) : NULL;
+            ppos[i] = at ? *at : -1;
+        }
+        if (any && gout[0] && defer_slice(node, o) && ppos[0] >= 0) {
             slice_part *sp = malloc(sizeof *sp);
             if (!sp) {
                 st = em_error(EM_ERR_OOM, "em_backward: out of memory");
             } else {
-                slice_part **head = &p.parts[sliced->order][node->parent_slot[0]];
+                slice_part **head = &p.parts[ppos[0]][node->parent_slot[0]];
                 *sp = (slice_part){gout[0], (int)node->op.i[0], node->op.i[1], node->in_shape[0],
                                    *head};
                 *head = sp;
@@ -450,9 +526,8 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         }
         for (int i = 0; i < EM_OP_MAX_IN; i++) {
             if (!gin[i]) continue;
-            ad_node *parent = node->parent[i];
-            if (st == EM_OK && parent && parent->visit == p.id)
-                st = accumulate(&p.g[parent->order][node->parent_slot[i]], gin[i]);
+            if (st == EM_OK && ppos[i] >= 0)
+                st = accumulate(&p.g[ppos[i]][node->parent_slot[i]], gin[i]);
             else
                 tn_release_ref(gin[i]);
         }
@@ -469,9 +544,11 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         for (int k = 0; k < EM_OP_MAX_OUT; k++) free_parts(p.parts[pos][k]);
     if (!o.create_graph) em_no_grad_end();
     em_scope_end();
+    release_claims(&p);
     free(p.g);
     free(p.parts);
     free(p.order);
+    free(p.seen);
     if (st != EM_OK) {
         if (result) grads_destroy(result);
         return NULL;
@@ -506,6 +583,7 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
     memset(&c, 0, sizeof c);
     c.node = n;
     c.op = &n->op;
+    c.err_mark = core_error_mark();
     for (int i = 0; i < EM_OP_MAX_IN; i++) c.needs[i] = n->needs[i];
     em_scope_begin();
     /* outputs as the rule sees them: attached to this node when the backward pass is itself
@@ -519,7 +597,7 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
         c.gout[k] = gout[k];
     }
     em_status st = n->kind == AD_CHECKPOINT ? ad_checkpoint_backward(&c, o) : rule_dispatch(&c);
-    if (st == EM_OK && em_failed()) st = em_last_status();
+    if (st == EM_OK) st = ad_status(&c);
     for (int i = 0; i < EM_OP_MAX_IN && st == EM_OK; i++) {
         if (!c.gin[i]) continue;
         if (!n->needs[i]) {

@@ -189,5 +189,5 @@ em_status ad_rule_binary(ad_ctx *c)
     }
     default: return ad_no_rule(c);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

@@ -128,5 +128,5 @@ em_status ad_rule_combine(ad_ctx *c)
         break;
     default: return ad_no_rule(c);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

@@ -138,8 +138,9 @@ static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, co
         return r ? em_reshape(r, EM_SHAPE(r->shape[0], r->shape[1], ksize[0])) : NULL;
     }
     if (g->nsp != 2) return NULL;
+    uint64_t mark = core_error_mark();
     em_tensor *st = weight_grad_fused(x, gy, g, ksize);
-    if (st || em_failed()) return st;
+    if (st || core_failed_since(mark)) return st;
     if (g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
@@ -218,7 +219,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
                 o.out_pad[d] = xsp[d] - base;
             }
             c->gin[0] = input_grad_flipped(gy, w, &g, ksz);
-            if (!c->gin[0] && !em_failed()) c->gin[0] = conv_any(nsp, true, gy, w, o);
+            if (!c->gin[0] && ad_status(c) == EM_OK) c->gin[0] = conv_any(nsp, true, gy, w, o);
         } else {
             c->gin[0] = crop(conv_any(nsp, false, gy, w, o), nsp, xsp);
         }
@@ -228,7 +229,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
         /* conv: gw[co, ci] pairs output with input; conv_transpose: the roles swap */
         const em_tensor *a = transposed ? gb : xb, *b = transposed ? xb : gb;
         c->gin[1] = weight_grad_im2col(a, b, &g, ksz);
-        if (!c->gin[1] && !em_failed()) c->gin[1] = weight_grad(a, b, &g, ksz);
+        if (!c->gin[1] && ad_status(c) == EM_OK) c->gin[1] = weight_grad(a, b, &g, ksz);
     }
     if (op->n_in > 2 && c->needs[2]) {
         /* gb [N, Co, L]: sums over L (a matrix-vector product), then over N */
@@ -247,7 +248,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
                                : em_reshape(sum_rows(per, N, Co), EM_SHAPE(Co));
         }
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 /* CONV_WEIGHT_GRAD: gw is bilinear in x and gy; for its upstream gradient gg [Co, C, kh, kw],
@@ -271,7 +272,7 @@ static em_status weight_grad_backward(ad_ctx *c)
     if (c->needs[0]) c->gin[0] = em_conv_transpose2d(op->in[1], gg, NULL, o);
     o.out_pad[0] = o.out_pad[1] = 0;
     if (c->needs[1]) c->gin[1] = em_conv2d(op->in[0], gg, NULL, o);
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 em_status ad_rule_conv(ad_ctx *c)

@@ -98,7 +98,7 @@ static em_status scatter_backward(ad_ctx *c)
     }
     if (c->needs[0]) c->gin[0] = gx;
     if (c->needs[2]) c->gin[2] = to_src(c, gs);
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 /* masked_select: g goes back to the true positions of the broadcast mask (row-major), then is
@@ -133,7 +133,7 @@ static em_status slice_assign_backward(ad_ctx *c, em_tensor *g)
                 r = em_slice(r, d, starts[d], ends[d], steps[d]);
         c->gin[1] = ad_sum_to(r, ad_in_shape(c, 1));
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 em_status ad_rule_index(ad_ctx *c)
@@ -176,5 +176,5 @@ em_status ad_rule_index(ad_ctx *c)
         break;
     default: return ad_no_rule(c);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

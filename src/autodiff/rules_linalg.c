@@ -46,7 +46,7 @@ static em_status matmul_backward(ad_ctx *c, em_tensor *g)
         em_shape bs = ad_in_shape(c, 1);
         c->gin[1] = b1 ? em_reshape(ad_sum_to(gb, EM_SHAPE(bs.dims[0], 1)), bs) : ad_sum_to(gb, bs);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 /* matmul_bias_act: y = act(z), z = a @ b + bias. gz = g * act'(z) (+ the gradient of the saved
@@ -79,7 +79,7 @@ static em_status matmul_bias_act_backward(ad_ctx *c)
     default: break;
     }
     if (op->n_out > 1 && c->gout[1]) gz = em_add(gz, c->gout[1]);
-    if (!gz) return em_failed() ? em_last_status() : EM_OK;
+    if (!gz) return ad_status(c);
     if (op->n_in > 2 && c->needs[2]) {
         em_tensor *gb = op->i[1] ? em_sum(gz, EM_ALL, false) : ad_sum_to(gz, ad_in_shape(c, 2));
         c->gin[2] = op->i[1] ? em_reshape(gb, ad_in_shape(c, 2)) : gb;

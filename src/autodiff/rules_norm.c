@@ -65,10 +65,11 @@ static void layer_rms(ad_ctx *c, bool rms)
      * is off (under create_graph the composition below is recorded: second derivatives) */
     if (!em_grad_enabled() && (c->needs[0] || need_w)) {
         em_tensor *d[3] = {NULL, NULL, NULL};
+        uint64_t mark = core_error_mark();
         em_status st =
             tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->f[0], rms, true,
                              &d[0], need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
-        if (st != EM_ERR_UNSUPPORTED || em_failed()) {
+        if (st != EM_ERR_UNSUPPORTED || core_failed_since(mark)) {
             if (c->needs[0]) c->gin[0] = d[0];
             if (need_w) c->gin[wi] = d[1];
             if (need_b) c->gin[bi] = d[2];
@@ -178,9 +179,10 @@ static bool sdpa_fused(ad_ctx *c)
     /* the forward's row statistics, where the backend wrote them (em_sdpa) */
     em_tensor *lse = op->n_out > 1 ? c->out[1] : NULL;
     em_tensor *d[3];
+    uint64_t mark = core_error_mark();
     em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, lse, mkind,
                                     op->i[0] != 0, op->f[0], true, &d[0], &d[1], &d[2]);
-    if (st == EM_ERR_UNSUPPORTED && !em_failed()) return false;
+    if (st == EM_ERR_UNSUPPORTED && !core_failed_since(mark)) return false;
     for (int i = 0; i < 3 && st == EM_OK; i++)
         if (c->needs[i]) c->gin[i] = ad_sum_to(d[i], ad_in_shape(c, i));
     return true;
@@ -265,5 +267,5 @@ em_status ad_rule_norm(ad_ctx *c)
     case EM_OP_DROPOUT: dropout(c); break;
     default: return ad_no_rule(c);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

@@ -22,5 +22,5 @@ em_status ad_rule_order(ad_ctx *c)
     }
     em_tensor *z = ad_zero_base(in, g);
     if (g && idx && z) c->gin[0] = tn_scatter_inrange(z, dim, idx, g, EM_SCATTER_ADD);
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

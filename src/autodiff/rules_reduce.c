@@ -207,7 +207,7 @@ static em_status softmax_backward_rule(ad_ctx *c)
             c->gin[0] = em_sub(em_mul(h, em_sub(g, s)), em_mul(g, em_sum(em_mul(h, y), ax, true)));
         }
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 /* LOG_SOFTMAX_GATHER (in[0] x, in[1] t; out = log_softmax(x)[t]): for x, the backward record of
@@ -221,7 +221,7 @@ static em_status log_softmax_gather_rule(ad_ctx *c)
     int dim = (int)op->i[0];
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER) {
         if (c->needs[0]) c->gin[0] = tn_log_softmax_gather_backward(x, dim, t, h);
-        return em_failed() ? em_last_status() : EM_OK;
+        return ad_status(c);
     }
     em_tensor *s = em_softmax(x, dim);
     if (c->needs[2]) {
@@ -232,7 +232,7 @@ static em_status log_softmax_gather_rule(ad_ctx *c)
     if (c->needs[0])
         c->gin[0] =
             em_neg(em_mul(em_unsqueeze(op->in[2], dim), tn_softmax_backward(s, h, dim, false)));
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }
 
 em_status ad_rule_reduce(ad_ctx *c)
@@ -308,5 +308,5 @@ em_status ad_rule_reduce(ad_ctx *c)
     default: return ad_no_rule(c);
     }
     c->gin[0] = r;
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

@@ -67,5 +67,5 @@ em_status ad_rule_signal(ad_ctx *c)
         em_tensor *gw = G && w ? em_mul(G, w) : NULL;
         if (gw) c->gin[0] = pad_dim(gw, dim, 0, in.dims[dim] - bins);
     }
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

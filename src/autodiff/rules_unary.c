@@ -159,5 +159,5 @@ em_status ad_rule_unary(ad_ctx *c)
     if (!has_rule(op->kind)) return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
     c->gin[0] = backward(op, op->in[0], c->out[0], ad_gout(c, 0));
-    return em_failed() ? em_last_status() : EM_OK;
+    return ad_status(c);
 }

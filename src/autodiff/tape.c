@@ -40,7 +40,7 @@ const char *ad_node_name(const ad_node *n)
 
 ad_node *ad_node_retain(ad_node *n)
 {
-    if (n) n->refcount++;
+    if (n) tn_ref_inc(&n->refcount);
     return n;
 }
 
@@ -78,7 +78,7 @@ void ad_node_release(ad_node *n)
     ad_node **heap = NULL;
     int64_t heap_n = 0, heap_cap = 0;
     while (n) {
-        if (--n->refcount == 0) {
+        if (tn_ref_dec(&n->refcount)) {
             ad_node_release_saved(n);
             for (int i = 0; i < EM_OP_MAX_IN; i++) {
                 ad_node *p = n->parent[i];
@@ -125,9 +125,9 @@ static void record(const em_op *op, void *user)
     ad_node *n = em_alloc(sizeof *n);
     if (!n) return; /* the error is recorded; the result simply has no graph */
     memset(n, 0, sizeof *n);
+    atomic_init(&n->refcount, 0);
     n->kind = AD_OP;
     n->op = *op;
-    n->leaf_id = -1;
     for (int i = 0; i < op->n_in; i++) {
         em_tensor *in = op->in[i];
         n->op.in[i] = in ? em_retain(in) : NULL;
@@ -185,8 +185,8 @@ em_tensor *em_requires_grad(em_tensor *t, bool on)
         n = em_alloc(sizeof *n);
         if (!n) return NULL;
         memset(n, 0, sizeof *n);
+        atomic_init(&n->refcount, 0);
         n->kind = AD_LEAF;
-        n->leaf_id = -1;
         n->op.n_out = 1;
         ad_attach(t, n, 0);
         return t;

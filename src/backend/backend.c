@@ -48,6 +48,10 @@ const em_backend *em_backend_of(const char *fn, em_device dev)
 {
     em_backends_init();
     const em_backend *b = em_backend_get(dev.backend);
+    if (dev.backend < 0) {
+        em_error(EM_ERR_DEVICE, "%s: device none does not exist", fn);
+        return NULL;
+    }
     if (!b || dev.index < 0 || dev.index >= b->device_count()) {
         em_error(EM_ERR_DEVICE, "%s: device %d:%d does not exist", fn, dev.backend, dev.index);
         return NULL;
@@ -55,19 +59,15 @@ const em_backend *em_backend_of(const char *fn, em_device dev)
     return b;
 }
 
-em_device em_device_parse(const char *name)
+/* The device `name` stands for in *out; false with the reason in why[cap] when there is none. */
+static bool device_lookup(const char *name, em_device *out, char *why, size_t cap)
 {
-    em_backends_init();
-    if (!name) {
-        em_error(EM_ERR_INVALID_ARG, "em_device_parse: argument `name` is NULL");
-        return EM_CPU;
-    }
     char base[32];
     const char *colon = strchr(name, ':');
     size_t len = colon ? (size_t)(colon - name) : strlen(name);
     if (len == 0 || len >= sizeof base) {
-        em_error(EM_ERR_DEVICE, "em_device_parse: unknown device \"%s\"", name);
-        return EM_CPU;
+        snprintf(why, cap, "unknown device \"%s\"", name);
+        return false;
     }
     memcpy(base, name, len);
     base[len] = '\0';
@@ -76,29 +76,67 @@ em_device em_device_parse(const char *name)
         char *end;
         index = strtol(colon + 1, &end, 10);
         if (end == colon + 1 || *end != '\0' || index < 0 || index > 1024) {
-            em_error(EM_ERR_DEVICE, "em_device_parse: bad device index in \"%s\"", name);
-            return EM_CPU;
+            snprintf(why, cap, "bad device index in \"%s\"", name);
+            return false;
         }
     }
     int b = em_backend_find(base);
+    if (b < 0 && strcmp(base, "cuda") == 0) {
+        snprintf(why, cap,
+                 "unknown device \"%s\": no CUDA device (libcuda was not found, or it reports no "
+                 "GPU)",
+                 name);
+        return false;
+    }
     if (b < 0) {
-        em_error(EM_ERR_DEVICE, "em_device_parse: unknown device \"%s\" (backends: cpu)", name);
-        return EM_CPU;
+        size_t n = (size_t)snprintf(why, cap, "unknown device \"%s\" (backends:", name);
+        for (int i = 0; i < n_registered && n < cap; i++)
+            n += (size_t)snprintf(why + n, cap - n, " %s", registry[i]->name);
+        if (n < cap) snprintf(why + n, cap - n, ")");
+        return false;
     }
     int count = registry[b]->device_count();
     if (index >= count) {
-        em_error(EM_ERR_DEVICE, "em_device_parse: device \"%s\" does not exist (%d device%s)", name,
-                 count, count == 1 ? "" : "s");
-        return EM_CPU;
+        snprintf(why, cap, "device \"%s\" does not exist (%d device%s)", name, count,
+                 count == 1 ? "" : "s");
+        return false;
     }
-    return (em_device){(int16_t)b, (int16_t)index};
+    *out = (em_device){(int16_t)b, (int16_t)index};
+    return true;
 }
 
+em_device em_device_parse(const char *name)
+{
+    em_backends_init();
+    if (!name) {
+        em_error(EM_ERR_INVALID_ARG, "em_device_parse: argument `name` is NULL");
+        return EM_DEVICE_NONE;
+    }
+    em_device d;
+    char why[256];
+    if (device_lookup(name, &d, why, sizeof why)) return d;
+    em_error(EM_ERR_DEVICE, "em_device_parse: %s", why);
+    return EM_DEVICE_NONE;
+}
+
+/* A configured device that is not there fails here, naming the setting, and every tensor made
+ * on the EM_DEVICE_NONE returned fails too: the program stops at its first use instead of
+ * running on another device. */
 em_device em_device_default(void)
 {
+    em_backends_init();
     const char *name = em_config_get("device");
     if (!name || !*name) return EM_CPU;
-    return em_device_parse(name);
+    em_device d;
+    char why[256];
+    if (device_lookup(name, &d, why, sizeof why)) return d;
+    const char *env = getenv("EMBER_DEVICE");
+    if (env && strcmp(env, name) == 0)
+        em_error(EM_ERR_DEVICE, "em_device_default: EMBER_DEVICE=%s: %s", name, why);
+    else
+        em_error(EM_ERR_DEVICE,
+                 "em_device_default: device = \"%s\" (ember.toml or em_config_set): %s", name, why);
+    return EM_DEVICE_NONE;
 }
 
 char *em_device_str(em_device d, char *buf, size_t cap)
@@ -106,7 +144,9 @@ char *em_device_str(em_device d, char *buf, size_t cap)
     if (!buf || cap == 0) return buf;
     em_backends_init();
     const em_backend *b = em_backend_get(d.backend);
-    if (!b)
+    if (d.backend < 0)
+        snprintf(buf, cap, "none");
+    else if (!b)
         snprintf(buf, cap, "<unknown backend %d>:%d", d.backend, d.index);
     else if (d.backend == 0)
         snprintf(buf, cap, "%s", b->name);

@@ -728,11 +728,13 @@ static void apply(int flags)
 static void apply_quietly(int flags)
 {
     bool had = em_failed();
+    uint64_t mark = core_error_mark();
     apply(flags);
-    if (!had && em_failed()) {
-        em_log_msg("config", EM_LOG_WARN, "applying the configuration: %s", em_last_error());
-        em_clear_error();
-    }
+    if (!core_failed_since(mark)) return;
+    /* with an earlier error pending this one's message was not recorded; that one stays */
+    em_log_msg("config", EM_LOG_WARN, "applying the configuration: %s",
+               had ? "failed" : em_last_error());
+    core_error_forget(mark);
 }
 
 /* Replaces the ember.toml layer when the file parses; a missing file empties it. */
@@ -786,9 +788,9 @@ em_status em_config_set(const char *key, const char *value)
     bool ok = (v || !value) && kv_put(&set_layer, key, v);
     pthread_mutex_unlock(&cfg_lock);
     if (!ok) return em_error(EM_ERR_OOM, "em_config_set: out of memory setting '%s'", key);
-    bool had = em_failed();
+    uint64_t mark = core_error_mark();
     apply(apply_flags(key));
-    return !had && em_failed() ? em_last_status() : EM_OK;
+    return core_failed_since(mark) ? em_last_status() : EM_OK;
 }
 
 em_status em_config_load_file(const char *path)

@@ -15,6 +15,18 @@
 #define EM_UNLIKELY(x)  (x)
 #endif
 
+/* Failures since a point. A function that runs several steps and checks for a failure at the end
+ * takes a mark first and asks core_failed_since(mark): an error that was already pending when it
+ * started (a stale one) never makes it fail. Every em_error call counts, also one that keeps the
+ * earlier pending error, so a step that failed while a stale error was pending is seen too; a
+ * failure whose error was cleared since (em_clear_error) is not. */
+uint64_t core_error_mark(void);
+bool core_failed_since(uint64_t mark);
+/* Forgets the failures since mark, for one the library handles itself (a fallback takes over):
+ * the error they recorded is cleared, one pending before the mark stays, and core_failed_since
+ * of an earlier mark no longer sees them. */
+void core_error_forget(uint64_t mark);
+
 /* Runs the one-time initialisation (configuration, logging levels, thread count). */
 void core_init(void);
 

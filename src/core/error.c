@@ -9,17 +9,38 @@
 
 static EM_THREAD_LOCAL em_status err_code;
 static EM_THREAD_LOCAL char err_msg[EM_ERR_MSG_CAP];
+/* em_error calls on this thread, counting those that kept an earlier pending error. */
+static EM_THREAD_LOCAL uint64_t err_count;
+static EM_THREAD_LOCAL uint64_t err_recorded_at; /* err_count when the pending error came */
 
 em_status em_error(em_status code, const char *fmt, ...)
 {
+    err_count++;
     if (err_code != EM_OK) return code;
     err_code = code;
+    err_recorded_at = err_count;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(err_msg, sizeof err_msg, fmt, ap);
     va_end(ap);
     em_log_msg("core", EM_LOG_DEBUG, "error: %s", err_msg);
     return code;
+}
+
+uint64_t core_error_mark(void)
+{
+    return err_count;
+}
+
+bool core_failed_since(uint64_t mark)
+{
+    return err_count != mark && err_code != EM_OK;
+}
+
+void core_error_forget(uint64_t mark)
+{
+    if (err_code != EM_OK && err_recorded_at > mark) em_clear_error();
+    err_count = mark;
 }
 
 const char *em_last_error(void)

@@ -91,8 +91,9 @@ em_status em_dataset_get_at(em_dataset *ds, int64_t index, int64_t epoch, em_ite
     if (index < 0 || index >= n)
         return em_error(EM_ERR_INDEX, "em_dataset_get: index %lld outside a %s dataset of %lld",
                         (long long)index, ds->type->name ? ds->type->name : "user", (long long)n);
+    uint64_t mark = core_error_mark();
     em_status s = ds->type->get(ds, index, epoch, out);
-    if (s == EM_OK && em_failed()) s = em_last_status();
+    if (s == EM_OK && core_failed_since(mark)) s = em_last_status();
     if (s != EM_OK) {
         em_item_free(out);
         if (!em_failed())

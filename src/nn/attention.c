@@ -32,6 +32,7 @@ static const em_module_type mha_type = {"MultiheadAttention", mha_forward_n, NUL
 
 em_module *em_mha_new(em_mha_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     const char *fn = "em_mha_new";
     int64_t E = cfg.embed_dim, H = cfg.num_heads;
     int64_t Hkv = cfg.num_kv_heads ? cfg.num_kv_heads : H;
@@ -97,7 +98,7 @@ em_module *em_mha_new(em_mha_cfg cfg, em_device dev)
     if (out && a->bias) em_module_set(out, "bias", em_zeros(EM_SHAPE(E), EM_F32, dev));
     em_module_child(&a->base, "out_proj", out);
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&a->base);
         return NULL;
     }
@@ -192,7 +193,7 @@ static bool build_masks(const char *fn, const mha_module *a, em_mha_args args, b
         em_tensor *c = em_ne_scalar(em_triu(em_ones(EM_SHAPE(L, S), EM_F32, dev), S - L + 1), 0);
         *ignore = *ignore ? em_logical_or(*ignore, c) : c;
     }
-    return !em_failed();
+    return !tn_scope_failed();
 }
 
 em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor *key,
@@ -281,7 +282,7 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
         k = em_cat(ks, 2, 2);
         v = em_cat(vs, 2, 2);
     }
-    if (cache && k && v && !em_failed()) {
+    if (cache && k && v && !tn_scope_failed()) {
         em_tensor *nk = em_retain(k), *nv = em_retain(v);
         em_release(cache->k);
         em_release(cache->v);
@@ -292,8 +293,8 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
     em_tensor *out = NULL, *weights = NULL;
     int64_t S = k ? em_tensor_dim(k, 2) : 0;
     em_tensor *ignore = NULL, *add = NULL;
-    if (!em_failed() && build_masks(fn, a, args, unbatched, N, L, S, em_tensor_dtype(q),
-                                    em_tensor_device(q), &ignore, &add)) {
+    if (!tn_scope_failed() && build_masks(fn, a, args, unbatched, N, L, S, em_tensor_dtype(q),
+                                          em_tensor_device(q), &ignore, &add)) {
         k = repeat_kv(k, a->H / a->Hkv);
         v = repeat_kv(v, a->H / a->Hkv);
         bool drop = m->training && a->dropout > 0;
@@ -324,7 +325,7 @@ em_tensor *em_mha_forward(em_module *m, const em_tensor *query, const em_tensor 
             out = em_transpose(out, 0, 1);
         }
     }
-    bool ok = out && !em_failed();
+    bool ok = out && !tn_scope_failed();
     if (ok) {
         em_keep(out);
         if (args.weights) *args.weights = em_keep(weights);

@@ -276,6 +276,7 @@ static const em_module_type prelu_type = {"PReLU", prelu_forward, NULL, prelu_de
 
 em_module *em_prelu_new(int64_t num_parameters, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (num_parameters < 0) {
         em_error(EM_ERR_INVALID_ARG, "em_prelu_new: num_parameters %lld must be positive",
                  (long long)num_parameters);
@@ -287,7 +288,7 @@ em_module *em_prelu_new(int64_t num_parameters, em_device dev)
     em_no_grad_begin();
     em_module_param(&p->base, "weight", em_full(EM_SHAPE(p->num), 0.25, EM_F32, dev));
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&p->base);
         return NULL;
     }
@@ -324,6 +325,7 @@ static const em_module_type swiglu_type = {"SwiGLU", swiglu_forward, NULL, swigl
 
 em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (cfg.d_in <= 0 || cfg.d_out <= 0) {
         em_error(EM_ERR_INVALID_ARG, "em_swiglu_new: sizes d_in=%lld d_out=%lld must be positive",
                  (long long)cfg.d_in, (long long)cfg.d_out);
@@ -335,7 +337,7 @@ em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev)
     em_linear_cfg lc = {.no_bias = !cfg.bias};
     em_module_child(&s->base, "w1", em_linear_new_cfg(cfg.d_in, cfg.d_out, lc, dev));
     em_module_child(&s->base, "w2", em_linear_new_cfg(cfg.d_in, cfg.d_out, lc, dev));
-    if (em_failed() || s->base.n_children != 2) {
+    if (core_failed_since(mark) || s->base.n_children != 2) {
         em_module_free(&s->base);
         return NULL;
     }

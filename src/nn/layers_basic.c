@@ -132,6 +132,7 @@ static bool is_linear(const em_module *m)
 
 em_module *em_linear_new_cfg(int64_t in, int64_t out, em_linear_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (in <= 0 || out <= 0) {
         em_error(EM_ERR_INVALID_ARG, "em_linear_new: sizes in=%lld out=%lld must be positive",
                  (long long)in, (long long)out);
@@ -152,7 +153,7 @@ em_module *em_linear_new_cfg(int64_t in, int64_t out, em_linear_cfg cfg, em_devi
                         em_rand_uniform(EM_SHAPE(out), -bound, bound, EM_F32, dev));
     }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&l->base);
         return NULL;
     }

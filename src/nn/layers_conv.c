@@ -273,6 +273,7 @@ static bool conv_resolve(const char *fn, int nd, bool transposed, conv_spec *s, 
 
 static em_module *conv_new(const char *fn, int nd, bool transposed, conv_spec s, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     int64_t lo[3] = {0}, hi[3] = {0};
     if (!conv_resolve(fn, nd, transposed, &s, lo, hi)) return NULL;
     conv_module *c = em_module_alloc(sizeof *c, &conv_types[transposed][nd - 1], dev);
@@ -298,7 +299,7 @@ static em_module *conv_new(const char *fn, int nd, bool transposed, conv_spec s,
                         em_rand_uniform(EM_SHAPE(s.out), -bound, bound, EM_F32, dev));
     }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&c->base);
         return NULL;
     }

@@ -120,7 +120,7 @@ static em_tensor *bn_forward(em_module *m, em_tensor *const *in, int n)
         if (bm && bv) bn_update_running(b, bm, bv);
         em_no_grad_end();
     }
-    if (em_failed()) y = NULL;
+    if (tn_scope_failed()) y = NULL;
     em_keep(y);
     em_scope_end();
     return y;
@@ -150,6 +150,7 @@ static const em_module_type bn_types[2][3] = {
 
 static em_module *bn_new(const char *fn, bool instance, int nd, em_norm_cfg c, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (c.num_features <= 0) {
         em_error(EM_ERR_INVALID_ARG, "%s: num_features %lld must be positive", fn,
                  (long long)c.num_features);
@@ -194,7 +195,7 @@ static em_module *bn_new(const char *fn, bool instance, int nd, em_norm_cfg c, e
         em_module_buffer(&b->base, "num_batches_tracked", em_zeros(EM_SCALAR, EM_I64, dev));
     }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&b->base);
         return NULL;
     }
@@ -280,6 +281,7 @@ static const em_module_type rms_type = {"RMSNorm", ln_forward, NULL, ln_describe
 
 static em_module *ln_new(const char *fn, bool rms, em_layer_norm_cfg c, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     bool ok = c.shape.rank >= 1 && c.shape.rank <= EM_MAX_RANK;
     for (int d = 0; ok && d < c.shape.rank; d++) ok = c.shape.dims[d] > 0;
     if (!ok) {
@@ -307,7 +309,7 @@ static em_module *ln_new(const char *fn, bool rms, em_layer_norm_cfg c, em_devic
         if (!rms && !c.no_bias) em_module_param(&l->base, "bias", em_zeros(c.shape, EM_F32, dev));
     }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&l->base);
         return NULL;
     }
@@ -352,6 +354,7 @@ static const em_module_type gn_type = {"GroupNorm", gn_forward, NULL, gn_describ
 
 em_module *em_group_norm_new(em_group_norm_cfg c, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (c.groups <= 0 || c.channels <= 0 || c.channels % c.groups) {
         em_error(EM_ERR_INVALID_ARG,
                  "em_group_norm_new: groups=%lld must be positive and divide channels=%lld",
@@ -373,7 +376,7 @@ em_module *em_group_norm_new(em_group_norm_cfg c, em_device dev)
         em_module_param(&l->base, "bias", em_zeros(EM_SHAPE(c.channels), EM_F32, dev));
     }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&l->base);
         return NULL;
     }

@@ -46,6 +46,7 @@ static const em_module_type embedding_type = {"Embedding", embedding_forward, NU
 
 em_module *em_embedding_new(em_embedding_cfg c, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (c.num <= 0 || c.dim <= 0) {
         em_error(EM_ERR_INVALID_ARG, "em_embedding_new: sizes num=%lld dim=%lld must be positive",
                  (long long)c.num, (long long)c.dim);
@@ -79,7 +80,7 @@ em_module *em_embedding_new(em_embedding_cfg c, em_device dev)
     }
     em_module_param(&e->base, "weight", w);
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&e->base);
         return NULL;
     }

@@ -99,7 +99,7 @@ em_tensor *nn_loss_reduce(em_tensor *loss, em_reduction r)
 
 em_tensor *nn_loss_finish(em_tensor *r)
 {
-    if (r && em_failed()) r = NULL;
+    if (r && tn_scope_failed()) r = NULL;
     if (r) em_keep(r);
     em_scope_end();
     return r;

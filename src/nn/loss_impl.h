@@ -14,7 +14,7 @@ bool nn_loss_check_reduction(const char *fn, em_reduction r, bool batchmean_ok);
 bool nn_loss_all(const em_tensor *mask);
 /* Applies the reduction to per-element losses (a new reference). */
 em_tensor *nn_loss_reduce(em_tensor *loss, em_reduction r);
-/* Ends the scope a loss opened with em_scope_begin, keeping r (NULL on a pending error). */
+/* Ends the scope a loss opened with em_scope_begin, keeping r (NULL when an op failed in it). */
 em_tensor *nn_loss_finish(em_tensor *r);
 
 #endif

@@ -53,6 +53,7 @@ static const em_module_type posenc_type = {"SinusoidalPositionalEncoding", posen
 
 em_module *em_sinusoidal_pe_new(em_posenc_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     const char *fn = "em_sinusoidal_pe_new";
     int64_t max_len = cfg.max_len ? cfg.max_len : 5000;
     if (cfg.d_model <= 0 || max_len <= 0) {
@@ -71,7 +72,7 @@ em_module *em_sinusoidal_pe_new(em_posenc_cfg cfg, em_device dev)
     p->dropout = cfg.dropout;
     p->seq_first = cfg.seq_first;
     em_module_buffer(&p->base, "pe", em_sinusoidal_table(max_len, cfg.d_model, EM_F32, dev));
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&p->base);
         return NULL;
     }

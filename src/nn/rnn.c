@@ -38,6 +38,7 @@ static const char *ctor_names[3] = {"em_rnn_new", "em_lstm_new", "em_gru_new"};
 
 static em_module *rnn_new(rnn_kind kind, em_rnn_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     const char *fn = ctor_names[kind];
     if (cfg.num_layers == 0) cfg.num_layers = 1;
     if (cfg.input_size <= 0 || cfg.hidden_size <= 0 || cfg.num_layers < 1) {
@@ -83,7 +84,7 @@ static em_module *rnn_new(rnn_kind kind, em_rnn_cfg cfg, em_device dev)
             em_module_param(&r->base, name, em_rand_uniform(EM_SHAPE(GH), -k, k, EM_F32, dev));
         }
     em_no_grad_end();
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&r->base);
         return NULL;
     }
@@ -210,30 +211,30 @@ em_tensor *em_rnn_forward(em_module *m, const em_tensor *x, const em_tensor *h0,
         in = em_transpose(in, 0, 1);
     }
     em_tensor *zero = em_zeros(EM_SHAPE(N, H), dt, em_tensor_device(x));
-    for (int64_t l = 0; l < cfg->num_layers && !em_failed(); l++) {
+    for (int64_t l = 0; l < cfg->num_layers && !tn_scope_failed(); l++) {
         em_tensor *outs[2] = {NULL, NULL};
-        for (int64_t d = 0; d < dirs && !em_failed(); d++) {
+        for (int64_t d = 0; d < dirs && !tn_scope_failed(); d++) {
             int64_t idx = l * dirs + d;
             em_tensor *xw = affine(in, param(m, "weight_ih", l, d), param(m, "bias_ih", l, d));
             em_tensor *w_hh = param(m, "weight_hh", l, d), *b_hh = param(m, "bias_hh", l, d);
             em_tensor *h = h0 ? em_select(h0, 0, idx) : zero;
             em_tensor *c = c0 ? em_select(c0, 0, idx) : zero;
-            for (int64_t s = 0; s < T && !em_failed(); s++) {
+            for (int64_t s = 0; s < T && !tn_scope_failed(); s++) {
                 int64_t t = d ? T - 1 - s : s;
                 cell(r, em_select(xw, 1, t), w_hh, b_hh, &h, &c);
                 steps[t] = h;
             }
-            if (em_failed()) break;
+            if (tn_scope_failed()) break;
             outs[d] = em_stack(steps, (int)T, 1); /* [N, T, H] */
             hs[idx] = h;
             cs[idx] = c;
         }
-        if (em_failed()) break;
+        if (tn_scope_failed()) break;
         in = dirs == 2 ? em_cat(outs, 2, -1) : outs[0];
         if (l + 1 < cfg->num_layers) in = em_dropout(in, cfg->dropout, m->training);
     }
     em_tensor *out = NULL, *hn = NULL, *cn = NULL;
-    if (!em_failed()) {
+    if (!tn_scope_failed()) {
         out = unbatched ? em_squeeze(in, EM_AXES(0)) : cfg->seq_first ? em_transpose(in, 0, 1) : in;
         if (h_n) hn = em_stack(hs, (int)LD, 0);
         if (c_n && r->kind == RNN_LSTM) cn = em_stack(cs, (int)LD, 0);
@@ -242,7 +243,7 @@ em_tensor *em_rnn_forward(em_module *m, const em_tensor *x, const em_tensor *h0,
             if (cn) cn = em_squeeze(cn, EM_AXES(1));
         }
     }
-    bool ok = out && !em_failed();
+    bool ok = out && !tn_scope_failed();
     if (ok) {
         em_keep(out);
         if (h_n) *h_n = em_keep(hn);

@@ -92,6 +92,7 @@ static bool check_act(const char *fn, em_ffn_activation a)
 
 em_module *em_feed_forward_new(em_ffn_cfg cfg, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     const char *fn = "em_feed_forward_new";
     if (cfg.d_model <= 0 || cfg.dim_feedforward <= 0) {
         em_error(EM_ERR_INVALID_ARG, "%s: d_model %lld and dim_feedforward %lld must be positive",
@@ -108,7 +109,7 @@ em_module *em_feed_forward_new(em_ffn_cfg cfg, em_device dev)
     f->cfg = cfg;
     em_module_child(&f->base, "linear1", em_linear_new(cfg.d_model, cfg.dim_feedforward, dev));
     em_module_child(&f->base, "linear2", em_linear_new(cfg.dim_feedforward, cfg.d_model, dev));
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&f->base);
         return NULL;
     }
@@ -180,6 +181,7 @@ static bool resolve(const char *fn, em_transformer_cfg *c, bool stack)
 
 static em_module *layer_new(em_transformer_cfg c, bool decoder, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     tf_module *t = em_module_alloc(sizeof *t, decoder ? &dec_layer_type : &enc_layer_type, dev);
     if (!t) return NULL;
     t->cfg = c;
@@ -194,7 +196,7 @@ static em_module *layer_new(em_transformer_cfg c, bool decoder, em_device dev)
     em_module_child(&t->base, "norm1", ln_new(c.d_model, c.layer_norm_eps, dev));
     em_module_child(&t->base, "norm2", ln_new(c.d_model, c.layer_norm_eps, dev));
     if (decoder) em_module_child(&t->base, "norm3", ln_new(c.d_model, c.layer_norm_eps, dev));
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&t->base);
         return NULL;
     }
@@ -276,20 +278,21 @@ static const em_module_type dec_stack_type = {"TransformerDecoder", dec_stack_fo
 
 static em_module *stack_new(const char *fn, em_transformer_cfg cfg, bool decoder, em_device dev)
 {
+    uint64_t mark = core_error_mark();
     if (!resolve(fn, &cfg, true)) return NULL;
     tf_module *t = em_module_alloc(sizeof *t, decoder ? &dec_stack_type : &enc_stack_type, dev);
     if (!t) return NULL;
     t->cfg = cfg;
     em_module *list = em_module_alloc(sizeof(em_module), &list_type, dev);
     em_module_child(&t->base, "layers", list);
-    for (int64_t i = 0; list && i < cfg.num_layers && !em_failed(); i++) {
+    for (int64_t i = 0; list && i < cfg.num_layers && !core_failed_since(mark); i++) {
         char name[24];
         snprintf(name, sizeof name, "%lld", (long long)i);
         em_module_child(list, name, layer_new(cfg, decoder, dev));
     }
     if (cfg.final_norm)
         em_module_child(&t->base, "norm", ln_new(cfg.d_model, cfg.layer_norm_eps, dev));
-    if (em_failed()) {
+    if (core_failed_since(mark)) {
         em_module_free(&t->base);
         return NULL;
     }
@@ -330,7 +333,7 @@ static em_tensor *run(const char *fn, em_module *m, const em_tensor *x, const em
         em_module *fn_norm = em_module_find(m, "norm");
         if (fn_norm && h) h = em_forward(fn_norm, h);
     }
-    bool ok = h && !em_failed();
+    bool ok = h && !tn_scope_failed();
     if (ok) em_keep(h);
     em_scope_end();
     return ok ? h : NULL;

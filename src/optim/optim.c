@@ -660,8 +660,9 @@ static em_status update(em_optim *o, opt_param *p, em_tensor *w, const em_tensor
 static em_status step_param(em_optim *o, opt_param *p, const em_grads *g)
 {
     em_tensor *param = p->e->tensor;
+    uint64_t mark = core_error_mark();
     em_tensor *grad = em_grad(g, param);
-    if (!grad) return em_failed() ? em_last_status() : EM_OK;
+    if (!grad) return core_failed_since(mark) ? em_last_status() : EM_OK; /* NULL: no gradient */
     if (!em_shape_equal(em_tensor_shape(grad), em_tensor_shape(param)))
         return em_error(EM_ERR_SHAPE, "em_optim_step: gradient of %s has shape %s, parameter %s",
                         p->name, tn_dims_str(grad->shape, grad->rank),

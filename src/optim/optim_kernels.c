@@ -2,6 +2,7 @@
  * PyTorch 1.13's operation order (the single-tensor code paths of torch/optim). Plain loops over
  * restrict pointers that the compiler vectorises; f32 and f64 from one template. */
 #include <math.h>
+#include <stdatomic.h>
 
 #include "optim_adam_body.h"
 #include "optim_impl.h"
@@ -44,9 +45,14 @@ void opt_kernel_adam(em_dtype dt, void *p, const void *g, void *m, void *v, void
                      opt_coef k)
 {
 #if defined(__x86_64__) || defined(__i386__)
-    static int avx2 = -1;
-    if (avx2 < 0) avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-    if (avx2) {
+    /* atomic: independent training loops may take their first step in threads at once */
+    static atomic_int avx2 = -1;
+    int has = atomic_load_explicit(&avx2, memory_order_relaxed);
+    if (has < 0) {
+        has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+        atomic_store_explicit(&avx2, has, memory_order_relaxed);
+    }
+    if (has) {
         opt_kernel_adam_avx2(dt, p, g, m, v, vmax, n, k);
         return;
     }

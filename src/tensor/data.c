@@ -46,7 +46,7 @@ static em_tensor *from_data_named(const char *fn, const void *data, em_dtype src
         if (src_dtype == dtype) {
             memcpy(tn_ptr(host), data, (size_t)n * em_dtype_size(dtype));
         } else {
-            em_tensor src = *host; /* a stack handle describing the caller's array */
+            em_tensor src = tn_desc(host); /* a stack handle describing the caller's array */
             em_storage st = {.refcount = 1, .data = (void *)data, .device = EM_CPU};
             src.dtype = src_dtype;
             src.storage = &st;
@@ -104,7 +104,7 @@ em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t coun
         host = em_to_device((em_tensor *)t, EM_CPU);
         if (!host) return em_last_status();
     }
-    em_tensor dst = *host;
+    em_tensor dst = tn_desc(host);
     em_storage st = {.refcount = 1, .data = out, .device = EM_CPU};
     dst.dtype = dtype;
     dst.storage = &st;
@@ -181,13 +181,13 @@ em_tensor *em_pin_memory(const em_tensor *t)
         if (em_backend_get(i)->host_alloc) be = em_backend_get(i);
     int64_t n = tn_numel(t);
     size_t nbytes = (size_t)n * em_dtype_size(t->dtype);
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     void *p = be ? be->host_alloc(nbytes ? nbytes : 1) : NULL;
     if (!p) { /* nothing to pin with: an ordinary host copy */
         static atomic_bool warned;
         if (be && !atomic_exchange(&warned, true))
             em_log_msg("tensor", EM_LOG_WARN, "%s; an ordinary host copy instead", em_last_error());
-        if (be && before == EM_OK) em_clear_error();
+        if (be) core_error_forget(before);
         em_tensor *h = em_to_device((em_tensor *)t, EM_CPU);
         em_tensor *c = em_clone(h);
         em_release(h);

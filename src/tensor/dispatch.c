@@ -22,7 +22,9 @@ static const char *const op_families[] = {
 
 static _Atomic int64_t op_counts[EM_OP_COUNT];
 static _Atomic int64_t fallback_counts[EM_OP_COUNT];
-static em_op_recorder recorder;
+/* Set once by autodiff's initialisation, which may run while other threads dispatch ops: the
+ * hooks are atomic, the user pointer written before the function (release) and read after it. */
+static _Atomic(em_op_recorder) recorder;
 static void *recorder_user;
 /* per-kind op timing (tn_profile_enable): executed ops are synchronised and timed */
 static atomic_bool profiling, tracing;
@@ -108,8 +110,8 @@ static bool fallback_enabled(void)
  * cover their whole storage need no fetch). */
 static em_status mirror_make(mirror *m, const em_tensor *t, const em_backend *be, bool fetch)
 {
-    m->t = *t;
-    m->s = *t->storage;
+    m->t = tn_desc(t);
+    m->s = tn_storage_desc(t->storage);
     m->s.refcount = (int64_t)1 << 40; /* never reaches zero: the kernel may view, not free */
     m->s.external = true;
     m->s.deleter = NULL;
@@ -172,20 +174,21 @@ static em_status run_on_cpu(const em_op *op, const em_backend *be)
 
 void tn_set_recorder(em_op_recorder fn, void *user)
 {
-    recorder = fn;
     recorder_user = user;
+    atomic_store_explicit(&recorder, fn, memory_order_release);
 }
 
-static em_record_query record_query;
+static _Atomic(em_record_query) record_query;
 
 void tn_set_record_query(em_record_query fn)
 {
-    record_query = fn;
+    atomic_store_explicit(&record_query, fn, memory_order_release);
 }
 
 bool tn_would_record(em_tensor *const *in, int n_in)
 {
-    return record_query && record_query(in, n_in);
+    em_record_query q = atomic_load_explicit(&record_query, memory_order_acquire);
+    return q && q(in, n_in);
 }
 
 static void drop_outputs(em_op *op)
@@ -288,7 +291,8 @@ em_status tn_dispatch(em_op *op)
             return em_last_status();
         }
     }
-    if (recorder) recorder(op, recorder_user);
+    em_op_recorder rec = atomic_load_explicit(&recorder, memory_order_acquire);
+    if (rec) rec(op, recorder_user);
     return EM_OK;
 }
 

@@ -292,9 +292,9 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
     int br;
     bool ok = src->rank <= x->rank;
     if (ok) {
-        em_status prev = em_last_status();
+        uint64_t prev = core_error_mark();
         ok = tn_broadcast_shapes(fn, src->shape, src->rank, region, x->rank, b, &br);
-        if (!ok && prev == EM_OK) em_clear_error();
+        if (!ok) core_error_forget(prev);
         for (int d = 0; ok && d < br; d++) ok = b[d] == region[d];
     }
     if (!ok) {

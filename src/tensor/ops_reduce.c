@@ -406,7 +406,7 @@ em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t
     int64_t len = x->shape[dim];
     bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER, x, dim, t, NULL) && len > 0 &&
                tn_run_record(&op, x->dtype, t->shape, t->rank, &r);
-    if (!run && !em_failed()) {
+    if (!run && !tn_scope_failed()) {
         /* composed, with the record's NaN for an index out of range (none has a class to pick
          * in a line of no classes) */
         if (len == 0) {
@@ -435,7 +435,7 @@ em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_
     bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER_BACKWARD, x, dim, t, g) &&
                tn_run_record(&op, x->dtype, x->shape, x->rank, &r);
     int64_t len = x->shape[dim];
-    if (!run && !em_failed()) {
+    if (!run && !tn_scope_failed()) {
         /* composed: the log-softmax gradient of g scattered into zeros at t (a line of zeros
          * where t is out of range, as the record) */
         em_tensor *zero =

@@ -1,6 +1,8 @@
 /* Scopes: tensors created between em_scope_begin and em_scope_end are released at the end
  * unless kept. One thread-local list of scope-owned references; each open scope owns a suffix
- * of it. A handle may appear more than once (one entry per reference the scope owns). */
+ * of it. A handle may appear more than once (one entry per reference the scope owns), and in the
+ * lists of several threads (a parameter shared by threads' forwards): its scope_refs counts the
+ * entries of all of them. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,6 +13,7 @@
 static EM_THREAD_LOCAL em_tensor **tracked;
 static EM_THREAD_LOCAL int64_t n_tracked, cap_tracked;
 static EM_THREAD_LOCAL int64_t frame_start[MAX_SCOPES];
+static EM_THREAD_LOCAL uint64_t frame_err[MAX_SCOPES]; /* core_error_mark() at each begin */
 static EM_THREAD_LOCAL int depth;
 
 /* Non-tensor objects owned by scopes, with their own frame boundaries. */
@@ -55,7 +58,14 @@ void em_scope_begin(void)
         return;
     }
     obj_frame_start[depth] = n_objs;
+    frame_err[depth] = core_error_mark();
     frame_start[depth++] = n_tracked;
+}
+
+bool tn_scope_failed(void)
+{
+    if (depth == 0 || depth > MAX_SCOPES) return em_failed();
+    return core_failed_since(frame_err[depth - 1]);
 }
 
 int em_scope_depth(void)
@@ -76,7 +86,7 @@ void tn_scope_track(em_tensor *t)
         cap_tracked = cap;
     }
     tracked[n_tracked++] = t;
-    t->scope_refs++;
+    atomic_fetch_add_explicit(&t->scope_refs, 1, memory_order_relaxed);
 }
 
 /* Index of the newest entry for t at or above `from`, or -1. Released tensors are almost
@@ -93,7 +103,7 @@ void tn_scope_forget(em_tensor *t)
     int64_t i = find_entry(t, 0);
     if (i < 0) return;
     tracked[i] = NULL;
-    t->scope_refs--;
+    atomic_fetch_sub_explicit(&t->scope_refs, 1, memory_order_relaxed);
 }
 
 em_status em_scope_end(void)
@@ -118,7 +128,7 @@ em_status em_scope_end(void)
         em_tensor *t = tracked[i];
         if (!t) continue;
         tracked[i] = NULL;
-        t->scope_refs--;
+        atomic_fetch_sub_explicit(&t->scope_refs, 1, memory_order_relaxed);
         tn_release_ref(t);
     }
     n_tracked = start;
@@ -132,13 +142,15 @@ em_status em_scope_end(void)
 
 em_tensor *em_keep(em_tensor *t)
 {
-    if (!t || t->scope_refs == 0 || depth == 0 || depth > MAX_SCOPES) return t;
+    if (!t || atomic_load_explicit(&t->scope_refs, memory_order_relaxed) == 0 || depth == 0 ||
+        depth > MAX_SCOPES)
+        return t;
     int64_t fs = frame_start[depth - 1];
     int64_t i = find_entry(t, fs);
     if (i < 0) return t; /* owned by an enclosing scope: it outlives this one anyway */
     if (depth == 1) {
         tracked[i] = NULL; /* the caller owns this reference now */
-        t->scope_refs--;
+        atomic_fetch_sub_explicit(&t->scope_refs, 1, memory_order_relaxed);
         return t;
     }
     /* Hand the reference to the enclosing scope: swap it to the first slot of the current

@@ -8,11 +8,12 @@
 #include "op.h"
 
 static _Atomic int64_t live_handles;
-static void (*grad_release_hook)(void *grad_info);
+typedef void (*grad_hook)(void *grad_info);
+static _Atomic(grad_hook) grad_release_hook; /* set once by autodiff, read by every thread */
 
 void tn_set_grad_release_hook(void (*fn)(void *grad_info))
 {
-    grad_release_hook = fn;
+    atomic_store_explicit(&grad_release_hook, fn, memory_order_release);
 }
 
 /* ---- storage ----------------------------------------------------------------------------- */
@@ -22,7 +23,10 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
     em_backends_init();
     const em_backend *be = em_backend_get(dev.backend);
     if (!be) {
-        em_error(EM_ERR_DEVICE, "tensor: no backend with index %d", dev.backend);
+        if (dev.backend < 0)
+            em_error(EM_ERR_DEVICE, "tensor: device none does not exist");
+        else
+            em_error(EM_ERR_DEVICE, "tensor: no backend with index %d", dev.backend);
         return NULL;
     }
     em_storage *s = em_alloc(sizeof *s);
@@ -35,7 +39,7 @@ static em_storage *storage_new(size_t nbytes, em_device dev)
         em_free(s);
         return NULL;
     }
-    s->refcount = 1;
+    atomic_init(&s->refcount, 1);
     s->nbytes = nbytes;
     s->device = dev;
     s->external = false;
@@ -55,7 +59,7 @@ static void free_data(const em_backend *be, int device, void *p, bool persistent
 
 static void storage_release(em_storage *s)
 {
-    if (!s || --s->refcount > 0) return;
+    if (!s || !tn_ref_dec(&s->refcount)) return;
     if (s->external) {
         if (s->deleter) s->deleter(s->data, s->deleter_user);
     } else if (s->data) {
@@ -70,7 +74,7 @@ bool tn_make_persistent(em_tensor *t)
     em_storage *s = t->storage;
     const em_backend *be = em_backend_get(s->device.backend);
     if (!be || !be->alloc_persistent || s->device.backend == 0 || s->persistent || s->external ||
-        s->refcount != 1)
+        atomic_load(&s->refcount) != 1)
         return true;
     size_t n = s->nbytes ? s->nbytes : 1;
     void *p = be->alloc_persistent(s->device.index, n);
@@ -92,7 +96,7 @@ static em_tensor *handle_new(em_dtype dtype, const int64_t *shape, int rank)
     em_tensor *t = em_alloc(sizeof *t);
     if (!t) return NULL;
     memset(t, 0, sizeof *t);
-    t->refcount = 1;
+    atomic_init(&t->refcount, 1);
     t->dtype = dtype;
     t->rank = rank;
     for (int d = 0; d < rank; d++) t->shape[d] = shape[d];
@@ -166,7 +170,7 @@ em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *s
     for (int d = 0; d < rank; d++) v->strides[d] = strides[d];
     v->offset = offset;
     v->storage = t->storage;
-    v->storage->refcount++;
+    tn_ref_inc(&v->storage->refcount);
     tn_scope_track(v);
     return v;
 }
@@ -178,7 +182,7 @@ em_tensor *tn_alias(const em_tensor *t)
     for (int d = 0; d < t->rank; d++) v->strides[d] = t->strides[d];
     v->offset = t->offset;
     v->storage = t->storage;
-    v->storage->refcount++;
+    tn_ref_inc(&v->storage->refcount);
     return v;
 }
 
@@ -209,7 +213,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
         atomic_fetch_sub(&live_handles, 1);
         return NULL;
     }
-    s->refcount = 1;
+    atomic_init(&s->refcount, 1);
     s->data = data;
     s->nbytes = (size_t)(em_shape_numel(shape) * (int64_t)em_dtype_size(dtype));
     s->device = EM_CPU;
@@ -226,13 +230,13 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
 
 em_tensor *em_retain(em_tensor *t)
 {
-    if (t) t->refcount++;
+    if (t) tn_ref_inc(&t->refcount);
     return t;
 }
 
 em_tensor *tn_share(em_tensor *t)
 {
-    t->refcount++;
+    tn_ref_inc(&t->refcount);
     tn_scope_track(t);
     return t;
 }
@@ -240,8 +244,11 @@ em_tensor *tn_share(em_tensor *t)
 /* Drops one reference; frees the handle at zero. */
 void tn_release_ref(em_tensor *t)
 {
-    if (--t->refcount > 0) return;
-    if (t->grad_info && grad_release_hook) grad_release_hook(t->grad_info);
+    if (!tn_ref_dec(&t->refcount)) return;
+    if (t->grad_info) {
+        grad_hook hook = atomic_load_explicit(&grad_release_hook, memory_order_acquire);
+        if (hook) hook(t->grad_info);
+    }
     storage_release(t->storage);
     em_free(t);
     atomic_fetch_sub(&live_handles, 1);
@@ -250,8 +257,9 @@ void tn_release_ref(em_tensor *t)
 void em_release(em_tensor *t)
 {
     if (!t) return;
-    /* A reference a scope owns is the one given back first: the scope forgets it. */
-    if (t->scope_refs > 0) tn_scope_forget(t);
+    /* A reference a scope of this thread owns is the one given back first: the scope forgets
+     * it (scope_refs may count other threads' scopes too; their lists are not searched). */
+    if (atomic_load_explicit(&t->scope_refs, memory_order_relaxed) > 0) tn_scope_forget(t);
     tn_release_ref(t);
 }
 

@@ -4,12 +4,17 @@
 #define EMBER_TENSOR_IMPL_H
 
 #include <ember/tensor.h>
+#include <stdatomic.h>
 
 #include "../core/core_impl.h"
 
+/* Reference counts are atomic: a module's parameters (their handles, storage and autodiff leaves)
+ * are shared by every thread that runs forwards on it, and each forward takes and drops
+ * references to them. */
+
 /* Reference-counted bytes on one device, shared by every view of them. */
 typedef struct em_storage {
-    int64_t refcount;
+    _Atomic int64_t refcount;
     void *data;
     size_t nbytes;
     em_device device;
@@ -21,14 +26,16 @@ typedef struct em_storage {
 } em_storage;
 
 struct em_tensor {
-    int64_t refcount;
+    _Atomic int64_t refcount;
     em_dtype dtype;
     int rank;
     int64_t shape[EM_MAX_RANK];
     int64_t strides[EM_MAX_RANK]; /* in elements; may be 0 (broadcast) or negative (flip) */
     int64_t offset;               /* in elements from storage->data */
     em_storage *storage;
-    int scope_refs; /* how many of the references are owned by open scopes */
+    /* How many of the references are owned by open scopes, of any thread: a hint that lets
+     * em_release skip the search of its thread's scope list when it is 0. */
+    _Atomic int scope_refs;
     /* Autodiff (later layers) hangs its per-tensor data here; the tensor layer never reads it. */
     void *grad_info;
     int grad_slot; /* which output of its node this tensor is */
@@ -57,6 +64,10 @@ em_tensor *tn_share(em_tensor *t);
 /* Drops one reference without touching scopes: for references taken with em_retain by library
  * code (scopes and graph nodes use it). */
 void tn_release_ref(em_tensor *t);
+/* True when an error was recorded on this thread since the innermost open scope began (a
+ * function that opened its own scope asks this before keeping its result; an error already
+ * pending before the scope began does not count). */
+bool tn_scope_failed(void);
 /* A new handle on t's storage with t's geometry, owned by the caller (never scope-tracked) and
  * without autodiff data. */
 em_tensor *tn_alias(const em_tensor *t);
@@ -66,6 +77,54 @@ void tn_set_grad_release_hook(void (*fn)(void *grad_info));
  * its end. tn_scope_untrack_obj removes the entry (false when obj is not tracked). */
 bool tn_scope_track_obj(void *obj, void (*fn)(void *));
 bool tn_scope_untrack_obj(void *obj);
+
+/* One more reference on *rc. */
+static inline void tn_ref_inc(_Atomic int64_t *rc)
+{
+    atomic_fetch_add_explicit(rc, 1, memory_order_relaxed);
+}
+
+/* Drops one reference on *rc; true when it was the last. A holder that reads 1 holds the only
+ * reference, which no other thread can then take, so the last release (the common case for the
+ * temporaries of a step) costs a load instead of a locked read-modify-write. The acquire pairs
+ * with the release of other threads' decrements, so their writes are seen before the free. */
+static inline bool tn_ref_dec(_Atomic int64_t *rc)
+{
+    if (atomic_load_explicit(rc, memory_order_acquire) == 1) return true;
+    return atomic_fetch_sub_explicit(rc, 1, memory_order_acq_rel) == 1;
+}
+
+/* A stack copy of t for kernels and descriptors: its dtype, geometry and storage, a count of 1
+ * and no autodiff data. Never `*t` itself: that copy reads the reference counts, which other
+ * threads may be changing at the same moment (t a shared parameter). */
+static inline em_tensor tn_desc(const em_tensor *t)
+{
+    em_tensor d;
+    memset(&d, 0, sizeof d);
+    d.dtype = t->dtype;
+    d.rank = t->rank;
+    memcpy(d.shape, t->shape, sizeof d.shape);
+    memcpy(d.strides, t->strides, sizeof d.strides);
+    d.offset = t->offset;
+    d.storage = t->storage;
+    atomic_init(&d.refcount, 1);
+    return d;
+}
+
+/* The same for storage: every field but the count (1 in the copy). */
+static inline em_storage tn_storage_desc(const em_storage *s)
+{
+    em_storage d = {.data = s->data,
+                    .nbytes = s->nbytes,
+                    .device = s->device,
+                    .external = s->external,
+                    .persistent = s->persistent,
+                    .pinned = s->pinned,
+                    .deleter = s->deleter,
+                    .deleter_user = s->deleter_user};
+    atomic_init(&d.refcount, 1);
+    return d;
+}
 
 /* Typed element pointer for a CPU tensor: storage data + offset (elements). */
 static inline char *tn_ptr(const em_tensor *t)

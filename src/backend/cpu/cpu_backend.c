@@ -356,7 +356,7 @@ double *cpu_load_f64(const em_tensor *t)
     int64_t n = tn_numel(t);
     double *buf = em_alloc((size_t)(n ? n : 1) * sizeof(double));
     if (!buf) return NULL;
-    em_tensor dst = *t;
+    em_tensor dst = tn_desc(t);
     em_storage st = {.refcount = 1, .data = buf, .device = EM_CPU};
     dst.dtype = EM_F64;
     dst.storage = &st;
@@ -368,7 +368,7 @@ double *cpu_load_f64(const em_tensor *t)
 
 void cpu_store_f64(em_tensor *out, const double *v)
 {
-    em_tensor src = *out;
+    em_tensor src = tn_desc(out);
     em_storage st = {.refcount = 1, .data = (void *)v, .device = EM_CPU};
     src.dtype = EM_F64;
     src.storage = &st;

@@ -16,7 +16,7 @@ static em_status exec_cat(const em_op *op)
     int64_t start = 0;
     for (int k = 0; k < op->n_in; k++) {
         const em_tensor *x = op->in[k];
-        em_tensor slab = *y;
+        em_tensor slab = tn_desc(y);
         slab.shape[dim] = x->shape[dim];
         slab.offset = y->offset + start * y->strides[dim];
         cpu_copy_convert(&slab, x);

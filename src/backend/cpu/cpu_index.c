@@ -489,7 +489,7 @@ static em_status exec_slice_assign(const em_op *op)
     const em_tensor *x = op->in[0], *src = op->in[1];
     em_tensor *out = op->out[0];
     cpu_copy_convert(out, x);
-    em_tensor region = *out;
+    em_tensor region = tn_desc(out);
     for (int d = 0; d < out->rank; d++) {
         int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
         region.shape[d] = (end - start + step - 1) / step;

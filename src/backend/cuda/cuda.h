@@ -116,11 +116,11 @@ int cuda_device_count(void);
 const cuda_device_info *cuda_device(int device);
 /* Makes device's context current on this thread; records an error naming `what` on failure. */
 em_status cuda_enter(int device, const char *what);
-/* Drops an error recorded after `before` (em_last_status() taken earlier) when none was pending
- * then: for failures the runtime handles itself, without losing a caller's pending error. */
-static inline void cuda_forget_error(em_status before)
+/* Forgets the failures since `before` (core_error_mark() taken earlier): for failures the
+ * runtime handles itself, without losing a caller's pending error. */
+static inline void cuda_forget_error(uint64_t before)
 {
-    if (before == EM_OK) em_clear_error();
+    core_error_forget(before);
 }
 /* Records "<what>: <call> failed on cuda:<device>: <NAME> (<description>)" and returns code. */
 em_status cuda_fail(em_status code, CUresult r, const char *what, const char *call, int device);

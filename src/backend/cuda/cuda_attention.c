@@ -327,10 +327,10 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     if (st != EM_OK) return st;
     void *buf = cuda_pool_alloc(dev, (size_t)(g->nbatch * g->L * g->S) * es);
     if (!buf) return em_last_status();
-    em_storage bs = *o->storage;
+    em_storage bs = tn_storage_desc(o->storage);
     bs.data = buf;
     em_tensor sc = buffer_view(&bs, dt, g, g->L, g->S);
-    em_tensor kt = *k; /* K^T: the last two dims swapped */
+    em_tensor kt = tn_desc(k); /* K^T: the last two dims swapped */
     kt.shape[k->rank - 2] = k->shape[k->rank - 1], kt.shape[k->rank - 1] = k->shape[k->rank - 2];
     kt.strides[k->rank - 2] = k->strides[k->rank - 1];
     kt.strides[k->rank - 1] = k->strides[k->rank - 2];

@@ -636,6 +636,7 @@ static bool tile_width(const tw_args *t)
         /* not while capturing a graph (the trials synchronise): an earlier result or the rule */
         if (wide < 0 && !cuda_capture_pool(t->dev)) {
             double tn, tw;
+            uint64_t mark = core_error_mark();
             if (time_widths(t, &tn, &tw)) {
                 tune_entry n = {.am = t->am, .bn = t->bn, .M = t->M, .N = t->N, .K = t->K};
                 snprintf(n.type, sizeof n.type, "%s", t->type);
@@ -653,8 +654,9 @@ static bool tile_width(const tw_args *t)
                            "%.3f ms",
                            t->type, (long long)t->M, (long long)t->N, (long long)t->K, tw * 1e3,
                            tn * 1e3);
-            } else
-                em_clear_error(); /* a failed trial: the rule decides, the real run reports */
+            } else {
+                core_error_forget(mark); /* a failed trial: the rule decides, the run reports */
+            }
         }
         pthread_mutex_unlock(&tune_lock);
         if (wide >= 0) return wide;

@@ -199,14 +199,14 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     a.splits = splits;
     a.tps = (ktiles + splits - 1) / splits;
     em_status st = EM_OK;
-    em_tensor xc = *x, wc = *w;
+    em_tensor xc = tn_desc(x), wc = tn_desc(w);
     em_storage xs, wst;
     void *xbuf = NULL, *wbuf = NULL;
     if (cl) { /* x to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] */
         st = stage_channels_last(dev, x, w, g->n, Cx, (int64_t)a.H * a.W, Cy, a.Cg, KH * KW, &xbuf,
                                  &wbuf, what);
-        xc.storage = &xs, xs = *x->storage, xs.data = xbuf, xc.offset = 0;
-        wc.storage = &wst, wst = *w->storage, wst.data = wbuf, wc.offset = 0;
+        xc.storage = &xs, xs = tn_storage_desc(x->storage), xs.data = xbuf, xc.offset = 0;
+        wc.storage = &wst, wst = tn_storage_desc(w->storage), wst.data = wbuf, wc.offset = 0;
         x = &xc, w = &wc;
     }
     bool av = cl || (a.K % 8 == 0 && ((uintptr_t)tn_ptr(w) & 15) == 0);
@@ -358,7 +358,8 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
         st = cuda_launch(dev, f, a.total, params, what);
     }
     if (st == EM_OK) { /* t [rows][Cy] = cols [rows][K] . wcl^T, wcl read as [K][Cy] (k-major) */
-        em_storage cs = *y->storage, ws = *y->storage, os = *y->storage;
+        em_storage cs = tn_storage_desc(y->storage), ws = tn_storage_desc(y->storage),
+                   os = tn_storage_desc(y->storage);
         cs.data = cols, ws.data = wcl, os.data = out;
         int64_t ash[2] = {rows, K}, ast[2] = {K, 1}, bsh[2] = {K, Cy}, bst[2] = {1, K};
         int64_t osh[2] = {rows, Cy}, ost[2] = {Cy, 1};
@@ -635,7 +636,7 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     int64_t G = op->i[16] > 1 ? op->i[16] : 1;
     if (tn_numel(y) == 0) return EM_OK;
     bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
-    em_tensor in[3], yt = *y;
+    em_tensor in[3], yt = tn_desc(y);
     em_storage ins[3], ys;
     void *bufs[4] = {NULL, NULL, NULL, NULL};
     em_status st = EM_OK;
@@ -671,7 +672,7 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     if (st == EM_OK && half) {
         bufs[3] = cuda_pool_alloc(dev, (size_t)tn_numel(y) * 4);
         if (!bufs[3]) st = em_last_status();
-        ys = *y->storage;
+        ys = tn_storage_desc(y->storage);
         ys.data = bufs[3];
         yt.storage = &ys;
         yt.offset = 0;
@@ -690,7 +691,7 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     void *cols =
         st == EM_OK ? cuda_pool_alloc(dev, (size_t)(N * K * L) * em_dtype_size(cdt) + 16) : NULL;
     if (st == EM_OK && !cols) st = em_last_status();
-    em_storage cs = *y->storage;
+    em_storage cs = tn_storage_desc(y->storage);
     cs.data = cols;
     int64_t cshape[3] = {N, K, L}, cstr[3] = {K * L, L, 1};
     em_tensor ct = view3(&cs, cdt, 0, 3, cshape, cstr);
@@ -754,9 +755,9 @@ em_status cuda_fold_exec(const em_op *op, int dev, const char *what)
         img = cuda_pool_alloc(dev, (size_t)tn_numel(y) * sizeof(float));
         st = img ? launch_conv_kernel(dev, "col2im", EM_F32, src, img, &g, tn_numel(y), what)
                  : em_last_status();
-        em_storage is = *y->storage;
+        em_storage is = tn_storage_desc(y->storage);
         is.data = img;
-        em_tensor it = *y;
+        em_tensor it = tn_desc(y);
         it.storage = &is, it.offset = 0, it.dtype = EM_F32;
         if (st == EM_OK) st = cuda_index_to_contiguous(dev, &it, y->dtype, tn_ptr(y), what);
     } else if (st == EM_OK) {

@@ -230,7 +230,7 @@ static bool enable_from(int from, int to)
     const cuda_device_info *a = cuda_device(from), *b = cuda_device(to);
     int can = 0;
     if (cuda_drv.cuDeviceCanAccessPeer(&can, a->dev, b->dev) != 0 || !can) return false;
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (cuda_enter(from, "cuda peer copy") != EM_OK) {
         cuda_forget_error(before);
         return false;

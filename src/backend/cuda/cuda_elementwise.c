@@ -210,7 +210,7 @@ static void make_idx(ew_idx *s, em_tensor *const *in, int n_in, const em_tensor 
 /* As make_idx for one tensor t walked in its own row-major order (operands 0 and 3 alike). */
 static void make_idx1(ew_idx *s, const em_tensor *t)
 {
-    em_tensor v = *t, *in[1] = {&v};
+    em_tensor v = tn_desc(t), *in[1] = {&v};
     make_idx(s, in, 1, &v);
 }
 

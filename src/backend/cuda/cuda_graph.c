@@ -48,7 +48,7 @@ typedef struct capture {
     cuda_gpool *gp; /* NULL: not capturing on this device */
     CUstream s;
     bool refused;       /* an op was refused: the capture makes no graph */
-    bool failed_before; /* an error was pending on the thread when the capture began */
+    uint64_t err_mark;  /* core_error_mark() when the capture began */
     em_rng_state rng;   /* the generator when the capture began */
     CUdeviceptr pair;   /* the random ops' {seed, first counter} (0: no random op yet) */
     uint64_t *counters; /* the pair's fill context: the counters a replay takes */
@@ -278,7 +278,7 @@ em_status cuda_graph_begin(int device)
         return cuda_fail(EM_ERR_DEVICE, r, fn, "cuStreamBeginCapture", device);
     }
     tl_capture[device] =
-        (capture){.gp = gp, .s = s, .rng = em_rng_get_state(), .failed_before = em_failed()};
+        (capture){.gp = gp, .s = s, .rng = em_rng_get_state(), .err_mark = core_error_mark()};
     tl_capturing++;
     return EM_OK;
 }
@@ -318,8 +318,8 @@ void *cuda_graph_end(int device)
     CUresult r = cuda_drv.cuStreamEndCapture(c.s, &graph);
     if (r) return end_failed(&c, r, "cuStreamEndCapture", device);
     em_rng_state now = em_rng_get_state();
-    if (!c.failed_before && em_failed()) /* a call failed in the capture: its work is missing */
-        c.refused = true;
+    /* a call failed in the capture and its error was not handled: its work is missing */
+    if (core_failed_since(c.err_mark)) c.refused = true;
     if (c.pair && (now.seed != c.rng.seed || now.offset < c.rng.offset)) {
         c.refused = true;
         em_error(EM_ERR_INVALID_ARG,
@@ -381,7 +381,7 @@ em_status cuda_graph_launch(int device, void *p)
 void cuda_graph_free(int device, void *p)
 {
     struct cuda_graph *g = p;
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (cuda_enter(device, "em_graph_free") == EM_OK) {
         CUstream last = cuda_gpool_last(g->gp);
         if (last) cuda_drv.cuStreamSynchronize(last); /* its memory goes back to the pool */

@@ -601,7 +601,7 @@ static em_status run_cat(const em_op *op, int dev, const char *what)
 static em_status run_map(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
-    em_tensor xv = *op->in[0];
+    em_tensor xv = tn_desc(op->in[0]);
     int r = y->rank;
     size_t es = em_dtype_size(y->dtype);
     long long n = tn_numel(y);

@@ -239,7 +239,7 @@ static em_status run_fft(const em_op *op, int dev, const char *what)
     /* the kernels index [outer, L, inner]: outer and inner must each merge into one strided
      * dim, else x is packed contiguous first */
     void *tmp = NULL;
-    em_tensor xc = *x;
+    em_tensor xc = tn_desc(x);
     em_storage cs;
     if (!merge_dims(x, 0, dim, &g.so) || !merge_dims(x, dim + 1, xr, &g.si)) {
         em_status st = cuda_nn_stage(dev, x, false, &xc, &cs, &tmp, what);
@@ -341,14 +341,14 @@ em_status cuda_nn_stage(int dev, const em_tensor *t, bool to_f32, em_tensor *vie
                         void **buf, const char *what)
 {
     *buf = NULL;
-    *view = *t;
+    *view = tn_desc(t);
     if (t->dtype == EM_F32) to_f32 = false;
     if (!to_f32 && tn_is_contiguous(t)) return EM_OK;
     em_dtype dt = to_f32 ? EM_F32 : t->dtype;
     long long n = tn_numel(t);
     *buf = cuda_pool_alloc(dev, (size_t)(n > 0 ? n : 1) * em_dtype_size(dt));
     if (!*buf) return em_last_status();
-    *st = *t->storage;
+    *st = tn_storage_desc(t->storage);
     st->data = *buf;
     view->storage = st;
     view->offset = 0;

@@ -133,7 +133,7 @@ em_status cuda_host_note_read(pin_block *b, int device, CUstream s, const char *
     CUresult r = b->ev ? cuda_drv.cuEventRecord(b->ev, s) : 0;
     em_status st = EM_OK;
     if (!b->ev || r != 0) { /* no event: the host waits for the DMA now */
-        em_status before = em_last_status();
+        uint64_t before = core_error_mark();
         if (r) cuda_fail(EM_ERR_DEVICE, r, what, "cuEventRecord", device);
         cuda_forget_error(before);
         b->pending = false;

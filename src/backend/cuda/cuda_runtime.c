@@ -278,7 +278,7 @@ static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
     CUstream on[2] = {b->stream, b->freed_on};
     for (int i = 0; i < 2; i++) {
         if (own_stream(on[i], s) || (i == 1 && on[1] == on[0])) continue;
-        em_status before = em_last_status();
+        uint64_t before = core_error_mark();
         if (cuda_stream_order(device, s, device, on[i], "cuda alloc") != EM_OK) {
             /* no event: wait on the host instead (correct, only slower) */
             cuda_forget_error(before);
@@ -476,7 +476,7 @@ void *cuda_pool_alloc_persistent(int device, size_t nbytes)
  * allocated for and the freeing thread's) is done. */
 static void free_persistent(int device, pool_block *b)
 {
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (cuda_enter(device, "cuda free") == EM_OK) {
         if (b->stream) cuda_drv.cuStreamSynchronize(b->stream);
         if (b->freed_on) cuda_drv.cuStreamSynchronize(b->freed_on);
@@ -694,7 +694,7 @@ void cuda_device_mem_stats(int device, em_device_mem_stats *out)
     out->allocs = st.device_allocs;
     out->reuses = st.reuses;
     size_t free_b = 0, total_b = 0;
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (cuda_drv.cuMemGetInfo && cuda_enter(device, "em_device_get_mem_stats") == EM_OK &&
         cuda_drv.cuMemGetInfo(&free_b, &total_b) == 0) {
         out->free_bytes = (int64_t)free_b;

@@ -39,7 +39,7 @@ static atomic_bool warned;
 /* Synchronises s, lets the pool forget it, destroys it. */
 static void retire(int device, CUstream s)
 {
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (!s || cuda_enter(device, "cuda stream") != EM_OK) {
         cuda_forget_error(before);
         return;
@@ -86,7 +86,7 @@ static CUstream make_default(int device)
     if (n_spare[device] > 0) s = spare[device][--n_spare[device]];
     pthread_mutex_unlock(&spare_lock);
     if (!s) {
-        em_status before = em_last_status();
+        uint64_t before = core_error_mark();
         CUresult r = cuda_enter(device, "cuda stream") == EM_OK
                          ? cuda_drv.cuStreamCreate(&s, CU_STREAM_BLOCKS)
                          : 1;
@@ -244,7 +244,7 @@ static void *ops_event_new(int device)
 
 static void ops_event_free(int device, void *e)
 {
-    em_status before = em_last_status();
+    uint64_t before = core_error_mark();
     if (cuda_enter(device, "em_event_free") != EM_OK) {
         cuda_forget_error(before);
         return;
