@@ -288,7 +288,12 @@ em_status tn_dispatch(em_op *op)
             return em_last_status();
         }
     }
-    if (recorder) recorder(op, recorder_user);
+    if (recorder && !recorder(op, recorder_user)) {
+        drop_outputs(op);
+        return em_last_status() != EM_OK
+                   ? em_last_status()
+                   : em_error(EM_ERR_INTERNAL, "em_%s: recording failed", em_op_name(op->kind));
+    }
     return EM_OK;
 }
 
