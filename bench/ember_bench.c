@@ -320,7 +320,7 @@ int main(int argc, char **argv)
     if (bench_selected(argc, argv, "train_mlp")) {
         em_module *m = em_sequential(EM_CPU, em_flatten_new(1, -1), em_linear_new(784, 512, EM_CPU),
                                      em_relu_new(), em_linear_new(512, 512, EM_CPU), em_relu_new(),
-                                     em_linear_new(512, 10, EM_CPU), NULL);
+                                     em_linear_new(512, 10, EM_CPU));
         check("mlp");
         train_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 128, 10, 41);
         check("train_mlp");
@@ -334,7 +334,7 @@ int main(int argc, char **argv)
             em_conv2d_new((em_conv2d_cfg){.in = 32, .out = 64, .kernel = {3, 3}, .padding = {1, 1}},
                           EM_CPU),
             em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}),
-            em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, EM_CPU), NULL);
+            em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, EM_CPU));
         check("cnn");
         train_case("train_cnn", m, EM_SHAPE(64, 1, 28, 28), 64, 10, 21);
         check("train_cnn");
@@ -343,7 +343,7 @@ int main(int argc, char **argv)
         /* a tagger: an LSTM (64 -> 256) over 32 sequences of 64 steps, a class of 10 per step */
         em_module *m = em_sequential(
             EM_CPU, em_lstm_new((em_rnn_cfg){.input_size = 64, .hidden_size = 256}, EM_CPU),
-            em_flatten_new(0, 1), em_linear_new(256, 10, EM_CPU), NULL);
+            em_flatten_new(0, 1), em_linear_new(256, 10, EM_CPU));
         check("lstm");
         train_case("train_lstm", m, EM_SHAPE(32, 64, 64), 32 * 64, 10, 11);
         check("train_lstm");

@@ -535,7 +535,7 @@ int main(int argc, char **argv)
     if (bench_wanted(argc, argv, "train_mlp")) {
         em_module *m = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev),
                                      em_relu_new(), em_linear_new(512, 512, dev), em_relu_new(),
-                                     em_linear_new(512, 10, dev), NULL);
+                                     em_linear_new(512, 10, dev));
         model_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 10, 41);
     }
     if (bench_selected(argc, argv, "train_cnn")) {
@@ -547,7 +547,7 @@ int main(int argc, char **argv)
             em_conv2d_new((em_conv2d_cfg){.in = 32, .out = 64, .kernel = {3, 3}, .padding = {1, 1}},
                           dev),
             em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}),
-            em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, dev), NULL);
+            em_flatten_new(1, -1), em_linear_new(64 * 7 * 7, 10, dev));
         model_case("train_cnn", m, EM_SHAPE(64, 1, 28, 28), 10, 41);
     }
     /* transformer encoder: d_model 768, 12 heads, 12 layers, feed-forward 2048 (PyTorch's
@@ -603,7 +603,7 @@ int main(int argc, char **argv)
                                   .no_dropout = true};
         net = em_sequential(dev, em_embedding_new((em_embedding_cfg){.num = 8192, .dim = 256}, dev),
                             em_transformer_encoder_new(cfg, dev), em_linear_new(256, 8192, dev),
-                            em_flatten_new(0, 1), NULL);
+                            em_flatten_new(0, 1));
         opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
         em_tensor *x = em_randint(0, 8192, EM_SHAPE(16, 64), EM_I64, dev);
         targets = em_randint(0, 8192, EM_SHAPE(16 * 64), EM_I64, dev);
@@ -620,7 +620,7 @@ int main(int argc, char **argv)
          * one eager step; a rep is one replay */
         net = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev), em_relu_new(),
                             em_linear_new(512, 512, dev), em_relu_new(),
-                            em_linear_new(512, 10, dev), NULL);
+                            em_linear_new(512, 10, dev));
         opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
         em_tensor *x = em_randn(EM_SHAPE(128, 1, 28, 28), EM_F32, dev);
         em_tensor *y = em_randn(EM_SHAPE(128, 10), EM_F32, dev);

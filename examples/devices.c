@@ -42,7 +42,7 @@ int main(void)
 
     /* built on the CPU, moved to the device: parameters in persistent (exactly sized) storage */
     em_module *net = em_sequential(EM_CPU, em_linear_new(d, 64, EM_CPU), em_relu_new(),
-                                   em_linear_new(64, classes, EM_CPU), NULL);
+                                   em_linear_new(64, classes, EM_CPU));
     em_module_to(net, dev);
     em_optim *opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-2});
     show_memory(dev, "model on the device:");

@@ -35,7 +35,7 @@ int main(void)
     const int64_t batch = 64, d = 256, classes = 10;
     em_module *net = em_sequential(EM_CPU, em_linear_new(d, 512, EM_CPU), em_relu_new(),
                                    em_linear_new(512, 512, EM_CPU), em_relu_new(),
-                                   em_linear_new(512, classes, EM_CPU), NULL);
+                                   em_linear_new(512, classes, EM_CPU));
     em_module_to(net, dev);
     em_module_train(net, false);
 

@@ -60,7 +60,7 @@ static em_module *cnn(em_device dev)
                       dev),
         em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}), em_flatten_new(1, -1),
         em_linear_new(64 * 7 * 7, 128, dev), em_relu_new(), em_dropout_new(0.25),
-        em_linear_new(128, 10, dev), NULL);
+        em_linear_new(128, 10, dev));
 }
 
 int main(int argc, char **argv)

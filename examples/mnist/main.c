@@ -65,13 +65,13 @@ static em_module *cnn(em_device dev)
                       dev),
         em_relu_new(), em_max_pool2d_new((em_pool2d_cfg){.kernel = {2, 2}}), em_flatten_new(1, -1),
         em_linear_new(32 * 7 * 7, 128, dev), em_relu_new(), em_dropout_new(0.2),
-        em_linear_new(128, 10, dev), NULL);
+        em_linear_new(128, 10, dev));
 }
 
 static em_module *mlp(em_device dev)
 {
     return em_sequential(dev, em_flatten_new(1, -1), em_linear_new(28 * 28, 256, dev),
-                         em_relu_new(), em_dropout_new(0.2), em_linear_new(256, 10, dev), NULL);
+                         em_relu_new(), em_dropout_new(0.2), em_linear_new(256, 10, dev));
 }
 
 int main(int argc, char **argv)

@@ -180,7 +180,7 @@ static em_status diabetes(const char *dir, const opts *o)
     em_tensor *ytr_s = standardise(ytr, ytr), *yte_s = standardise(yte, ytr);
     em_seed(o->seed);
     app a = {.net = em_sequential(EM_CPU, em_linear_new(10, 32, EM_CPU), em_relu_new(),
-                                  em_dropout_new(0.1), em_linear_new(32, 1, EM_CPU), NULL)};
+                                  em_dropout_new(0.1), em_linear_new(32, 1, EM_CPU))};
     em_status st = fit(&a, "regression_diabetes", xtr_s, ytr_s, xte_s, yte_s, 32, 0.05, o);
     if (st == EM_OK) {
         /* Test predictions back in the target's units. */
@@ -220,7 +220,7 @@ static em_status wine(const char *dir, const opts *o)
     em_tensor *xtr_s = standardise(xtr, xtr), *xte_s = standardise(xte, xtr);
     em_seed(o->seed);
     app a = {.net = em_sequential(EM_CPU, em_linear_new(13, 32, EM_CPU), em_relu_new(),
-                                  em_linear_new(32, 3, EM_CPU), NULL),
+                                  em_linear_new(32, 3, EM_CPU)),
              .classify = true};
     opts ow = *o;
     if (ow.epochs > 100) ow.epochs = 100; /* converges long before */

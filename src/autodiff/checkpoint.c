@@ -38,8 +38,23 @@ em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs
     for (int i = 0; i < n_in; i++) any |= inputs[i]->grad_info != NULL;
     if (!any || !em_grad_enabled()) return EM_OK;
     ad_node *n = em_alloc(sizeof *n);
-    if (!n) return em_last_status();
-    memset(n, 0, sizeof *n);
+    if (n) memset(n, 0, sizeof *n);
+    /* the outputs' aliases first: without them the segment cannot be differentiated, and the
+     * outputs are given up rather than returned without their graph */
+    for (int k = 0; k < n_out && n; k++) {
+        n->op.out[k] = tn_alias(outputs[k]);
+        if (n->op.out[k]) continue;
+        for (int j = 0; j < k; j++) tn_release_ref(n->op.out[j]);
+        em_free(n);
+        n = NULL;
+    }
+    if (!n) {
+        for (int k = 0; k < n_out; k++) {
+            em_release(outputs[k]);
+            outputs[k] = NULL;
+        }
+        return em_last_status();
+    }
     n->kind = AD_CHECKPOINT;
     n->ck_fn = fn;
     n->ck_ctx = ctx;
@@ -58,7 +73,6 @@ em_status em_checkpoint(em_checkpoint_fn fn, void *ctx, em_tensor *const *inputs
             n->needs[i] = true;
         }
     }
-    for (int k = 0; k < n_out; k++) n->op.out[k] = tn_alias(outputs[k]);
     bool attached = false;
     for (int k = 0; k < n_out; k++) {
         if (!em_dtype_is_float(outputs[k]->dtype)) continue;
@@ -77,16 +91,21 @@ em_status ad_checkpoint_backward(ad_ctx *c, em_backward_opts o)
         return em_error(EM_ERR_UNSUPPORTED,
                         "em_backward: create_graph through a checkpoint segment is not supported");
     em_tensor *in[EM_OP_MAX_IN] = {0}, *out[EM_OP_MAX_OUT] = {0};
-    for (int i = 0; i < n->op.n_in; i++) {
+    em_status st = EM_OK;
+    uint64_t in_mark = core_error_mark();
+    for (int i = 0; i < n->op.n_in && st == EM_OK; i++) {
         in[i] = em_detach(n->op.in[i]);
-        if (n->needs[i]) em_requires_grad(in[i], true);
+        if (in[i] && n->needs[i]) em_requires_grad(in[i], true);
+        /* the segment never sees a missing input */
+        if (core_failed_since(in_mark)) st = em_last_status();
     }
+    if (st != EM_OK) return st;
     /* recompute with grad on and the generator as it was in the forward pass */
     em_rng_state saved = em_rng_get_state();
     em_rng_set_state(n->ck_rng);
     int depth = ad_set_no_grad_depth(0);
     uint64_t mark = core_error_mark();
-    em_status st = n->ck_fn(n->ck_ctx, in, n->op.n_in, out, n->op.n_out);
+    st = n->ck_fn(n->ck_ctx, in, n->op.n_in, out, n->op.n_out);
     if (st == EM_OK && core_failed_since(mark)) st = em_last_status();
     em_rng_set_state(saved);
     em_tensor *outs[EM_OP_MAX_OUT], *seeds[EM_OP_MAX_OUT];

@@ -72,6 +72,11 @@ em_tensor *ad_gout(ad_ctx *c, int k)
 {
     if (c->gout[k]) return c->gout[k];
     const em_tensor *o = c->out[k];
+    if (!o) {
+        em_error(EM_ERR_INTERNAL, "em_backward: output %d of %s was not kept", k,
+                 ad_node_name(c->node));
+        return NULL;
+    }
     c->gout[k] = em_zeros(tn_shape(o), o->dtype, o->storage->device); /* the rule scope owns it */
     return c->gout[k];
 }
@@ -453,7 +458,7 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
         p.parts = calloc((size_t)(p.n ? p.n : 1), sizeof *p.parts);
         result = em_alloc(sizeof *result);
         if (!p.g || !p.parts || !result)
-            st = em_last_status() ? em_last_status() : EM_ERR_OOM;
+            st = result ? em_error(EM_ERR_OOM, "em_backward: out of memory") : em_last_status();
         else
             memset(result, 0, sizeof *result);
     }
@@ -588,15 +593,19 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
     em_scope_begin();
     /* outputs as the rule sees them: attached to this node when the backward pass is itself
      * recorded, so gradients of gradients flow through them */
-    for (int k = 0; k < n->op.n_out; k++) {
+    em_status st = EM_OK;
+    for (int k = 0; k < n->op.n_out && st == EM_OK; k++) {
+        c.gout[k] = gout[k];
         if (!n->op.out[k]) continue;
         c.out[k] = tn_view_of(n->op.out[k], n->op.out[k]->shape, n->op.out[k]->strides,
                               n->op.out[k]->rank, n->op.out[k]->offset);
-        if (c.out[k] && o.create_graph && em_dtype_is_float(c.out[k]->dtype))
+        if (!c.out[k])
+            st = em_last_status();
+        else if (o.create_graph && em_dtype_is_float(c.out[k]->dtype))
             ad_attach(c.out[k], n, k);
-        c.gout[k] = gout[k];
     }
-    em_status st = n->kind == AD_CHECKPOINT ? ad_checkpoint_backward(&c, o) : rule_dispatch(&c);
+    if (st == EM_OK)
+        st = n->kind == AD_CHECKPOINT ? ad_checkpoint_backward(&c, o) : rule_dispatch(&c);
     if (st == EM_OK) st = ad_status(&c);
     for (int i = 0; i < EM_OP_MAX_IN && st == EM_OK; i++) {
         if (!c.gin[i]) continue;
@@ -625,6 +634,7 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
             break;
         }
     }
+    if (st == EM_OK) st = ad_status(&c); /* a check above ran out of memory */
     /* a plain reference for the engine: valid whether the rule made the tensor or passed one
      * through; the rule's scope then drops its own references */
     for (int i = 0; i < EM_OP_MAX_IN; i++)

@@ -97,6 +97,7 @@ em_status ad_rule_binary(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *a = op->in[0], *b = op->n_in > 1 ? op->in[1] : NULL;
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     switch (op->kind) {
     case EM_OP_ADD:
         if (c->needs[0]) c->gin[0] = to_input(c, 0, tn_share(g));

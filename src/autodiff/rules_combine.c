@@ -115,6 +115,7 @@ static em_tensor *pad_backward(ad_ctx *c, em_tensor *g)
 em_status ad_rule_combine(ad_ctx *c)
 {
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     switch (c->op->kind) {
     case EM_OP_CAT: cat_backward(c, g); break;
     case EM_OP_REPEAT:

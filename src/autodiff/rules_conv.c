@@ -123,6 +123,7 @@ static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, con
 static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
                                      const int64_t *ksize)
 {
+    if (!x || !gy) return NULL;
     if (g->nsp == 1) {
         /* as a 2-D convolution over [N, C, 1, L] with a 1 x k kernel */
         conv_geom g2 = *g;
@@ -198,6 +199,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
     int nsp = g.nsp;
     em_tensor *x = op->in[0], *w = op->in[1];
     em_tensor *gy = ad_gout(c, 0);
+    if (!gy) return em_last_status();
     em_shape xs = ad_in_shape(c, 0), ws = ad_in_shape(c, 1);
     bool unbatched = xs.rank == nsp + 1;
     const int64_t *xsp = xs.dims + xs.rank - nsp, *ksz = ws.dims + 2;
@@ -226,6 +228,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
     }
     if (c->needs[1]) {
         em_tensor *xb = batched(x, unbatched), *gb = batched(gy, unbatched);
+        if (!xb || !gb) return em_last_status();
         /* conv: gw[co, ci] pairs output with input; conv_transpose: the roles swap */
         const em_tensor *a = transposed ? gb : xb, *b = transposed ? xb : gb;
         c->gin[1] = weight_grad_im2col(a, b, &g, ksz);
@@ -234,6 +237,7 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
     if (op->n_in > 2 && c->needs[2]) {
         /* gb [N, Co, L]: sums over L (a matrix-vector product), then over N */
         em_tensor *gb = batched(gy, unbatched);
+        if (!gb) return em_last_status();
         int64_t N = gb->shape[0], Co = gb->shape[1], L = 1;
         for (int d = 2; d < gb->rank; d++) L *= gb->shape[d];
         if (N * Co * L == 0) {
@@ -259,6 +263,7 @@ static em_status weight_grad_backward(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *gg = ad_gout(c, 0);
+    if (!gg) return em_last_status();
     em_conv_opts o = {.groups = 1};
     for (int d = 0; d < 2; d++) {
         o.pad_lo[d] = op->i[2 + d];

@@ -28,7 +28,7 @@ static em_tensor *to_src(ad_ctx *c, em_tensor *g)
 /* 1 where x == v (bool), as x's dtype. */
 static em_tensor *eq_as(const em_tensor *x, const em_tensor *v)
 {
-    return em_cast(em_eq(x, v), x->dtype);
+    return em_cast(em_eq(x, v), em_tensor_dtype(x));
 }
 
 /* scatter: out = x, then src at index (assign) or combined with it (add/mul/min/max with
@@ -40,6 +40,7 @@ static em_status scatter_backward(ad_ctx *c)
     em_reduce_mode mode = (em_reduce_mode)op->i[1];
     em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
     em_tensor *out = c->out[0], *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     em_shape is = em_tensor_shape(index);
     em_device dev = em_tensor_device(g);
     /* the src values that took part, index-shaped, in x's dtype */
@@ -140,6 +141,7 @@ em_status ad_rule_index(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     int dim = (int)op->i[0];
     switch (op->kind) {
     case EM_OP_GATHER:

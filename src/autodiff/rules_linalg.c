@@ -13,12 +13,14 @@ static em_status matmul_backward(ad_ctx *c, em_tensor *g)
     em_tensor *A = a1 ? em_unsqueeze(a, 0) : a;  /* [.., M, K] */
     em_tensor *B = b1 ? em_unsqueeze(b, -1) : b; /* [.., K, N] */
     em_tensor *G = g;                            /* [.., M, N] */
+    if (!g) return em_last_status();
     if (a1 && b1)
         G = em_reshape(g, EM_SHAPE(1, 1));
     else if (a1)
         G = em_unsqueeze(g, -2);
     else if (b1)
         G = em_unsqueeze(g, -1);
+    if (!A || !B || !G) return em_last_status();
     /* a 2-D b under a batched a (a linear layer on [.., M, K]): the batch dims fold into M, so
      * each gradient is one product over all rows (dB = A^T @ G as [K, rows] @ [rows, N]) instead
      * of one product per batch entry summed afterwards */
@@ -27,6 +29,7 @@ static em_status matmul_backward(ad_ctx *c, em_tensor *g)
         int64_t K = A->shape[A->rank - 1], N = b->shape[1], rows = em_tensor_numel(A) / (K ? K : 1);
         A = em_reshape(A, EM_SHAPE(rows, K));
         G = em_reshape(G, EM_SHAPE(rows, N));
+        if (!A || !G) return em_last_status();
     }
     if (c->needs[0]) {
         em_tensor *ga = em_matmul(G, em_transpose(B, -1, -2)); /* [batch.., M, K] */
@@ -59,6 +62,7 @@ static em_status matmul_bias_act_backward(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *g = ad_gout(c, 0), *y = c->out[0];
+    if (!g) return em_last_status();
     em_tensor *gz = g;
     switch (op->i[14]) {
     case EM_ACT_RELU: gz = ad_act_backward(EM_OP_RELU, NULL, y, g); break;

@@ -50,6 +50,7 @@ static void layer_rms(ad_ctx *c, bool rms)
 {
     const em_op *op = c->op;
     em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
+    if (!x || !g) return;
     bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
@@ -112,6 +113,7 @@ static void group_norm(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
+    if (!x || !g) return;
     bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
@@ -203,6 +205,7 @@ static void sdpa(ad_ctx *c)
     int mkind = (int)op->i[1];
     double scale = op->f[0];
     em_tensor *g = wide(ad_gout(c, 0)); /* [B..., L, Ev] */
+    if (!q || !k || !v || !g) return;
     em_shape ss = em_tensor_shape(g);
     int r = ss.rank;
     int64_t L = ss.dims[r - 2], S = ad_in_shape(c, 1).dims[ad_in_shape(c, 1).rank - 2];

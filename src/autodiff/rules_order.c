@@ -9,6 +9,7 @@ em_status ad_rule_order(ad_ctx *c)
         return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     em_shape in = ad_in_shape(c, 0);
     int dim = (int)op->i[0];
     if (in.rank == 0) { /* one element: it is its own sort, top-1 and median */

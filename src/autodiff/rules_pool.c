@@ -130,6 +130,7 @@ static em_tensor *linear_backward(ad_ctx *c, int nd, weights_fn wf)
 static em_tensor *max_backward(ad_ctx *c, int nd, em_tensor *idx)
 {
     em_tensor *g = ad_gout(c, 0);
+    if (!g || !idx) return NULL;
     em_shape in = ad_in_shape(c, 0);
     int64_t in_plane = 1, out_plane = 1;
     for (int d = 0; d < nd; d++) {

@@ -165,6 +165,7 @@ static em_tensor *cumprod_masked(const em_tensor *x, const em_tensor *out, const
 static em_tensor *cumprod_quadratic(const em_tensor *x, const em_tensor *g, int dim)
 {
     em_tensor *xt = em_transpose(x, dim, -1), *gt = em_transpose(g, dim, -1);
+    if (!xt || !gt) return NULL;
     em_shape s = em_tensor_shape(xt);
     int64_t n = s.dims[s.rank - 1];
     em_shape sq = s;
@@ -194,6 +195,7 @@ static em_status softmax_backward_rule(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *y = op->in[0], *g = op->in[1], *h = ad_gout(c, 0);
+    if (!h) return em_last_status();
     int dim = (int)op->i[0];
     em_axes ax = EM_AXES(dim);
     if (op->i[1]) {
@@ -218,6 +220,7 @@ static em_status log_softmax_gather_rule(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *x = op->in[0], *t = op->in[1], *h = ad_gout(c, 0);
+    if (!h) return em_last_status();
     int dim = (int)op->i[0];
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER) {
         if (c->needs[0]) c->gin[0] = tn_log_softmax_gather_backward(x, dim, t, h);
@@ -244,6 +247,7 @@ em_status ad_rule_reduce(ad_ctx *c)
     if (!c->needs[0]) return EM_OK;
     em_tensor *x = op->in[0];
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     em_tensor *y = c->out[0];
     em_shape in = ad_in_shape(c, 0);
     uint32_t mask = (uint32_t)op->i[0];

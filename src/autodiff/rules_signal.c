@@ -50,6 +50,7 @@ em_status ad_rule_signal(ad_ctx *c)
     if (op->kind != EM_OP_RFFT && op->kind != EM_OP_IRFFT) return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     em_shape in = ad_in_shape(c, 0);
     int dim = (int)op->i[0];
     int64_t n = op->i[1], bins = n / 2 + 1;

@@ -158,6 +158,8 @@ em_status ad_rule_unary(ad_ctx *c)
     const em_op *op = c->op;
     if (!has_rule(op->kind)) return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
-    c->gin[0] = backward(op, op->in[0], c->out[0], ad_gout(c, 0));
+    em_tensor *g = ad_gout(c, 0);
+    if (!g) return ad_status(c);
+    c->gin[0] = backward(op, op->in[0], c->out[0], g);
     return ad_status(c);
 }

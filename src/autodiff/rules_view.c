@@ -46,6 +46,7 @@ em_status ad_rule_view(ad_ctx *c)
 {
     if (!c->needs[0]) return EM_OK;
     em_tensor *g = ad_gout(c, 0);
+    if (!g) return em_last_status();
     em_shape in = ad_in_shape(c, 0);
     switch (c->op->kind) {
     case EM_OP_RESHAPE: c->gin[0] = em_reshape(g, in); break;

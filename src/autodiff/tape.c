@@ -110,24 +110,35 @@ static void release_hook(void *grad_info)
     ad_node_release((ad_node *)grad_info);
 }
 
-/* Turns an op record into a node when grad mode is on and an input requires grad. */
-static void record(const em_op *op, void *user)
+/* Turns an op record into a node when grad mode is on and an input requires grad. False (the
+ * error recorded, nothing attached) when memory runs out: the op then fails. */
+static bool record(const em_op *op, void *user)
 {
-    if (no_grad_depth > 0) return;
+    if (no_grad_depth > 0) return true;
     bool any = false;
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i] && op->in[i]->grad_info) any = true;
-    if (!any) return;
+    if (!any) return true;
     bool float_out = false;
     for (int k = 0; k < op->n_out; k++)
         if (op->out[k] && em_dtype_is_float(op->out[k]->dtype)) float_out = true;
-    if (!float_out) return; /* integer and bool results never carry gradients */
+    if (!float_out) return true; /* integer and bool results never carry gradients */
     ad_node *n = em_alloc(sizeof *n);
-    if (!n) return; /* the error is recorded; the result simply has no graph */
+    if (!n) return false;
     memset(n, 0, sizeof *n);
     atomic_init(&n->refcount, 0);
     n->kind = AD_OP;
     n->op = *op;
+    /* the outputs' aliases first: a node whose saved outputs are missing is never attached */
+    for (int k = 0; k < op->n_out; k++) {
+        n->op.out[k] = op->out[k] ? tn_alias(op->out[k]) : NULL;
+        if (op->out[k] && !n->op.out[k]) {
+            for (int j = 0; j < k; j++)
+                if (n->op.out[j]) tn_release_ref(n->op.out[j]);
+            em_free(n);
+            return false;
+        }
+    }
     for (int i = 0; i < op->n_in; i++) {
         em_tensor *in = op->in[i];
         n->op.in[i] = in ? em_retain(in) : NULL;
@@ -142,9 +153,9 @@ static void record(const em_op *op, void *user)
             n->needs[i] = true;
         }
     }
-    for (int k = 0; k < op->n_out; k++) n->op.out[k] = op->out[k] ? tn_alias(op->out[k]) : NULL;
     for (int k = 0; k < op->n_out; k++)
         if (op->out[k] && em_dtype_is_float(op->out[k]->dtype)) ad_attach(op->out[k], n, k);
+    return true;
 }
 
 /* The recorder's own test, for front-ends that write an output only a rule needs. */

@@ -1,6 +1,5 @@
 /* Basic modules: Sequential, Identity, Linear, activation modules, Flatten, Dropout. */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -56,21 +55,27 @@ em_module *em_sequential_push(em_module *seq, em_module *m)
     return em_module_child(seq, name, m) ? seq : NULL;
 }
 
-em_module *em_sequential(em_device dev, ...)
+em_module *em_sequential_of(em_device dev, em_module *const *mods, int n)
 {
-    em_module *seq = em_sequential_new(dev);
-    va_list ap;
-    va_start(ap, dev);
-    bool ok = seq != NULL;
-    for (em_module *m = va_arg(ap, em_module *); m; m = va_arg(ap, em_module *)) {
-        if (!ok) {
-            em_module_free(m);
-            continue;
-        }
-        ok = em_sequential_push(seq, m) != NULL;
+    if (n < 0 || (n > 0 && !mods)) {
+        em_error(EM_ERR_INVALID_ARG, "em_sequential_of: n = %d with mods %s", n,
+                 mods ? "given" : "NULL");
+        return NULL;
     }
-    va_end(ap);
-    if (!ok || em_failed()) {
+    em_module *seq = em_sequential_new(dev);
+    bool ok = seq != NULL;
+    /* every module given is taken: pushed while all goes well, freed once something failed */
+    for (int i = 0; i < n; i++) {
+        if (!mods[i]) {
+            if (ok) em_error(EM_ERR_INVALID_ARG, "em_sequential: module %d of %d is NULL", i, n);
+            ok = false;
+        } else if (!ok) {
+            em_module_free(mods[i]);
+        } else {
+            ok = em_sequential_push(seq, mods[i]) != NULL;
+        }
+    }
+    if (!ok) {
         em_module_free(seq);
         return NULL;
     }

@@ -594,16 +594,20 @@ static bool write_tensors(int fd, const sorted_ref *refs, int64_t n, const char 
     return true;
 }
 
+/* The directory's name is cut on the stack: once the file is renamed into place the save has
+ * happened, and a failed allocation here would leave it reported as done with an error pending. */
 static void fsync_dir(const char *path)
 {
-    char *dir = st_strdup(path);
-    if (!dir) return;
-    char *slash = strrchr(dir, '/');
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
     const char *d = ".";
-    if (slash == dir)
+    if (slash == path) {
         d = "/";
-    else if (slash) {
-        *slash = 0;
+    } else if (slash) {
+        size_t n = (size_t)(slash - path);
+        if (n >= sizeof dir) return;
+        memcpy(dir, path, n);
+        dir[n] = 0;
         d = dir;
     }
     int fd = open(d, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -611,7 +615,6 @@ static void fsync_dir(const char *path)
         fsync(fd);
         close(fd);
     }
-    em_free(dir);
 }
 
 em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,

@@ -292,7 +292,12 @@ em_status tn_dispatch(em_op *op)
         }
     }
     em_op_recorder rec = atomic_load_explicit(&recorder, memory_order_acquire);
-    if (rec) rec(op, recorder_user);
+    if (rec && !rec(op, recorder_user)) {
+        drop_outputs(op);
+        return em_last_status() != EM_OK
+                   ? em_last_status()
+                   : em_error(EM_ERR_INTERNAL, "em_%s: recording failed", em_op_name(op->kind));
+    }
     return EM_OK;
 }
 

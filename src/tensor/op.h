@@ -43,8 +43,10 @@ const char *em_op_family(em_op_kind kind);
  * are released and set to NULL, and the error is recorded. */
 em_status tn_dispatch(em_op *op);
 
-/* A recorder sees every op after it ran (autodiff tape, graph capture). At most one. */
-typedef void (*em_op_recorder)(const em_op *op, void *user);
+/* A recorder sees every op after it ran (autodiff tape, graph capture). At most one. It returns
+ * false, with the error recorded, when it could not record the op: the op then fails (its
+ * outputs are released), so no result leaves without the graph it should carry. */
+typedef bool (*em_op_recorder)(const em_op *op, void *user);
 void tn_set_recorder(em_op_recorder fn, void *user);
 /* Whether a record with these inputs would be recorded (autodiff installs the answer: grad
  * mode on and an input in a graph), so a front-end can write an output only a backward rule

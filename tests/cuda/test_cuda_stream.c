@@ -737,7 +737,7 @@ static em_module *small_net(void)
 {
     em_seed(11); /* the same initial weights each time */
     em_module *m = em_sequential(EM_CPU, em_linear_new(32, 64, EM_CPU), em_relu_new(),
-                                 em_linear_new(64, 10, EM_CPU), NULL);
+                                 em_linear_new(64, 10, EM_CPU));
     em_module_to(m, dev);
     return m;
 }
@@ -748,7 +748,7 @@ static em_module *token_net(void)
     em_seed(11);
     em_module *m =
         em_sequential(EM_CPU, em_embedding_new((em_embedding_cfg){.num = 100, .dim = 8}, EM_CPU),
-                      em_flatten_new(1, -1), em_linear_new(128, 10, EM_CPU), NULL);
+                      em_flatten_new(1, -1), em_linear_new(128, 10, EM_CPU));
     em_module_to(m, dev);
     return m;
 }

@@ -565,7 +565,7 @@ static void test_train_eval(void)
         em_conv_transpose2d_new(
             (em_conv2d_cfg){.in = 8, .out = 4, .kernel = {2, 2}, .stride = {2, 2}}, EM_CPU),
         em_group_norm_new((em_group_norm_cfg){.groups = 2, .channels = 4}, EM_CPU),
-        em_pixel_unshuffle_new(2), em_adaptive_avg_pool2d_new(1, 0), NULL);
+        em_pixel_unshuffle_new(2), em_adaptive_avg_pool2d_new(1, 0));
     CHECK(net != NULL, "a small network: %s", em_last_error());
     em_tensor *img = em_randn(EM_SHAPE(2, 3, 8, 6), EM_F32, EM_CPU);
     em_tensor *out = em_forward(net, img);

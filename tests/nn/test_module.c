@@ -48,7 +48,7 @@ static void test_tree(void)
 {
     em_seed(1);
     em_module *net = em_sequential(EM_CPU, block_new(4, 8), em_dropout_new(0.5),
-                                   em_linear_new(8, 3, EM_CPU), NULL);
+                                   em_linear_new(8, 3, EM_CPU));
     CHECK(net != NULL, "sequential: %s", em_last_error());
     names_ctx c = {""};
     em_module_visit(net, collect, &c);
@@ -142,7 +142,7 @@ static void test_linear_fused(void)
     for (int k = 0; k < 3; k++) {
         em_seed(5);
         em_module *net = em_sequential(EM_CPU, em_linear_new(6, 5, EM_CPU), acts[k](),
-                                       em_linear_new(5, 4, EM_CPU), em_tanh_new(), NULL);
+                                       em_linear_new(5, 4, EM_CPU), em_tanh_new());
         em_scope_begin();
         em_tensor *x = h_rand(EM_SHAPE(2, 3, 6), EM_F32, H_CONTIG, -1, 1, NULL);
         em_tensor *y = em_forward(net, x);

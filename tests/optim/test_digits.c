@@ -114,7 +114,7 @@ int main(void)
 
     em_seed(0);
     em_module *net = em_sequential(EM_CPU, em_linear_new(64, 128, EM_CPU), em_relu_new(),
-                                   em_linear_new(128, 10, EM_CPU), NULL);
+                                   em_linear_new(128, 10, EM_CPU));
     em_optim *o = em_adam_new(net, (em_adam_cfg){.lr = 3e-3});
     CHECK(net && o, "model: %s", em_last_error());
     for (int epoch = 0; epoch < EPOCHS; epoch++) {

@@ -86,7 +86,7 @@ static void test_sequences(void)
 static void test_groups_follow(void)
 {
     em_module *net =
-        em_sequential(EM_CPU, em_linear_new(2, 2, EM_CPU), em_linear_new(2, 1, EM_CPU), NULL);
+        em_sequential(EM_CPU, em_linear_new(2, 2, EM_CPU), em_linear_new(2, 1, EM_CPU));
     em_optim *o = em_sgd_new(net, (em_sgd_cfg){.lr = 0.1});
     em_optim_add_group(o, "1.*", 0.4, NAN);
     em_sched *s = em_sched_step_new(o, 1, 0.5);

@@ -57,7 +57,7 @@ static run run_new(opt_kind k)
     run r = {0};
     r.m = em_sequential(EM_CPU, em_linear_new(5, 16, EM_CPU),
                         em_batch_norm1d_new((em_norm_cfg){.num_features = 16}, EM_CPU),
-                        em_tanh_new(), em_dropout_new(0.2), em_linear_new(16, 3, EM_CPU), NULL);
+                        em_tanh_new(), em_dropout_new(0.2), em_linear_new(16, 3, EM_CPU));
     if (k == ADAM) {
         r.o = em_adam_new(r.m, (em_adam_cfg){.lr = 1e-2, .weight_decay = 1e-3, .amsgrad = true});
         r.s = em_sched_cosine_new(r.o, 12, 1e-4);
@@ -210,7 +210,7 @@ static void test_parts_and_errors(void)
     CHECK(em_checkpoint_read(tmp_path("model.safetensors"), &p) == EM_ERR_FORMAT, "not one");
     CHECK_ERR(EM_ERR_FORMAT, "not an Ember checkpoint");
     /* a module of another shape: strict failure, module untouched */
-    em_module *other = em_sequential(EM_CPU, em_linear_new(5, 4, EM_CPU), NULL);
+    em_module *other = em_sequential(EM_CPU, em_linear_new(5, 4, EM_CPU));
     em_tensor *w0 = em_module_get(other, "0.weight");
     p = (em_checkpoint_parts){.module = other};
     CHECK(em_checkpoint_read(tmpdir, &p) == EM_ERR_INVALID_ARG, "other module refused");

@@ -65,7 +65,7 @@ static em_module *basic_block(int64_t in, int64_t out, int64_t stride)
     em_module_child(b, "bn2", bn(out));
     if (stride != 1 || in != out)
         em_module_child(b, "downsample",
-                        em_sequential(EM_CPU, conv(in, out, 1, stride, 0), bn(out), NULL));
+                        em_sequential(EM_CPU, conv(in, out, 1, stride, 0), bn(out)));
     return b;
 }
 
@@ -230,7 +230,7 @@ static void test_transformer(h_fixture *fx)
 static em_module *mlp(void)
 {
     return em_sequential(EM_CPU, em_linear_new(6, 8, EM_CPU), em_relu_new(),
-                         em_linear_new(8, 3, EM_CPU), NULL);
+                         em_linear_new(8, 3, EM_CPU));
 }
 
 static void test_mlp(h_fixture *fx)

@@ -82,7 +82,7 @@ static em_module *make_model(void)
 {
     em_seed(7);
     return em_sequential(EM_CPU, em_linear_new(2, 8, EM_CPU), em_relu_new(), em_dropout_new(0.2),
-                         em_linear_new(8, 2, EM_CPU), NULL);
+                         em_linear_new(8, 2, EM_CPU));
 }
 
 typedef struct params {
