@@ -281,6 +281,7 @@ em_module *em_prelu_new(int64_t num_parameters, em_device dev)
                  (long long)num_parameters);
         return NULL;
     }
+    if (!nn_check_param("em_prelu_new", EM_SHAPE(num_parameters), dev)) return NULL;
     prelu_module *p = em_module_alloc(sizeof *p, &prelu_type, dev);
     if (!p) return NULL;
     p->num = num_parameters ? num_parameters : 1;
