@@ -147,9 +147,15 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
     }
 
     int64_t shape[EM_MAX_RANK];
-    int r = 0;
-    if (batched) shape[r++] = x->shape[0];
+    /* what kernels may materialise: the zero-padded input (the uncropped output when
+       transposed) and the columns [C, k..., positions...] of an im2col */
+    int64_t padded_shape[EM_MAX_RANK], cols[EM_MAX_RANK];
+    int r = 0, rp = 0, rc = 0;
+    if (batched) shape[r++] = x->shape[0], padded_shape[rp++] = x->shape[0];
     shape[r++] = c_out;
+    padded_shape[rp++] = transposed ? c_out : c_in;
+    cols[rc++] = transposed ? c_out : c_in;
+    for (int d = 0; d < nsp; d++) cols[rc++] = w->shape[2 + d];
     for (int d = 0; d < nsp; d++) {
         int64_t len = x->shape[cdim + 1 + d], k = w->shape[2 + d];
         if (k <= 0) {
@@ -157,12 +163,13 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                      tn_dims_str(w->shape, w->rank), d);
             return NULL;
         }
-        int64_t span, padded, n;
+        int64_t span, padded = 0, n;
         bool fits = core_muladd_ok(dil[d], k - 1, 1, &span) && span <= TN_GEOM_MAX &&
                     stride[d] <= TN_GEOM_MAX && plo[d] <= TN_GEOM_MAX && phi[d] <= TN_GEOM_MAX;
         if (!transposed) {
             fits = fits && core_add_ok(len, plo[d], &padded) &&
                    core_add_ok(padded, phi[d], &padded) && padded <= TN_GEOM_MAX;
+            padded_shape[rp++] = padded;
             n = fits && padded >= span ? (padded - span) / stride[d] + 1 : 0;
             if (!fits) {
                 em_error(EM_ERR_INVALID_ARG,
@@ -190,11 +197,12 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                 return NULL;
             }
             /* (len - 1) stride + span + out_pad - pad_lo - pad_hi, the uncropped part checked */
-            int64_t full;
+            int64_t full = 0;
             fits = fits && len > 0 && core_mul_ok(len - 1, stride[d], &full) &&
                    core_add_ok(full, span, &full) && core_add_ok(full, opad[d], &full) &&
                    full <= TN_GEOM_MAX;
             n = fits ? full - plo[d] - phi[d] : 0;
+            padded_shape[rp++] = full;
             if (len > 0 && !fits) {
                 em_error(EM_ERR_INVALID_ARG,
                          "%s: input size %lld, kernel %lld (dilation %lld), stride %lld, "
@@ -215,7 +223,14 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
             }
         }
         shape[r++] = n;
+        cols[rc + d] = transposed ? len : n;
     }
+    rc += nsp;
+    em_dtype work = em_dtype_size(x->dtype) < 4 ? EM_F32 : x->dtype; /* f16/bf16 work in f32 */
+    if (!tn_check_work(fn, transposed ? "the uncropped output" : "the padded input", work,
+                       padded_shape, rp, x->storage->device) ||
+        !tn_check_work(fn, "the im2col columns", work, cols, rc, x->storage->device))
+        return NULL;
 
     int64_t ip[17];
     ip[0] = nsp;

@@ -233,7 +233,7 @@ em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask)
     int br;
     if (!tn_broadcast_shapes(fn, x->shape, x->rank, mask->shape, mask->rank, bshape, &br))
         return NULL;
-    int64_t bnumel;
+    int64_t bnumel = 0;
     core_numel_ok(bshape, br, &bnumel); /* tn_broadcast_shapes checked that it fits */
     int64_t mnumel = tn_numel(mask);
     int64_t count = 0;

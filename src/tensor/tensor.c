@@ -162,7 +162,7 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
             return false;
         }
     }
-    int64_t numel, span, span_bytes;
+    int64_t numel = 0, span = 0, span_bytes;
     if (!core_numel_ok(shape, rank, &numel)) {
         em_error(EM_ERR_SHAPE, "%s: shape %s has more than 2^63 elements", op,
                  tn_dims_str(shape, rank));
@@ -204,11 +204,30 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
     return true;
 }
 
+bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
+                   em_device dev)
+{
+    int64_t numel, cap = core_max_tensor_bytes(), mem = -1;
+    size_t nbytes;
+    em_backends_init();
+    const em_backend *be = em_backend_get(dev.backend);
+    if (be) mem = device_memory_bytes(be, dev);
+    bool fits = rank >= 0 && rank <= EM_MAX_RANK && core_numel_ok(shape, rank, &numel) &&
+                core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes) &&
+                !(cap > 0 && (int64_t)nbytes > cap) && !(mem > 0 && (int64_t)nbytes > mem);
+    if (!fits)
+        em_error(EM_ERR_OOM,
+                 "%s: %s (%s of %s, which its kernels may hold in memory) is larger than one "
+                 "tensor may be (the device's memory, or max_tensor_mb)",
+                 op, what, tn_dims_str(shape, rank), em_dtype_name(dtype));
+    return fits;
+}
+
 em_tensor *tn_new_for(const char *op, em_dtype dtype, const int64_t *shape, int rank, em_device dev)
 {
     if (!tn_check_alloc(op, dtype, shape, rank, dev)) return NULL;
-    int64_t numel;
-    size_t nbytes;
+    int64_t numel = 0;
+    size_t nbytes = 0;
     core_numel_ok(shape, rank, &numel);
     core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes);
     em_tensor *t = handle_new(dtype, shape, rank);

@@ -46,6 +46,10 @@ em_tensor *tn_new_for(const char *op, em_dtype dtype, const int64_t *shape, int 
                       em_device dev);
 /* tn_new_for's checks alone, allocating nothing: false + error naming op. */
 bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int rank, em_device dev);
+/* The same limits for a buffer an op's kernels may need (a padded input, im2col columns), so
+ * that arguments which make it absurd fail up front: false + EM_ERR_OOM naming op and `what`. */
+bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
+                   em_device dev);
 /* Moves t's storage into a persistent block of its device (as em_device_persistent_begin makes)
  * where that is safe and changes anything: storage Ember allocated on a device other than the
  * CPU, viewed by t alone (CPU storage never moves: em_tensor_data may have handed out its
