@@ -330,6 +330,7 @@ em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev)
                  (long long)cfg.d_in, (long long)cfg.d_out);
         return NULL;
     }
+    if (!nn_check_param("em_swiglu_new", EM_SHAPE(cfg.d_out, cfg.d_in), dev)) return NULL;
     swiglu_module *s = em_module_alloc(sizeof *s, &swiglu_type, dev);
     if (!s) return NULL;
     s->cfg = cfg;

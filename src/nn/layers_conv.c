@@ -467,7 +467,7 @@ static em_module *pool_new(const char *fn, pool_kind kind, int nd, const int64_t
     for (int d = 0; d < nd; d++) {
         if (o.stride[d] == 0) o.stride[d] = o.kernel[d];
         if (o.dilation[d] == 0) o.dilation[d] = 1;
-        if (2 * o.pad[d] > o.kernel[d]) {
+        if (o.pad[d] > o.kernel[d] / 2) { /* 2 pad > kernel, without overflowing */
             em_error(EM_ERR_INVALID_ARG,
                      "%s: padding[%d]=%lld must be at most half the kernel "
                      "size %lld",
