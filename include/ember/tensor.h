@@ -316,6 +316,10 @@ void em_print(const em_tensor *t);
 
 /* ---- creation ---------------------------------------------------------------------------- */
 
+/* Every function that makes a tensor refuses, before allocating anything, a shape whose element
+ * count or byte strides do not fit in int64_t (EM_ERR_SHAPE) and a tensor larger than its
+ * device's memory or the config key max_tensor_mb (EM_ERR_OOM), naming the size. */
+
 em_tensor *em_empty(em_shape shape, em_dtype dtype, em_device dev);
 em_tensor *em_zeros(em_shape shape, em_dtype dtype, em_device dev);
 em_tensor *em_ones(em_shape shape, em_dtype dtype, em_device dev);

@@ -345,7 +345,7 @@ em_tensor *em_image_crop_pad(const em_tensor *img, int64_t top, int64_t left, in
 {
     if (!check_chw(img, "em_image_crop_pad")) return NULL;
     em_shape s = em_tensor_shape(img);
-    int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2], H2, W2;
+    int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2], H2 = 0, W2 = 0;
     /* top + h <= H + 2 pad, without overflowing */
     bool fits = core_muladd_ok(2, pad, H, &H2) && core_muladd_ok(2, pad, W, &W2);
     if (h < 1 || w < 1 || pad < 0 || top < 0 || left < 0 || !fits || top > H2 || h > H2 - top ||
@@ -488,7 +488,7 @@ static em_tensor *crop_fn(const em_tensor *img, int64_t index, int64_t epoch, vo
 {
     crop_ctx *c = ctx;
     if (!check_chw(img, "em_dataset_random_crop")) return NULL;
-    int64_t H, W;
+    int64_t H = 0, W = 0;
     if (!core_muladd_ok(2, c->pad, em_tensor_dim(img, 1), &H) ||
         !core_muladd_ok(2, c->pad, em_tensor_dim(img, 2), &W)) {
         em_error(EM_ERR_SHAPE, "em_dataset_random_crop: padding %lld is too large",

@@ -261,7 +261,7 @@ static bool conv_resolve(const char *fn, int nd, bool transposed, conv_spec *s, 
             hi[d] = s->padding_end[d];
             break;
         case EM_PADDING_SAME: {
-            int64_t total;
+            int64_t total = 0;
             if (!core_mul_ok(s->dilation[d], s->kernel[d] - 1, &total)) {
                 em_error(EM_ERR_INVALID_ARG,
                          "%s: kernel[%d]=%lld with dilation %lld overflows the \"same\" padding",

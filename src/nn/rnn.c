@@ -60,7 +60,10 @@ static em_module *rnn_new(rnn_kind kind, em_rnn_cfg cfg, em_device dev)
         return NULL;
     }
     /* every layer's weights [G H, in], [G H, H] and biases, checked before any is made */
-    int64_t gates = kind == RNN_LSTM ? 4 : kind == RNN_GRU ? 3 : 1, gh, hd, widest, ldirs, all;
+    int64_t gates = kind == RNN_LSTM  ? 4
+                    : kind == RNN_GRU ? 3
+                                      : 1,
+            gh = 0, hd = 0, widest = 0, ldirs = 0, all = 0;
     bool fits = core_mul_ok(gates, cfg.hidden_size, &gh) &&
                 core_mul_ok(cfg.hidden_size, cfg.bidirectional ? 2 : 1, &hd) &&
                 core_add_ok(cfg.input_size > hd ? cfg.input_size : hd, cfg.hidden_size, &widest) &&

@@ -178,7 +178,7 @@ static bool resolve(const char *fn, em_transformer_cfg *c, bool stack, em_device
     if (!stack) c->num_layers = 0;
     /* a layer's largest weights, [3 d, d] and [d_ff, d], and all layers' weights together
        (4 bytes times about 4 d^2 + 2 d d_ff + 16 d each), checked before any is made */
-    int64_t d = c->d_model, d3, per, bytes;
+    int64_t d = c->d_model, d3 = 0, per = 0, bytes = 0;
     bool fits = core_mul_ok(3, d, &d3) && core_muladd_ok(4, d, 16, &per) &&
                 core_muladd_ok(2, c->dim_feedforward, per, &per) && core_mul_ok(per, 4 * d, &per) &&
                 core_mul_ok(per, c->num_layers > 0 ? c->num_layers : 1, &bytes);

@@ -422,7 +422,7 @@ em_tensor *em_pad(const em_tensor *t, const int64_t *pads, int n_pairs, em_pad_m
         ip[3 + 2 * k] = hi;
         /* INT64_MIN has no negation, which the gradient's crop would need; lo + hi first, as
            it only overflows when n + lo + hi does */
-        int64_t both;
+        int64_t both = 0;
         if (lo == INT64_MIN || hi == INT64_MIN || !core_add_ok(lo, hi, &both) ||
             !core_add_ok(n, both, &shape[d])) {
             em_error(EM_ERR_SHAPE, "%s: pads (%lld, %lld) on dim %d of size %lld overflow", fn,

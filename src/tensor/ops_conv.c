@@ -117,12 +117,11 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                      fn, (long long)groups, (long long)c_out, tn_dims_str(w->shape, w->rank));
             return NULL;
         }
-        int64_t expect;
-        if (!core_mul_ok(w->shape[1], groups, &expect) || expect != c_in) {
-            em_error(EM_ERR_SHAPE,
-                     "%s: input has %lld channels, weight %s expects %lld per group (groups %lld)",
-                     fn, (long long)c_in, tn_dims_str(w->shape, w->rank), (long long)w->shape[1],
-                     (long long)groups);
+        int64_t expect = 0;
+        if (!core_mul_ok(w->shape[1], groups, &expect)) expect = -1; /* matches no count */
+        if (expect != c_in) {
+            em_error(EM_ERR_SHAPE, "%s: input has %lld channels, weight expects %lld (groups %lld)",
+                     fn, (long long)c_in, (long long)expect, (long long)groups);
             return NULL;
         }
     } else {
@@ -308,7 +307,7 @@ static bool fold_params(const char *fn, const int64_t kernel[2], const int64_t d
         ip[2 + d] = dl;
         ip[4 + d] = p;
         ip[6 + d] = s;
-        int64_t span, padded;
+        int64_t span = 0, padded = 0;
         if (!core_muladd_ok(dl, k - 1, 1, &span) || !core_muladd_ok(2, p, img[d], &padded) ||
             span > TN_GEOM_MAX || padded > TN_GEOM_MAX || s > TN_GEOM_MAX) {
             em_error(EM_ERR_INVALID_ARG,

@@ -101,7 +101,7 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_d
         return NULL;
     }
     s.dims[0] = (int64_t)n;
-    int64_t lo, hi;
+    int64_t lo = 0, hi = 0;
     exact_int_range(dtype, &lo, &hi);
     double last = start + (n - 1) * step;
     if (n > 0 && !em_dtype_is_float(dtype) &&
@@ -224,7 +224,7 @@ em_tensor *em_randint(int64_t low, int64_t high, em_shape shape, em_dtype dtype,
                  (long long)high);
         return NULL;
     }
-    int64_t width, dlo, dhi;
+    int64_t width = 0, dlo = 0, dhi = 0;
     if (!core_sub_ok(high, low, &width)) {
         em_error(EM_ERR_INVALID_ARG,
                  "em_randint: range [%lld, %lld) holds more than 2^63 - 1 values", (long long)low,

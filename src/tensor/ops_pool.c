@@ -49,7 +49,7 @@ static int out_shape(const em_tensor *x, int nd, const int64_t *sp, int64_t *sha
  * padded length or the stride passes TN_GEOM_MAX. */
 static int64_t pool_out_size(int64_t L, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
 {
-    int64_t span, padded, last;
+    int64_t span = 0, padded = 0, last = 0;
     if (!core_muladd_ok(d, k - 1, 1, &span) || !core_muladd_ok(2, p, L, &padded) ||
         span > TN_GEOM_MAX || padded > TN_GEOM_MAX || s > TN_GEOM_MAX)
         return -1;
@@ -362,7 +362,7 @@ static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, i
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     int c = x->rank - 3, h = x->rank - 2, w = x->rank - 1;
-    int64_t rr;
+    int64_t rr = 0;
     bool fits = core_mul_ok(r, r, &rr);
     if (kind == EM_OP_PIXEL_SHUFFLE) {
         /* r * r past int64_t divides no channel count (only 0 channels, which stay 0) */

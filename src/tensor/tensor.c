@@ -162,13 +162,13 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
             return false;
         }
     }
-    int64_t numel = 0, span = 0, span_bytes;
+    int64_t numel = 0, span = 0, span_bytes = 0;
     if (!core_numel_ok(shape, rank, &numel)) {
         em_error(EM_ERR_SHAPE, "%s: shape %s has more than 2^63 elements", op,
                  tn_dims_str(shape, rank));
         return false;
     }
-    size_t nbytes;
+    size_t nbytes = 0;
     /* the byte strides must fit too (kernels step in bytes), also where a zero dim leaves no
        elements */
     core_span_ok(shape, rank, &span);
@@ -207,8 +207,8 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
 bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
                    em_device dev)
 {
-    int64_t numel, cap = core_max_tensor_bytes(), mem = -1;
-    size_t nbytes;
+    int64_t numel = 0, cap = core_max_tensor_bytes(), mem = -1;
+    size_t nbytes = 0;
     em_backends_init();
     const em_backend *be = em_backend_get(dev.backend);
     if (be) mem = device_memory_bytes(be, dev);
@@ -253,7 +253,7 @@ em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
 static bool view_fits(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
                       int64_t offset)
 {
-    int64_t numel, bytes, es = (int64_t)em_dtype_size(t->dtype);
+    int64_t numel = 0, bytes = 0, es = (int64_t)em_dtype_size(t->dtype);
     if (rank < 0 || rank > EM_MAX_RANK || !core_numel_ok(shape, rank, &numel)) return false;
     for (int d = 0; d < rank; d++) /* kernels step in bytes */
         if (!core_mul_ok(strides[d], es, &bytes)) return false;
@@ -312,8 +312,8 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
         em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank, EM_MAX_RANK);
         return NULL;
     }
-    int64_t numel;
-    size_t nbytes;
+    int64_t numel = 0;
+    size_t nbytes = 0;
     if (!core_numel_ok(shape.dims, shape.rank, &numel) ||
         !core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes)) {
         em_error(EM_ERR_SHAPE, "em_from_blob: shape %s is negative or too large for %s",
@@ -558,7 +558,7 @@ bool tn_broadcast_shapes(const char *op, const int64_t *a, int ra, const int64_t
         }
         out[i] = da == 1 ? db : da;
     }
-    int64_t numel;
+    int64_t numel = 0;
     if (!core_numel_ok(out, r, &numel)) {
         em_error(EM_ERR_SHAPE, "%s: shapes %s and %s broadcast to %s, which has too many elements",
                  op, tn_dims_str(a, ra), tn_dims_str(b, rb), tn_dims_str(out, r));

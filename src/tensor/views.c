@@ -86,7 +86,7 @@ static bool infer_shape(const char *op, const em_tensor *t, em_shape *s)
     }
     /* an empty shape's other dims still make its strides: [0, 2^62, 2^62] has none that fit,
        in elements or (as kernels step) in bytes */
-    int64_t span;
+    int64_t span = 0;
     if (!core_span_ok(s->dims, s->rank, &span) ||
         !core_mul_ok(span, (int64_t)em_dtype_size(t->dtype), &span)) {
         em_error(EM_ERR_SHAPE, "%s: shape %s is too large", op, tn_dims_str(s->dims, s->rank));
@@ -199,7 +199,7 @@ static em_tensor *slice_view(const em_tensor *t, int dim, int64_t start, int64_t
         step = 1;
         end = start + len;
     }
-    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK], off = t->offset, delta;
+    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK], off = t->offset, delta = 0;
     memcpy(shape, t->shape, sizeof shape);
     memcpy(st, t->strides, sizeof st);
     shape[dim] = len;
@@ -315,7 +315,7 @@ em_tensor *em_expand(const em_tensor *t, em_shape shape)
             return NULL;
         }
     }
-    int64_t numel;
+    int64_t numel = 0;
     if (!core_numel_ok(shape.dims, shape.rank, &numel)) {
         em_error(EM_ERR_SHAPE, "em_expand: shape %s has more than 2^63 elements",
                  tn_dims_str(shape.dims, shape.rank));
