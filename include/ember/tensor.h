@@ -61,6 +61,8 @@ template <class... T> constexpr em_axes em_axes_of(T... d)
 #define EM_ALL        (em_axes{})
 #endif
 
+/* Elements of s; -1 when the rank is outside [0, EM_MAX_RANK], a dim is negative, or the dims
+ * (zeros counted as ones, since they still make the strides) multiply past INT64_MAX. */
 int64_t em_shape_numel(em_shape s);
 bool em_shape_equal(em_shape a, em_shape b);
 /* Writes "[2, 3]" into buf (always NUL-terminated); returns buf. */
@@ -339,12 +341,19 @@ typedef struct em_print_options {
     int precision;      /* digits after the point; 0 or less: shortest round-trip form */
 } em_print_options;
 
-/* Formats t in Burn's layout into a new string (free with em_free). */
+/* Formats t in Burn's layout into a new string (free with em_free). Floats take one notation
+ * per tensor, as PyTorch picks it: fixed-point ([14.0, 20.0, 0.5]) unless the printed values
+ * span more than three decades, pass 1e8 or (when not all integral) go below 1e-4, then
+ * scientific for every element ([1.5e-07, 2.0e+00]); NaN, inf and -inf as such. */
 char *em_tensor_format(const em_tensor *t, em_print_options opt);
-/* Prints t to stdout. */
+/* Prints t to stdout; NULL prints "Tensor(NULL)" and records no error (a pending one stays). */
 void em_print(const em_tensor *t);
 
 /* ---- creation ---------------------------------------------------------------------------- */
+
+/* Every function that makes a tensor refuses, before allocating anything, a shape whose element
+ * count or byte strides do not fit in int64_t (EM_ERR_SHAPE) and a tensor larger than its
+ * device's memory or the config key max_tensor_mb (EM_ERR_OOM), naming the size. */
 
 em_tensor *em_empty(em_shape shape, em_dtype dtype, em_device dev);
 em_tensor *em_zeros(em_shape shape, em_dtype dtype, em_device dev);

@@ -1,11 +1,12 @@
 /* Configuration: a reader for the TOML subset Ember uses, the layers (ember.toml < files loaded
  * by em_config_load_file < EMBER_* environment < em_config_set) and core_init, which loads them
- * once and applies log levels, the log file, the thread count and the seed. Keys: docs/config.md.
- */
+ * once and applies log levels, the log file, the thread count, the seed and the tensor size limit.
+ * Keys: docs/config.md. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -613,7 +614,24 @@ int64_t em_config_get_int(const char *key, int64_t fallback)
 
 /* ---- applying settings ------------------------------------------------------------------- */
 
-enum { APPLY_LOG = 1, APPLY_LOG_FILE = 2, APPLY_THREADS = 4, APPLY_SEED = 8, APPLY_ALL = 15 };
+enum {
+    APPLY_LOG = 1,
+    APPLY_LOG_FILE = 2,
+    APPLY_THREADS = 4,
+    APPLY_SEED = 8,
+    APPLY_MAX_TENSOR = 16,
+    APPLY_ALL = 31,
+};
+
+/* max_tensor_mb in bytes (0: no limit but the device's memory); read on every tensor
+ * allocation, so it is applied here rather than looked up each time. */
+static _Atomic int64_t max_tensor_bytes;
+
+int64_t core_max_tensor_bytes(void)
+{
+    core_init();
+    return atomic_load(&max_tensor_bytes);
+}
 
 static bool is_log_key(const char *key)
 {
@@ -626,6 +644,7 @@ static int apply_flags(const char *key)
     if (!strcmp(key, "log_file")) return APPLY_LOG_FILE;
     if (!strcmp(key, "threads")) return APPLY_THREADS;
     if (!strcmp(key, "seed")) return APPLY_SEED;
+    if (!strcmp(key, "max_tensor_mb")) return APPLY_MAX_TENSOR;
     return 0;
 }
 
@@ -645,6 +664,10 @@ static bool value_ok(const char *key, const char *v, char *err, size_t cap)
     }
     if (!strcmp(key, "seed") && !parse_u64(v, &u)) {
         snprintf(err, cap, "seed = '%s' is not an unsigned 64-bit integer", v);
+        return false;
+    }
+    if (!strcmp(key, "max_tensor_mb") && (!parse_i64(v, &n) || n < 0 || n > (INT64_MAX >> 20))) {
+        snprintf(err, cap, "max_tensor_mb = '%s' is not a size in MiB (0 = no limit)", v);
         return false;
     }
     return true;
@@ -720,6 +743,17 @@ static void apply(int flags)
             em_log_msg("config", EM_LOG_WARN, "%s", err);
         else if (parse_u64(v, &s))
             em_seed(s);
+    }
+    if (flags & APPLY_MAX_TENSOR) {
+        /* unlike the keys above, removing it (em_config_set with NULL) lifts the limit */
+        int64_t mb = 0;
+        v = em_config_get("max_tensor_mb");
+        if (v && !value_ok("max_tensor_mb", v, err, sizeof err)) {
+            em_log_msg("config", EM_LOG_WARN, "%s", err);
+        } else {
+            if (v) parse_i64(v, &mb);
+            atomic_store(&max_tensor_bytes, mb << 20);
+        }
     }
 }
 

@@ -5,6 +5,8 @@
 #include <ember/core.h>
 #include <string.h>
 
+#include "checked.h"
+
 #if defined(__GNUC__) || defined(__clang__)
 #define EM_THREAD_LOCAL __thread
 #define EM_LIKELY(x)    __builtin_expect(!!(x), 1)
@@ -29,6 +31,10 @@ void core_error_forget(uint64_t mark);
 
 /* Runs the one-time initialisation (configuration, logging levels, thread count). */
 void core_init(void);
+
+/* The config key max_tensor_mb in bytes: the most one tensor's storage may take (0: no limit of
+ * its own; the device's memory still bounds it). */
+int64_t core_max_tensor_bytes(void);
 
 /* The number of hardware threads (cores) available to the process. */
 int core_hw_threads(void);
@@ -63,12 +69,6 @@ void *em__mem_alloc_cached(size_t nbytes, size_t cap, bool huge);
 void *em__mem_release_to_cache(void *p, size_t *cap);
 void *em__mem_reuse_cached(void *raw, size_t nbytes);
 void em__mem_free_cached(void *raw);
-
-/* Overflow-checked size arithmetic: false when the result would not fit. */
-static inline bool core_mul_ok(int64_t a, int64_t b, int64_t *out)
-{
-    return !__builtin_mul_overflow(a, b, out);
-}
 
 /* A float's bits and back. */
 static inline uint32_t core_f32_bits(float f)

@@ -439,6 +439,11 @@ em_dataset *em_dataset_sample(em_dataset *src, int64_t k, bool replacement, uint
         em_dataset_free(src);
         return NULL;
     }
+    /* the k indices are held in memory */
+    if (!tn_check_alloc("em_dataset_sample", EM_I64, &k, 1, EM_CPU)) {
+        em_dataset_free(src);
+        return NULL;
+    }
     uint64_t key = dt_mix(seed, 0x534Du);
     int64_t *idx;
     if (replacement) {

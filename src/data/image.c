@@ -345,9 +345,11 @@ em_tensor *em_image_crop_pad(const em_tensor *img, int64_t top, int64_t left, in
 {
     if (!check_chw(img, "em_image_crop_pad")) return NULL;
     em_shape s = em_tensor_shape(img);
-    int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2];
-    if (h < 1 || w < 1 || pad < 0 || top < 0 || left < 0 || top + h > H + 2 * pad ||
-        left + w > W + 2 * pad) {
+    int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2], H2 = 0, W2 = 0;
+    /* top + h <= H + 2 pad, without overflowing */
+    bool fits = core_muladd_ok(2, pad, H, &H2) && core_muladd_ok(2, pad, W, &W2);
+    if (h < 1 || w < 1 || pad < 0 || top < 0 || left < 0 || !fits || top > H2 || h > H2 - top ||
+        left > W2 || w > W2 - left) {
         em_error(
             EM_ERR_INDEX,
             "em_image_crop_pad: window %lldx%lld at (%lld, %lld) outside %lldx%lld padded by %lld",
@@ -355,6 +357,9 @@ em_tensor *em_image_crop_pad(const em_tensor *img, int64_t top, int64_t left, in
             (long long)pad);
         return NULL;
     }
+    if (!tn_check_alloc("em_image_crop_pad", em_tensor_dtype(img), EM_SHAPE(C, h, w).dims, 3,
+                        EM_CPU))
+        return NULL;
     em_tensor *src = em_contiguous(img);
     em_tensor *out = src ? em_zeros(EM_SHAPE(C, h, w), em_tensor_dtype(img), EM_CPU) : NULL;
     if (out) {
@@ -443,6 +448,11 @@ em_tensor *em_image_resize(const em_tensor *img, int64_t h, int64_t w)
     }
     em_shape s = em_tensor_shape(img);
     int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2], n = C * H * W;
+    /* the result, and the f64 copy it is computed in */
+    if (!tn_check_alloc("em_image_resize", em_tensor_dtype(img), EM_SHAPE(C, h, w).dims, 3,
+                        EM_CPU) ||
+        !tn_check_alloc("em_image_resize", EM_F64, EM_SHAPE(C, h, w).dims, 3, EM_CPU))
+        return NULL;
     double *a = malloc((size_t)(n ? n : 1) * sizeof *a);
     double *b = malloc((size_t)(C * h * w) * sizeof *b);
     em_tensor *out = NULL;
@@ -478,7 +488,13 @@ static em_tensor *crop_fn(const em_tensor *img, int64_t index, int64_t epoch, vo
 {
     crop_ctx *c = ctx;
     if (!check_chw(img, "em_dataset_random_crop")) return NULL;
-    int64_t H = em_tensor_dim(img, 1) + 2 * c->pad, W = em_tensor_dim(img, 2) + 2 * c->pad;
+    int64_t H = 0, W = 0;
+    if (!core_muladd_ok(2, c->pad, em_tensor_dim(img, 1), &H) ||
+        !core_muladd_ok(2, c->pad, em_tensor_dim(img, 2), &W)) {
+        em_error(EM_ERR_SHAPE, "em_dataset_random_crop: padding %lld is too large",
+                 (long long)c->pad);
+        return NULL;
+    }
     if (c->h > H || c->w > W) {
         em_error(EM_ERR_SHAPE,
                  "em_dataset_random_crop: %lldx%lld window in a padded %lldx%lld image",

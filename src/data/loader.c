@@ -257,8 +257,10 @@ em_loader *em_loader_new(em_dataset *ds, em_loader_cfg cfg)
         return NULL;
     }
     if (cfg.batch_size == 0) cfg.batch_size = 1;
-    if (cfg.batch_size < 0 || cfg.workers < 0 || cfg.workers > 256 || cfg.prefetch < 0) {
-        em_error(EM_ERR_INVALID_ARG, "em_loader_new: batch_size %lld, workers %d, prefetch %d",
+    if (cfg.batch_size < 0 || cfg.workers < 0 || cfg.workers > 256 || cfg.prefetch < 0 ||
+        cfg.prefetch > 4096) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "em_loader_new: batch_size %lld, workers %d (0 to 256), prefetch %d (0 to 4096)",
                  (long long)cfg.batch_size, cfg.workers, cfg.prefetch);
         em_dataset_free(ds);
         return NULL;
@@ -272,8 +274,8 @@ em_loader *em_loader_new(em_dataset *ds, em_loader_cfg cfg)
     l->ds = ds;
     l->cfg = cfg;
     l->n_items = em_dataset_len(ds);
-    l->n_batches = cfg.drop_last ? l->n_items / cfg.batch_size
-                                 : (l->n_items + cfg.batch_size - 1) / cfg.batch_size;
+    l->n_batches =
+        cfg.drop_last ? l->n_items / cfg.batch_size : core_ceil_div(l->n_items, cfg.batch_size);
     l->cap = cfg.prefetch ? cfg.prefetch : 2 * (cfg.workers > 0 ? cfg.workers : 1);
     l->order = malloc((size_t)(l->n_items > 0 ? l->n_items : 1) * sizeof *l->order);
     l->slots = calloc((size_t)l->cap, sizeof *l->slots);

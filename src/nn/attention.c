@@ -64,6 +64,11 @@ em_module *em_mha_new(em_mha_cfg cfg, em_device dev)
                  (long long)D);
         return NULL;
     }
+    int64_t E3 = -1;
+    if (!core_mul_ok(3, E, &E3)) E3 = -1; /* refused by the check */
+    if (!nn_check_param(fn, EM_SHAPE(E3, E), dev) || !nn_check_param(fn, EM_SHAPE(E, kdim), dev) ||
+        !nn_check_param(fn, EM_SHAPE(E, vdim), dev))
+        return NULL;
     mha_module *a = em_module_alloc(sizeof *a, &mha_type, dev);
     if (!a) return NULL;
     *a = (mha_module){.base = a->base,

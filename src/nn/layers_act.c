@@ -282,6 +282,7 @@ em_module *em_prelu_new(int64_t num_parameters, em_device dev)
                  (long long)num_parameters);
         return NULL;
     }
+    if (!nn_check_param("em_prelu_new", EM_SHAPE(num_parameters), dev)) return NULL;
     prelu_module *p = em_module_alloc(sizeof *p, &prelu_type, dev);
     if (!p) return NULL;
     p->num = num_parameters ? num_parameters : 1;
@@ -331,6 +332,7 @@ em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev)
                  (long long)cfg.d_in, (long long)cfg.d_out);
         return NULL;
     }
+    if (!nn_check_param("em_swiglu_new", EM_SHAPE(cfg.d_out, cfg.d_in), dev)) return NULL;
     swiglu_module *s = em_module_alloc(sizeof *s, &swiglu_type, dev);
     if (!s) return NULL;
     s->cfg = cfg;

@@ -143,6 +143,7 @@ em_module *em_linear_new_cfg(int64_t in, int64_t out, em_linear_cfg cfg, em_devi
                  (long long)in, (long long)out);
         return NULL;
     }
+    if (!nn_check_param("em_linear_new", EM_SHAPE(out, in), dev)) return NULL;
     linear_module *l = em_module_alloc(sizeof *l, &linear_type, dev);
     if (!l) return NULL;
     l->in = in;

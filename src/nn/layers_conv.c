@@ -261,7 +261,13 @@ static bool conv_resolve(const char *fn, int nd, bool transposed, conv_spec *s, 
             hi[d] = s->padding_end[d];
             break;
         case EM_PADDING_SAME: {
-            int64_t total = s->dilation[d] * (s->kernel[d] - 1);
+            int64_t total = 0;
+            if (!core_mul_ok(s->dilation[d], s->kernel[d] - 1, &total)) {
+                em_error(EM_ERR_INVALID_ARG,
+                         "%s: kernel[%d]=%lld with dilation %lld overflows the \"same\" padding",
+                         fn, d, (long long)s->kernel[d], (long long)s->dilation[d]);
+                return false;
+            }
             lo[d] = total / 2;
             hi[d] = total - lo[d];
             break;
@@ -276,6 +282,11 @@ static em_module *conv_new(const char *fn, int nd, bool transposed, conv_spec s,
     uint64_t mark = core_error_mark();
     int64_t lo[3] = {0}, hi[3] = {0};
     if (!conv_resolve(fn, nd, transposed, &s, lo, hi)) return NULL;
+    em_shape ws = {.rank = nd + 2};
+    ws.dims[0] = transposed ? s.in : s.out;
+    ws.dims[1] = transposed ? s.out / s.groups : s.in / s.groups;
+    for (int d = 0; d < nd; d++) ws.dims[2 + d] = s.kernel[d];
+    if (!nn_check_param(fn, ws, dev)) return NULL;
     conv_module *c = em_module_alloc(sizeof *c, &conv_types[transposed][nd - 1], dev);
     if (!c) return NULL;
     c->nd = nd;
@@ -283,10 +294,6 @@ static em_module *conv_new(const char *fn, int nd, bool transposed, conv_spec s,
     c->s = s;
     memcpy(c->pad_lo, lo, sizeof lo);
     memcpy(c->pad_hi, hi, sizeof hi);
-    em_shape ws = {.rank = nd + 2};
-    ws.dims[0] = transposed ? s.in : s.out;
-    ws.dims[1] = transposed ? s.out / s.groups : s.in / s.groups;
-    for (int d = 0; d < nd; d++) ws.dims[2 + d] = s.kernel[d];
     int64_t fan_in;
     em_init_fans(ws, &fan_in, NULL);
     em_no_grad_begin();
@@ -461,7 +468,7 @@ static em_module *pool_new(const char *fn, pool_kind kind, int nd, const int64_t
     for (int d = 0; d < nd; d++) {
         if (o.stride[d] == 0) o.stride[d] = o.kernel[d];
         if (o.dilation[d] == 0) o.dilation[d] = 1;
-        if (2 * o.pad[d] > o.kernel[d]) {
+        if (o.pad[d] > o.kernel[d] / 2) { /* 2 pad > kernel, without overflowing */
             em_error(EM_ERR_INVALID_ARG,
                      "%s: padding[%d]=%lld must be at most half the kernel "
                      "size %lld",

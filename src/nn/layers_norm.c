@@ -173,6 +173,7 @@ static em_module *bn_new(const char *fn, bool instance, int nd, em_norm_cfg c, e
                  instance ? "instance norm" : "batch norm");
         return NULL;
     }
+    if (!nn_check_param(fn, EM_SHAPE(c.num_features), dev)) return NULL;
     bn_module *b = em_module_alloc(sizeof *b, &bn_types[instance][nd - 1], dev);
     if (!b) return NULL;
     b->instance = instance;
@@ -298,6 +299,7 @@ static em_module *ln_new(const char *fn, bool rms, em_layer_norm_cfg c, em_devic
         em_error(EM_ERR_INVALID_ARG, "%s: RMSNorm has no bias (use no_affine)", fn);
         return NULL;
     }
+    if (!nn_check_param(fn, c.shape, dev)) return NULL;
     ln_module *l = em_module_alloc(sizeof *l, rms ? &rms_type : &ln_type, dev);
     if (!l) return NULL;
     l->rms = rms;
@@ -365,6 +367,7 @@ em_module *em_group_norm_new(em_group_norm_cfg c, em_device dev)
         em_error(EM_ERR_INVALID_ARG, "em_group_norm_new: eps %g is negative", c.eps);
         return NULL;
     }
+    if (!nn_check_param("em_group_norm_new", EM_SHAPE(c.channels), dev)) return NULL;
     ln_module *l = em_module_alloc(sizeof *l, &gn_type, dev);
     if (!l) return NULL;
     l->groups = c.groups;

@@ -62,6 +62,7 @@ em_module *em_embedding_new(em_embedding_cfg c, em_device dev)
         }
         pidx = c.padding_idx < 0 ? c.padding_idx + c.num : c.padding_idx;
     }
+    if (!nn_check_param("em_embedding_new", EM_SHAPE(c.num, c.dim), dev)) return NULL;
     embedding_module *e = em_module_alloc(sizeof *e, &embedding_type, dev);
     if (!e) return NULL;
     e->num = c.num;
@@ -108,9 +109,15 @@ static em_tensor *upsample_forward(em_module *m, em_tensor *const *in, int n)
     }
     em_shape size = {.rank = r - 2};
     for (int d = 0; d < size.rank; d++) {
-        size.dims[d] = u->cfg.size[d]
-                           ? u->cfg.size[d]
-                           : (int64_t)floor((double)em_tensor_dim(x, 2 + d) * u->cfg.scale[d]);
+        double scaled = floor((double)em_tensor_dim(x, 2 + d) * u->cfg.scale[d]);
+        if (!u->cfg.size[d] && !(scaled < 0x1p62)) { /* also Inf: no int64_t holds it */
+            em_error(EM_ERR_SHAPE,
+                     "em_forward: Upsample's scale %g makes dim %d of size %lld too "
+                     "large",
+                     u->cfg.scale[d], 2 + d, (long long)em_tensor_dim(x, 2 + d));
+            return NULL;
+        }
+        size.dims[d] = u->cfg.size[d] ? u->cfg.size[d] : (int64_t)scaled;
     }
     return em_interpolate(x, size, u->cfg.mode, u->cfg.align_corners);
 }

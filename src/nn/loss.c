@@ -157,7 +157,10 @@ static bool check_targets(const char *fn, const em_tensor *t64, const em_tensor 
     if (v[2] < 0 || v[3] >= C) { /* the first target out of range that is not ignored */
         em_tensor *bad = em_masked_select(
             tsafe, em_logical_or(em_lt_scalar(tsafe, 0), em_ge_scalar(tsafe, (double)C)));
-        int64_t b = bad && tn_numel(bad) > 0 ? (int64_t)em_get_f64(bad, (int64_t[]){0}) : 0;
+        /* read as i64: a double would not hold every target exactly (nor convert back) */
+        em_tensor *first = bad && tn_numel(bad) > 0 ? em_narrow(bad, 0, 0, 1) : NULL;
+        int64_t b = first ? em_item_i64(first) : 0;
+        em_release(first);
         em_error(EM_ERR_INDEX,
                  "%s: target %lld is out of range for %lld classes (ignore_index %lld)", fn,
                  (long long)b, (long long)C, (long long)ignore);

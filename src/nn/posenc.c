@@ -13,6 +13,10 @@ em_tensor *em_sinusoidal_table(int64_t max_len, int64_t d_model, em_dtype dt, em
                  (long long)max_len, (long long)d_model);
         return NULL;
     }
+    /* the result, and the f64 table it is computed in */
+    if (!tn_check_alloc("em_sinusoidal_table", dt, EM_SHAPE(max_len, d_model).dims, 2, dev) ||
+        !tn_check_alloc("em_sinusoidal_table", EM_F64, EM_SHAPE(max_len, d_model).dims, 2, EM_CPU))
+        return NULL;
     size_t n = (size_t)(max_len * d_model);
     double *v = em_alloc(n * sizeof *v);
     if (!v) return NULL;
@@ -65,6 +69,9 @@ em_module *em_sinusoidal_pe_new(em_posenc_cfg cfg, em_device dev)
         em_error(EM_ERR_INVALID_ARG, "%s: dropout %g is outside [0, 1)", fn, cfg.dropout);
         return NULL;
     }
+    if (!nn_check_param(fn, EM_SHAPE(max_len, cfg.d_model), dev) ||
+        !tn_check_alloc(fn, EM_F64, EM_SHAPE(max_len, cfg.d_model).dims, 2, EM_CPU))
+        return NULL;
     posenc_module *p = em_module_alloc(sizeof *p, &posenc_type, dev);
     if (!p) return NULL;
     p->d_model = cfg.d_model;
@@ -100,9 +107,9 @@ em_tensor *em_sinusoidal_pe_forward(em_module *m, const em_tensor *x, int64_t of
         return NULL;
     }
     int64_t L = em_tensor_dim(x, ldim);
-    if (offset < 0 || offset + L > p->max_len) {
-        em_error(EM_ERR_INDEX, "%s: positions %lld..%lld exceed max_len %lld", fn,
-                 (long long)offset, (long long)(offset + L - 1), (long long)p->max_len);
+    if (offset < 0 || offset > p->max_len - L) { /* offset + L > max_len, not overflowing */
+        em_error(EM_ERR_INDEX, "%s: %lld positions from %lld exceed max_len %lld", fn, (long long)L,
+                 (long long)offset, (long long)p->max_len);
         return NULL;
     }
     em_scope_begin();
@@ -140,7 +147,7 @@ em_tensor *em_rope(const em_tensor *x, int64_t offset, double base)
     for (int64_t p = 0; p < L; p++)
         for (int64_t i = 0; i < D; i++) {
             int64_t j = i % half;
-            double ang = (double)(p + offset) * pow(base, -2.0 * (double)j / (double)D);
+            double ang = ((double)p + (double)offset) * pow(base, -2.0 * (double)j / (double)D);
             c[p * D + i] = cos(ang);
             s[p * D + i] = sin(ang);
         }

@@ -60,6 +60,26 @@ static em_module *rnn_new(rnn_kind kind, em_rnn_cfg cfg, em_device dev)
         em_error(EM_ERR_INVALID_ARG, "%s: nonlinearity applies to em_rnn_new only", fn);
         return NULL;
     }
+    /* every layer's weights [G H, in], [G H, H] and biases, checked before any is made */
+    int64_t gates = kind == RNN_LSTM  ? 4
+                    : kind == RNN_GRU ? 3
+                                      : 1,
+            gh = 0, hd = 0, widest = 0, ldirs = 0, all = 0;
+    bool fits = core_mul_ok(gates, cfg.hidden_size, &gh) &&
+                core_mul_ok(cfg.hidden_size, cfg.bidirectional ? 2 : 1, &hd) &&
+                core_add_ok(cfg.input_size > hd ? cfg.input_size : hd, cfg.hidden_size, &widest) &&
+                core_add_ok(widest, 2, &widest) &&
+                core_mul_ok(cfg.num_layers, cfg.bidirectional ? 2 : 1, &ldirs);
+    if (!fits || !nn_check_param(fn, EM_SHAPE(gh, widest), dev) || !core_mul_ok(ldirs, gh, &all) ||
+        !tn_check_work(fn, "its parameters", EM_F32, EM_SHAPE(all, widest).dims, 2, dev)) {
+        if (!fits)
+            em_error(EM_ERR_INVALID_ARG, "%s: input_size %lld and hidden_size %lld are too large",
+                     fn, (long long)cfg.input_size, (long long)cfg.hidden_size);
+        else if (!em_failed())
+            em_error(EM_ERR_OOM, "%s: %lld layers of hidden_size %lld are too many", fn,
+                     (long long)cfg.num_layers, (long long)cfg.hidden_size);
+        return NULL;
+    }
     rnn_module *r = em_module_alloc(sizeof *r, &rnn_types[kind], dev);
     if (!r) return NULL;
     r->cfg = cfg;

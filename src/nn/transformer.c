@@ -104,6 +104,7 @@ em_module *em_feed_forward_new(em_ffn_cfg cfg, em_device dev)
         return NULL;
     }
     if (!check_act(fn, cfg.activation)) return NULL;
+    if (!nn_check_param(fn, EM_SHAPE(cfg.dim_feedforward, cfg.d_model), dev)) return NULL;
     ffn_module *f = em_module_alloc(sizeof *f, &ffn_type, dev);
     if (!f) return NULL;
     f->cfg = cfg;
@@ -142,7 +143,7 @@ static const em_module_type enc_layer_type = {"TransformerEncoderLayer", enc_lay
 static const em_module_type dec_layer_type = {"TransformerDecoderLayer", dec_layer_forward_n, NULL,
                                               tf_describe};
 
-static bool resolve(const char *fn, em_transformer_cfg *c, bool stack)
+static bool resolve(const char *fn, em_transformer_cfg *c, bool stack, em_device dev)
 {
     if (c->dim_feedforward == 0) c->dim_feedforward = 2048;
     if (c->no_dropout)
@@ -176,6 +177,22 @@ static bool resolve(const char *fn, em_transformer_cfg *c, bool stack)
         return false;
     }
     if (!stack) c->num_layers = 0;
+    /* a layer's largest weights, [3 d, d] and [d_ff, d], and all layers' weights together
+       (4 bytes times about 4 d^2 + 2 d d_ff + 16 d each), checked before any is made */
+    int64_t d = c->d_model, d3 = 0, per = 0, bytes = 0;
+    bool fits = core_mul_ok(3, d, &d3) && core_muladd_ok(4, d, 16, &per) &&
+                core_muladd_ok(2, c->dim_feedforward, per, &per) && core_mul_ok(per, 4 * d, &per) &&
+                core_mul_ok(per, c->num_layers > 0 ? c->num_layers : 1, &bytes);
+    if (!fits) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: d_model %lld, dim_feedforward %lld and num_layers %lld are too large", fn,
+                 (long long)d, (long long)c->dim_feedforward, (long long)c->num_layers);
+        return false;
+    }
+    if (!nn_check_param(fn, EM_SHAPE(d3, d), dev) ||
+        !nn_check_param(fn, EM_SHAPE(c->dim_feedforward, d), dev) ||
+        !tn_check_work(fn, "its parameters", EM_U8, &bytes, 1, dev))
+        return false;
     return check_act(fn, c->activation);
 }
 
@@ -205,13 +222,13 @@ static em_module *layer_new(em_transformer_cfg c, bool decoder, em_device dev)
 
 em_module *em_transformer_encoder_layer_new(em_transformer_cfg cfg, em_device dev)
 {
-    if (!resolve("em_transformer_encoder_layer_new", &cfg, false)) return NULL;
+    if (!resolve("em_transformer_encoder_layer_new", &cfg, false, dev)) return NULL;
     return layer_new(cfg, false, dev);
 }
 
 em_module *em_transformer_decoder_layer_new(em_transformer_cfg cfg, em_device dev)
 {
-    if (!resolve("em_transformer_decoder_layer_new", &cfg, false)) return NULL;
+    if (!resolve("em_transformer_decoder_layer_new", &cfg, false, dev)) return NULL;
     return layer_new(cfg, true, dev);
 }
 
@@ -279,7 +296,7 @@ static const em_module_type dec_stack_type = {"TransformerDecoder", dec_stack_fo
 static em_module *stack_new(const char *fn, em_transformer_cfg cfg, bool decoder, em_device dev)
 {
     uint64_t mark = core_error_mark();
-    if (!resolve(fn, &cfg, true)) return NULL;
+    if (!resolve(fn, &cfg, true, dev)) return NULL;
     tf_module *t = em_module_alloc(sizeof *t, decoder ? &dec_stack_type : &enc_stack_type, dev);
     if (!t) return NULL;
     t->cfg = cfg;

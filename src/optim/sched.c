@@ -136,7 +136,9 @@ static double advance(em_sched *s, double metric)
         s->t_cur++;
         if (s->t_cur >= s->t_i) {
             s->t_cur -= s->t_i;
-            s->t_i *= s->b > 0 ? (int64_t)s->b : 1;
+            /* the period grows t_mult times, saturating (t_mult is held as a double) */
+            int64_t mult = s->b >= 0x1p62 ? INT64_MAX : s->b > 0 ? (int64_t)s->b : 1;
+            s->t_i = s->t_i > INT64_MAX / mult ? INT64_MAX : s->t_i * mult;
         }
         return s->a + (s->base - s->a) * (1 + cos(M_PI * (double)s->t_cur / (double)s->t_i)) / 2;
     case S_WARMUP:

@@ -39,7 +39,7 @@ static em_tensor *from_data_named(const char *fn, const void *data, em_dtype src
         em_error(EM_ERR_DEVICE, "%s: no backend with index %d", fn, dev.backend);
         return NULL;
     }
-    em_tensor *host = tn_new(dtype, shape.dims, shape.rank, EM_CPU);
+    em_tensor *host = tn_new_for(fn, dtype, shape.dims, shape.rank, EM_CPU);
     if (!host) return NULL;
     int64_t n = tn_numel(host);
     if (n > 0) {
@@ -179,6 +179,8 @@ em_tensor *em_pin_memory(const em_tensor *t)
     const em_backend *be = NULL;
     for (int i = 0; !be && em_backend_get(i); i++)
         if (em_backend_get(i)->host_alloc) be = em_backend_get(i);
+    /* the copy of an expanded view has all its elements: it must fit the host's memory */
+    if (!tn_check_alloc("em_pin_memory", t->dtype, t->shape, t->rank, EM_CPU)) return NULL;
     int64_t n = tn_numel(t);
     size_t nbytes = (size_t)n * em_dtype_size(t->dtype);
     uint64_t before = core_error_mark();
@@ -227,7 +229,7 @@ em_tensor *em_to_device(em_tensor *t, em_device dev)
     if (em_device_equal(t->storage->device, dev)) return tn_share(t);
     em_tensor *src = em_contiguous(t);
     if (!src) return NULL;
-    em_tensor *out = tn_new(src->dtype, src->shape, src->rank, dev);
+    em_tensor *out = tn_new_for("em_to_device", src->dtype, src->shape, src->rank, dev);
     if (!out) {
         em_release(src);
         return NULL;

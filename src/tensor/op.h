@@ -15,6 +15,11 @@ typedef enum em_op_kind {
         EM_OP_COUNT
 } em_op_kind;
 
+/* The largest padded length, pad, stride or dilated kernel span that the convolution, pooling
+ * and fold front-ends accept along a spatial dim: kernels add two such values (a window's start
+ * and a stride, say), which then still fit in int64_t. */
+#define TN_GEOM_MAX (INT64_C(1) << 62)
+
 #define EM_OP_MAX_IN  8
 #define EM_OP_MAX_OUT 3
 #define EM_OP_MAX_I   40

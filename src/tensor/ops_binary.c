@@ -104,7 +104,7 @@ static em_tensor *binary(const char *name, em_op_kind k, const em_tensor *a, con
     if (!result_dtype(name, k, em_dtype_promote(a->dtype, b->dtype), &out)) return NULL;
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
     int64_t ip[1] = {0};
-    return tn_run1(k, tn_new(out, shape, r, a->storage->device), in, 2, ip, 1, NULL, 0);
+    return tn_run1(k, tn_new_for(name, out, shape, r, a->storage->device), in, 2, ip, 1, NULL, 0);
 }
 
 /* s is an integer that int64 holds exactly. */
@@ -139,8 +139,8 @@ static em_tensor *scalar_op(const char *name, em_op_kind k, const em_tensor *a, 
     if (!sc) return NULL;
     em_tensor *in[2] = {rev ? sc : (em_tensor *)a, rev ? (em_tensor *)a : sc};
     int64_t ip[1] = {rev ? 1 : 2};
-    em_tensor *o =
-        tn_run1(k, tn_new(out, a->shape, a->rank, a->storage->device), in, 2, ip, 1, NULL, 0);
+    em_tensor *o = tn_run1(k, tn_new_for(name, out, a->shape, a->rank, a->storage->device), in, 2,
+                           ip, 1, NULL, 0);
     em_release(sc);
     return o;
 }
@@ -227,7 +227,8 @@ em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *
         return NULL;
     em_tensor *in[3] = {(em_tensor *)cond, (em_tensor *)a, (em_tensor *)b};
     em_dtype out = em_dtype_promote(a->dtype, b->dtype);
-    return tn_run1(EM_OP_WHERE, tn_new(out, s2, r2, a->storage->device), in, 3, NULL, 0, NULL, 0);
+    return tn_run1(EM_OP_WHERE, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, NULL, 0,
+                   NULL, 0);
 }
 
 em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value)
@@ -251,8 +252,9 @@ em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double valu
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)mask};
     double f[1] = {value};
-    return tn_run1(EM_OP_MASKED_FILL, tn_new(x->dtype, x->shape, x->rank, x->storage->device), in,
-                   2, NULL, 0, f, 1);
+    return tn_run1(EM_OP_MASKED_FILL,
+                   tn_new_for(name, x->dtype, x->shape, x->rank, x->storage->device), in, 2, NULL,
+                   0, f, 1);
 }
 
 /* A bound that leaves an integer tensor's dtype alone: none, integral, or infinite on the
@@ -275,8 +277,8 @@ em_tensor *em_clamp(const em_tensor *x, double lo, double hi)
     em_tensor *in[1] = {(em_tensor *)x};
     int64_t ip[1] = {0};
     double f[2] = {lo, hi};
-    return tn_run1(EM_OP_CLAMP, tn_new(out, x->shape, x->rank, x->storage->device), in, 1, ip, 1, f,
-                   2);
+    return tn_run1(EM_OP_CLAMP, tn_new_for(name, out, x->shape, x->rank, x->storage->device), in, 1,
+                   ip, 1, f, 2);
 }
 
 em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_tensor *hi)
@@ -310,7 +312,8 @@ em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_ten
         return NULL;
     }
     int64_t ip[1] = {flags};
-    return tn_run1(EM_OP_CLAMP, tn_new(out, s, r, x->storage->device), in, n, ip, 1, NULL, 0);
+    return tn_run1(EM_OP_CLAMP, tn_new_for(name, out, s, r, x->storage->device), in, n, ip, 1, NULL,
+                   0);
 }
 
 static em_tensor *lerp(const char *name, const em_tensor *a, const em_tensor *b, const em_tensor *w,
@@ -344,7 +347,8 @@ static em_tensor *lerp(const char *name, const em_tensor *a, const em_tensor *b,
     em_tensor *in[3] = {(em_tensor *)a, (em_tensor *)b, wt};
     int64_t ip[1] = {w ? 0 : 1};
     double f[1] = {w ? 0 : ws};
-    em_tensor *o = tn_run1(EM_OP_LERP, tn_new(out, s2, r2, a->storage->device), in, 3, ip, 1, f, 1);
+    em_tensor *o =
+        tn_run1(EM_OP_LERP, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, ip, 1, f, 1);
     if (!w) em_release(wt);
     return o;
 }

@@ -5,8 +5,9 @@
  *          joined in groups (a cat of cats). 1-D inputs of shape [0] are left out of the record.
  *   REPEAT in[0] = x, i0 = r (the output rank, >= x's rank), i1..i(r) = repeats per output dim;
  *          x's dims align with the last x->rank output dims (leading new dims).
- *   ROLL   in[0] = x, i0 = n (pairs), then i(1+2k) = dim, i(2+2k) = shift (any sign, not
- *          reduced). The flattened form (n == 0 in the API) rolls a [numel] reshape on dim 0.
+ *   ROLL   in[0] = x, i0 = n (pairs), then i(1+2k) = dim, i(2+2k) = shift, reduced into
+ *          [0, size of dim) (so sums and negations of shifts never overflow). The flattened form
+ *          (n == 0 in the API) rolls a [numel] reshape on dim 0.
  *   PAD    in[0] = x, i0 = mode (em_pad_mode), i1 = n_pairs, i(2+2k) = before, i(3+2k) = after
  *          for dim rank-1-k (pairs from the last dim, F.pad order), f0 = constant value.
  * split/split_sizes/chunk return views (em_narrow); stack is unsqueeze views + cat. */
@@ -24,7 +25,7 @@ static bool is_legacy_empty(const em_tensor *t)
 }
 
 /* Joins ts[0..n) (non-legacy-empty, checked) along dim into a new tensor of dtype dt. */
-static em_tensor *cat_group(em_tensor *const *ts, int n, int dim, em_dtype dt)
+static em_tensor *cat_group(const char *fn, em_tensor *const *ts, int n, int dim, em_dtype dt)
 {
     if (n > EM_OP_MAX_IN) {
         em_tensor *parts[EM_OP_MAX_IN] = {0};
@@ -36,19 +37,24 @@ static em_tensor *cat_group(em_tensor *const *ts, int n, int dim, em_dtype dt)
         for (int g = 0; g < groups && ok; g++) {
             int lo = g * per, hi = lo + per < n ? lo + per : n;
             if (lo >= hi) break;
-            parts[made] = cat_group(ts + lo, hi - lo, dim, dt);
+            parts[made] = cat_group(fn, ts + lo, hi - lo, dim, dt);
             ok = parts[made] != NULL;
             if (ok) made++;
         }
-        if (ok) r = cat_group(parts, made, dim, dt);
+        if (ok) r = cat_group(fn, parts, made, dim, dt);
         for (int g = 0; g < made; g++) em_release(parts[g]);
         return r;
     }
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, ts[0]->shape, sizeof shape);
     shape[dim] = 0;
-    for (int k = 0; k < n; k++) shape[dim] += ts[k]->shape[dim];
-    em_tensor *out = tn_new(dt, shape, ts[0]->rank, ts[0]->storage->device);
+    for (int k = 0; k < n; k++) {
+        if (!core_add_ok(shape[dim], ts[k]->shape[dim], &shape[dim])) {
+            em_error(EM_ERR_SHAPE, "%s: the sizes along dim %d add up past 2^63", fn, dim);
+            return NULL;
+        }
+    }
+    em_tensor *out = tn_new_for(fn, dt, shape, ts[0]->rank, ts[0]->storage->device);
     int64_t ip[1] = {dim};
     return tn_run1(EM_OP_CAT, out, ts, n, ip, 1, NULL, 0);
 }
@@ -107,7 +113,7 @@ static em_tensor *cat_impl(const char *fn, em_tensor *const *ts, int n, int dim)
         }
         use[m++] = (em_tensor *)t;
     }
-    em_tensor *r = cat_group(use, m, dim, dt);
+    em_tensor *r = cat_group(fn, use, m, dim, dt);
     free(use);
     return r;
 }
@@ -206,7 +212,7 @@ em_status em_split(const em_tensor *t, int64_t size, int dim, em_tensor **out, i
         return em_error(EM_ERR_INVALID_ARG, "%s: split size %lld must be positive", fn,
                         (long long)size);
     }
-    int64_t count = size == 0 ? 1 : (len + size - 1) / size;
+    int64_t count = size == 0 ? 1 : core_ceil_div(len, size);
     if (count < 1) count = 1;
     if (count > cap) {
         return em_error(EM_ERR_INVALID_ARG,
@@ -237,7 +243,9 @@ em_status em_split_sizes(const em_tensor *t, const int64_t *sizes, int n, int di
         if (sizes[k] < 0)
             return em_error(EM_ERR_INVALID_ARG, "%s: sizes[%d] = %lld is negative", fn, k,
                             (long long)sizes[k]);
-        sum += sizes[k];
+        if (!core_add_ok(sum, sizes[k], &sum))
+            return em_error(EM_ERR_SHAPE, "%s: sizes add up past 2^63 (dim %d has size %lld)", fn,
+                            dim, (long long)t->shape[dim]);
     }
     if (sum != t->shape[dim]) {
         return em_error(EM_ERR_SHAPE, "%s: sizes sum to %lld but dim %d has size %lld", fn,
@@ -254,7 +262,7 @@ em_status em_chunk(const em_tensor *t, int chunks, int dim, em_tensor **out, int
     if (chunks < 1)
         return em_error(EM_ERR_INVALID_ARG, "%s: chunks %d must be positive", fn, chunks);
     int64_t len = t->shape[dim];
-    int64_t size = (len + chunks - 1) / chunks;
+    int64_t size = core_ceil_div(len, chunks);
     if (len == 0) { /* torch: `chunks` empty pieces */
         for (int k = 0; k < chunks; k++) {
             int64_t z = 0;
@@ -300,7 +308,7 @@ static em_tensor *repeat_impl(const char *fn, const em_tensor *t, em_shape reps)
         }
         ip[1 + d] = reps.dims[d];
     }
-    em_tensor *out = tn_new(t->dtype, shape, r, t->storage->device);
+    em_tensor *out = tn_new_for(fn, t->dtype, shape, r, t->storage->device);
     em_tensor *in = (em_tensor *)t;
     return tn_run1(EM_OP_REPEAT, out, &in, 1, ip, 1 + r, NULL, 0);
 }
@@ -364,8 +372,9 @@ em_tensor *em_roll(const em_tensor *t, const int64_t *shifts, const int *dims, i
         } else if (!tn_norm_dim(fn, t->rank, &d)) {
             return NULL;
         }
+        int64_t len = t->rank ? t->shape[d] : 1;
         ip[1 + 2 * k] = d;
-        ip[2 + 2 * k] = shifts[k];
+        ip[2 + 2 * k] = len ? (shifts[k] % len + len) % len : 0;
     }
     em_tensor *out = tn_new(t->dtype, t->shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
@@ -411,29 +420,45 @@ em_tensor *em_pad(const em_tensor *t, const int64_t *pads, int n_pairs, em_pad_m
         int64_t lo = pads[2 * k], hi = pads[2 * k + 1], n = t->shape[d];
         ip[2 + 2 * k] = lo;
         ip[3 + 2 * k] = hi;
-        shape[d] = n + lo + hi;
+        /* INT64_MIN has no negation, which the gradient's crop would need; lo + hi first, as
+           it only overflows when n + lo + hi does */
+        int64_t both = 0;
+        if (lo == INT64_MIN || hi == INT64_MIN || !core_add_ok(lo, hi, &both) ||
+            !core_add_ok(n, both, &shape[d])) {
+            em_error(EM_ERR_SHAPE, "%s: pads (%lld, %lld) on dim %d of size %lld overflow", fn,
+                     (long long)lo, (long long)hi, d, (long long)n);
+            return NULL;
+        }
         if (shape[d] < 0) {
             em_error(EM_ERR_SHAPE, "%s: pads (%lld, %lld) on dim %d of size %lld leave size %lld",
                      fn, (long long)lo, (long long)hi, d, (long long)n, (long long)shape[d]);
             return NULL;
         }
-        if (mode == EM_PAD_CONSTANT) continue;
-        /* the padded part must come from existing elements */
-        int64_t lim = mode == EM_PAD_REFLECT ? n - 1 : mode == EM_PAD_CIRCULAR ? n : INT64_MAX;
-        if ((lo > 0 || hi > 0) && n == 0) {
-            em_error(EM_ERR_SHAPE, "%s: %s padding of dim %d needs a non-empty dim", fn,
-                     pad_mode_name(mode), d);
-            return NULL;
+        if (mode != EM_PAD_CONSTANT) {
+            /* the padded part must come from existing elements */
+            int64_t lim = mode == EM_PAD_REFLECT ? n - 1 : mode == EM_PAD_CIRCULAR ? n : INT64_MAX;
+            if ((lo > 0 || hi > 0) && n == 0) {
+                em_error(EM_ERR_SHAPE, "%s: %s padding of dim %d needs a non-empty dim", fn,
+                         pad_mode_name(mode), d);
+                return NULL;
+            }
+            if (lo > lim || hi > lim) {
+                em_error(EM_ERR_SHAPE,
+                         "%s: %s pad (%lld, %lld) on dim %d must be %s the dim's size %lld", fn,
+                         pad_mode_name(mode), (long long)lo, (long long)hi, d,
+                         mode == EM_PAD_REFLECT ? "less than" : "at most", (long long)n);
+                return NULL;
+            }
         }
-        if (lo > lim || hi > lim) {
-            em_error(EM_ERR_SHAPE,
-                     "%s: %s pad (%lld, %lld) on dim %d must be %s the dim's size %lld", fn,
-                     pad_mode_name(mode), (long long)lo, (long long)hi, d,
-                     mode == EM_PAD_REFLECT ? "less than" : "at most", (long long)n);
-            return NULL;
-        }
+        /* a crop past the whole dim leaves only padding (constant), copies of the edge
+           (replicate) or nothing (the other modes): crop exactly the dim instead, the same shape
+           and values, so that no source index j - before overflows in a kernel */
+        if (lo < -n) hi += lo + n, lo = -n;
+        if (hi < -n) lo += hi + n, hi = -n;
+        ip[2 + 2 * k] = lo;
+        ip[3 + 2 * k] = hi;
     }
-    em_tensor *out = tn_new(t->dtype, shape, t->rank, t->storage->device);
+    em_tensor *out = tn_new_for(fn, t->dtype, shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
     double f[1] = {value};
     return tn_run1(EM_OP_PAD, out, &in, 1, ip, 2 + 2 * n_pairs, f, 1);

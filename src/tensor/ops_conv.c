@@ -117,9 +117,11 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                      fn, (long long)groups, (long long)c_out, tn_dims_str(w->shape, w->rank));
             return NULL;
         }
-        if (w->shape[1] * groups != c_in) {
+        int64_t expect = 0;
+        if (!core_mul_ok(w->shape[1], groups, &expect)) expect = -1; /* matches no count */
+        if (expect != c_in) {
             em_error(EM_ERR_SHAPE, "%s: input has %lld channels, weight expects %lld (groups %lld)",
-                     fn, (long long)c_in, (long long)(w->shape[1] * groups), (long long)groups);
+                     fn, (long long)c_in, (long long)expect, (long long)groups);
             return NULL;
         }
     } else {
@@ -131,7 +133,11 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                      (long long)groups);
             return NULL;
         }
-        c_out = w->shape[1] * groups;
+        if (!core_mul_ok(w->shape[1], groups, &c_out)) {
+            em_error(EM_ERR_SHAPE, "%s: weight %s with groups %lld has too many output channels",
+                     fn, tn_dims_str(w->shape, w->rank), (long long)groups);
+            return NULL;
+        }
     }
     if (bias && (bias->rank != 1 || bias->shape[0] != c_out)) {
         em_error(EM_ERR_SHAPE, "%s: bias must have shape [%lld] (the output channels), got %s", fn,
@@ -140,9 +146,15 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
     }
 
     int64_t shape[EM_MAX_RANK];
-    int r = 0;
-    if (batched) shape[r++] = x->shape[0];
+    /* what kernels may materialise: the zero-padded input (the uncropped output when
+       transposed) and the columns [C, k..., positions...] of an im2col */
+    int64_t padded_shape[EM_MAX_RANK], cols[EM_MAX_RANK];
+    int r = 0, rp = 0, rc = 0;
+    if (batched) shape[r++] = x->shape[0], padded_shape[rp++] = x->shape[0];
     shape[r++] = c_out;
+    padded_shape[rp++] = transposed ? c_out : c_in;
+    cols[rc++] = transposed ? c_out : c_in;
+    for (int d = 0; d < nsp; d++) cols[rc++] = w->shape[2 + d];
     for (int d = 0; d < nsp; d++) {
         int64_t len = x->shape[cdim + 1 + d], k = w->shape[2 + d];
         if (k <= 0) {
@@ -150,10 +162,22 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                      tn_dims_str(w->shape, w->rank), d);
             return NULL;
         }
-        int64_t span = dil[d] * (k - 1) + 1, n;
+        int64_t span, padded = 0, n;
+        bool fits = core_muladd_ok(dil[d], k - 1, 1, &span) && span <= TN_GEOM_MAX &&
+                    stride[d] <= TN_GEOM_MAX && plo[d] <= TN_GEOM_MAX && phi[d] <= TN_GEOM_MAX;
         if (!transposed) {
-            int64_t padded = len + plo[d] + phi[d];
-            n = padded >= span ? (padded - span) / stride[d] + 1 : 0;
+            fits = fits && core_add_ok(len, plo[d], &padded) &&
+                   core_add_ok(padded, phi[d], &padded) && padded <= TN_GEOM_MAX;
+            padded_shape[rp++] = padded;
+            n = fits && padded >= span ? (padded - span) / stride[d] + 1 : 0;
+            if (!fits) {
+                em_error(EM_ERR_INVALID_ARG,
+                         "%s: input size %lld, kernel %lld (dilation %lld), padding %lld+%lld and "
+                         "stride %lld pass 2^62 along spatial dim %d",
+                         fn, (long long)len, (long long)k, (long long)dil[d], (long long)plo[d],
+                         (long long)phi[d], (long long)stride[d], d);
+                return NULL;
+            }
             if (n <= 0) {
                 em_error(EM_ERR_SHAPE,
                          "%s: output size %lld along spatial dim %d: input size "
@@ -171,7 +195,21 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
                          fn, d, (long long)opad[d], (long long)stride[d], (long long)dil[d]);
                 return NULL;
             }
-            n = (len - 1) * stride[d] - plo[d] - phi[d] + span + opad[d];
+            /* (len - 1) stride + span + out_pad - pad_lo - pad_hi, the uncropped part checked */
+            int64_t full = 0;
+            fits = fits && len > 0 && core_mul_ok(len - 1, stride[d], &full) &&
+                   core_add_ok(full, span, &full) && core_add_ok(full, opad[d], &full) &&
+                   full <= TN_GEOM_MAX;
+            n = fits ? full - plo[d] - phi[d] : 0;
+            padded_shape[rp++] = full;
+            if (len > 0 && !fits) {
+                em_error(EM_ERR_INVALID_ARG,
+                         "%s: input size %lld, kernel %lld (dilation %lld), stride %lld, "
+                         "padding %lld+%lld and out_pad %lld pass 2^62 along spatial dim %d",
+                         fn, (long long)len, (long long)k, (long long)dil[d], (long long)stride[d],
+                         (long long)plo[d], (long long)phi[d], (long long)opad[d], d);
+                return NULL;
+            }
             if (len <= 0 || n <= 0) {
                 em_error(EM_ERR_SHAPE,
                          "%s: output size %lld along spatial dim %d: input size "
@@ -184,7 +222,14 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
             }
         }
         shape[r++] = n;
+        cols[rc + d] = transposed ? len : n;
     }
+    rc += nsp;
+    em_dtype work = em_dtype_size(x->dtype) < 4 ? EM_F32 : x->dtype; /* f16/bf16 work in f32 */
+    if (!tn_check_work(fn, transposed ? "the uncropped output" : "the padded input", work,
+                       padded_shape, rp, x->storage->device) ||
+        !tn_check_work(fn, "the im2col columns", work, cols, rc, x->storage->device))
+        return NULL;
 
     int64_t ip[17];
     ip[0] = nsp;
@@ -197,7 +242,7 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
     }
     ip[16] = groups;
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)bias};
-    em_tensor *out = tn_new(x->dtype, shape, r, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, shape, r, x->storage->device);
     return tn_run1(transposed ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, out, in, bias ? 3 : 2, ip, 17,
                    NULL, 0);
 }
@@ -262,7 +307,16 @@ static bool fold_params(const char *fn, const int64_t kernel[2], const int64_t d
         ip[2 + d] = dl;
         ip[4 + d] = p;
         ip[6 + d] = s;
-        int64_t span = dl * (k - 1) + 1, padded = img[d] + 2 * p;
+        int64_t span = 0, padded = 0;
+        if (!core_muladd_ok(dl, k - 1, 1, &span) || !core_muladd_ok(2, p, img[d], &padded) ||
+            span > TN_GEOM_MAX || padded > TN_GEOM_MAX || s > TN_GEOM_MAX) {
+            em_error(EM_ERR_INVALID_ARG,
+                     "%s: image size %lld, kernel %lld (dilation %lld), padding %lld and stride "
+                     "%lld pass 2^62 along dim %d",
+                     fn, (long long)img[d], (long long)k, (long long)dl, (long long)p, (long long)s,
+                     d);
+            return false;
+        }
         blocks[d] = padded >= span ? (padded - span) / s + 1 : 0;
         if (blocks[d] <= 0) {
             em_error(EM_ERR_SHAPE,
@@ -296,14 +350,20 @@ em_tensor *em_im2col(const em_tensor *x, const int64_t kernel[2], const int64_t 
     if (!fold_params(fn, kernel, dilation, padding, stride, img, ip, blocks)) return NULL;
     ip[8] = img[0];
     ip[9] = img[1];
-    int64_t shape[3];
+    int64_t shape[3], rows, len;
     int r = 0;
+    if (!core_mul_ok(x->shape[b], ip[0], &rows) || !core_mul_ok(rows, ip[1], &rows) ||
+        !core_mul_ok(blocks[0], blocks[1], &len)) {
+        em_error(EM_ERR_SHAPE, "%s: kernel [%lld, %lld] over input %s gives too large a result", fn,
+                 (long long)ip[0], (long long)ip[1], tn_dims_str(x->shape, x->rank));
+        return NULL;
+    }
     if (b) shape[r++] = x->shape[0];
-    shape[r++] = x->shape[b] * ip[0] * ip[1];
-    shape[r++] = blocks[0] * blocks[1];
+    shape[r++] = rows;
+    shape[r++] = len;
     em_tensor *in[1] = {(em_tensor *)x};
-    return tn_run1(EM_OP_IM2COL, tn_new(x->dtype, shape, r, x->storage->device), in, 1, ip, 10,
-                   NULL, 0);
+    return tn_run1(EM_OP_IM2COL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), in, 1, ip,
+                   10, NULL, 0);
 }
 
 em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int64_t kernel[2],
@@ -330,7 +390,10 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
     if (!fold_params(fn, kernel, dilation, padding, stride, out_size, ip, blocks)) return NULL;
     ip[8] = out_size[0];
     ip[9] = out_size[1];
-    int64_t kk = ip[0] * ip[1], rows = cols->shape[b], len = cols->shape[b + 1];
+    int64_t kk, nblocks, rows = cols->shape[b], len = cols->shape[b + 1];
+    /* a product past int64_t is larger than any dim: no match */
+    if (!core_mul_ok(ip[0], ip[1], &kk)) kk = INT64_MAX;
+    if (!core_mul_ok(blocks[0], blocks[1], &nblocks)) nblocks = -1;
     if (rows % kk != 0) {
         em_error(EM_ERR_SHAPE,
                  "%s: input %s: dim %d (%lld) is not a multiple of the kernel "
@@ -339,13 +402,13 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
                  (long long)ip[1]);
         return NULL;
     }
-    if (len != blocks[0] * blocks[1]) {
+    if (len != nblocks) {
         em_error(EM_ERR_SHAPE,
                  "%s: input %s has %lld blocks, but out_size [%lld, %lld] with "
-                 "kernel [%lld, %lld] gives %lld*%lld = %lld",
+                 "kernel [%lld, %lld] gives %lld*%lld",
                  fn, tn_dims_str(cols->shape, cols->rank), (long long)len, (long long)out_size[0],
                  (long long)out_size[1], (long long)ip[0], (long long)ip[1], (long long)blocks[0],
-                 (long long)blocks[1], (long long)(blocks[0] * blocks[1]));
+                 (long long)blocks[1]);
         return NULL;
     }
     int64_t shape[4];
@@ -355,8 +418,8 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
     shape[r++] = out_size[0];
     shape[r++] = out_size[1];
     em_tensor *in[1] = {(em_tensor *)cols};
-    return tn_run1(EM_OP_COL2IM, tn_new(cols->dtype, shape, r, cols->storage->device), in, 1, ip,
-                   10, NULL, 0);
+    return tn_run1(EM_OP_COL2IM, tn_new_for(fn, cols->dtype, shape, r, cols->storage->device), in,
+                   1, ip, 10, NULL, 0);
 }
 
 /* The composition a backend without CONV_WEIGHT_GRAD runs: per sample im2col of the padded x,

@@ -8,19 +8,13 @@
 #include "../backend/backend.h"
 #include "op.h"
 
+/* The shape, dtype and device, and the size against the device's memory (tn_check_alloc). */
 static bool check_create(const char *op, em_shape *s, em_dtype dt, em_device dev)
 {
     em_backends_init();
     if (s->rank < 0 || s->rank > EM_MAX_RANK) {
         em_error(EM_ERR_SHAPE, "%s: rank %d is outside [0, %d]", op, s->rank, EM_MAX_RANK);
         return false;
-    }
-    for (int d = 0; d < s->rank; d++) {
-        if (s->dims[d] < 0) {
-            em_error(EM_ERR_SHAPE, "%s: negative dimension in %s", op,
-                     tn_dims_str(s->dims, s->rank));
-            return false;
-        }
     }
     if (!em_dtype_valid((int)dt)) {
         em_error(EM_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dt);
@@ -33,13 +27,28 @@ static bool check_create(const char *op, em_shape *s, em_dtype dt, em_device dev
                  em_device_str(dev, b, sizeof b));
         return false;
     }
-    return true;
+    return tn_check_alloc(op, dt, s->dims, s->rank, dev);
 }
 
 static em_tensor *run0(em_op_kind k, em_tensor *out, const int64_t *ip, int ni, const double *fp,
                        int nf)
 {
     return tn_run1(k, out, NULL, 0, ip, ni, fp, nf);
+}
+
+/* The smallest and largest value dt holds exactly as an integer: the integer dtypes' bounds,
+ * +-2^(mantissa bits + 1) for floats (PyTorch's bounds for random_ on them). */
+static void exact_int_range(em_dtype dt, int64_t *lo, int64_t *hi)
+{
+    static const int64_t top[EM_DTYPE_COUNT] = {
+        [EM_F64] = INT64_C(1) << 53, [EM_F32] = INT64_C(1) << 24,
+        [EM_F16] = INT64_C(1) << 11, [EM_BF16] = INT64_C(1) << 8,
+        [EM_I64] = INT64_MAX,        [EM_I32] = INT32_MAX,
+        [EM_I16] = INT16_MAX,        [EM_I8] = INT8_MAX,
+        [EM_U8] = UINT8_MAX,         [EM_BOOL] = 1,
+    };
+    *hi = em_dtype_valid((int)dt) ? top[dt] : INT64_MAX;
+    *lo = dt == EM_U8 || dt == EM_BOOL ? 0 : dt == EM_I64 ? INT64_MIN : -*hi - (dt >= EM_I32);
 }
 
 em_tensor *em_empty(em_shape shape, em_dtype dtype, em_device dev)
@@ -79,7 +88,7 @@ em_tensor *em_scalar(double value, em_dtype dtype, em_device dev)
 em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_device dev)
 {
     em_shape s = {.rank = 1};
-    if (!check_create("em_arange", &s, dtype, dev)) return NULL;
+    if (!check_create("em_arange", &s, dtype, dev)) return NULL; /* dtype and device */
     if (step == 0 || !isfinite(start) || !isfinite(end) || !isfinite(step)) {
         em_error(EM_ERR_INVALID_ARG, "em_arange: bad range start %g end %g step %g", start, end,
                  step);
@@ -92,8 +101,17 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_d
         return NULL;
     }
     s.dims[0] = (int64_t)n;
+    int64_t lo = 0, hi = 0;
+    exact_int_range(dtype, &lo, &hi);
+    double last = start + (n - 1) * step;
+    if (n > 0 && !em_dtype_is_float(dtype) &&
+        !(fmin(start, last) >= (double)lo && fmax(start, last) < (double)hi + 1.0)) {
+        em_error(EM_ERR_INVALID_ARG, "em_arange: values from %g to %g do not fit %s", start, last,
+                 em_dtype_name(dtype));
+        return NULL;
+    }
     double f[2] = {start, step};
-    return run0(EM_OP_ARANGE, tn_new(dtype, s.dims, 1, dev), NULL, 0, f, 2);
+    return run0(EM_OP_ARANGE, tn_new_for("em_arange", dtype, s.dims, 1, dev), NULL, 0, f, 2);
 }
 
 em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, em_device dev)
@@ -206,9 +224,17 @@ em_tensor *em_randint(int64_t low, int64_t high, em_shape shape, em_dtype dtype,
                  (long long)high);
         return NULL;
     }
-    if (dtype == EM_BOOL && (low < 0 || high > 2)) {
-        em_error(EM_ERR_INVALID_ARG, "em_randint: range [%lld, %lld) does not fit bool",
-                 (long long)low, (long long)high);
+    int64_t width = 0, dlo = 0, dhi = 0;
+    if (!core_sub_ok(high, low, &width)) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "em_randint: range [%lld, %lld) holds more than 2^63 - 1 values", (long long)low,
+                 (long long)high);
+        return NULL;
+    }
+    exact_int_range(dtype, &dlo, &dhi);
+    if (low < dlo || high - 1 > dhi) {
+        em_error(EM_ERR_INVALID_ARG, "em_randint: range [%lld, %lld) does not fit %s",
+                 (long long)low, (long long)high, em_dtype_name(dtype));
         return NULL;
     }
     return random_op("em_randint", EM_OP_RANDINT, shape, 0, 0, low, high, dtype, dev);
@@ -282,11 +308,16 @@ em_tensor *em_one_hot(const em_tensor *indices, int64_t num_classes)
         if (v[i] > maxv) maxv = v[i];
     }
     em_free(v);
+    if (num_classes < 0 && maxv == INT64_MAX) {
+        em_error(EM_ERR_INDEX, "em_one_hot: index %lld leaves no class count", (long long)maxv);
+        return NULL;
+    }
     if (num_classes < 0) num_classes = maxv + 1;
     int64_t shape[EM_MAX_RANK];
     for (int d = 0; d < indices->rank; d++) shape[d] = indices->shape[d];
     shape[indices->rank] = num_classes;
-    em_tensor *out = tn_new(EM_I64, shape, indices->rank + 1, indices->storage->device);
+    em_tensor *out =
+        tn_new_for("em_one_hot", EM_I64, shape, indices->rank + 1, indices->storage->device);
     int64_t ip[1] = {num_classes};
     em_tensor *in = (em_tensor *)indices;
     return tn_run1(EM_OP_ONE_HOT, out, &in, 1, ip, 1, NULL, 0);

@@ -48,7 +48,7 @@ static em_tensor *gather(const em_tensor *x, int dim, const em_tensor *index, bo
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)index};
     int64_t ip[2] = {dim, inrange};
-    em_tensor *out = tn_new(x->dtype, index->shape, index->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, index->shape, index->rank, x->storage->device);
     return tn_run1(EM_OP_GATHER, out, in, 2, ip, 2, NULL, 0);
 }
 
@@ -102,7 +102,7 @@ static em_tensor *scatter(const em_tensor *x, int dim, const em_tensor *index, c
     }
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
     int64_t ip[3] = {dim, (int64_t)mode, inrange};
-    em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
     return tn_run1(EM_OP_SCATTER, out, in, 3, ip, 3, NULL, 0);
 }
 
@@ -147,7 +147,7 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index)
     for (int d = 0; d < x->rank; d++) shape[d] = d == dim ? n : x->shape[d];
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)index};
     int64_t ip[1] = {dim};
-    em_tensor *out = tn_new(x->dtype, shape, x->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, shape, x->rank, x->storage->device);
     return tn_run1(EM_OP_INDEX_SELECT, out, in, 2, ip, 1, NULL, 0);
 }
 
@@ -186,7 +186,7 @@ static em_tensor *index_add(const em_tensor *x, int dim, const em_tensor *index,
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
     int64_t ip[2] = {dim, inrange};
     double fp[1] = {alpha};
-    em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
     return tn_run1(EM_OP_INDEX_ADD, out, in, 3, ip, 2, fp, 1);
 }
 
@@ -203,10 +203,12 @@ em_tensor *tn_index_add_inrange(const em_tensor *x, int dim, const em_tensor *in
 }
 
 /* Number of true (non-zero) elements of t, read through a temporary bool copy. -1 on error. */
-static int64_t count_true(const em_tensor *t)
+static int64_t count_true(const char *fn, const em_tensor *t)
 {
     int64_t n = tn_numel(t);
     if (n == 0) return 0;
+    /* an expanded t has more elements than storage: the copy must fit the host's memory */
+    if (!tn_check_alloc(fn, EM_BOOL, t->shape, t->rank, EM_CPU)) return -1;
     uint8_t *buf = em_alloc((size_t)n);
     if (!buf) return -1;
     int64_t count = -1;
@@ -231,13 +233,13 @@ em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask)
     int br;
     if (!tn_broadcast_shapes(fn, x->shape, x->rank, mask->shape, mask->rank, bshape, &br))
         return NULL;
-    int64_t bnumel = 1;
-    for (int d = 0; d < br; d++) bnumel *= bshape[d];
+    int64_t bnumel = 0;
+    core_numel_ok(bshape, br, &bnumel); /* tn_broadcast_shapes checked that it fits */
     int64_t mnumel = tn_numel(mask);
     int64_t count = 0;
     if (bnumel > 0) {
         /* each mask element repeats bnumel / mnumel times in the broadcast shape */
-        int64_t ntrue = count_true(mask);
+        int64_t ntrue = count_true(fn, mask);
         if (ntrue < 0) return NULL;
         count = ntrue * (bnumel / mnumel);
     }
@@ -245,7 +247,7 @@ em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask)
     ip[0] = br;
     for (int d = 0; d < br; d++) ip[1 + d] = bshape[d];
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)mask};
-    em_tensor *out = tn_new(x->dtype, &count, 1, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, &count, 1, x->storage->device);
     return tn_run1(EM_OP_MASKED_SELECT, out, in, 2, ip, 1 + br, NULL, 0);
 }
 
@@ -253,11 +255,11 @@ em_tensor *em_nonzero(const em_tensor *x)
 {
     const char *fn = "em_nonzero";
     if (!tn_check_ptr(fn, x, "x")) return NULL;
-    int64_t count = count_true(x);
+    int64_t count = count_true(fn, x);
     if (count < 0) return NULL;
     int64_t shape[2] = {count, x->rank};
     em_tensor *in[1] = {(em_tensor *)x};
-    em_tensor *out = tn_new(EM_I64, shape, 2, x->storage->device);
+    em_tensor *out = tn_new_for(fn, EM_I64, shape, 2, x->storage->device);
     return tn_run1(EM_OP_NONZERO, out, in, 1, NULL, 0, NULL, 0);
 }
 
@@ -283,7 +285,11 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
         if (end < 0) end += n;
         start = start < 0 ? 0 : (start > n ? n : start);
         end = end < start ? start : (end > n ? n : end);
-        region[d] = (end - start + step - 1) / step;
+        region[d] = core_ceil_div(end - start, step);
+        if (region[d] <= 1) { /* no step is taken: record 1, so no stride times step overflows */
+            step = 1;
+            end = start + region[d];
+        }
         ip[3 * d] = start;
         ip[3 * d + 1] = end;
         ip[3 * d + 2] = step;
@@ -303,7 +309,7 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
         return NULL;
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)src};
-    em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
     return tn_run1(EM_OP_SLICE_ASSIGN, out, in, 2, ip, 3 * x->rank, NULL, 0);
 }
 
@@ -332,6 +338,7 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices)
     for (int d = 0; d < indices->rank; d++) shape[d] = indices->shape[d];
     shape[indices->rank] = weight->shape[1];
     em_tensor *in[2] = {(em_tensor *)weight, (em_tensor *)indices};
-    em_tensor *out = tn_new(weight->dtype, shape, indices->rank + 1, weight->storage->device);
+    em_tensor *out =
+        tn_new_for(fn, weight->dtype, shape, indices->rank + 1, weight->storage->device);
     return tn_run1(EM_OP_EMBEDDING, out, in, 2, NULL, 0, NULL, 0);
 }

@@ -88,8 +88,8 @@ static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_te
     int r, ni = matmul_plan(op, a, b, ip, shape, &r);
     if (ni < 0) return NULL;
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
-    return tn_run1(EM_OP_MATMUL, tn_new(a->dtype, shape, r, a->storage->device), in, 2, ip, ni,
-                   NULL, 0);
+    return tn_run1(EM_OP_MATMUL, tn_new_for(op, a->dtype, shape, r, a->storage->device), in, 2, ip,
+                   ni, NULL, 0);
 }
 
 em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
@@ -142,8 +142,8 @@ em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_t
                     tn_would_record(rec.in, rec.n_in);
     rec.n_out = keep_pre ? 2 : 1;
     em_device dev = a->storage->device;
-    rec.out[0] = tn_new(a->dtype, shape, r, dev);
-    if (keep_pre) rec.out[1] = rec.out[0] ? tn_new(a->dtype, shape, r, dev) : NULL;
+    rec.out[0] = tn_new_for(op, a->dtype, shape, r, dev);
+    if (keep_pre) rec.out[1] = rec.out[0] ? tn_new_for(op, a->dtype, shape, r, dev) : NULL;
     if (!rec.out[0] || (keep_pre && !rec.out[1])) {
         em_release(rec.out[0]);
         return NULL;

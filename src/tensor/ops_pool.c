@@ -15,6 +15,9 @@
 
 #include "op.h"
 
+/* The most positions one pooling window may have. */
+#define POOL_WINDOW_MAX (INT64_C(1) << 24)
+
 typedef struct pool_geom {
     int nd;
     bool unbatched;
@@ -42,14 +45,19 @@ static int out_shape(const em_tensor *x, int nd, const int64_t *sp, int64_t *sha
     return r;
 }
 
+/* Windows of span d (k - 1) + 1 every s over L padded by p on each side; -1 when the span, the
+ * padded length or the stride passes TN_GEOM_MAX. */
 static int64_t pool_out_size(int64_t L, int64_t k, int64_t s, int64_t p, int64_t d, bool ceil)
 {
-    int64_t eff = d * (k - 1) + 1;
-    int64_t num = L + 2 * p - eff;
+    int64_t span = 0, padded = 0, last = 0;
+    if (!core_muladd_ok(d, k - 1, 1, &span) || !core_muladd_ok(2, p, L, &padded) ||
+        span > TN_GEOM_MAX || padded > TN_GEOM_MAX || s > TN_GEOM_MAX)
+        return -1;
+    int64_t num = padded - span;
     if (num < 0) return 0;
-    int64_t out = (ceil ? (num + s - 1) / s : num / s) + 1;
-    /* the last window must start inside the input or the left padding */
-    if (ceil && (out - 1) * s >= L + p) out--;
+    int64_t out = (ceil ? core_ceil_div(num, s) : num / s) + 1;
+    /* the last window must start inside the input or the left padding (L + p <= padded fits) */
+    if (ceil && (!core_mul_ok(out - 1, s, &last) || last >= L + p)) out--;
     return out;
 }
 
@@ -76,14 +84,22 @@ static bool pool_setup(const char *fn, const em_tensor *x, int nd, em_pool_opts 
                      (long long)g->d[i], i);
             return false;
         }
-        if (g->p[i] * 2 > g->k[i]) {
+        if (g->p[i] > g->k[i] / 2) {
             em_error(EM_ERR_INVALID_ARG,
                      "%s: padding %lld is more than half the kernel %lld in spatial dim %d", fn,
                      (long long)g->p[i], (long long)g->k[i], i);
             return false;
         }
         g->out[i] = pool_out_size(g->in[i], g->k[i], g->s[i], g->p[i], g->d[i], o.ceil_mode);
-        if (g->out[i] <= 0) {
+        if (g->out[i] < 0) {
+            em_error(EM_ERR_INVALID_ARG,
+                     "%s: kernel %lld, padding %lld, dilation %lld, stride %lld over input size "
+                     "%lld pass 2^62 in spatial dim %d",
+                     fn, (long long)g->k[i], (long long)g->p[i], (long long)g->d[i],
+                     (long long)g->s[i], (long long)g->in[i], i);
+            return false;
+        }
+        if (g->out[i] == 0) {
             em_error(EM_ERR_SHAPE,
                      "%s: input size %lld with kernel %lld, padding %lld, dilation %lld leaves "
                      "no output in spatial dim %d",
@@ -91,6 +107,22 @@ static bool pool_setup(const char *fn, const em_tensor *x, int nd, em_pool_opts 
                      (long long)g->d[i], i);
             return false;
         }
+    }
+    /* every kernel visits each position of its window, padding included: bound that work (and
+       the int sizes of the device kernels) */
+    int64_t volume = 1;
+    bool fits = true;
+    for (int i = 0; i < nd; i++) {
+        fits = fits && g->k[i] <= POOL_WINDOW_MAX / volume && g->s[i] <= INT32_MAX &&
+               g->d[i] <= INT32_MAX;
+        if (fits) volume *= g->k[i];
+    }
+    if (!fits) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: kernel %s (at most 2^24 positions in all), stride or dilation (at most "
+                 "2^31 - 1) too large",
+                 fn, tn_dims_str(g->k, nd));
+        return false;
     }
     return true;
 }
@@ -110,8 +142,9 @@ static void pool_params(const pool_geom *g, em_pool_opts o, int64_t *ip)
 }
 
 /* Dispatches a two-output op (values, i64 indices); hands the indices out or drops them. */
-static em_tensor *run_with_indices(em_op_kind kind, const em_tensor *x, const int64_t *shape,
-                                   int rank, const int64_t *ip, int ni, em_tensor **indices)
+static em_tensor *run_with_indices(const char *fn, em_op_kind kind, const em_tensor *x,
+                                   const int64_t *shape, int rank, const int64_t *ip, int ni,
+                                   em_tensor **indices)
 {
     if (indices) *indices = NULL;
     em_op op;
@@ -120,8 +153,12 @@ static em_tensor *run_with_indices(em_op_kind kind, const em_tensor *x, const in
     op.n_in = 1;
     op.in[0] = (em_tensor *)x;
     op.n_out = 2;
-    op.out[0] = tn_new(x->dtype, shape, rank, x->storage->device);
-    op.out[1] = tn_new(EM_I64, shape, rank, x->storage->device);
+    op.out[0] = tn_new_for(fn, x->dtype, shape, rank, x->storage->device);
+    op.out[1] = op.out[0] ? tn_new_for(fn, EM_I64, shape, rank, x->storage->device) : NULL;
+    if (!op.out[1]) {
+        em_release(op.out[0]);
+        return NULL;
+    }
     memcpy(op.i, ip, sizeof(int64_t) * (size_t)ni);
     if (tn_dispatch(&op) != EM_OK) return NULL;
     if (indices)
@@ -142,10 +179,11 @@ static em_tensor *max_pool(const char *fn, const em_tensor *x, int nd, em_pool_o
     int r = out_shape(x, nd, g.out, shape);
     if (!indices) {
         em_tensor *in = (em_tensor *)x;
-        return tn_run1(EM_OP_MAX_POOL_VALUES, tn_new(x->dtype, shape, r, x->storage->device), &in,
-                       1, ip, 15, NULL, 0);
+        return tn_run1(EM_OP_MAX_POOL_VALUES,
+                       tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1, ip, 15, NULL,
+                       0);
     }
-    return run_with_indices(EM_OP_MAX_POOL, x, shape, r, ip, 15, indices);
+    return run_with_indices(fn, EM_OP_MAX_POOL, x, shape, r, ip, 15, indices);
 }
 
 static em_tensor *avg_pool(const char *fn, const em_tensor *x, int nd, em_pool_opts o)
@@ -156,8 +194,8 @@ static em_tensor *avg_pool(const char *fn, const em_tensor *x, int nd, em_pool_o
     pool_params(&g, o, ip);
     int r = out_shape(x, nd, g.out, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip, 15,
-                   NULL, 0);
+    return tn_run1(EM_OP_AVG_POOL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1,
+                   ip, 15, NULL, 0);
 }
 
 em_tensor *em_max_pool1d(const em_tensor *x, em_pool_opts o, em_tensor **indices)
@@ -225,8 +263,9 @@ em_tensor *em_adaptive_avg_pool1d(const em_tensor *x, int64_t out_l)
     int r;
     if (!adaptive_setup("em_adaptive_avg_pool1d", x, 1, out, ip, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1,
-                   ip, 4, NULL, 0);
+    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL,
+                   tn_new_for("em_adaptive_avg_pool1d", x->dtype, shape, r, x->storage->device),
+                   &in, 1, ip, 4, NULL, 0);
 }
 
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w)
@@ -235,8 +274,9 @@ em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out
     int r;
     if (!adaptive_setup("em_adaptive_avg_pool2d", x, 2, out, ip, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL, tn_new(x->dtype, shape, r, x->storage->device), &in, 1,
-                   ip, 4, NULL, 0);
+    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL,
+                   tn_new_for("em_adaptive_avg_pool2d", x->dtype, shape, r, x->storage->device),
+                   &in, 1, ip, 4, NULL, 0);
 }
 
 em_tensor *em_adaptive_max_pool1d(const em_tensor *x, int64_t out_l, em_tensor **indices)
@@ -245,7 +285,8 @@ em_tensor *em_adaptive_max_pool1d(const em_tensor *x, int64_t out_l, em_tensor *
     int64_t ip[4], shape[EM_MAX_RANK], out[1] = {out_l};
     int r;
     if (!adaptive_setup("em_adaptive_max_pool1d", x, 1, out, ip, shape, &r)) return NULL;
-    return run_with_indices(EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4, indices);
+    return run_with_indices("em_adaptive_max_pool1d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4,
+                            indices);
 }
 
 em_tensor *em_adaptive_max_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w,
@@ -255,7 +296,8 @@ em_tensor *em_adaptive_max_pool2d(const em_tensor *x, int64_t out_h, int64_t out
     int64_t ip[4], shape[EM_MAX_RANK], out[2] = {out_h, out_w};
     int r;
     if (!adaptive_setup("em_adaptive_max_pool2d", x, 2, out, ip, shape, &r)) return NULL;
-    return run_with_indices(EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4, indices);
+    return run_with_indices("em_adaptive_max_pool2d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4,
+                            indices);
 }
 
 em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode,
@@ -301,8 +343,8 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
     int64_t shape[EM_MAX_RANK];
     int r = out_shape(x, nd, size.dims, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_INTERPOLATE, tn_new(x->dtype, shape, r, x->storage->device), &in, 1, ip, 5,
-                   NULL, 0);
+    return tn_run1(EM_OP_INTERPOLATE, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in,
+                   1, ip, 5, NULL, 0);
 }
 
 static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, int64_t r)
@@ -320,29 +362,36 @@ static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, i
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, x->shape, sizeof(int64_t) * (size_t)x->rank);
     int c = x->rank - 3, h = x->rank - 2, w = x->rank - 1;
+    int64_t rr = 0;
+    bool fits = core_mul_ok(r, r, &rr);
     if (kind == EM_OP_PIXEL_SHUFFLE) {
-        if (x->shape[c] % (r * r) != 0) {
+        /* r * r past int64_t divides no channel count (only 0 channels, which stay 0) */
+        if (fits ? x->shape[c] % rr != 0 : x->shape[c] != 0) {
             em_error(EM_ERR_SHAPE, "%s: %lld channels are not divisible by %lld^2", fn,
                      (long long)x->shape[c], (long long)r);
             return NULL;
         }
-        shape[c] /= r * r;
-        shape[h] *= r;
-        shape[w] *= r;
+        shape[c] = fits ? x->shape[c] / rr : 0;
+        fits = core_mul_ok(x->shape[h], r, &shape[h]) && core_mul_ok(x->shape[w], r, &shape[w]);
     } else {
         if (x->shape[h] % r != 0 || x->shape[w] % r != 0) {
             em_error(EM_ERR_SHAPE, "%s: spatial size %lldx%lld is not divisible by %lld", fn,
                      (long long)x->shape[h], (long long)x->shape[w], (long long)r);
             return NULL;
         }
-        shape[c] *= r * r;
+        fits = fits && core_mul_ok(x->shape[c], rr, &shape[c]);
         shape[h] /= r;
         shape[w] /= r;
     }
+    if (!fits) {
+        em_error(EM_ERR_SHAPE, "%s: factor %lld makes the shape of %s overflow", fn, (long long)r,
+                 tn_dims_str(x->shape, x->rank));
+        return NULL;
+    }
     int64_t ip[1] = {r};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, tn_new(x->dtype, shape, x->rank, x->storage->device), &in, 1, ip, 1, NULL,
-                   0);
+    return tn_run1(kind, tn_new_for(fn, x->dtype, shape, x->rank, x->storage->device), &in, 1, ip,
+                   1, NULL, 0);
 }
 
 em_tensor *em_pixel_shuffle(const em_tensor *x, int64_t r)

@@ -44,7 +44,7 @@ em_tensor *em_rfft(const em_tensor *x, int dim, int64_t n)
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = n / 2 + 1;
     shape[x->rank] = 2;
-    em_tensor *out = tn_new(x->dtype, shape, x->rank + 1, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, shape, x->rank + 1, x->storage->device);
     int64_t ip[2] = {dim, n};
     em_tensor *in = (em_tensor *)x;
     return tn_run1(EM_OP_RFFT, out, &in, 1, ip, 2, NULL, 0);
@@ -62,7 +62,7 @@ em_tensor *em_irfft(const em_tensor *x, int dim, int64_t n)
     }
     int r = x->rank - 1;
     if (!tn_norm_dim(fn, r, &dim)) return NULL;
-    if (n <= 0) n = 2 * (x->shape[dim] - 1);
+    if (n <= 0 && !core_mul_ok(2, x->shape[dim] - 1, &n)) n = -1;
     if (n < 1) {
         em_error(EM_ERR_SHAPE, "%s: invalid number of output points %lld from %lld bins", fn,
                  (long long)n, (long long)x->shape[dim]);
@@ -71,7 +71,7 @@ em_tensor *em_irfft(const em_tensor *x, int dim, int64_t n)
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = n;
-    em_tensor *out = tn_new(x->dtype, shape, r, x->storage->device);
+    em_tensor *out = tn_new_for(fn, x->dtype, shape, r, x->storage->device);
     int64_t ip[2] = {dim, n};
     em_tensor *in = (em_tensor *)x;
     return tn_run1(EM_OP_IRFFT, out, &in, 1, ip, 2, NULL, 0);

@@ -102,7 +102,7 @@ static em_tensor *unary(em_op_kind k, const char *fn, const em_tensor *x, const 
     if (!tn_check_ptr(fn, x, "x")) return NULL;
     em_dtype dt;
     if (!out_dtype(fn, k, x->dtype, &dt)) return NULL;
-    em_tensor *out = tn_new(dt, x->shape, x->rank, x->storage->device);
+    em_tensor *out = tn_new_for(fn, dt, x->shape, x->rank, x->storage->device);
     em_tensor *in = (em_tensor *)x;
     return tn_run1(k, out, &in, 1, NULL, 0, f, nf);
 }

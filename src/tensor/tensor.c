@@ -123,35 +123,120 @@ void tn_describe(em_tensor *d, em_dtype dtype, const int64_t *shape, int rank, e
     tn_contiguous_strides(d->shape, rank, d->strides);
 }
 
-em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
+/* Each device's memory in bytes as its backend reports it (0: not asked yet, -1: unknown). */
+static _Atomic int64_t device_memory[EM_MAX_BACKENDS][EM_MAX_THREAD_DEVICES];
+
+static int64_t device_memory_bytes(const em_backend *be, em_device dev)
+{
+    if (dev.backend < 0 || dev.backend >= EM_MAX_BACKENDS || dev.index < 0 ||
+        dev.index >= EM_MAX_THREAD_DEVICES)
+        return -1;
+    _Atomic int64_t *slot = &device_memory[dev.backend][dev.index];
+    int64_t v = atomic_load(slot);
+    if (v == 0) {
+        em_device_props p;
+        memset(&p, 0, sizeof p);
+        if (be->props && dev.index < be->device_count()) be->props(dev.index, &p);
+        v = p.total_memory > 0 ? p.total_memory : -1;
+        atomic_store(slot, v);
+    }
+    return v;
+}
+
+/* "1.5 GiB", "300.0 MiB" */
+static const char *human_bytes(int64_t n, char *buf, size_t cap)
+{
+    if (n >= (INT64_C(1) << 30))
+        snprintf(buf, cap, "%.1f GiB", (double)n / (double)(INT64_C(1) << 30));
+    else
+        snprintf(buf, cap, "%.1f MiB", (double)n / (double)(INT64_C(1) << 20));
+    return buf;
+}
+
+bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int rank, em_device dev)
 {
     if (rank < 0 || rank > EM_MAX_RANK) {
-        em_error(EM_ERR_SHAPE, "tensor: rank %d is outside [0, %d]", rank, EM_MAX_RANK);
-        return NULL;
+        em_error(EM_ERR_SHAPE, "%s: rank %d is outside [0, %d]", op, rank, EM_MAX_RANK);
+        return false;
     }
-    int64_t numel = 1;
     for (int d = 0; d < rank; d++) {
         if (shape[d] < 0) {
-            em_error(EM_ERR_SHAPE, "tensor: negative dimension %lld in %s", (long long)shape[d],
+            em_error(EM_ERR_SHAPE, "%s: negative dimension %lld in %s", op, (long long)shape[d],
                      tn_dims_str(shape, rank));
-            return NULL;
-        }
-        if (!core_mul_ok(numel, shape[d], &numel)) {
-            em_error(EM_ERR_SHAPE, "tensor: shape %s has too many elements",
-                     tn_dims_str(shape, rank));
-            return NULL;
+            return false;
         }
     }
-    int64_t nbytes;
-    if (!core_mul_ok(numel, (int64_t)em_dtype_size(dtype), &nbytes) ||
-        nbytes > (INT64_C(1) << 46)) {
-        em_error(EM_ERR_OOM, "tensor: shape %s of %s needs too many bytes",
+    int64_t numel = 0, span = 0, span_bytes = 0;
+    if (!core_numel_ok(shape, rank, &numel)) {
+        em_error(EM_ERR_SHAPE, "%s: shape %s has more than 2^63 elements", op,
+                 tn_dims_str(shape, rank));
+        return false;
+    }
+    size_t nbytes = 0;
+    /* the byte strides must fit too (kernels step in bytes), also where a zero dim leaves no
+       elements */
+    core_span_ok(shape, rank, &span);
+    if (!core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes)) {
+        em_error(EM_ERR_OOM, "%s: a tensor of shape %s and dtype %s needs more than 2^63 bytes", op,
                  tn_dims_str(shape, rank), em_dtype_name(dtype));
-        return NULL;
+        return false;
     }
+    if (!core_mul_ok(span, (int64_t)em_dtype_size(dtype), &span_bytes)) {
+        em_error(EM_ERR_SHAPE, "%s: shape %s of %s has byte strides past 2^63", op,
+                 tn_dims_str(shape, rank), em_dtype_name(dtype));
+        return false;
+    }
+    em_backends_init();
+    const em_backend *be = em_backend_get(dev.backend);
+    if (!be) {
+        em_error(EM_ERR_DEVICE, "%s: no backend with index %d", op, dev.backend);
+        return false;
+    }
+    int64_t cap = core_max_tensor_bytes(), mem = device_memory_bytes(be, dev);
+    bool over_cap = cap > 0 && (int64_t)nbytes > cap, over_mem = mem > 0 && (int64_t)nbytes > mem;
+    if (over_cap || over_mem) {
+        char need[32], have[32], name[32];
+        em_error(EM_ERR_OOM,
+                 "%s: a tensor of shape %s and dtype %s needs %lld bytes (%s), more than %s%s "
+                 "(%s)",
+                 op, tn_dims_str(shape, rank), em_dtype_name(dtype), (long long)nbytes,
+                 human_bytes((int64_t)nbytes, need, sizeof need),
+                 over_mem ? em_device_str(dev, name, sizeof name) : "the limit max_tensor_mb",
+                 over_mem ? "'s memory" : "", human_bytes(over_mem ? mem : cap, have, sizeof have));
+        return false;
+    }
+    return true;
+}
+
+bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
+                   em_device dev)
+{
+    int64_t numel = 0, cap = core_max_tensor_bytes(), mem = -1;
+    size_t nbytes = 0;
+    em_backends_init();
+    const em_backend *be = em_backend_get(dev.backend);
+    if (be) mem = device_memory_bytes(be, dev);
+    bool fits = rank >= 0 && rank <= EM_MAX_RANK && core_numel_ok(shape, rank, &numel) &&
+                core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes) &&
+                !(cap > 0 && (int64_t)nbytes > cap) && !(mem > 0 && (int64_t)nbytes > mem);
+    if (!fits)
+        em_error(EM_ERR_OOM,
+                 "%s: %s (%s of %s, which its kernels may hold in memory) is larger than one "
+                 "tensor may be (the device's memory, or max_tensor_mb)",
+                 op, what, tn_dims_str(shape, rank), em_dtype_name(dtype));
+    return fits;
+}
+
+em_tensor *tn_new_for(const char *op, em_dtype dtype, const int64_t *shape, int rank, em_device dev)
+{
+    if (!tn_check_alloc(op, dtype, shape, rank, dev)) return NULL;
+    int64_t numel = 0;
+    size_t nbytes = 0;
+    core_numel_ok(shape, rank, &numel);
+    core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes);
     em_tensor *t = handle_new(dtype, shape, rank);
     if (!t) return NULL;
-    t->storage = storage_new((size_t)nbytes, dev);
+    t->storage = storage_new(nbytes, dev);
     if (!t->storage) {
         em_free(t);
         atomic_fetch_sub(&live_handles, 1);
@@ -162,9 +247,42 @@ em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
     return t;
 }
 
+em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev)
+{
+    return tn_new_for("tensor", dtype, shape, rank, dev);
+}
+
+/* Whether a view of t's storage with this geometry is well formed: its element count fits, and
+ * every element it reaches lies inside the storage. */
+static bool view_fits(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
+                      int64_t offset)
+{
+    int64_t numel = 0, bytes = 0, es = (int64_t)em_dtype_size(t->dtype);
+    if (rank < 0 || rank > EM_MAX_RANK || !core_numel_ok(shape, rank, &numel)) return false;
+    for (int d = 0; d < rank; d++) /* kernels step in bytes */
+        if (!core_mul_ok(strides[d], es, &bytes)) return false;
+    if (numel == 0) return true;
+    int64_t lo = offset, hi = offset, ext;
+    for (int d = 0; d < rank; d++) {
+        if (!core_mul_ok(shape[d] - 1, strides[d], &ext) ||
+            !core_add_ok(ext < 0 ? lo : hi, ext, ext < 0 ? &lo : &hi))
+            return false;
+    }
+    return lo >= 0 && hi < (int64_t)t->storage->nbytes / es;
+}
+
 em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
                       int64_t offset)
 {
+    if (!view_fits(t, shape, strides, rank, offset)) {
+        em_error(EM_ERR_SHAPE,
+                 "tensor: a view of shape %s, strides %s and offset %lld does not fit in the "
+                 "%lld-byte storage of a %s tensor of shape %s",
+                 tn_dims_str(shape, rank), tn_dims_str(strides, rank), (long long)offset,
+                 (long long)t->storage->nbytes, em_dtype_name(t->dtype),
+                 tn_dims_str(t->shape, t->rank));
+        return NULL;
+    }
     em_tensor *v = handle_new(t->dtype, shape, rank);
     if (!v) return NULL;
     for (int d = 0; d < rank; d++) v->strides[d] = strides[d];
@@ -198,12 +316,13 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
         em_error(EM_ERR_SHAPE, "em_from_blob: rank %d is outside [0, %d]", shape.rank, EM_MAX_RANK);
         return NULL;
     }
-    for (int d = 0; d < shape.rank; d++) {
-        if (shape.dims[d] < 0) {
-            em_error(EM_ERR_SHAPE, "em_from_blob: negative dimension in %s",
-                     tn_dims_str(shape.dims, shape.rank));
-            return NULL;
-        }
+    int64_t numel = 0;
+    size_t nbytes = 0;
+    if (!core_numel_ok(shape.dims, shape.rank, &numel) ||
+        !core_nbytes_ok(numel, em_dtype_size(dtype), &nbytes)) {
+        em_error(EM_ERR_SHAPE, "em_from_blob: shape %s is negative or too large for %s",
+                 tn_dims_str(shape.dims, shape.rank), em_dtype_name(dtype));
+        return NULL;
     }
     em_tensor *t = handle_new(dtype, shape.dims, shape.rank);
     if (!t) return NULL;
@@ -215,7 +334,7 @@ em_tensor *em_from_blob(void *data, em_dtype dtype, em_shape shape, void (*delet
     }
     atomic_init(&s->refcount, 1);
     s->data = data;
-    s->nbytes = (size_t)(em_shape_numel(shape) * (int64_t)em_dtype_size(dtype));
+    s->nbytes = nbytes;
     s->device = EM_CPU;
     s->external = true;
     s->persistent = false;
@@ -272,9 +391,9 @@ int64_t em_live_tensors(void)
 
 int64_t tn_numel(const em_tensor *t)
 {
-    int64_t n = 1;
-    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
-    return n;
+    int64_t n;
+    /* every handle's shape passed core_numel_ok when it was made */
+    return core_numel_ok(t->shape, t->rank, &n) ? n : -1;
 }
 
 bool tn_is_contiguous(const em_tensor *t)
@@ -361,14 +480,14 @@ void *em_tensor_data(const em_tensor *t)
 
 int64_t em_shape_numel(em_shape s)
 {
-    int64_t n = 1;
-    for (int d = 0; d < s.rank; d++) n *= s.dims[d];
+    int64_t n;
+    if (s.rank < 0 || s.rank > EM_MAX_RANK || !core_numel_ok(s.dims, s.rank, &n)) return -1;
     return n;
 }
 
 bool em_shape_equal(em_shape a, em_shape b)
 {
-    if (a.rank != b.rank) return false;
+    if (a.rank != b.rank || a.rank < 0 || a.rank > EM_MAX_RANK) return false;
     for (int d = 0; d < a.rank; d++)
         if (a.dims[d] != b.dims[d]) return false;
     return true;
@@ -446,6 +565,12 @@ bool tn_broadcast_shapes(const char *op, const int64_t *a, int ra, const int64_t
             return false;
         }
         out[i] = da == 1 ? db : da;
+    }
+    int64_t numel = 0;
+    if (!core_numel_ok(out, r, &numel)) {
+        em_error(EM_ERR_SHAPE, "%s: shapes %s and %s broadcast to %s, which has too many elements",
+                 op, tn_dims_str(a, ra), tn_dims_str(b, rb), tn_dims_str(out, r));
+        return false;
     }
     *rout = r;
     return true;

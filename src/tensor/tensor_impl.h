@@ -44,14 +44,26 @@ struct em_tensor {
 
 /* ---- construction ------------------------------------------------------------------------ */
 
-/* New contiguous tensor with fresh storage (uninitialised). NULL + error on failure. */
+/* New contiguous tensor with fresh storage (uninitialised). NULL + error on failure: a negative
+ * dim, more elements than int64_t holds, or more bytes than the device's memory or the config
+ * key max_tensor_mb allow (refused before anything is allocated). Errors name "tensor";
+ * tn_new_for names op instead (for front-ends whose output size comes from their arguments). */
 em_tensor *tn_new(em_dtype dtype, const int64_t *shape, int rank, em_device dev);
+em_tensor *tn_new_for(const char *op, em_dtype dtype, const int64_t *shape, int rank,
+                      em_device dev);
+/* tn_new_for's checks alone, allocating nothing: false + error naming op. */
+bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int rank, em_device dev);
+/* The same limits for a buffer an op's kernels may need (a padded input, im2col columns), so
+ * that arguments which make it absurd fail up front: false + EM_ERR_OOM naming op and `what`. */
+bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
+                   em_device dev);
 /* Moves t's storage into a persistent block of its device (as em_device_persistent_begin makes)
  * where that is safe and changes anything: storage Ember allocated on a device other than the
  * CPU, viewed by t alone (CPU storage never moves: em_tensor_data may have handed out its
  * address). The bytes are copied on the device. False with the error recorded (t unchanged). */
 bool tn_make_persistent(em_tensor *t);
-/* New handle viewing t's storage with the given geometry (storage refcount + 1). */
+/* New handle viewing t's storage with the given geometry (storage refcount + 1). NULL + error
+ * when the geometry reaches outside the storage or has too many elements. */
 em_tensor *tn_view_of(const em_tensor *t, const int64_t *shape, const int64_t *strides, int rank,
                       int64_t offset);
 /* Registers one reference of t with the current scope (called by tn_new/tn_view_of). */

@@ -84,6 +84,14 @@ static bool infer_shape(const char *op, const em_tensor *t, em_shape *s)
                  tn_dims_str(t->shape, t->rank), (long long)numel, tn_dims_str(s->dims, s->rank));
         return false;
     }
+    /* an empty shape's other dims still make its strides: [0, 2^62, 2^62] has none that fit,
+       in elements or (as kernels step) in bytes */
+    int64_t span = 0;
+    if (!core_span_ok(s->dims, s->rank, &span) ||
+        !core_mul_ok(span, (int64_t)em_dtype_size(t->dtype), &span)) {
+        em_error(EM_ERR_SHAPE, "%s: shape %s is too large", op, tn_dims_str(s->dims, s->rank));
+        return false;
+    }
     return true;
 }
 
@@ -180,6 +188,38 @@ em_tensor *em_transpose(const em_tensor *t, int d0, int d1)
     return em_permute(t, order);
 }
 
+/* The view of elements start, start + step, ... before end along dim, with start and end
+ * already in [0, n] and start <= end; the record keeps the normalised bounds. */
+static em_tensor *slice_view(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
+{
+    int64_t len = core_ceil_div(end - start, step);
+    /* a window of at most one element moves by no step: record it with step 1, so that no
+     * stride or bound computed from a huge step can overflow */
+    if (len <= 1) {
+        step = 1;
+        end = start + len;
+    }
+    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK], off = t->offset, delta = 0;
+    memcpy(shape, t->shape, sizeof shape);
+    memcpy(st, t->strides, sizeof st);
+    shape[dim] = len;
+    if (!core_mul_ok(t->strides[dim], step, &st[dim])) {
+        em_error(EM_ERR_SHAPE, "em_slice: step %lld overflows the stride %lld of dim %d",
+                 (long long)step, (long long)t->strides[dim], dim);
+        return NULL;
+    }
+    /* an empty slice keeps t's offset: its start may be one past the last element */
+    if (len > 0 &&
+        (!core_mul_ok(start, t->strides[dim], &delta) || !core_add_ok(off, delta, &off))) {
+        em_error(EM_ERR_SHAPE, "em_slice: start %lld overflows the offset of dim %d",
+                 (long long)start, dim);
+        return NULL;
+    }
+    em_tensor *v = tn_view_of(t, shape, st, t->rank, off);
+    int64_t ip[4] = {dim, start, end, step};
+    return record_view(EM_OP_SLICE, (em_tensor *)t, v, ip, 4);
+}
+
 em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
 {
     if (!tn_check_ptr("em_slice", t, "t")) return NULL;
@@ -193,19 +233,12 @@ em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int
         return NULL;
     }
     int64_t n = t->shape[dim];
+    /* a negative bound counts from the end (never overflows: n >= 0), then both clamp */
     if (start < 0) start += n;
     if (end < 0) end += n;
     start = start < 0 ? 0 : (start > n ? n : start);
     end = end < start ? start : (end > n ? n : end);
-    int64_t len = (end - start + step - 1) / step;
-    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK];
-    memcpy(shape, t->shape, sizeof shape);
-    memcpy(st, t->strides, sizeof st);
-    shape[dim] = len;
-    st[dim] = t->strides[dim] * step;
-    em_tensor *v = tn_view_of(t, shape, st, t->rank, t->offset + start * t->strides[dim]);
-    int64_t ip[4] = {dim, start, end, step};
-    return record_view(EM_OP_SLICE, (em_tensor *)t, v, ip, 4);
+    return slice_view(t, dim, start, end, step);
 }
 
 em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
@@ -216,14 +249,15 @@ em_tensor *em_narrow(const em_tensor *t, int dim, int64_t start, int64_t length)
         return NULL;
     }
     if (!tn_norm_dim("em_narrow", t->rank, &dim)) return NULL;
-    int64_t n = t->shape[dim];
-    if (start < 0) start += n;
-    if (start < 0 || length < 0 || start + length > n) {
+    int64_t n = t->shape[dim], s = start;
+    if (s < 0) s += n;
+    /* length > n - s rather than s + length > n: the sum may overflow */
+    if (s < 0 || s > n || length < 0 || length > n - s) {
         em_error(EM_ERR_INDEX, "em_narrow: start %lld length %lld exceed dim %d of size %lld",
                  (long long)start, (long long)length, dim, (long long)n);
         return NULL;
     }
-    return em_slice(t, dim, start, start + length, 1);
+    return slice_view(t, dim, s, s + length, 1);
 }
 
 em_tensor *em_select(const em_tensor *t, int dim, int64_t index)
@@ -280,6 +314,12 @@ em_tensor *em_expand(const em_tensor *t, em_shape shape)
                      tn_dims_str(t->shape, t->rank), tn_dims_str(shape.dims, shape.rank));
             return NULL;
         }
+    }
+    int64_t numel = 0;
+    if (!core_numel_ok(shape.dims, shape.rank, &numel)) {
+        em_error(EM_ERR_SHAPE, "em_expand: shape %s has more than 2^63 elements",
+                 tn_dims_str(shape.dims, shape.rank));
+        return NULL;
     }
     em_tensor *v = tn_view_of(t, shape.dims, st, shape.rank, t->offset);
     return record_view(EM_OP_EXPAND, (em_tensor *)t, v, NULL, 0);
@@ -366,7 +406,13 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step)
         st[0] = 1;
     }
     shape[dim] = (n - size) / step + 1;
-    st[dim] = dstride * step;
+    /* one window moves by no step (and a huge step would overflow the stride) */
+    if (shape[dim] == 1) step = 1;
+    if (!core_mul_ok(dstride, step, &st[dim])) {
+        em_error(EM_ERR_SHAPE, "em_unfold: step %lld overflows the stride %lld of dim %d",
+                 (long long)step, (long long)dstride, dim);
+        return NULL;
+    }
     shape[r] = size;
     st[r] = dstride;
     em_tensor *v = tn_view_of(t, shape, st, r + 1, t->offset);
@@ -374,19 +420,25 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step)
     return record_view(EM_OP_UNFOLD, (em_tensor *)t, v, ip, 3);
 }
 
+/* A contiguous copy of t; errors name fn. */
+static em_tensor *clone_named(const char *fn, const em_tensor *t)
+{
+    em_tensor *out = tn_new_for(fn, t->dtype, t->shape, t->rank, t->storage->device);
+    em_tensor *in = (em_tensor *)t;
+    return tn_run1(EM_OP_COPY, out, &in, 1, NULL, 0, NULL, 0);
+}
+
 em_tensor *em_contiguous(const em_tensor *t)
 {
     if (!tn_check_ptr("em_contiguous", t, "t")) return NULL;
     if (tn_is_contiguous(t)) return tn_share((em_tensor *)t);
-    return em_clone(t);
+    return clone_named("em_contiguous", t);
 }
 
 em_tensor *em_clone(const em_tensor *t)
 {
     if (!tn_check_ptr("em_clone", t, "t")) return NULL;
-    em_tensor *out = tn_new(t->dtype, t->shape, t->rank, t->storage->device);
-    em_tensor *in = (em_tensor *)t;
-    return tn_run1(EM_OP_COPY, out, &in, 1, NULL, 0, NULL, 0);
+    return clone_named("em_clone", t);
 }
 
 em_tensor *em_cast(const em_tensor *t, em_dtype dtype)
@@ -396,7 +448,7 @@ em_tensor *em_cast(const em_tensor *t, em_dtype dtype)
         em_error(EM_ERR_DTYPE, "em_cast: invalid dtype %d", (int)dtype);
         return NULL;
     }
-    em_tensor *out = tn_new(dtype, t->shape, t->rank, t->storage->device);
+    em_tensor *out = tn_new_for("em_cast", dtype, t->shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
     return tn_run1(EM_OP_CAST, out, &in, 1, NULL, 0, NULL, 0);
 }

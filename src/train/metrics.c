@@ -6,6 +6,7 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include "../core/checked.h"
 #include "train_impl.h"
 
 struct em_metrics {
@@ -46,15 +47,22 @@ void em_metrics_reset(em_metrics *m)
     m->topk = topk;
 }
 
+/* a + b for counts, stopping at INT64_MAX */
+static int64_t count_add(int64_t a, int64_t b)
+{
+    int64_t r;
+    return core_add_ok(a, b, &r) ? r : INT64_MAX;
+}
+
 void em_metrics_add_loss(em_metrics *m, double mean_loss, int64_t items, int64_t tokens)
 {
     if (!m) return;
     if (items <= 0) items = 1;
     if (tokens <= 0) tokens = items;
     m->loss_sum += mean_loss * (double)items;
-    m->items += items;
+    m->items = count_add(m->items, items);
     m->token_loss_sum += mean_loss * (double)tokens;
-    m->tokens += tokens;
+    m->tokens = count_add(m->tokens, tokens);
 }
 
 /* Grows the confusion matrix to hold class c. */

@@ -398,8 +398,9 @@ static void test_device_queries(void)
     em_module_free(lin);
     CHECK(mem(dev).persistent_bytes == m0.persistent_bytes, "freed with the module");
 
-    /* out of memory: the cache is given back and the allocation retried; past the device's
-     * memory an error naming the driver's */
+    /* out of memory: the cache is given back and the allocation retried; past what is free an
+     * error naming the driver's; past the device's whole memory refused before the driver is
+     * asked */
     em_device_empty_cache(dev);
     m0 = mem(dev);
     em_release(em_empty(EM_SHAPE(600 << 20), EM_U8, dev));
@@ -407,10 +408,13 @@ static void test_device_queries(void)
     em_tensor *big = em_empty(EM_SHAPE(700 << 20), EM_U8, dev);
     CHECK(big != NULL && mem(dev).cached_bytes == 0, "700 MiB after the cache was given back (%s)",
           big ? "" : em_last_error());
+    em_tensor *more = em_empty(EM_SHAPE(700 << 20), EM_U8, dev);
+    CHECK(more == NULL, "700 MiB more on a 1 GiB device");
+    CHECK_ERR(EM_ERR_OOM, "CUDA_ERROR_OUT_OF_MEMORY");
     em_release(big);
     em_tensor *huge = em_empty(EM_SHAPE((int64_t)2 << 30), EM_U8, dev);
     CHECK(huge == NULL, "2 GiB on a 1 GiB device");
-    CHECK_ERR(EM_ERR_OOM, "CUDA_ERROR_OUT_OF_MEMORY");
+    CHECK_ERR(EM_ERR_OOM, "cuda:0's memory");
     CHECK(mem(dev).in_use_bytes == m0.in_use_bytes, "nothing held after the failure");
     em_device_empty_cache(dev);
 }

@@ -128,9 +128,10 @@ static void test_print(void)
     float f[6] = {0.12345679f, 1, -2.5f, 3e-7f, NAN, INFINITY};
     em_tensor *t = em_from_f32(f, EM_SHAPE(2, 3));
     char *s = em_tensor_format(t, (em_print_options){0});
-    const char *want = "Tensor {\n  data:\n[[0.12345679, 1.0, -2.5],\n [3e-07, NaN, inf]],\n"
-                       "  shape:  [2, 3],\n  device:  cpu,\n  backend:  \"cpu\",\n"
-                       "  dtype:  \"f32\",\n}";
+    const char *want =
+        "Tensor {\n  data:\n[[1.2345679e-01, 1.0e+00, -2.5e+00],\n [3.0e-07, NaN, inf]],\n"
+        "  shape:  [2, 3],\n  device:  cpu,\n  backend:  \"cpu\",\n"
+        "  dtype:  \"f32\",\n}";
     CHECK(s && strcmp(s, want) == 0, "format:\n%s\nexpected:\n%s", s ? s : "(null)", want);
     em_free(s);
     s = em_tensor_format(em_arange(0, 3, 1, EM_I64, EM_CPU), (em_print_options){0});

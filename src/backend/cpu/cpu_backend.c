@@ -12,9 +12,32 @@ static int cpu_device_count(void)
     return 1;
 }
 
+static int64_t page_bytes(int name)
+{
+    long pages = sysconf(name), size = sysconf(_SC_PAGESIZE);
+    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
+}
+
+/* A block larger than the host's physical memory is refused at once (the tensor layer checks
+ * tensors before this; this holds for every caller): trying would only fault pages in for a
+ * long time before failing. */
+static bool fits_host(size_t nbytes)
+{
+    static _Atomic int64_t phys; /* 0: not read yet */
+    int64_t have = atomic_load(&phys);
+    if (have == 0) {
+        have = page_bytes(_SC_PHYS_PAGES);
+        atomic_store(&phys, have);
+    }
+    if (have < 0 || nbytes <= (uint64_t)have) return true;
+    em_error(EM_ERR_OOM, "cpu: %zu bytes (%.1f GiB) is more than the host's %.1f GiB of memory",
+             nbytes, (double)nbytes / (1 << 30), (double)have / (1 << 30));
+    return false;
+}
+
 static void *cpu_alloc(int device, size_t nbytes)
 {
-    return cpu_cache_alloc(nbytes);
+    return fits_host(nbytes) ? cpu_cache_alloc(nbytes) : NULL;
 }
 
 static _Atomic int64_t persistent_bytes;
@@ -22,7 +45,7 @@ static _Atomic int64_t persistent_bytes;
 /* Persistent storage: a plain em_alloc block, outside the cache, back to the system when freed. */
 static void *cpu_alloc_persistent(int device, size_t nbytes)
 {
-    void *p = em_alloc(nbytes);
+    void *p = fits_host(nbytes) ? em_alloc(nbytes) : NULL;
     if (p) atomic_fetch_add(&persistent_bytes, (int64_t)nbytes);
     return p;
 }
@@ -57,12 +80,6 @@ static bool cpu_model_name(char *buf, size_t cap)
     }
     fclose(f);
     return found;
-}
-
-static int64_t page_bytes(int name)
-{
-    long pages = sysconf(name), size = sysconf(_SC_PAGESIZE);
-    return pages > 0 && size > 0 ? (int64_t)pages * size : -1;
 }
 
 static void cpu_props(int device, em_device_props *out)
