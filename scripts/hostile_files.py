@@ -156,14 +156,15 @@ def memo_bomb(levels, leaf, as_dict=False):
 
 
 def small_files():
-    """name -> (bytes, expectation). An expectation is the text the error must contain, or
-    "ok" for a file that must load."""
+    """name -> (bytes, expectation) or (bytes, load expectation, inspect expectation). An
+    expectation is the text the error must contain, or "ok" for a file that must load (or be
+    listed)."""
     f = {}
     one = [("0", f32(1))]
     # Shared references followed without limit.
     f["memo_bomb.pt"] = (pt_file(memo_bomb(62, b"]")), "work budget")
     f["memo_bomb_tensor.pt"] = (pt_file(memo_bomb(62, b"](" + tensor("0", 1, [1], [1]) + b"l"),
-                                        one), "work budget")
+                                        one), "output budget")
     f["memo_bomb_dict.pt"] = (pt_file(memo_bomb(62, b"}", as_dict=True)), "work budget")
     # One tensor under many names is one tensor, not many copies.
     refs = proto() + tensor("0", 1, [1], [1]) + put(0) + b"}("
@@ -177,7 +178,7 @@ def small_files():
                                  [("0", f32(4))]), "ok")
     f["overlap_16g.pt"] = (pt_file(proto() + dict_of([("w", tensor("0", 8192, [2**11, 2**11, 2**10],
                                                                  [1, 1, 1]))]) + b".",
-                                   [("0", f32(8192))]), "materialise")
+                                   [("0", f32(8192))]), "materialising", "ok")
     # Element counts that overflow int64, with and without a zero dim.
     for name, size in (("overflow_zero_dim", [2**32, 2**32 - 1, 0]),
                        ("overflow", [2**32, 2**32]),
@@ -261,12 +262,13 @@ def main():
     os.makedirs(OUT, exist_ok=True)
     files = small_files()
     with open(os.path.join(OUT, "expect.txt"), "w") as ex:
-        ex.write("# file | text the error must contain (ok: the file loads)\n")
+        ex.write("# file|loading gives|inspecting gives: text the error must contain, or ok\n")
         for name in sorted(files):
-            data, expect = files[name]
+            data, load = files[name][:2]
+            inspect = files[name][2] if len(files[name]) > 2 else load
             with open(os.path.join(OUT, name), "wb") as fh:
                 fh.write(data)
-            ex.write("%s|%s\n" % (name, expect))
+            ex.write("%s|%s|%s\n" % (name, load, inspect))
             target = "fuzz_safetensors" if name.endswith(".safetensors") else "fuzz_pt"
             os.makedirs(os.path.join(SEEDS, target), exist_ok=True)
             with open(os.path.join(SEEDS, target, "hostile_" + name), "wb") as fh:

@@ -18,6 +18,10 @@
 /* Runs the one-time initialisation (configuration, logging levels, thread count). */
 void core_init(void);
 
+/* Parses text[0..len) as an ember.toml without storing anything (for the fuzz target): EM_OK,
+ * or EM_ERR_FORMAT / EM_ERR_OOM with the reason in err. */
+em_status core_config_parse_memory(const char *text, size_t len, char *err, size_t cap);
+
 /* The number of hardware threads (cores) available to the process. */
 int core_hw_threads(void);
 

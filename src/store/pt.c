@@ -24,7 +24,7 @@
 #define PT_OUT_PER_BYTE  32 /* bytes of names (plus PT_OUT_ENTRY per tensor) listed */
 #define PT_OUT_ENTRY     64
 #define PT_OUT_BASE      (1 << 20)
-#define PT_MEM_PER_BYTE  64 /* interpreter memory */
+#define PT_MEM_PER_BYTE  32 /* interpreter memory */
 #define PT_MEM_BASE      (16 << 20)
 
 typedef enum pv_type {
@@ -62,22 +62,30 @@ typedef struct pt_view {
     em_tensor *made;
 } pt_view;
 
+/* One unpickled object. The unions keep it at 40 bytes: small pickles of many objects take
+ * memory in proportion (interpreter memory is budgeted per byte of pickle). */
 typedef struct pv pv;
 struct pv {
-    pv_type type;
-    g_kind g;       /* PV_GLOBAL */
-    em_dtype dtype; /* PV_GLOBAL of a storage class */
-    int64_t i;      /* PV_INT, PV_BOOL */
-    double f;
-    char *s;    /* PV_STR (n bytes) */
-    pv **items; /* tuple/list items; dict: key, value, key, value... */
+    uint8_t type;  /* pv_type */
+    uint8_t g;     /* g_kind of a PV_GLOBAL */
+    uint8_t dtype; /* em_dtype of a PV_GLOBAL storage class */
+    union {
+        int64_t i; /* PV_INT, PV_BOOL */
+        double f;  /* PV_FLOAT */
+    };
+    union {
+        char *s;        /* PV_STR (n bytes) */
+        pv **items;     /* tuple/list items; dict: key, value, key, value... */
+        pt_storage *st; /* PV_STORAGE */
+        pt_view *view;  /* PV_TENSOR */
+    };
     int64_t n, cap;
-    pt_storage *st; /* PV_STORAGE */
-    pt_view *view;  /* PV_TENSOR */
 };
 
+/* The interpreter's objects live in 64 KiB chunks freed together. */
 typedef struct block {
     struct block *next;
+    size_t used, cap;
 } block;
 
 typedef struct vm {
@@ -118,19 +126,28 @@ static const struct {
 
 static void *vm_alloc(vm *m, size_t n)
 {
-    if (m->bytes + n > m->max_bytes) {
-        em_error(EM_ERR_FORMAT,
-                 "%s: the pickle needs more than %llu bytes of memory to interpret (limits "
-                 "store_budget_scale, store_max_memory_mb)",
-                 m->who, (unsigned long long)m->max_bytes);
-        return NULL;
+    n = (n + 15) & ~(size_t)15;
+    block *b = m->blocks;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        if (m->bytes + cap > m->max_bytes) {
+            em_error(EM_ERR_FORMAT,
+                     "%s: the pickle needs more than %llu bytes of memory to interpret (limits "
+                     "store_budget_scale, store_max_memory_mb)",
+                     m->who, (unsigned long long)m->max_bytes);
+            return NULL;
+        }
+        b = em_alloc(sizeof(block) + 16 + cap);
+        if (!b) return NULL;
+        b->next = m->blocks;
+        b->used = 0;
+        b->cap = cap;
+        m->blocks = b;
+        m->bytes += cap;
     }
-    block *b = em_alloc(16 + n);
-    if (!b) return NULL;
-    b->next = m->blocks;
-    m->blocks = b;
-    m->bytes += n + 16;
-    void *r = (char *)b + 16; /* keeps 16-byte alignment after the link */
+    /* 16-byte aligned: the data starts 16 bytes after the 16-byte aligned header */
+    char *r = (char *)b + ((sizeof(block) + 15) & ~(size_t)15) + b->used;
+    b->used += n;
     memset(r, 0, n);
     return r;
 }
