@@ -228,6 +228,11 @@ def small_files():
     f["header_past_end.safetensors"] = (struct.pack("<Q", 99_999_999) + b"{}", "past the end")
     f["header_over_limit.safetensors"] = (struct.pack("<Q", 2**40) + b"{}", "exceeds the limit")
     f["zip_named.safetensors"] = (good, "not a safetensors file")
+    # Terminal escapes in names and metadata (ember inspect must print them escaped).
+    f["control_chars.safetensors"] = (st_file({"__metadata__": {"k\x07": "v\x1b[31mred"},
+                                               "\x1b[2Jevil": {"dtype": "F32", "shape": [],
+                                                               "data_offsets": [0, 4]}},
+                                              f32(1)), "ok")
     return f
 
 

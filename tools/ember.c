@@ -45,7 +45,14 @@ static int usage_error(const char *cmd, const char *fmt, const char *arg)
 
 static int fail(void)
 {
-    fprintf(stderr, "ember: %s\n", em_last_error());
+    /* the message may quote a file's bytes: control characters are escaped */
+    fputs("ember: ", stderr);
+    for (const unsigned char *p = (const unsigned char *)em_last_error(); *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            fprintf(stderr, "\\x%02x", *p);
+        else
+            fputc(*p, stderr);
+    fputc('\n', stderr);
     return 1;
 }
 
@@ -100,6 +107,22 @@ static const char *human(int64_t bytes, char *buf, size_t cap)
 
 /* ---- inspect ----------------------------------------------------------------------------- */
 
+/* Writes text from a file with its control characters escaped (\x1b...), so a tensor name or
+ * metadata value cannot move the cursor or rewrite the terminal; pads to `width` columns. */
+static void print_text(const char *s, int width)
+{
+    int n = 0;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) {
+            n += printf("\\x%02x", *p);
+        } else {
+            putchar(*p);
+            n += (*p & 0xc0) != 0x80; /* one column per UTF-8 character */
+        }
+    }
+    for (; n < width; n++) putchar(' ');
+}
+
 static int cmd_inspect(int argc, char **argv)
 {
     const command *c = find_command("inspect");
@@ -116,15 +139,21 @@ static int cmd_inspect(int argc, char **argv)
     printf("%s: %lld tensor%s\n", path, (long long)n, n == 1 ? "" : "s");
     for (int64_t i = 0; i < n; i++) {
         const em_store_entry *e = em_store_info_entry(info, i);
-        printf("  %-40s %-5s %-20s %10s\n", e->name, em_dtype_name(e->dtype),
+        printf("  ");
+        print_text(e->name, 40);
+        printf(" %-5s %-20s %10s\n", em_dtype_name(e->dtype),
                em_shape_str(e->shape, shape, sizeof shape), human(e->nbytes, size, sizeof size));
         total += e->nbytes;
     }
     printf("total: %s (%lld bytes)\n", human(total, size, sizeof size), (long long)total);
     if (em_store_info_meta_count(info)) printf("metadata:\n");
-    for (int64_t i = 0; i < em_store_info_meta_count(info); i++)
-        printf("  %s = %s\n", em_store_info_meta_key_at(info, i),
-               em_store_info_meta_value_at(info, i));
+    for (int64_t i = 0; i < em_store_info_meta_count(info); i++) {
+        printf("  ");
+        print_text(em_store_info_meta_key_at(info, i), 0);
+        printf(" = ");
+        print_text(em_store_info_meta_value_at(info, i), 0);
+        printf("\n");
+    }
     em_store_info_free(info);
     return 0;
 }

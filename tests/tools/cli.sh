@@ -94,6 +94,12 @@ check "inspect memo bomb" 1 err "work budget" -- inspect "$fixtures/store/hostil
 check "inspect truncated" 1 err "truncated or damaged zip archive" -- \
   inspect "$fixtures/store/hostile/truncated.pt"
 check "inspect legacy" 1 err "legacy \(pre-1.6\)" -- inspect "$fixtures/store/hostile/legacy.pt"
+check "inspect escapes control characters" 0 out '^  \\x1b\[2Jevil +f32' -- \
+  inspect "$fixtures/store/hostile/control_chars.safetensors"
+grep -q "$(printf '\033')" "$tmp/out" && { failed=$((failed + 1)); echo "FAIL raw escape printed"; } ||
+  passed=$((passed + 1))
+grep -q 'k\\x07 = v\\x1b\[31mred' "$tmp/out" && passed=$((passed + 1)) ||
+  { failed=$((failed + 1)); echo "FAIL metadata escapes: $(cat -A "$tmp/out")"; }
 check "inspect 8 GiB view" 0 out "8.0 GiB" -- inspect "$fixtures/store/hostile/expand_8g.pt"
 
 # convert: safetensors only, by content, never onto a device
