@@ -176,6 +176,8 @@ def small_files():
     f["expand_2d.pt"] = (pt_file(proto() + dict_of([("w", tensor("0", 4, [2**20, 2**12, 4],
                                                                [0, 0, 1]))]) + b".",
                                  [("0", f32(4))]), "ok")
+    f["expand_small.pt"] = (pt_file(proto() + dict_of([("w", tensor("0", 4, [1000, 4], [0, 1]))])
+                                    + b".", [("0", f32(4))]), "ok")
     f["overlap_16g.pt"] = (pt_file(proto() + dict_of([("w", tensor("0", 8192, [2**11, 2**11, 2**10],
                                                                  [1, 1, 1]))]) + b".",
                                    [("0", f32(8192))]), "materialising", "ok")

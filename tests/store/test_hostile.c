@@ -127,6 +127,21 @@ static void test_loaded_values(void)
     }
     em_tensor_dict_free(d);
     CHECK_OK("expand_2d");
+    /* a module takes an expanded tensor as its own contiguous memory */
+    static const em_module_type flat = {"Flat", NULL, NULL, NULL};
+    em_module *m = em_module_alloc(sizeof(em_module), &flat, EM_CPU);
+    em_module_buffer(m, "w", em_zeros(EM_SHAPE(1000, 4), EM_F32, EM_CPU));
+    CHECK(em_module_load(m, hostile("expand_small.pt"), NULL, NULL) == EM_OK,
+          "expanded into module");
+    CHECK_OK("expand_small into a module");
+    w = em_module_get(m, "w");
+    CHECK(w && em_tensor_is_contiguous(w) && em_tensor_stride(w, 0) == 4,
+          "module's copy is contiguous");
+    if (w) {
+        int64_t ix[2] = {999, 3};
+        CHECK(em_get_f64(w, ix) == 3.0, "expand_small: w[999, 3] = 3");
+    }
+    em_module_free(m);
     /* one tensor under 200 names is one tensor */
     d = em_pt_load(hostile("shared_tensor.pt"));
     CHECK(em_tensor_dict_count(d) == 200, "shared_tensor: 200 names");
