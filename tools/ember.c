@@ -227,6 +227,10 @@ static int cmd_convert(int argc, char **argv)
                            out);
     em_tensor_dict *src = em_store_load(in);
     if (!src) return fail();
+    if (!check_expanded(src)) { /* before a cast would materialise them */
+        em_tensor_dict_free(src);
+        return fail();
+    }
     em_tensor_dict *dst = src;
     if (dtype >= 0) {
         dst = em_tensor_dict_new();
@@ -247,7 +251,7 @@ static int cmd_convert(int argc, char **argv)
         }
     }
     const char *meta[] = {"converted_by", "ember", NULL};
-    em_status s = check_expanded(dst) ? em_safetensors_save(out, dst, meta) : em_last_status();
+    em_status s = em_safetensors_save(out, dst, meta);
     if (dst != src) em_tensor_dict_free(dst);
     em_tensor_dict_free(src);
     if (s != EM_OK) return fail();

@@ -120,6 +120,8 @@ check "convert duplicates" 1 err "duplicate tensor name" -- \
   convert "$fixtures/store/hostile/duplicate_names.pt" "$tmp/d.safetensors"
 check "convert expanded" 1 err "expanded view of 4 B that would take 8.0 GiB" -- \
   convert "$fixtures/store/hostile/expand_8g.pt" "$tmp/e.safetensors"
+check "convert expanded with a cast" 1 err "expanded view of 4 B" -- \
+  convert --dtype f16 "$fixtures/store/hostile/expand_8g.pt" "$tmp/e.safetensors"
 check "convert overlapping" 1 err "materialising tensor \"w\"" -- \
   convert "$fixtures/store/hostile/overlap_16g.pt" "$tmp/o.safetensors"
 check "convert missing" 1 err "cannot open $tmp/nope.pt: no such file" -- \
