@@ -13,6 +13,7 @@ what an attacker could hand over. Outputs:
 Run: /usr/bin/python3 scripts/hostile_files.py [--big DIR]
 With --big DIR, also writes larger files (100k tensors, many storages, memory bombs of a few MB)
 to DIR for timing and offline checks; they are not committed."""
+import hashlib
 import json
 import os
 import struct
@@ -120,9 +121,10 @@ def zip_archive(entries, zip64_lie=None):
     return b"".join(out) + cd + tail
 
 
-def pt_file(pickle, storages=(), folder="archive", zip64_lie=None):
+def pt_file(pickle, storages=(), folder="archive", zip64_lie=None, deflate_pickle=False):
     """A torch.save-style archive: data.pkl, byteorder, and data/<key> storages."""
-    entries = [(folder + "/data.pkl", pickle, False), (folder + "/byteorder", b"little", False)]
+    entries = [(folder + "/data.pkl", pickle, deflate_pickle),
+               (folder + "/byteorder", b"little", False)]
     entries += [(folder + "/data/" + k, v, False) for k, v in storages]
     return zip_archive(entries, zip64_lie)
 
@@ -197,6 +199,11 @@ def small_files():
     # Deep nesting of containers (the unpickler is not recursive; the walk is capped).
     deep = proto() + b"}" + short_str("k") + b"]" * 5000 + b"a" * 4999 + b"s."
     f["deep_lists.pt"] = (pt_file(deep), "deeper than 64")
+    # A deflated data.pkl of a million lists (2 MB inflated, 60 times its compressed size;
+    # bytes after STOP are never read, here they only make it compress less).
+    noise = b"".join(hashlib.sha256(b"%d" % i).digest() for i in range(1000))
+    lists = proto() + b"}" + short_str("k") + b"]" + b"]a" * 1_000_000 + b"s." + noise
+    f["compressed_pickle.pt"] = (pt_file(lists, deflate_pickle=True), "memory")
     # Huge declared lengths and indices.
     f["huge_string.pt"] = (pt_file(proto() + b"X\xff\xff\xff\x7f" + b"abc"), "longer than")
     f["string_past_end.pt"] = (pt_file(proto() + b"X\x00\x00\x10\x00" + b"abc"), "truncated")

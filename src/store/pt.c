@@ -1103,10 +1103,13 @@ static bool import(vm *m, sink *out)
     bool ok = read_entry(m, pkl, text, pkl_size);
     pv *root = NULL;
     if (ok) {
-        vm_init(m, m->who, pkl_size);
+        /* A compressed data.pkl can be 200 times its bytes in the file: the budgets follow
+         * what the file holds, whichever is smaller. */
+        uint64_t budget_size = pkl_size < m->archive_size ? pkl_size : m->archive_size;
+        vm_init(m, m->who, budget_size);
         m->p = text;
         m->end = text + pkl_size;
-        ok = run(m, &root) && flatten(m, out, root, pkl_size);
+        ok = run(m, &root) && flatten(m, out, root, budget_size);
     }
     em_free(text);
     return ok;
