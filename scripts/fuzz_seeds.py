@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Writes the seed corpora of the fuzz targets that read configuration, JSON, images, IDX and
-CSV: fuzz/corpus/fuzz_{config,json,image,idx,csv}/. Small valid inputs of each kind (so the
+"""Writes the seed corpora of the fuzz targets that read configuration, JSON, images, IDX, CSV,
+text and the mnist JSON digits: fuzz/corpus/fuzz_{config,json,image,idx,csv,text,mnist_json}/. Small valid inputs of each kind (so the
 fuzzer starts inside the formats) plus a few broken ones. The .pt and safetensors seeds come
 from scripts/fixtures_store.py and scripts/hostile_files.py.
 Run: /usr/bin/python3 scripts/fuzz_seeds.py (needs Pillow for the JPEG seeds)"""
@@ -110,6 +110,15 @@ def main():
     write("fuzz_csv", "label_float.csv", b"\x50" + b"x;y\n0.5;1e3\n")
     write("fuzz_csv", "gzip.csv", b"\x00" + gzip.compress(b"1,2\n3,4\n"))
     write("fuzz_csv", "ragged.csv", b"\x00" + b"1,2\n3\n")
+    # text corpora: ASCII lines, UTF-8 of every length, bytes read as Latin-1
+    write("fuzz_text", "lines.txt", b"to be or not to be\nthat is the question\n\n")
+    write("fuzz_text", "utf8.txt", "caf\u00e9 \u20ac \U0001F600\r\nz".encode())
+    write("fuzz_text", "latin1.txt", b"\xe9t\xe9 \xff\xfe\xc3(\xf0\x9f\x98")
+    # mnist JSON digits: one and two images per class, a bad value
+    img = ",".join(str((i * 7) % 256) for i in range(784)).encode()
+    write("fuzz_mnist_json", "one.json", b'{"data": [' + img + b"]}")
+    write("fuzz_mnist_json", "two.json", b'{"labels": 1, "data":[' + img + b"," + img + b"]}")
+    write("fuzz_mnist_json", "bad.json", b'{"data": [1, 2, x]}')
 
 
 if __name__ == "__main__":
