@@ -473,7 +473,7 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
         st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
         goto out;
     }
-    qsort(ts.t, (size_t)ts.n, sizeof *ts.t, cmp_target);
+    if (ts.n) qsort(ts.t, (size_t)ts.n, sizeof *ts.t, cmp_target); /* a module may have none */
     int nplan = 0;
     bool ok = true; /* no allocation failure while reporting */
     em_scope_begin();

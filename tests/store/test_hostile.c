@@ -142,6 +142,16 @@ static void test_loaded_values(void)
         CHECK(em_get_f64(w, ix) == 3.0, "expand_small: w[999, 3] = 3");
     }
     em_module_free(m);
+    /* a module without parameters takes nothing, partially (its empty name list was sorted
+     * from a NULL array) */
+    m = em_module_alloc(sizeof(em_module), &flat, EM_CPU);
+    em_load_report rep = {0};
+    CHECK(em_module_load(m, hostile("good.pt"), &(em_load_opts){.partial = true}, &rep) == EM_OK,
+          "partial load into an empty module");
+    CHECK(rep.unexpected.n == 1 && rep.loaded.n == 0, "the file's tensor is unexpected");
+    em_load_report_free(&rep);
+    em_module_free(m);
+    CHECK_OK("empty module");
     /* one tensor under 200 names is one tensor */
     d = em_pt_load(hostile("shared_tensor.pt"));
     CHECK(em_tensor_dict_count(d) == 200, "shared_tensor: 200 names");
