@@ -2,7 +2,11 @@
  * lists that inspect functions return. */
 #include "store_impl.h"
 
+#include <pthread.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 /* Names and metadata keys are indexed by hash: files with 100k tensors or metadata keys load
  * in linear time. */
@@ -27,11 +31,53 @@ struct em_store_info {
 
 /* ---- name index -------------------------------------------------------------------------- */
 
+/* Names come from files, so the hash is keyed (SipHash-1-3 with a key drawn once per process):
+ * a file cannot be built whose names all land in one bucket and make lookups quadratic. */
+static uint64_t sip_key[2];
+static pthread_once_t sip_once = PTHREAD_ONCE_INIT;
+
+static void sip_init(void)
+{
+    if (getrandom(sip_key, sizeof sip_key, GRND_NONBLOCK) != (ssize_t)sizeof sip_key) {
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        sip_key[0] = (uint64_t)ts.tv_nsec * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)&ts;
+        sip_key[1] = (uint64_t)ts.tv_sec * 0xbf58476d1ce4e5b9ull ^ (uint64_t)getpid();
+    }
+}
+
+#define ROTL(x, b) (((x) << (b)) | ((x) >> (64 - (b))))
+#define SIPROUND                                                                                   \
+    do {                                                                                           \
+        v0 += v1, v1 = ROTL(v1, 13), v1 ^= v0, v0 = ROTL(v0, 32);                                  \
+        v2 += v3, v3 = ROTL(v3, 16), v3 ^= v2;                                                     \
+        v0 += v3, v3 = ROTL(v3, 21), v3 ^= v0;                                                     \
+        v2 += v1, v1 = ROTL(v1, 17), v1 ^= v2, v2 = ROTL(v2, 32);                                  \
+    } while (0)
+
 uint64_t st_hash(const char *s)
 {
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (; *s; s++) h = (h ^ (unsigned char)*s) * 0x100000001b3ull;
-    return h ^ (h >> 29);
+    pthread_once(&sip_once, sip_init);
+    uint64_t v0 = 0x736f6d6570736575ull ^ sip_key[0], v1 = 0x646f72616e646f6dull ^ sip_key[1];
+    uint64_t v2 = 0x6c7967656e657261ull ^ sip_key[0], v3 = 0x7465646279746573ull ^ sip_key[1];
+    size_t len = strlen(s), i = 0;
+    for (; i + 8 <= len; i += 8) {
+        uint64_t m;
+        memcpy(&m, s + i, 8); /* little-endian hosts (docs/store.md) */
+        v3 ^= m;
+        SIPROUND;
+        v0 ^= m;
+    }
+    uint64_t b = (uint64_t)len << 56;
+    for (size_t k = 0; i + k < len; k++) b |= (uint64_t)(unsigned char)s[i + k] << (8 * k);
+    v3 ^= b;
+    SIPROUND;
+    v0 ^= b;
+    v2 ^= 0xff;
+    SIPROUND;
+    SIPROUND;
+    SIPROUND;
+    return v0 ^ v1 ^ v2 ^ v3;
 }
 
 int64_t st_index_find(const st_index *ix, const char *name, st_name_fn name_at, const void *ctx)
