@@ -83,10 +83,21 @@ void em_store_info_free(em_store_info *info);
  * unpickler accepts only containers, scalars, strings and torch's tensor/parameter rebuild
  * functions; anything else is refused with EM_ERR_FORMAT naming the opcode or global. When the
  * top-level dict has a "state_dict" or "model" dict, that one is imported. Nested dicts and
- * lists give dotted names ("encoder.layers.0.weight"). Tensors are copied out of the archive. */
+ * lists give dotted names ("encoder.layers.0.weight"). Tensors are copied out of the archive,
+ * except that expanded (stride-0) dims stay expanded views; work and memory are bounded by
+ * budgets proportional to the file's size (docs/store.md, "Resource limits"). */
 em_tensor_dict *em_pt_load(const char *path);
 /* The same from a buffer holding the whole archive; `name` names it in errors. */
 em_tensor_dict *em_pt_load_memory(const void *data, size_t size, const char *name);
+
+/* ---- either format ----------------------------------------------------------------------- */
+
+/* Loads a safetensors file (mapped, as em_safetensors_load) or a PyTorch .pt/.pth archive (as
+ * em_pt_load), told apart by the file's first bytes, not its name. Anything else is refused
+ * with a message saying what the file is (empty, a legacy pickle or tar .pt, unknown). */
+em_tensor_dict *em_store_load(const char *path);
+/* The same for inspecting (em_safetensors_inspect or em_pt_inspect). */
+em_store_info *em_store_inspect(const char *path);
 
 /* ---- modules and checkpoints (module_io.c, checkpoint.c) --------------------------------- */
 

@@ -144,6 +144,7 @@ typedef struct parser {
     const char *path;
     int line;
     bool failed;
+    bool scratch; /* check only: values are not interned (core_config_parse_memory) */
     char err[ERR_CAP];
 } parser;
 
@@ -467,7 +468,7 @@ static bool parse_toml(parser *ps, kv_list *out)
                 break;
             }
             pthread_mutex_lock(&cfg_lock);
-            const char *v = intern(sb_str(&val));
+            const char *v = ps->scratch ? "" : intern(sb_str(&val));
             bool stored = v && kv_put(out, sb_str(&full), v);
             pthread_mutex_unlock(&cfg_lock);
             if (!stored) {
@@ -526,6 +527,29 @@ static em_status read_toml(const char *path, kv_list *out, bool *missing, char *
         return EM_ERR_FORMAT;
     }
     return EM_OK;
+}
+
+em_status core_config_parse_memory(const char *text, size_t len, char *err, size_t cap)
+{
+    char *copy = malloc(len + 1);
+    if (!copy) return EM_ERR_OOM;
+    memcpy(copy, text, len);
+    copy[len] = 0;
+    em_status st = EM_OK;
+    if (strlen(copy) != len) {
+        snprintf(err, cap, "<memory>: contains a NUL byte");
+        st = EM_ERR_FORMAT;
+    } else {
+        kv_list out = {0};
+        parser ps = {.p = copy, .path = "<memory>", .scratch = true};
+        if (!parse_toml(&ps, &out)) {
+            snprintf(err, cap, "%s", ps.err);
+            st = EM_ERR_FORMAT;
+        }
+        kv_clear(&out);
+    }
+    free(copy);
+    return st;
 }
 
 /* ---- lookup ------------------------------------------------------------------------------ */
@@ -648,7 +672,19 @@ static int apply_flags(const char *key)
     return 0;
 }
 
-/* Checks a value for a key that is applied; writes the reason to err when it is not valid. */
+/* The model-file readers' limits (docs/store.md): positive integers. */
+static bool is_store_limit(const char *key)
+{
+    static const char *const keys[] = {
+        "store_max_header",   "store_max_pickle",    "store_max_memory_mb", "store_budget_scale",
+        "store_expand_ratio", "store_expand_min_mb", "store_zip_ratio",     "store_zip_entries"};
+    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
+        if (!strcmp(key, keys[i])) return true;
+    return false;
+}
+
+/* Checks a value for a key that is applied or is a limit; writes the reason to err when it is
+ * not valid. */
 static bool value_ok(const char *key, const char *v, char *err, size_t cap)
 {
     int64_t n;
@@ -668,6 +704,10 @@ static bool value_ok(const char *key, const char *v, char *err, size_t cap)
     }
     if (!strcmp(key, "max_tensor_mb") && (!parse_i64(v, &n) || n < 0 || n > (INT64_MAX >> 20))) {
         snprintf(err, cap, "max_tensor_mb = '%s' is not a size in MiB (0 = no limit)", v);
+        return false;
+    }
+    if (is_store_limit(key) && (!parse_i64(v, &n) || n <= 0)) {
+        snprintf(err, cap, "%s = '%s' is not a positive integer", key, v);
         return false;
     }
     return true;

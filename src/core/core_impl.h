@@ -35,6 +35,9 @@ void core_init(void);
 /* The config key max_tensor_mb in bytes: the most one tensor's storage may take (0: no limit of
  * its own; the device's memory still bounds it). */
 int64_t core_max_tensor_bytes(void);
+/* Parses text[0..len) as an ember.toml without storing anything (for the fuzz target): EM_OK,
+ * or EM_ERR_FORMAT / EM_ERR_OOM with the reason in err. */
+em_status core_config_parse_memory(const char *text, size_t len, char *err, size_t cap);
 
 /* The number of hardware threads (cores) available to the process. */
 int core_hw_threads(void);

@@ -312,13 +312,15 @@ em_tensor *em_idx_read(const char *path)
         goto done;
     }
     em_shape s = {.rank = rank};
-    uint64_t numel = 1;
+    /* the non-zero dims' product is bounded too: shape code multiplies dims in any order */
+    uint64_t numel = 1, nonzero = 1;
     for (int d = 0; d < rank; d++) {
         const unsigned char *q = b + 4 + 4 * d;
         s.dims[d] =
             (int64_t)((uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]);
         numel *= (uint64_t)s.dims[d];
-        if (numel > ((uint64_t)1 << 40)) {
+        if (s.dims[d]) nonzero *= (uint64_t)s.dims[d];
+        if (nonzero > ((uint64_t)1 << 40)) {
             em_error(EM_ERR_FORMAT, "%s: %s: dimensions too large", what, path);
             goto done;
         }

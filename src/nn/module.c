@@ -43,6 +43,43 @@ static char *dup_name(const char *s)
     return d;
 }
 
+/* Name lookup. An entry array of capacity cap is followed, in the same allocation, by a hash
+ * index of 2 * cap int32 slots (entry position + 1, 0 when empty), so finding a name is O(1)
+ * however many parameters or children a module has (a module of 100k entries registers and
+ * loads in linear time) and em_module keeps its layout. */
+static uint32_t name_hash(const char *s, size_t n)
+{
+    uint32_t h = 2166136261u; /* FNV-1a */
+    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+    return h;
+}
+
+static int32_t *name_slots(em_module_entry *arr, int cap)
+{
+    return (int32_t *)(arr + cap);
+}
+
+static void index_add(em_module_entry *arr, int cap, int i)
+{
+    int32_t *slot = name_slots(arr, cap);
+    uint32_t mask = (uint32_t)(2 * cap - 1), k = name_hash(arr[i].name, strlen(arr[i].name)) & mask;
+    while (slot[k]) k = (k + 1) & mask;
+    slot[k] = i + 1;
+}
+
+/* Position of the entry whose name is name[0..len), or -1. */
+static int index_find(em_module_entry *arr, int cap, const char *name, size_t len)
+{
+    if (!arr) return -1;
+    int32_t *slot = name_slots(arr, cap);
+    uint32_t mask = (uint32_t)(2 * cap - 1);
+    for (uint32_t k = name_hash(name, len) & mask; slot[k]; k = (k + 1) & mask) {
+        const char *e = arr[slot[k] - 1].name;
+        if (strncmp(e, name, len) == 0 && e[len] == '\0') return slot[k] - 1;
+    }
+    return -1;
+}
+
 static bool valid_name(const char *fn, em_module *m, const char *name)
 {
     if (!tn_check_ptr(fn, m, "m") || !tn_check_ptr(fn, name, "name")) return false;
@@ -50,23 +87,23 @@ static bool valid_name(const char *fn, em_module *m, const char *name)
         em_error(EM_ERR_INVALID_ARG, "%s: name \"%s\" must be non-empty without dots", fn, name);
         return false;
     }
-    for (int i = 0; i < m->n_params; i++)
-        if (strcmp(m->params[i].name, name) == 0) goto taken;
-    for (int i = 0; i < m->n_children; i++)
-        if (strcmp(m->children[i].name, name) == 0) goto taken;
+    size_t len = strlen(name);
+    if (index_find(m->params, m->cap_params, name, len) >= 0 ||
+        index_find(m->children, m->cap_children, name, len) >= 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: name \"%s\" is already registered", fn, name);
+        return false;
+    }
     return true;
-taken:
-    em_error(EM_ERR_INVALID_ARG, "%s: name \"%s\" is already registered", fn, name);
-    return false;
 }
 
 static bool grow(em_module_entry **arr, int *cap, int n)
 {
     if (n < *cap) return true;
     int c = *cap ? *cap * 2 : 4;
-    em_module_entry *g = em_alloc((size_t)c * sizeof *g);
+    em_module_entry *g = em_calloc((size_t)c * sizeof *g + (size_t)(2 * c) * sizeof(int32_t));
     if (!g) return false;
     if (*arr) memcpy(g, *arr, (size_t)n * sizeof *g);
+    for (int i = 0; i < n; i++) index_add(g, c, i);
     em_free(*arr);
     *arr = g;
     *cap = c;
@@ -97,7 +134,8 @@ static em_tensor *add_tensor(const char *fn, em_module *m, const char *name, em_
         return NULL;
     }
     if (!buffer && em_dtype_is_float(own->dtype)) em_requires_grad(own, true);
-    m->params[m->n_params++] = (em_module_entry){.name = nm, .tensor = own, .is_buffer = buffer};
+    m->params[m->n_params] = (em_module_entry){.name = nm, .tensor = own, .is_buffer = buffer};
+    index_add(m->params, m->cap_params, m->n_params++);
     return own;
 }
 
@@ -124,7 +162,8 @@ em_module *em_module_child(em_module *m, const char *name, em_module *child)
         em_module_free(child);
         return NULL;
     }
-    m->children[m->n_children++] = (em_module_entry){.name = nm, .child = child};
+    m->children[m->n_children] = (em_module_entry){.name = nm, .child = child};
+    index_add(m->children, m->cap_children, m->n_children++);
     return child;
 }
 
@@ -132,9 +171,9 @@ em_status em_module_set(em_module *m, const char *name, em_tensor *t)
 {
     if (!tn_check_ptr("em_module_set", m, "m") || !tn_check_ptr("em_module_set", t, "t"))
         return em_last_status();
-    for (int i = 0; i < m->n_params; i++) {
+    int i = name ? index_find(m->params, m->cap_params, name, strlen(name)) : -1;
+    if (i >= 0) {
         em_module_entry *e = &m->params[i];
-        if (strcmp(e->name, name) != 0) continue;
         em_tensor *own = em_retain(t);
         em_release(t);
         if (!e->is_buffer && em_dtype_is_float(own->dtype) && !em_tensor_requires_grad(own) &&
@@ -216,10 +255,9 @@ em_module *em_module_find(em_module *m, const char *name)
     if (!*name) return m;
     const char *dot = strchr(name, '.');
     size_t n = dot ? (size_t)(dot - name) : strlen(name);
-    for (int i = 0; i < m->n_children; i++)
-        if (strlen(m->children[i].name) == n && strncmp(m->children[i].name, name, n) == 0)
-            return dot ? em_module_find(m->children[i].child, dot + 1) : m->children[i].child;
-    return NULL;
+    int i = index_find(m->children, m->cap_children, name, n);
+    if (i < 0) return NULL;
+    return dot ? em_module_find(m->children[i].child, dot + 1) : m->children[i].child;
 }
 
 static em_module_entry *find_entry(em_module *m, const char *name)
@@ -237,9 +275,8 @@ static em_module_entry *find_entry(em_module *m, const char *name)
         leaf = dot + 1;
     }
     if (!owner) return NULL;
-    for (int i = 0; i < owner->n_params; i++)
-        if (strcmp(owner->params[i].name, leaf) == 0) return &owner->params[i];
-    return NULL;
+    int i = index_find(owner->params, owner->cap_params, leaf, strlen(leaf));
+    return i < 0 ? NULL : &owner->params[i];
 }
 
 em_tensor *em_module_get(em_module *m, const char *name)

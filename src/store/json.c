@@ -14,6 +14,7 @@ typedef struct js_chunk {
 struct js_doc {
     js_chunk *chunks;
     js_value *root;
+    uint64_t used, max; /* arena bytes taken, and the caller's cap on them */
 };
 
 typedef struct js_parser {
@@ -38,6 +39,18 @@ static void *arena(js_parser *ps, size_t n)
     js_chunk *c = ps->doc->chunks;
     if (!c || c->cap - c->used < n) {
         size_t cap = n > 65536 ? n : 65536;
+        /* A header of tiny values ("[0,0,0,...]") takes 32 times its size parsed: the cap
+         * keeps a hostile one from taking the machine's memory. */
+        if (ps->doc->used + cap > ps->doc->max) {
+            if (!ps->failed)
+                em_error(EM_ERR_FORMAT,
+                         "%s: invalid JSON header: parsing it needs more than %llu bytes of "
+                         "memory (limits store_budget_scale, store_max_memory_mb)",
+                         ps->who, (unsigned long long)ps->doc->max);
+            ps->failed = true;
+            return NULL;
+        }
+        ps->doc->used += cap;
         js_chunk *nc = em_alloc(sizeof *nc + cap);
         if (!nc) {
             ps->failed = true;
@@ -352,6 +365,9 @@ js_doc *js_parse(const char *text, size_t len, const char *who)
 {
     js_doc *doc = em_calloc(sizeof *doc);
     if (!doc) return NULL;
+    st_limits lim = st_get_limits();
+    doc->max = st_budget(16, len, 1 << 20, lim.budget_scale);
+    if (doc->max > lim.max_memory) doc->max = lim.max_memory;
     js_parser ps = {.p = text, .end = text + len, .who = who, .doc = doc};
     js_value *root = arena(&ps, sizeof *root);
     if (!root) {

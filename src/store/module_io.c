@@ -473,7 +473,7 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
         st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
         goto out;
     }
-    qsort(ts.t, (size_t)ts.n, sizeof *ts.t, cmp_target);
+    if (ts.n) qsort(ts.t, (size_t)ts.n, sizeof *ts.t, cmp_target); /* a module may have none */
     int nplan = 0;
     bool ok = true; /* no allocation failure while reporting */
     em_scope_begin();
@@ -536,6 +536,8 @@ static em_status load_dict(em_module *m, const em_tensor_dict *d, const em_load_
             em_device to = em_tensor_device(cur);
             bool scoped = em_backend_persistent_enter(to); /* the module's storage from now on */
             em_tensor *nt = em_to_device(want == fdt ? ft : em_cast(ft, want), to);
+            /* an expanded view from a .pt file becomes the module's own memory */
+            if (nt && !em_tensor_is_contiguous(nt)) nt = em_contiguous(nt);
             if (scoped) em_backend_persistent_leave(to);
             if (!nt) {
                 st = em_last_status();
@@ -623,23 +625,13 @@ em_status em_module_load_dict(em_module *m, const em_tensor_dict *d, const em_lo
     return st;
 }
 
-/* A zip archive (torch.save since 1.6) or else safetensors. */
-static bool is_zip(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f) return false;
-    unsigned char mg[4] = {0};
-    size_t n = fread(mg, 1, 4, f);
-    fclose(f);
-    return n == 4 && mg[0] == 'P' && mg[1] == 'K' && mg[2] == 3 && mg[3] == 4;
-}
-
 em_status em_module_load(em_module *m, const char *path, const em_load_opts *opts,
                          em_load_report *report)
 {
     if (!m || !path)
         return em_error(EM_ERR_INVALID_ARG, "em_module_load: %s is NULL", !m ? "module" : "path");
-    em_tensor_dict *d = is_zip(path) ? em_pt_load(path) : em_safetensors_load(path, NULL);
+    /* the format is told by content: a zip archive (torch.save since 1.6) or safetensors */
+    em_tensor_dict *d = st_load_any("em_module_load", path, NULL, NULL);
     if (!d) return em_last_status();
     em_load_report local = {0};
     em_status st = load_dict(m, d, opts, report ? report : &local, path);

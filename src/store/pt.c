@@ -3,21 +3,29 @@
  * torch's rebuild functions; it calls nothing and refuses every other opcode and global. */
 #include "store_impl.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <zip.h>
 
-#define PT_MAX_STACK   (1 << 20)
-#define PT_MAX_MARKS   (1 << 16)
-#define PT_MAX_MEMO    (1 << 20)
-#define PT_MAX_STRING  (64 << 20)
-#define PT_MAX_DEPTH   64
-#define PT_MAX_BYTES   ((size_t)1 << 30) /* interpreter memory */
-#define PT_MAX_PICKLE  ((zip_uint64_t)256 << 20)
-#define PT_MAX_ENTRY   ((zip_uint64_t)1 << 40)
-#define PT_MAX_ENTRIES 1000000
-#define PT_MAX_RATIO   200 /* uncompressed / compressed bytes of a deflated entry */
+#define PT_MAX_STACK  (1 << 20)
+#define PT_MAX_MARKS  (1 << 16)
+#define PT_MAX_MEMO   (1 << 20)
+#define PT_MAX_STRING (64 << 20)
+#define PT_MAX_DEPTH  64
+#define PT_MAX_ENTRY  ((zip_uint64_t)1 << 40)
+/* Budgets proportional to the pickle's size (times store_budget_scale). A pickle can point at
+ * one object from many places through its memo, so what it costs to walk or copy is not
+ * bounded by its size: these are. A plain state dict uses a small part of each. */
+#define PT_WORK_PER_BYTE 4 /* container items visited while collecting tensors */
+#define PT_WORK_BASE     65536
+#define PT_OUT_PER_BYTE  16 /* bytes of names (plus PT_OUT_ENTRY per tensor) listed */
+#define PT_OUT_ENTRY     256 /* about what a listed entry takes beyond its name */
+#define PT_OUT_BASE      (1 << 20)
+#define PT_MEM_PER_BYTE  32 /* interpreter memory */
+#define PT_MEM_BASE      (16 << 20)
 
 typedef enum pv_type {
     PV_NONE,
@@ -36,7 +44,6 @@ typedef enum pv_type {
 typedef enum g_kind { G_ORDERED_DICT, G_REBUILD_TENSOR, G_REBUILD_PARAM, G_STORAGE } g_kind;
 
 typedef struct pt_storage {
-    struct pt_storage *next;
     char key[64];
     em_dtype dtype;
     int64_t numel;
@@ -44,29 +51,47 @@ typedef struct pt_storage {
     unsigned char *data;
 } pt_storage;
 
-typedef struct pv pv;
-struct pv {
-    pv_type type;
-    int64_t i;
-    double f;
-    char *s;
-    pv **items; /* tuple/list items; dict: key, value, key, value... */
-    int64_t n, cap;
-    g_kind g;
-    em_dtype dtype; /* G_STORAGE */
-    pt_storage *st; /* storage, or a tensor's storage */
+/* A tensor: a strided view of a storage. `made` is the Ember tensor built for it, once, and
+ * shared by every name that reaches it (a tensor the pickle references twice is one tensor). */
+typedef struct pt_view {
+    struct pt_view *next;
+    pt_storage *st;
     int64_t offset;
     em_shape shape;
     int64_t strides[EM_MAX_RANK];
+    em_tensor *made;
+} pt_view;
+
+/* One unpickled object. The unions keep it at 40 bytes: small pickles of many objects take
+ * memory in proportion (interpreter memory is budgeted per byte of pickle). */
+typedef struct pv pv;
+struct pv {
+    uint8_t type;  /* pv_type */
+    uint8_t g;     /* g_kind of a PV_GLOBAL */
+    uint8_t dtype; /* em_dtype of a PV_GLOBAL storage class */
+    union {
+        int64_t i; /* PV_INT, PV_BOOL */
+        double f;  /* PV_FLOAT */
+    };
+    union {
+        char *s;        /* PV_STR (n bytes) */
+        pv **items;     /* tuple/list items; dict: key, value, key, value... */
+        pt_storage *st; /* PV_STORAGE */
+        pt_view *view;  /* PV_TENSOR */
+    };
+    int64_t n, cap;
 };
 
+/* The interpreter's objects live in 64 KiB chunks freed together. */
 typedef struct block {
     struct block *next;
+    size_t used, cap;
 } block;
 
 typedef struct vm {
     const unsigned char *p, *end;
     const char *who;
+    st_limits lim;
     pv **stack;
     int64_t sp, scap;
     int64_t *marks;
@@ -74,9 +99,18 @@ typedef struct vm {
     pv **memo;
     int64_t memocap;
     block *blocks;
-    size_t bytes;
-    pt_storage *storages;
+    uint64_t bytes, max_bytes; /* interpreter memory */
+    uint64_t work, max_work;   /* container items visited */
+    uint64_t out, max_out;     /* names listed */
+    uint64_t copied, max_copy; /* bytes of tensors copied out */
+    uint64_t storage_bytes;    /* in the storages the pickle declares */
+    uint64_t pickle_size;
+    pt_storage **storages; /* by first use */
+    int64_t nst, capst;
+    st_index st_ix; /* storages by key */
+    pt_view *views;
     zip_t *za;
+    uint64_t archive_size;
     const char *prefix;
 } vm;
 
@@ -92,17 +126,28 @@ static const struct {
 
 static void *vm_alloc(vm *m, size_t n)
 {
-    if (m->bytes + n > PT_MAX_BYTES) {
-        em_error(EM_ERR_FORMAT, "%s: pickle needs more than %zu bytes of memory", m->who,
-                 PT_MAX_BYTES);
-        return NULL;
+    n = (n + 15) & ~(size_t)15;
+    block *b = m->blocks;
+    if (!b || b->cap - b->used < n) {
+        size_t cap = n > 65536 ? n : 65536;
+        if (m->bytes + cap > m->max_bytes) {
+            em_error(EM_ERR_FORMAT,
+                     "%s: the pickle needs more than %llu bytes of memory to interpret (limits "
+                     "store_budget_scale, store_max_memory_mb)",
+                     m->who, (unsigned long long)m->max_bytes);
+            return NULL;
+        }
+        b = em_alloc(sizeof(block) + 16 + cap);
+        if (!b) return NULL;
+        b->next = m->blocks;
+        b->used = 0;
+        b->cap = cap;
+        m->blocks = b;
+        m->bytes += cap;
     }
-    block *b = em_alloc(16 + n);
-    if (!b) return NULL;
-    b->next = m->blocks;
-    m->blocks = b;
-    m->bytes += n;
-    void *r = (char *)b + 16; /* keeps 16-byte alignment after the link */
+    /* 16-byte aligned: the data starts 16 bytes after the 16-byte aligned header */
+    char *r = (char *)b + ((sizeof(block) + 15) & ~(size_t)15) + b->used;
+    b->used += n;
     memset(r, 0, n);
     return r;
 }
@@ -118,6 +163,18 @@ static bool fail(vm *m, const char *fmt, const char *arg)
 {
     char msg[1024];
     snprintf(msg, sizeof msg, fmt, arg);
+    em_error(EM_ERR_FORMAT, "%s: %s", m->who, msg);
+    return false;
+}
+
+static bool failf(vm *m, const char *fmt, ...) EM_PRINTF(2, 3);
+static bool failf(vm *m, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
     em_error(EM_ERR_FORMAT, "%s: %s", m->who, msg);
     return false;
 }
@@ -261,11 +318,31 @@ static pv *op_global(vm *m)
     return NULL;
 }
 
+static const char *storage_key_at(const void *ctx, int64_t i)
+{
+    return ((pt_storage *const *)ctx)[i]->key;
+}
+
 static pt_storage *find_storage(vm *m, const char *key)
 {
-    for (pt_storage *s = m->storages; s; s = s->next)
-        if (strcmp(s->key, key) == 0) return s;
-    return NULL;
+    int64_t i = st_index_find(&m->st_ix, key, storage_key_at, m->storages);
+    return i < 0 ? NULL : m->storages[i];
+}
+
+static bool add_storage(vm *m, pt_storage *st)
+{
+    if (m->nst == m->capst) {
+        int64_t nc = m->capst ? 2 * m->capst : 16;
+        pt_storage **ns = em_alloc((size_t)nc * sizeof *ns);
+        if (!ns) return false;
+        if (m->storages) memcpy(ns, m->storages, (size_t)m->nst * sizeof *ns);
+        em_free(m->storages);
+        m->storages = ns;
+        m->capst = nc;
+    }
+    if (!st_index_add(&m->st_ix, st->key, m->nst)) return false;
+    m->storages[m->nst++] = st;
+    return true;
 }
 
 /* BINPERSID: ("storage", torch.XStorage, key, location, numel). */
@@ -301,9 +378,10 @@ static pv *op_persid(vm *m, pv *pid)
         st->dtype = cls->dtype;
         st->numel = numel->i;
         st->index = -1;
-        size_t esz = em_dtype_size(st->dtype);
-        if ((uint64_t)st->numel > UINT64_MAX / esz) {
-            fail(m, "storage %s size overflows", key->s);
+        int64_t nbytes;
+        if (__builtin_mul_overflow(st->numel, (int64_t)em_dtype_size(st->dtype), &nbytes)) {
+            failf(m, "storage %s size overflows (%lld %s elements)", key->s, (long long)st->numel,
+                  em_dtype_name(st->dtype));
             return NULL;
         }
         if (m->za) {
@@ -315,20 +393,18 @@ static pv *op_persid(vm *m, pv *pid)
                 fail(m, "storage entry %s is missing from the archive", name);
                 return NULL;
             }
-            if (zs.size != (zip_uint64_t)st->numel * esz) {
-                char msg[400];
-                snprintf(msg, sizeof msg,
-                         "%s holds %llu bytes but the pickle declares %lld %s "
-                         "elements",
-                         name, (unsigned long long)zs.size, (long long)st->numel,
-                         em_dtype_name(st->dtype));
-                fail(m, "storage size mismatch: %s", msg);
+            if (zs.size != (zip_uint64_t)nbytes) {
+                failf(m,
+                      "storage size mismatch: %s holds %llu bytes but the pickle declares %lld "
+                      "%s elements",
+                      name, (unsigned long long)zs.size, (long long)st->numel,
+                      em_dtype_name(st->dtype));
                 return NULL;
             }
             st->index = idx;
         }
-        st->next = m->storages;
-        m->storages = st;
+        m->storage_bytes += (uint64_t)nbytes;
+        if (!add_storage(m, st)) return NULL;
     }
     pv *v = new_pv(m, PV_STORAGE);
     if (v) v->st = st;
@@ -355,42 +431,50 @@ static pv *rebuild_tensor(vm *m, pv *args)
     }
     pv *st = args->items[0], *off = args->items[1];
     pv *t = new_pv(m, PV_TENSOR);
-    if (!t) return NULL;
+    pt_view *v = t ? vm_alloc(m, sizeof *v) : NULL;
+    if (!v) return NULL;
+    t->view = v;
     int rank = 0, srank = 0;
     if (st->type != PV_STORAGE || off->type != PV_INT || off->i < 0 ||
-        !int_tuple(args->items[2], t->shape.dims, &rank) ||
-        !int_tuple(args->items[3], t->strides, &srank) || rank != srank) {
+        !int_tuple(args->items[2], v->shape.dims, &rank) ||
+        !int_tuple(args->items[3], v->strides, &srank) || rank != srank) {
         fail(m,
              "_rebuild_tensor_v2 arguments are malformed (storage, offset, size, stride; "
              "non-negative, rank <= 8)%s",
              "");
         return NULL;
     }
-    t->shape.rank = rank;
-    t->st = st->st;
-    t->offset = off->i;
-    /* Every element the view reaches must lie inside the storage. */
-    uint64_t numel = 1, last = (uint64_t)off->i;
+    v->shape.rank = rank;
+    v->st = st->st;
+    v->offset = off->i;
+    /* The element count and byte size must fit in int64 even when a dim is 0 (shape code
+     * multiplies dims in any order), and every element the view reaches must lie inside the
+     * storage. */
+    int64_t nonzero = 1, numel = 1, last = v->offset, bytes;
     for (int d = 0; d < rank; d++) {
-        uint64_t dim = (uint64_t)t->shape.dims[d], stride = (uint64_t)t->strides[d];
-        if (dim && numel > UINT64_MAX / dim)
-            numel = UINT64_MAX;
-        else
-            numel *= dim;
-        if (dim && (dim - 1) && stride > (UINT64_MAX / 2) / (dim - 1))
-            last = UINT64_MAX;
-        else if (dim && last != UINT64_MAX)
-            last += (dim - 1) * stride;
-        if (last > (uint64_t)INT64_MAX) last = UINT64_MAX;
+        int64_t dim = v->shape.dims[d], reach;
+        if (dim == 0) {
+            numel = 0;
+            continue;
+        }
+        if (__builtin_mul_overflow(nonzero, dim, &nonzero)) {
+            fail(m, "tensor element count overflows%s", "");
+            return NULL;
+        }
+        if (last >= 0 && (__builtin_mul_overflow(dim - 1, v->strides[d], &reach) ||
+                          __builtin_add_overflow(last, reach, &last)))
+            last = -1; /* beyond any storage */
     }
-    if (numel > (uint64_t)INT64_MAX / 8) {
-        fail(m, "tensor element count overflows%s", "");
+    if (__builtin_mul_overflow(nonzero, (int64_t)em_dtype_size(v->st->dtype), &bytes)) {
+        fail(m, "tensor byte size overflows%s", "");
         return NULL;
     }
-    if (numel ? last >= (uint64_t)t->st->numel : (uint64_t)off->i > (uint64_t)t->st->numel) {
-        fail(m, "tensor view reaches past the end of storage %s", t->st->key);
+    if (numel ? last < 0 || last >= v->st->numel : v->offset > v->st->numel) {
+        fail(m, "tensor view reaches past the end of storage %s", v->st->key);
         return NULL;
     }
+    v->next = m->views;
+    m->views = v;
     return t;
 }
 
@@ -684,7 +768,10 @@ static bool run(vm *m, pv **result)
 
 static void vm_free(vm *m)
 {
-    for (pt_storage *s = m->storages; s; s = s->next) em_free(s->data);
+    for (pt_view *v = m->views; v; v = v->next) em_release(v->made);
+    for (int64_t i = 0; i < m->nst; i++) em_free(m->storages[i]->data);
+    em_free(m->storages);
+    st_index_free(&m->st_ix);
     block *b = m->blocks;
     while (b) {
         block *n = b->next;
@@ -731,8 +818,9 @@ static int cmp_str(const void *a, const void *b)
 static bool check_archive(vm *m, zip_int64_t *pkl, zip_uint64_t *pkl_size, char *prefix, size_t cap)
 {
     zip_int64_t n = zip_get_num_entries(m->za, 0);
-    if (n <= 0 || n > PT_MAX_ENTRIES) {
-        em_error(EM_ERR_FORMAT, "%s: archive has %lld entries", m->who, (long long)n);
+    if (n <= 0 || (uint64_t)n > m->lim.zip_entries) {
+        em_error(EM_ERR_FORMAT, "%s: archive has %lld entries (at most %llu: store_zip_entries)",
+                 m->who, (long long)n, (unsigned long long)m->lim.zip_entries);
         return false;
     }
     const char **names = em_alloc((size_t)n * sizeof *names);
@@ -751,12 +839,27 @@ static bool check_archive(vm *m, zip_int64_t *pkl, zip_uint64_t *pkl_size, char 
             ok = fail(m, "zip entry name \"%.200s\" is unsafe", st.name);
             break;
         }
+        /* Sizes are checked before anything is read: an entry cannot hold more than the
+         * archive, a stored entry inflates to itself, and a compressed one at most
+         * store_zip_ratio times (zip bombs are refused before anything is inflated). */
+        uint64_t max_inflated;
+        if (__builtin_mul_overflow((uint64_t)st.comp_size, m->lim.zip_ratio, &max_inflated))
+            max_inflated = UINT64_MAX;
+        if (st.comp_size > m->archive_size ||
+            (st.comp_method == ZIP_CM_STORE && st.size != st.comp_size)) {
+            char msg[300];
+            snprintf(msg, sizeof msg, "%.200s declares %llu bytes from %llu in a %llu-byte file",
+                     st.name, (unsigned long long)st.size, (unsigned long long)st.comp_size,
+                     (unsigned long long)m->archive_size);
+            ok = fail(m, "truncated or damaged zip archive: %s", msg);
+            break;
+        }
         if (st.size > PT_MAX_ENTRY ||
-            (st.comp_method != ZIP_CM_STORE && st.size > 4096 + PT_MAX_RATIO * st.comp_size)) {
+            (st.comp_method != ZIP_CM_STORE && st.size > 4096 + max_inflated)) {
             char msg[300];
             snprintf(msg, sizeof msg, "%.200s declares %llu bytes from %llu compressed", st.name,
                      (unsigned long long)st.size, (unsigned long long)st.comp_size);
-            ok = fail(m, "zip entry too large (zip bomb?): %s", msg);
+            ok = fail(m, "zip entry too large (zip bomb?): %s (store_zip_ratio)", msg);
             break;
         }
         const char *slash = strchr(st.name, '/');
@@ -781,7 +884,9 @@ static bool check_archive(vm *m, zip_int64_t *pkl, zip_uint64_t *pkl_size, char 
                   "no data.pkl in the archive (not a torch.save file, or a TorchScript/"
                   "legacy format)%s",
                   "");
-    if (ok && *pkl_size > PT_MAX_PICKLE) ok = fail(m, "data.pkl larger than %s bytes", "268435456");
+    if (ok && *pkl_size > m->lim.max_pickle)
+        ok = failf(m, "data.pkl is %llu bytes, more than the limit of %llu (store_max_pickle)",
+                   (unsigned long long)*pkl_size, (unsigned long long)m->lim.max_pickle);
     for (zip_int64_t i = 0; i < n && ok; i++) {
         size_t plen = strlen(prefix);
         if (strncmp(names[i], prefix, plen) != 0) {
@@ -834,33 +939,94 @@ static bool load_storage(vm *m, pt_storage *s)
     return read_entry(m, s->index, s->data, nb);
 }
 
-static bool emit_tensor(vm *m, sink *out, const char *name, const pv *t)
+/* Copies the view into row-major order, one run of the innermost dim at a time when its
+ * stride is 1. dims: the view's sizes (expanded dims already set to 1). */
+static void gather(const pt_view *v, const int64_t *dims, size_t esz, unsigned char *out)
 {
-    em_dtype dt = t->st->dtype;
-    size_t esz = em_dtype_size(dt);
-    int64_t numel = em_shape_numel(t->shape);
-    if (out->info)
-        return st_info_add(out->info, name, dt, t->shape, numel * (int64_t)esz, -1) == EM_OK;
-    if (!load_storage(m, t->st)) return false;
-    unsigned char *buf = em_alloc(numel ? (size_t)numel * esz : 1);
-    if (!buf) return false;
-    /* Gathers the strided view into row-major order. */
+    int rank = v->shape.rank;
+    int64_t numel = 1;
+    for (int d = 0; d < rank; d++) numel *= dims[d];
+    if (!numel) return;
+    int64_t run = rank && v->strides[rank - 1] == 1 ? dims[rank - 1] : 1;
+    int outer = run > 1 ? rank - 1 : rank;
     int64_t idx[EM_MAX_RANK] = {0};
-    for (int64_t k = 0; k < numel; k++) {
-        int64_t off = t->offset;
-        for (int d = 0; d < t->shape.rank; d++) off += idx[d] * t->strides[d];
-        memcpy(buf + (size_t)k * esz, t->st->data + (size_t)off * esz, esz);
-        for (int d = t->shape.rank - 1; d >= 0; d--) {
-            if (++idx[d] < t->shape.dims[d]) break;
+    for (int64_t k = 0; k < numel; k += run) {
+        int64_t off = v->offset;
+        for (int d = 0; d < outer; d++) off += idx[d] * v->strides[d];
+        memcpy(out + (size_t)k * esz, v->st->data + (size_t)off * esz, (size_t)run * esz);
+        for (int d = outer - 1; d >= 0; d--) {
+            if (++idx[d] < dims[d]) break;
             idx[d] = 0;
         }
     }
-    em_tensor *x = em_from_blob(buf, dt, t->shape, st_free_deleter, NULL);
+}
+
+/* The Ember tensor of a view: its elements copied out, except that dims of stride 0 (an
+ * expanded tensor) stay expanded: the copy holds one element along them and the result is an
+ * em_expand view, so a file cannot make the reader materialise a broadcast. The bytes copied
+ * are bounded by store_expand_ratio times the storage in the file (overlapping strides can
+ * reach one element many times). */
+static em_tensor *make_tensor(vm *m, const char *name, pt_view *v)
+{
+    em_dtype dt = v->st->dtype;
+    size_t esz = em_dtype_size(dt);
+    int64_t dims[EM_MAX_RANK];
+    bool expanded = false;
+    uint64_t numel = 1;
+    for (int d = 0; d < v->shape.rank; d++) {
+        dims[d] = v->strides[d] == 0 && v->shape.dims[d] > 1 ? 1 : v->shape.dims[d];
+        expanded = expanded || dims[d] != v->shape.dims[d];
+        numel *= (uint64_t)dims[d]; /* cannot overflow: the full shape's count fits */
+    }
+    uint64_t bytes = numel * esz;
+    uint64_t allowed = st_budget(m->lim.expand_ratio, m->storage_bytes, 0, 1);
+    if (allowed < m->lim.expand_min) allowed = m->lim.expand_min;
+    if (bytes > allowed - m->copied || m->copied > allowed) {
+        failf(m,
+              "materialising tensor \"%.200s\" needs %llu bytes (%llu copied before it), more "
+              "than %llu times the %llu bytes of storage in the file (overlapping strides?; "
+              "limits store_expand_ratio, store_expand_min_mb)",
+              name, (unsigned long long)bytes, (unsigned long long)m->copied,
+              (unsigned long long)m->lim.expand_ratio, (unsigned long long)m->storage_bytes);
+        return NULL;
+    }
+    m->copied += bytes;
+    if (!load_storage(m, v->st)) return NULL;
+    unsigned char *buf = em_alloc(bytes ? (size_t)bytes : 1);
+    if (!buf) return NULL;
+    gather(v, dims, esz, buf);
+    em_shape compact = {.rank = v->shape.rank};
+    memcpy(compact.dims, dims, sizeof dims);
+    em_tensor *x = st_own(em_from_blob(buf, dt, compact, st_free_deleter, NULL));
     if (!x) {
         em_free(buf);
-        return false;
+        return NULL;
     }
-    return st_dict_add_owned(out->dict, name, st_own(x)) == EM_OK;
+    if (!expanded) return x;
+    em_tensor *e = st_own(em_expand(x, v->shape));
+    em_release(x);
+    return e;
+}
+
+static bool emit_tensor(vm *m, sink *out, const char *name, pt_view *v)
+{
+    size_t len = strlen(name);
+    m->out += len + PT_OUT_ENTRY;
+    if (m->out > m->max_out)
+        return failf(m,
+                     "the pickle lists more tensors and names than its output budget allows "
+                     "(%llu bytes for a %llu-byte pickle; shared references multiply names; "
+                     "limit store_budget_scale)",
+                     (unsigned long long)m->max_out, (unsigned long long)m->pickle_size);
+    em_dtype dt = v->st->dtype;
+    int64_t numel = em_shape_numel(v->shape);
+    if (out->info)
+        return st_info_add(out->info, m->who, name, dt, v->shape,
+                           numel * (int64_t)em_dtype_size(dt), -1) == EM_OK;
+    if (em_tensor_dict_get(out->dict, name))
+        return failf(m, "duplicate tensor name \"%.200s\"", name);
+    if (!v->made && !(v->made = make_tensor(m, name, v))) return false;
+    return em_tensor_dict_add(out->dict, name, v->made) == EM_OK;
 }
 
 static bool walk(vm *m, sink *out, const pv *v, const char *prefix, int depth)
@@ -869,6 +1035,13 @@ static bool walk(vm *m, sink *out, const pv *v, const char *prefix, int depth)
     bool dict = v->type == PV_DICT;
     int64_t step = dict ? 2 : 1;
     for (int64_t i = 0; i < v->n; i += step) {
+        /* Shared references can reach one container from many places (62 levels of [m, m]
+         * are 2^62 paths): the whole walk has a budget proportional to the pickle. */
+        if (++m->work > m->max_work)
+            return failf(m,
+                         "the pickle exceeds its work budget (%llu container items visited; "
+                         "shared references multiply work; limit store_budget_scale)",
+                         (unsigned long long)m->max_work);
         const pv *key = dict ? v->items[i] : NULL, *val = v->items[dict ? i + 1 : i];
         char name[1024];
         if (!dict)
@@ -881,7 +1054,7 @@ static bool walk(vm *m, sink *out, const pv *v, const char *prefix, int depth)
             continue;
         if (strlen(name) >= sizeof name - 1) return fail(m, "tensor name too long: %.200s", name);
         if (val->type == PV_TENSOR) {
-            if (!emit_tensor(m, out, name, val)) return false;
+            if (!emit_tensor(m, out, name, val->view)) return false;
         } else if (val->type == PV_DICT || val->type == PV_LIST || val->type == PV_TUPLE) {
             size_t l = strlen(name);
             name[l] = '.';
@@ -892,9 +1065,12 @@ static bool walk(vm *m, sink *out, const pv *v, const char *prefix, int depth)
     return true;
 }
 
-static bool flatten(vm *m, sink *out, const pv *root)
+static bool flatten(vm *m, sink *out, const pv *root, uint64_t pickle_size)
 {
-    if (root->type == PV_TENSOR) return emit_tensor(m, out, "tensor", root);
+    m->pickle_size = pickle_size;
+    m->max_work = st_budget(PT_WORK_PER_BYTE, pickle_size, PT_WORK_BASE, m->lim.budget_scale);
+    m->max_out = st_budget(PT_OUT_PER_BYTE, pickle_size, PT_OUT_BASE, m->lim.budget_scale);
+    if (root->type == PV_TENSOR) return emit_tensor(m, out, "tensor", root->view);
     if (root->type != PV_DICT) return fail(m, "the file does not hold a dict of tensors%s", "");
     for (int64_t i = 0; i < root->n; i += 2) {
         const pv *k = root->items[i], *v = root->items[i + 1];
@@ -906,6 +1082,14 @@ static bool flatten(vm *m, sink *out, const pv *root)
 }
 
 /* ---- entry points ------------------------------------------------------------------------ */
+
+static void vm_init(vm *m, const char *who, uint64_t pickle_size)
+{
+    m->who = who;
+    m->lim = st_get_limits();
+    uint64_t mem = st_budget(PT_MEM_PER_BYTE, pickle_size, PT_MEM_BASE, m->lim.budget_scale);
+    m->max_bytes = mem < m->lim.max_memory ? mem : m->lim.max_memory;
+}
 
 static bool import(vm *m, sink *out)
 {
@@ -919,23 +1103,49 @@ static bool import(vm *m, sink *out)
     bool ok = read_entry(m, pkl, text, pkl_size);
     pv *root = NULL;
     if (ok) {
+        /* A compressed data.pkl can be 200 times its bytes in the file: the budgets follow
+         * what the file holds, whichever is smaller. */
+        uint64_t budget_size = pkl_size < m->archive_size ? pkl_size : m->archive_size;
+        vm_init(m, m->who, budget_size);
         m->p = text;
         m->end = text + pkl_size;
-        ok = run(m, &root) && flatten(m, out, root);
+        ok = run(m, &root) && flatten(m, out, root, budget_size);
     }
     em_free(text);
     return ok;
 }
 
-static zip_t *open_archive(const char *path, const void *data, size_t size, const char *who)
+/* Opens the archive from fd (taking it) or from memory. A file that is not a zip archive is
+ * named for what it is (a legacy pickle, a safetensors file); one that starts as a zip but
+ * does not open is "truncated or damaged". */
+static zip_t *open_archive(int fd, const void *data, size_t size, const char *who)
 {
+    unsigned char head[512] = {0};
+    size_t got = 0;
+    if (fd >= 0) {
+        got = st_head(fd, head, sizeof head);
+    } else {
+        got = size < sizeof head ? size : sizeof head;
+        if (got) memcpy(head, data, got);
+    }
+    st_format f = st_sniff(head, got);
+    if (f != ST_FMT_ZIP) {
+        if (fd >= 0) close(fd);
+        em_error(EM_ERR_FORMAT,
+                 "%s: not a PyTorch zip archive (torch.save writes one since PyTorch 1.6): %s", who,
+                 st_format_desc(f));
+        return NULL;
+    }
     zip_error_t ze;
     zip_error_init(&ze);
     zip_t *za = NULL;
-    if (path) {
+    if (fd >= 0) {
         int code = 0;
-        za = zip_open(path, ZIP_RDONLY | ZIP_CHECKCONS, &code);
-        if (!za) zip_error_init_with_code(&ze, code);
+        za = zip_fdopen(fd, ZIP_RDONLY | ZIP_CHECKCONS, &code);
+        if (!za) {
+            zip_error_init_with_code(&ze, code);
+            close(fd);
+        }
     } else {
         zip_source_t *src = zip_source_buffer_create(data, size, 0, &ze);
         if (src) {
@@ -945,26 +1155,56 @@ static zip_t *open_archive(const char *path, const void *data, size_t size, cons
     }
     if (!za) {
         int zc = zip_error_code_zip(&ze);
-        bool io = path && (zc == ZIP_ER_OPEN || zc == ZIP_ER_NOENT || zc == ZIP_ER_READ);
-        em_error(io ? EM_ERR_IO : EM_ERR_FORMAT,
-                 "%s: not a readable zip archive (%s); legacy (pre-1.6) and tar .pt files are not "
-                 "supported",
-                 who, zip_error_strerror(&ze));
+        if (zc == ZIP_ER_MEMORY)
+            em_error(EM_ERR_OOM, "%s: out of memory opening the zip archive", who);
+        else if (zc == ZIP_ER_READ || zc == ZIP_ER_SEEK)
+            em_error(EM_ERR_IO, "%s: cannot read the file (%s)", who, zip_error_strerror(&ze));
+        else
+            em_error(EM_ERR_FORMAT, "%s: truncated or damaged zip archive (%s)", who,
+                     zip_error_strerror(&ze));
     }
     zip_error_fini(&ze);
     return za;
 }
 
-static bool pt_run(const char *path, const void *data, size_t size, const char *who, sink *out)
+static bool pt_run(int fd, const void *data, size_t size, const char *who, sink *out)
 {
-    zip_t *za = open_archive(path, data, size, who);
+    zip_t *za = open_archive(fd, data, size, who);
     if (!za) return false;
-    vm m = {.who = who, .za = za};
+    vm m = {.who = who, .lim = st_get_limits(), .za = za, .archive_size = size};
     bool ok = import(&m, out);
     vm_free(&m);
     zip_discard(za);
     if (!ok && !em_failed()) em_error(EM_ERR_OOM, "%s: out of memory", who);
     return ok;
+}
+
+em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who)
+{
+    sink out = {.dict = em_tensor_dict_new()};
+    if (!out.dict) {
+        close(fd);
+        return NULL;
+    }
+    if (!pt_run(fd, NULL, (size_t)size, who, &out)) {
+        em_tensor_dict_free(out.dict);
+        return NULL;
+    }
+    return out.dict;
+}
+
+em_store_info *pt_inspect_fd(int fd, uint64_t size, const char *who)
+{
+    sink out = {.info = st_info_new()};
+    if (!out.info) {
+        close(fd);
+        return NULL;
+    }
+    if (!pt_run(fd, NULL, (size_t)size, who, &out)) {
+        em_store_info_free(out.info);
+        return NULL;
+    }
+    return out.info;
 }
 
 em_tensor_dict *em_pt_load(const char *path)
@@ -973,15 +1213,12 @@ em_tensor_dict *em_pt_load(const char *path)
         em_error(EM_ERR_INVALID_ARG, "em_pt_load: path is NULL");
         return NULL;
     }
+    uint64_t size;
+    int fd = st_open("em_pt_load", path, &size);
+    if (fd < 0) return NULL;
     char who[512];
     snprintf(who, sizeof who, "em_pt_load: %s", path);
-    sink out = {.dict = em_tensor_dict_new()};
-    if (!out.dict) return NULL;
-    if (!pt_run(path, NULL, 0, who, &out)) {
-        em_tensor_dict_free(out.dict);
-        return NULL;
-    }
-    return out.dict;
+    return pt_load_fd(fd, size, who);
 }
 
 em_tensor_dict *em_pt_load_memory(const void *data, size_t size, const char *name)
@@ -994,7 +1231,7 @@ em_tensor_dict *em_pt_load_memory(const void *data, size_t size, const char *nam
     }
     sink out = {.dict = em_tensor_dict_new()};
     if (!out.dict) return NULL;
-    if (!pt_run(NULL, data, size, who, &out)) {
+    if (!pt_run(-1, data, size, who, &out)) {
         em_tensor_dict_free(out.dict);
         return NULL;
     }
@@ -1007,25 +1244,23 @@ em_store_info *em_pt_inspect(const char *path)
         em_error(EM_ERR_INVALID_ARG, "em_pt_inspect: path is NULL");
         return NULL;
     }
+    uint64_t size;
+    int fd = st_open("em_pt_inspect", path, &size);
+    if (fd < 0) return NULL;
     char who[512];
     snprintf(who, sizeof who, "em_pt_inspect: %s", path);
-    sink out = {.info = st_info_new()};
-    if (!out.info) return NULL;
-    if (!pt_run(path, NULL, 0, who, &out)) {
-        em_store_info_free(out.info);
-        return NULL;
-    }
-    return out.info;
+    return pt_inspect_fd(fd, size, who);
 }
 
 em_status pt_unpickle_memory(const void *data, size_t size, const char *name)
 {
     char who[512];
     snprintf(who, sizeof who, "pt_unpickle: %s", name ? name : "<memory>");
-    vm m = {.who = who, .p = data, .end = (const unsigned char *)data + size, .prefix = ""};
+    vm m = {.p = data, .end = (const unsigned char *)data + size, .prefix = ""};
+    vm_init(&m, who, size);
     sink out = {.info = st_info_new()};
     pv *root = NULL;
-    bool ok = out.info && run(&m, &root) && flatten(&m, &out, root);
+    bool ok = out.info && run(&m, &root) && flatten(&m, &out, root, size);
     vm_free(&m);
     em_store_info_free(out.info);
     if (!ok && !em_failed()) em_error(EM_ERR_OOM, "%s: out of memory", who);

@@ -8,11 +8,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-#define ST_MAX_HEADER 100000000ull
 
 static const struct {
     const char *name;
@@ -91,7 +91,9 @@ static bool parse_entry(const js_value *v, const char *fname, st_ent *e)
     e->name = name;
     e->dtype = (em_dtype)dtype;
     e->shape.rank = (int)sh->n;
-    uint64_t numel = 1;
+    /* Zero dims make the element count 0, but the other dims' product must still fit: shape
+     * code multiplies dims in any order (em_shape_numel on [2^32, 2^32 - 1, 0] overflows). */
+    int64_t nonzero = 1, numel = 1;
     int d = 0;
     for (const js_value *c = sh->child; c; c = c->next, d++) {
         uint64_t dim;
@@ -99,14 +101,15 @@ static bool parse_entry(const js_value *v, const char *fname, st_ent *e)
             return BAD("%s: tensor \"%.200s\": shape entries must be non-negative integers", fname,
                        name);
         e->shape.dims[d] = (int64_t)dim;
-        if (dim && numel > UINT64_MAX / dim)
+        if (dim == 0)
+            numel = 0;
+        else if (__builtin_mul_overflow(nonzero, (int64_t)dim, &nonzero))
             return BAD("%s: tensor \"%.200s\": element count overflows", fname, name);
-        numel *= dim;
     }
-    uint64_t esz = em_dtype_size(e->dtype);
-    if (numel > UINT64_MAX / esz || numel * esz > (uint64_t)INT64_MAX)
+    int64_t esz = (int64_t)em_dtype_size(e->dtype), bytes;
+    if (__builtin_mul_overflow(nonzero, esz, &bytes))
         return BAD("%s: tensor \"%.200s\": byte size overflows", fname, name);
-    e->nbytes = numel * esz;
+    e->nbytes = numel ? (uint64_t)bytes : 0;
     if (off->type != JS_ARR || off->n != 2 || !js_get_u64(off->child, &e->begin) ||
         !js_get_u64(off->child->next, &e->end))
         return BAD("%s: tensor \"%.200s\": data_offsets must be two non-negative integers", fname,
@@ -121,45 +124,64 @@ static bool parse_entry(const js_value *v, const char *fname, st_ent *e)
     return true;
 }
 
+/* When the file's first bytes show another format (a zip, a pickle), says so and returns true:
+ * a .pt file handed to the safetensors reader is named as such, not as a bad header length. */
+static bool other_format(const unsigned char *head, size_t head_len, const char *fname)
+{
+    st_format f = st_sniff(head, head_len);
+    if (f == ST_FMT_SAFETENSORS || f == ST_FMT_UNKNOWN) return false;
+    em_error(EM_ERR_FORMAT, "%s: not a safetensors file: %s", fname, st_format_desc(f));
+    return true;
+}
+
+/* Checks the 8-byte header length against the file size and the limit; *n gets it. head holds
+ * the first head_len bytes of the file. */
+static bool check_length(const unsigned char *head, size_t head_len, uint64_t file_size,
+                         const char *fname, uint64_t *n)
+{
+    if (file_size < 8)
+        return other_format(head, head_len, fname)
+                   ? false
+                   : BAD("%s: file is %llu bytes, shorter than the 8-byte header length field",
+                         fname, (unsigned long long)file_size);
+    *n = read_le64(head);
+    uint64_t max = st_get_limits().max_header;
+    if (*n == 0)
+        return other_format(head, head_len, fname) ? false : BAD("%s: header length is 0", fname);
+    if (*n > UINT64_MAX - 8)
+        return other_format(head, head_len, fname)
+                   ? false
+                   : BAD("%s: header length %llu overflows", fname, (unsigned long long)*n);
+    if (*n > max)
+        return other_format(head, head_len, fname)
+                   ? false
+                   : BAD("%s: header length %llu exceeds the limit of %llu bytes "
+                         "(store_max_header)",
+                         fname, (unsigned long long)*n, (unsigned long long)max);
+    if (8 + *n > file_size)
+        return other_format(head, head_len, fname)
+                   ? false
+                   : BAD("%s: header length %llu runs past the end of the file (%llu bytes)", fname,
+                         (unsigned long long)*n, (unsigned long long)file_size);
+    if (head_len > 8 && head[8] != '{')
+        return other_format(head, head_len, fname)
+                   ? false
+                   : BAD("%s: header does not begin with '{'", fname);
+    return true;
+}
+
 /* Validates the header at buf (the first 8 + N bytes of a file of file_size bytes; buf_len is
  * how many bytes buf holds). Returns the entries in file order. */
 static em_store_info *parse_header(const unsigned char *buf, size_t buf_len, uint64_t file_size,
                                    const char *fname)
 {
-    if (file_size < 8) {
-        em_error(EM_ERR_FORMAT,
-                 "%s: file is %llu bytes, shorter than the 8-byte header length field", fname,
-                 (unsigned long long)file_size);
-        return NULL;
-    }
-    uint64_t n = read_le64(buf);
-    if (n == 0) {
-        em_error(EM_ERR_FORMAT, "%s: header length is 0", fname);
-        return NULL;
-    }
-    if (n > UINT64_MAX - 8) {
-        em_error(EM_ERR_FORMAT, "%s: header length %llu overflows", fname, (unsigned long long)n);
-        return NULL;
-    }
-    if (n > ST_MAX_HEADER) {
-        em_error(EM_ERR_FORMAT, "%s: header length %llu exceeds the limit of %llu bytes", fname,
-                 (unsigned long long)n, ST_MAX_HEADER);
-        return NULL;
-    }
-    if (8 + n > file_size) {
-        em_error(EM_ERR_FORMAT, "%s: header length %llu runs past the end of the file (%llu bytes)",
-                 fname, (unsigned long long)n, (unsigned long long)file_size);
-        return NULL;
-    }
+    uint64_t n;
+    if (!check_length(buf, buf_len, file_size, fname, &n)) return NULL;
     if (buf_len < 8 + n) {
         em_error(EM_ERR_INTERNAL, "%s: header buffer too short", fname);
         return NULL;
     }
     const char *text = (const char *)buf + 8;
-    if (text[0] != '{') {
-        em_error(EM_ERR_FORMAT, "%s: header does not begin with '{'", fname);
-        return NULL;
-    }
     js_doc *doc = js_parse(text, (size_t)n, fname);
     if (!doc) return NULL;
     const js_value *root = js_root(doc);
@@ -220,8 +242,8 @@ static em_store_info *parse_header(const unsigned char *buf, size_t buf_len, uin
         goto fail;
     }
     for (int64_t i = 0; i < ne; i++)
-        if (st_info_add(info, ents[i].name, ents[i].dtype, ents[i].shape, (int64_t)ents[i].nbytes,
-                        (int64_t)(8 + n + ents[i].begin)) != EM_OK)
+        if (st_info_add(info, fname, ents[i].name, ents[i].dtype, ents[i].shape,
+                        (int64_t)ents[i].nbytes, (int64_t)(8 + n + ents[i].begin)) != EM_OK)
             goto fail;
     em_free(ents);
     js_free(doc);
@@ -298,36 +320,20 @@ fail:
     return NULL;
 }
 
-em_tensor_dict *em_safetensors_load(const char *path, const em_safetensors_opts *opts)
+em_tensor_dict *st_safetensors_load_fd(int fd, uint64_t file_size, const char *who, bool copy)
 {
-    if (!path) {
-        em_error(EM_ERR_INVALID_ARG, "em_safetensors_load: path is NULL");
-        return NULL;
-    }
-    bool copy = opts && opts->copy;
-    char who[512];
-    snprintf(who, sizeof who, "em_safetensors_load: %s", path);
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (fd < 0) {
-        em_error(EM_ERR_IO, "em_safetensors_load: cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        em_error(EM_ERR_IO, "em_safetensors_load: %s is not a regular file", path);
+    unsigned char head[512];
+    size_t got = st_head(fd, head, sizeof head);
+    uint64_t n;
+    if (!check_length(head, got, file_size, who, &n) || file_size > SIZE_MAX) {
         close(fd);
         return NULL;
     }
-    size_t size = (size_t)st.st_size;
-    if (size < 8) {
-        close(fd);
-        parse_header(NULL, 0, size, who);
-        return NULL;
-    }
+    size_t size = (size_t)file_size;
     void *base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (base == MAP_FAILED) {
-        em_error(EM_ERR_IO, "em_safetensors_load: cannot map %s: %s", path, strerror(errno));
+        em_error(EM_ERR_IO, "%s: cannot map the file: %s", who, strerror(errno));
         return NULL;
     }
     em_store_info *info = parse_header(base, size, size, who);
@@ -356,6 +362,20 @@ em_tensor_dict *em_safetensors_load(const char *path, const em_safetensors_opts 
     return d;
 }
 
+em_tensor_dict *em_safetensors_load(const char *path, const em_safetensors_opts *opts)
+{
+    if (!path) {
+        em_error(EM_ERR_INVALID_ARG, "em_safetensors_load: path is NULL");
+        return NULL;
+    }
+    uint64_t size;
+    int fd = st_open("em_safetensors_load", path, &size);
+    if (fd < 0) return NULL;
+    char who[512];
+    snprintf(who, sizeof who, "em_safetensors_load: %s", path);
+    return st_safetensors_load_fd(fd, size, who, opts && opts->copy);
+}
+
 em_tensor_dict *em_safetensors_load_memory(const void *data, size_t size, const char *name)
 {
     char who[512];
@@ -371,48 +391,37 @@ em_tensor_dict *em_safetensors_load_memory(const void *data, size_t size, const 
     return d;
 }
 
+em_store_info *st_safetensors_inspect_fd(int fd, uint64_t size, const char *who)
+{
+    unsigned char head[512];
+    size_t got = st_head(fd, head, sizeof head);
+    uint64_t n;
+    em_store_info *info = NULL;
+    if (!check_length(head, got, size, who, &n)) goto out;
+    unsigned char *buf = em_alloc((size_t)(8 + n));
+    if (!buf) goto out;
+    if (st_head(fd, buf, (size_t)(8 + n)) != 8 + n)
+        em_error(EM_ERR_IO, "%s: short read: %s", who, strerror(errno));
+    else
+        info = parse_header(buf, (size_t)(8 + n), size, who);
+    em_free(buf);
+out:
+    close(fd);
+    return info;
+}
+
 em_store_info *em_safetensors_inspect(const char *path)
 {
     if (!path) {
         em_error(EM_ERR_INVALID_ARG, "em_safetensors_inspect: path is NULL");
         return NULL;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        em_error(EM_ERR_IO, "em_safetensors_inspect: cannot open %s: %s", path, strerror(errno));
-        return NULL;
-    }
+    uint64_t size;
+    int fd = st_open("em_safetensors_inspect", path, &size);
+    if (fd < 0) return NULL;
     char who[512];
     snprintf(who, sizeof who, "em_safetensors_inspect: %s", path);
-    struct stat st;
-    unsigned char head[8] = {0};
-    em_store_info *info = NULL;
-    if (fstat(fileno(f), &st) != 0) {
-        em_error(EM_ERR_IO, "em_safetensors_inspect: cannot stat %s", path);
-        goto out;
-    }
-    uint64_t size = (uint64_t)st.st_size;
-    size_t got = fread(head, 1, 8, f);
-    if (got < 8 || size < 8) {
-        parse_header(head, got, size, who);
-        goto out;
-    }
-    uint64_t n = read_le64(head);
-    if (n == 0 || n > ST_MAX_HEADER || 8 + n > size) {
-        parse_header(head, 8, size, who); /* reports the problem */
-        goto out;
-    }
-    unsigned char *buf = em_alloc((size_t)(8 + n));
-    if (!buf) goto out;
-    memcpy(buf, head, 8);
-    if (fread(buf + 8, 1, (size_t)n, f) != n)
-        em_error(EM_ERR_IO, "em_safetensors_inspect: short read on %s", path);
-    else
-        info = parse_header(buf, (size_t)(8 + n), size, who);
-    em_free(buf);
-out:
-    fclose(f);
-    return info;
+    return st_safetensors_inspect_fd(fd, size, who);
 }
 
 /* ---- saving ------------------------------------------------------------------------------ */
@@ -617,6 +626,124 @@ static void fsync_dir(const char *path)
     }
 }
 
+/* Where a save goes: path, or the file a symbolic link at path points to (the link stays and
+ * the file it names is replaced). Directories, devices, FIFOs and sockets are refused, so a
+ * save never turns /dev/null into a regular file. em_free the result. */
+static char *save_target(const char *path)
+{
+    struct stat st;
+    if (lstat(path, &st) != 0) {
+        if (errno == ENOENT) return st_strdup(path);
+        em_error(EM_ERR_IO, "em_safetensors_save: cannot stat %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    char *target = NULL;
+    if (S_ISLNK(st.st_mode)) {
+        char *real = realpath(path, NULL);
+        if (!real || stat(real, &st) != 0) {
+            em_error(EM_ERR_IO, "em_safetensors_save: %s is a symbolic link to a missing file",
+                     path);
+            free(real);
+            return NULL;
+        }
+        target = st_strdup(real);
+        free(real);
+    } else {
+        target = st_strdup(path);
+    }
+    if (!target) return NULL;
+    if (!S_ISREG(st.st_mode)) {
+        const char *kind = S_ISDIR(st.st_mode)    ? "a directory"
+                           : S_ISCHR(st.st_mode)  ? "a character device"
+                           : S_ISBLK(st.st_mode)  ? "a block device"
+                           : S_ISFIFO(st.st_mode) ? "a FIFO"
+                                                  : "not a regular file";
+        em_error(EM_ERR_IO, "em_safetensors_save: %s is %s; only regular files are replaced", path,
+                 kind);
+        em_free(target);
+        return NULL;
+    }
+    return target;
+}
+
+/* Splits path into its directory ("." when none) and file name; em_free *dir. */
+static bool split_path(const char *path, char **dir, const char **base)
+{
+    const char *slash = strrchr(path, '/');
+    *base = slash ? slash + 1 : path;
+    size_t dlen = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
+    *dir = em_alloc(dlen + 1);
+    if (!*dir) return false;
+    memcpy(*dir, slash ? path : ".", dlen);
+    (*dir)[dlen] = 0;
+    return true;
+}
+
+/* Whether name is a temporary file of a save to base: ".base.XXXXXX" (mkstemp's 6 letters). */
+static bool is_temp_of(const char *name, const char *base)
+{
+    size_t bl = strlen(base);
+    if (name[0] != '.' || strncmp(name + 1, base, bl) != 0 || name[1 + bl] != '.') return false;
+    const char *x = name + 2 + bl;
+    if (strlen(x) != 6) return false;
+    for (int i = 0; i < 6; i++)
+        if (!((x[i] >= 'a' && x[i] <= 'z') || (x[i] >= 'A' && x[i] <= 'Z') ||
+              (x[i] >= '0' && x[i] <= '9')))
+            return false;
+    return true;
+}
+
+/* Removes the temporary files that killed saves to target left behind. A save in progress
+ * holds a lock on its temporary file, so only the abandoned ones (whose writer is gone, and
+ * with it the lock) are removed. */
+static void remove_stale_temps(const char *target)
+{
+    char *dir;
+    const char *base;
+    if (!split_path(target, &dir, &base)) return;
+    DIR *d = opendir(dir);
+    em_free(dir);
+    if (!d) return;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_temp_of(e->d_name, base)) continue;
+        int fd = openat(dirfd(d), e->d_name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+        if (fd < 0) continue;
+        struct stat st;
+        if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlinkat(dirfd(d), e->d_name, 0);
+        close(fd);
+    }
+    closedir(d);
+}
+
+/* Creates and locks the temporary file ".NAME.XXXXXX" next to target (so rename() is atomic
+ * and stays in one file system). *tmp gets its name (em_free it). */
+static int create_temp(const char *target, char **tmp)
+{
+    size_t plen = strlen(target);
+    const char *slash = strrchr(target, '/');
+    size_t dlen = slash ? (size_t)(slash - target) + 1 : 0;
+    *tmp = em_alloc(plen + 16);
+    if (!*tmp) return -1;
+    for (;;) {
+        memcpy(*tmp, target, dlen);
+        snprintf(*tmp + dlen, plen + 16 - dlen, ".%s.XXXXXX", target + dlen);
+        int fd = mkostemp(*tmp, O_CLOEXEC);
+        if (fd < 0) {
+            em_error(EM_ERR_IO, "em_safetensors_save: cannot create a temporary file for %s: %s",
+                     target, strerror(errno));
+            return -1;
+        }
+        /* Another save's clean-up may take the file between mkostemp and the lock; it is then
+         * unlinked (no links left) and a new one is made. File systems without locks are
+         * never cleaned up, so the file is used as it is. */
+        struct stat st;
+        if (flock(fd, LOCK_EX) != 0 || (fstat(fd, &st) == 0 && st.st_nlink > 0)) return fd;
+        close(fd);
+    }
+}
+
 em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,
                               const char *const *metadata)
 {
@@ -660,23 +787,18 @@ em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,
         em_free(refs);
         return em_error(EM_ERR_OOM, "em_safetensors_save: out of memory building the header");
     }
-    /* The temporary file lives next to the destination so rename() is atomic. */
-    size_t plen = strlen(path);
-    char *tmp = em_alloc(plen + 16);
-    if (!tmp) {
+    char *target = save_target(path);
+    if (!target) {
         em_free(h.p);
         em_free(refs);
-        return EM_ERR_OOM;
+        return em_last_status();
     }
-    const char *slash = strrchr(path, '/');
-    size_t dlen = slash ? (size_t)(slash - path) + 1 : 0;
-    memcpy(tmp, path, dlen);
-    snprintf(tmp + dlen, plen + 16 - dlen, ".%s.XXXXXX", path + dlen);
+    remove_stale_temps(target);
     em_status rc = EM_OK;
-    int fd = mkstemp(tmp);
+    char *tmp = NULL;
+    int fd = create_temp(target, &tmp);
     if (fd < 0) {
-        rc = em_error(EM_ERR_IO, "em_safetensors_save: cannot create a temporary file for %s: %s",
-                      path, strerror(errno));
+        rc = em_last_status();
         goto out;
     }
     fchmod(fd, 0644);
@@ -691,22 +813,24 @@ em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,
         em_error(EM_ERR_IO, "em_safetensors_save: fsync %s: %s", path, strerror(errno));
         ok = false;
     }
+    if (ok && rename(tmp, target) != 0) {
+        em_error(EM_ERR_IO, "em_safetensors_save: rename to %s: %s", target, strerror(errno));
+        ok = false;
+    }
+    if (!ok) unlink(tmp);
+    /* Closing after the rename keeps the temporary file locked for as long as it has its
+     * temporary name (remove_stale_temps). */
     if (close(fd) != 0 && ok) {
         em_error(EM_ERR_IO, "em_safetensors_save: close %s: %s", path, strerror(errno));
         ok = false;
     }
-    if (ok && rename(tmp, path) != 0) {
-        em_error(EM_ERR_IO, "em_safetensors_save: rename to %s: %s", path, strerror(errno));
-        ok = false;
-    }
-    if (!ok) {
-        unlink(tmp);
+    if (!ok)
         rc = em_failed() ? em_last_status() : EM_ERR_IO;
-    } else {
-        fsync_dir(path);
-    }
+    else
+        fsync_dir(target);
 out:
     em_free(tmp);
+    em_free(target);
     em_free(h.p);
     em_free(refs);
     return rc;

@@ -28,8 +28,9 @@ typedef struct js_doc js_doc;
 
 /* Parses text[0..len) as one JSON value followed only by spaces (trailing 0x20 allowed, as
  * safetensors pads). Recursion stops at JS_MAX_DEPTH, strings must be valid UTF-8 without NUL,
- * and duplicate object keys are rejected. On failure records EM_ERR_FORMAT "<who>: <problem>"
- * and returns NULL. */
+ * duplicate object keys are rejected, and the parsed values may take at most 16 bytes per byte
+ * of text plus 1 MiB (times store_budget_scale, at most store_max_memory_mb). On failure
+ * records EM_ERR_FORMAT "<who>: <problem>" and returns NULL. */
 js_doc *js_parse(const char *text, size_t len, const char *who);
 const js_value *js_root(const js_doc *doc);
 void js_free(js_doc *doc);
@@ -39,12 +40,32 @@ bool js_get_u64(const js_value *v, uint64_t *out);
 /* True when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool js_utf8_valid(const unsigned char *s, size_t len);
 
+/* ---- name index (dict.c) ----------------------------------------------------------------- */
+
+/* A hash index over names kept elsewhere (an array of entries): slot i holds an entry's
+ * position and the name's hash. Lookups compare through `name_at`, so the index stores no
+ * strings. Zero-initialised means empty. */
+typedef const char *(*st_name_fn)(const void *ctx, int64_t i);
+typedef struct st_index {
+    int64_t *pos;   /* -1: empty */
+    uint64_t *hash; /* of the name at pos */
+    int64_t cap, n; /* cap: a power of two, or 0 */
+} st_index;
+
+uint64_t st_hash(const char *s);
+/* Position of the entry named `name`, or -1. */
+int64_t st_index_find(const st_index *ix, const char *name, st_name_fn name_at, const void *ctx);
+/* Records entry `pos` named `name` (not present yet); false on out of memory. */
+bool st_index_add(st_index *ix, const char *name, int64_t pos);
+void st_index_free(st_index *ix);
+
 /* ---- store info (dict.c) ----------------------------------------------------------------- */
 
 em_store_info *st_info_new(void);
-/* Appends an entry (name copied). */
-em_status st_info_add(em_store_info *info, const char *name, em_dtype dt, em_shape shape,
-                      int64_t nbytes, int64_t offset);
+/* Appends an entry (name copied). A name already present is EM_ERR_FORMAT ("<who>: duplicate
+ * tensor name ..."). */
+em_status st_info_add(em_store_info *info, const char *who, const char *name, em_dtype dt,
+                      em_shape shape, int64_t nbytes, int64_t offset);
 em_status st_info_add_meta(em_store_info *info, const char *key, const char *value);
 
 /* Adds t to d and drops the caller's reference to t (whatever happens). */
@@ -55,6 +76,52 @@ em_tensor *st_own(em_tensor *t);
 void st_free_deleter(void *data, void *user);
 /* Copies a string with em_alloc. */
 char *st_strdup(const char *s);
+
+/* ---- files and limits (files.c) --------------------------------------------------------- */
+
+/* The readers' limits, read from the configuration at each load (docs/store.md). */
+typedef struct st_limits {
+    uint64_t max_header;   /* store_max_header: safetensors header bytes */
+    uint64_t max_pickle;   /* store_max_pickle: data.pkl bytes */
+    uint64_t max_memory;   /* store_max_memory_mb: parser memory for one header or pickle */
+    uint64_t budget_scale; /* store_budget_scale: multiplies the budgets below */
+    uint64_t expand_ratio; /* store_expand_ratio: bytes copied out per byte of storage */
+    uint64_t expand_min;   /* store_expand_min_mb: copies always allowed up to this */
+    uint64_t zip_ratio;    /* store_zip_ratio: inflated / compressed bytes of an entry */
+    uint64_t zip_entries;  /* store_zip_entries: entries of a .pt archive */
+} st_limits;
+st_limits st_get_limits(void);
+/* per_byte * size + base, times scale, saturating: a budget proportional to an input's size. */
+uint64_t st_budget(uint64_t per_byte, uint64_t size, uint64_t base, uint64_t scale);
+
+/* Opens path read-only as a regular file, without blocking on FIFOs; -1 with EM_ERR_IO
+ * ("<fn>: cannot open <path>: no such file", "... is a FIFO, not a model file"). */
+int st_open(const char *fn, const char *path, uint64_t *size);
+/* Reads up to cap bytes from the start of fd; returns how many it got. */
+size_t st_head(int fd, unsigned char *buf, size_t cap);
+
+typedef enum st_format {
+    ST_FMT_UNKNOWN,
+    ST_FMT_EMPTY,
+    ST_FMT_ZIP,
+    ST_FMT_SAFETENSORS,
+    ST_FMT_PICKLE,
+    ST_FMT_TAR
+} st_format;
+/* The format the first n bytes (up to 512) suggest. */
+st_format st_sniff(const unsigned char *b, size_t n);
+/* "it is a zip archive (a PyTorch .pt/.pth file?)" ... for messages. */
+const char *st_format_desc(st_format f);
+/* Loads (or, with info, inspects into *info) a file of either format told by content; fn
+ * names the caller in messages. */
+em_tensor_dict *st_load_any(const char *fn, const char *path, const em_safetensors_opts *opts,
+                            em_store_info **info);
+
+/* Readers on an open regular file of `size` bytes; they close fd. `who` prefixes messages. */
+em_tensor_dict *st_safetensors_load_fd(int fd, uint64_t size, const char *who, bool copy);
+em_store_info *st_safetensors_inspect_fd(int fd, uint64_t size, const char *who);
+em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who);
+em_store_info *pt_inspect_fd(int fd, uint64_t size, const char *who);
 
 /* ---- from-memory parsers for tests and fuzzing ------------------------------------------- */
 
