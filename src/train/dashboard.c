@@ -258,12 +258,13 @@ static void plot(const tr_dash *d, int top, int left, int h, int w, const plot_s
         put(d, top + h, left + lw + 1 + c, t == 0 ? 0x253C : 0x252C, '+', 0, 0);
         tr_tick_label(lab, sizeof lab, v, xs);
         int len = (int)strlen(lab), at = left + lw + 1 + c - len / 2;
-        if (at > last_end + 1 && at + len <= left + w) {
+        if (at + len > left + w) at = left + w - len;
+        if (at > last_end + 1) {
             mvprintw(top + h + 1, at, "%s", lab);
             last_end = at + len;
         }
     }
-    if (left + w - 4 > last_end + 1) mvprintw(top + h + 1, left + w - 4, "step");
+    mvprintw(top + h + 1, left + lw - 5, "step");
 
     canvas cv = {pw, h, calloc((size_t)pw * (size_t)h, 1), calloc((size_t)pw * (size_t)h, 1)};
     if (!cv.dots || !cv.color) {

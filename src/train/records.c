@@ -477,7 +477,7 @@ int tr_hparams(em_learner *l, tr_kv *out, int cap)
         break;
     default: n = kv(out, n, cap, "optimizer", "%s", optim_name(o)); break;
     }
-    n = kv(out, n, cap, "learning rate", "%g at the start, %g now", o->lr0, o->lr);
+    n = kv(out, n, cap, "learning rate", "%g (initial)", o->lr0);
     if (l->s)
         n = kv(out, n, cap, "scheduler", "stepped per %s",
                c->sched_per_iter ? "optimizer step (given its loss)"

@@ -233,7 +233,7 @@ static void test_report_resumed(bool stale)
               strstr(md, "| 12 | `"),
           "summary.md: both sessions, the second from step 12, with the command line");
     CHECK(md && strstr(md, "## Hyperparameters") && strstr(md, "| optimizer | Adam (betas 0.9") &&
-              strstr(md, "| learning rate | 0.05 at the start") && strstr(md, "| epochs | 3 |") &&
+              strstr(md, "| learning rate | 0.05 (initial) |") && strstr(md, "| epochs | 3 |") &&
               strstr(md, "| data | spiral blobs |"),
           "summary.md: hyperparameters, the learner's and em_learner_log_param's");
     CHECK(md && strstr(md, "## Model\n\n```\n") && strstr(md, "Linear"), "summary.md: the model");
