@@ -314,7 +314,7 @@ static int scalar_slot(em_learner *l, const char *name, const char *fn)
                  "%s: invalid name \"%.80s\" (1 to 63 letters, digits and \"_.-/\")", fn, name);
         return -1;
     }
-    if (tr_col_find(name) >= 0 || strcmp(name, "batch") == 0) {
+    if (tr_col_find(name) >= 0 || strcmp(name, "batch") == 0 || strcmp(name, "step") == 0) {
         em_error(EM_ERR_INVALID_ARG, "%s: \"%s\" is a built-in metric", fn, name);
         return -1;
     }

@@ -314,6 +314,7 @@ void tr_load_series(em_learner *l)
     for (int k = 0; k < l->n_scalars; k++) cx[k] = tr_table_col(&t, l->scalars[k].name);
     for (int64_t r = 0; ce >= 0 && cb >= 0 && cs >= 0 && r < t.n_rows; r++) {
         /* only what ran before the checkpoint the run resumed from */
+        if (isnan(t.cols[ce][r]) || isnan(t.cols[cb][r]) || isnan(t.cols[cs][r])) continue;
         int64_t e = (int64_t)t.cols[ce][r] - 1, b = (int64_t)t.cols[cb][r];
         if (e > l->epoch || (e == l->epoch && b >= l->batch)) break;
         double x = t.cols[cs][r];

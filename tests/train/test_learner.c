@@ -24,7 +24,7 @@ static int count_ckpts(const char *dir)
 
 static void test_run_dir(void)
 {
-    session s = {.o = {-1, -1, false, false}};
+    session s = {.o = {-1, -1, false, false, false}};
     FILE *out = tmpfile();
     s.cfg = (em_learner_cfg){.epochs = 3,
                              .train_batches = N / BATCH,
@@ -84,7 +84,7 @@ static void test_run_dir(void)
 static void test_early_stop_and_keep(void)
 {
     /* min_delta so large that nothing improves after the first epoch */
-    session s = {.o = {-1, -1, true, false}};
+    session s = {.o = {-1, -1, true, false, false}};
     s.cfg = (em_learner_cfg){.epochs = 10,
                              .name = "early",
                              .monitor = "loss",
@@ -101,7 +101,7 @@ static void test_early_stop_and_keep(void)
     CHECK(txt && strstr(txt, "early stopping"), "summary says early stopping");
     free(txt);
 
-    session k = {.o = {-1, -1, false, false}};
+    session k = {.o = {-1, -1, false, false, false}};
     k.cfg = (em_learner_cfg){.epochs = 5,
                              .train_batches = N / BATCH,
                              .name = "keep",
@@ -130,13 +130,13 @@ static void test_resume(void)
     em_learner_cfg base = {
         .epochs = 4, .train_batches = N / BATCH, .grad_accum = 2, .seed = 99, .quiet = true};
     /* straight */
-    session a = {.o = {-1, -1, false, false}, .cfg = base};
+    session a = {.o = {-1, -1, false, false, false}, .cfg = base};
     a.cfg.name = "straight";
     run_session(&a);
     CHECK(a.st == EM_OK && a.reason == EM_STOP_DONE, "straight run: %s", em_last_error());
 
     /* SIGINT at epoch 2 batch 2: the accumulation window ends at batch 3, then it stops */
-    session b = {.o = {1, 2, false, false}, .cfg = base};
+    session b = {.o = {1, 2, false, false, false}, .cfg = base};
     b.cfg.name = "resumed";
     run_session(&b);
     CHECK(b.st == EM_OK && b.reason == EM_STOP_INTERRUPT, "interrupted run (%d): %s", b.reason,
@@ -156,7 +156,7 @@ static void test_resume(void)
     CHECK(memcmp(a.p.v, b.p.v, sizeof(float) * (size_t)a.p.n) != 0, "interrupted run differs");
 
     /* resume mid-epoch to the end */
-    session c = {.o = {-1, -1, false, false}, .cfg = base};
+    session c = {.o = {-1, -1, false, false, false}, .cfg = base};
     c.cfg.name = "resumed";
     c.cfg.resume = true;
     c.cfg.seed = 12345; /* ignored on resume: the generator comes from the checkpoint */
@@ -171,11 +171,11 @@ static void test_resume(void)
     CHECK(json_lines(p) == 4, "epochs.jsonl continues: %d lines", json_lines(p));
 
     /* resume at an epoch boundary with more epochs */
-    session e1 = {.o = {-1, -1, false, false}, .cfg = base};
+    session e1 = {.o = {-1, -1, false, false, false}, .cfg = base};
     e1.cfg.name = "boundary";
     e1.cfg.epochs = 2;
     run_session(&e1);
-    session e2 = {.o = {-1, -1, false, false}, .cfg = base};
+    session e2 = {.o = {-1, -1, false, false, false}, .cfg = base};
     e2.cfg.name = "boundary";
     e2.cfg.resume = true;
     run_session(&e2);
@@ -210,7 +210,7 @@ static void test_errors(void)
     em_optim_free(o);
     em_module_free(m);
 
-    session s = {.o = {-1, -1, false, true}};
+    session s = {.o = {-1, -1, false, true, false}};
     s.cfg = (em_learner_cfg){.epochs = 2, .train_batches = 8, .name = "fail", .quiet = true};
     run_session(&s);
     CHECK(s.st == EM_ERR_STATE && s.reason == EM_STOP_ERROR, "step error propagates (%d)", s.st);

@@ -274,6 +274,8 @@ static void test_scalar_errors(void)
     CHECK_ERR(EM_ERR_INVALID_ARG, "invalid name \"a b\"");
     CHECK(em_learner_log_scalar(l, "val_loss", 1) == EM_ERR_INVALID_ARG, "built-in name");
     CHECK_ERR(EM_ERR_INVALID_ARG, "built-in");
+    CHECK(em_learner_log_scalar(l, "step", 1) == EM_ERR_INVALID_ARG, "a key of metrics.jsonl");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "built-in");
     CHECK(em_learner_log_epoch_scalar(l, "", 1) == EM_ERR_INVALID_ARG, "empty name");
     CHECK_ERR(EM_ERR_INVALID_ARG, "invalid name");
     char nm[16];
