@@ -255,7 +255,7 @@ static void plot(const tr_dash *d, int top, int left, int h, int w, const plot_s
         double v = xs * t;
         if (v > x1 + xs * 1e-6) break;
         int c = (int)lround(v / x1 * (pw - 1));
-        put(d, top + h, left + lw + 1 + c, t == 0 ? 0x253C : 0x252C, '+', 0, 0);
+        put(d, top + h, left + lw + 1 + c, 0x252C, '+', 0, 0);
         tr_tick_label(lab, sizeof lab, v, xs);
         int len = (int)strlen(lab), at = left + lw + 1 + c - len / 2;
         if (at + len > left + w) at = left + w - len;
