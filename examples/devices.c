@@ -4,6 +4,7 @@
  * after giving its cache back. Runs on the CPU, or on a GPU with EMBER_DEVICE=cuda:0.
  * Run: ./build/example_devices */
 #include <ember/ember.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -16,8 +17,37 @@ static void show_memory(em_device dev, const char *when)
            m.persistent_bytes / 1048576.0, m.cached_bytes / 1048576.0);
 }
 
-int main(void)
+/* Takes only --help: usage on stdout and exit status 0; anything else is refused (status 2). */
+static int parse_args(int argc, char **argv)
 {
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') {
+            printf(
+                "Usage: example_devices\n"
+                "Shows the device, moves a small model there, trains it briefly and reports the\n"
+                "allocator's memory. The device comes from EMBER_DEVICE (default cpu).\n"
+                "  -h, --help    print this help and exit\n");
+            return 0;
+        }
+        fprintf(stderr, "example_devices: unknown option '%s'\nTry 'example_devices --help'.\n",
+                argv[optind - 1]);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr,
+                "example_devices: unexpected argument '%s'\nTry 'example_devices --help'.\n",
+                argv[optind]);
+        return 2;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_args(argc, argv);
+    if (rc >= 0) return rc;
     em_device dev = em_device_default(); /* "cpu" unless EMBER_DEVICE or ember.toml say so */
     char name[32];
     em_device_props p;

@@ -4,6 +4,7 @@
  * is checked against the eager step on the same batch.
  * Run: ./build/example_graphs, or EMBER_DEVICE=cuda:0 ./build/example_graphs */
 #include <ember/ember.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 
@@ -26,8 +27,36 @@ static double max_diff(const em_tensor *a, const em_tensor *b)
     return d;
 }
 
-int main(void)
+/* Takes only --help: usage on stdout and exit status 0; anything else is refused (status 2). */
+static int parse_args(int argc, char **argv)
 {
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') {
+            printf(
+                "Usage: example_graphs\n"
+                "Captures an MLP's inference step once as a graph and replays it for every batch,\n"
+                "checking each replay against the eager step. The device comes from EMBER_DEVICE.\n"
+                "  -h, --help    print this help and exit\n");
+            return 0;
+        }
+        fprintf(stderr, "example_graphs: unknown option '%s'\nTry 'example_graphs --help'.\n",
+                argv[optind - 1]);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "example_graphs: unexpected argument '%s'\nTry 'example_graphs --help'.\n",
+                argv[optind]);
+        return 2;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_args(argc, argv);
+    if (rc >= 0) return rc;
     em_device dev = em_device_default(); /* "cpu" unless EMBER_DEVICE or ember.toml say so */
     char name[32];
     em_device_str(dev, name, sizeof name);

@@ -1,10 +1,37 @@
 /* A short tour of Ember's tensors: creation, views, chained ops inside a scope, printing and
  * error handling. Run: ./build/example_tour */
 #include <ember/ember.h>
+#include <getopt.h>
 #include <stdio.h>
 
-int main(void)
+/* Takes only --help: usage on stdout and exit status 0; anything else is refused (status 2). */
+static int parse_args(int argc, char **argv)
 {
+    static const struct option opts[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, "h", opts, NULL)) != -1;) {
+        if (c == 'h') {
+            printf("Usage: example_tour\n"
+                   "A short tour of tensors: creation, views, scopes, printing and errors.\n"
+                   "  -h, --help    print this help and exit\n");
+            return 0;
+        }
+        fprintf(stderr, "example_tour: unknown option '%s'\nTry 'example_tour --help'.\n",
+                argv[optind - 1]);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "example_tour: unexpected argument '%s'\nTry 'example_tour --help'.\n",
+                argv[optind]);
+        return 2;
+    }
+    return -1;
+}
+
+int main(int argc, char **argv)
+{
+    int rc = parse_args(argc, argv);
+    if (rc >= 0) return rc;
     em_device dev = em_device_default(); /* "cpu" unless EMBER_DEVICE or ember.toml say so */
     em_seed(42);
 

@@ -13,10 +13,58 @@
  * FILE defaults to ${EMBER_DATA:-~/.cache/ember}/moby-dick/data.txt.
  */
 #include <ember/ember.h>
+#include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "Usage: charlm [options]\n"
+    "Trains a character-level transformer on Moby Dick, then samples text from it.\n"
+    "\n"
+    "  --steps N          optimizer steps (default 600)\n"
+    "  --context L        characters per window (default 64)\n"
+    "  --batch B          windows per step (default 32)\n"
+    "  --d-model D        model width, a multiple of --heads (default 96)\n"
+    "  --layers K         transformer layers (default 2)\n"
+    "  --heads H          attention heads (default 4)\n"
+    "  --lr X             peak learning rate of AdamW (default 0.003)\n"
+    "  --eval-every N     steps between validations (default 100)\n"
+    "  --sample N         characters to sample at the end, 0: none (default 400)\n"
+    "  --temperature T    sampling temperature (default 0.8)\n"
+    "  --prompt TEXT      text the sample continues (default \"Call me Ishmael. \")\n"
+    "  --seed S           initialisation, batch order and sampling (default 7)\n"
+    "  --data FILE        the book (default ${EMBER_DATA:-~/.cache/ember}/moby-dick/data.txt)\n"
+    "  -h, --help         print this help and exit\n";
+
+/* A whole integer in [min, max] for option `flag`, or a message and exit status 2. */
+static int64_t int_arg(const char *flag, const char *s, int64_t min, int64_t max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "charlm: --%s expects an integer from %lld to %lld, got '%s'\n", flag,
+                (long long)min, (long long)max, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* A finite number > 0 for option `flag`, or a message and exit status 2. */
+static double pos_arg(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "charlm: --%s expects a number > 0, got '%s'\n", flag, s);
+        exit(2);
+    }
+    return v;
+}
 
 /* ---- the model: a module of its own with four children --------------------------------- */
 
@@ -192,44 +240,54 @@ int main(int argc, char **argv)
     double lr = 3e-3, temperature = 0.8;
     uint64_t seed = 7;
     const char *prompt = "Call me Ishmael. ", *data = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        bool more = i + 1 < argc;
-        if (!strcmp(a, "--steps") && more)
-            steps = atoll(argv[++i]);
-        else if (!strcmp(a, "--context") && more)
-            context = atoll(argv[++i]);
-        else if (!strcmp(a, "--batch") && more)
-            batch = atoll(argv[++i]);
-        else if (!strcmp(a, "--d-model") && more)
-            d = atoll(argv[++i]);
-        else if (!strcmp(a, "--layers") && more)
-            layers = atoll(argv[++i]);
-        else if (!strcmp(a, "--heads") && more)
-            heads = atoll(argv[++i]);
-        else if (!strcmp(a, "--lr") && more)
-            lr = atof(argv[++i]);
-        else if (!strcmp(a, "--eval-every") && more)
-            eval_every = atoll(argv[++i]);
-        else if (!strcmp(a, "--sample") && more)
-            sample_len = atoll(argv[++i]);
-        else if (!strcmp(a, "--temperature") && more)
-            temperature = atof(argv[++i]);
-        else if (!strcmp(a, "--prompt") && more)
-            prompt = argv[++i];
-        else if (!strcmp(a, "--seed") && more)
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(a, "--data") && more)
-            data = argv[++i];
-        else {
-            fprintf(stderr, "unknown argument %s\n", a);
+    static const struct option opts[] = {{"steps", required_argument, 0, 'n'},
+                                         {"context", required_argument, 0, 'c'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"d-model", required_argument, 0, 'd'},
+                                         {"layers", required_argument, 0, 'k'},
+                                         {"heads", required_argument, 0, 'H'},
+                                         {"lr", required_argument, 0, 'l'},
+                                         {"eval-every", required_argument, 0, 'v'},
+                                         {"sample", required_argument, 0, 'S'},
+                                         {"temperature", required_argument, 0, 't'},
+                                         {"prompt", required_argument, 0, 'p'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"data", required_argument, 0, 'f'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'n': steps = int_arg("steps", optarg, 1, 100000000); break;
+        case 'c': context = int_arg("context", optarg, 2, 65536); break;
+        case 'b': batch = int_arg("batch", optarg, 1, 65536); break;
+        case 'd': d = int_arg("d-model", optarg, 2, 65536); break;
+        case 'k': layers = int_arg("layers", optarg, 1, 1024); break;
+        case 'H': heads = int_arg("heads", optarg, 1, 1024); break;
+        case 'l': lr = pos_arg("lr", optarg); break;
+        case 'v': eval_every = int_arg("eval-every", optarg, 1, 100000000); break;
+        case 'S': sample_len = int_arg("sample", optarg, 0, 1000000); break;
+        case 't': temperature = pos_arg("temperature", optarg); break;
+        case 'p': prompt = optarg; break;
+        case 's': seed = (uint64_t)int_arg("seed", optarg, 0, INT64_MAX); break;
+        case 'f': data = optarg; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case ':':
+            fprintf(stderr, "charlm: %s needs a value\nTry 'charlm --help'.\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "charlm: unknown option '%s'\nTry 'charlm --help'.\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
-    if (steps < 1 || context < 2 || batch < 1 || d < 2 || layers < 1 || heads < 1 || d % heads ||
-        eval_every < 1 || temperature <= 0) {
-        fprintf(stderr, "charlm: need --steps >= 1, --context >= 2, --d-model divisible by "
-                        "--heads, --temperature > 0\n");
+    if (optind < argc) {
+        fprintf(stderr, "charlm: unexpected argument '%s'\nTry 'charlm --help'.\n", argv[optind]);
+        return 2;
+    }
+    if (d % heads) {
+        fprintf(stderr, "charlm: --d-model %lld is not a multiple of --heads %lld\n", (long long)d,
+                (long long)heads);
         return 2;
     }
     if (eval_every > steps) eval_every = steps;
@@ -301,6 +359,16 @@ int main(int argc, char **argv)
                                                     .keep_last = 1,
                                                     .keep_best = true,
                                                     .log_every = 25});
+    char hp[128];
+    snprintf(hp, sizeof hp, "%lld windows of %lld characters", (long long)batch,
+             (long long)context);
+    if (l) em_learner_log_param(l, "batch", hp);
+    snprintf(hp, sizeof hp, "d_model %lld, %lld layers, %lld heads", (long long)d,
+             (long long)layers, (long long)heads);
+    if (l) em_learner_log_param(l, "model", hp);
+    snprintf(hp, sizeof hp, "linear warm-up over %lld steps, then cosine to %g", (long long)warmup,
+             lr / 10);
+    if (l) em_learner_log_param(l, "schedule", hp);
     em_status st = l ? em_learner_fit(l) : em_last_status();
     if (st == EM_OK) {
         printf("  steps  train loss  val loss  val perplexity  val next-char accuracy\n");

@@ -7,9 +7,54 @@
  *                         [--data DIR] [--limit N] [--device cpu]
  */
 #include <ember/ember.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "Usage: fashion_mnist [options]\n"
+    "Trains a small CNN on Fashion-MNIST and reports the test accuracy.\n"
+    "\n"
+    "  --epochs N    epochs to train (default 4)\n"
+    "  --batch B     training batch size (default 128)\n"
+    "  --lr X        Adam's learning rate (default 0.001)\n"
+    "  --workers W   loader threads, 0: the main thread (default 1)\n"
+    "  --limit N     train on the first N images only\n"
+    "  --data DIR    the IDX files (default $EMBER_DATA_FASHION or\n"
+    "                /usr/share/datasets/fashion-mnist)\n"
+    "  --device D    cpu, cuda:0 ... (default $EMBER_DEVICE or cpu)\n"
+    "  --resume      continue runs/fashion_mnist from its latest checkpoint\n"
+    "  -h, --help    print this help and exit\n";
+
+/* A whole integer in [min, max] for option `flag`, or a message and exit status 2. */
+static int64_t int_arg(const char *flag, const char *s, int64_t min, int64_t max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "fashion_mnist: --%s expects an integer from %lld to %lld, got '%s'\n",
+                flag, (long long)min, (long long)max, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* A finite number > 0 for option `flag`, or a message and exit status 2. */
+static double pos_arg(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "fashion_mnist: --%s expects a number > 0, got '%s'\n", flag, s);
+        exit(2);
+    }
+    return v;
+}
 
 typedef struct app {
     em_module *net;
@@ -72,29 +117,44 @@ int main(int argc, char **argv)
     const char *data = getenv("EMBER_DATA_FASHION");
     if (!data) data = "/usr/share/datasets/fashion-mnist";
     const char *device = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-            epochs = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
-            lr = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
-            workers = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
-            limit = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc)
-            data = argv[++i];
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = argv[++i];
-        else if (!strcmp(argv[i], "--resume"))
-            resume = true;
-        else {
-            fprintf(stderr, "unknown argument %s\n", argv[i]);
+    static const struct option opts[] = {
+        {"epochs", required_argument, 0, 'e'}, {"batch", required_argument, 0, 'b'},
+        {"lr", required_argument, 0, 'l'},     {"workers", required_argument, 0, 'w'},
+        {"limit", required_argument, 0, 'n'},  {"data", required_argument, 0, 'd'},
+        {"device", required_argument, 0, 'D'}, {"resume", no_argument, 0, 'r'},
+        {"help", no_argument, 0, 'h'},         {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'e': epochs = int_arg("epochs", optarg, 1, 100000); break;
+        case 'b': batch = int_arg("batch", optarg, 1, 60000); break;
+        case 'l': lr = pos_arg("lr", optarg); break;
+        case 'w': workers = (int)int_arg("workers", optarg, 0, 256); break;
+        case 'n': limit = int_arg("limit", optarg, 1, 60000); break;
+        case 'd': data = optarg; break;
+        case 'D': device = optarg; break;
+        case 'r': resume = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case ':':
+            fprintf(stderr, "fashion_mnist: %s needs a value\nTry 'fashion_mnist --help'.\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "fashion_mnist: unknown option '%s'\nTry 'fashion_mnist --help'.\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
+    if (optind < argc) {
+        fprintf(stderr, "fashion_mnist: unexpected argument '%s'\nTry 'fashion_mnist --help'.\n",
+                argv[optind]);
+        return 2;
+    }
     em_device dev = device ? em_device_parse(device) : em_device_default();
+    if (em_failed()) {
+        fprintf(stderr, "fashion_mnist: %s\n", em_last_error());
+        return 2;
+    }
     char ti[512], tl[512], vi[512], vl[512];
     snprintf(ti, sizeof ti, "%s/train-images-idx3-ubyte.gz", data);
     snprintf(tl, sizeof tl, "%s/train-labels-idx1-ubyte.gz", data);
@@ -143,15 +203,27 @@ int main(int argc, char **argv)
                                                     .monitor_mode = EM_MODE_MAX,
                                                     .resume = resume,
                                                     .log_every = 100});
+    char hp[128];
+    snprintf(hp, sizeof hp, "%lld", (long long)batch);
+    if (l) em_learner_log_param(l, "batch size", hp);
+    snprintf(hp, sizeof hp, "cosine over %lld epochs to 0", (long long)epochs);
+    if (l) em_learner_log_param(l, "schedule", hp);
+    snprintf(hp, sizeof hp, "%lld training images%s", (long long)em_dataset_len(train),
+             limit > 0 ? " (--limit)" : "");
+    if (l) em_learner_log_param(l, "data", hp);
     em_status st = l ? em_learner_fit(l) : em_last_status();
-    if (st == EM_OK) {
-        int64_t best_epoch = -1;
+    if (st == EM_OK && em_learner_epochs_done(l) == 0) {
+        printf("stopped before the first epoch ended: --resume continues the run\n");
+    } else if (st == EM_OK) {
+        int64_t best_epoch = -1, done = em_learner_epochs_done(l);
         double best = em_learner_best(l, &best_epoch);
-        double last = em_learner_metric(l, em_learner_epochs_done(l) - 1, "val_accuracy");
-        printf("test accuracy: %.2f%% after %lld epochs (best %.2f%% at epoch %lld)\n", 100 * last,
-               (long long)em_learner_epochs_done(l), 100 * best, (long long)best_epoch + 1);
+        double last = em_learner_metric(l, done - 1, "val_accuracy");
+        printf("test accuracy: %.2f%% after %lld epoch%s (best %.2f%% at epoch %lld)\n", 100 * last,
+               (long long)done, done == 1 ? "" : "s", 100 * best, (long long)best_epoch + 1);
         printf("run directory: %s (report.html, summary.md, checkpoints/)\n",
                em_learner_run_dir(l));
+        if (em_learner_stop_reason(l) == EM_STOP_INTERRUPT)
+            printf("stopped early: --resume continues the run\n");
     } else {
         fprintf(stderr, "fashion_mnist: %s\n", em_last_error());
     }

@@ -12,9 +12,54 @@
  * DIR holds 0.json .. 9.json (default ${EMBER_DATA:-~/.cache/ember}/mnist/digits).
  */
 #include <ember/ember.h>
+#include <errno.h>
+#include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "Usage: mnist [options]\n"
+    "Trains a small CNN (or an MLP) on 10,000 MNIST digits and reports the test accuracy.\n"
+    "\n"
+    "  --epochs N    epochs to train (default 6)\n"
+    "  --batch B     training batch size (default 64)\n"
+    "  --lr X        Adam's learning rate (default 0.001)\n"
+    "  --mlp         a 784-256-10 MLP instead of the CNN\n"
+    "  --seed S      initialisation and batch order (default 7)\n"
+    "  --workers W   loader threads, 0: the main thread (default 1)\n"
+    "  --limit N     train on the first N training digits only\n"
+    "  --data DIR    0.json .. 9.json (default ${EMBER_DATA:-~/.cache/ember}/mnist/digits)\n"
+    "  --device D    cpu, cuda:0 ... (default $EMBER_DEVICE or cpu)\n"
+    "  -h, --help    print this help and exit\n";
+
+/* A whole integer in [min, max] for option `flag`, or a message and exit status 2. */
+static int64_t int_arg(const char *flag, const char *s, int64_t min, int64_t max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "mnist: --%s expects an integer from %lld to %lld, got '%s'\n", flag,
+                (long long)min, (long long)max, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* A finite number > 0 for option `flag`, or a message and exit status 2. */
+static double pos_arg(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "mnist: --%s expects a number > 0, got '%s'\n", flag, s);
+        exit(2);
+    }
+    return v;
+}
 
 typedef struct app {
     em_module *net;
@@ -83,29 +128,41 @@ int main(int argc, char **argv)
     bool use_mlp = false;
     const char *data = NULL;
     const char *device = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-            epochs = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--batch") && i + 1 < argc)
-            batch = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
-            lr = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--workers") && i + 1 < argc)
-            workers = atoi(argv[++i]);
-        else if (!strcmp(argv[i], "--limit") && i + 1 < argc)
-            limit = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc)
-            data = argv[++i];
-        else if (!strcmp(argv[i], "--device") && i + 1 < argc)
-            device = argv[++i];
-        else if (!strcmp(argv[i], "--mlp"))
-            use_mlp = true;
-        else {
-            fprintf(stderr, "unknown argument %s\n", argv[i]);
+    static const struct option opts[] = {{"epochs", required_argument, 0, 'e'},
+                                         {"batch", required_argument, 0, 'b'},
+                                         {"lr", required_argument, 0, 'l'},
+                                         {"seed", required_argument, 0, 's'},
+                                         {"workers", required_argument, 0, 'w'},
+                                         {"limit", required_argument, 0, 'n'},
+                                         {"data", required_argument, 0, 'd'},
+                                         {"device", required_argument, 0, 'D'},
+                                         {"mlp", no_argument, 0, 'm'},
+                                         {"help", no_argument, 0, 'h'},
+                                         {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", opts, NULL)) != -1;) {
+        switch (c) {
+        case 'e': epochs = int_arg("epochs", optarg, 1, 100000); break;
+        case 'b': batch = int_arg("batch", optarg, 1, 8000); break;
+        case 'l': lr = pos_arg("lr", optarg); break;
+        case 's': seed = (uint64_t)int_arg("seed", optarg, 0, INT64_MAX); break;
+        case 'w': workers = (int)int_arg("workers", optarg, 0, 256); break;
+        case 'n': limit = int_arg("limit", optarg, 1, 8000); break;
+        case 'd': data = optarg; break;
+        case 'D': device = optarg; break;
+        case 'm': use_mlp = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case ':':
+            fprintf(stderr, "mnist: %s needs a value\nTry 'mnist --help'.\n", argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "mnist: unknown option '%s'\nTry 'mnist --help'.\n", argv[optind - 1]);
             return 2;
         }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "mnist: unexpected argument '%s'\nTry 'mnist --help'.\n", argv[optind]);
+        return 2;
     }
     char dir[1024];
     if (data) {
@@ -119,6 +176,10 @@ int main(int argc, char **argv)
                      getenv("HOME") ? getenv("HOME") : ".");
     }
     em_device dev = device ? em_device_parse(device) : em_device_default();
+    if (em_failed()) {
+        fprintf(stderr, "mnist: %s\n", em_last_error());
+        return 2;
+    }
 
     /* The files list the digits class by class: shuffle (seed 2024, fixed) before splitting. */
     em_dataset *all = em_dataset_mnist_json(dir, (em_idx_cfg){0});
@@ -155,6 +216,8 @@ int main(int argc, char **argv)
     em_free(summary);
     em_learner *l = em_learner_new(a.net, opt, sched,
                                    (em_learner_cfg){.epochs = epochs,
+                                                    .train_batches = em_loader_num_batches(a.train),
+                                                    .val_batches = em_loader_num_batches(a.test),
                                                     .train_step = train_step,
                                                     .val_step = val_step,
                                                     .user = &a,
@@ -164,13 +227,19 @@ int main(int argc, char **argv)
                                                     .monitor = "val_accuracy",
                                                     .monitor_mode = EM_MODE_MAX,
                                                     .log_every = 25});
+    char hp[128];
+    snprintf(hp, sizeof hp, "%lld", (long long)batch);
+    if (l) em_learner_log_param(l, "batch size", hp);
+    snprintf(hp, sizeof hp, "cosine over %lld epochs to 0", (long long)epochs);
+    if (l) em_learner_log_param(l, "schedule", hp);
+    if (l) em_learner_log_param(l, "model", use_mlp ? "MLP 784-256-10" : "CNN");
     em_status st = l ? em_learner_fit(l) : em_last_status();
     if (st == EM_OK) {
-        int64_t best_epoch = -1;
+        int64_t best_epoch = -1, done = em_learner_epochs_done(l);
         double best = em_learner_best(l, &best_epoch);
         double last = em_learner_metric(l, -1, "val_accuracy");
-        printf("test accuracy: %.2f%% after %lld epochs (best %.2f%% at epoch %lld)\n", 100 * last,
-               (long long)em_learner_epochs_done(l), 100 * best, (long long)best_epoch + 1);
+        printf("test accuracy: %.2f%% after %lld epoch%s (best %.2f%% at epoch %lld)\n", 100 * last,
+               (long long)done, done == 1 ? "" : "s", 100 * best, (long long)best_epoch + 1);
         printf("run directory: %s\n", em_learner_run_dir(l));
     } else {
         fprintf(stderr, "mnist: %s\n", em_last_error());

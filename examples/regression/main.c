@@ -16,10 +16,51 @@
  * DIR holds the sklearn CSVs (default ${EMBER_DATA:-~/.cache/ember}/sklearn).
  */
 #include <ember/ember.h>
+#include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char usage[] =
+    "Usage: regression [options]\n"
+    "Trains MLPs on scikit-learn's diabetes (regression) and wine (classification) sets.\n"
+    "\n"
+    "  --task T      diabetes, wine or both (default both)\n"
+    "  --epochs N    epochs to train (default 200; wine stops at 100)\n"
+    "  --lr X        AdamW's learning rate (default 0.003)\n"
+    "  --seed S      split, initialisation and batch order (default 7)\n"
+    "  --data DIR    the scikit-learn CSVs (default ${EMBER_DATA:-~/.cache/ember}/sklearn)\n"
+    "  --verbose     show the learner's progress\n"
+    "  -h, --help    print this help and exit\n";
+
+/* A whole integer in [min, max] for option `flag`, or a message and exit status 2. */
+static int64_t int_arg(const char *flag, const char *s, int64_t min, int64_t max)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max) {
+        fprintf(stderr, "regression: --%s expects an integer from %lld to %lld, got '%s'\n", flag,
+                (long long)min, (long long)max, s);
+        exit(2);
+    }
+    return v;
+}
+
+/* A finite number > 0 for option `flag`, or a message and exit status 2. */
+static double pos_arg(const char *flag, const char *s)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (errno || end == s || *end || !isfinite(v) || v <= 0) {
+        fprintf(stderr, "regression: --%s expects a number > 0, got '%s'\n", flag, s);
+        exit(2);
+    }
+    return v;
+}
 
 typedef struct app {
     em_module *net;
@@ -129,6 +170,8 @@ static em_status fit(app *a, const char *name, em_tensor *xtr, em_tensor *ytr, e
     }
     l = em_learner_new(a->net, opt, sched,
                        (em_learner_cfg){.epochs = o->epochs,
+                                        .train_batches = em_loader_num_batches(a->train),
+                                        .val_batches = em_loader_num_batches(a->test),
                                         .train_step = train_step,
                                         .val_step = val_step,
                                         .user = a,
@@ -136,6 +179,11 @@ static em_status fit(app *a, const char *name, em_tensor *xtr, em_tensor *ytr, e
                                         .ckpt_every = o->epochs,
                                         .keep_last = 1,
                                         .quiet = !o->verbose});
+    char hp[128];
+    snprintf(hp, sizeof hp, "%lld", (long long)batch);
+    if (l) em_learner_log_param(l, "batch size", hp);
+    snprintf(hp, sizeof hp, "cosine over %lld epochs to 0", (long long)o->epochs);
+    if (l) em_learner_log_param(l, "schedule", hp);
     st = l ? em_learner_fit(l) : em_last_status();
     if (st != EM_OK) goto done;
     const char *metric = a->classify ? "val_accuracy" : "val_loss";
@@ -247,28 +295,40 @@ int main(int argc, char **argv)
 {
     opts o = {.epochs = 200, .lr = 3e-3, .seed = 7};
     const char *task = "both", *data = NULL;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--task") && i + 1 < argc)
-            task = argv[++i];
-        else if (!strcmp(argv[i], "--epochs") && i + 1 < argc)
-            o.epochs = atoll(argv[++i]);
-        else if (!strcmp(argv[i], "--lr") && i + 1 < argc)
-            o.lr = atof(argv[++i]);
-        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
-            o.seed = strtoull(argv[++i], NULL, 10);
-        else if (!strcmp(argv[i], "--data") && i + 1 < argc)
-            data = argv[++i];
-        else if (!strcmp(argv[i], "--verbose"))
-            o.verbose = true;
-        else {
-            fprintf(stderr, "unknown argument %s\n", argv[i]);
+    static const struct option options[] = {
+        {"task", required_argument, 0, 't'}, {"epochs", required_argument, 0, 'e'},
+        {"lr", required_argument, 0, 'l'},   {"seed", required_argument, 0, 's'},
+        {"data", required_argument, 0, 'd'}, {"verbose", no_argument, 0, 'v'},
+        {"help", no_argument, 0, 'h'},       {0, 0, 0, 0}};
+    opterr = 0;
+    for (int c; (c = getopt_long(argc, argv, ":h", options, NULL)) != -1;) {
+        switch (c) {
+        case 't': task = optarg; break;
+        case 'e': o.epochs = int_arg("epochs", optarg, 1, 1000000); break;
+        case 'l': o.lr = pos_arg("lr", optarg); break;
+        case 's': o.seed = (uint64_t)int_arg("seed", optarg, 0, INT64_MAX); break;
+        case 'd': data = optarg; break;
+        case 'v': o.verbose = true; break;
+        case 'h': fputs(usage, stdout); return 0;
+        case ':':
+            fprintf(stderr, "regression: %s needs a value\nTry 'regression --help'.\n",
+                    argv[optind - 1]);
+            return 2;
+        default:
+            fprintf(stderr, "regression: unknown option '%s'\nTry 'regression --help'.\n",
+                    argv[optind - 1]);
             return 2;
         }
     }
+    if (optind < argc) {
+        fprintf(stderr, "regression: unexpected argument '%s'\nTry 'regression --help'.\n",
+                argv[optind]);
+        return 2;
+    }
     bool do_diabetes = !strcmp(task, "diabetes") || !strcmp(task, "both");
     bool do_wine = !strcmp(task, "wine") || !strcmp(task, "both");
-    if ((!do_diabetes && !do_wine) || o.epochs < 1) {
-        fprintf(stderr, "regression: --task diabetes|wine|both, --epochs >= 1\n");
+    if (!do_diabetes && !do_wine) {
+        fprintf(stderr, "regression: --task expects diabetes, wine or both, got '%s'\n", task);
         return 2;
     }
     /* The learner logs every epoch at INFO unless a level is configured: keep quiet runs quiet

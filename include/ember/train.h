@@ -157,13 +157,26 @@ em_stop_reason em_learner_stop_reason(const em_learner *l);
 /* Epochs finished so far and optimizer steps taken. */
 int64_t em_learner_epochs_done(const em_learner *l);
 int64_t em_learner_steps(const em_learner *l);
-/* Value of an epoch metric ("loss", "val_accuracy", "lr" ...) of epoch `epoch` (negative: from
- * the end, -1 the last), NaN when absent. */
+/* Value of an epoch metric ("loss", "val_accuracy", "lr" ..., or a custom scalar) of epoch
+ * `epoch` (negative: from the end, -1 the last), NaN when absent. */
 double em_learner_metric(const em_learner *l, int64_t epoch, const char *name);
 /* Best value of the monitored metric and its epoch (-1 when none). */
 double em_learner_best(const em_learner *l, int64_t *epoch);
 /* The run directory ("runs/<name>"), or NULL with no_run_dir. */
 const char *em_learner_run_dir(const em_learner *l);
+/* Custom scalars, shown beside the built-in metrics in the run directory's files, summary.md,
+ * report.html and the dashboard. Names: letters, digits and "_.-/" (at most 63 characters, at
+ * most 32 names), not a built-in metric name.
+ * em_learner_log_scalar, from a training step: a value of this step (metrics.jsonl,
+ * metrics.csv); its mean over the epoch joins the epoch record. EM_ERR_STATE elsewhere.
+ * em_learner_log_epoch_scalar, from any step while fit runs: a value of the running epoch
+ * (epochs.jsonl, epochs.csv); several calls in one epoch record their mean. */
+em_status em_learner_log_scalar(em_learner *l, const char *name, double value);
+em_status em_learner_log_epoch_scalar(em_learner *l, const char *name, double value);
+/* Records a hyperparameter of the run ("batch_size", "128") in summary.md and report.html; the
+ * learner records its own options, the optimizer's learning rate and the seed by itself. A
+ * second call with the same name replaces the value. */
+em_status em_learner_log_param(em_learner *l, const char *name, const char *value);
 /* Writes / reads a full checkpoint (model, optimizer, scheduler replay, generator, position,
  * history) as safetensors. */
 em_status em_learner_save(em_learner *l, const char *path);

@@ -70,6 +70,33 @@ static em_status meta_f(em_tensor_dict *d, const char *key, double v)
     return em_tensor_dict_set_meta(d, key, buf);
 }
 
+/* Custom scalars: names (comma-separated metadata), the epoch history [epochs, names] and the
+ * running epoch's sums and counts [names, 2]. */
+static em_status save_scalars(em_learner *l, em_tensor_dict *d)
+{
+    int n = l->n_scalars;
+    if (n == 0) return EM_OK;
+    char names[TR_MAX_SCALARS * 64 + 1] = "";
+    size_t at = 0;
+    for (int k = 0; k < n; k++)
+        at += (size_t)snprintf(names + at, sizeof names - at, "%s%s", k ? "," : "",
+                               l->scalars[k].name);
+    em_status st = em_tensor_dict_set_meta(d, "scalars", names);
+    double *h = malloc((size_t)(l->n_hist > 2 ? l->n_hist : 2) * (size_t)n * sizeof *h);
+    if (!h) return em_error(EM_ERR_OOM, "em_learner_save: out of memory");
+    for (int64_t e = 0; e < l->n_hist; e++)
+        for (int k = 0; k < n; k++) h[e * n + k] = l->xhist[e * TR_MAX_SCALARS + k];
+    if (st == EM_OK && l->n_hist > 0)
+        st = add_f64(d, "learner.scalar_history", h, EM_SHAPE(l->n_hist, n));
+    for (int k = 0; k < n; k++) {
+        h[2 * k] = l->scalars[k].epoch_sum;
+        h[2 * k + 1] = (double)l->scalars[k].epoch_n;
+    }
+    if (st == EM_OK && l->batch > 0) st = add_f64(d, "learner.scalar_epoch", h, EM_SHAPE(n, 2));
+    free(h);
+    return st;
+}
+
 em_status em_learner_save(em_learner *l, const char *path)
 {
     if (!l || !path) return em_error(EM_ERR_INVALID_ARG, "em_learner_save: NULL argument");
@@ -97,6 +124,7 @@ em_status em_learner_save(em_learner *l, const char *path)
         }
         free(v);
     }
+    if (st == EM_OK) st = save_scalars(l, d);
     em_rng_state rng = em_rng_get_state();
     if (st == EM_OK) st = em_tensor_dict_set_meta(d, "ember.learner", "1");
     if (st == EM_OK) st = meta_i(d, "epoch", l->epoch);
@@ -113,6 +141,9 @@ em_status em_learner_save(em_learner *l, const char *path)
     if (st == EM_OK) st = meta_i(d, "bad_epochs", l->bad_epochs);
     if (st == EM_OK) st = meta_f(d, "elapsed", tr_elapsed(l));
     if (st == EM_OK) st = meta_f(d, "epoch_time", l->epoch_time_prev);
+    if (st == EM_OK) st = meta_u(d, "run_rng_seed", l->run_rng.seed);
+    if (st == EM_OK) st = meta_u(d, "run_rng_offset", l->run_rng.offset);
+    if (st == EM_OK && l->sessions) st = em_tensor_dict_set_meta(d, "sessions", l->sessions);
     if (st == EM_OK) st = em_safetensors_save(path, d, NULL);
     em_tensor_dict_free(d);
     return st;
@@ -147,6 +178,53 @@ static void count_param(void *ctx, const char *name, em_module_entry *e)
     (void)name;
     (void)e;
     ((count_ctx *)ctx)->n++;
+}
+
+/* The custom scalars of a checkpoint (after the epoch history is in place). */
+static em_status load_scalars(em_learner *l, const em_tensor_dict *d)
+{
+    const char *fn = "em_learner_load";
+    for (int k = 0; k < l->n_scalars; k++) tr_series_free(&l->scalars[k].series);
+    l->n_scalars = 0;
+    const char *names = em_tensor_dict_get_meta(d, "scalars");
+    if (!names || !names[0]) return EM_OK;
+    for (const char *p = names; *p;) {
+        size_t len = strcspn(p, ",");
+        if (len == 0 || len >= sizeof l->scalars[0].name || l->n_scalars == TR_MAX_SCALARS)
+            return em_error(EM_ERR_FORMAT, "%s: bad scalar names \"%.80s\"", fn, names);
+        tr_scalar *sc = &l->scalars[l->n_scalars++];
+        memset(sc, 0, sizeof *sc);
+        memcpy(sc->name, p, len);
+        sc->last = NAN;
+        p += len + (p[len] == ',');
+    }
+    int n = l->n_scalars;
+    em_status st = tr_hist_reserve(l, l->n_hist > 0 ? l->n_hist : 1);
+    em_tensor *h = em_tensor_dict_get(d, "learner.scalar_history");
+    em_tensor *a = em_tensor_dict_get(d, "learner.scalar_epoch");
+    if (st == EM_OK && h &&
+        (em_tensor_rank(h) != 2 || em_tensor_dim(h, 0) != l->n_hist || em_tensor_dim(h, 1) != n))
+        st = em_error(EM_ERR_FORMAT, "%s: learner.scalar_history does not fit %lld epochs of %d",
+                      fn, (long long)l->n_hist, n);
+    if (st == EM_OK && a && em_tensor_numel(a) != 2 * n)
+        st = em_error(EM_ERR_FORMAT, "%s: learner.scalar_epoch does not fit %d scalars", fn, n);
+    int64_t len = (h ? l->n_hist * n : 0) + 2 * n;
+    double *buf = st == EM_OK ? malloc((size_t)len * sizeof *buf) : NULL;
+    if (st == EM_OK && !buf) st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
+    if (st == EM_OK && h) st = em_to_data(h, buf, EM_F64, l->n_hist * n);
+    if (st == EM_OK && h)
+        for (int64_t e = 0; e < l->n_hist; e++)
+            for (int k = 0; k < n; k++) l->xhist[e * TR_MAX_SCALARS + k] = buf[e * n + k];
+    if (st == EM_OK && a) {
+        double *acc = buf + (h ? l->n_hist * n : 0);
+        st = em_to_data(a, acc, EM_F64, 2 * n);
+        for (int k = 0; st == EM_OK && k < n; k++) {
+            l->scalars[k].epoch_sum = acc[2 * k];
+            l->scalars[k].epoch_n = (int64_t)acc[2 * k + 1];
+        }
+    }
+    free(buf);
+    return st;
 }
 
 em_status em_learner_load(em_learner *l, const char *path)
@@ -209,14 +287,10 @@ em_status em_learner_load(em_learner *l, const char *path)
             st = em_error(EM_ERR_FORMAT, "%s: learner.history has another column count", fn);
         } else {
             int64_t n = em_tensor_dim(hist, 0);
-            double *h = realloc(l->hist, (size_t)(n > 0 ? n : 1) * TC_COUNT * sizeof *h);
-            if (!h) st = em_error(EM_ERR_OOM, "%s: out of memory", fn);
-            if (h) {
-                l->hist = h;
-                l->cap_hist = n > 0 ? n : 1;
-                st = em_to_data(hist, h, EM_F64, n * TC_COUNT);
-                if (st == EM_OK) l->n_hist = n;
-            }
+            st = tr_hist_reserve(l, n > 0 ? n : 1);
+            if (st == EM_OK) st = em_to_data(hist, l->hist, EM_F64, n * TC_COUNT);
+            if (st == EM_OK) l->n_hist = n;
+            for (int64_t i = 0; st == EM_OK && i < n * TR_MAX_SCALARS; i++) l->xhist[i] = NAN;
         }
     }
     em_metrics_reset(l->train_m);
@@ -229,6 +303,7 @@ em_status em_learner_load(em_learner *l, const char *path)
         if (st == EM_OK) st = tr_metrics_state_set(l->train_m, buf, n);
         free(buf);
     }
+    if (st == EM_OK) st = load_scalars(l, d);
     if (st == EM_OK) {
         const char *s1 = em_tensor_dict_get_meta(d, "rng_seed");
         const char *s2 = em_tensor_dict_get_meta(d, "rng_offset");
@@ -246,6 +321,17 @@ em_status em_learner_load(em_learner *l, const char *path)
         if (meta_get(d, "bad_epochs", &v)) l->bad_epochs = (int64_t)v;
         if (meta_get(d, "elapsed", &v)) l->elapsed_prev = v;
         if (meta_get(d, "epoch_time", &v)) l->epoch_time_prev = v;
+        const char *r1 = em_tensor_dict_get_meta(d, "run_rng_seed");
+        const char *r2 = em_tensor_dict_get_meta(d, "run_rng_offset");
+        if (r1 && r2) l->run_rng = (em_rng_state){strtoull(r1, NULL, 10), strtoull(r2, NULL, 10)};
+        const char *ss = em_tensor_dict_get_meta(d, "sessions");
+        free(l->sessions);
+        l->sessions = NULL;
+        if (ss) {
+            size_t n = strlen(ss) + 1;
+            l->sessions = malloc(n);
+            if (l->sessions) memcpy(l->sessions, ss, n);
+        }
     }
     em_tensor_dict_free(d);
     return st;

@@ -62,34 +62,64 @@ double tr_elapsed(const em_learner *l)
     return l->elapsed_prev + (l->t0 > 0 ? tr_now() - l->t0 : 0.0);
 }
 
-void tr_series_push(tr_series *s, double x)
+void tr_series_push(tr_series *s, double x, double y)
 {
     if (s->stride == 0) s->stride = 1;
-    s->pend += x;
+    s->pend_x += x;
+    s->pend += y;
     if (++s->pend_n < s->stride) return;
-    double v = s->pend / (double)s->pend_n;
-    s->pend = 0;
+    double mx = s->pend_x / (double)s->pend_n, my = s->pend / (double)s->pend_n;
+    s->pend_x = s->pend = 0;
     s->pend_n = 0;
     if (s->n == s->cap) {
         if (s->cap >= 4096) { /* halve: pairwise means, twice the stride */
-            for (int64_t i = 0; i < s->n / 2; i++) s->v[i] = 0.5 * (s->v[2 * i] + s->v[2 * i + 1]);
+            for (int64_t i = 0; i < s->n / 2; i++) {
+                s->x[i] = 0.5 * (s->x[2 * i] + s->x[2 * i + 1]);
+                s->v[i] = 0.5 * (s->v[2 * i] + s->v[2 * i + 1]);
+            }
             s->n /= 2;
             s->stride *= 2;
         } else {
             int64_t cap = s->cap ? s->cap * 2 : 256;
-            double *g = realloc(s->v, (size_t)cap * sizeof *g);
-            if (!g) return;
-            s->v = g;
+            double *gx = realloc(s->x, (size_t)cap * sizeof *gx);
+            if (!gx) return;
+            s->x = gx;
+            double *gv = realloc(s->v, (size_t)cap * sizeof *gv);
+            if (!gv) return;
+            s->v = gv;
             s->cap = cap;
         }
     }
-    s->v[s->n++] = v;
+    s->x[s->n] = mx;
+    s->v[s->n++] = my;
 }
 
 void tr_series_free(tr_series *s)
 {
+    free(s->x);
     free(s->v);
     memset(s, 0, sizeof *s);
+}
+
+const char *tr_plural(int64_t n, const char *word, char *buf, size_t cap)
+{
+    snprintf(buf, cap, "%lld %s%s", (long long)n, word, n == 1 ? "" : "s");
+    return buf;
+}
+
+em_status tr_hist_reserve(em_learner *l, int64_t n)
+{
+    if (n <= l->cap_hist) return EM_OK;
+    int64_t cap = l->cap_hist ? 2 * l->cap_hist : 16;
+    if (cap < n) cap = n;
+    double *h = realloc(l->hist, (size_t)cap * TC_COUNT * sizeof *h);
+    if (h) l->hist = h;
+    double *x = h ? realloc(l->xhist, (size_t)cap * TR_MAX_SCALARS * sizeof *x) : NULL;
+    if (!x) return em_error(EM_ERR_OOM, "learner: out of memory");
+    l->xhist = x;
+    for (int64_t i = l->cap_hist * TR_MAX_SCALARS; i < cap * TR_MAX_SCALARS; i++) x[i] = NAN;
+    l->cap_hist = cap;
+    return EM_OK;
 }
 
 /* ---- signals ------------------------------------------------------------------------------- */
@@ -204,9 +234,18 @@ void em_learner_free(em_learner *l)
     free(l->run_dir);
     free(l->ckpt_dir);
     free(l->hist);
+    free(l->xhist);
     free(l->sched_hist);
     tr_series_free(&l->s_loss);
     tr_series_free(&l->s_acc);
+    tr_series_free(&l->s_lr);
+    for (int k = 0; k < l->n_scalars; k++) tr_series_free(&l->scalars[k].series);
+    for (int i = 0; i < l->n_params; i++) {
+        free(l->params[i].name);
+        free(l->params[i].value);
+    }
+    free(l->params);
+    free(l->sessions);
     free(l);
 }
 
@@ -232,11 +271,120 @@ int64_t em_learner_steps(const em_learner *l)
 
 double em_learner_metric(const em_learner *l, int64_t epoch, const char *name)
 {
-    int c = tr_col_find(name);
-    if (!l || c < 0) return NAN;
+    if (!l) return NAN;
+    int c = tr_col_find(name), k = c < 0 ? tr_scalar_find(l, name) : -1;
+    if (c < 0 && k < 0) return NAN;
     if (epoch < 0) epoch += l->n_hist;
     if (epoch < 0 || epoch >= l->n_hist) return NAN;
-    return l->hist[epoch * TC_COUNT + c];
+    return c >= 0 ? l->hist[epoch * TC_COUNT + c] : l->xhist[epoch * TR_MAX_SCALARS + k];
+}
+
+/* ---- custom scalars and hyperparameters ----------------------------------------------------- */
+
+int tr_scalar_find(const em_learner *l, const char *name)
+{
+    for (int k = 0; name && k < l->n_scalars; k++)
+        if (strcmp(l->scalars[k].name, name) == 0) return k;
+    return -1;
+}
+
+static bool scalar_name_ok(const char *name, size_t cap)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n >= cap) return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+              c == '_' || c == '.' || c == '-' || c == '/'))
+            return false;
+    }
+    return true;
+}
+
+/* The scalar `name`, registered on first use; -1 with an error for a bad name. */
+static int scalar_slot(em_learner *l, const char *name, const char *fn)
+{
+    if (!l || !name) {
+        em_error(EM_ERR_INVALID_ARG, "%s: NULL argument", fn);
+        return -1;
+    }
+    int k = tr_scalar_find(l, name);
+    if (k >= 0) return k;
+    if (!scalar_name_ok(name, sizeof l->scalars[0].name)) {
+        em_error(EM_ERR_INVALID_ARG,
+                 "%s: invalid name \"%.80s\" (1 to 63 letters, digits and \"_.-/\")", fn, name);
+        return -1;
+    }
+    if (tr_col_find(name) >= 0 || strcmp(name, "batch") == 0 || strcmp(name, "step") == 0) {
+        em_error(EM_ERR_INVALID_ARG, "%s: \"%s\" is a built-in metric", fn, name);
+        return -1;
+    }
+    if (l->n_scalars == TR_MAX_SCALARS) {
+        em_error(EM_ERR_INVALID_ARG, "%s: more than %d scalar names (\"%s\")", fn, TR_MAX_SCALARS,
+                 name);
+        return -1;
+    }
+    k = l->n_scalars++;
+    memset(&l->scalars[k], 0, sizeof l->scalars[k]);
+    snprintf(l->scalars[k].name, sizeof l->scalars[k].name, "%s", name);
+    l->scalars[k].last = NAN;
+    return k;
+}
+
+em_status em_learner_log_scalar(em_learner *l, const char *name, double value)
+{
+    const char *fn = "em_learner_log_scalar";
+    if (l && !l->in_train_step)
+        return em_error(EM_ERR_STATE,
+                        "%s: \"%s\" logged outside a training step (em_learner_log_epoch_scalar "
+                        "records a value of the epoch)",
+                        fn, name ? name : "(null)");
+    int k = scalar_slot(l, name, fn);
+    if (k < 0) return em_last_status();
+    tr_scalar *sc = &l->scalars[k];
+    sc->step_sum += value;
+    sc->step_n++;
+    sc->epoch_sum += value;
+    sc->epoch_n++;
+    return EM_OK;
+}
+
+em_status em_learner_log_epoch_scalar(em_learner *l, const char *name, double value)
+{
+    const char *fn = "em_learner_log_epoch_scalar";
+    if (l && !l->in_fit)
+        return em_error(EM_ERR_STATE, "%s: \"%s\" logged while no fit runs", fn,
+                        name ? name : "(null)");
+    int k = scalar_slot(l, name, fn);
+    if (k < 0) return em_last_status();
+    l->scalars[k].epoch_sum += value;
+    l->scalars[k].epoch_n++;
+    return EM_OK;
+}
+
+em_status em_learner_log_param(em_learner *l, const char *name, const char *value)
+{
+    const char *fn = "em_learner_log_param";
+    if (!l || !name || !value) return em_error(EM_ERR_INVALID_ARG, "%s: NULL argument", fn);
+    if (!name[0]) return em_error(EM_ERR_INVALID_ARG, "%s: empty name", fn);
+    char *v = dup_str(value);
+    if (!v) return em_error(EM_ERR_OOM, "%s: out of memory", fn);
+    for (int i = 0; i < l->n_params; i++)
+        if (strcmp(l->params[i].name, name) == 0) {
+            free(l->params[i].value);
+            l->params[i].value = v;
+            return EM_OK;
+        }
+    tr_param *g = realloc(l->params, (size_t)(l->n_params + 1) * sizeof *g);
+    char *n = dup_str(name);
+    if (g) l->params = g;
+    if (!g || !n) {
+        free(v);
+        free(n);
+        return em_error(EM_ERR_OOM, "%s: out of memory", fn);
+    }
+    l->params[l->n_params++] = (tr_param){n, v};
+    return EM_OK;
 }
 
 double em_learner_best(const em_learner *l, int64_t *epoch)
@@ -273,8 +421,14 @@ static em_status call_step(em_learner *l, em_step_fn fn, bool training, em_step_
     em_step_ctx ctx = {l, l->cfg.user, l->epoch, training ? l->batch : 0, l->steps, training};
     *got = false;
     memset(out, 0, sizeof *out);
+    for (int k = 0; k < l->n_scalars; k++) {
+        l->scalars[k].step_sum = 0;
+        l->scalars[k].step_n = 0;
+    }
+    l->in_train_step = training;
     uint64_t mark = core_error_mark();
     em_status st = fn(&ctx, out);
+    l->in_train_step = false;
     if (st == EM_OK && core_failed_since(mark)) st = em_last_status();
     if (st != EM_OK) {
         release_out(out);
@@ -402,11 +556,20 @@ static em_status train_epoch(em_learner *l, bool *stopped)
         l->last_loss = loss;
         l->last_acc = bacc;
         l->last_lr = lr;
-        tr_series_push(&l->s_loss, loss);
-        if (!isnan(bacc)) tr_series_push(&l->s_acc, bacc);
+        /* the optimizer step this batch's gradients went (or will go) into */
+        int64_t step = l->steps + (micro > 0);
+        tr_series_push(&l->s_loss, (double)step, loss);
+        if (!isnan(bacc)) tr_series_push(&l->s_acc, (double)step, bacc);
+        tr_series_push(&l->s_lr, (double)step, lr);
+        for (int j = 0; j < l->n_scalars; j++) {
+            tr_scalar *sc = &l->scalars[j];
+            if (sc->step_n == 0) continue;
+            sc->last = sc->step_sum / (double)sc->step_n;
+            tr_series_push(&sc->series, (double)step, sc->last);
+        }
         sample_rates(l, items);
         double dt = tr_now() - t_step;
-        tr_json_step(l, loss, bacc, lr, dt > 0 ? (double)items / dt : NAN, tr_elapsed(l));
+        tr_json_step(l, step, loss, bacc, lr, dt > 0 ? (double)items / dt : NAN, tr_elapsed(l));
         if (l->dash) {
             if (tr_dash_poll(l)) l->stop_requested = 1;
             tr_dash_draw(l, false);
@@ -499,14 +662,15 @@ static em_status finish_epoch(em_learner *l, bool *early)
         if (st != EM_OK) return st;
     }
     rec[TC_TIME] = tr_elapsed(l);
-    if (l->n_hist == l->cap_hist) {
-        int64_t cap = l->cap_hist ? 2 * l->cap_hist : 16;
-        double *h = realloc(l->hist, (size_t)cap * TC_COUNT * sizeof *h);
-        if (!h) return em_error(EM_ERR_OOM, "learner: out of memory");
-        l->hist = h;
-        l->cap_hist = cap;
+    double custom[TR_MAX_SCALARS];
+    for (int k = 0; k < TR_MAX_SCALARS; k++) {
+        const tr_scalar *sc = &l->scalars[k];
+        custom[k] = k < l->n_scalars && sc->epoch_n > 0 ? sc->epoch_sum / (double)sc->epoch_n : NAN;
     }
+    em_status gs = tr_hist_reserve(l, l->n_hist + 1);
+    if (gs != EM_OK) return gs;
     memcpy(l->hist + l->n_hist * TC_COUNT, rec, sizeof rec);
+    memcpy(l->xhist + l->n_hist * TR_MAX_SCALARS, custom, sizeof custom);
     l->n_hist++;
     double mv = rec[l->monitor_col];
     if (l->s && !l->cfg.sched_per_iter) {
@@ -529,11 +693,11 @@ static em_status finish_epoch(em_learner *l, bool *early)
     } else {
         l->bad_epochs++;
     }
-    tr_json_epoch(l, rec);
+    tr_json_epoch(l, rec, custom);
     if (l->dash)
         tr_dash_draw(l, true);
     else
-        tr_plain_epoch(l, rec);
+        tr_plain_epoch(l, l->n_hist - 1);
     LOG(EM_LOG_INFO, "epoch %lld/%lld: loss %.6g %s %.6g%s", (long long)l->epoch + 1,
         (long long)l->cfg.epochs, rec[TC_LOSS], l->monitor, mv, better ? " (best)" : "");
     l->epoch++;
@@ -541,6 +705,10 @@ static em_status finish_epoch(em_learner *l, bool *early)
     l->epoch_items = 0;
     l->epoch_time_prev = 0;
     em_metrics_reset(l->train_m);
+    for (int k = 0; k < l->n_scalars; k++) {
+        l->scalars[k].epoch_sum = 0;
+        l->scalars[k].epoch_n = 0;
+    }
     bool last = l->epoch >= l->cfg.epochs;
     if (l->cfg.patience > 0 && l->bad_epochs >= l->cfg.patience) *early = true;
     if (l->ckpt_dir && l->cfg.ckpt_every > 0 &&
@@ -562,6 +730,10 @@ static em_status run_epochs(em_learner *l)
             em_metrics_reset(l->train_m);
             l->epoch_items = 0;
             l->epoch_time_prev = 0;
+            for (int k = 0; k < l->n_scalars; k++) {
+                l->scalars[k].epoch_sum = 0;
+                l->scalars[k].epoch_n = 0;
+            }
         }
         l->t_epoch0 = tr_now();
         l->cpu_epoch0 = em_process_cpu_seconds();
@@ -578,11 +750,12 @@ static em_status run_epochs(em_learner *l)
         st = finish_epoch(l, &early);
         if (st != EM_OK) return st;
         if (early) {
+            char n[32];
+            tr_plural(l->bad_epochs, "epoch", n, sizeof n);
             l->reason = EM_STOP_EARLY;
-            LOG(EM_LOG_INFO, "early stopping: %s did not improve for %lld epochs", l->monitor,
-                (long long)l->bad_epochs);
-            snprintf(l->status, sizeof l->status, "early stop: no %s improvement in %lld epochs",
-                     l->monitor, (long long)l->bad_epochs);
+            LOG(EM_LOG_INFO, "early stopping: %s did not improve for %s", l->monitor, n);
+            snprintf(l->status, sizeof l->status, "early stop: no %s improvement in %s", l->monitor,
+                     n);
             return EM_OK;
         }
         if (stop_wanted(l) && l->epoch < l->cfg.epochs) {
@@ -595,6 +768,34 @@ static em_status run_epochs(em_learner *l)
     }
     l->reason = EM_STOP_DONE;
     return EM_OK;
+}
+
+/* Ends a file's torn last line (a killed process's) so that appended records start a line. */
+static void end_line(const char *path)
+{
+    FILE *f = path ? fopen(path, "r+") : NULL;
+    if (!f) return;
+    if (fseek(f, -1, SEEK_END) == 0 && fgetc(f) != '\n' && fseek(f, 0, SEEK_END) == 0)
+        fputc('\n', f);
+    fclose(f);
+}
+
+/* Appends this session's line (start time, optimizer step, command line) to l->sessions. */
+static void add_session(em_learner *l)
+{
+    char when[64] = "?";
+    time_t now = time(NULL);
+    struct tm tm;
+    if (localtime_r(&now, &tm)) strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S %z", &tm);
+    char *cmd = tr_command_line();
+    size_t old = l->sessions ? strlen(l->sessions) : 0;
+    size_t add = strlen(when) + (cmd ? strlen(cmd) : 1) + 48;
+    char *g = realloc(l->sessions, old + add);
+    if (g) {
+        snprintf(g + old, add, "%s\t%lld\t%s\n", when, (long long)l->steps, cmd ? cmd : "?");
+        l->sessions = g;
+    }
+    free(cmd);
 }
 
 /* Run directory: creates it, opens the JSON-lines files (truncated on a fresh run, appended on
@@ -614,6 +815,10 @@ static em_status open_run(em_learner *l, bool resuming)
     }
     const char *mode = resuming ? "a" : "w";
     char *p1 = join(l->run_dir, "metrics.jsonl"), *p2 = join(l->run_dir, "epochs.jsonl");
+    if (resuming) {
+        end_line(p1);
+        end_line(p2);
+    }
     char *p3 = join(l->run_dir, "train.log");
     if (p1) l->f_steps = fopen(p1, mode);
     if (p2) l->f_epochs = fopen(p2, mode);
@@ -656,8 +861,14 @@ em_status em_learner_fit(em_learner *l)
     } else if (st == EM_OK) {
         if (l->cfg.resume) LOG(EM_LOG_INFO, "no checkpoint to resume from: starting afresh");
         if (l->cfg.seed) em_seed(l->cfg.seed);
+        if (l->steps == 0) l->run_rng = em_rng_get_state();
     }
+    bool resumed = latest != NULL;
     free(latest);
+    if (st == EM_OK) add_session(l);
+    /* the dashboard's curves start with the earlier sessions' steps */
+    if (st == EM_OK && resumed && l->run_dir && l->s_loss.n == 0) tr_load_series(l);
+    l->session_hist = l->n_hist;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
@@ -668,17 +879,24 @@ em_status em_learner_fit(em_learner *l)
     l->t0 = tr_now();
     l->ips_t = 0;
     if (st == EM_OK) {
-        LOG(EM_LOG_INFO, "training %lld epochs, %lld parameters, run directory %s",
-            (long long)l->cfg.epochs, (long long)em_module_count(l->m, true),
+        char n[32];
+        LOG(EM_LOG_INFO, "training %s, %lld parameters, run directory %s",
+            tr_plural(l->cfg.epochs, "epoch", n, sizeof n), (long long)em_module_count(l->m, true),
             l->run_dir ? l->run_dir : "(none)");
         l->dash = !l->cfg.quiet && tr_dashboard_wanted(l) ? tr_dash_open(l) : NULL;
+        l->in_fit = true;
         st = run_epochs(l);
+        l->in_fit = false;
         if (st != EM_OK) {
             l->reason = EM_STOP_ERROR;
             snprintf(l->status, sizeof l->status, "error: %s", em_last_error());
             LOG(EM_LOG_ERROR, "training failed: %s", em_last_error());
         }
-        tr_dash_close(l);
+        if (l->dash) {
+            tr_dash_close(l);
+            /* the screen is gone: the epochs' result lines stay in the terminal's scrollback */
+            for (int64_t e = l->session_hist; e < l->n_hist; e++) tr_plain_epoch(l, e);
+        }
     }
     l->elapsed_prev += tr_now() - l->t0;
     l->t0 = 0;
@@ -696,6 +914,7 @@ em_status em_learner_fit(em_learner *l)
         if (l->f_epochs) fclose(l->f_epochs);
         l->f_steps = l->f_epochs = NULL;
         em_status rs = tr_write_summary(l);
+        if (rs == EM_OK) rs = tr_write_csv(l);
         if (rs == EM_OK) rs = tr_write_report(l);
         em_log_to_file(NULL);
         if (keep != EM_OK) {

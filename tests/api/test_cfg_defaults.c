@@ -48,7 +48,7 @@ static em_module *train3(make_optim make, const void *cfg)
 {
     em_seed(7);
     em_module *net = em_sequential(EM_CPU, em_linear_new(5, 4, EM_CPU), em_tanh_new(),
-                                   em_linear_new(4, 3, EM_CPU), NULL);
+                                   em_linear_new(4, 3, EM_CPU));
     em_optim *o = make(net, cfg);
     CHECK(o != NULL, "optimizer: %s", em_last_error());
     em_tensor *x = em_randn(EM_SHAPE(8, 5), EM_F32, EM_CPU);

@@ -135,7 +135,7 @@ static void test_shared_module(void)
         em_conv2d_new((em_conv2d_cfg){.in = 8, .out = 8, .kernel = {3, 3}, .padding = {1, 1}},
                       EM_CPU),
         em_gelu_new(), em_dropout_new(0.5), em_flatten_new(1, -1),
-        em_linear_new(8 * 8 * 8, 10, EM_CPU), NULL);
+        em_linear_new(8 * 8 * 8, 10, EM_CPU));
     /* eval mode: batch norm reads its running statistics and dropout passes through; in
      * training mode batch norm updates its buffers, which threads may not do at once */
     if (cnn) em_module_train(cnn, false);
@@ -261,10 +261,10 @@ static void trainer_init(trainer *t, int k, em_tensor *const *data)
             EM_CPU,
             em_conv2d_new((em_conv2d_cfg){.in = 1, .out = 4, .kernel = {3, 3}, .padding = {1, 1}},
                           EM_CPU),
-            em_relu_new(), em_flatten_new(1, -1), em_linear_new(64, 4, EM_CPU), NULL);
+            em_relu_new(), em_flatten_new(1, -1), em_linear_new(64, 4, EM_CPU));
     else
         t->net = em_sequential(EM_CPU, em_linear_new(16, 32, EM_CPU), em_tanh_new(),
-                               em_linear_new(32, 4, EM_CPU), NULL);
+                               em_linear_new(32, 4, EM_CPU));
     t->opt = k == 1 ? em_sgd_new(t->net, (em_sgd_cfg){.lr = 0.1, .momentum = 0.9})
                     : em_adam_new(t->net, (em_adam_cfg){.lr = 1e-2});
     const char *names[2] = {"x", "y"};
