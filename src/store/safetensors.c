@@ -3,6 +3,7 @@
 #include "store_impl.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -666,16 +667,16 @@ static char *save_target(const char *path)
     return target;
 }
 
-/* Splits path into its directory ("." when none) and file name; em_free *dir. */
-static bool split_path(const char *path, char **dir, const char **base)
+/* Splits path into its directory ("." when none), written to dir[cap], and file name; false
+ * when the directory does not fit (the caller's best-effort work is then skipped). */
+static bool split_path(const char *path, char *dir, size_t cap, const char **base)
 {
     const char *slash = strrchr(path, '/');
     *base = slash ? slash + 1 : path;
     size_t dlen = slash ? (slash == path ? 1 : (size_t)(slash - path)) : 1;
-    *dir = em_alloc(dlen + 1);
-    if (!*dir) return false;
-    memcpy(*dir, slash ? path : ".", dlen);
-    (*dir)[dlen] = 0;
+    if (dlen + 1 > cap) return false;
+    memcpy(dir, slash ? path : ".", dlen);
+    dir[dlen] = 0;
     return true;
 }
 
@@ -698,11 +699,11 @@ static bool is_temp_of(const char *name, const char *base)
  * with it the lock) are removed. */
 static void remove_stale_temps(const char *target)
 {
-    char *dir;
+    /* best effort, so nothing here may fail the save: no allocation */
+    char dir[PATH_MAX];
     const char *base;
-    if (!split_path(target, &dir, &base)) return;
+    if (!split_path(target, dir, sizeof dir, &base)) return;
     DIR *d = opendir(dir);
-    em_free(dir);
     if (!d) return;
     struct dirent *e;
     while ((e = readdir(d))) {

@@ -20,15 +20,8 @@ void tn_set_grad_release_hook(void (*fn)(void *grad_info))
 
 static em_storage *storage_new(size_t nbytes, em_device dev)
 {
-    em_backends_init();
-    const em_backend *be = em_backend_get(dev.backend);
-    if (!be) {
-        if (dev.backend < 0)
-            em_error(EM_ERR_DEVICE, "tensor: device none does not exist");
-        else
-            em_error(EM_ERR_DEVICE, "tensor: no backend with index %d", dev.backend);
-        return NULL;
-    }
+    const em_backend *be = em_backend_of("tensor", dev);
+    if (!be) return NULL;
     em_storage *s = em_alloc(sizeof *s);
     if (!s) return NULL;
     /* Size-0 tensors still get a valid (tiny) buffer so data pointers are never NULL. */
@@ -186,12 +179,8 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
                  tn_dims_str(shape, rank), em_dtype_name(dtype));
         return false;
     }
-    em_backends_init();
-    const em_backend *be = em_backend_get(dev.backend);
-    if (!be) {
-        em_error(EM_ERR_DEVICE, "%s: no backend with index %d", op, dev.backend);
-        return false;
-    }
+    const em_backend *be = em_backend_of(op, dev);
+    if (!be) return false;
     int64_t cap = core_max_tensor_bytes(), mem = device_memory_bytes(be, dev);
     bool over_cap = cap > 0 && (int64_t)nbytes > cap, over_mem = mem > 0 && (int64_t)nbytes > mem;
     if (over_cap || over_mem) {

@@ -124,7 +124,7 @@ static void test_shared_module(void)
     /* a Linear followed by a ReLU runs as one fused op (matmul_bias_act) */
     shared_case_init(&cases[1], "MLP", 100,
                      em_sequential(EM_CPU, em_linear_new(64, 96, EM_CPU), em_relu_new(),
-                                   em_linear_new(96, 10, EM_CPU), NULL),
+                                   em_linear_new(96, 10, EM_CPU)),
                      "0.weight", EM_SHAPE(8, 64));
     em_module *cnn = em_sequential(
         EM_CPU,
