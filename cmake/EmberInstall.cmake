@@ -29,12 +29,7 @@ install(FILES ${PROJECT_BINARY_DIR}/EmberConfig.cmake ${PROJECT_BINARY_DIR}/Embe
 # pkg-config: the dependencies as pkg-config modules (Requires.private), so
 # `pkg-config --static --libs ember` lists everything a static link needs. The file finds its
 # prefix relative to itself, so an installed tree can move.
-if(CURSES_LIBRARIES MATCHES "ncursesw")
-  set(EMBER_PC_CURSES ncursesw)
-else()
-  set(EMBER_PC_CURSES ncurses)
-endif()
-set(EMBER_PC_REQUIRES_PRIVATE "libzip zlib libpng libjpeg sqlite3 ${EMBER_PC_CURSES}")
+set(EMBER_PC_REQUIRES_PRIVATE "libzip zlib libpng libjpeg sqlite3 ncursesw")
 file(RELATIVE_PATH EMBER_PC_REL_PREFIX ${CMAKE_INSTALL_PREFIX}/${CMAKE_INSTALL_LIBDIR}/pkgconfig
      ${CMAKE_INSTALL_PREFIX})
 configure_file(${PROJECT_SOURCE_DIR}/ember.pc.in ${PROJECT_BINARY_DIR}/ember.pc @ONLY)

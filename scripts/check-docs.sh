@@ -40,8 +40,11 @@ def split_args(s):
 headers = ""
 for f in sorted(glob.glob("include/ember/*.h")):
     headers += open(f, encoding="utf-8").read() + "\n"
-headers = re.sub(r"^\s*#.*$", "", strip_c_comments(headers), flags=re.M)
-decls = {}  # name -> number of parameters, None when variadic
+headers = strip_c_comments(headers)
+decls = {}  # name -> number of parameters, None when variadic (or a function-like macro)
+for m in re.finditer(r"^\s*#\s*define\s+(em_\w+)\(", headers, flags=re.M):
+    decls[m.group(1)] = None
+headers = re.sub(r"^\s*#.*$", "", headers, flags=re.M)
 for m in re.finditer(
     r"\b(em_\w+)\s*\(((?:[^();{}]|\([^()]*\))*)\)\s*(?:EM_PRINTF\([^)]*\))?\s*;", headers
 ):
@@ -49,7 +52,7 @@ for m in re.finditer(
     if params == ["void"]:
         params = []
     decls[m.group(1)] = None if "..." in params else len(params)
-names = set(re.findall(r"\bem_\w+", headers))
+names = set(re.findall(r"\bem_\w+", headers)) | set(decls)
 if len(decls) < 100:
     sys.exit(f"check-docs: only {len(decls)} declarations found in include/ember/*.h")
 

@@ -43,7 +43,7 @@ fi
 # static program, go to static-link.log)
 (cd "$B/tests" && rm -f cpu_test_gemm_static && aarch64-linux-gnu-gcc -O2 -static \
     -o cpu_test_gemm_static CMakeFiles/cpu_test_gemm.dir/cpu/test_gemm.c.o libember_testlib.a \
-    ../libember.a -lm -ldl -lpng16 -lz -ljpeg -lsqlite3 -lncurses -lpthread 2>static-link.log) ||
+    ../libember.a -lm -ldl -lpng16 -lz -ljpeg -lsqlite3 -lncursesw -ltinfo -lpthread 2>static-link.log) ||
     { cat "$B/tests/static-link.log" >&2; exit 1; }
 EMBER_NUM_THREADS=2 EMBER_TEST_GEMM_SETS=neon qemu-aarch64 "$B/tests/cpu_test_gemm_static"
 [ $SUITE = 1 ] || exit 0

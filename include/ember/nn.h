@@ -126,14 +126,26 @@ em_tensor *em_init_orthogonal(em_shape s, double gain, em_dtype dt, em_device de
 /* ---- containers and simple layers -------------------------------------------------------- */
 
 /* Sequential: children "0", "1", ... run in order. em_sequential(dev, m1, m2, ...) takes the
- * modules listed (no end marker; the macro counts them). It owns every one it is given: when one
- * is NULL (its constructor failed) it frees all the others and returns NULL with the
- * constructor's error (or "module i of n is NULL" when no error is pending). */
+ * modules listed (no end marker; the macro counts them), em_sequential_of an array of n. It owns
+ * every one it is given: when one is NULL (its constructor failed) it frees all the others and
+ * returns NULL with the constructor's error (or "module i of n is NULL" when no error is pending).
+ */
+em_module *em_sequential_of(em_device dev, em_module *const *mods, int n);
+#ifndef __cplusplus
 #define em_sequential(dev, ...)                                                                    \
     em_sequential_of((dev), (em_module *[]){__VA_ARGS__},                                          \
                      (int)(sizeof((em_module *[]){__VA_ARGS__}) / sizeof(em_module *)))
-/* The same from an array of n modules. */
-em_module *em_sequential_of(em_device dev, em_module *const *mods, int n);
+#else
+} /* extern "C" */
+/* C++ has no compound literals: a variadic template gathers the modules. */
+template <typename... M> inline em_module *em_sequential_cxx(em_device dev, M... mods)
+{
+    em_module *list[] = {mods...};
+    return em_sequential_of(dev, list, (int)sizeof...(M));
+}
+extern "C" {
+#define em_sequential(dev, ...) em_sequential_cxx((dev), __VA_ARGS__)
+#endif
 em_module *em_sequential_new(em_device dev);
 em_module *em_sequential_push(em_module *seq, em_module *m);
 em_module *em_identity_new(void);
