@@ -2,7 +2,8 @@
  * exactly what one thread alone gives, with grad mode on and off, and leave no tensor handle
  * behind; independent training loops in threads (each its own model, optimizer and loader)
  * lose exactly what they lose alone; two threads submitting work to the pool at once get their
- * own results. With the argument "inference" only the shared-module part runs
+ * own results; a second backward pass through a graph that one is running through fails. With
+ * the argument "inference" only the shared-module part runs
  * (scripts/tsan.sh repeats that part under ThreadSanitizer). */
 #include <pthread.h>
 #include <string.h>
@@ -28,7 +29,7 @@ typedef struct worker {
     const shared_case *c;
     bool grad;
     int id;
-    int bad; /* rounds whose result differed or failed */
+    int bad; /* wrong or failed results (an output, a gradient) */
     char first[300];
 } worker;
 
