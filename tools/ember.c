@@ -288,7 +288,7 @@ static int cmd_devices(int argc, char **argv)
     char name[32];
     em_device d = em_device_default();
     if (em_last_status() != EM_OK) {
-        printf("default device: cpu (%s)\n", em_last_error());
+        printf("default device: none (%s)\n", em_last_error());
         em_clear_error();
     } else {
         printf("default device: %s\n", em_device_str(d, name, sizeof name));

@@ -1,5 +1,6 @@
 /* Named tensor dictionaries (ordered names -> tensors plus string metadata) and the store info
  * lists that inspect functions return. */
+#include "../tensor/tensor_impl.h"
 #include "store_impl.h"
 
 #include <pthread.h>
@@ -174,7 +175,7 @@ void em_tensor_dict_free(em_tensor_dict *d)
     if (!d) return;
     for (int64_t i = 0; i < d->n; i++) {
         em_free(d->names[i]);
-        em_release(d->tensors[i]);
+        tn_release_ref(d->tensors[i]); /* the plain reference add took */
     }
     for (int64_t i = 0; i < d->nmeta; i++) {
         em_free(d->mkeys[i]);

@@ -905,11 +905,8 @@ em_status em_learner_fit(em_learner *l)
     if (l->reason == EM_STOP_EARLY) tr_plain_msg(l, l->status);
 
     if (l->run_dir) {
-        /* the reports describe what happened even when training failed; keep its error */
-        em_status keep = st;
-        char msg[512];
-        snprintf(msg, sizeof msg, "%s", em_last_error());
-        em_clear_error();
+        /* the reports describe what happened even when training failed; training's error (the
+         * first one) stays the pending one, and a pending error of the caller's is kept too */
         if (l->f_steps) fclose(l->f_steps);
         if (l->f_epochs) fclose(l->f_epochs);
         l->f_steps = l->f_epochs = NULL;
@@ -917,13 +914,7 @@ em_status em_learner_fit(em_learner *l)
         if (rs == EM_OK) rs = tr_write_csv(l);
         if (rs == EM_OK) rs = tr_write_report(l);
         em_log_to_file(NULL);
-        if (keep != EM_OK) {
-            em_clear_error();
-            em_error(keep, "%s", msg);
-            st = keep;
-        } else {
-            st = rs;
-        }
+        if (st == EM_OK) st = rs;
     }
     em_log_set_level("train", old_level);
     return st;

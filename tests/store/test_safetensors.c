@@ -486,6 +486,21 @@ static void test_alloc_failures(void)
     CHECK(failures > 5, "allocation failures exercised (%d)", failures);
 }
 
+/* A dict holds its own reference: a scope-owned tensor added to a dict freed inside the scope is
+ * released once by each, and nothing stays alive. */
+static void test_dict_scope(void)
+{
+    int64_t live = em_live_tensors();
+    em_scope_begin();
+    em_tensor_dict *d = em_tensor_dict_new();
+    CHECK(em_tensor_dict_add(d, "a", em_rand(EM_SHAPE(2), EM_F32, EM_CPU)) == EM_OK, "add: %s",
+          em_last_error());
+    em_tensor_dict_free(d);
+    em_scope_end();
+    CHECK(em_live_tensors() == live, "dict in a scope: %lld tensors left",
+          (long long)(em_live_tensors() - live));
+}
+
 static void test_bad_args(void)
 {
     CHECK(em_safetensors_load(NULL, NULL) == NULL, "NULL path");
@@ -522,6 +537,7 @@ int main(void)
     test_save_over_mapped();
     test_killed_writer();
     test_alloc_failures();
+    test_dict_scope();
     test_bad_args();
     char cmd[600];
     snprintf(cmd, sizeof cmd, "rm -rf %s", tmpdir);

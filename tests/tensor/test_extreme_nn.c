@@ -638,8 +638,7 @@ static void test_train_store(void)
     em_optim_free(o);
     em_module_free(lin);
 
-    /* a tensor the caller owns: a dict freed inside a scope gives back the scope's reference
-       of a scope-owned one (em_release's rule), which the scope then never releases */
+    /* a tensor the caller owns (released below) */
     em_tensor *a = em_keep(F(EM_SHAPE(2)));
     em_tensor_dict *d = em_tensor_dict_new();
     em_tensor_dict_add(d, "a", a);
