@@ -533,9 +533,9 @@ int main(int argc, char **argv)
         em_release(out_g);
     }
     if (bench_wanted(argc, argv, "train_mlp")) {
-        em_module *m = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev),
-                                     em_relu_new(), em_linear_new(512, 512, dev), em_relu_new(),
-                                     em_linear_new(512, 10, dev));
+        em_module *m =
+            em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev), em_relu_new(),
+                          em_linear_new(512, 512, dev), em_relu_new(), em_linear_new(512, 10, dev));
         model_case("train_mlp", m, EM_SHAPE(128, 1, 28, 28), 10, 41);
     }
     if (bench_selected(argc, argv, "train_cnn")) {
@@ -618,9 +618,9 @@ int main(int argc, char **argv)
     if (bench_selected(argc, argv, "train_mlp_graph")) {
         /* train_mlp's MLP with an MSE loss: forward, backward and the Adam step captured after
          * one eager step; a rep is one replay */
-        net = em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev), em_relu_new(),
-                            em_linear_new(512, 512, dev), em_relu_new(),
-                            em_linear_new(512, 10, dev));
+        net =
+            em_sequential(dev, em_flatten_new(1, -1), em_linear_new(784, 512, dev), em_relu_new(),
+                          em_linear_new(512, 512, dev), em_relu_new(), em_linear_new(512, 10, dev));
         opt = em_adam_new(net, (em_adam_cfg){.lr = 1e-3});
         em_tensor *x = em_randn(EM_SHAPE(128, 1, 28, 28), EM_F32, dev);
         em_tensor *y = em_randn(EM_SHAPE(128, 10), EM_F32, dev);

@@ -435,11 +435,11 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
     for (int i = 0; i < n; i++) {
         if (!tn_check_ptr(fn, outputs[i], "outputs[i]")) return NULL;
         if (!outputs[i]->grad_info) {
-            em_error(
-                EM_ERR_STATE,
-                "%s: output %d does not require grad (no input of it was marked with "
-                "em_requires_grad, or it was computed between em_no_grad_begin and em_no_grad_end)",
-                fn, i);
+            em_error(EM_ERR_STATE,
+                     "%s: output %d does not require grad (no input of it was marked with "
+                     "em_requires_grad, or it was computed between em_no_grad_begin and "
+                     "em_no_grad_end)",
+                     fn, i);
             return NULL;
         }
         if (seeds && seeds[i] && !em_shape_equal(tn_shape(seeds[i]), tn_shape(outputs[i]))) {

@@ -21,7 +21,7 @@
  * bounded by its size: these are. A plain state dict uses a small part of each. */
 #define PT_WORK_PER_BYTE 4 /* container items visited while collecting tensors */
 #define PT_WORK_BASE     65536
-#define PT_OUT_PER_BYTE  16 /* bytes of names (plus PT_OUT_ENTRY per tensor) listed */
+#define PT_OUT_PER_BYTE  16  /* bytes of names (plus PT_OUT_ENTRY per tensor) listed */
 #define PT_OUT_ENTRY     256 /* about what a listed entry takes beyond its name */
 #define PT_OUT_BASE      (1 << 20)
 #define PT_MEM_PER_BYTE  32 /* interpreter memory */

@@ -47,8 +47,8 @@ static void collect(void *vctx, const char *name, em_module_entry *e)
 static void test_tree(void)
 {
     em_seed(1);
-    em_module *net = em_sequential(EM_CPU, block_new(4, 8), em_dropout_new(0.5),
-                                   em_linear_new(8, 3, EM_CPU));
+    em_module *net =
+        em_sequential(EM_CPU, block_new(4, 8), em_dropout_new(0.5), em_linear_new(8, 3, EM_CPU));
     CHECK(net != NULL, "sequential: %s", em_last_error());
     names_ctx c = {""};
     em_module_visit(net, collect, &c);

@@ -15,8 +15,8 @@ static const char *names[] = {"0.weight", "0.bias", "2.weight", "2.bias"};
 
 static em_module *mlp(em_dtype dt)
 {
-    em_module *net = em_sequential(h_dev, em_linear_new(4, 3, h_dev), em_tanh_new(),
-                                   em_linear_new(3, 2, h_dev));
+    em_module *net =
+        em_sequential(h_dev, em_linear_new(4, 3, h_dev), em_tanh_new(), em_linear_new(3, 2, h_dev));
     em_module_cast(net, EM_F64);
     for (int i = 0; i < 4; i++) {
         char key[64];
