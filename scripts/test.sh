@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what it needs, checks formatting, builds with
-# gcc (Release, warnings as errors) and runs every test, installs and builds an outside program
-# with pkg-config, builds with clang under AddressSanitizer + UndefinedBehaviorSanitizer
-# (warnings as errors) and runs every test again, then runs the file-reader fuzz targets for a
-# bounded time.
+# gcc (Release, warnings as errors) and runs every test, checks the packaging (make, headers as
+# C and C++, install, find_package, pkg-config, add_subdirectory, the docs' calls), builds with
+# clang under AddressSanitizer + UndefinedBehaviorSanitizer (warnings as errors) and runs every
+# test again, runs the thread tests under ThreadSanitizer, then runs every parser's fuzz target
+# for a bounded time.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -21,22 +22,18 @@ echo "== GPU tests (ctest ran them; their own words here)"
 gpu_out=$(./build-ci-gcc/tests/cuda_test_cuda)
 echo "${gpu_out%%$'\n'*}"
 
-echo "== install, then build an outside program with pkg-config"
-prefix=$(mktemp -d)
-trap 'rm -rf "$prefix"' EXIT
-cmake --install build-ci-gcc --prefix "$prefix" >/dev/null
-export PKG_CONFIG_PATH="$prefix/lib/pkgconfig:$prefix/lib/x86_64-linux-gnu/pkgconfig:$prefix/lib/aarch64-linux-gnu/pkgconfig"
-cc -std=c11 -Wall -Wextra -Werror examples/tour.c $(pkg-config --cflags --libs ember) -o "$prefix/tour"
-LD_LIBRARY_PATH="$(dirname "$(find "$prefix" -name 'libember.so' | head -1)")" "$prefix/tour" >/dev/null
-rm -rf "$prefix"
-echo "outside program built and ran"
+echo "== packaging: make, headers as C11/C++17, install, find_package, pkg-config, add_subdirectory, docs"
+bash scripts/check-packaging.sh build-ci-gcc
 
 echo "== clang AddressSanitizer + UndefinedBehaviorSanitizer build and tests"
 cmake -S . -B build-ci-asan -DCMAKE_BUILD_TYPE=Debug -DCMAKE_C_COMPILER=clang -DEMBER_SANITIZE=ON -DEMBER_WERROR=ON >/dev/null
 cmake --build build-ci-asan -j "$jobs"
 (cd build-ci-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1 \
   UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 ctest --output-on-failure -j "$jobs")
-echo "== fuzz targets (safetensors and .pt readers), 30 s each"
-bash scripts/fuzz.sh 30
+echo "== ThreadSanitizer: concurrent forwards, backward passes and training loops"
+bash scripts/tsan.sh build-ci-tsan
+
+echo "== fuzz targets (every parser), 15 s each"
+bash scripts/fuzz.sh 15
 
 echo "== all checks passed"
