@@ -16,13 +16,41 @@
 
 /* ---- decoding ---------------------------------------------------------------------------- */
 
-static unsigned char *png_decode(const char *path, int ch, int64_t *h, int64_t *w)
+/* A decoded image may take at most IMAGE_MAX_RATIO times its file's bytes (deflate and JPEG's
+ * entropy coding expand about a thousand times at most), or IMAGE_MIN_BYTES: a 150-byte JPEG
+ * declaring 90000 x 90000 pixels, which libjpeg would fill in from nothing, is refused before
+ * anything is allocated. */
+#define IMAGE_MAX_RATIO 1024
+#define IMAGE_MIN_BYTES ((uint64_t)64 << 20)
+
+static bool decoded_size_ok(const char *path, uint64_t file_bytes, uint64_t h, uint64_t w, int ch)
+{
+    uint64_t bytes, limit;
+    if (__builtin_mul_overflow(file_bytes, (uint64_t)IMAGE_MAX_RATIO, &limit)) limit = UINT64_MAX;
+    if (limit < IMAGE_MIN_BYTES) limit = IMAGE_MIN_BYTES;
+    if (!__builtin_mul_overflow(h, w, &bytes) &&
+        !__builtin_mul_overflow(bytes, (uint64_t)ch, &bytes) && bytes <= limit)
+        return true;
+    em_error(EM_ERR_FORMAT,
+             "em_image_read: %s: a %llux%llu image from a %llu-byte file would decode to more "
+             "than %llu bytes (a decompression bomb?)",
+             path, (unsigned long long)w, (unsigned long long)h, (unsigned long long)file_bytes,
+             (unsigned long long)limit);
+    return false;
+}
+
+static unsigned char *png_decode(const char *path, uint64_t file_bytes, int ch, int64_t *h,
+                                 int64_t *w)
 {
     png_image im;
     memset(&im, 0, sizeof im);
     im.version = PNG_IMAGE_VERSION;
     if (!png_image_begin_read_from_file(&im, path)) {
         em_error(EM_ERR_FORMAT, "em_image_read: %s: %s", path, im.message);
+        return NULL;
+    }
+    if (!decoded_size_ok(path, file_bytes, im.height, im.width, ch)) {
+        png_image_free(&im);
         return NULL;
     }
     im.format = ch == 1 ? PNG_FORMAT_GRAY : PNG_FORMAT_RGB;
@@ -61,7 +89,8 @@ static void jpeg_quiet(j_common_ptr c)
     (void)c;
 }
 
-static unsigned char *jpeg_decode(const char *path, int ch, int64_t *h, int64_t *w)
+static unsigned char *jpeg_decode(const char *path, uint64_t file_bytes, int ch, int64_t *h,
+                                  int64_t *w)
 {
     FILE *f = fopen(path, "rb");
     if (!f) {
@@ -86,6 +115,11 @@ static unsigned char *jpeg_decode(const char *path, int ch, int64_t *h, int64_t 
     jpeg_create_decompress(&d);
     jpeg_stdio_src(&d, f);
     jpeg_read_header(&d, TRUE);
+    if (!decoded_size_ok(path, file_bytes, d.image_height, d.image_width, ch)) {
+        jpeg_destroy_decompress(&d);
+        fclose(f);
+        return NULL;
+    }
     d.out_color_space = ch == 1 ? JCS_GRAYSCALE : JCS_RGB;
     jpeg_start_decompress(&d);
     size_t stride = (size_t)d.output_width * (size_t)d.output_components;
@@ -126,13 +160,15 @@ em_tensor *em_image_read(const char *path, em_image_cfg cfg)
         return NULL;
     }
     size_t got = fread(magic, 1, 4, f);
+    struct stat st;
+    uint64_t file_bytes = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;
     fclose(f);
     int64_t h = 0, w = 0;
     unsigned char *px;
     if (got >= 4 && magic[0] == 0x89 && magic[1] == 'P' && magic[2] == 'N' && magic[3] == 'G') {
-        px = png_decode(path, ch, &h, &w);
+        px = png_decode(path, file_bytes, ch, &h, &w);
     } else if (got >= 2 && magic[0] == 0xFF && magic[1] == 0xD8) {
-        px = jpeg_decode(path, ch, &h, &w);
+        px = jpeg_decode(path, file_bytes, ch, &h, &w);
     } else {
         em_error(EM_ERR_FORMAT, "em_image_read: %s is neither PNG nor JPEG", path);
         return NULL;

@@ -319,8 +319,9 @@ em_tensor *em_idx_read(const char *path)
         s.dims[d] =
             (int64_t)((uint32_t)q[0] << 24 | (uint32_t)q[1] << 16 | (uint32_t)q[2] << 8 | q[3]);
         numel *= (uint64_t)s.dims[d];
-        if (s.dims[d]) nonzero *= (uint64_t)s.dims[d];
-        if (nonzero > ((uint64_t)1 << 40)) {
+        /* checked: 2^40 times a 32-bit dim can wrap past 2^64 */
+        if ((s.dims[d] && __builtin_mul_overflow(nonzero, (uint64_t)s.dims[d], &nonzero)) ||
+            nonzero > ((uint64_t)1 << 40)) {
             em_error(EM_ERR_FORMAT, "%s: %s: dimensions too large", what, path);
             goto done;
         }
