@@ -2,7 +2,6 @@
  * (inspect, convert) of the store layer. Exit status: 0 success, 1 the operation failed,
  * 2 the command line was wrong. */
 #include <ember/ember.h>
-#include <ember/store.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -403,6 +402,7 @@ int main(int argc, char **argv)
         print_usage(stderr);
         return 2;
     }
+    em_pt_register(); /* inspect and convert read .pt files */
     const command *c = find_command(argv[optind]);
     if (!c) return usage_error(NULL, "unknown command '%s'", argv[optind]);
     /* the command parses its own arguments after its name (options may follow operands) */

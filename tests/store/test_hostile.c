@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <ember/nn.h>
+#include <ember/pt.h>
 #include <ember/store.h>
 
 #include "harness.h"
@@ -428,6 +429,7 @@ static void test_many_tensors(void)
 int main(void)
 {
     h_init();
+    em_pt_register(); /* em_module_load reads .pt files too */
     const char *dir = getenv("EMBER_FIXTURES");
     snprintf(fixture_dir, sizeof fixture_dir, "%s", dir ? dir : "tests/fixtures");
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ember_hostile_XXXXXX");
