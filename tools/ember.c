@@ -182,8 +182,8 @@ static int64_t held_bytes(const em_tensor *t)
  * store_expand_min_mb) is refused, as the .pt reader refuses such copies. */
 static bool check_expanded(const em_tensor_dict *d)
 {
-    int64_t ratio = em_config_get_int("store_expand_ratio", 16);
-    int64_t min_mb = em_config_get_int("store_expand_min_mb", 64);
+    int64_t ratio = em_config_get_int("store_expand_ratio");
+    int64_t min_mb = em_config_get_int("store_expand_min_mb");
     if (ratio <= 0) ratio = 16;
     if (min_mb <= 0) min_mb = 64;
     for (int64_t i = 0; i < em_tensor_dict_count(d); i++) {

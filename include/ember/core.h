@@ -104,12 +104,24 @@ EM_API int em_log_level_parse(const char *name);
 
 /* ---- configuration ----------------------------------------------------------------------- */
 
-/* Settings come from `ember.toml` in the working directory, overridden by EMBER_* environment
- * variables (key "threads" <- EMBER_THREADS / EMBER_NUM_THREADS, "log.cpu" <- EMBER_LOG_CPU).
- * Keys are documented in docs/config.md. Values are strings; NULL when unset. */
-EM_API const char *em_config_get(const char *key);
-EM_API int64_t em_config_get_int(const char *key, int64_t fallback);
-/* Sets a value for this process (wins over file and environment). */
+/* Settings: the keys of docs/config.md, each a boolean, an integer, a choice among named values
+ * or a string, with a default. They come from `ember.toml` in the working directory, files
+ * loaded with em_config_load_file, EMBER_* environment variables ("threads" <- EMBER_THREADS,
+ * "log.cpu" <- EMBER_LOG_CPU) and em_config_set, a later source winning; files and the
+ * environment are read at start-up and by em_config_reload. An unknown key or a bad value in a
+ * file or the environment is a warning naming the file and line or the variable. */
+
+/* The key's value (set, or its default), by type: em_config_get_bool for boolean keys,
+ * em_config_get_int for integer ones (`auto` reads as 0), em_config_get_string for strings and
+ * choices (NULL: a string key without a value; the string stays valid). An unknown key or one of
+ * another type gives false / 0 / NULL and EM_ERR_INVALID_ARG. */
+EM_API bool em_config_get_bool(const char *key);
+EM_API int64_t em_config_get_int(const char *key);
+EM_API const char *em_config_get_string(const char *key);
+/* True when a source sets the key (false: it has its default). */
+EM_API bool em_config_is_set(const char *key);
+/* Sets a value for this process (wins over files and the environment; NULL removes it), written
+ * as in a file or variable. EM_ERR_INVALID_ARG for an unknown key or a bad value. */
 EM_API em_status em_config_set(const char *key, const char *value);
 /* Reads a TOML file (the subset Ember uses: tables, strings, integers, floats, booleans). */
 EM_API em_status em_config_load_file(const char *path);

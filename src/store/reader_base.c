@@ -16,14 +16,11 @@
 
 /* ---- limits ------------------------------------------------------------------------------ */
 
-static uint64_t limit(const char *key, uint64_t fallback, uint64_t unit)
+/* The key's value times unit (saturating). The keys are positive integers (config_keys.def):
+ * the public getter, as libember-pt.so's copy of this file sees only the core's public API. */
+static uint64_t limit(const char *key, uint64_t unit)
 {
-    int64_t v = em_config_get_int(key, (int64_t)fallback);
-    if (v <= 0) {
-        em_log_msg("store", EM_LOG_WARN, "%s = %lld is not a positive integer; using %llu", key,
-                   (long long)v, (unsigned long long)fallback);
-        v = (int64_t)fallback;
-    }
+    int64_t v = em_config_get_int(key);
     uint64_t r;
     if (__builtin_mul_overflow((uint64_t)v, unit, &r)) r = UINT64_MAX;
     return r;
@@ -33,14 +30,14 @@ st_limits st_get_limits(void)
 {
     const uint64_t mib = 1 << 20;
     return (st_limits){
-        .max_header = limit("store_max_header", 100000000, 1),
-        .max_pickle = limit("store_max_pickle", 256 * mib, 1),
-        .max_memory = limit("store_max_memory_mb", 1024, mib),
-        .budget_scale = limit("store_budget_scale", 1, 1),
-        .expand_ratio = limit("store_expand_ratio", 16, 1),
-        .expand_min = limit("store_expand_min_mb", 64, mib),
-        .zip_ratio = limit("store_zip_ratio", 200, 1),
-        .zip_entries = limit("store_zip_entries", 1000000, 1),
+        .max_header = limit("store_max_header", 1),
+        .max_pickle = limit("store_max_pickle", 1),
+        .max_memory = limit("store_max_memory_mb", mib),
+        .budget_scale = limit("store_budget_scale", 1),
+        .expand_ratio = limit("store_expand_ratio", 1),
+        .expand_min = limit("store_expand_min_mb", mib),
+        .zip_ratio = limit("store_zip_ratio", 1),
+        .zip_entries = limit("store_zip_entries", 1),
     };
 }
 

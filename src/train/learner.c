@@ -842,7 +842,7 @@ em_status em_learner_fit(em_learner *l)
     l->out = l->cfg.out ? l->cfg.out : stdout;
     /* the run's log gets the learner's messages unless the user chose a level (log.train) */
     em_log_level old_level = em_log_get_level("train");
-    if (old_level > EM_LOG_INFO && !em_config_get("log.train") && !em_config_get("log"))
+    if (old_level > EM_LOG_INFO && !em_config_is_set("log.train") && !em_config_is_set("log"))
         em_log_set_level("train", EM_LOG_INFO);
 
     char *latest = NULL;
