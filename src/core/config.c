@@ -567,7 +567,8 @@ static void apply_quietly(int flags)
 }
 
 /* Re-reads ember.toml (unless it is malformed: then EM_ERR_FORMAT with the reason in err, and
- * the layer stays) and the environment. */
+ * the layer stays) and the environment, then applies everything; the warnings come after, so
+ * that the levels a file sets already hold for them. */
 static em_status load_base_and_env(char *err, size_t cap)
 {
     batch base = {0}, env = {0};
@@ -582,6 +583,7 @@ static em_status load_base_and_env(char *err, size_t cap)
     clear_layer(L_ENV);
     ok &= batch_store(&env, L_ENV);
     pthread_mutex_unlock(&cfg_lock);
+    apply_quietly(APPLY_ALL);
     base.oom |= !ok;
     batch_finish(&base);
     batch_finish(&env);
@@ -607,7 +609,6 @@ static void do_init(void)
     }
     char err[ERR_CAP];
     em_status st = load_base_and_env(err, sizeof err);
-    apply_quietly(APPLY_ALL);
     if (st != EM_OK) em_log_msg("config", EM_LOG_WARN, "ignoring %s: %s", BASE_FILE, err);
     initializing = false;
 }
@@ -779,10 +780,9 @@ em_status em_config_load_file(const char *path)
     pthread_mutex_lock(&cfg_lock);
     bool ok = batch_store(&b, L_FILE);
     pthread_mutex_unlock(&cfg_lock);
-    int flags = batch_flags(&b);
+    apply_quietly(batch_flags(&b));
     batch_finish(&b);
     if (!ok) return em_error(EM_ERR_OOM, "em_config_load_file: out of memory storing %s", path);
-    apply_quietly(flags);
     return EM_OK;
 }
 
@@ -791,7 +791,6 @@ em_status em_config_reload(void)
     core_init();
     char err[ERR_CAP];
     em_status st = load_base_and_env(err, sizeof err);
-    apply_quietly(APPLY_ALL);
     if (st != EM_OK) return em_error(st, "em_config_reload: %s", err);
     return EM_OK;
 }

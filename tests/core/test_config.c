@@ -377,6 +377,14 @@ static void test_warnings(void)
     unsetenv("EMBER_LOG_ENVCOMP");
     CHECK(em_config_reload() == EM_OK, "reload");
     em_clear_error();
+
+    /* a file's own level for the config component holds for the warnings about that file */
+    tmp_path(path, sizeof path, "quiet.toml");
+    write_file(path, "nonsense = 1\n[log]\nconfig = \"error\"\n");
+    warnings_clear();
+    CHECK(em_config_load_file(path) == EM_OK && n_warnings == 0,
+          "log.config = error silences the file's warnings: %s", warnings);
+    CHECK(em_config_set("log.config", "warn") == EM_OK, "config warnings back");
 }
 
 /* ---- layers ------------------------------------------------------------------------------- */
