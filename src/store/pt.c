@@ -1,6 +1,7 @@
-/* PyTorch .pt/.pth import: the zip container through libzip, checked entry by entry, and a
- * restricted pickle interpreter that builds only containers, scalars, strings and tensors from
- * torch's rebuild functions; it calls nothing and refuses every other opcode and global. */
+/* PyTorch .pt/.pth import, the ember-pt library: the zip container through libzip, checked entry
+ * by entry, and a restricted pickle interpreter that builds only containers, scalars, strings and
+ * tensors from torch's rebuild functions; it calls nothing and refuses every other opcode and
+ * global. It uses the core's public API and reader_base.c only. */
 #include <ember/pt.h>
 
 #include "store_impl.h"
