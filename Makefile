@@ -5,7 +5,8 @@ CMAKE ?= cmake
 
 .PHONY: all configure test check demo sanitize asan install docs clean format format-check bench
 
-# The library (libember.a, libember.so), the ember command and the examples.
+# The libraries (libember and its components, static and shared), the ember command and the
+# examples.
 all: configure
 	$(CMAKE) --build $(BUILD) -j $(JOBS) --target ember_programs
 

@@ -21,7 +21,7 @@ OUT=$BUILD/bench
 mkdir -p "$OUT"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j 2 --target ember_static >/dev/null
-LIBS="-lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3)"
+LIBS="-lm -lpthread -ldl" # the benchmarks use the core library only
 CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude"
 cc $CFLAGS -o "$OUT/ember_bench" bench/ember_bench.c "$BUILD/libember.a" $LIBS
 cc $CFLAGS -o "$OUT/machine" bench/machine.c -lpthread

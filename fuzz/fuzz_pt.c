@@ -1,7 +1,7 @@
 /* libFuzzer target: the .pt importer. Inputs that look like a zip go through libzip and the
  * archive checks; anything else runs the restricted unpickler directly, so both layers get
  * coverage. Built with -DEMBER_FUZZ=ON; run by scripts/fuzz.sh. */
-#include <ember/store.h>
+#include <ember/pt.h>
 
 #include <stddef.h>
 #include <stdint.h>

@@ -2,7 +2,6 @@
  * (inspect, convert) of the store layer. Exit status: 0 success, 1 the operation failed,
  * 2 the command line was wrong. */
 #include <ember/ember.h>
-#include <ember/store.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <string.h>
@@ -183,8 +182,8 @@ static int64_t held_bytes(const em_tensor *t)
  * store_expand_min_mb) is refused, as the .pt reader refuses such copies. */
 static bool check_expanded(const em_tensor_dict *d)
 {
-    int64_t ratio = em_config_get_int("store_expand_ratio", 16);
-    int64_t min_mb = em_config_get_int("store_expand_min_mb", 64);
+    int64_t ratio = em_config_get_int("store_expand_ratio");
+    int64_t min_mb = em_config_get_int("store_expand_min_mb");
     if (ratio <= 0) ratio = 16;
     if (min_mb <= 0) min_mb = 64;
     for (int64_t i = 0; i < em_tensor_dict_count(d); i++) {
@@ -403,6 +402,7 @@ int main(int argc, char **argv)
         print_usage(stderr);
         return 2;
     }
+    em_pt_register(); /* inspect and convert read .pt files */
     const command *c = find_command(argv[optind]);
     if (!c) return usage_error(NULL, "unknown command '%s'", argv[optind]);
     /* the command parses its own arguments after its name (options may follow operands) */

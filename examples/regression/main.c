@@ -333,7 +333,7 @@ int main(int argc, char **argv)
     }
     /* The learner logs every epoch at INFO unless a level is configured: keep quiet runs quiet
      * (EMBER_LOG_TRAIN=info still shows them). */
-    if (!o.verbose && !em_config_get("log.train") && !em_config_get("log"))
+    if (!o.verbose && !em_config_is_set("log.train") && !em_config_is_set("log"))
         em_config_set("log.train", "warn");
     char dir[1024];
     if (data)

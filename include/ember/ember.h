@@ -8,6 +8,7 @@
 #include "nn.h"
 #include "optim.h"
 #include "store.h"
+#include "pt.h"
 #include "data.h"
 #include "train.h"
 

@@ -57,15 +57,15 @@ typedef struct em_conv3d_cfg {
 
 /* Conv: weight [out, in/groups, k...], bias [out]; input [N, in, spatial...]. Weight
  * Kaiming-uniform (a = sqrt 5), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)), as PyTorch. */
-em_module *em_conv1d_new(em_conv1d_cfg cfg, em_device dev);
-em_module *em_conv2d_new(em_conv2d_cfg cfg, em_device dev);
-em_module *em_conv3d_new(em_conv3d_cfg cfg, em_device dev);
+EM_API em_module *em_conv1d_new(em_conv1d_cfg cfg, em_device dev);
+EM_API em_module *em_conv2d_new(em_conv2d_cfg cfg, em_device dev);
+EM_API em_module *em_conv3d_new(em_conv3d_cfg cfg, em_device dev);
 /* Transposed conv: weight [in, out/groups, k...]; padding crops the output (explicit or
  * asymmetric, "valid" = none; "same" is refused as in PyTorch); output_padding < stride or
  * dilation adds to the end of each spatial dim. */
-em_module *em_conv_transpose1d_new(em_conv1d_cfg cfg, em_device dev);
-em_module *em_conv_transpose2d_new(em_conv2d_cfg cfg, em_device dev);
-em_module *em_conv_transpose3d_new(em_conv3d_cfg cfg, em_device dev);
+EM_API em_module *em_conv_transpose1d_new(em_conv1d_cfg cfg, em_device dev);
+EM_API em_module *em_conv_transpose2d_new(em_conv2d_cfg cfg, em_device dev);
+EM_API em_module *em_conv_transpose3d_new(em_conv3d_cfg cfg, em_device dev);
 
 /* ---- pooling ----------------------------------------------------------------------------- */
 
@@ -87,17 +87,17 @@ typedef struct em_pool3d_cfg {
     bool ceil_mode, exclude_pad;
 } em_pool3d_cfg;
 
-em_module *em_max_pool1d_new(em_pool1d_cfg cfg);
-em_module *em_max_pool2d_new(em_pool2d_cfg cfg);
-em_module *em_max_pool3d_new(em_pool3d_cfg cfg);
-em_module *em_avg_pool1d_new(em_pool1d_cfg cfg);
-em_module *em_avg_pool2d_new(em_pool2d_cfg cfg);
-em_module *em_avg_pool3d_new(em_pool3d_cfg cfg);
+EM_API em_module *em_max_pool1d_new(em_pool1d_cfg cfg);
+EM_API em_module *em_max_pool2d_new(em_pool2d_cfg cfg);
+EM_API em_module *em_max_pool3d_new(em_pool3d_cfg cfg);
+EM_API em_module *em_avg_pool1d_new(em_pool1d_cfg cfg);
+EM_API em_module *em_avg_pool2d_new(em_pool2d_cfg cfg);
+EM_API em_module *em_avg_pool3d_new(em_pool3d_cfg cfg);
 /* Adaptive pooling to a fixed output size; a size of 0 keeps that input dim (PyTorch's None). */
-em_module *em_adaptive_avg_pool1d_new(int64_t out_l);
-em_module *em_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w);
-em_module *em_adaptive_max_pool1d_new(int64_t out_l);
-em_module *em_adaptive_max_pool2d_new(int64_t out_h, int64_t out_w);
+EM_API em_module *em_adaptive_avg_pool1d_new(int64_t out_l);
+EM_API em_module *em_adaptive_avg_pool2d_new(int64_t out_h, int64_t out_w);
+EM_API em_module *em_adaptive_max_pool1d_new(int64_t out_l);
+EM_API em_module *em_adaptive_max_pool2d_new(int64_t out_h, int64_t out_w);
 
 /* ---- normalisation ----------------------------------------------------------------------- */
 
@@ -121,13 +121,13 @@ typedef struct em_norm_cfg {
  * (ones), num_batches_tracked (i64 scalar). Training mode normalises with the batch statistics
  * (differentiable) and updates the running ones with the unbiased variance; evaluation mode uses
  * the running statistics. */
-em_module *em_batch_norm1d_new(em_norm_cfg cfg, em_device dev);
-em_module *em_batch_norm2d_new(em_norm_cfg cfg, em_device dev);
-em_module *em_batch_norm3d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_batch_norm1d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_batch_norm2d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_batch_norm3d_new(em_norm_cfg cfg, em_device dev);
 /* Instance norm: statistics per sample and channel over the spatial dims of [N, C, ...]. */
-em_module *em_instance_norm1d_new(em_norm_cfg cfg, em_device dev);
-em_module *em_instance_norm2d_new(em_norm_cfg cfg, em_device dev);
-em_module *em_instance_norm3d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_instance_norm1d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_instance_norm2d_new(em_norm_cfg cfg, em_device dev);
+EM_API em_module *em_instance_norm3d_new(em_norm_cfg cfg, em_device dev);
 
 /* Layer norm / RMS norm over the trailing dims shape[0..rank). Zero means default: eps 1e-5
  * for layer norm and the input dtype's machine epsilon for RMS norm (torch.nn.RMSNorm), weight
@@ -138,8 +138,8 @@ typedef struct em_layer_norm_cfg {
     bool no_affine; /* no weight and no bias (elementwise_affine=False) */
     bool no_bias;   /* weight only (bias=False) */
 } em_layer_norm_cfg;
-em_module *em_layer_norm_new(em_layer_norm_cfg cfg, em_device dev);
-em_module *em_rms_norm_new(em_layer_norm_cfg cfg, em_device dev);
+EM_API em_module *em_layer_norm_new(em_layer_norm_cfg cfg, em_device dev);
+EM_API em_module *em_rms_norm_new(em_layer_norm_cfg cfg, em_device dev);
 
 /* Group norm of [N, C, ...] in `groups` groups of channels; eps 0 means 1e-5; weight/bias [C]. */
 typedef struct em_group_norm_cfg {
@@ -147,7 +147,7 @@ typedef struct em_group_norm_cfg {
     double eps;
     bool no_affine;
 } em_group_norm_cfg;
-em_module *em_group_norm_new(em_group_norm_cfg cfg, em_device dev);
+EM_API em_module *em_group_norm_new(em_group_norm_cfg cfg, em_device dev);
 
 /* ---- embedding --------------------------------------------------------------------------- */
 
@@ -159,30 +159,30 @@ typedef struct em_embedding_cfg {
     bool has_padding_idx;
 } em_embedding_cfg;
 /* Input: integer indices of any shape -> [..., dim]. */
-em_module *em_embedding_new(em_embedding_cfg cfg, em_device dev);
+EM_API em_module *em_embedding_new(em_embedding_cfg cfg, em_device dev);
 
 /* ---- activations (those not in nn.h) ----------------------------------------------------- */
 
-em_module *em_relu6_new(void);
-em_module *em_elu_new(double alpha); /* PyTorch default alpha 1 */
-em_module *em_selu_new(void);
-em_module *em_celu_new(double alpha); /* PyTorch default alpha 1 */
-em_module *em_gelu_tanh_new(void);    /* GELU(approximate="tanh") */
-em_module *em_log_sigmoid_new(void);
-em_module *em_hard_sigmoid_new(void);
-em_module *em_hard_swish_new(void);
-em_module *em_mish_new(void);
-em_module *em_softplus_new(double beta, double threshold); /* PyTorch default 1, 20 */
-em_module *em_softsign_new(void);
-em_module *em_hardtanh_new(double min_val, double max_val); /* PyTorch default -1, 1 */
-em_module *em_tanhshrink_new(void);
-em_module *em_log_softmax_new(int dim);
-em_module *em_softmin_new(int dim);
+EM_API em_module *em_relu6_new(void);
+EM_API em_module *em_elu_new(double alpha); /* PyTorch default alpha 1 */
+EM_API em_module *em_selu_new(void);
+EM_API em_module *em_celu_new(double alpha); /* PyTorch default alpha 1 */
+EM_API em_module *em_gelu_tanh_new(void);    /* GELU(approximate="tanh") */
+EM_API em_module *em_log_sigmoid_new(void);
+EM_API em_module *em_hard_sigmoid_new(void);
+EM_API em_module *em_hard_swish_new(void);
+EM_API em_module *em_mish_new(void);
+EM_API em_module *em_softplus_new(double beta, double threshold); /* PyTorch default 1, 20 */
+EM_API em_module *em_softsign_new(void);
+EM_API em_module *em_hardtanh_new(double min_val, double max_val); /* PyTorch default -1, 1 */
+EM_API em_module *em_tanhshrink_new(void);
+EM_API em_module *em_log_softmax_new(int dim);
+EM_API em_module *em_softmin_new(int dim);
 /* PReLU: max(0, x) + weight * min(0, x); weight [num_parameters] (1 or the channel count,
  * dim 1 of the input, dim 0 for 1-D input) initialised to 0.25 (0 num_parameters means 1). */
-em_module *em_prelu_new(int64_t num_parameters, em_device dev);
+EM_API em_module *em_prelu_new(int64_t num_parameters, em_device dev);
 /* GLU: splits dim in two halves a, b and returns a * sigmoid(b) (PyTorch default dim -1). */
-em_module *em_glu_new(int dim);
+EM_API em_module *em_glu_new(int dim);
 
 /* SwiGLU(x) = silu(x W1^T) * (x W2^T), two Linear children "w1" and "w2" [d_out, d_in];
  * bias off by default. */
@@ -190,7 +190,7 @@ typedef struct em_swiglu_cfg {
     int64_t d_in, d_out;
     bool bias;
 } em_swiglu_cfg;
-em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev);
+EM_API em_module *em_swiglu_new(em_swiglu_cfg cfg, em_device dev);
 
 /* ---- resampling and patches -------------------------------------------------------------- */
 
@@ -203,10 +203,10 @@ typedef struct em_upsample_cfg {
     em_interp_mode mode; /* nearest (default), bilinear (linear for 1-D), bicubic */
     bool align_corners;
 } em_upsample_cfg;
-em_module *em_upsample_new(em_upsample_cfg cfg);
+EM_API em_module *em_upsample_new(em_upsample_cfg cfg);
 
-em_module *em_pixel_shuffle_new(int64_t upscale);
-em_module *em_pixel_unshuffle_new(int64_t downscale);
+EM_API em_module *em_pixel_shuffle_new(int64_t upscale);
+EM_API em_module *em_pixel_unshuffle_new(int64_t downscale);
 
 /* Unfold (im2col) [N, C, H, W] -> [N, C*kh*kw, L] and Fold (col2im) back to output_size;
  * zero means default: stride 1, padding 0, dilation 1. */
@@ -214,8 +214,8 @@ typedef struct em_fold_cfg {
     int64_t output_size[2]; /* Fold only */
     int64_t kernel[2], stride[2], padding[2], dilation[2];
 } em_fold_cfg;
-em_module *em_unfold_new(em_fold_cfg cfg);
-em_module *em_fold_new(em_fold_cfg cfg);
+EM_API em_module *em_unfold_new(em_fold_cfg cfg);
+EM_API em_module *em_fold_new(em_fold_cfg cfg);
 
 #ifdef __cplusplus
 }

@@ -38,20 +38,20 @@ typedef struct em_ce_cfg {
 /* Cross-entropy of logits [N, C], [N, C, d1...] or [C] against class indices of any integer
  * dtype ([N], [N, d1...] or []) or against class probabilities (a float target shaped like the
  * logits). */
-em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_ce_cfg cfg);
+EM_API em_tensor *em_cross_entropy(const em_tensor *logits, const em_tensor *target, em_ce_cfg cfg);
 /* Negative log-likelihood of log-probabilities (shapes as em_cross_entropy, integer targets;
  * label_smoothing must be 0). */
-em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_ce_cfg cfg);
+EM_API em_tensor *em_nll_loss(const em_tensor *log_probs, const em_tensor *target, em_ce_cfg cfg);
 
 /* Element-wise regression losses; input and target broadcast together. */
-em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
-em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
+EM_API em_tensor *em_mse_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
+EM_API em_tensor *em_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r);
 /* 0.5 d^2 / beta where |d| < beta, else |d| - 0.5 beta; beta 0 means 1 (EM_ZERO: the L1 loss). */
-em_tensor *em_smooth_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
-                             double beta);
+EM_API em_tensor *em_smooth_l1_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
+                                    double beta);
 /* 0.5 d^2 where |d| < delta, else delta (|d| - 0.5 delta); delta 0 means 1. */
-em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
-                         double delta);
+EM_API em_tensor *em_huber_loss(const em_tensor *input, const em_tensor *target, em_reduction r,
+                                double delta);
 
 /* Binary cross-entropy of probabilities in [0, 1] (logs clamped at -100 like PyTorch). */
 typedef struct em_bce_cfg {
@@ -60,22 +60,23 @@ typedef struct em_bce_cfg {
     const em_tensor *pos_weight; /* with logits only: weight of positive examples, broadcast
                                   * along the last dim ([C]), or NULL */
 } em_bce_cfg;
-em_tensor *em_bce_loss(const em_tensor *input, const em_tensor *target, em_bce_cfg cfg);
+EM_API em_tensor *em_bce_loss(const em_tensor *input, const em_tensor *target, em_bce_cfg cfg);
 /* The same from logits, computed stably (log-sigmoid form) for any logit magnitude. */
-em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target, em_bce_cfg cfg);
+EM_API em_tensor *em_bce_with_logits(const em_tensor *logits, const em_tensor *target,
+                                     em_bce_cfg cfg);
 
 /* KL divergence of target from the log-probabilities `input`: target * (log target - input),
  * or exp(target) * (target - input) when log_target. reduction may be BATCHMEAN. */
-em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
-                     bool log_target);
+EM_API em_tensor *em_kl_div(const em_tensor *input, const em_tensor *target, em_reduction r,
+                            bool log_target);
 
 /* Pairwise losses with a label y of +1 / -1 per pair. cosine embedding: x1, x2 [N, D] or [D],
  * y [N] or []; 1 - cos for y = 1, max(0, cos - margin) for y = -1 (margin default 0). */
-em_tensor *em_cosine_embedding_loss(const em_tensor *x1, const em_tensor *x2, const em_tensor *y,
-                                    em_reduction r, double margin);
+EM_API em_tensor *em_cosine_embedding_loss(const em_tensor *x1, const em_tensor *x2,
+                                           const em_tensor *y, em_reduction r, double margin);
 /* max(0, -y (x1 - x2) + margin) (margin default 0); all three broadcast together. */
-em_tensor *em_margin_ranking_loss(const em_tensor *x1, const em_tensor *x2, const em_tensor *y,
-                                  em_reduction r, double margin);
+EM_API em_tensor *em_margin_ranking_loss(const em_tensor *x1, const em_tensor *x2,
+                                         const em_tensor *y, em_reduction r, double margin);
 
 typedef struct em_triplet_cfg {
     em_reduction reduction;
@@ -86,8 +87,8 @@ typedef struct em_triplet_cfg {
 } em_triplet_cfg;
 /* max(0, margin + d(a, p) - d(a, n)) with d the p-norm distance over the last dim; anchor,
  * positive, negative [N, D] or [D]. */
-em_tensor *em_triplet_margin_loss(const em_tensor *anchor, const em_tensor *positive,
-                                  const em_tensor *negative, em_triplet_cfg cfg);
+EM_API em_tensor *em_triplet_margin_loss(const em_tensor *anchor, const em_tensor *positive,
+                                         const em_tensor *negative, em_triplet_cfg cfg);
 
 typedef struct em_poisson_cfg {
     em_reduction reduction;
@@ -97,7 +98,8 @@ typedef struct em_poisson_cfg {
 } em_poisson_cfg;
 /* Poisson negative log-likelihood: exp(input) - target * input (log input) or
  * input - target * log(input + eps). */
-em_tensor *em_poisson_nll_loss(const em_tensor *input, const em_tensor *target, em_poisson_cfg cfg);
+EM_API em_tensor *em_poisson_nll_loss(const em_tensor *input, const em_tensor *target,
+                                      em_poisson_cfg cfg);
 
 typedef struct em_gaussian_cfg {
     em_reduction reduction;
@@ -106,8 +108,8 @@ typedef struct em_gaussian_cfg {
 } em_gaussian_cfg;
 /* 0.5 (log var + (input - target)^2 / var); var shaped like input, or like input without its
  * last dim, or with a last dim of 1; negative variances are an error. */
-em_tensor *em_gaussian_nll_loss(const em_tensor *input, const em_tensor *target,
-                                const em_tensor *var, em_gaussian_cfg cfg);
+EM_API em_tensor *em_gaussian_nll_loss(const em_tensor *input, const em_tensor *target,
+                                       const em_tensor *var, em_gaussian_cfg cfg);
 
 typedef struct em_ctc_cfg {
     em_reduction reduction; /* mean: each loss divided by its target length, then averaged */
@@ -117,9 +119,9 @@ typedef struct em_ctc_cfg {
 /* Connectionist temporal classification. log_probs [T, N, C] (or [T, C]); targets padded
  * [N, S] or concatenated 1-D (sum of target_lengths); input_lengths and target_lengths [N]
  * (integer tensors). The gradient is the exact derivative with respect to log_probs. */
-em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
-                       const em_tensor *input_lengths, const em_tensor *target_lengths,
-                       em_ctc_cfg cfg);
+EM_API em_tensor *em_ctc_loss(const em_tensor *log_probs, const em_tensor *targets,
+                              const em_tensor *input_lengths, const em_tensor *target_lengths,
+                              em_ctc_cfg cfg);
 
 #ifdef __cplusplus
 }

@@ -33,7 +33,7 @@ typedef struct em_mha_cfg {
  * out_proj (weight [E, E], bias [E]). Init as PyTorch: Xavier-uniform projections, zero biases.
  * em_forward with one input is self-attention; em_forward_n with (query, key, value) is
  * cross-attention. */
-em_module *em_mha_new(em_mha_cfg cfg, em_device dev);
+EM_API em_module *em_mha_new(em_mha_cfg cfg, em_device dev);
 
 /* Keys and values seen so far, for incremental decoding. The caller owns it: start from
  * (em_kv_cache){0}; each forward appends the new projected keys/values and attends over all of
@@ -42,7 +42,7 @@ typedef struct em_kv_cache {
     em_tensor *k, *v;
     int64_t len; /* S: positions cached (also the rotary position offset of the next call) */
 } em_kv_cache;
-void em_kv_cache_clear(em_kv_cache *cache);
+EM_API void em_kv_cache_clear(em_kv_cache *cache);
 
 /* Per-call attention options (all optional). Masks follow PyTorch: key_padding_mask [N, S]
  * bool, true = that key is ignored (or float, added); attn_mask [L, S] or [N*H, L, S], bool
@@ -61,14 +61,14 @@ typedef struct em_mha_args {
 
 /* query [N, L, E] (or [L, E] unbatched), key [N, S, kdim], value [N, S, vdim]; key/value NULL
  * means self-attention (key = value = query). Returns [N, L, E]. */
-em_tensor *em_mha_forward(em_module *mha, const em_tensor *query, const em_tensor *key,
-                          const em_tensor *value, em_mha_args args);
+EM_API em_tensor *em_mha_forward(em_module *mha, const em_tensor *query, const em_tensor *key,
+                                 const em_tensor *value, em_mha_args args);
 
 /* ---- positional encodings ---------------------------------------------------------------- */
 
 /* The "Attention is all you need" table [max_len, d_model]: pe[p, 2i] = sin(p / 10000^(2i/d)),
  * pe[p, 2i+1] = cos(p / 10000^(2i/d)) (odd d_model allowed). */
-em_tensor *em_sinusoidal_table(int64_t max_len, int64_t d_model, em_dtype dt, em_device dev);
+EM_API em_tensor *em_sinusoidal_table(int64_t max_len, int64_t d_model, em_dtype dt, em_device dev);
 
 typedef struct em_posenc_cfg {
     int64_t d_model;
@@ -77,14 +77,14 @@ typedef struct em_posenc_cfg {
     bool seq_first;  /* input [L, N, E] instead of [N, L, E] */
 } em_posenc_cfg;
 /* Module adding the sinusoidal table to its input; buffer "pe" [max_len, d_model]. */
-em_module *em_sinusoidal_pe_new(em_posenc_cfg cfg, em_device dev);
+EM_API em_module *em_sinusoidal_pe_new(em_posenc_cfg cfg, em_device dev);
 /* The same with positions starting at offset (incremental decoding). */
-em_tensor *em_sinusoidal_pe_forward(em_module *pe, const em_tensor *x, int64_t offset);
+EM_API em_tensor *em_sinusoidal_pe_forward(em_module *pe, const em_tensor *x, int64_t offset);
 
 /* Rotary position embedding of x [..., L, D] (D even), positions offset..offset+L-1, base 0
  * meaning 10000. Half-split layout (GPT-NeoX / Hugging Face LLaMA rotate_half): element i pairs
  * with i + D/2, angle (p) * base^(-2i/D); out = x * cos + cat(-x2, x1) * sin. Differentiable. */
-em_tensor *em_rope(const em_tensor *x, int64_t offset, double base);
+EM_API em_tensor *em_rope(const em_tensor *x, int64_t offset, double base);
 
 /* ---- transformer ------------------------------------------------------------------------- */
 
@@ -100,7 +100,7 @@ typedef struct em_ffn_cfg {
     em_ffn_activation activation;
     double dropout;
 } em_ffn_cfg;
-em_module *em_feed_forward_new(em_ffn_cfg cfg, em_device dev);
+EM_API em_module *em_feed_forward_new(em_ffn_cfg cfg, em_device dev);
 
 /* Transformer layer options; zero means PyTorch's default: dim_feedforward 2048, dropout 0.1
  * (no_dropout for none), relu, layer_norm_eps 1e-5, post-norm, batch first (seq_first for
@@ -129,16 +129,17 @@ typedef struct em_transformer_masks {
 
 /* Layers with PyTorch's names: self_attn (MHA), linear1, linear2, norm1, norm2 and, in the
  * decoder, multihead_attn and norm3. em_forward(enc, src); em_forward_n(dec, {tgt, memory}). */
-em_module *em_transformer_encoder_layer_new(em_transformer_cfg cfg, em_device dev);
-em_module *em_transformer_decoder_layer_new(em_transformer_cfg cfg, em_device dev);
+EM_API em_module *em_transformer_encoder_layer_new(em_transformer_cfg cfg, em_device dev);
+EM_API em_module *em_transformer_decoder_layer_new(em_transformer_cfg cfg, em_device dev);
 /* Stacks of num_layers identical (independently initialised) layers "layers.0", ... and, with
  * final_norm, "norm". */
-em_module *em_transformer_encoder_new(em_transformer_cfg cfg, em_device dev);
-em_module *em_transformer_decoder_new(em_transformer_cfg cfg, em_device dev);
+EM_API em_module *em_transformer_encoder_new(em_transformer_cfg cfg, em_device dev);
+EM_API em_module *em_transformer_decoder_new(em_transformer_cfg cfg, em_device dev);
 /* Forward with masks; works on a layer or a stack. */
-em_tensor *em_transformer_encode(em_module *enc, const em_tensor *src, em_transformer_masks mk);
-em_tensor *em_transformer_decode(em_module *dec, const em_tensor *tgt, const em_tensor *memory,
-                                 em_transformer_masks mk);
+EM_API em_tensor *em_transformer_encode(em_module *enc, const em_tensor *src,
+                                        em_transformer_masks mk);
+EM_API em_tensor *em_transformer_decode(em_module *dec, const em_tensor *tgt,
+                                        const em_tensor *memory, em_transformer_masks mk);
 
 /* ---- recurrent layers -------------------------------------------------------------------- */
 
@@ -162,16 +163,16 @@ typedef struct em_rnn_cfg {
 /* Parameters weight_ih_l{k} [G*H, in], weight_hh_l{k} [G*H, H], bias_ih_l{k}, bias_hh_l{k}
  * [G*H] (and the same with _reverse), G = 1 (RNN), 4 (LSTM: gates i, f, g, o), 3 (GRU: r, z,
  * n, with n = tanh(W_in x + b_in + r * (W_hn h + b_hn))); all U(-1/sqrt(H), 1/sqrt(H)). */
-em_module *em_rnn_new(em_rnn_cfg cfg, em_device dev);
-em_module *em_lstm_new(em_rnn_cfg cfg, em_device dev);
-em_module *em_gru_new(em_rnn_cfg cfg, em_device dev);
+EM_API em_module *em_rnn_new(em_rnn_cfg cfg, em_device dev);
+EM_API em_module *em_lstm_new(em_rnn_cfg cfg, em_device dev);
+EM_API em_module *em_gru_new(em_rnn_cfg cfg, em_device dev);
 
 /* x [N, T, I] (or [T, I] unbatched); h0 and c0 (LSTM only) [layers*dirs, N, H] or NULL for
  * zeros. Returns the output [N, T, dirs*H] (last layer, both directions concatenated); the
  * final states [layers*dirs, N, H] go to *h_n and *c_n when those are not NULL. em_forward_n
  * with (x[, h0[, c0]]) returns the output only. */
-em_tensor *em_rnn_forward(em_module *rnn, const em_tensor *x, const em_tensor *h0,
-                          const em_tensor *c0, em_tensor **h_n, em_tensor **c_n);
+EM_API em_tensor *em_rnn_forward(em_module *rnn, const em_tensor *x, const em_tensor *h0,
+                                 const em_tensor *c0, em_tensor **h_n, em_tensor **c_n);
 
 #ifdef __cplusplus
 }

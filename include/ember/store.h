@@ -1,5 +1,6 @@
 /* Ember's store layer: named tensor dictionaries, safetensors read/write (zero-copy mmap loads,
- * atomic streaming saves) and a PyTorch .pt/.pth importer that runs no code. docs/store.md. */
+ * atomic streaming saves), loading by content and checkpoints. The PyTorch .pt/.pth reader is
+ * the ember-pt library (ember/pt.h). docs/store.md. */
 #ifndef EMBER_STORE_H
 #define EMBER_STORE_H
 
@@ -17,25 +18,25 @@ extern "C" {
 typedef struct em_tensor_dict em_tensor_dict;
 
 /* A new empty dictionary (NULL and EM_ERR_OOM on failure). */
-em_tensor_dict *em_tensor_dict_new(void);
+EM_API em_tensor_dict *em_tensor_dict_new(void);
 /* Releases every tensor reference and frees the dictionary (NULL is ignored). */
-void em_tensor_dict_free(em_tensor_dict *d);
+EM_API void em_tensor_dict_free(em_tensor_dict *d);
 /* Appends name -> t, taking a new reference on t. Duplicate or empty names give
  * EM_ERR_INVALID_ARG. */
-em_status em_tensor_dict_add(em_tensor_dict *d, const char *name, em_tensor *t);
+EM_API em_status em_tensor_dict_add(em_tensor_dict *d, const char *name, em_tensor *t);
 /* The tensor stored under name (borrowed: em_retain it to keep it), NULL when absent
  * (no error is recorded). */
-em_tensor *em_tensor_dict_get(const em_tensor_dict *d, const char *name);
+EM_API em_tensor *em_tensor_dict_get(const em_tensor_dict *d, const char *name);
 /* Number of tensors, and the i-th name / tensor in insertion order (NULL when out of range). */
-int64_t em_tensor_dict_count(const em_tensor_dict *d);
-const char *em_tensor_dict_name_at(const em_tensor_dict *d, int64_t i);
-em_tensor *em_tensor_dict_tensor_at(const em_tensor_dict *d, int64_t i);
+EM_API int64_t em_tensor_dict_count(const em_tensor_dict *d);
+EM_API const char *em_tensor_dict_name_at(const em_tensor_dict *d, int64_t i);
+EM_API em_tensor *em_tensor_dict_tensor_at(const em_tensor_dict *d, int64_t i);
 /* String metadata: set (replaces an existing key), get (NULL when absent), count, i-th pair. */
-em_status em_tensor_dict_set_meta(em_tensor_dict *d, const char *key, const char *value);
-const char *em_tensor_dict_get_meta(const em_tensor_dict *d, const char *key);
-int64_t em_tensor_dict_meta_count(const em_tensor_dict *d);
-const char *em_tensor_dict_meta_key_at(const em_tensor_dict *d, int64_t i);
-const char *em_tensor_dict_meta_value_at(const em_tensor_dict *d, int64_t i);
+EM_API em_status em_tensor_dict_set_meta(em_tensor_dict *d, const char *key, const char *value);
+EM_API const char *em_tensor_dict_get_meta(const em_tensor_dict *d, const char *key);
+EM_API int64_t em_tensor_dict_meta_count(const em_tensor_dict *d);
+EM_API const char *em_tensor_dict_meta_key_at(const em_tensor_dict *d, int64_t i);
+EM_API const char *em_tensor_dict_meta_value_at(const em_tensor_dict *d, int64_t i);
 
 /* ---- safetensors ------------------------------------------------------------------------- */
 
@@ -47,14 +48,14 @@ typedef struct em_safetensors_opts {
  * ({"key", "value", ..., NULL}; may be NULL; they win over the dict's). Streams one tensor at a
  * time and replaces path atomically (temporary file, fsync, rename), so a crash never leaves a
  * partial file and maps of the old file stay valid. */
-em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,
-                              const char *const *metadata);
+EM_API em_status em_safetensors_save(const char *path, const em_tensor_dict *dict,
+                                     const char *const *metadata);
 /* Loads a safetensors file after validating it completely. Tensors are zero-copy views of a
  * private mapping (unmapped when the last of them is released) unless opts->copy is set or a
  * tensor's data is misaligned; `__metadata__` goes to the dict's metadata. opts may be NULL. */
-em_tensor_dict *em_safetensors_load(const char *path, const em_safetensors_opts *opts);
+EM_API em_tensor_dict *em_safetensors_load(const char *path, const em_safetensors_opts *opts);
 /* The same from a buffer holding a whole file (always copies); `name` names it in errors. */
-em_tensor_dict *em_safetensors_load_memory(const void *data, size_t size, const char *name);
+EM_API em_tensor_dict *em_safetensors_load_memory(const void *data, size_t size, const char *name);
 
 /* What a file holds without its data: one entry per tensor, in file order. */
 typedef struct em_store_entry {
@@ -67,37 +68,37 @@ typedef struct em_store_entry {
 typedef struct em_store_info em_store_info;
 
 /* Reads and validates a safetensors header only. */
-em_store_info *em_safetensors_inspect(const char *path);
-/* Lists a .pt/.pth file (the pickle is interpreted; storages are sized but not read). */
-em_store_info *em_pt_inspect(const char *path);
-int64_t em_store_info_count(const em_store_info *info);
-const em_store_entry *em_store_info_entry(const em_store_info *info, int64_t i);
-int64_t em_store_info_meta_count(const em_store_info *info);
-const char *em_store_info_meta_key_at(const em_store_info *info, int64_t i);
-const char *em_store_info_meta_value_at(const em_store_info *info, int64_t i);
-void em_store_info_free(em_store_info *info);
+EM_API em_store_info *em_safetensors_inspect(const char *path);
+EM_API int64_t em_store_info_count(const em_store_info *info);
+EM_API const em_store_entry *em_store_info_entry(const em_store_info *info, int64_t i);
+EM_API int64_t em_store_info_meta_count(const em_store_info *info);
+EM_API const char *em_store_info_meta_key_at(const em_store_info *info, int64_t i);
+EM_API const char *em_store_info_meta_value_at(const em_store_info *info, int64_t i);
+EM_API void em_store_info_free(em_store_info *info);
 
-/* ---- PyTorch .pt / .pth ------------------------------------------------------------------ */
+/* ---- any format -------------------------------------------------------------------------- */
 
-/* Imports the tensors of a torch.save'd state dict (zip format, PyTorch >= 1.6). A restricted
- * unpickler accepts only containers, scalars, strings and torch's tensor/parameter rebuild
- * functions; anything else is refused with EM_ERR_FORMAT naming the opcode or global. When the
- * top-level dict has a "state_dict" or "model" dict, that one is imported. Nested dicts and
- * lists give dotted names ("encoder.layers.0.weight"). Tensors are copied out of the archive,
- * except that expanded (stride-0) dims stay expanded views; work and memory are bounded by
- * budgets proportional to the file's size (docs/store.md, "Resource limits"). */
-em_tensor_dict *em_pt_load(const char *path);
-/* The same from a buffer holding the whole archive; `name` names it in errors. */
-em_tensor_dict *em_pt_load_memory(const void *data, size_t size, const char *name);
+/* A reader of another format for em_store_load, em_store_inspect and em_module_load (ember-pt's
+ * em_pt_register adds the PyTorch one). claims gets the file's first bytes (n <= 512); load and
+ * inspect get the open regular file fd of size bytes, close it, and start their messages with
+ * who. inspect may be NULL (such files cannot be listed). */
+typedef struct em_store_reader {
+    const char *name; /* for messages: "PyTorch zip archive" */
+    bool (*claims)(const unsigned char *head, size_t n);
+    em_tensor_dict *(*load)(int fd, uint64_t size, const char *who);
+    em_store_info *(*inspect)(int fd, uint64_t size, const char *who);
+} em_store_reader;
+/* Adds a reader; it must stay valid while the program runs. Readers are asked in the order
+ * added, after safetensors; adding one twice does nothing. */
+EM_API em_status em_store_add_reader(const em_store_reader *reader);
 
-/* ---- either format ----------------------------------------------------------------------- */
-
-/* Loads a safetensors file (mapped, as em_safetensors_load) or a PyTorch .pt/.pth archive (as
- * em_pt_load), told apart by the file's first bytes, not its name. Anything else is refused
- * with a message saying what the file is (empty, a legacy pickle or tar .pt, unknown). */
-em_tensor_dict *em_store_load(const char *path);
-/* The same for inspecting (em_safetensors_inspect or em_pt_inspect). */
-em_store_info *em_store_inspect(const char *path);
+/* Loads a safetensors file (mapped, as em_safetensors_load) or a file of a format an added
+ * reader claims (a PyTorch .pt/.pth archive once em_pt_register has run), told apart by the
+ * file's first bytes, not its name. Anything else is refused with a message saying what the file
+ * is (empty, a legacy pickle or tar .pt, a zip archive with no reader, unknown). */
+EM_API em_tensor_dict *em_store_load(const char *path);
+/* The same for inspecting (em_safetensors_inspect or the reader's inspect). */
+EM_API em_store_info *em_store_inspect(const char *path);
 
 /* ---- modules and checkpoints (module_io.c, checkpoint.c) --------------------------------- */
 
@@ -107,11 +108,11 @@ typedef struct em_sched em_sched;
 
 /* Every parameter and buffer of the module tree under its dotted name (PyTorch's state_dict
  * keys), one new reference each (the tensors are shared with the module, not copied). */
-em_tensor_dict *em_module_state_dict(em_module *m);
+EM_API em_tensor_dict *em_module_state_dict(em_module *m);
 /* Writes the module's parameters and buffers to a safetensors file (atomically, as
  * em_safetensors_save), with metadata {"format": "pt"} plus the optional extra pairs
  * ({"key", "value", ..., NULL}; they win). safetensors.torch.load_file reads it as a state_dict. */
-em_status em_module_save(em_module *m, const char *path, const char *const *metadata);
+EM_API em_status em_module_save(em_module *m, const char *path, const char *const *metadata);
 
 /* One rename rule: every match of the POSIX extended regex `pattern` is replaced by
  * `replacement`, in which \0..\9 are the match and its groups and \\ is a backslash. */
@@ -150,19 +151,20 @@ typedef struct em_load_report {
     em_load_list mismatched; /* shape or dtype differs (not loaded) */
     em_load_list skipped;    /* file tensors left out by include/exclude */
 } em_load_report;
-void em_load_report_free(em_load_report *r);
+EM_API void em_load_report_free(em_load_report *r);
 /* The report as text, one line per list (em_free it). */
-char *em_load_report_str(const em_load_report *r);
+EM_API char *em_load_report_str(const em_load_report *r);
 
-/* Loads parameters and buffers by name from a safetensors or PyTorch .pt/.pth file (told apart
- * by content). Everything is validated before anything changes: on failure the module is
- * untouched. Loaded tensors replace the module's entries (em_module_set: parameters stay
- * trainable leaves). opts and report may be NULL; report is filled even on failure. */
-em_status em_module_load(em_module *m, const char *path, const em_load_opts *opts,
-                         em_load_report *report);
+/* Loads parameters and buffers by name from a safetensors file or one an added reader claims
+ * (PyTorch .pt/.pth once em_pt_register has run), told apart by content. Everything is
+ * validated before anything changes: on failure the module is untouched. Loaded tensors replace the
+ * module's entries (em_module_set: parameters stay trainable leaves). opts and report may be NULL;
+ * report is filled even on failure. */
+EM_API em_status em_module_load(em_module *m, const char *path, const em_load_opts *opts,
+                                em_load_report *report);
 /* The same from a dictionary already in memory. */
-em_status em_module_load_dict(em_module *m, const em_tensor_dict *d, const em_load_opts *opts,
-                              em_load_report *report);
+EM_API em_status em_module_load_dict(em_module *m, const em_tensor_dict *d,
+                                     const em_load_opts *opts, em_load_report *report);
 
 /* What a checkpoint holds. Any pointer may be NULL (that part is skipped). The scheduler's
  * position is sched_steps (the caller counts em_sched_step calls); reading replays that many
@@ -181,9 +183,9 @@ typedef struct em_checkpoint_parts {
 
 /* Writes everything into one safetensors file, atomically (a crash leaves the previous file
  * whole). A path naming a directory writes <dir>/checkpoint.safetensors. */
-em_status em_checkpoint_write(const char *path, const em_checkpoint_parts *parts);
+EM_API em_status em_checkpoint_write(const char *path, const em_checkpoint_parts *parts);
 /* Restores everything written by em_checkpoint_write into the given (fresh) objects. */
-em_status em_checkpoint_read(const char *path, em_checkpoint_parts *parts);
+EM_API em_status em_checkpoint_read(const char *path, em_checkpoint_parts *parts);
 
 #ifdef __cplusplus
 }

@@ -34,26 +34,27 @@ typedef struct em_metric_values {
 } em_metric_values;
 
 /* topk: the k of top-k accuracy (0: 5). */
-em_metrics *em_metrics_new(int topk);
-void em_metrics_free(em_metrics *m);
-void em_metrics_reset(em_metrics *m);
+EM_API em_metrics *em_metrics_new(int topk);
+EM_API void em_metrics_free(em_metrics *m);
+EM_API void em_metrics_reset(em_metrics *m);
 /* Adds a batch's mean loss over `items` items; `tokens` (0: items) weights perplexity. */
-void em_metrics_add_loss(em_metrics *m, double mean_loss, int64_t items, int64_t tokens);
+EM_API void em_metrics_add_loss(em_metrics *m, double mean_loss, int64_t items, int64_t tokens);
 /* Adds predictions. outputs: scores [N, C] (or [..., C], flattened to rows), a float [N] or
  * [N, 1] binary logit (class 1 when > 0), or integer [N] predicted classes. targets: integer
  * class ids with N elements (float targets are rounded). Classes grow as they are seen. */
-em_status em_metrics_update(em_metrics *m, const em_tensor *outputs, const em_tensor *targets);
+EM_API em_status em_metrics_update(em_metrics *m, const em_tensor *outputs,
+                                   const em_tensor *targets);
 /* The same from arrays of predicted and true classes. */
-em_status em_metrics_update_ids(em_metrics *m, const int64_t *pred, const int64_t *target,
-                                int64_t n);
-em_metric_values em_metrics_compute(const em_metrics *m);
+EM_API em_status em_metrics_update_ids(em_metrics *m, const int64_t *pred, const int64_t *target,
+                                       int64_t n);
+EM_API em_metric_values em_metrics_compute(const em_metrics *m);
 /* Confusion count: items of true class t predicted as p (0 when out of range). */
-int64_t em_metrics_confusion(const em_metrics *m, int t, int p);
+EM_API int64_t em_metrics_confusion(const em_metrics *m, int t, int p);
 
 /* Process statistics: resident memory in bytes (/proc/self/statm) and CPU seconds (user +
  * system, getrusage). */
-int64_t em_process_rss(void);
-double em_process_cpu_seconds(void);
+EM_API int64_t em_process_rss(void);
+EM_API double em_process_cpu_seconds(void);
 
 /* ---- the learner --------------------------------------------------------------------------- */
 
@@ -146,24 +147,24 @@ typedef struct em_learner_cfg {
 
 /* A learner over a module and its optimizer (scheduler optional). It borrows all three: they
  * must outlive it. */
-em_learner *em_learner_new(em_module *m, em_optim *o, em_sched *s, em_learner_cfg cfg);
-void em_learner_free(em_learner *l);
+EM_API em_learner *em_learner_new(em_module *m, em_optim *o, em_sched *s, em_learner_cfg cfg);
+EM_API void em_learner_free(em_learner *l);
 /* Runs the epochs. Returns EM_OK when training ended normally, early or on request (see
  * em_learner_stop_reason), else the step's or the learner's error. Writes the run directory. */
-em_status em_learner_fit(em_learner *l);
+EM_API em_status em_learner_fit(em_learner *l);
 /* Asks to stop after the current optimizer step (callable from a step or a signal handler). */
-void em_learner_request_stop(em_learner *l);
-em_stop_reason em_learner_stop_reason(const em_learner *l);
+EM_API void em_learner_request_stop(em_learner *l);
+EM_API em_stop_reason em_learner_stop_reason(const em_learner *l);
 /* Epochs finished so far and optimizer steps taken. */
-int64_t em_learner_epochs_done(const em_learner *l);
-int64_t em_learner_steps(const em_learner *l);
+EM_API int64_t em_learner_epochs_done(const em_learner *l);
+EM_API int64_t em_learner_steps(const em_learner *l);
 /* Value of an epoch metric ("loss", "val_accuracy", "lr" ..., or a custom scalar) of epoch
  * `epoch` (negative: from the end, -1 the last), NaN when absent. */
-double em_learner_metric(const em_learner *l, int64_t epoch, const char *name);
+EM_API double em_learner_metric(const em_learner *l, int64_t epoch, const char *name);
 /* Best value of the monitored metric and its epoch (-1 when none). */
-double em_learner_best(const em_learner *l, int64_t *epoch);
+EM_API double em_learner_best(const em_learner *l, int64_t *epoch);
 /* The run directory ("runs/<name>"), or NULL with no_run_dir. */
-const char *em_learner_run_dir(const em_learner *l);
+EM_API const char *em_learner_run_dir(const em_learner *l);
 /* Custom scalars, shown beside the built-in metrics in the run directory's files, summary.md,
  * report.html and the dashboard. Names: letters, digits and "_.-/" (at most 63 characters, at
  * most 32 names), not a built-in metric name.
@@ -171,16 +172,16 @@ const char *em_learner_run_dir(const em_learner *l);
  * metrics.csv); its mean over the epoch joins the epoch record. EM_ERR_STATE elsewhere.
  * em_learner_log_epoch_scalar, from any step while fit runs: a value of the running epoch
  * (epochs.jsonl, epochs.csv); several calls in one epoch record their mean. */
-em_status em_learner_log_scalar(em_learner *l, const char *name, double value);
-em_status em_learner_log_epoch_scalar(em_learner *l, const char *name, double value);
+EM_API em_status em_learner_log_scalar(em_learner *l, const char *name, double value);
+EM_API em_status em_learner_log_epoch_scalar(em_learner *l, const char *name, double value);
 /* Records a hyperparameter of the run ("batch_size", "128") in summary.md and report.html; the
  * learner records its own options, the optimizer's learning rate and the seed by itself. A
  * second call with the same name replaces the value. */
-em_status em_learner_log_param(em_learner *l, const char *name, const char *value);
+EM_API em_status em_learner_log_param(em_learner *l, const char *name, const char *value);
 /* Writes / reads a full checkpoint (model, optimizer, scheduler replay, generator, position,
  * history) as safetensors. */
-em_status em_learner_save(em_learner *l, const char *path);
-em_status em_learner_load(em_learner *l, const char *path);
+EM_API em_status em_learner_save(em_learner *l, const char *path);
+EM_API em_status em_learner_load(em_learner *l, const char *path);
 
 #ifdef __cplusplus
 }

@@ -172,8 +172,7 @@ static void init_once_fn(void)
     tn_set_recorder(record, NULL);
     tn_set_grad_release_hook(release_hook);
     tn_set_record_query(would_record);
-    const char *a = em_config_get("detect_anomaly");
-    if (a && (strcmp(a, "1") == 0 || strcmp(a, "true") == 0)) em_set_detect_anomaly(true);
+    if (core_cfg_bool(CFG_DETECT_ANOMALY)) em_set_detect_anomaly(true);
 }
 
 void ad_init(void)

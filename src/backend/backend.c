@@ -125,17 +125,16 @@ em_device em_device_parse(const char *name)
 em_device em_device_default(void)
 {
     em_backends_init();
-    const char *name = em_config_get("device");
+    const char *name = core_cfg_str(CFG_DEVICE);
     if (!name || !*name) return EM_CPU;
     em_device d;
     char why[256];
     if (device_lookup(name, &d, why, sizeof why)) return d;
-    const char *env = getenv("EMBER_DEVICE");
-    if (env && strcmp(env, name) == 0)
-        em_error(EM_ERR_DEVICE, "em_device_default: EMBER_DEVICE=%s: %s", name, why);
+    const char *src = core_cfg_source(CFG_DEVICE); /* the variable, file:line or em_config_set */
+    if (!strncmp(src, "EMBER_", 6))
+        em_error(EM_ERR_DEVICE, "em_device_default: %s=%s: %s", src, name, why);
     else
-        em_error(EM_ERR_DEVICE,
-                 "em_device_default: device = \"%s\" (ember.toml or em_config_set): %s", name, why);
+        em_error(EM_ERR_DEVICE, "em_device_default: device = \"%s\" (%s): %s", name, src, why);
     return EM_DEVICE_NONE;
 }
 

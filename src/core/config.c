@@ -1,7 +1,7 @@
-/* Configuration: a reader for the TOML subset Ember uses, the layers (ember.toml < files loaded
- * by em_config_load_file < EMBER_* environment < em_config_set) and core_init, which loads them
- * once and applies log levels, the log file, the thread count, the seed and the tensor size limit.
- * Keys: docs/config.md. */
+/* Configuration: every key is a row of config_keys.def with a type, a default and its allowed
+ * values. ember.toml, files loaded with em_config_load_file, the EMBER_* environment and
+ * em_config_set are layers (a later one wins), read once into typed values when they change;
+ * the getters only load the winning value. Keys: docs/config.md. */
 #include <ctype.h>
 #include <errno.h>
 #include <limits.h>
@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "core_impl.h"
 
@@ -18,622 +19,465 @@
 
 extern char **environ;
 
-typedef struct kv {
-    char *key;
-    const char *val; /* interned */
-} kv;
+typedef enum cfg_type { T_BOOL, T_INT, T_U64, T_ENUM, T_STRING } cfg_type;
 
-typedef struct kv_list {
-    kv *items;
-    int n, cap;
-} kv_list;
+typedef struct cfg_def {
+    const char *name, *def, *values;
+    cfg_type type;
+    int64_t min, max;
+} cfg_def;
+
+static const cfg_def defs[CFG_COUNT] = {
+#define CFG(id, name_, type_, def_, min_, max_, values_, component, doc)                           \
+    [CFG_##id] = {.name = name_,                                                                   \
+                  .def = def_,                                                                     \
+                  .values = values_,                                                               \
+                  .type = T_##type_,                                                               \
+                  .min = min_,                                                                     \
+                  .max = max_},
+#include "config_keys.def"
+#undef CFG
+};
+
+/* The layers, a later one winning. */
+enum { L_BASE, L_FILE, L_ENV, L_SET, N_LAYERS };
+
+/* One layer's value of a key. Strings are interned: they stay valid for the life of the
+ * process, so a getter's result survives any later change. */
+typedef struct cfg_val {
+    bool set;
+    int64_t num;     /* bool 0/1, the integer (an unsigned one's bits), an enum's index */
+    const char *str; /* the canonical text */
+    const char *src; /* where it came from: "ember.toml:3", "EMBER_THREADS", "em_config_set" */
+} cfg_val;
+
+/* A key of a family (log.<component>), by name. */
+typedef struct fam_key {
+    char *name;
+    cfg_val v[N_LAYERS];
+} fam_key;
 
 static pthread_mutex_t cfg_lock = PTHREAD_MUTEX_INITIALIZER;
-static kv_list base_layer; /* ember.toml in the working directory */
-static kv_list file_layer; /* em_config_load_file, later files winning */
-static kv_list set_layer;  /* em_config_set */
+static cfg_val vals[CFG_COUNT][N_LAYERS]; /* under cfg_lock */
+static cfg_val defaults[CFG_COUNT];       /* parsed once, at start-up */
+static fam_key *fams;                     /* under cfg_lock */
+static int n_fams, cap_fams;
 
-/* Every value ever handed out stays valid for the life of the process: values are interned and
- * never freed, so em_config_get's result survives a reload. Configuration is small. */
+/* The winning value of each key, for the getters. */
+static _Atomic int64_t win_num[CFG_COUNT];
+static const char *_Atomic win_str[CFG_COUNT];
+static const char *_Atomic win_src[CFG_COUNT]; /* NULL: the default */
+
 typedef struct istr {
     struct istr *next;
     char s[];
 } istr;
 static istr *interned;
+static pthread_mutex_t intern_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Caller holds cfg_lock. NULL on out of memory. */
+/* NULL on out of memory. */
 static const char *intern(const char *s)
 {
-    for (istr *it = interned; it; it = it->next)
-        if (!strcmp(it->s, s)) return it->s;
-    size_t len = strlen(s);
-    istr *it = malloc(sizeof *it + len + 1);
-    if (!it) return NULL;
-    memcpy(it->s, s, len + 1);
-    it->next = interned;
-    interned = it;
-    return it->s;
+    pthread_mutex_lock(&intern_lock);
+    const char *r = NULL;
+    for (istr *it = interned; it && !r; it = it->next)
+        if (!strcmp(it->s, s)) r = it->s;
+    if (!r) {
+        size_t len = strlen(s);
+        istr *it = malloc(sizeof *it + len + 1);
+        if (it) {
+            memcpy(it->s, s, len + 1);
+            it->next = interned;
+            interned = it;
+            r = it->s;
+        }
+    }
+    pthread_mutex_unlock(&intern_lock);
+    return r;
 }
 
-/* ---- key/value lists --------------------------------------------------------------------- */
+/* ---- keys and values --------------------------------------------------------------------- */
 
-static kv *kv_find(const kv_list *l, const char *key)
+static bool is_family(int k)
 {
-    for (int i = 0; i < l->n; i++)
-        if (!strcmp(l->items[i].key, key)) return &l->items[i];
+    return strchr(defs[k].name, '<') != NULL;
+}
+
+/* The key's id, -1 when unknown. "log.*" (the [log] table's "*") is "log"; any other "log.X"
+ * is the family log.<component>. */
+static int key_id(const char *key)
+{
+    if (!strcmp(key, "log.*")) return CFG_LOG;
+    for (int k = 0; k < CFG_COUNT; k++) {
+        const char *lt = strchr(defs[k].name, '<');
+        if (!lt) {
+            if (!strcmp(key, defs[k].name)) return k;
+        } else {
+            size_t plen = (size_t)(lt - defs[k].name);
+            if (!strncmp(key, defs[k].name, plen) && key[plen] && !strchr(key + plen, '*'))
+                return k;
+        }
+    }
+    return -1;
+}
+
+static bool same_word(const char *a, const char *b, size_t blen)
+{
+    return strlen(a) == blen && !strncasecmp(a, b, blen);
+}
+
+/* The vocabulary of booleans, in either case: true/false, on/off, yes/no, 1/0. */
+static int parse_bool(const char *s)
+{
+    static const char *const yes[] = {"true", "on", "yes", "1"}, *const no[] = {"false", "off",
+                                                                                "no", "0"};
+    for (int i = 0; i < 4; i++) {
+        if (!strcasecmp(s, yes[i])) return 1;
+        if (!strcasecmp(s, no[i])) return 0;
+    }
+    return -1;
+}
+
+/* The index of s among an enum's '|'-separated values (any case), -1 when absent, -2 when out
+ * of memory; *canon gets the table's spelling (interned). */
+static int enum_index(const char *values, const char *s, const char **canon)
+{
+    int i = 0;
+    for (const char *p = values;; i++) {
+        const char *bar = strchr(p, '|');
+        size_t len = bar ? (size_t)(bar - p) : strlen(p);
+        if (same_word(s, p, len)) {
+            char buf[64];
+            snprintf(buf, sizeof buf, "%.*s", (int)len, p);
+            *canon = intern(buf);
+            return *canon ? i : -2;
+        }
+        if (!bar) return -1;
+        p = bar + 1;
+    }
+}
+
+/* "a, b, c" from "a|b|c". */
+static void list_values(const char *values, char *buf, size_t cap)
+{
+    size_t n = 0;
+    for (const char *p = values; *p && n + 3 < cap; p++) {
+        if (*p == '|') {
+            buf[n++] = ',';
+            buf[n++] = ' ';
+        } else {
+            buf[n++] = *p;
+        }
+    }
+    buf[n] = '\0';
+}
+
+/* Parses text as key k's value into *out (src not set). False with the reason in why ("is not
+ * an integer from 0 to 64"), or out of memory (why empty). */
+static bool parse_value(int k, const char *text, cfg_val *out, char *why, size_t cap)
+{
+    const cfg_def *d = &defs[k];
+    char buf[32];
+    why[0] = '\0';
+    *out = (cfg_val){.set = true};
+    switch (d->type) {
+    case T_BOOL: {
+        int b = parse_bool(text);
+        if (b < 0) {
+            snprintf(why, cap, "is not a boolean (true/false, on/off, yes/no, 1/0)");
+            return false;
+        }
+        out->num = b;
+        out->str = intern(b ? "true" : "false");
+        break;
+    }
+    case T_INT: {
+        bool auto_ok = d->values && !strcmp(d->values, "auto");
+        char *end;
+        errno = 0;
+        long long v = 0;
+        if (auto_ok && !strcasecmp(text, "auto")) {
+            v = 0;
+        } else {
+            v = strtoll(text, &end, 10);
+            if (end == text || *end || isspace((unsigned char)text[0]) || errno == ERANGE ||
+                v < d->min || v > d->max) {
+                snprintf(why, cap, "is not an integer from %lld to %lld%s", (long long)d->min,
+                         (long long)d->max, auto_ok ? " or auto (0)" : "");
+                return false;
+            }
+        }
+        out->num = v;
+        snprintf(buf, sizeof buf, "%lld", v);
+        out->str = intern(v == 0 && auto_ok ? "auto" : buf);
+        break;
+    }
+    case T_U64: {
+        char *end;
+        errno = 0;
+        unsigned long long v = strtoull(text, &end, 10);
+        if (end == text || *end || !isdigit((unsigned char)text[0]) || errno == ERANGE) {
+            snprintf(why, cap, "is not an unsigned 64-bit integer");
+            return false;
+        }
+        out->num = (int64_t)v;
+        snprintf(buf, sizeof buf, "%llu", v);
+        out->str = intern(buf);
+        break;
+    }
+    case T_ENUM: {
+        const char *canon = NULL;
+        int i = enum_index(d->values, text, &canon);
+        /* a choice with on and off takes every boolean word for them */
+        int b = i == -1 ? parse_bool(text) : -1;
+        if (b >= 0 && enum_index(d->values, "on", &canon) >= 0)
+            i = enum_index(d->values, b ? "on" : "off", &canon);
+        if (i == -2) return false;
+        if (i < 0) {
+            char list[160];
+            list_values(d->values, list, sizeof list);
+            snprintf(why, cap, "is not one of %s", list);
+            return false;
+        }
+        out->num = i;
+        out->str = canon;
+        break;
+    }
+    case T_STRING: out->str = intern(text); break;
+    }
+    return out->str != NULL;
+}
+
+/* ---- the winning values ------------------------------------------------------------------ */
+
+static const cfg_val *top(const cfg_val v[N_LAYERS])
+{
+    for (int l = N_LAYERS - 1; l >= 0; l--)
+        if (v[l].set) return &v[l];
     return NULL;
 }
 
-/* Sets key to an already interned value (NULL removes it). False on out of memory. */
-static bool kv_put(kv_list *l, const char *key, const char *val)
+/* Caller holds cfg_lock. */
+static void publish(int k)
 {
-    kv *e = kv_find(l, key);
-    if (e && val) {
-        e->val = val;
-        return true;
+    const cfg_val *v = top(vals[k]);
+    const cfg_val *w = v ? v : &defaults[k];
+    atomic_store(&win_num[k], w->num);
+    atomic_store(&win_str[k], w->str);
+    atomic_store(&win_src[k], v ? v->src : NULL);
+}
+
+/* The family key named name (created when missing and create is set); NULL when absent or out
+ * of memory. Caller holds cfg_lock. */
+static fam_key *fam_find(const char *name, bool create)
+{
+    for (int i = 0; i < n_fams; i++)
+        if (!strcmp(fams[i].name, name)) return &fams[i];
+    if (!create) return NULL;
+    if (n_fams == cap_fams) {
+        int cap = cap_fams ? 2 * cap_fams : 8;
+        fam_key *grown = realloc(fams, (size_t)cap * sizeof *grown);
+        if (!grown) return NULL;
+        fams = grown;
+        cap_fams = cap;
     }
-    if (e) {
-        free(e->key);
-        *e = l->items[--l->n];
-        return true;
+    char *copy = strdup(name);
+    if (!copy) return NULL;
+    fams[n_fams] = (fam_key){.name = copy};
+    return &fams[n_fams++];
+}
+
+/* Sets (or with v->set false, clears) key's value in layer l. False on out of memory. Caller
+ * holds cfg_lock. */
+static bool put(int k, const char *key, int l, const cfg_val *v)
+{
+    if (is_family(k)) {
+        fam_key *f = fam_find(key, v->set);
+        if (f) f->v[l] = *v;
+        return f || !v->set;
     }
-    if (!val) return true;
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        kv *grown = realloc(l->items, (size_t)cap * sizeof *grown);
-        if (!grown) return false;
-        l->items = grown;
-        l->cap = cap;
-    }
-    char *k = strdup(key);
-    if (!k) return false;
-    l->items[l->n++] = (kv){.key = k, .val = val};
+    vals[k][l] = *v;
+    publish(k);
     return true;
 }
 
-static void kv_clear(kv_list *l)
+/* Clears layer l of every key. Caller holds cfg_lock. */
+static void clear_layer(int l)
 {
-    for (int i = 0; i < l->n; i++) free(l->items[i].key);
-    free(l->items);
-    *l = (kv_list){0};
+    for (int k = 0; k < CFG_COUNT; k++) {
+        vals[k][l] = (cfg_val){0};
+        publish(k);
+    }
+    for (int i = 0; i < n_fams; i++) fams[i].v[l] = (cfg_val){0};
 }
 
-/* ---- the TOML subset --------------------------------------------------------------------- */
+/* ---- pending settings and warnings ------------------------------------------------------- */
 
-typedef struct sbuf {
-    char *s;
-    size_t n, cap;
+/* Settings read from one source, checked before they are stored, and the warnings about the
+ * ones left out (logged once the lock is released). */
+typedef struct entry {
+    int k;
+    char *key;
+    cfg_val v;
+} entry;
+
+typedef struct batch {
+    entry *e;
+    int n, cap;
+    char **warn;
+    int n_warn, cap_warn;
     bool oom;
-} sbuf;
+} batch;
 
-static void sb_putc(sbuf *b, char c)
+static void batch_warn(batch *b, const char *fmt, ...) EM_PRINTF(2, 3);
+
+static void batch_warn(batch *b, const char *fmt, ...)
 {
-    if (b->oom) return;
-    if (b->n + 2 > b->cap) {
-        size_t cap = b->cap ? 2 * b->cap : 64;
-        char *grown = realloc(b->s, cap);
+    char msg[ERR_CAP];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (b->n_warn == b->cap_warn) {
+        int cap = b->cap_warn ? 2 * b->cap_warn : 4;
+        char **grown = realloc(b->warn, (size_t)cap * sizeof *grown);
         if (!grown) {
             b->oom = true;
             return;
         }
-        b->s = grown;
+        b->warn = grown;
+        b->cap_warn = cap;
+    }
+    char *copy = strdup(msg);
+    if (!copy) {
+        b->oom = true;
+        return;
+    }
+    b->warn[b->n_warn++] = copy;
+}
+
+/* Checks key = text from `where` ("ember.toml:3", "EMBER_SEED") and adds it, or a warning. */
+static void batch_add(batch *b, const char *key, const char *text, const char *where)
+{
+    int k = key_id(key);
+    if (k < 0) {
+        batch_warn(b, "%s: unknown key '%s'; ignored", where, key);
+        return;
+    }
+    cfg_val v;
+    char why[256];
+    if (!parse_value(k, text, &v, why, sizeof why)) {
+        if (why[0])
+            batch_warn(b, "%s: %s = '%s' %s; ignored", where, key, text, why);
+        else
+            b->oom = true;
+        return;
+    }
+    v.src = intern(where);
+    if (b->n == b->cap) {
+        int cap = b->cap ? 2 * b->cap : 16;
+        entry *grown = realloc(b->e, (size_t)cap * sizeof *grown);
+        if (!grown) {
+            b->oom = true;
+            return;
+        }
+        b->e = grown;
         b->cap = cap;
     }
-    b->s[b->n++] = c;
-    b->s[b->n] = '\0';
+    char *copy = strdup(k == CFG_LOG ? defs[CFG_LOG].name : key);
+    if (!copy || !v.src) {
+        free(copy);
+        b->oom = true;
+        return;
+    }
+    b->e[b->n++] = (entry){.k = k, .key = copy, .v = v};
 }
 
-static void sb_puts(sbuf *b, const char *s)
+/* Stores the batch's settings in layer l; false on out of memory. Caller holds cfg_lock. */
+static bool batch_store(const batch *b, int l)
 {
-    while (*s) sb_putc(b, *s++);
+    bool ok = true;
+    for (int i = 0; i < b->n; i++) ok &= put(b->e[i].k, b->e[i].key, l, &b->e[i].v);
+    return ok;
 }
 
-static const char *sb_str(sbuf *b)
+/* Logs the warnings (without the lock: the logger may read the configuration) and frees. */
+static void batch_finish(batch *b)
 {
-    return b->s ? b->s : "";
+    for (int i = 0; i < b->n_warn; i++) {
+        em_log_msg("config", EM_LOG_WARN, "%s", b->warn[i]);
+        free(b->warn[i]);
+    }
+    if (b->oom) em_log_msg("config", EM_LOG_WARN, "out of memory: some settings not read");
+    for (int i = 0; i < b->n; i++) free(b->e[i].key);
+    free(b->e);
+    free(b->warn);
+    *b = (batch){0};
 }
 
-static void sb_reset(sbuf *b)
-{
-    b->n = 0;
-    if (b->s) b->s[0] = '\0';
-}
-
-typedef struct parser {
-    const char *p; /* cursor into the NUL-terminated text */
+typedef struct file_ctx {
+    batch *b;
     const char *path;
-    int line;
-    bool failed;
-    bool scratch; /* check only: values are not interned (core_config_parse_memory) */
-    char err[ERR_CAP];
-} parser;
+} file_ctx;
 
-static bool fail(parser *ps, const char *fmt, ...) EM_PRINTF(2, 3);
-
-static bool fail(parser *ps, const char *fmt, ...)
+static bool file_entry(void *ctx, const char *key, const char *value, int line)
 {
-    if (ps->failed) return false;
-    ps->failed = true;
-    int n = snprintf(ps->err, sizeof ps->err, "%s:%d: ", ps->path, ps->line);
-    if (n < 0 || n >= (int)sizeof ps->err) return false;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(ps->err + n, sizeof ps->err - (size_t)n, fmt, ap);
-    va_end(ap);
-    return false;
-}
-
-static bool at_eol(const parser *ps)
-{
-    return *ps->p == '\n' || *ps->p == '\0' || (*ps->p == '\r' && ps->p[1] == '\n');
-}
-
-static void skip_ws(parser *ps)
-{
-    while (*ps->p == ' ' || *ps->p == '\t') ps->p++;
-}
-
-/* Whitespace, an optional comment, then the end of the line. */
-static bool expect_eol(parser *ps, const char *after)
-{
-    skip_ws(ps);
-    if (*ps->p == '#')
-        while (!at_eol(ps)) ps->p++;
-    if (!at_eol(ps)) return fail(ps, "unexpected '%c' after %s", *ps->p, after);
+    file_ctx *c = ctx;
+    char where[600];
+    snprintf(where, sizeof where, "%s:%d", c->path, line);
+    batch_add(c->b, key, value, where);
     return true;
 }
 
-static bool is_bare(char c)
+/* Reads path into b: EM_OK (a missing file with allow_missing: nothing), else the status with
+ * the reason in err. */
+static em_status read_file(const char *path, bool allow_missing, batch *b, char *err, size_t cap)
 {
-    return isalnum((unsigned char)c) || c == '_' || c == '-';
+    char *text;
+    bool missing;
+    em_status st = core_toml_read(path, &text, &missing, err, cap);
+    if (st != EM_OK) return missing && allow_missing ? EM_OK : st;
+    file_ctx c = {b, path};
+    bool ok = core_toml_parse(text, path, file_entry, &c, err, cap);
+    free(text);
+    return ok ? EM_OK : EM_ERR_FORMAT;
 }
 
-static int hexval(char c)
+/* EMBER_ + the key upper-cased, '.' and '-' becoming '_'. */
+static void env_name(const char *key, char *buf, size_t cap)
 {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
+    size_t n = (size_t)snprintf(buf, cap, "EMBER_%s", key);
+    for (size_t i = 6; i < n && i < cap; i++)
+        buf[i] = (buf[i] == '.' || buf[i] == '-') ? '_' : (char)toupper((unsigned char)buf[i]);
 }
 
-static void put_utf8(sbuf *b, uint32_t cp)
+/* The EMBER_* variables of every key into b; an empty variable counts as unset. */
+static void read_env(batch *b)
 {
-    if (cp < 0x80) {
-        sb_putc(b, (char)cp);
-    } else if (cp < 0x800) {
-        sb_putc(b, (char)(0xc0 | (cp >> 6)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3f)));
-    } else if (cp < 0x10000) {
-        sb_putc(b, (char)(0xe0 | (cp >> 12)));
-        sb_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3f)));
-    } else {
-        sb_putc(b, (char)(0xf0 | (cp >> 18)));
-        sb_putc(b, (char)(0x80 | ((cp >> 12) & 0x3f)));
-        sb_putc(b, (char)(0x80 | ((cp >> 6) & 0x3f)));
-        sb_putc(b, (char)(0x80 | (cp & 0x3f)));
-    }
-}
-
-/* A basic ("...", escapes) or literal ('...') single-line string; the cursor is on the quote. */
-static bool parse_string(parser *ps, sbuf *out)
-{
-    char q = *ps->p;
-    if (ps->p[1] == q && ps->p[2] == q) return fail(ps, "multi-line strings are not supported");
-    ps->p++;
-    for (;;) {
-        char c = *ps->p;
-        if (at_eol(ps)) return fail(ps, "unterminated string");
-        ps->p++;
-        if (c == q) return true;
-        if ((unsigned char)c < 0x20 && c != '\t') return fail(ps, "control character in a string");
-        if (c != '\\' || q == '\'') {
-            sb_putc(out, c);
-            continue;
+    for (int k = 0; k < CFG_COUNT; k++) {
+        if (is_family(k)) continue;
+        char name[128];
+        env_name(defs[k].name, name, sizeof name);
+        const char *v = getenv(name);
+        if ((!v || !*v) && k == CFG_THREADS) {
+            snprintf(name, sizeof name, "EMBER_NUM_THREADS");
+            v = getenv(name);
         }
-        char e = *ps->p++;
-        switch (e) {
-        case 'b': sb_putc(out, '\b'); break;
-        case 't': sb_putc(out, '\t'); break;
-        case 'n': sb_putc(out, '\n'); break;
-        case 'f': sb_putc(out, '\f'); break;
-        case 'r': sb_putc(out, '\r'); break;
-        case '"': sb_putc(out, '"'); break;
-        case '\\': sb_putc(out, '\\'); break;
-        case 'u':
-        case 'U': {
-            int len = e == 'u' ? 4 : 8;
-            uint32_t cp = 0;
-            for (int i = 0; i < len; i++) {
-                int h = hexval(ps->p[i]);
-                if (h < 0) return fail(ps, "bad \\%c escape", e);
-                cp = cp * 16 + (uint32_t)h;
-            }
-            if (cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-                return fail(ps, "\\%c escape is not a Unicode scalar value", e);
-            ps->p += len;
-            put_utf8(out, cp);
-            break;
-        }
-        default: ps->p--; return fail(ps, "unknown escape '\\%c'", at_eol(ps) ? ' ' : e);
-        }
+        if (v && *v) batch_add(b, defs[k].name, v, name);
     }
-}
-
-/* One key, dotted parts joined with '.': bare parts or quoted strings, spaces around dots. */
-static bool parse_key(parser *ps, sbuf *out)
-{
-    for (;;) {
-        skip_ws(ps);
-        if (*ps->p == '"' || *ps->p == '\'') {
-            if (!parse_string(ps, out)) return false;
-        } else if (is_bare(*ps->p)) {
-            while (is_bare(*ps->p)) sb_putc(out, *ps->p++);
-        } else {
-            if (at_eol(ps)) return fail(ps, "expected a key");
-            return fail(ps, "expected a key, found '%c'", *ps->p);
-        }
-        skip_ws(ps);
-        if (*ps->p != '.') return true;
-        ps->p++;
-        sb_putc(out, '.');
+    /* EMBER_LOG_<COMPONENT>; EMBER_LOG_FILE is the log_file key, not a component "file" */
+    for (char **env = environ; env && *env; env++) {
+        const char *e = *env;
+        if (strncmp(e, "EMBER_LOG_", 10) || !strncmp(e, "EMBER_LOG_FILE=", 15)) continue;
+        const char *eq = strchr(e, '=');
+        if (!eq || eq == e + 10 || eq - e > 200 || !eq[1]) continue;
+        char key[256] = "log.", name[256];
+        size_t n = 4;
+        for (const char *c = e + 10; c < eq; c++) key[n++] = (char)tolower((unsigned char)*c);
+        key[n] = '\0';
+        snprintf(name, sizeof name, "%.*s", (int)(eq - e), e);
+        batch_add(b, key, eq + 1, name);
     }
-}
-
-/* A run of digits where '_' may only stand between two digits; appends the digits. */
-static bool digit_run(const char **s, sbuf *out, int (*isdig)(int))
-{
-    const char *p = *s;
-    if (!isdig((unsigned char)*p)) return false;
-    while (isdig((unsigned char)*p) || *p == '_') {
-        if (*p == '_') {
-            if (!isdig((unsigned char)p[1])) return false;
-        } else {
-            sb_putc(out, *p);
-        }
-        p++;
-    }
-    *s = p;
-    return true;
-}
-
-static int is_digit(int c)
-{
-    return c >= '0' && c <= '9';
-}
-
-static int is_odigit(int c)
-{
-    return c >= '0' && c <= '7';
-}
-
-static int is_bdigit(int c)
-{
-    return c == '0' || c == '1';
-}
-
-/* A TOML integer or float token; writes its canonical text (integers in decimal, floats as
- * written without '_' or '+'). */
-static bool parse_number(parser *ps, const char *tok, sbuf *out)
-{
-    const char *s = tok;
-    char sign = 0;
-    if (*s == '+' || *s == '-') sign = *s++;
-    if (!strcmp(s, "inf") || !strcmp(s, "nan")) {
-        if (sign == '-') sb_putc(out, '-');
-        sb_puts(out, s);
-        return true;
-    }
-    sbuf digits = {0};
-    bool ok = false;
-    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'o' || s[1] == 'b')) {
-        int base = s[1] == 'x' ? 16 : s[1] == 'o' ? 8 : 2;
-        int (*isdig)(int) = base == 16 ? isxdigit : base == 8 ? is_odigit : is_bdigit;
-        s += 2;
-        if (sign) {
-            fail(ps, "a sign is not allowed on '%s'", tok);
-        } else if (!digit_run(&s, &digits, isdig) || *s) {
-            fail(ps, "invalid integer '%s'", tok);
-        } else {
-            errno = 0;
-            unsigned long long v = strtoull(sb_str(&digits), NULL, base);
-            if (errno == ERANGE || v > (unsigned long long)INT64_MAX) {
-                fail(ps, "integer '%s' does not fit in 64 bits", tok);
-            } else {
-                char buf[32];
-                snprintf(buf, sizeof buf, "%llu", v);
-                sb_puts(out, buf);
-                ok = !digits.oom;
-            }
-        }
-        free(digits.s);
-        return ok;
-    }
-    if (sign == '-') sb_putc(&digits, '-');
-    bool is_float = false;
-    const char *int_start = s;
-    if (!digit_run(&s, &digits, is_digit)) goto bad;
-    if (int_start[0] == '0' && is_digit((unsigned char)int_start[1])) {
-        fail(ps, "leading zeros are not allowed in '%s'", tok);
-        goto done;
-    }
-    if (*s == '.') {
-        s++;
-        sb_putc(&digits, '.');
-        if (!digit_run(&s, &digits, is_digit)) goto bad;
-        is_float = true;
-    }
-    if (*s == 'e' || *s == 'E') {
-        sb_putc(&digits, *s++);
-        if (*s == '+' || *s == '-') sb_putc(&digits, *s++);
-        if (!digit_run(&s, &digits, is_digit)) goto bad;
-        is_float = true;
-    }
-    if (*s) goto bad;
-    if (digits.oom) {
-        fail(ps, "out of memory");
-        goto done;
-    }
-    if (is_float) {
-        sb_puts(out, sb_str(&digits));
-    } else {
-        errno = 0;
-        long long v = strtoll(sb_str(&digits), NULL, 10);
-        if (errno == ERANGE) {
-            fail(ps, "integer '%s' does not fit in 64 bits", tok);
-            goto done;
-        }
-        char buf[32];
-        snprintf(buf, sizeof buf, "%lld", v);
-        sb_puts(out, buf);
-    }
-    ok = true;
-    goto done;
-bad:
-    if (strchr(tok, ':') || (strchr(tok, '-') && is_digit((unsigned char)tok[0])))
-        fail(ps, "dates and times are not supported ('%s')", tok);
-    else
-        fail(ps, "invalid value '%s'", tok);
-done:
-    free(digits.s);
-    return ok;
-}
-
-static bool parse_value(parser *ps, sbuf *out)
-{
-    char c = *ps->p;
-    if (c == '"' || c == '\'') return parse_string(ps, out);
-    if (c == '[') return fail(ps, "arrays are not supported");
-    if (c == '{') return fail(ps, "inline tables are not supported");
-    if (at_eol(ps) || c == '#') return fail(ps, "expected a value after '='");
-    sbuf tok = {0};
-    while (!at_eol(ps) && *ps->p != ' ' && *ps->p != '\t' && *ps->p != '#') sb_putc(&tok, *ps->p++);
-    bool ok;
-    if (tok.oom)
-        ok = fail(ps, "out of memory");
-    else if (!strcmp(sb_str(&tok), "true") || !strcmp(sb_str(&tok), "false")) {
-        sb_puts(out, sb_str(&tok));
-        ok = true;
-    } else
-        ok = parse_number(ps, sb_str(&tok), out);
-    free(tok.s);
-    return ok;
-}
-
-/* Parses `text` into `out` (flat "table.key" -> value). On failure ps->err says where. */
-static bool parse_toml(parser *ps, kv_list *out)
-{
-    sbuf table = {0}, key = {0}, val = {0}, full = {0};
-    if (!strncmp(ps->p, "\xEF\xBB\xBF", 3)) ps->p += 3; /* UTF-8 byte-order mark */
-    ps->line = 1;
-    while (*ps->p) {
-        skip_ws(ps);
-        if (*ps->p == '[') {
-            if (ps->p[1] == '[') {
-                fail(ps, "arrays of tables are not supported");
-                break;
-            }
-            ps->p++;
-            sb_reset(&table);
-            if (!parse_key(ps, &table)) break;
-            if (*ps->p != ']') {
-                fail(ps, "expected ']' after the table name");
-                break;
-            }
-            ps->p++;
-            if (!expect_eol(ps, "the table header")) break;
-        } else if (*ps->p != '#' && !at_eol(ps)) {
-            sb_reset(&key);
-            sb_reset(&val);
-            sb_reset(&full);
-            if (!parse_key(ps, &key)) break;
-            if (*ps->p != '=') {
-                fail(ps, "expected '=' after key '%s'", sb_str(&key));
-                break;
-            }
-            ps->p++;
-            skip_ws(ps);
-            if (!parse_value(ps, &val) || !expect_eol(ps, "the value")) break;
-            if (table.n) {
-                sb_puts(&full, sb_str(&table));
-                sb_putc(&full, '.');
-            }
-            sb_puts(&full, sb_str(&key));
-            if (table.oom || key.oom || val.oom || full.oom) {
-                fail(ps, "out of memory");
-                break;
-            }
-            if (kv_find(out, sb_str(&full))) {
-                fail(ps, "duplicate key '%s'", sb_str(&full));
-                break;
-            }
-            pthread_mutex_lock(&cfg_lock);
-            const char *v = ps->scratch ? "" : intern(sb_str(&val));
-            bool stored = v && kv_put(out, sb_str(&full), v);
-            pthread_mutex_unlock(&cfg_lock);
-            if (!stored) {
-                fail(ps, "out of memory");
-                break;
-            }
-        }
-        while (!at_eol(ps)) ps->p++; /* the rest of a comment line */
-        if (*ps->p == '\r') ps->p++;
-        if (*ps->p == '\n') {
-            ps->p++;
-            ps->line++;
-        }
-    }
-    free(table.s);
-    free(key.s);
-    free(val.s);
-    free(full.s);
-    return !ps->failed;
-}
-
-/* Reads and parses a file into `out`. EM_ERR_IO (with *missing set when it does not exist) or
- * EM_ERR_FORMAT, with a message in err. */
-static em_status read_toml(const char *path, kv_list *out, bool *missing, char *err, size_t cap)
-{
-    *missing = false;
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        *missing = errno == ENOENT;
-        snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
-        return EM_ERR_IO;
-    }
-    sbuf text = {0};
-    char chunk[4096];
-    size_t got;
-    while ((got = fread(chunk, 1, sizeof chunk, f)) > 0)
-        for (size_t i = 0; i < got; i++) sb_putc(&text, chunk[i]);
-    bool read_err = ferror(f);
-    fclose(f);
-    if (read_err || text.oom) {
-        snprintf(err, cap, "cannot read %s", path);
-        free(text.s);
-        return read_err ? EM_ERR_IO : EM_ERR_OOM;
-    }
-    if (text.n != strlen(sb_str(&text))) {
-        snprintf(err, cap, "%s: contains a NUL byte", path);
-        free(text.s);
-        return EM_ERR_FORMAT;
-    }
-    parser ps = {.p = sb_str(&text), .path = path};
-    bool ok = parse_toml(&ps, out);
-    free(text.s);
-    if (!ok) {
-        snprintf(err, cap, "%s", ps.err);
-        kv_clear(out);
-        return EM_ERR_FORMAT;
-    }
-    return EM_OK;
-}
-
-em_status core_config_parse_memory(const char *text, size_t len, char *err, size_t cap)
-{
-    char *copy = malloc(len + 1);
-    if (!copy) return EM_ERR_OOM;
-    memcpy(copy, text, len);
-    copy[len] = 0;
-    em_status st = EM_OK;
-    if (strlen(copy) != len) {
-        snprintf(err, cap, "<memory>: contains a NUL byte");
-        st = EM_ERR_FORMAT;
-    } else {
-        kv_list out = {0};
-        parser ps = {.p = copy, .path = "<memory>", .scratch = true};
-        if (!parse_toml(&ps, &out)) {
-            snprintf(err, cap, "%s", ps.err);
-            st = EM_ERR_FORMAT;
-        }
-        kv_clear(&out);
-    }
-    free(copy);
-    return st;
-}
-
-/* ---- lookup ------------------------------------------------------------------------------ */
-
-/* EMBER_ + the key upper-cased, '.' and '-' becoming '_'. False when the key is too long. */
-static bool env_name(const char *key, char *buf, size_t cap)
-{
-    size_t len = strlen(key);
-    if (len + 7 > cap) return false;
-    memcpy(buf, "EMBER_", 6);
-    for (size_t i = 0; i < len; i++) {
-        char c = key[i];
-        buf[6 + i] = (c == '.' || c == '-') ? '_' : (char)toupper((unsigned char)c);
-    }
-    buf[6 + len] = '\0';
-    return true;
-}
-
-static const char *env_value(const char *key)
-{
-    char name[256];
-    if (!env_name(key, name, sizeof name)) return NULL;
-    const char *v = getenv(name);
-    if ((!v || !*v) && !strcmp(key, "threads")) v = getenv("EMBER_NUM_THREADS");
-    return v && *v ? v : NULL;
-}
-
-/* Caller holds cfg_lock. */
-static const char *lookup(const char *key)
-{
-    kv *e = kv_find(&set_layer, key);
-    if (e) return e->val;
-    const char *v = env_value(key);
-    if (v) return intern(v);
-    if ((e = kv_find(&file_layer, key))) return e->val;
-    if ((e = kv_find(&base_layer, key))) return e->val;
-    return NULL;
-}
-
-const char *em_config_get(const char *key)
-{
-    core_init();
-    if (!key) return NULL;
-    pthread_mutex_lock(&cfg_lock);
-    const char *v = lookup(key);
-    pthread_mutex_unlock(&cfg_lock);
-    return v;
-}
-
-static bool parse_i64(const char *s, int64_t *out)
-{
-    if (!strcmp(s, "true") || !strcmp(s, "false")) {
-        *out = s[0] == 't';
-        return true;
-    }
-    char *end;
-    errno = 0;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || *end || errno == ERANGE) return false;
-    *out = v;
-    return true;
-}
-
-static bool parse_u64(const char *s, uint64_t *out)
-{
-    while (isspace((unsigned char)*s)) s++;
-    if (*s == '-' || *s == '+') return false;
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || *end || errno == ERANGE) return false;
-    *out = v;
-    return true;
-}
-
-int64_t em_config_get_int(const char *key, int64_t fallback)
-{
-    const char *v = em_config_get(key);
-    int64_t x;
-    if (!v) return fallback;
-    if (parse_i64(v, &x)) return x;
-    em_log_msg("config", EM_LOG_WARN, "%s = '%s' is not an integer; using %lld", key, v,
-               (long long)fallback);
-    return fallback;
 }
 
 /* ---- applying settings ------------------------------------------------------------------- */
@@ -643,161 +487,72 @@ enum {
     APPLY_LOG_FILE = 2,
     APPLY_THREADS = 4,
     APPLY_SEED = 8,
-    APPLY_MAX_TENSOR = 16,
-    APPLY_ALL = 31,
+    APPLY_ALL = 15,
 };
 
-/* max_tensor_mb in bytes (0: no limit but the device's memory); read on every tensor
- * allocation, so it is applied here rather than looked up each time. */
-static _Atomic int64_t max_tensor_bytes;
-
-int64_t core_max_tensor_bytes(void)
+static int apply_flags(int k)
 {
-    core_init();
-    return atomic_load(&max_tensor_bytes);
-}
-
-static bool is_log_key(const char *key)
-{
-    return !strcmp(key, "log") || !strncmp(key, "log.", 4);
-}
-
-static int apply_flags(const char *key)
-{
-    if (is_log_key(key)) return APPLY_LOG;
-    if (!strcmp(key, "log_file")) return APPLY_LOG_FILE;
-    if (!strcmp(key, "threads")) return APPLY_THREADS;
-    if (!strcmp(key, "seed")) return APPLY_SEED;
-    if (!strcmp(key, "max_tensor_mb")) return APPLY_MAX_TENSOR;
-    return 0;
-}
-
-/* The model-file readers' limits (docs/store.md): positive integers. */
-static bool is_store_limit(const char *key)
-{
-    static const char *const keys[] = {
-        "store_max_header",   "store_max_pickle",    "store_max_memory_mb", "store_budget_scale",
-        "store_expand_ratio", "store_expand_min_mb", "store_zip_ratio",     "store_zip_entries"};
-    for (size_t i = 0; i < sizeof keys / sizeof *keys; i++)
-        if (!strcmp(key, keys[i])) return true;
-    return false;
-}
-
-/* Checks a value for a key that is applied or is a limit; writes the reason to err when it is
- * not valid. */
-static bool value_ok(const char *key, const char *v, char *err, size_t cap)
-{
-    int64_t n;
-    uint64_t u;
-    if (is_log_key(key) && em_log_level_parse(v) < 0) {
-        snprintf(err, cap, "%s = '%s' is not a log level (trace, debug, info, warn, error, off)",
-                 key, v);
-        return false;
+    switch (k) {
+    case CFG_LOG:
+    case CFG_LOG_COMPONENT: return APPLY_LOG;
+    case CFG_LOG_FILE: return APPLY_LOG_FILE;
+    case CFG_THREADS: return APPLY_THREADS;
+    case CFG_SEED: return APPLY_SEED;
+    default: return 0;
     }
-    if (!strcmp(key, "threads") && (!parse_i64(v, &n) || n < 0 || n > INT_MAX)) {
-        snprintf(err, cap, "threads = '%s' is not a thread count (0 = one per core)", v);
-        return false;
-    }
-    if (!strcmp(key, "seed") && !parse_u64(v, &u)) {
-        snprintf(err, cap, "seed = '%s' is not an unsigned 64-bit integer", v);
-        return false;
-    }
-    if (!strcmp(key, "max_tensor_mb") && (!parse_i64(v, &n) || n < 0 || n > (INT64_MAX >> 20))) {
-        snprintf(err, cap, "max_tensor_mb = '%s' is not a size in MiB (0 = no limit)", v);
-        return false;
-    }
-    if (is_store_limit(key) && (!parse_i64(v, &n) || n <= 0)) {
-        snprintf(err, cap, "%s = '%s' is not a positive integer", key, v);
-        return false;
-    }
-    return true;
 }
 
-static void apply_level(const char *key, const char *component)
+static int batch_flags(const batch *b)
 {
-    const char *v = em_config_get(key);
-    char err[ERR_CAP];
-    if (!v) return;
-    if (!value_ok(key, v, err, sizeof err)) {
-        em_log_msg("config", EM_LOG_WARN, "%s; ignored", err);
-        return;
-    }
-    em_log_set_level(component, (em_log_level)em_log_level_parse(v));
+    int f = 0;
+    for (int i = 0; i < b->n; i++) f |= apply_flags(b->e[i].k);
+    return f;
 }
 
-/* False on out of memory. */
-static bool add_name(kv_list *names, const char *key)
-{
-    return kv_find(names, key) || kv_put(names, key, "");
-}
-
-/* "log" (and "log.*") first, as setting every level resets per-component ones; then each
- * "log.<component>" present in any layer or as an EMBER_LOG_<COMPONENT> variable. */
+/* "log" first, as setting every level resets per-component ones; then each log.<component>.
+ * Only keys that a layer sets are applied: an absent one leaves the current setting alone. */
 static void apply_log_levels(void)
 {
-    apply_level("log", NULL);
-    apply_level("log.*", NULL);
-    kv_list names = {0};
-    bool ok = true;
+    if (core_cfg_is_set(CFG_LOG))
+        em_log_set_level(NULL, (em_log_level)em_log_level_parse(core_cfg_str(CFG_LOG)));
+    typedef struct level {
+        char name[200];
+        const char *value;
+    } level;
+    level *levels = NULL;
+    int n = 0;
     pthread_mutex_lock(&cfg_lock);
-    const kv_list *layers[] = {&base_layer, &file_layer, &set_layer};
-    for (int l = 0; l < 3; l++)
-        for (int i = 0; i < layers[l]->n; i++) {
-            const char *k = layers[l]->items[i].key;
-            if (!strncmp(k, "log.", 4) && k[4] && strcmp(k, "log.*")) ok &= add_name(&names, k);
-        }
-    /* EMBER_LOG_FILE is the log_file key, not a component called "file". */
-    for (char **env = environ; env && *env; env++) {
-        const char *e = *env;
-        if (strncmp(e, "EMBER_LOG_", 10) || !strncmp(e, "EMBER_LOG_FILE=", 15)) continue;
-        const char *eq = strchr(e, '=');
-        if (!eq || eq == e + 10 || eq - e > 200) continue;
-        char key[256] = "log.";
-        size_t n = 4;
-        for (const char *c = e + 10; c < eq; c++) key[n++] = (char)tolower((unsigned char)*c);
-        key[n] = '\0';
-        ok &= add_name(&names, key);
+    levels = n_fams ? malloc((size_t)n_fams * sizeof *levels) : NULL;
+    for (int i = 0; levels && i < n_fams; i++) {
+        const cfg_val *v = top(fams[i].v);
+        if (!v) continue;
+        snprintf(levels[n].name, sizeof levels[n].name, "%s", fams[i].name + 4);
+        levels[n++].value = v->str;
     }
+    bool oom = n_fams && !levels;
     pthread_mutex_unlock(&cfg_lock);
-    if (!ok) em_log_msg("config", EM_LOG_WARN, "out of memory: some component log levels not set");
-    for (int i = 0; i < names.n; i++) apply_level(names.items[i].key, names.items[i].key + 4);
-    kv_clear(&names);
+    if (oom) em_log_msg("config", EM_LOG_WARN, "out of memory: component log levels not set");
+    for (int i = 0; i < n; i++)
+        em_log_set_level(levels[i].name, (em_log_level)em_log_level_parse(levels[i].value));
+    free(levels);
 }
 
 static void apply(int flags)
 {
-    char err[ERR_CAP];
-    const char *v;
     if (flags & APPLY_LOG) apply_log_levels();
-    if ((flags & APPLY_LOG_FILE) && (v = em_config_get("log_file"))) em_log_to_file(*v ? v : NULL);
-    if ((flags & APPLY_THREADS) && (v = em_config_get("threads"))) {
-        int64_t n;
-        if (!value_ok("threads", v, err, sizeof err))
-            em_log_msg("config", EM_LOG_WARN, "%s", err);
-        else if (parse_i64(v, &n))
-            em_set_num_threads(n == 0 ? core_hw_threads() : (int)n);
+    if ((flags & APPLY_LOG_FILE) && core_cfg_is_set(CFG_LOG_FILE)) {
+        const char *path = core_cfg_str(CFG_LOG_FILE);
+        em_log_to_file(*path ? path : NULL);
     }
-    if ((flags & APPLY_SEED) && (v = em_config_get("seed"))) {
-        uint64_t s;
-        if (!value_ok("seed", v, err, sizeof err))
-            em_log_msg("config", EM_LOG_WARN, "%s", err);
-        else if (parse_u64(v, &s))
-            em_seed(s);
+    if ((flags & APPLY_THREADS) && core_cfg_is_set(CFG_THREADS)) {
+        int64_t n = core_cfg_int(CFG_THREADS);
+        em_set_num_threads(n == 0 ? core_hw_threads() : (int)n);
     }
-    if (flags & APPLY_MAX_TENSOR) {
-        /* unlike the keys above, removing it (em_config_set with NULL) lifts the limit */
-        int64_t mb = 0;
-        v = em_config_get("max_tensor_mb");
-        if (v && !value_ok("max_tensor_mb", v, err, sizeof err)) {
-            em_log_msg("config", EM_LOG_WARN, "%s", err);
-        } else {
-            if (v) parse_i64(v, &mb);
-            atomic_store(&max_tensor_bytes, mb << 20);
-        }
-    }
+    if ((flags & APPLY_SEED) && core_cfg_is_set(CFG_SEED))
+        em_seed((uint64_t)core_cfg_int(CFG_SEED));
 }
 
-/* Applies without leaving an error pending: a bad value in a file or the environment is a
+/* Applies without leaving an error pending: a bad setting in a file or the environment is a
  * warning, not a failure of whichever call happened to initialise the library. */
 static void apply_quietly(int flags)
 {
@@ -811,18 +566,28 @@ static void apply_quietly(int flags)
     core_error_forget(mark);
 }
 
-/* Replaces the ember.toml layer when the file parses; a missing file empties it. */
-static em_status load_base(char *err, size_t cap)
+/* Re-reads ember.toml (unless it is malformed: then EM_ERR_FORMAT with the reason in err, and
+ * the layer stays) and the environment, then applies everything; the warnings come after, so
+ * that the levels a file sets already hold for them. */
+static em_status load_base_and_env(char *err, size_t cap)
 {
-    kv_list fresh = {0};
-    bool missing;
-    em_status st = read_toml(BASE_FILE, &fresh, &missing, err, cap);
-    if (st != EM_OK && !missing) return st;
+    batch base = {0}, env = {0};
+    em_status st = read_file(BASE_FILE, true, &base, err, cap);
+    read_env(&env);
     pthread_mutex_lock(&cfg_lock);
-    kv_clear(&base_layer);
-    base_layer = fresh;
+    bool ok = true;
+    if (st == EM_OK) {
+        clear_layer(L_BASE);
+        ok &= batch_store(&base, L_BASE);
+    }
+    clear_layer(L_ENV);
+    ok &= batch_store(&env, L_ENV);
     pthread_mutex_unlock(&cfg_lock);
-    return EM_OK;
+    apply_quietly(APPLY_ALL);
+    base.oom |= !ok;
+    batch_finish(&base);
+    batch_finish(&env);
+    return st;
 }
 
 /* ---- initialisation ---------------------------------------------------------------------- */
@@ -835,9 +600,15 @@ static EM_THREAD_LOCAL bool initializing;
 static void do_init(void)
 {
     initializing = true;
+    for (int k = 0; k < CFG_COUNT; k++) {
+        char why[256];
+        if (defs[k].def && !parse_value(k, defs[k].def, &defaults[k], why, sizeof why))
+            defaults[k] = (cfg_val){0}; /* out of memory: the type's zero */
+        defaults[k].set = false;
+        publish(k);
+    }
     char err[ERR_CAP];
-    em_status st = load_base(err, sizeof err);
-    apply_quietly(APPLY_ALL);
+    em_status st = load_base_and_env(err, sizeof err);
     if (st != EM_OK) em_log_msg("config", EM_LOG_WARN, "ignoring %s: %s", BASE_FILE, err);
     initializing = false;
 }
@@ -848,22 +619,150 @@ void core_init(void)
     pthread_once(&init_once, do_init);
 }
 
+/* ---- typed getters ----------------------------------------------------------------------- */
+
+bool core_cfg_bool(core_cfg_key k)
+{
+    core_init();
+    return atomic_load(&win_num[k]) != 0;
+}
+
+int64_t core_cfg_int(core_cfg_key k)
+{
+    core_init();
+    return atomic_load(&win_num[k]);
+}
+
+const char *core_cfg_str(core_cfg_key k)
+{
+    core_init();
+    return atomic_load(&win_str[k]);
+}
+
+bool core_cfg_is(core_cfg_key k, const char *value)
+{
+    const char *v = core_cfg_str(k);
+    return v && !strcmp(v, value);
+}
+
+bool core_cfg_is_set(core_cfg_key k)
+{
+    core_init();
+    return atomic_load(&win_src[k]) != NULL;
+}
+
+const char *core_cfg_source(core_cfg_key k)
+{
+    core_init();
+    const char *src = atomic_load(&win_src[k]);
+    return src ? src : "the default";
+}
+
+int64_t core_max_tensor_bytes(void)
+{
+    return core_cfg_int(CFG_MAX_TENSOR_MB) << 20;
+}
+
 /* ---- the public entry points ------------------------------------------------------------- */
+
+static const char *type_name(cfg_type t)
+{
+    switch (t) {
+    case T_BOOL: return "a boolean";
+    case T_INT:
+    case T_U64: return "an integer";
+    case T_ENUM: return "a choice";
+    case T_STRING: return "a string";
+    }
+    return "?";
+}
+
+/* The key's id for a getter fn that takes the given types, or -1 with EM_ERR_INVALID_ARG. */
+static int getter_key(const char *fn, const char *key, cfg_type a, cfg_type b)
+{
+    core_init();
+    int k = key ? key_id(key) : -1;
+    if (k < 0) {
+        if (key)
+            em_error(EM_ERR_INVALID_ARG, "%s: unknown key '%s'", fn, key);
+        else
+            em_error(EM_ERR_INVALID_ARG, "%s: key is NULL", fn);
+        return -1;
+    }
+    if (defs[k].type != a && defs[k].type != b) {
+        em_error(EM_ERR_INVALID_ARG, "%s: %s is %s key", fn, key, type_name(defs[k].type));
+        return -1;
+    }
+    return k;
+}
+
+bool em_config_get_bool(const char *key)
+{
+    int k = getter_key("em_config_get_bool", key, T_BOOL, T_BOOL);
+    return k >= 0 && core_cfg_bool((core_cfg_key)k);
+}
+
+int64_t em_config_get_int(const char *key)
+{
+    int k = getter_key("em_config_get_int", key, T_INT, T_U64);
+    return k >= 0 ? core_cfg_int((core_cfg_key)k) : 0;
+}
+
+const char *em_config_get_string(const char *key)
+{
+    int k = getter_key("em_config_get_string", key, T_STRING, T_ENUM);
+    if (k < 0) return NULL;
+    if (!is_family(k)) return core_cfg_str((core_cfg_key)k);
+    pthread_mutex_lock(&cfg_lock);
+    fam_key *f = fam_find(key, false);
+    const cfg_val *v = f ? top(f->v) : NULL;
+    const char *r = v ? v->str : NULL;
+    pthread_mutex_unlock(&cfg_lock);
+    return r ? r : core_cfg_str(CFG_LOG);
+}
+
+bool em_config_is_set(const char *key)
+{
+    core_init();
+    int k = key ? key_id(key) : -1;
+    if (k < 0) {
+        if (key)
+            em_error(EM_ERR_INVALID_ARG, "em_config_is_set: unknown key '%s'", key);
+        else
+            em_error(EM_ERR_INVALID_ARG, "em_config_is_set: key is NULL");
+        return false;
+    }
+    if (!is_family(k)) return core_cfg_is_set((core_cfg_key)k);
+    pthread_mutex_lock(&cfg_lock);
+    fam_key *f = fam_find(key, false);
+    bool set = f && top(f->v);
+    pthread_mutex_unlock(&cfg_lock);
+    return set;
+}
 
 em_status em_config_set(const char *key, const char *value)
 {
     core_init();
     if (!key || !*key) return em_error(EM_ERR_INVALID_ARG, "em_config_set: empty key");
-    char err[ERR_CAP];
-    if (value && !value_ok(key, value, err, sizeof err))
-        return em_error(EM_ERR_INVALID_ARG, "em_config_set: %s", err);
+    int k = key_id(key);
+    if (k < 0)
+        return em_error(EM_ERR_INVALID_ARG, "em_config_set: unknown key '%s' (docs/config.md)",
+                        key);
+    cfg_val v = {0};
+    char why[256];
+    if (value && !parse_value(k, value, &v, why, sizeof why)) {
+        if (!why[0]) return em_error(EM_ERR_OOM, "em_config_set: out of memory setting '%s'", key);
+        return em_error(EM_ERR_INVALID_ARG, "em_config_set: %s = '%s' %s", key, value, why);
+    }
+    v.src = value ? intern("em_config_set") : NULL;
+    if (value && !v.src)
+        return em_error(EM_ERR_OOM, "em_config_set: out of memory setting '%s'", key);
     pthread_mutex_lock(&cfg_lock);
-    const char *v = value ? intern(value) : NULL;
-    bool ok = (v || !value) && kv_put(&set_layer, key, v);
+    bool ok = put(k, k == CFG_LOG ? defs[CFG_LOG].name : key, L_SET, &v);
     pthread_mutex_unlock(&cfg_lock);
     if (!ok) return em_error(EM_ERR_OOM, "em_config_set: out of memory setting '%s'", key);
     uint64_t mark = core_error_mark();
-    apply(apply_flags(key));
+    apply(apply_flags(k));
     return core_failed_since(mark) ? em_last_status() : EM_OK;
 }
 
@@ -871,22 +770,19 @@ em_status em_config_load_file(const char *path)
 {
     core_init();
     if (!path) return em_error(EM_ERR_INVALID_ARG, "em_config_load_file: path is NULL");
-    kv_list fresh = {0};
-    bool missing;
+    batch b = {0};
     char err[ERR_CAP];
-    em_status st = read_toml(path, &fresh, &missing, err, sizeof err);
-    if (st != EM_OK) return em_error(st, "em_config_load_file: %s", err);
-    int flags = 0;
-    bool ok = true;
-    pthread_mutex_lock(&cfg_lock);
-    for (int i = 0; i < fresh.n; i++) {
-        ok = ok && kv_put(&file_layer, fresh.items[i].key, fresh.items[i].val);
-        flags |= apply_flags(fresh.items[i].key);
+    em_status st = read_file(path, false, &b, err, sizeof err);
+    if (st != EM_OK) {
+        batch_finish(&b);
+        return em_error(st, "em_config_load_file: %s", err);
     }
+    pthread_mutex_lock(&cfg_lock);
+    bool ok = batch_store(&b, L_FILE);
     pthread_mutex_unlock(&cfg_lock);
-    kv_clear(&fresh);
+    apply_quietly(batch_flags(&b));
+    batch_finish(&b);
     if (!ok) return em_error(EM_ERR_OOM, "em_config_load_file: out of memory storing %s", path);
-    apply_quietly(flags);
     return EM_OK;
 }
 
@@ -894,8 +790,7 @@ em_status em_config_reload(void)
 {
     core_init();
     char err[ERR_CAP];
-    em_status st = load_base(err, sizeof err);
-    apply_quietly(APPLY_ALL);
+    em_status st = load_base_and_env(err, sizeof err);
     if (st != EM_OK) return em_error(st, "em_config_reload: %s", err);
     return EM_OK;
 }

@@ -32,9 +32,45 @@ void core_error_forget(uint64_t mark);
 /* Runs the one-time initialisation (configuration, logging levels, thread count). */
 void core_init(void);
 
+/* ---- configuration (config.c; the keys: config_keys.def) ---------------------------------- */
+
+typedef enum core_cfg_key {
+#define CFG(id, ...) CFG_##id,
+#include "config_keys.def"
+#undef CFG
+    CFG_COUNT
+} core_cfg_key;
+
+/* The key's value: the winning layer's, else the default. By type: a bool; an integer (an
+ * unsigned key's bits; an int key's `auto` is 0); a string or an enum's value as the table
+ * spells it (interned: valid for the life of the process; NULL for a string key without a
+ * value). core_cfg_is compares an enum key's value with one of its values. */
+bool core_cfg_bool(core_cfg_key k);
+int64_t core_cfg_int(core_cfg_key k);
+const char *core_cfg_str(core_cfg_key k);
+bool core_cfg_is(core_cfg_key k, const char *value);
+/* Whether a layer sets the key (else it has its default), and where the value comes from, for
+ * messages: "ember.toml:3", "EMBER_DEVICE", "em_config_set" or "the default". */
+bool core_cfg_is_set(core_cfg_key k);
+const char *core_cfg_source(core_cfg_key k);
+
 /* The config key max_tensor_mb in bytes: the most one tensor's storage may take (0: no limit of
  * its own; the device's memory still bounds it). */
 int64_t core_max_tensor_bytes(void);
+
+/* ---- the TOML subset (toml.c) ------------------------------------------------------------ */
+
+/* Called for each key of a file: the flattened key ("log.cpu"), the value as text (strings
+ * decoded, integers in decimal, floats as written, true / false) and its line. False stops the
+ * parse as out of memory. */
+typedef bool (*core_toml_fn)(void *ctx, const char *key, const char *value, int line);
+/* Parses text (NUL-terminated) named path in messages; fn may be NULL. False on a syntax error,
+ * with "path:line: what" in err (fn's earlier calls stand). */
+bool core_toml_parse(const char *text, const char *path, core_toml_fn fn, void *ctx, char *err,
+                     size_t cap);
+/* Reads a whole file (malloc'd, NUL-terminated, no NUL inside): EM_OK, EM_ERR_IO (*missing set
+ * when it does not exist), EM_ERR_FORMAT or EM_ERR_OOM with the reason in err. */
+em_status core_toml_read(const char *path, char **text, bool *missing, char *err, size_t cap);
 /* Parses text[0..len) as an ember.toml without storing anything (for the fuzz target): EM_OK,
  * or EM_ERR_FORMAT / EM_ERR_OOM with the reason in err. */
 em_status core_config_parse_memory(const char *text, size_t len, char *err, size_t cap);

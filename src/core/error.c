@@ -43,6 +43,21 @@ void core_error_forget(uint64_t mark)
     err_count = mark;
 }
 
+uint64_t em_error_mark(void)
+{
+    return core_error_mark();
+}
+
+bool em_failed_since(uint64_t mark)
+{
+    return core_failed_since(mark);
+}
+
+void em_error_forget(uint64_t mark)
+{
+    core_error_forget(mark);
+}
+
 const char *em_last_error(void)
 {
     return err_code == EM_OK ? "" : err_msg;

@@ -4,7 +4,7 @@
 
 #include <ember/ember.h>
 
-#include "../tensor/tensor_impl.h"
+#include "../core/checked.h"
 
 /* An in-memory dataset: each field is one contiguous CPU tensor whose rows along dim 0 are the
  * items; get copies row i out (optionally converted to out_dtype and multiplied by scale). */

@@ -91,9 +91,9 @@ em_status em_dataset_get_at(em_dataset *ds, int64_t index, int64_t epoch, em_ite
     if (index < 0 || index >= n)
         return em_error(EM_ERR_INDEX, "em_dataset_get: index %lld outside a %s dataset of %lld",
                         (long long)index, ds->type->name ? ds->type->name : "user", (long long)n);
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     em_status s = ds->type->get(ds, index, epoch, out);
-    if (s == EM_OK && core_failed_since(mark)) s = em_last_status();
+    if (s == EM_OK && em_failed_since(mark)) s = em_last_status();
     if (s != EM_OK) {
         em_item_free(out);
         if (!em_failed())
@@ -179,7 +179,7 @@ static em_status mem_get(em_dataset *ds, int64_t i, int64_t epoch, em_item *out)
 static void mem_destroy(em_dataset *ds)
 {
     dt_mem *m = (dt_mem *)ds;
-    for (int k = 0; k < m->nf; k++) tn_release_ref(m->f[k].src); /* the dataset's plain ref */
+    for (int k = 0; k < m->nf; k++) em_release(m->f[k].src); /* no scope holds it */
 }
 
 static const em_dataset_type mem_type = {"memory", mem_len, mem_get, mem_destroy};
@@ -226,13 +226,17 @@ bool dt_mem_add(dt_mem *m, const char *name, em_tensor *t, em_shape row, em_dtyp
         em_error(EM_ERR_INTERNAL, "dataset: scaling only from u8 to f32/f64");
         return false;
     }
-    dt_field *f = &m->f[m->nf++];
-    /* a plain reference of the dataset's own: em_release would give back a scope's first, the
-       caller's tensor's if a scope holds it, and leave the dataset's behind */
-    f->src = em_retain(c);
+    /* The dataset keeps a handle of its own on c's storage, taken out of the current scope: no
+       scope ever holds it, so em_release in mem_destroy gives back exactly the dataset's
+       reference (on c itself, em_release would give back a scope's first). */
+    em_tensor *own = em_detach(c);
     em_release(c);
-    f->base = em_tensor_data(c);
-    f->dtype = em_tensor_dtype(c);
+    if (!own) return false;
+    dt_field *f = &m->f[m->nf++];
+    f->src = em_retain(own);
+    em_release(own); /* the scope's reference, when a scope took one */
+    f->base = em_tensor_data(own);
+    f->dtype = em_tensor_dtype(own);
     f->out_dtype = out_dtype;
     f->scale = scale;
     f->row = row;
@@ -268,7 +272,7 @@ em_dataset *em_dataset_from_tensors(em_tensor *const *tensors, const char *const
         }
         em_shape row = {.rank = s.rank - 1};
         for (int d = 1; d < s.rank; d++) row.dims[d - 1] = s.dims[d];
-        if (!dt_mem_add(m, names ? names[k] : NULL, tn_share(tensors[k]), row,
+        if (!dt_mem_add(m, names ? names[k] : NULL, em_contiguous(tensors[k]), row,
                         em_tensor_dtype(tensors[k]), 0)) {
             em_dataset_free(&m->base);
             return NULL;
@@ -440,7 +444,7 @@ em_dataset *em_dataset_sample(em_dataset *src, int64_t k, bool replacement, uint
         return NULL;
     }
     /* the k indices are held in memory */
-    if (!tn_check_alloc("em_dataset_sample", EM_I64, &k, 1, EM_CPU)) {
+    if (!em_tensor_check_size("em_dataset_sample", EM_SHAPE(k), EM_I64, EM_CPU)) {
         em_dataset_free(src);
         return NULL;
     }

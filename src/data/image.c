@@ -393,8 +393,7 @@ em_tensor *em_image_crop_pad(const em_tensor *img, int64_t top, int64_t left, in
             (long long)pad);
         return NULL;
     }
-    if (!tn_check_alloc("em_image_crop_pad", em_tensor_dtype(img), EM_SHAPE(C, h, w).dims, 3,
-                        EM_CPU))
+    if (!em_tensor_check_size("em_image_crop_pad", EM_SHAPE(C, h, w), em_tensor_dtype(img), EM_CPU))
         return NULL;
     em_tensor *src = em_contiguous(img);
     em_tensor *out = src ? em_zeros(EM_SHAPE(C, h, w), em_tensor_dtype(img), EM_CPU) : NULL;
@@ -485,9 +484,8 @@ em_tensor *em_image_resize(const em_tensor *img, int64_t h, int64_t w)
     em_shape s = em_tensor_shape(img);
     int64_t C = s.dims[0], H = s.dims[1], W = s.dims[2], n = C * H * W;
     /* the result, and the f64 copy it is computed in */
-    if (!tn_check_alloc("em_image_resize", em_tensor_dtype(img), EM_SHAPE(C, h, w).dims, 3,
-                        EM_CPU) ||
-        !tn_check_alloc("em_image_resize", EM_F64, EM_SHAPE(C, h, w).dims, 3, EM_CPU))
+    if (!em_tensor_check_size("em_image_resize", EM_SHAPE(C, h, w), em_tensor_dtype(img), EM_CPU) ||
+        !em_tensor_check_size("em_image_resize", EM_SHAPE(C, h, w), EM_F64, EM_CPU))
         return NULL;
     double *a = malloc((size_t)(n ? n : 1) * sizeof *a);
     double *b = malloc((size_t)(C * h * w) * sizeof *b);

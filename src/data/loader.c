@@ -132,9 +132,9 @@ static em_status build(em_loader *l, int64_t k, em_batch *out)
         s = em_dataset_get_at(l->ds, l->order[lo + i], l->epoch, &items[i]);
     if (s == EM_OK) {
         em_batch_fn fn = l->cfg.batch_fn ? l->cfg.batch_fn : em_batch_stack;
-        uint64_t mark = core_error_mark();
+        uint64_t mark = em_error_mark();
         s = fn(items, n, out, l->cfg.batch_user);
-        if (s == EM_OK && core_failed_since(mark)) s = em_last_status();
+        if (s == EM_OK && em_failed_since(mark)) s = em_last_status();
     }
     em_no_grad_end();
     for (int64_t i = 0; i < n; i++) em_item_free(&items[i]);

@@ -73,42 +73,6 @@ static void skip_ws(js_parser *ps)
         ps->p++;
 }
 
-/* Length of the UTF-8 sequence at s (at most n bytes), 0 when malformed. */
-static size_t utf8_seq(const unsigned char *s, size_t n)
-{
-    unsigned c = s[0];
-    if (c < 0x80) return 1;
-    size_t len;
-    unsigned min, cp;
-    if (c >= 0xC2 && c <= 0xDF) {
-        len = 2, min = 0x80, cp = c & 0x1F;
-    } else if (c >= 0xE0 && c <= 0xEF) {
-        len = 3, min = 0x800, cp = c & 0x0F;
-    } else if (c >= 0xF0 && c <= 0xF4) {
-        len = 4, min = 0x10000, cp = c & 0x07;
-    } else {
-        return 0;
-    }
-    if (n < len) return 0;
-    for (size_t i = 1; i < len; i++) {
-        if ((s[i] & 0xC0) != 0x80) return 0;
-        cp = (cp << 6) | (s[i] & 0x3F);
-    }
-    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
-    return len;
-}
-
-bool js_utf8_valid(const unsigned char *s, size_t len)
-{
-    size_t i = 0;
-    while (i < len) {
-        size_t k = utf8_seq(s + i, len - i);
-        if (!k) return false;
-        i += k;
-    }
-    return true;
-}
-
 static int hexval(char c)
 {
     if (c >= '0' && c <= '9') return c - '0';
@@ -203,7 +167,7 @@ static bool parse_string(js_parser *ps, const char **out, size_t *out_len)
             default: return fail(ps, "bad escape in string");
             }
         } else {
-            size_t k = utf8_seq((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
+            size_t k = st_utf8_len((const unsigned char *)ps->p, (size_t)(ps->end - ps->p));
             if (!k) return fail(ps, "invalid UTF-8 in string");
             memcpy(buf + n, ps->p, k);
             n += k;

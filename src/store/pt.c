@@ -1,6 +1,9 @@
-/* PyTorch .pt/.pth import: the zip container through libzip, checked entry by entry, and a
- * restricted pickle interpreter that builds only containers, scalars, strings and tensors from
- * torch's rebuild functions; it calls nothing and refuses every other opcode and global. */
+/* PyTorch .pt/.pth import, the ember-pt library: the zip container through libzip, checked entry
+ * by entry, and a restricted pickle interpreter that builds only containers, scalars, strings and
+ * tensors from torch's rebuild functions; it calls nothing and refuses every other opcode and
+ * global. It uses the core's public API and reader_base.c only. */
+#include <ember/pt.h>
+
 #include "store_impl.h"
 
 #include <stdarg.h>
@@ -1179,7 +1182,7 @@ static bool pt_run(int fd, const void *data, size_t size, const char *who, sink 
     return ok;
 }
 
-em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who)
+static em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who)
 {
     sink out = {.dict = em_tensor_dict_new()};
     if (!out.dict) {
@@ -1193,7 +1196,7 @@ em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who)
     return out.dict;
 }
 
-em_store_info *pt_inspect_fd(int fd, uint64_t size, const char *who)
+static em_store_info *pt_inspect_fd(int fd, uint64_t size, const char *who)
 {
     sink out = {.info = st_info_new()};
     if (!out.info) {
@@ -1250,6 +1253,23 @@ em_store_info *em_pt_inspect(const char *path)
     char who[512];
     snprintf(who, sizeof who, "em_pt_inspect: %s", path);
     return pt_inspect_fd(fd, size, who);
+}
+
+static bool pt_claims(const unsigned char *head, size_t n)
+{
+    return st_sniff(head, n) == ST_FMT_ZIP;
+}
+
+static const em_store_reader pt_reader = {
+    .name = "PyTorch zip archive",
+    .claims = pt_claims,
+    .load = pt_load_fd,
+    .inspect = pt_inspect_fd,
+};
+
+em_status em_pt_register(void)
+{
+    return em_store_add_reader(&pt_reader);
 }
 
 em_status pt_unpickle_memory(const void *data, size_t size, const char *name)

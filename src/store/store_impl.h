@@ -1,6 +1,7 @@
 /* Private interface of the store layer: the bounded JSON reader, the dictionary and info
  * internals shared by safetensors.c, pt.c and dict.c, and the from-memory parsers the fuzz
- * targets call. */
+ * targets call. pt.c (libember-pt) may use only what reader_base.c defines: the shared library
+ * links its own copy of that file. */
 #ifndef EMBER_STORE_IMPL_H
 #define EMBER_STORE_IMPL_H
 
@@ -39,8 +40,10 @@ void js_free(js_doc *doc);
 bool js_get_u64(const js_value *v, uint64_t *out);
 /* True when s[0..len) is well-formed UTF-8 (no overlongs, no surrogates, <= U+10FFFF). */
 bool js_utf8_valid(const unsigned char *s, size_t len);
+/* Length of the UTF-8 sequence at s (at most n bytes), 0 when malformed. */
+size_t st_utf8_len(const unsigned char *s, size_t n);
 
-/* ---- name index (dict.c) ----------------------------------------------------------------- */
+/* ---- name index (reader_base.c) ---------------------------------------------------------- */
 
 /* A hash index over names kept elsewhere (an array of entries): slot i holds an entry's
  * position and the name's hash. Lookups compare through `name_at`, so the index stores no
@@ -59,7 +62,16 @@ int64_t st_index_find(const st_index *ix, const char *name, st_name_fn name_at, 
 bool st_index_add(st_index *ix, const char *name, int64_t pos);
 void st_index_free(st_index *ix);
 
-/* ---- store info (dict.c) ----------------------------------------------------------------- */
+/* ---- store info (reader_base.c, dict.c) -------------------------------------------------- */
+
+struct em_store_info {
+    int64_t n, cap;
+    em_store_entry *entries;
+    st_index names_ix;
+    int64_t nmeta, capmeta;
+    char **mkeys, **mvals;
+    st_index meta_ix;
+};
 
 em_store_info *st_info_new(void);
 /* Appends an entry (name copied). A name already present is EM_ERR_FORMAT ("<who>: duplicate
@@ -76,8 +88,11 @@ em_tensor *st_own(em_tensor *t);
 void st_free_deleter(void *data, void *user);
 /* Copies a string with em_alloc. */
 char *st_strdup(const char *s);
+/* Grows an em_alloc'd array of `size`-byte items to hold at least need (false when out of
+ * memory; the array is unchanged then). */
+bool st_grow(void **arr, int64_t *cap, int64_t need, size_t size);
 
-/* ---- files and limits (files.c) --------------------------------------------------------- */
+/* ---- files and limits (reader_base.c, files.c) ------------------------------------------- */
 
 /* The readers' limits, read from the configuration at each load (docs/store.md). */
 typedef struct st_limits {
@@ -117,11 +132,10 @@ const char *st_format_desc(st_format f);
 em_tensor_dict *st_load_any(const char *fn, const char *path, const em_safetensors_opts *opts,
                             em_store_info **info);
 
-/* Readers on an open regular file of `size` bytes; they close fd. `who` prefixes messages. */
+/* The safetensors reader on an open regular file of `size` bytes; it closes fd. `who` prefixes
+ * messages. */
 em_tensor_dict *st_safetensors_load_fd(int fd, uint64_t size, const char *who, bool copy);
 em_store_info *st_safetensors_inspect_fd(int fd, uint64_t size, const char *who);
-em_tensor_dict *pt_load_fd(int fd, uint64_t size, const char *who);
-em_store_info *pt_inspect_fd(int fd, uint64_t size, const char *who);
 
 /* ---- from-memory parsers for tests and fuzzing ------------------------------------------- */
 

@@ -102,8 +102,7 @@ typedef struct mirror {
 
 static bool fallback_enabled(void)
 {
-    const char *v = em_config_get("cpu_fallback");
-    return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
+    return core_cfg_bool(CFG_CPU_FALLBACK);
 }
 
 /* Host copy of t's storage with t's geometry; `fetch` copies the device bytes (outputs that

@@ -180,8 +180,7 @@ static bool batch_broadcast(const int64_t *a, int ra, const int64_t *b, int rb, 
 
 bool tn_sdpa_fused_backward_on(void)
 {
-    const char *cfg = em_config_get("sdpa_fused_backward");
-    return !(cfg && (!strcmp(cfg, "off") || !strcmp(cfg, "0") || !strcmp(cfg, "false")));
+    return core_cfg_bool(CFG_SDPA_FUSED_BACKWARD);
 }
 
 /* em_sdpa; with want_lse, the two-output record where the backend claims it (*lse set, else

@@ -197,6 +197,11 @@ bool tn_check_alloc(const char *op, em_dtype dtype, const int64_t *shape, int ra
     return true;
 }
 
+bool em_tensor_check_size(const char *who, em_shape shape, em_dtype dtype, em_device dev)
+{
+    return tn_check_alloc(who ? who : "em_tensor_check_size", dtype, shape.dims, shape.rank, dev);
+}
+
 bool tn_check_work(const char *op, const char *what, em_dtype dtype, const int64_t *shape, int rank,
                    em_device dev)
 {

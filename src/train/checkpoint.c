@@ -10,7 +10,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core_impl.h"
 #include "train_impl.h"
 
 typedef struct save_ctx {
@@ -275,9 +274,9 @@ em_status em_learner_load(em_learner *l, const char *path)
         if (st == EM_OK && !l->s && n > 0)
             em_log_msg("train", EM_LOG_WARN,
                        "%s: the checkpoint has scheduler steps but the learner no scheduler", fn);
-        uint64_t mark = core_error_mark();
+        uint64_t mark = em_error_mark();
         for (int64_t i = 0; st == EM_OK && l->s && i < n; i++)
-            if (isnan(em_sched_step(l->s, l->sched_hist[i])) && core_failed_since(mark))
+            if (isnan(em_sched_step(l->s, l->sched_hist[i])) && em_failed_since(mark))
                 st = em_last_status();
     }
     em_tensor *hist = em_tensor_dict_get(d, "learner.history");

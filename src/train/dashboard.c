@@ -24,9 +24,9 @@ struct tr_dash {
 
 bool tr_dashboard_wanted(const em_learner *l)
 {
-    const char *env = getenv("EMBER_DASHBOARD");
-    if (env && env[0] == '0') return false;
-    if (env && env[0] == '1') return true;
+    const char *mode = em_config_get_string("dashboard"); /* on and off win over the field */
+    if (mode && !strcmp(mode, "off")) return false;
+    if (mode && !strcmp(mode, "on")) return true;
     if (l->cfg.dashboard == EM_DASHBOARD_ON) return true;
     if (l->cfg.dashboard == EM_DASHBOARD_OFF) return false;
     const char *term = getenv("TERM");

@@ -9,7 +9,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "../core/core_impl.h"
 #include "train_impl.h"
 
 #define LOG(level, ...) em_log_msg("train", level, __VA_ARGS__)
@@ -426,10 +425,10 @@ static em_status call_step(em_learner *l, em_step_fn fn, bool training, em_step_
         l->scalars[k].step_n = 0;
     }
     l->in_train_step = training;
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     em_status st = fn(&ctx, out);
     l->in_train_step = false;
-    if (st == EM_OK && core_failed_since(mark)) st = em_last_status();
+    if (st == EM_OK && em_failed_since(mark)) st = em_last_status();
     if (st != EM_OK) {
         release_out(out);
         if (!em_failed())
@@ -470,8 +469,8 @@ static em_status apply(em_learner *l, em_grads *g, int micro, double loss)
             l->cap_sched = cap;
         }
         l->sched_hist[l->n_sched++] = loss;
-        uint64_t mark = core_error_mark();
-        if (isnan(em_sched_step(l->s, loss)) && core_failed_since(mark)) return em_last_status();
+        uint64_t mark = em_error_mark();
+        if (isnan(em_sched_step(l->s, loss)) && em_failed_since(mark)) return em_last_status();
     }
     return EM_OK;
 }
@@ -610,9 +609,9 @@ static em_status validate(em_learner *l, double *rec)
         bool got;
         em_step_ctx ctx = {l, l->cfg.user, l->epoch, b, l->steps, false};
         memset(&out, 0, sizeof out);
-        uint64_t mark = core_error_mark();
+        uint64_t mark = em_error_mark();
         st = l->cfg.val_step(&ctx, &out);
-        if (st == EM_OK && core_failed_since(mark)) st = em_last_status();
+        if (st == EM_OK && em_failed_since(mark)) st = em_last_status();
         got = st == EM_OK && !out.end;
         if (got) {
             if (out.loss)
@@ -682,8 +681,8 @@ static em_status finish_epoch(em_learner *l, bool *early)
             l->cap_sched = cap;
         }
         l->sched_hist[l->n_sched++] = mv;
-        uint64_t mark = core_error_mark();
-        if (isnan(em_sched_step(l->s, mv)) && core_failed_since(mark)) return em_last_status();
+        uint64_t mark = em_error_mark();
+        if (isnan(em_sched_step(l->s, mv)) && em_failed_since(mark)) return em_last_status();
     }
     bool better = improved(l, mv);
     if (better) {
@@ -843,7 +842,7 @@ em_status em_learner_fit(em_learner *l)
     l->out = l->cfg.out ? l->cfg.out : stdout;
     /* the run's log gets the learner's messages unless the user chose a level (log.train) */
     em_log_level old_level = em_log_get_level("train");
-    if (old_level > EM_LOG_INFO && !em_config_get("log.train") && !em_config_get("log"))
+    if (old_level > EM_LOG_INFO && !em_config_is_set("log.train") && !em_config_is_set("log"))
         em_log_set_level("train", EM_LOG_INFO);
 
     char *latest = NULL;

@@ -299,12 +299,12 @@ em_status tr_write_csv(em_learner *l)
 
 void tr_load_series(em_learner *l)
 {
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     char *path = run_path(l, "metrics.jsonl");
     tr_table t;
     if (!path || tr_table_read(&t, path, "epoch", "batch") != EM_OK) {
         free(path);
-        core_error_forget(mark); /* no earlier curves to show */
+        em_error_forget(mark); /* no earlier curves to show */
         return;
     }
     free(path);
@@ -411,7 +411,7 @@ int tr_run_facts(em_learner *l, tr_kv *out, int cap)
         n = kv(out, n, cap, "Host", "%s (%s %s, %s)", host, u.sysname, u.release, u.machine);
     else
         n = kv(out, n, cap, "Host", "%s", host);
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     em_device_props cpu;
     if (em_device_get_props(EM_CPU, &cpu) == EM_OK)
         n = kv(out, n, cap, "CPU", "%s, %d hardware threads, %d used", cpu.name, cpu.processors,
@@ -423,7 +423,7 @@ int tr_run_facts(em_learner *l, tr_kv *out, int cap)
         n = kv(out, n, cap, "Device", "%s (%s)", dev, p.name);
     else
         n = kv(out, n, cap, "Device", "%s", dev);
-    core_error_forget(mark); /* the records name what could be read */
+    em_error_forget(mark); /* the records name what could be read */
     if (l->cfg.seed)
         n = kv(out, n, cap, "Seed", "%llu", (unsigned long long)l->cfg.seed);
     else
@@ -677,14 +677,14 @@ em_status tr_write_summary(em_learner *l)
         tr_fmt(v, sizeof v, b, false);
         fprintf(f, "| %s | %s | %lld |\n", tr_col_names[best_cols[i]], v, (long long)at + 1);
     }
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     char *model = em_module_summary(l->m);
     if (model) {
         fprintf(f, "\n## Model\n\n```\n%s%s```\n", model,
                 model[0] && model[strlen(model) - 1] == '\n' ? "" : "\n");
         em_free(model);
     } else {
-        core_error_forget(mark); /* a summary without the model's */
+        em_error_forget(mark); /* a summary without the model's */
     }
     fprintf(f, "\n## Files\n\nmetrics.jsonl and metrics.csv (one row per training batch), "
                "epochs.jsonl and epochs.csv (one row per epoch), train.log, report.html, "

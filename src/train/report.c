@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../core/core_impl.h"
 #include "train_impl.h"
 
 /* Points kept per plotted series: longer ones are averaged over consecutive runs of points. */
@@ -481,7 +480,7 @@ em_status tr_write_report(em_learner *l)
         fprintf(f, "</code></td></tr>\n");
     }
     fprintf(f, "</table></div>\n");
-    uint64_t mark = core_error_mark();
+    uint64_t mark = em_error_mark();
     char *model = em_module_summary(l->m);
     if (model) {
         fprintf(f, "<h2>Model</h2>\n<div class=\"box\"><pre>");
@@ -489,7 +488,7 @@ em_status tr_write_report(em_learner *l)
         fprintf(f, "</pre></div>\n");
         em_free(model);
     } else {
-        core_error_forget(mark); /* a report without the model's summary */
+        em_error_forget(mark); /* a report without the model's summary */
     }
     fprintf(f, "</body></html>\n");
 done:

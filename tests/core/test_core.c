@@ -1,5 +1,5 @@
-/* Tests for the core layer: errors, logging, configuration, memory, the thread pool, Philox and
- * the generator's streams, dtypes and the half/bfloat16 conversions. */
+/* Tests for the core layer: errors, logging, memory, the thread pool, Philox and the
+ * generator's streams, dtypes and the half/bfloat16 conversions (configuration: test_config.c). */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -54,11 +54,6 @@ static char *read_all(const char *path)
     }
     fclose(f);
     return buf;
-}
-
-static bool str_eq(const char *a, const char *b)
-{
-    return a && b && !strcmp(a, b);
 }
 
 static uint32_t f32_bits(float f)
@@ -248,242 +243,6 @@ static void test_log(void)
 }
 
 /* ---- configuration ----------------------------------------------------------------------- */
-
-static const char *good_toml = "# a comment line\n"
-                               "\n"
-                               "title = \"Ember \\\"test\\\"\\t\\u00e9\"   # trailing comment\n"
-                               "count = 42\n"
-                               "neg = -17\n"
-                               "plus = +8\n"
-                               "big = 9_223_372_036_854_775_807\n"
-                               "hex = 0xff\n"
-                               "oct = 0o17\n"
-                               "bin = 0b101\n"
-                               "flt = 3.25\n"
-                               "exp = 1e-3\n"
-                               "neg_flt = -0.5E+2\n"
-                               "yes = true\n"
-                               "no = false\n"
-                               "lit = 'C:\\path'\n"
-                               "empty = \"\"\n"
-                               "dotted . key = \"dk\"\n"
-                               "  indented=1\r\n"
-                               "\n"
-                               "[log]\n"
-                               "testcpu = \"debug\"  # per-component level\n"
-                               "\n"
-                               "[ tbl.sub ] # comment after a header\n"
-                               "x = 1\n"
-                               "\"quoted key\" = 2\n";
-
-typedef struct bad_case {
-    const char *text;
-    int line;
-    const char *what;
-} bad_case;
-
-static const bad_case bad_tomls[] = {
-    {"bad = 1\n\ny = [1, 2]\n", 3, "arrays"},
-    {"bad = 1\ny = \"unterminated\n", 2, "unterminated"},
-    {"bad = 1\n[tbl\n", 2, "']'"},
-    {"bad = 1\nx 1\n", 2, "expected '='"},
-    {"bad = 1\nx = 01\n", 2, "leading zeros"},
-    {"bad = 1\nbad = 2\n", 2, "duplicate"},
-    {"bad = 1\nx = 1 2\n", 2, "unexpected"},
-    {"bad = 1\nx = 1979-05-27\n", 2, "dates"},
-    {"bad = 1\nx = tru\n", 2, "invalid value"},
-    {"bad = 1\nx = 1__0\n", 2, "invalid value"},
-    {"bad = 1\nx = 99999999999999999999\n", 2, "64 bits"},
-    {"bad = 1\nx = \"\"\"multi\"\"\"\n", 2, "multi-line"},
-    {"bad = 1\n[[arr]]\n", 2, "arrays of tables"},
-    {"bad = 1\nx = { a = 1 }\n", 2, "inline tables"},
-    {"bad = 1\nx = \"\\q\"\n", 2, "escape"},
-    {"bad = 1\nx =\n", 2, "expected a value"},
-    {"bad = 1\nx = 1.\n", 2, "invalid value"},
-    {"bad = 1\n\n\n\n= 3\n", 5, "expected a key"},
-};
-
-static int warn_count;
-
-static void warn_cb(void *user, const char *component, em_log_level level, const char *msg)
-{
-    if (level == EM_LOG_WARN && !strcmp(component, "config")) warn_count++;
-}
-
-static void test_config(const char *argv0)
-{
-    char cwd[1024];
-    CHECK(getcwd(cwd, sizeof cwd) != NULL, "getcwd");
-    /* Work in the temporary directory so no stray ember.toml is read. */
-    CHECK(chdir(tmp_dir) == 0, "chdir to %s", tmp_dir);
-    const char *env_keys[] = {"EMBER_COUNT",       "EMBER_TBL_SUB_X", "EMBER_THREADS",
-                              "EMBER_NUM_THREADS", "EMBER_SEED",      "EMBER_LOG",
-                              "EMBER_LOG_ENVCOMP", "EMBER_LOG_FILE"};
-    for (size_t i = 0; i < sizeof env_keys / sizeof *env_keys; i++) unsetenv(env_keys[i]);
-    CHECK(em_config_reload() == EM_OK, "reload without ember.toml");
-    em_log_to_stderr(false);
-    em_log_set_callback(warn_cb, NULL);
-
-    char path[512];
-    tmp_path(path, sizeof path, "good.toml");
-    write_file(path, good_toml);
-    CHECK(em_config_load_file(path) == EM_OK, "load %s: %s", path, em_last_error());
-    em_clear_error();
-    CHECK(str_eq(em_config_get("title"), "Ember \"test\"\t\xc3\xa9"), "basic string, got '%s'",
-          em_config_get("title"));
-    CHECK(str_eq(em_config_get("count"), "42"), "integer");
-    CHECK(em_config_get_int("count", 0) == 42, "integer as int");
-    CHECK(str_eq(em_config_get("neg"), "-17") && em_config_get_int("neg", 0) == -17, "negative");
-    CHECK(str_eq(em_config_get("plus"), "8"), "plus sign dropped");
-    CHECK(str_eq(em_config_get("big"), "9223372036854775807"), "underscores, int64 max");
-    CHECK(str_eq(em_config_get("hex"), "255"), "hex in decimal, got '%s'", em_config_get("hex"));
-    CHECK(str_eq(em_config_get("oct"), "15") && str_eq(em_config_get("bin"), "5"), "oct, bin");
-    CHECK(str_eq(em_config_get("flt"), "3.25"), "float");
-    CHECK(str_eq(em_config_get("exp"), "1e-3"), "float exponent");
-    CHECK(str_eq(em_config_get("neg_flt"), "-0.5E+2"), "float sign and exponent sign");
-    CHECK(str_eq(em_config_get("yes"), "true") && em_config_get_int("yes", 0) == 1, "true");
-    CHECK(str_eq(em_config_get("no"), "false") && em_config_get_int("no", 1) == 0, "false");
-    CHECK(str_eq(em_config_get("lit"), "C:\\path"), "literal string");
-    CHECK(str_eq(em_config_get("empty"), ""), "empty string");
-    CHECK(str_eq(em_config_get("dotted.key"), "dk"), "dotted key");
-    CHECK(str_eq(em_config_get("indented"), "1"), "indented key, CRLF line");
-    CHECK(str_eq(em_config_get("log.testcpu"), "debug"), "table key");
-    CHECK(str_eq(em_config_get("tbl.sub.x"), "1"), "dotted table");
-    CHECK(str_eq(em_config_get("tbl.sub.quoted key"), "2"), "quoted key");
-    CHECK(em_log_get_level("testcpu") == EM_LOG_DEBUG, "loading applies log levels");
-    CHECK(em_config_get("missing") == NULL, "unset key is NULL");
-    CHECK(em_config_get_int("missing", -3) == -3, "fallback for unset");
-    int w = warn_count;
-    CHECK(em_config_get_int("flt", 11) == 11 && warn_count == w + 1, "non-integer warns");
-
-    /* Environment beats files; em_config_set beats both. */
-    const char *before = em_config_get("count");
-    setenv("EMBER_COUNT", "7", 1);
-    CHECK(str_eq(em_config_get("count"), "7"), "EMBER_COUNT overrides the file");
-    CHECK(str_eq(before, "42"), "earlier results stay valid");
-    setenv("EMBER_TBL_SUB_X", "9", 1);
-    CHECK(str_eq(em_config_get("tbl.sub.x"), "9"), "dots become underscores");
-    setenv("EMBER_COUNT", "", 1);
-    CHECK(str_eq(em_config_get("count"), "42"), "an empty variable counts as unset");
-    setenv("EMBER_COUNT", "7", 1);
-    CHECK(em_config_set("count", "100") == EM_OK, "set");
-    CHECK(str_eq(em_config_get("count"), "100"), "em_config_set beats the environment");
-    CHECK(em_config_set("count", NULL) == EM_OK, "unset");
-    CHECK(str_eq(em_config_get("count"), "7"), "back to the environment");
-    unsetenv("EMBER_COUNT");
-    unsetenv("EMBER_TBL_SUB_X");
-    CHECK(str_eq(em_config_get("count"), "42"), "back to the file");
-
-    CHECK(em_config_set("threads", "abc") == EM_ERR_INVALID_ARG, "bad threads value");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "threads");
-    CHECK(em_config_set("log.x", "loud") == EM_ERR_INVALID_ARG, "bad level");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "loud");
-    CHECK(em_config_set("seed", "-1") == EM_ERR_INVALID_ARG, "bad seed");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "seed");
-    CHECK(em_config_set(NULL, "1") == EM_ERR_INVALID_ARG, "NULL key");
-    CHECK_ERR(EM_ERR_INVALID_ARG, "key");
-    CHECK(em_config_set("log.setcomp", "error") == EM_OK, "set a level");
-    CHECK(em_log_get_level("setcomp") == EM_LOG_ERROR, "em_config_set applies levels");
-    CHECK(em_config_set("seed", "77") == EM_OK, "set seed");
-    CHECK(em_rng_get_state().seed == 77 && em_rng_get_state().offset == 0, "seed applied");
-    CHECK(em_config_set("seed", NULL) == EM_OK, "unset seed");
-
-    /* Threads: EMBER_NUM_THREADS is an alias; EMBER_THREADS wins over it. */
-    int orig_threads = em_get_num_threads();
-    setenv("EMBER_NUM_THREADS", "3", 1);
-    CHECK(str_eq(em_config_get("threads"), "3"), "EMBER_NUM_THREADS alias");
-    CHECK(em_config_reload() == EM_OK && em_get_num_threads() == 3, "reload applies threads");
-    setenv("EMBER_THREADS", "2", 1);
-    CHECK(em_config_reload() == EM_OK && em_get_num_threads() == 2, "EMBER_THREADS wins");
-    unsetenv("EMBER_THREADS");
-    unsetenv("EMBER_NUM_THREADS");
-    em_set_num_threads(orig_threads);
-
-    /* Component levels from the environment. */
-    setenv("EMBER_LOG_ENVCOMP", "trace", 1);
-    CHECK(em_config_reload() == EM_OK, "reload");
-    CHECK(em_log_get_level("envcomp") == EM_LOG_TRACE, "EMBER_LOG_<COMPONENT> applied");
-    unsetenv("EMBER_LOG_ENVCOMP");
-    setenv("EMBER_LOG", "error", 1);
-    CHECK(em_config_reload() == EM_OK, "reload");
-    CHECK(em_log_get_level("whatever") == EM_LOG_ERROR, "EMBER_LOG sets the fallback");
-    CHECK(em_log_get_level("testcpu") == EM_LOG_DEBUG, "per-component keys still win");
-    unsetenv("EMBER_LOG");
-    em_log_set_level(NULL, EM_LOG_WARN);
-
-    /* ember.toml in the working directory. */
-    write_file("ember.toml", "seed = 1234\nlog.tomlcomp = \"error\"\n[log]\nother = 'info'\n");
-    CHECK(em_config_reload() == EM_OK, "reload with ember.toml: %s", em_last_error());
-    em_clear_error();
-    CHECK(str_eq(em_config_get("seed"), "1234"), "ember.toml read");
-    CHECK(em_rng_get_state().seed == 1234 && em_rng_get_state().offset == 0, "seed applied");
-    CHECK(em_log_get_level("tomlcomp") == EM_LOG_ERROR, "dotted level key applied");
-    CHECK(em_log_get_level("other") == EM_LOG_INFO, "[log] table applied");
-    setenv("EMBER_SEED", "99", 1);
-    CHECK(em_config_reload() == EM_OK && em_rng_get_state().seed == 99, "EMBER_SEED wins");
-    unsetenv("EMBER_SEED");
-    write_file("ember.toml", "seed = 5\nthreads = \n");
-    CHECK(em_config_reload() == EM_ERR_FORMAT, "malformed ember.toml");
-    CHECK_ERR(EM_ERR_FORMAT, "ember.toml:2:");
-    CHECK(str_eq(em_config_get("seed"), "1234"), "a malformed ember.toml leaves the old values");
-    unlink("ember.toml");
-    CHECK(em_config_reload() == EM_OK && em_config_get("seed") == NULL, "ember.toml removed");
-
-    /* Malformed files: an error naming file and line, nothing merged. */
-    for (size_t i = 0; i < sizeof bad_tomls / sizeof *bad_tomls; i++) {
-        tmp_path(path, sizeof path, "bad.toml");
-        write_file(path, bad_tomls[i].text);
-        char needle[600];
-        snprintf(needle, sizeof needle, "%s:%d:", path, bad_tomls[i].line);
-        CHECK(em_config_load_file(path) == EM_ERR_FORMAT, "case %zu is rejected", i);
-        CHECK(strstr(em_last_error(), needle) && strstr(em_last_error(), bad_tomls[i].what),
-              "case %zu: '%s' should name '%s' and say '%s'", i, em_last_error(), needle,
-              bad_tomls[i].what);
-        em_clear_error();
-        CHECK(em_config_get("bad") == NULL, "case %zu: nothing merged", i);
-        unlink(path);
-    }
-    CHECK(em_config_load_file("/nonexistent-ember-dir/x.toml") == EM_ERR_IO, "missing file");
-    CHECK_ERR(EM_ERR_IO, "x.toml");
-
-    /* A bad ember.toml at start-up is a warning, not a failure: run this program again in a
-     * directory holding one, as a child that initialises the library from scratch. */
-    write_file("ember.toml", "threads = 3\nlog = \"loud\"\nbroken line\n");
-    char errpath[512];
-    tmp_path(errpath, sizeof errpath, "child_stderr.txt");
-    fflush(stdout);
-    fflush(stderr);
-    pid_t pid = fork();
-    if (pid == 0) {
-        int fd = open(errpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-        if (fd >= 0) dup2(fd, 2);
-        execl("/proc/self/exe", argv0, "--child-bad-toml", (char *)NULL);
-        _exit(127);
-    }
-    int status = 0;
-    CHECK(pid > 0 && waitpid(pid, &status, 0) == pid, "fork the child");
-    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child with a bad ember.toml: status %d",
-          status);
-    char *text = read_all(errpath);
-    CHECK(strstr(text, "ember[config] WARN:") && strstr(text, "ember.toml:3:"),
-          "child warned about ember.toml line 3, stderr: '%s'", text);
-    free(text);
-    unlink(errpath);
-    unlink("ember.toml");
-
-    em_log_set_callback(NULL, NULL);
-    em_log_to_stderr(true);
-    em_log_set_level(NULL, EM_LOG_WARN);
-    CHECK(chdir(cwd) == 0, "chdir back");
-}
-
-/* The child of test_config: the library's first call meets a malformed ember.toml. */
-static int child_bad_toml(void)
-{
-    int n = em_get_num_threads();
-    bool ok = n >= 1 && !em_failed() && em_config_get("threads") == NULL;
-    return ok ? 0 : 1;
-}
 
 /* ---- memory ------------------------------------------------------------------------------ */
 
@@ -1120,9 +879,8 @@ static void test_dtypes(void)
     CHECK_ERR(EM_ERR_DTYPE, "em_dtype_promote");
 }
 
-int main(int argc, char **argv)
+int main(void)
 {
-    if (argc > 1 && !strcmp(argv[1], "--child-bad-toml")) return child_bad_toml();
     h_init();
     const char *tmp = getenv("TMPDIR");
     snprintf(tmp_dir, sizeof tmp_dir, "%s/ember_test_core_XXXXXX", tmp && *tmp ? tmp : "/tmp");
@@ -1130,7 +888,6 @@ int main(int argc, char **argv)
 
     test_errors();
     test_log();
-    test_config(argv[0]);
     test_memory();
     test_threads();
     test_philox();

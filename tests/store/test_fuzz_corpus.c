@@ -9,7 +9,7 @@
 #include <unistd.h>
 
 #include <ember/data.h>
-#include <ember/store.h>
+#include <ember/pt.h>
 
 #include "core/core_impl.h"
 #include "harness.h"

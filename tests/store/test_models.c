@@ -6,6 +6,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ember/pt.h>
 #include <ember/store.h>
 
 #include "harness.h"
@@ -266,6 +267,7 @@ static void test_mlp(h_fixture *fx)
 int main(void)
 {
     h_init();
+    em_pt_register(); /* em_module_load reads .pt files too */
     const char *dir = getenv("EMBER_FIXTURES");
     snprintf(fixture_dir, sizeof fixture_dir, "%s", dir ? dir : "tests/fixtures");
     h_fixture *fx = h_fixture_load("models.emfx");

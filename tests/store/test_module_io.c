@@ -4,6 +4,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <ember/pt.h>
 #include <ember/store.h>
 
 #include "harness.h"
@@ -505,6 +506,7 @@ static void test_bad_args(void)
 int main(void)
 {
     h_init();
+    em_pt_register(); /* em_module_load reads .pt files too */
     snprintf(tmpdir, sizeof tmpdir, "/tmp/ember_mio_XXXXXX");
     if (!mkdtemp(tmpdir)) return 1;
     test_round_trip();

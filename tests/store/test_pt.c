@@ -6,7 +6,7 @@
 #include <unistd.h>
 #include <zip.h>
 
-#include <ember/store.h>
+#include <ember/pt.h>
 
 #include "harness.h"
 #include "store/store_impl.h"
@@ -61,6 +61,34 @@ static void test_fixtures(void)
     CHECK_ERR(EM_ERR_FORMAT, "refused global posix.system");
     CHECK(access("/tmp/ember_pwned", F_OK) != 0, "canary: no command ran");
     em_tensor_dict_free(d);
+}
+
+/* em_store_load and em_store_inspect read .pt files once em_pt_register has added the reader,
+ * and before that refuse them naming the library. */
+static void test_register(void)
+{
+    em_tensor_dict *d = em_store_load(fixture("types.pt"));
+    CHECK(d == NULL, "no .pt reader before em_pt_register");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "needs the ember-pt library");
+    CHECK(em_store_inspect(fixture("types.pt")) == NULL, "no listing either");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "em_pt_register");
+    CHECK(em_pt_register() == EM_OK && em_pt_register() == EM_OK, "register (twice)");
+    d = em_store_load(fixture("types.pt"));
+    em_tensor_dict *want = em_pt_load(fixture("types.pt"));
+    CHECK_OK("em_store_load of a .pt file");
+    CHECK(d && want && em_tensor_dict_count(d) == em_tensor_dict_count(want) &&
+              em_tensor_dict_count(d) > 0,
+          "em_store_load reads the .pt file as em_pt_load does");
+    em_store_info *info = em_store_inspect(fixture("types.pt"));
+    CHECK(info && em_store_info_count(info) == em_tensor_dict_count(want), "em_store_inspect");
+    em_store_info_free(info);
+    em_tensor_dict_free(d);
+    em_tensor_dict_free(want);
+    CHECK(em_store_add_reader(NULL) == EM_ERR_INVALID_ARG, "a NULL reader");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "em_store_add_reader");
+    CHECK(em_store_add_reader(&(em_store_reader){.name = "x"}) == EM_ERR_INVALID_ARG,
+          "a reader without functions");
+    CHECK_ERR(EM_ERR_INVALID_ARG, "needs a name, claims and load");
 }
 
 /* ---- archives built in memory ------------------------------------------------------------ */
@@ -306,6 +334,7 @@ int main(void)
     h_init();
     const char *dir = getenv("EMBER_FIXTURES");
     snprintf(fixture_dir, sizeof fixture_dir, "%s", dir ? dir : "tests/fixtures");
+    test_register();
     test_fixtures();
     test_size_checks();
     test_pickle_limits();

@@ -231,7 +231,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 int main(void)
 {
     h_init();
-    setenv("EMBER_DASHBOARD", "0", 1);
+    em_config_set("dashboard", "off");
     snprintf(root, sizeof root, "/tmp/ember_train_XXXXXX");
     if (!mkdtemp(root)) {
         printf("cannot create a temporary directory\n");

@@ -322,7 +322,7 @@ static void test_plural(void)
 /* Writes the dashboard to a file as if it were an xterm of 120 x 40, with a UTF-8 locale. */
 static void test_dashboard_scrollback(void)
 {
-    setenv("EMBER_DASHBOARD", "1", 1);
+    em_config_set("dashboard", "on");
     setenv("TERM", "xterm", 1);
     setenv("COLUMNS", "120", 1);
     setenv("LINES", "40", 1);
@@ -333,7 +333,7 @@ static void test_dashboard_scrollback(void)
     session s = {.o = {-1, -1, false, false, true}};
     s.cfg = (em_learner_cfg){.epochs = 2, .train_batches = N / BATCH, .name = "dash", .out = out};
     run_session(&s);
-    setenv("EMBER_DASHBOARD", "0", 1);
+    em_config_set("dashboard", "off");
     CHECK(s.st == EM_OK, "fit with the dashboard: %s", em_last_error());
     CHECK(strcmp(setlocale(LC_CTYPE, NULL), before) == 0, "LC_CTYPE restored (%s)",
           setlocale(LC_CTYPE, NULL));
@@ -375,7 +375,7 @@ static int rm_entry(const char *path, const struct stat *sb, int flag, struct FT
 int main(void)
 {
     h_init();
-    setenv("EMBER_DASHBOARD", "0", 1);
+    em_config_set("dashboard", "off");
     snprintf(root, sizeof root, "/tmp/ember_records_XXXXXX");
     if (!mkdtemp(root)) {
         printf("cannot create a temporary directory\n");

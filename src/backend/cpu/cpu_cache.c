@@ -31,7 +31,6 @@
 #define SMALL_CLASSES (SMALL_MAX / SMALL_STEP) /* classes 0..15: 64 .. 1024 */
 #define SUB           4                        /* classes per power of two above SMALL_MAX */
 #define NCLASSES      (SMALL_CLASSES + SUB * 64)
-#define DEFAULT_MB    1024
 #define HUGE_MIN      ((size_t)4 << 20) /* from here whole 2 MiB pages add at most a third */
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
@@ -70,10 +69,9 @@ static void **link_of(void *raw)
 
 static void read_limit(void)
 {
-    int64_t mb = em_config_get_int("cpu_cache_mb", DEFAULT_MB);
+    int64_t mb = core_cfg_int(CFG_CPU_CACHE_MB);
     limit = mb > 0 ? mb * 1024 * 1024 : 0;
-    const char *v = em_config_get("cpu_huge_pages");
-    huge_on = !(v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false")));
+    huge_on = core_cfg_bool(CFG_CPU_HUGE_PAGES);
 }
 
 void *cpu_cache_alloc(size_t nbytes)

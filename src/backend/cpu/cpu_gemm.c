@@ -120,10 +120,10 @@ static void fit_avx512(void)
 }
 #endif
 
-/* EMBER_GEMM=portable keeps the C kernels; on x86, EMBER_GEMM=avx2 passes over AVX-512. */
+/* Config gemm = portable keeps the C kernels; on x86, gemm = avx2 passes over AVX-512. */
 static void choose_kernels(void)
 {
-    const char *want = getenv("EMBER_GEMM");
+    const char *want = core_cfg_str(CFG_GEMM);
 #if CPU_X86
     fit_avx512();
     __builtin_cpu_init();

@@ -37,15 +37,9 @@ static int mode(void)
 {
     if (forced >= 0) return forced;
     if (configured == -2) {
-        const char *v = em_config_get("cpu_stream_stores");
-        configured = -1;
-        if (v && (!strcmp(v, "on") || !strcmp(v, "1") || !strcmp(v, "true")))
-            configured = 1;
-        else if (v && (!strcmp(v, "off") || !strcmp(v, "0") || !strcmp(v, "false")))
-            configured = 0;
-        else if (v && *v && strcmp(v, "auto"))
-            em_log_msg("cpu", EM_LOG_WARN, "cpu_stream_stores = '%s' is not auto, on or off; auto",
-                       v);
+        configured = core_cfg_is(CFG_CPU_STREAM_STORES, "on")    ? 1
+                     : core_cfg_is(CFG_CPU_STREAM_STORES, "off") ? 0
+                                                                 : -1;
         for (int k = 0; k < CPU_STORE_KINDS; k++) state[k].decision = -1;
     }
     return configured;

@@ -110,8 +110,6 @@ typedef struct cuda_device_info {
 /* Loads libcuda, runs cuInit and finds the devices, once; true when at least one device is
  * usable. Never records an error: without CUDA the backend is simply absent. */
 bool cuda_backend_probe(void);
-/* Config key `key` set to 0, off or false (the backend's switches default to on). */
-bool cuda_config_off(const char *key);
 int cuda_device_count(void);
 const cuda_device_info *cuda_device(int device);
 /* Makes device's context current on this thread; records an error naming `what` on failure. */

@@ -141,7 +141,7 @@ static const char *dt_name(em_dtype dt)
  * cuda_flash = off keeps the general kernel. */
 static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
 {
-    if (cuda_config_off("cuda_flash")) return false;
+    if (!core_cfg_bool(CFG_CUDA_FLASH)) return false;
     em_dtype dt = op->out[0]->dtype;
     return (dt == EM_F16 || dt == EM_BF16) && E == Ev && (E == 64 || E == 128) && S > 0;
 }
@@ -195,8 +195,7 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
     /* kernels/attention_flash2.cu (4 warps of 32 rows; 1.4x variant 1 on the H200), unless the
        config cuda_flash_variant is 1: kernels/attention.cu (8 warps of 16 rows) */
-    const char *var = em_config_get("cuda_flash_variant");
-    bool v2 = !(var && !strcmp(var, "1"));
+    bool v2 = core_cfg_is(CFG_CUDA_FLASH_VARIANT, "2");
     char name[40];
     snprintf(name, sizeof name, "em_attn_flash%s_%s_d%d%s", v2 ? "2" : "",
              dt_name(op->out[0]->dtype), (int)g->E,
@@ -421,8 +420,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
     /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
        config cuda_attn_bwd_dq is 1 */
-    const char *dqv = em_config_get("cuda_attn_bwd_dq");
-    bool dq2 = lse_given && !(dqv && !strcmp(dqv, "1"));
+    bool dq2 = lse_given && core_cfg_is(CFG_CUDA_ATTN_BWD_DQ, "2");
     if (st == EM_OK && dq2) {
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dq2_%s_d%d%s", dts, (int)D, mks);
@@ -448,8 +446,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
         /* the kernel of 8 warps per 128 keys with P and dS through shared memory (on the H200:
            7.69 against 7.96 ms at B2 H16 S8192 D128, bench/RESULTS.md); config
            cuda_attn_bwd_dkdv 1: 4 warps per 64 keys */
-        const char *kv = em_config_get("cuda_attn_bwd_dkdv");
-        bool v2 = !(kv && !strcmp(kv, "1"));
+        bool v2 = core_cfg_is(CFG_CUDA_ATTN_BWD_DKDV, "2");
         int kb = v2 ? 128 : 64;
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dkdv%s_%s_d%d%s", v2 ? "2" : "", dts, (int)D, mks);

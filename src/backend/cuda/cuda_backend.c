@@ -361,7 +361,7 @@ static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_
 bool cuda_wgmma_device(int dev)
 {
     const cuda_device_info *d = cuda_device(dev);
-    if (cuda_config_off("cuda_wgmma")) return false;
+    if (!core_cfg_bool(CFG_CUDA_WGMMA)) return false;
     return d && d->cc_major == 9 && d->cc_minor == 0;
 }
 
@@ -624,10 +624,9 @@ static bool width_rule(const tw_args *t)
  * against 0.225 narrow). */
 static bool tile_width(const tw_args *t)
 {
-    const char *tile = em_config_get("cuda_mm_tile");
-    if (tile && !strcmp(tile, "wide")) return true;
-    if (tile && !strcmp(tile, "narrow")) return false;
-    bool tune = !cuda_config_off("cuda_autotune");
+    if (core_cfg_is(CFG_CUDA_MM_TILE, "wide")) return true;
+    if (core_cfg_is(CFG_CUDA_MM_TILE, "narrow")) return false;
+    bool tune = core_cfg_bool(CFG_CUDA_AUTOTUNE);
     if (tune && (double)t->M * (double)t->N * (double)t->K >= 1073741824.0) {
         pthread_mutex_lock(&tune_lock);
         tune_read(t->dev);
@@ -717,9 +716,8 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
  * them on 132 multiprocessors; config cuda_mm_tile = narrow / wide forces one. */
 static bool wide_tiles(const mm_arg *s)
 {
-    const char *v = em_config_get("cuda_mm_tile");
-    if (v && !strcmp(v, "wide")) return true;
-    if (v && !strcmp(v, "narrow")) return false;
+    if (core_cfg_is(CFG_CUDA_MM_TILE, "wide")) return true;
+    if (core_cfg_is(CFG_CUDA_MM_TILE, "narrow")) return false;
     return ((s->M + 127) / 128) * ((s->N + 255) / 256) * s->nbatch >= 264;
 }
 
@@ -727,8 +725,7 @@ static bool wide_tiles(const mm_arg *s)
  * on; off by default, as in PyTorch. */
 bool cuda_tf32_allowed(void)
 {
-    const char *v = em_config_get("cuda_tf32");
-    return v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true") || !strcmp(v, "yes"));
+    return core_cfg_bool(CFG_CUDA_TF32);
 }
 
 /* Split-K for f32 products whose block tiles would leave multiprocessors idle: the K dim is
@@ -750,10 +747,8 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
     const cuda_device_info *d = cuda_device(dev);
     int64_t blocks = ((s->M + tile - 1) / tile) * ((s->N + tile - 1) / tile) * s->nbatch;
     int64_t sms = d->sm_count;
-    const char *v = em_config_get("cuda_split_k");
-    int force = v ? atoi(v) : 0;
+    int force = (int)core_cfg_int(CFG_CUDA_SPLIT_K); /* 1-16; 0: auto */
     if (s->R >= 8 || (force < 1 && s->K < 512)) return 1;
-    if (force > 16) force = 16;
     if (force >= 1) return force > 1 && s->K % (8 * force) == 0 ? force : 1;
     int parts = 1;
     if (tile == 128) { /* the least of waves(p) / p * (1 + 0.1 (p - 1)) */
@@ -781,9 +776,8 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
  * never, on wherever the layout fits (tests), unset: the rule. */
 static bool sgt_ok(int dev, const mm_arg *s)
 {
-    if (cuda_config_off("cuda_f32_tma")) return false;
-    const char *v = em_config_get("cuda_f32_tma");
-    const bool force = v && (!strcmp(v, "1") || !strcmp(v, "on") || !strcmp(v, "true"));
+    if (core_cfg_is(CFG_CUDA_F32_TMA, "off")) return false;
+    const bool force = core_cfg_is(CFG_CUDA_F32_TMA, "on");
     if (!hopper_2d_ok(dev, s) || !cuda_drv.cuTensorMapEncodeTiled) return false;
     return force || (tiles128(s) >= cuda_device(dev)->sm_count && split_k_parts(dev, s, 128) == 1);
 }
@@ -832,9 +826,8 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
  * was not measured on 128 tiles and keeps 64. Config cuda_f32_tile = 64 / 128 forces one. */
 static int sgemm_tile(int dev, const mm_arg *s)
 {
-    const char *v = em_config_get("cuda_f32_tile");
-    if (v && !strcmp(v, "64")) return 64;
-    if (v && !strcmp(v, "128")) return 128;
+    if (core_cfg_is(CFG_CUDA_F32_TILE, "64")) return 64;
+    if (core_cfg_is(CFG_CUDA_F32_TILE, "128")) return 128;
     int64_t blocks = tiles128(s) * s->nbatch;
     int64_t sms = cuda_device(dev)->sm_count;
     return blocks >= 2 * sms || (10 * blocks >= 9 * sms && s->K >= 1024) || s->K >= 4096 ? 128 : 64;
@@ -949,7 +942,7 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
     int parts = 1;
     while (parts < 64 && cb * parts < 2 * cuda_device(dev)->sm_count && s->K / (2 * parts) >= 64)
         parts *= 2;
-    int64_t forced = em_config_get_int("cuda_gemv_parts", 0); /* 1-64: that many slices */
+    int64_t forced = core_cfg_int(CFG_CUDA_GEMV_PARTS); /* 1-64: that many slices; 0: auto */
     if (forced >= 1 && forced <= 64) parts = (int)forced;
     float *ws = NULL;
     if (parts > 1) {

@@ -97,7 +97,7 @@ typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.c
  * f16/bf16 in f32). */
 static bool conv_igemm_allowed(void)
 {
-    return !cuda_config_off("cuda_conv_igemm");
+    return core_cfg_bool(CFG_CUDA_CONV_IGEMM);
 }
 
 /* Whether a CONV (the geometry g of run_conv) runs as the implicit GEMM: f16/bf16, or f32 unless
@@ -121,9 +121,8 @@ static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_
  * 64 / 128 forces either. */
 static bool conv_rows64(int64_t M)
 {
-    const char *v = em_config_get("cuda_conv_tile");
-    if (v && !strcmp(v, "64")) return true;
-    if (v && !strcmp(v, "128")) return false;
+    if (core_cfg_is(CFG_CUDA_CONV_TILE, "64")) return true;
+    if (core_cfg_is(CFG_CUDA_CONV_TILE, "128")) return false;
     return M <= 64;
 }
 
@@ -301,14 +300,14 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
 static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
-    const char *v = em_config_get("cuda_conv_kernel");
+    const char *v = core_cfg_str(CFG_CUDA_CONV_KERNEL);
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
     if (op->out[0]->dtype == EM_F32) {
         /* sgt / sgt_im2col where they fit, else mma (ig_f32); auto: sgt_im2col from 128 input
          * channels (H100: 1.38x / 1.40x / 1.10x ig_f32 at 128 / 256 / 512 channels, 0.90x at 64;
          * bench/RESULTS.md) */
         bool fits = conv_sgt_fits(dev, op, g, Cx, G), i2c = cuda_drv.cuTensorMapEncodeIm2col;
-        bool autov = !v || !strcmp(v, "auto");
+        bool autov = !strcmp(v, "auto");
         if (fits && i2c && ((v && !strcmp(v, "sgt_im2col")) || (autov && Cx >= 128 && L >= 64)))
             return CONV_I2C;
         return fits && v && !strcmp(v, "sgt") ? CONV_SGT : CONV_MMA;
@@ -541,9 +540,8 @@ static bool encode_tmap_im2col(cuda_tmap *m, const void *p, const conv_arg *g, i
  * Config cuda_conv_splits = 1 to 4 forces a count (at most kts). */
 static int sgt_splits(int64_t tiles, int64_t kts, int64_t sm)
 {
-    const char *v = em_config_get("cuda_conv_splits");
-    if (v && v[0] >= '1' && v[0] <= '4' && !v[1])
-        return (int)(v[0] - '0' <= kts ? v[0] - '0' : kts);
+    int64_t forced = core_cfg_int(CFG_CUDA_CONV_SPLITS); /* 1-4; 0: auto */
+    if (forced >= 1) return (int)(forced <= kts ? forced : kts);
     int best = 1;
     double whole = (double)((tiles + sm - 1) / sm), least = whole;
     for (int s = 2; s <= 4 && kts >= 8 * s; s++) {

@@ -232,7 +232,7 @@ static char nvrtc_tried[512];
 static bool load_nvrtc(void)
 {
     if (nvrtc_loaded) return true;
-    const char *chosen = em_config_get("cuda_nvrtc");
+    const char *chosen = core_cfg_str(CFG_CUDA_NVRTC);
     const char *names[] = {chosen,
                            "libnvrtc.so",
                            "libnvrtc.so.13",
@@ -402,8 +402,7 @@ static em_status compile(int device, const char *unit, const char *src, const ch
     snprintf(archopt, sizeof archopt, "--gpu-architecture=%s", arch);
     /* config cuda_ptxas_info (EMBER_CUDA_PTXAS_INFO=1): ptxas reports each kernel's registers,
      * stack frame and spills, printed to stderr (a kernel developer's check) */
-    const char *info = em_config_get("cuda_ptxas_info");
-    const bool verbose = info && strcmp(info, "0") && strcmp(info, "off");
+    const bool verbose = core_cfg_bool(CFG_CUDA_PTXAS_INFO);
     const char *opts[] = {archopt, "--std=c++17", "-default-device", "--ptxas-options=-v"};
     r = nvrtc.CompileProgram(prog, verbose ? 4 : 3, opts);
     if (r == 0 && verbose) {
@@ -532,7 +531,7 @@ static unit_job *make_jobs(int device, const char *arch, const char *cache_dir)
  * when neither is known. */
 static const char *cache_dir(char *buf, size_t cap)
 {
-    const char *dir = em_config_get("cache_dir");
+    const char *dir = core_cfg_str(CFG_CACHE_DIR);
     if (dir && *dir) return dir;
     const char *home = getenv("HOME");
     if (!home || !*home) return NULL;

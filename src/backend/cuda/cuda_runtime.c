@@ -46,15 +46,9 @@ static void *load_opt(void *lib, const char *sym, const char *alt)
         memcpy(&cuda_drv.field, &p_, sizeof p_);                                                   \
     } while (0)
 
-bool cuda_config_off(const char *key)
-{
-    const char *v = em_config_get(key);
-    return v && (!strcmp(v, "0") || !strcmp(v, "off") || !strcmp(v, "false"));
-}
-
 static void probe(void)
 {
-    if (cuda_config_off("cuda")) return;
+    if (!core_cfg_bool(CFG_CUDA)) return;
     void *lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
     if (!lib) lib = dlopen("libcuda.so", RTLD_NOW | RTLD_LOCAL);
     if (!lib) return;
@@ -294,8 +288,7 @@ static void order_reuse(int device, pool *pl, const pool_block *b, CUstream s)
 static int64_t pool_limit(pool *pl)
 {
     if (!pl->limit_read) {
-        pl->limit = em_config_get_int("cuda_memory_limit_mb", 0) * 1024 * 1024;
-        if (pl->limit < 0) pl->limit = 0;
+        pl->limit = core_cfg_int(CFG_CUDA_MEMORY_LIMIT_MB) * 1024 * 1024;
         pl->limit_read = true;
     }
     return pl->limit;
