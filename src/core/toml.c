@@ -1,6 +1,7 @@
 /* A reader for the subset of TOML that ember.toml uses: [table] headers, key = value lines with
  * bare, quoted or dotted keys, # comments, one-line strings, integers, floats and booleans.
  * Keys come out flattened ("log.cpu"), values as text (strings decoded, integers in decimal). */
+#include "file_open.h"
 #include <ctype.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -436,10 +437,16 @@ em_status core_toml_read(const char *path, char **text, bool *missing, char *err
 {
     *text = NULL;
     *missing = false;
-    FILE *f = fopen(path, "rb");
+    const char *why;
+    int fd = core_open_regular(path, NULL, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
     if (!f) {
-        *missing = errno == ENOENT;
-        snprintf(err, cap, "cannot open %s: %s", path, strerror(errno));
+        *missing = fd < 0 && errno == ENOENT;
+        if (fd >= 0) {
+            why = strerror(errno);
+            close(fd);
+        }
+        snprintf(err, cap, "cannot open %s: %s", path, why);
         return EM_ERR_IO;
     }
     sbuf b = {0};

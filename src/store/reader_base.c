@@ -2,6 +2,7 @@
  * readers' limits and budgets, the keyed name index, store info lists and UTF-8 checks. The core
  * library holds these, and libember-pt.so a private copy (the .pt reader is a library of its own
  * and sees only the core's public functions); none of them keeps state the two copies share. */
+#include "../core/file_open.h"
 #include "store_impl.h"
 
 #include <errno.h>
@@ -52,45 +53,16 @@ uint64_t st_budget(uint64_t per_byte, uint64_t size, uint64_t base, uint64_t sca
 
 /* ---- opening ----------------------------------------------------------------------------- */
 
-static const char *file_kind(mode_t mode)
-{
-    if (S_ISDIR(mode)) return "a directory";
-    if (S_ISFIFO(mode)) return "a FIFO";
-    if (S_ISCHR(mode)) return "a character device";
-    if (S_ISBLK(mode)) return "a block device";
-    if (S_ISSOCK(mode)) return "a socket";
-    return "not a regular file";
-}
-
 int st_open(const char *fn, const char *path, uint64_t *size)
 {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; it is refused below. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
-    if (fd < 0) {
-        int e = errno;
-        if (e == ENOENT)
-            em_error(EM_ERR_IO, "%s: cannot open %s: no such file", fn, path);
-        else if (e == EACCES)
-            em_error(EM_ERR_IO, "%s: cannot open %s: permission denied", fn, path);
-        else
-            em_error(EM_ERR_IO, "%s: cannot open %s: %s", fn, path, strerror(e));
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        em_error(EM_ERR_IO, "%s: cannot stat %s: %s", fn, path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        em_error(EM_ERR_IO, "%s: %s is %s, not a model file", fn, path, file_kind(st.st_mode));
-        close(fd);
-        return -1;
-    }
-    int fl = fcntl(fd, F_GETFL);
-    if (fl >= 0) fcntl(fd, F_SETFL, fl & ~O_NONBLOCK);
-    *size = (uint64_t)st.st_size;
-    return fd;
+    const char *why;
+    int fd = core_open_regular(path, size, &why);
+    if (fd >= 0) return fd;
+    if (errno == EINVAL)
+        em_error(EM_ERR_IO, "%s: %s is %s, not a model file", fn, path, why);
+    else
+        em_error(EM_ERR_IO, "%s: cannot open %s: %s", fn, path, why);
+    return -1;
 }
 
 size_t st_head(int fd, unsigned char *buf, size_t cap)

@@ -704,6 +704,30 @@ static void test_fashion_mnist(void)
     em_loader_free(l);
 }
 
+/* Readers refuse FIFOs and directories at once instead of blocking on them. */
+static void test_special_files(void)
+{
+    char fifo[300];
+    snprintf(fifo, sizeof fifo, "%s/fifo", tmp);
+    CHECK(mkfifo(fifo, 0600) == 0, "mkfifo");
+    const char *paths[2] = {fifo, tmp};
+    const char *kinds[2] = {"a FIFO", "a directory"};
+    for (int i = 0; i < 2; i++) {
+        CHECK(em_idx_read(paths[i]) == NULL, "idx from %s", kinds[i]);
+        CHECK_ERR(EM_ERR_IO, kinds[i]);
+        CHECK(em_image_read(paths[i], (em_image_cfg){0}) == NULL, "image from %s", kinds[i]);
+        CHECK_ERR(EM_ERR_IO, kinds[i]);
+        CHECK(em_dataset_csv(paths[i], (em_csv_cfg){0}) == NULL, "csv from %s", kinds[i]);
+        CHECK_ERR(EM_ERR_IO, kinds[i]);
+        CHECK(em_dataset_sqlite(paths[i], "select 1", (em_csv_cfg){0}) == NULL, "sqlite from %s",
+              kinds[i]);
+        CHECK_ERR(EM_ERR_IO, kinds[i]);
+        CHECK(em_config_load_file(paths[i]) != EM_OK, "config from %s", kinds[i]);
+        CHECK_ERR(EM_ERR_IO, kinds[i]);
+    }
+    unlink(fifo);
+}
+
 int main(void)
 {
     h_init();
@@ -721,6 +745,7 @@ int main(void)
     test_images();
     test_sqlite();
     test_text();
+    test_special_files();
     em_scope_begin();
     test_fashion_mnist();
     em_scope_end();
