@@ -644,12 +644,12 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
     return st;
 }
 
-/* Rule table: one family entry per kind, generated from op_kinds.h. */
+/* Rule table: one family entry per kind, from the op table. */
 typedef em_status (*family_rule)(ad_ctx *c);
 static const family_rule rule_table[] = {
-#define AD_RULE(name, str, fam) ad_rule_##fam,
-    EM_OP_LIST(AD_RULE)
-#undef AD_RULE
+#define X(name, str, fam, ...) ad_rule_##fam,
+#include "../ir/ops.def"
+#undef X
 };
 
 static em_status rule_dispatch(ad_ctx *c)

@@ -1,5 +1,6 @@
 /* The op IR's front door: every op record passes through tn_dispatch, which runs it on its
  * backend and offers it to the recorder (autodiff, capture). */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,18 +8,6 @@
 
 #include "../backend/backend.h"
 #include "op.h"
-
-static const char *const op_names[] = {
-#define EM_OP_NAME(name, str, fam) str,
-    EM_OP_LIST(EM_OP_NAME)
-#undef EM_OP_NAME
-};
-
-static const char *const op_families[] = {
-#define EM_OP_FAM(name, str, fam) #fam,
-    EM_OP_LIST(EM_OP_FAM)
-#undef EM_OP_FAM
-};
 
 static _Atomic int64_t op_counts[EM_OP_COUNT];
 static _Atomic int64_t fallback_counts[EM_OP_COUNT];
@@ -66,16 +55,6 @@ void tn_profile_get(em_op_kind kind, int64_t *count, double *seconds)
 void tn_profile_reset(void)
 {
     for (int k = 0; k < EM_OP_COUNT; k++) atomic_store(&prof_ns[k], 0), atomic_store(&prof_n[k], 0);
-}
-
-const char *em_op_name(em_op_kind kind)
-{
-    return (kind >= 0 && kind < EM_OP_COUNT) ? op_names[kind] : "?";
-}
-
-const char *em_op_family(em_op_kind kind)
-{
-    return (kind >= 0 && kind < EM_OP_COUNT) ? op_families[kind] : "?";
 }
 
 int64_t tn_op_count(em_op_kind kind)
@@ -246,8 +225,11 @@ em_status tn_dispatch(em_op *op)
                                                         em_op_name(op->kind), i);
         }
     }
+    /* the record has the arity its row of the op table says */
+    assert(op->n_in >= ir_ops[op->kind].in_min && op->n_in <= ir_ops[op->kind].in_max);
+    assert(op->n_out >= ir_ops[op->kind].out_min && op->n_out <= ir_ops[op->kind].out_max);
     atomic_fetch_add(&op_counts[op->kind], 1);
-    bool is_view = strcmp(op_families[op->kind], "view") == 0;
+    bool is_view = ir_has(op->kind, IR_VIEW);
     if (!is_view) {
         em_device dev = op->n_in > 0 ? op->in[0]->storage->device : op->out[0]->storage->device;
         for (int i = 1; i < op->n_in; i++) {
@@ -314,6 +296,22 @@ em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_
     op.out[0] = out;
     for (int i = 0; i < ni; i++) op.i[i] = ip[i];
     for (int i = 0; i < nf; i++) op.f[i] = fp[i];
+    if (tn_dispatch(&op) != EM_OK) return NULL;
+    return op.out[0];
+}
+
+em_tensor *tn_run(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
+                  const em_params *p)
+{
+    if (!out) return NULL;
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_in = n_in;
+    for (int i = 0; i < n_in; i++) op.in[i] = in[i];
+    op.n_out = 1;
+    op.out[0] = out;
+    if (p) memcpy(&op.p, p, ir_ops[kind].param_size);
     if (tn_dispatch(&op) != EM_OK) return NULL;
     return op.out[0];
 }

@@ -137,9 +137,9 @@ static em_status cpu_copy(int device, void *dst, const void *src, size_t nbytes)
 typedef em_status (*exec_fn)(const em_op *op);
 
 static const exec_fn exec_table[] = {
-#define EM_OP_EXEC(name, str, fam) cpu_exec_##fam,
-    EM_OP_LIST(EM_OP_EXEC)
-#undef EM_OP_EXEC
+#define X(name, str, fam, ...) cpu_exec_##fam,
+#include "../../ir/ops.def"
+#undef X
 };
 
 static bool cpu_supports(const em_op *op)
