@@ -248,11 +248,11 @@ static void sdpa(ad_ctx *c)
 static void dropout(ad_ctx *c)
 {
     const em_op *op = c->op;
-    double p = op->f[0];
+    double p = op->p.random.p;
     if (!c->needs[0] || p >= 1) return; /* everything dropped: zero gradient */
     em_tensor *x = op->in[0];
     em_rng_state saved = em_rng_get_state();
-    em_rng_set_state((em_rng_state){(uint64_t)op->i[0], (uint64_t)op->i[1]});
+    em_rng_set_state((em_rng_state){op->p.random.seed, op->p.random.offset});
     em_tensor *dropped = em_bernoulli_p(ad_in_shape(c, 0), p, x->dtype, x->storage->device);
     em_rng_set_state(saved);
     em_tensor *keep = em_mul_scalar(em_rsub_scalar(dropped, 1.0), 1.0 / (1.0 - p));

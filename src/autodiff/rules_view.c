@@ -95,8 +95,8 @@ em_status ad_rule_create(ad_ctx *c)
     case EM_OP_TRIL:
     case EM_OP_TRIU:
         if (c->needs[0])
-            c->gin[0] = c->op->kind == EM_OP_TRIL ? em_tril(ad_gout(c, 0), c->op->i[0])
-                                                  : em_triu(ad_gout(c, 0), c->op->i[0]);
+            c->gin[0] = c->op->kind == EM_OP_TRIL ? em_tril(ad_gout(c, 0), c->op->p.diag.k)
+                                                  : em_triu(ad_gout(c, 0), c->op->p.diag.k);
         return EM_OK;
     case EM_OP_COPY:
     case EM_OP_CAST:

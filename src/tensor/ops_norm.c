@@ -427,8 +427,7 @@ em_tensor *em_dropout(const em_tensor *x, double p, bool train)
     em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
     if (!out) return NULL;
     uint64_t off = em_rng_reserve((uint64_t)tn_numel(out) * 2);
-    int64_t ip[2] = {(int64_t)st.seed, (int64_t)off};
-    double f[1] = {p};
+    em_params par = {.random = {.seed = st.seed, .offset = off, .p = p}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_DROPOUT, out, &in, 1, ip, 2, f, 1);
+    return tn_run(EM_OP_DROPOUT, out, &in, 1, &par);
 }

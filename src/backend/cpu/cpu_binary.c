@@ -16,7 +16,7 @@ typedef struct bin_ctx {
     bool int_mode;         /* compute in int64 */
     bool round_in[3];      /* input needs rounding to cdt (a 16/32-bit float compute type) */
     int bits;              /* width of the output dtype (shifts) */
-    int64_t flags;         /* clamp: bound flags; lerp: wrapped scalar */
+    int64_t flags;         /* clamp: bound flags */
     double f0, f1;         /* clamp bounds, masked_fill value */
     unsigned char fill[8]; /* masked_fill: the value in the output dtype */
     atomic_int div0;       /* an integer division by zero happened */
@@ -517,7 +517,6 @@ em_status cpu_exec_binary(const em_op *op)
     c.kind = op->kind;
     c.od = out->dtype;
     c.bits = 8 * (int)em_dtype_size(out->dtype);
-    c.flags = op->i[0];
     for (int k = 0; k < op->n_in && k < 3; k++) c.id[k] = op->in[k]->dtype;
 
     cpu_row_fn fn = binary_row;
@@ -525,17 +524,18 @@ em_status cpu_exec_binary(const em_op *op)
     case EM_OP_WHERE: fn = where_row; break;
     case EM_OP_MASKED_FILL:
         fn = masked_fill_row;
-        cpu_set_f64(c.fill, c.od, op->f[0]);
+        cpu_set_f64(c.fill, c.od, op->p.fill.value);
         break;
     case EM_OP_CLAMP:
-        fn = op->i[0] ? clamp_tensor_row : clamp_row;
-        c.f0 = op->f[0];
-        c.f1 = op->f[1];
+        c.flags = op->p.clamp.bounds;
+        fn = c.flags ? clamp_tensor_row : clamp_row;
+        c.f0 = op->p.clamp.lo;
+        c.f1 = op->p.clamp.hi;
         break;
     case EM_OP_LERP: fn = lerp_row; break;
     case EM_OP_THRESHOLD_BACKWARD:
         fn = threshold_bwd_row;
-        c.f0 = op->f[0];
+        c.f0 = op->p.threshold.threshold;
         break;
     default: break;
     }

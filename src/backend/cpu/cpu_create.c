@@ -39,7 +39,8 @@ static void rng_range(void *vctx, int64_t b, int64_t e)
     const rng_ctx *c = vctx;
     const em_op *op = c->op;
     const em_tensor *o = c->out;
-    uint64_t seed = (uint64_t)op->i[0], off = (uint64_t)op->i[1];
+    const em_p_random *r = &op->p.random;
+    uint64_t seed = r->seed, off = r->offset;
     size_t es = em_dtype_size(o->dtype);
     char *base = tn_ptr(o);
     for (int64_t i = b; i < e; i++) {
@@ -47,28 +48,27 @@ static void rng_range(void *vctx, int64_t b, int64_t e)
         switch (op->kind) {
         case EM_OP_RAND_UNIFORM: {
             double u = em_rng_uniform_at(seed, off, (uint64_t)i);
-            double v = op->f[0] + u * (op->f[1] - op->f[0]);
+            double v = r->low + u * (r->high - r->low);
             cpu_set_f64(dst, o->dtype, v);
             /* rounding to the dtype may reach `high`, which the range excludes */
-            if (op->f[1] > op->f[0] && cpu_get_f64(dst, o->dtype) >= op->f[1])
-                cpu_set_f64(dst, o->dtype, below(op->f[1], o->dtype));
+            if (r->high > r->low && cpu_get_f64(dst, o->dtype) >= r->high)
+                cpu_set_f64(dst, o->dtype, below(r->high, o->dtype));
             break;
         }
         case EM_OP_RAND_NORMAL:
-            cpu_set_f64(dst, o->dtype,
-                        op->f[0] + op->f[1] * em_rng_normal_at(seed, off, (uint64_t)i));
+            cpu_set_f64(dst, o->dtype, r->mean + r->std * em_rng_normal_at(seed, off, (uint64_t)i));
             break;
         case EM_OP_BERNOULLI: {
-            double p = c->p ? cpu_get_f64(cpu_elem(c->p, i), c->p->dtype) : op->f[0];
+            double p = c->p ? cpu_get_f64(cpu_elem(c->p, i), c->p->dtype) : r->p;
             cpu_set_f64(dst, o->dtype, em_rng_uniform_at(seed, off, (uint64_t)i) < p ? 1.0 : 0.0);
             break;
         }
         case EM_OP_RANDINT: {
             double u = em_rng_uniform_at(seed, off, (uint64_t)i);
-            int64_t range = op->i[3] - op->i[2];
+            int64_t range = r->int_high - r->int_low;
             int64_t k = (int64_t)(u * (double)range);
             if (k >= range) k = range - 1;
-            cpu_set_i64(dst, o->dtype, op->i[2] + k);
+            cpu_set_i64(dst, o->dtype, r->int_low + k);
             break;
         }
         default: break;
@@ -120,12 +120,13 @@ em_status cpu_exec_create(const em_op *op)
     const em_tensor *o = op->out[0];
     int64_t n = tn_numel(o);
     switch (op->kind) {
-    case EM_OP_FILL: fill(o, op->f[0]); return EM_OK;
+    case EM_OP_FILL: fill(o, op->p.fill.value); return EM_OK;
     case EM_OP_ARANGE:
-        for (int64_t i = 0; i < n; i++) put(o, i, op->f[0] + (double)i * op->f[1]);
+        for (int64_t i = 0; i < n; i++)
+            put(o, i, op->p.arange.start + (double)i * op->p.arange.step);
         return EM_OK;
     case EM_OP_LINSPACE: {
-        double a = op->f[0], b = op->f[1];
+        double a = op->p.linspace.start, b = op->p.linspace.end;
         double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
         /* symmetric evaluation (as PyTorch): first half from the start, second from the end */
         for (int64_t i = 0; i < n; i++)
@@ -151,7 +152,7 @@ em_status cpu_exec_create(const em_op *op)
     }
     case EM_OP_ONE_HOT: {
         const em_tensor *idx = op->in[0];
-        int64_t classes = op->i[0];
+        int64_t classes = op->p.one_hot.classes;
         int64_t *out = (int64_t *)tn_ptr(o);
         memset(out, 0, (size_t)n * sizeof *out);
         int64_t m = tn_numel(idx);
@@ -179,7 +180,8 @@ em_status cpu_exec_create(const em_op *op)
         for (int64_t m = 0; m < mats; m++)
             for (int64_t i = 0; i < r; i++)
                 for (int64_t j = 0; j < c; j++) {
-                    bool keep = op->kind == EM_OP_TRIL ? j - i <= op->i[0] : j - i >= op->i[0];
+                    int64_t k = op->p.diag.k;
+                    bool keep = op->kind == EM_OP_TRIL ? j - i <= k : j - i >= k;
                     if (!keep) memset(base + ((m * r + i) * c + j) * (int64_t)es, 0, es);
                 }
         return EM_OK;

@@ -844,8 +844,9 @@ static void drop_range(void *vctx, int64_t b, int64_t e)
     em_tensor *out = op->out[0];
     size_t es = em_dtype_size(out->dtype);
     for (int64_t i = b; i < e; i++) {
-        double u = em_rng_uniform_at((uint64_t)op->i[0], (uint64_t)op->i[1], (uint64_t)i);
-        double v = u >= op->f[0] ? cpu_get_f64(cpu_elem(x, i), x->dtype) * c->keep_scale : 0.0;
+        const em_p_random *r = &op->p.random;
+        double u = em_rng_uniform_at(r->seed, r->offset, (uint64_t)i);
+        double v = u >= r->p ? cpu_get_f64(cpu_elem(x, i), x->dtype) * c->keep_scale : 0.0;
         cpu_set_f64(tn_ptr(out) + i * (int64_t)es, out->dtype, v);
     }
 }
@@ -861,7 +862,7 @@ em_status cpu_exec_norm(const em_op *op)
     case EM_OP_SDPA_BACKWARD: return exec_sdpa_backward(op);
     case EM_OP_NORM_BACKWARD: return exec_norm_backward(op);
     case EM_OP_DROPOUT: {
-        drop_ctx c = {op, op->f[0] >= 1 ? 0.0 : 1.0 / (1.0 - op->f[0])};
+        drop_ctx c = {op, op->p.random.p >= 1 ? 0.0 : 1.0 / (1.0 - op->p.random.p)};
         em_parallel_for(tn_numel(op->out[0]), 4096, drop_range, &c);
         return EM_OK;
     }

@@ -21,7 +21,7 @@ typedef struct uctx {
     em_op_kind kind;
     em_dtype dt_in, dt_out;
     domain dom;
-    double p0, p1; /* op->f[0], op->f[1] */
+    double p0, p1; /* op->p.act.v[0], v[1] */
     float p0f, p1f;
     const cpu_fast_ops *fast; /* vector kernels, or NULL */
     int hint;                 /* GELU's store hint (cpu_store_begin) */
@@ -431,11 +431,11 @@ em_status cpu_exec_unary(const em_op *op)
         .kind = op->kind,
         .dt_in = x->dtype,
         .dt_out = o->dtype,
-        .p0 = op->f[0],
-        .p1 = op->f[1],
+        .p0 = op->p.act.v[0],
+        .p1 = op->p.act.v[1],
         .fast = cpu_fast(),
     };
-    if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
+    if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->p.act.alpha; /* input scale */
     /* f32 outputs are written in place (contiguous); others go through a buffer on the stack */
     bool fast_gelu = op->kind == EM_OP_GELU && c.fast && o->dtype == EM_F32;
     cpu_store_plan sp = cpu_store_begin(CPU_STORE_GELU, fast_gelu ? (int64_t)tn_numel(o) * 4 : 0);

@@ -193,7 +193,7 @@ static em_status run_fill(const em_op *op, int dev, const char *what)
                         what);
     size_t es = em_dtype_size(o->dtype);
     unsigned char pat[8] = {0};
-    double v = op->f[0];
+    double v = op->p.fill.value;
     if (!em_dtype_is_float(o->dtype) && o->dtype != EM_BOOL)
         cpu_set_i64(pat, o->dtype,
                     isnan(v)       ? 0

@@ -132,7 +132,10 @@ bool cuda_ew_supports(const em_op *op)
     if (binary_kind(k)) return op->n_in == 2 && ranks_ok(op);
     switch (k) {
     case EM_OP_WHERE: return op->n_in == 3 && ranks_ok(op) && op->in[0]->dtype == EM_BOOL;
-    case EM_OP_CLAMP: return op->n_in == (op->i[0] ? 1 + popcount2(op->i[0]) : 1) && ranks_ok(op);
+    case EM_OP_CLAMP: {
+        int bounds = op->p.clamp.bounds;
+        return op->n_in == (bounds ? 1 + popcount2(bounds) : 1) && ranks_ok(op);
+    }
     case EM_OP_LERP: return op->n_in == 3 && ranks_ok(op);
     case EM_OP_THRESHOLD_BACKWARD:
         return op->n_in == 2 && ranks_ok(op) && em_dtype_is_float(od) && op->in[0]->dtype == od &&
@@ -236,7 +239,7 @@ static em_status run_unary(const em_op *op, int dev, const char *what)
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
     int kind = (int)op->kind, dom = unary_domain(op);
-    double a = op->f[0], b = op->f[1];
+    double a = op->p.act.v[0], b = op->p.act.v[1];
     if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
     em_dtype dt = x->dtype;
@@ -331,7 +334,7 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
         void *params[] = {&kind, &xp, &yp, &op_, &n};
         return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
     }
-    int which = (int)op->i[0];
+    int which = op->p.binary.scalar_in;
     if ((which == 1 || which == 2) && float_arith(op->kind) && o->dtype == EM_F32 &&
         op->in[which - 1]->rank == 0 && op->in[which - 1]->dtype == EM_F64 &&
         op->in[2 - which]->dtype == EM_F32 && same_shape(op->in[2 - which], o) &&
@@ -416,14 +419,14 @@ static em_status run_select(const em_op *op, int dev, const char *what)
                           &yp,   &dout, &cdt,  &f32mode, &n,    &s};
         return cuda_launch(dev, f, n, params, what);
     }
-    if (op->i[0] == 0) {
-        double lo = op->f[0], hi = op->f[1];
+    if (op->p.clamp.bounds == 0) {
+        double lo = op->p.clamp.lo, hi = op->p.clamp.hi;
         if (!(f = cuda_kernel(dev, "ew_clamp", what))) return em_last_status();
         void *params[] = {&p[0], &d[0], &yp, &dout, &cdt, &imode, &lo, &hi, &n, &s};
         return cuda_launch(dev, f, n, params, what);
     }
     /* tensor bounds: operand 1 the lower, operand 2 the upper bound */
-    int flags = (int)(op->i[0] & 3);
+    int flags = op->p.clamp.bounds & 3;
     ew_idx s2 = s;
     void *lp = NULL, *hp = NULL;
     int dl = 0, dh = 0;
@@ -448,14 +451,14 @@ static em_status run_threshold_bwd(const em_op *op, int dev, const char *what)
     CUfunction f;
     if (o->dtype == EM_F32 && contig_same(op)) {
         int v4 = (((uintptr_t)gp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0;
-        float t = (float)op->f[0];
+        float t = (float)op->p.threshold.threshold;
         if (!(f = cuda_kernel(dev, "em_threshold_bwd_f32", what))) return em_last_status();
         void *params[] = {&gp, &yp, &op_, &t, &n, &v4};
         return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
     }
     ew_idx s;
     make_idx(&s, op->in, 2, o);
-    double t = op->f[0];
+    double t = op->p.threshold.threshold;
     int dt = dtc(o->dtype);
     if (!(f = cuda_kernel(dev, "ew_threshold_bwd", what))) return em_last_status();
     void *params[] = {&gp, &yp, &op_, &dt, &t, &n, &s};
@@ -492,7 +495,7 @@ static em_status run_create(const em_op *op, int dev, const char *what)
         const em_tensor *idx = op->in[0];
         ew_idx s;
         make_idx1(&s, idx);
-        long long classes = op->i[0];
+        long long classes = op->p.one_hot.classes;
         void *ip = tn_ptr(idx);
         int di = dtc(idx->dtype);
         if (!(f = cuda_kernel(dev, "ew_one_hot", what))) return em_last_status();
@@ -502,7 +505,7 @@ static em_status run_create(const em_op *op, int dev, const char *what)
     if (op->kind == EM_OP_TRIL || op->kind == EM_OP_TRIU) {
         ew_idx s;
         make_idx(&s, op->in, 1, o);
-        long long r = o->shape[o->rank - 2], c = o->shape[o->rank - 1], k = op->i[0];
+        long long r = o->shape[o->rank - 2], c = o->shape[o->rank - 1], k = op->p.diag.k;
         int upper = op->kind == EM_OP_TRIU;
         void *xp = tn_ptr(op->in[0]);
         if (!(f = cuda_kernel(dev, "ew_tri", what))) return em_last_status();
@@ -510,21 +513,24 @@ static em_status run_create(const em_op *op, int dev, const char *what)
         return cuda_launch(dev, f, n, params, what);
     }
     int kind = op->kind == EM_OP_ARANGE ? 0 : op->kind == EM_OP_LINSPACE ? 1 : 2;
-    double a = op->f[0], b = op->f[1];
+    double a = kind == 0 ? op->p.arange.start : kind == 1 ? op->p.linspace.start : 0;
+    double b = kind == 0 ? op->p.arange.step : kind == 1 ? op->p.linspace.end : 0;
     long long cols = kind == 2 ? o->shape[1] : 1;
     if (!(f = cuda_kernel(dev, "ew_range", what))) return em_last_status();
     void *params[] = {&kind, &yp, &dout, &n, &a, &b, &cols};
     return cuda_launch(dev, f, n, params, what);
 }
 
-/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1} (in a
- * graph capture, from the graph's pair that each replay fills: cuda_capture_rng). */
+/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream of the record's
+ * em_p_random (in a graph capture, from the graph's pair that each replay fills:
+ * cuda_capture_rng). */
 static em_status run_random(const em_op *op, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
     long long n = tn_numel(o);
     if (n == 0) return EM_OK;
-    unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
+    const em_p_random *r = &op->p.random;
+    unsigned long long seed = r->seed, off = r->offset;
     void *gen;
     em_status st = cuda_capture_rng(dev, seed, &off, &gen, what);
     if (st != EM_OK) return st;
@@ -535,7 +541,7 @@ static em_status run_random(const em_op *op, int dev, const char *what)
     if (op->n_in == 1) make_idx(&s, op->in, 1, o);
     CUfunction f;
     if (op->kind == EM_OP_DROPOUT) {
-        double p = op->f[0], scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+        double p = r->p, scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
         void *xp = tn_ptr(op->in[0]);
         int dx = dtc(op->in[0]->dtype);
         if (!(f = cuda_kernel(dev, "ew_dropout", what))) return em_last_status();
@@ -546,8 +552,8 @@ static em_status run_random(const em_op *op, int dev, const char *what)
                : op->kind == EM_OP_RAND_NORMAL ? 1
                : op->kind == EM_OP_BERNOULLI   ? 2
                                                : 3;
-    double a = op->f[0], b = op->f[1];
-    long long lo = op->i[2], range = op->i[3] - op->i[2];
+    double a = r->v[0], b = r->v[1];
+    long long lo = r->int_low, range = r->int_high - r->int_low;
     void *pp = op->n_in == 1 ? tn_ptr(op->in[0]) : NULL;
     int dp = op->n_in == 1 ? dtc(op->in[0]->dtype) : 0;
     if (!(f = cuda_kernel(dev, "ew_rng", what))) return em_last_status();
