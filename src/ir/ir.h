@@ -155,29 +155,25 @@ typedef struct em_p_reduce {
     double p;
 } em_p_reduce;
 
-/* One dim (ARGMAX and ARGMIN: -1 for the flattened tensor) and keepdim where the kind keeps or
- * drops it. */
+/* One dim (ARGMAX and ARGMIN: -1 for the flattened tensor); keepdim where the kind keeps or
+ * drops it; log for SOFTMAX_BACKWARD of log_softmax. */
 typedef struct em_p_dim {
     int dim;
     bool keepdim;
+    bool log;
 } em_p_dim;
 
-/* SOFTMAX_BACKWARD: along dim; log for log_softmax's gradient. */
-typedef struct em_p_softmax_bw {
-    int dim;
-    bool log;
-} em_p_softmax_bw;
-
-typedef struct em_p_sort {
-    int dim;
-    bool descending;
-} em_p_sort;
-
-typedef struct em_p_topk {
+/* SORT, TOPK, MEDIAN along dim: descending (SORT) or largest (TOPK) puts larger values first;
+ * TOPK keeps k values; MEDIAN keeps its dim when keepdim. */
+typedef struct em_p_order {
     int dim;
     int64_t k;
-    bool largest;
-} em_p_topk;
+    union {
+        bool descending;
+        bool largest;
+    };
+    bool keepdim;
+} em_p_order;
 
 /* MATMUL and MATMUL_BIAS_ACT: a_vec / b_vec when that operand was 1-D (viewed as [1, K] or
  * [K, 1], the 1 removed from the result), M K N, the broadcast batch shape batch[0..batch_rank)
@@ -349,9 +345,7 @@ typedef union em_params {
     em_p_threshold threshold;
     em_p_reduce reduce;
     em_p_dim dim;
-    em_p_softmax_bw softmax_bw;
-    em_p_sort sort;
-    em_p_topk topk;
+    em_p_order order;
     em_p_matmul matmul;
     em_p_index index;
     em_p_shape shape;

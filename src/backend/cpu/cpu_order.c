@@ -160,14 +160,8 @@ static bool try_col1(const em_op *op, int dim, int64_t n, int64_t k)
         x->rank < 2 || n > INT32_MAX || dim == x->rank - 1 || !tn_is_contiguous(x) ||
         !tn_is_contiguous(v) || !tn_is_contiguous(ix))
         return false;
-    col1_ctx cc = {f,
-                   (const float *)tn_ptr(x),
-                   (float *)tn_ptr(v),
-                   (int64_t *)tn_ptr(ix),
-                   n,
-                   1,
-                   0,
-                   op->i[2] != 0};
+    col1_ctx cc = {f, (const float *)tn_ptr(x), (float *)tn_ptr(v), (int64_t *)tn_ptr(ix), n, 1,
+                   0, op->p.order.largest};
     int64_t outer = 1;
     for (int d = 0; d < dim; d++) outer *= x->shape[d];
     for (int d = dim + 1; d < x->rank; d++) cc.inner *= x->shape[d];
@@ -211,7 +205,7 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
     const em_op *op = c->op;
     int64_t n = c->n;
     em_dtype dt = c->op->in[0]->dtype;
-    bool desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    bool desc = op->kind != EM_OP_MEDIAN && op->p.order.descending;
     bool small_k = op->kind == EM_OP_TOPK && c->k <= 32 && c->k * 4 < n;
     void *key = malloc((size_t)(n ? n : 1) * 8);
     int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
@@ -282,7 +276,7 @@ em_status cpu_exec_order(const em_op *op)
     c.op = op;
     c.es = em_dtype_size(x->dtype);
     c.is_float = em_dtype_is_float(x->dtype);
-    c.dim = (int)op->i[0];
+    c.dim = op->p.order.dim;
     c.rank = x->rank ? x->rank : 1;
     for (int d = 0; d < c.rank; d++) {
         c.shape[d] = x->rank ? x->shape[d] : 1;
@@ -305,7 +299,7 @@ em_status cpu_exec_order(const em_op *op)
     c.base[1] = tn_ptr(v);
     c.base[2] = tn_ptr(ix);
     c.n = c.shape[c.dim];
-    c.k = op->kind == EM_OP_SORT ? c.n : op->kind == EM_OP_TOPK ? op->i[1] : 1;
+    c.k = op->kind == EM_OP_SORT ? c.n : op->kind == EM_OP_TOPK ? op->p.order.k : 1;
     int64_t rows = 1;
     for (int d = 0; d < c.rank; d++)
         if (d != c.dim) rows *= c.shape[d];

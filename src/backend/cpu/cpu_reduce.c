@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_fast.h"
 
@@ -366,7 +367,7 @@ static void finish(const rplan *p, int64_t o, char *o0, char *o1, const acc *a)
         return;
     case EM_OP_VAR:
     case EM_OP_STD: {
-        double div = n - (double)op->i[2];
+        double div = n - (double)op->p.reduce.correction;
         double var = a->s / (div > 0 ? div : 0);
         cpu_set_f64(o0, dt, op->kind == EM_OP_STD ? sqrt(var) : var);
         return;
@@ -599,7 +600,7 @@ red cpu_red_of(const em_op *op, bool *ints)
     case EM_OP_STD: return R_SQDEV;
     case EM_OP_LOGSUMEXP: return R_EXPSUM;
     case EM_OP_NORM: {
-        double q = op->f[0];
+        double q = op->p.reduce.p;
         if (q == INFINITY) return R_ABSMAX;
         if (q == -INFINITY) return R_ABSMIN;
         if (q == 0) return R_COUNT;
@@ -614,23 +615,15 @@ red cpu_red_of(const em_op *op, bool *ints)
 static em_status exec_mask_reduce(const em_op *op)
 {
     const em_tensor *x = op->in[0];
-    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
-    uint32_t mask;
-    bool keepdim = op->i[1] != 0;
-    switch (op->kind) {
-    case EM_OP_ARGMAX:
-    case EM_OP_ARGMIN:
-    case EM_OP_MAX_DIM:
-    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
-    default: mask = (uint32_t)op->i[0] & all;
-    }
+    bool keepdim;
+    uint32_t mask = ir_reduce_mask(op->kind, &op->p, x->rank, &keepdim);
     rplan p;
     memset(&p, 0, sizeof p);
     plan_dims(&p, op, mask, keepdim && op->out[0]->rank == x->rank);
     if (p.M == 0) return EM_OK;
     if (try_columns(&p)) return EM_OK;
     p.r = cpu_red_of(op, &p.ints);
-    p.p = op->f[0];
+    p.p = op->p.reduce.p;
     if (op->kind == EM_OP_VAR || op->kind == EM_OP_STD || op->kind == EM_OP_LOGSUMEXP) {
         double *first = em_alloc((size_t)(p.M ? p.M : 1) * sizeof *first);
         if (!first) return em_last_status();
@@ -727,7 +720,7 @@ static void softmax_line(const lplan *p, const char *x, char *y)
 static void softmax_bw_line(const lplan *p, const char *y, const char *g, char *o)
 {
     double b[CH], c[CH];
-    bool lg = p->op->i[1] != 0, single = p->xdt != EM_F64;
+    bool lg = p->op->p.dim.log, single = p->xdt != EM_F64;
     if (p->xdt == EM_F32 && p->sx == 4 && p->sg == 4 && p->so[0] == 4 && p->fast &&
         p->fast->softmax_bw_row) {
         p->fast->softmax_bw_row((const float *)y, (const float *)g, (float *)o, p->len, lg);
@@ -913,7 +906,7 @@ static em_status exec_along(const em_op *op)
     if (picked || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
         p.tb = (const int64_t *)tn_ptr(op->in[1]);
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD) p.pgb = tn_ptr(op->in[2]);
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     int64_t es = (int64_t)em_dtype_size(x->dtype);
     p.len = 1;
     int64_t rows = 1;
@@ -975,7 +968,7 @@ static bool sum_all_f32(const em_op *op)
     const cpu_fast_ops *fast = cpu_fast();
     uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
     if (x->dtype != EM_F32 || o->dtype != EM_F32 || tn_numel(o) != 1 || n < SUM_BLOCK ||
-        ((uint32_t)op->i[0] & all) != all || !tn_is_contiguous(x) || !fast)
+        (op->p.reduce.mask & all) != all || !tn_is_contiguous(x) || !fast)
         return false;
     int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
     double *part = malloc((size_t)nb * sizeof(double));

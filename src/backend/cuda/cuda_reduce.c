@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "../cpu/cpu.h"
+#include "../../ir/decode.h"
 #include "cuda_reduce.h"
 
 bool cuda_reduce_claims(em_op_kind k)
@@ -27,7 +28,7 @@ static bool lsg_supports(const em_op *op)
         (bw && !op->in[2]))
         return false;
     const em_tensor *x = op->in[0], *t = op->in[1], *o = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     if (x->rank < 1 || x->rank > 8 || dim < 0 || dim >= x->rank || !em_dtype_is_float(x->dtype) ||
         o->dtype != x->dtype || t->dtype != EM_I64 || !tn_is_contiguous(t) ||
         tn_numel(t) * x->shape[dim] != tn_numel(x))
@@ -75,7 +76,7 @@ bool cuda_reduce_supports(const em_op *op)
     bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX || k == EM_OP_CUMMIN ||
                is_order(k);
     if (two && (op->n_out != 2 || !op->out[1] || op->out[1]->dtype != EM_I64)) return false;
-    if (is_order(k) && x->rank && x->shape[op->i[0]] > INT32_MAX) return false;
+    if (is_order(k) && x->rank && x->shape[op->p.order.dim] > INT32_MAX) return false;
     if (k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_out == 1 && em_dtype_is_float(x->dtype) &&
                em_dtype_is_float(op->out[0]->dtype);
@@ -333,15 +334,8 @@ static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x,
 static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0];
-    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0, mask;
-    bool keepdim = op->i[1] != 0;
-    switch (op->kind) {
-    case EM_OP_ARGMAX:
-    case EM_OP_ARGMIN:
-    case EM_OP_MAX_DIM:
-    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
-    default: mask = (uint32_t)op->i[0] & all;
-    }
+    bool keepdim;
+    uint32_t mask = ir_reduce_mask(op->kind, &op->p, x->rank, &keepdim);
     rdplan s;
     plan_dims(&s, op, mask, keepdim && op->out[0]->rank == x->rank);
     if (s.M == 0) return EM_OK;
@@ -365,8 +359,8 @@ static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
     g.fin = fin_of(op->kind);
     g.xdt = (int)x->dtype;
     g.odt = (int)op->out[0]->dtype;
-    g.p = op->f[0];
-    g.corr = op->i[2];
+    g.p = op->p.reduce.p;
+    g.corr = op->p.reduce.correction;
     const void *xp = tn_ptr(x);
     void *o0 = tn_ptr(op->out[0]), *o1 = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
     if (op->kind != EM_OP_VAR && op->kind != EM_OP_STD && op->kind != EM_OP_LOGSUMEXP)
@@ -423,7 +417,7 @@ static void plan_line(rdline *s, const em_op *op, int dim, bool dropped)
 static em_status run_scan(const em_op *op, int dev, const char *what)
 {
     rdline s;
-    plan_line(&s, op, (int)op->i[0], false);
+    plan_line(&s, op, op->p.dim.dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     bool block = s.len >= 256 || (s.lines < 1024 && s.len >= 16);
     CUfunction f = cuda_kernel(dev, block ? "em_rd_scan_block" : "em_rd_scan", what);
@@ -452,7 +446,7 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
     rdline s;
-    int dim = x->rank ? (int)op->i[0] : 0;
+    int dim = x->rank ? op->p.dim.dim : 0;
     plan_line(&s, op, dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     int logsm = op->kind == EM_OP_LOG_SOFTMAX;
@@ -507,7 +501,7 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
     rdline s;
-    int dim = y->rank ? (int)op->i[0] : 0;
+    int dim = y->rank ? op->p.dim.dim : 0;
     plan_line(&s, op, dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     for (int d = 0, j = 0; d < y->rank; d++) {
@@ -516,7 +510,7 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
         else
             s.os1[j++] = g->strides[d];
     }
-    int lg = op->i[1] != 0;
+    int lg = op->p.dim.log;
     const void *yp = tn_ptr(y), *gp = tn_ptr(g);
     void *op_ = tn_ptr(o);
     char name[40];
@@ -549,7 +543,7 @@ static em_status run_lsg(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
     int bw = op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     rdline s;
     plan_line(&s, op, dim, !bw); /* the forward's output lacks the dim */
     if (s.lines == 0 || s.len == 0) return EM_OK;
@@ -626,7 +620,7 @@ static em_status sort_long(int dev, soargs *g, rdline *s, const void *xp, void *
 static em_status run_order(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *v = op->out[0];
-    int dim = x->rank ? (int)op->i[0] : 0;
+    int dim = x->rank ? op->p.order.dim : 0;
     bool dropped = op->kind == EM_OP_MEDIAN && v->rank < x->rank;
     rdline s;
     plan_line(&s, op, dim, dropped);
@@ -634,11 +628,11 @@ static em_status run_order(const em_op *op, int dev, const char *what)
     soargs g;
     memset(&g, 0, sizeof g);
     g.op = op->kind == EM_OP_SORT ? 0 : op->kind == EM_OP_TOPK ? 1 : 2;
-    g.desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    g.desc = op->kind != EM_OP_MEDIAN && op->p.order.descending;
     g.isf = em_dtype_is_float(x->dtype);
     g.dt = (int)x->dtype;
     g.es = (int)em_dtype_size(x->dtype);
-    g.k = g.op == 0 ? s.len : g.op == 1 ? op->i[1] : 1;
+    g.k = g.op == 0 ? s.len : g.op == 1 ? op->p.order.k : 1;
     if (s.lines == 0 || g.k == 0 || s.len == 0) return EM_OK;
     const void *xp = tn_ptr(x);
     void *vp = tn_ptr(v), *ip = tn_ptr(op->out[1]);
