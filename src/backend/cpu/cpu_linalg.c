@@ -348,12 +348,13 @@ static em_status matmul(const em_op *op)
 {
     mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0], .act = EM_OP_COUNT};
     const em_tensor *a = p.a, *b = p.b;
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    const em_p_matmul *mp = &op->p.matmul;
+    bool a1 = mp->a_vec, b1 = mp->b_vec;
     p.dt = a->dtype;
-    p.M = op->i[2], p.K = op->i[3], p.N = op->i[4];
-    p.R = (int)op->i[5];
+    p.M = mp->M, p.K = mp->K, p.N = mp->N;
+    p.R = mp->batch_rank;
     int64_t nbatch = 1;
-    for (int d = 0; d < p.R; d++) nbatch *= (p.batch[d] = op->i[6 + d]);
+    for (int d = 0; d < p.R; d++) nbatch *= (p.batch[d] = mp->batch[d]);
     if (nbatch == 0 || p.M == 0 || p.N == 0) return EM_OK;
     /* batch strides, right-aligned; broadcast dims step 0 */
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
@@ -372,7 +373,7 @@ static em_status matmul(const em_op *op)
     void *bias = NULL;
     if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
         p.epi = true;
-        p.act = act_kind(op->i[14]);
+        p.act = act_kind(mp->act);
         p.pre = op->n_out > 1 ? op->out[1] : NULL;
         if (op->n_in > 2) { /* the bias in the work type, contiguous */
             const em_tensor *bt = op->in[2];

@@ -275,8 +275,8 @@ static em_status batched_mm(const em_tensor *a, const em_tensor *b, em_tensor *c
     mm.kind = EM_OP_MATMUL;
     mm.n_in = 2, mm.n_out = 1;
     mm.in[0] = (em_tensor *)a, mm.in[1] = (em_tensor *)b, mm.out[0] = c;
-    mm.i[2] = M, mm.i[3] = K, mm.i[4] = N, mm.i[5] = g->nb;
-    for (int d = 0; d < g->nb; d++) mm.i[6 + d] = g->bshape[d];
+    mm.p.matmul = (em_p_matmul){.M = M, .K = K, .N = N, .batch_rank = g->nb};
+    for (int d = 0; d < g->nb; d++) mm.p.matmul.batch[d] = g->bshape[d];
     return cuda_matmul(&mm, dev, what);
 }
 

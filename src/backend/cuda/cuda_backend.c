@@ -280,7 +280,7 @@ static em_status run_masked_fill(const em_op *op, int dev, const char *what)
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     unsigned char pat[8] = {0};
-    cpu_set_f64(pat, o->dtype, op->f[0]);
+    cpu_set_f64(pat, o->dtype, op->p.fill.value);
     unsigned long long pattern = 0;
     memcpy(&pattern, pat, em_dtype_size(o->dtype));
     void *params[] = {&x0, &x1, &y, &n, &pattern, &b};
@@ -293,11 +293,12 @@ void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
 {
     const em_tensor *a = op->in[0], *b = op->in[1];
     memset(s, 0, sizeof *s);
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
-    s->M = op->i[2], s->K = op->i[3], s->N = op->i[4], s->R = (int)op->i[5];
+    const em_p_matmul *mp = &op->p.matmul;
+    bool a1 = mp->a_vec, b1 = mp->b_vec;
+    s->M = mp->M, s->K = mp->K, s->N = mp->N, s->R = mp->batch_rank;
     s->nbatch = 1;
     for (int d = 0; d < s->R; d++) {
-        s->bshape[d] = op->i[6 + d];
+        s->bshape[d] = mp->batch[d];
         s->nbatch *= s->bshape[d];
         int ad = d - (s->R - (a->rank - 2)), bd = d - (s->R - (b->rank - 2));
         s->ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
@@ -325,7 +326,7 @@ void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
     }
     if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
         s->ep.on = 1;
-        s->ep.act = (int)op->i[14];
+        s->ep.act = (int)mp->act;
         if (op->n_in > 2) s->ep.bias = tn_ptr(op->in[2]), s->ep.bs = op->in[2]->strides[0];
         if (op->n_out > 1) s->ep.pre = tn_ptr(op->out[1]);
     }

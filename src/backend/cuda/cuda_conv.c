@@ -72,7 +72,7 @@ static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m
     mm.n_in = 2;
     mm.n_out = 1;
     mm.in[0] = &at, mm.in[1] = &bt, mm.out[0] = &ct;
-    mm.i[2] = M, mm.i[3] = K, mm.i[4] = L, mm.i[5] = 2, mm.i[6] = N, mm.i[7] = G;
+    mm.p.matmul = (em_p_matmul){.M = M, .K = K, .N = L, .batch_rank = 2, .batch = {N, G}};
     return cuda_matmul(&mm, dev, what);
 }
 
@@ -372,7 +372,7 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
         mm.n_in = b ? 3 : 2;
         mm.n_out = 1;
         mm.in[0] = &at, mm.in[1] = &bt, mm.in[2] = (em_tensor *)b, mm.out[0] = &ot;
-        mm.i[2] = rows, mm.i[3] = K, mm.i[4] = Cy, mm.i[14] = EM_ACT_NONE;
+        mm.p.matmul = (em_p_matmul){.M = rows, .K = K, .N = Cy, .act = EM_ACT_NONE};
         st = cuda_matmul(&mm, dev, what);
     }
     if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, 2, what);
