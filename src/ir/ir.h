@@ -221,11 +221,12 @@ typedef struct em_p_roll {
     int64_t shifts[EM_MAX_RANK];
 } em_p_roll;
 
-/* PAD: n_pairs (before, after) pairs, pair k for dim rank-1-k (F.pad order); the constant. */
+/* PAD: n_pairs (before, after) pairs in F.pad order (pads[2k], pads[2k + 1] for dim
+ * rank-1-k); the constant. */
 typedef struct em_p_pad {
     em_pad_mode mode;
     int n_pairs;
-    int64_t before[EM_MAX_RANK], after[EM_MAX_RANK];
+    int64_t pads[2 * EM_MAX_RANK];
     double value;
 } em_p_pad;
 

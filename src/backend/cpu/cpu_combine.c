@@ -3,6 +3,7 @@
  * to an input coordinate, or to -1 for the constant fill. */
 #include <stdlib.h>
 
+#include "../../ir/decode.h"
 #include "cpu.h"
 
 /* ---- cat --------------------------------------------------------------------------------- */
@@ -12,7 +13,7 @@
 static em_status exec_cat(const em_op *op)
 {
     const em_tensor *y = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     int64_t start = 0;
     for (int k = 0; k < op->n_in; k++) {
         const em_tensor *x = op->in[k];
@@ -126,21 +127,6 @@ static int64_t pos_mod(int64_t a, int64_t n)
     return m < 0 ? m + n : m;
 }
 
-/* Input coordinate that padded coordinate k (relative to the input's start) reads. */
-static int64_t pad_src(em_pad_mode mode, int64_t k, int64_t n)
-{
-    if (k >= 0 && k < n) return k;
-    switch (mode) {
-    case EM_PAD_REFLECT:
-        if (k < 0) k = -k;
-        if (k >= n) k = 2 * (n - 1) - k;
-        return k;
-    case EM_PAD_REPLICATE: return k < 0 ? 0 : n - 1;
-    case EM_PAD_CIRCULAR: return pos_mod(k, n);
-    default: return -1;
-    }
-}
-
 int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off)
 {
     const em_tensor *y = op->out[0];
@@ -163,10 +149,10 @@ int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off
     int64_t shift[EM_MAX_RANK] = {0}, lo[EM_MAX_RANK] = {0};
     em_pad_mode mode = EM_PAD_CONSTANT;
     if (op->kind == EM_OP_ROLL) {
-        for (int k = 0; k < op->i[0]; k++) shift[op->i[1 + 2 * k]] += op->i[2 + 2 * k];
+        for (int k = 0; k < op->p.roll.n; k++) shift[op->p.roll.dims[k]] += op->p.roll.shifts[k];
     } else if (op->kind == EM_OP_PAD) {
-        mode = (em_pad_mode)op->i[0];
-        for (int k = 0; k < op->i[1]; k++) lo[r - 1 - k] = op->i[2 + 2 * k];
+        mode = op->p.pad.mode;
+        for (int k = 0; k < op->p.pad.n_pairs; k++) lo[r - 1 - k] = op->p.pad.pads[2 * k];
     }
     int64_t *p = maps;
     for (int d = 0; d < r; d++) {
@@ -175,7 +161,7 @@ int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off
             switch (op->kind) {
             case EM_OP_REPEAT: p[j] = j % n; break;
             case EM_OP_ROLL: p[j] = pos_mod(j - pos_mod(shift[d], n), n); break;
-            default: p[j] = pad_src(mode, j - lo[d], n); break;
+            default: p[j] = ir_pad_src(mode, j - lo[d], n); break;
             }
         }
         p += y->shape[d];
@@ -201,7 +187,7 @@ static em_status exec_map(const em_op *op)
     if (!buf) return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
     cpu_map_plan(op, &xv, buf, off);
     for (int d = 0; d < r; d++) c.map[d] = buf + off[d];
-    if (op->kind == EM_OP_PAD) cpu_set_f64(c.fill, y->dtype, op->f[0]);
+    if (op->kind == EM_OP_PAD) cpu_set_f64(c.fill, y->dtype, op->p.pad.value);
     c.zero_fill = true;
     for (size_t k = 0; k < c.es; k++)
         if (c.fill[k]) c.zero_fill = false;

@@ -100,7 +100,7 @@ static em_status exec_gather(const em_op *op)
 {
     const em_tensor *x = op->in[0], *index = op->in[1];
     em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     int64_t es = (int64_t)em_dtype_size(x->dtype), ies = (int64_t)em_dtype_size(index->dtype);
@@ -166,7 +166,7 @@ static em_status exec_index_select(const em_op *op)
 {
     const em_tensor *x = op->in[0], *index = op->in[1];
     em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     if (tn_numel(out) == 0) return EM_OK;
@@ -334,7 +334,7 @@ static bool scatter_add_fast(const em_op *op)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
     em_tensor *out = op->out[0];
-    if (op->i[1] != EM_SCATTER_ADD || x->rank != 2 || op->i[0] != 1 ||
+    if (op->p.index.mode != EM_SCATTER_ADD || x->rank != 2 || op->p.index.dim != 1 ||
         (x->dtype != EM_F32 && x->dtype != EM_F64) || src->dtype != x->dtype || src->rank != 2 ||
         index->dtype != EM_I64 || !tn_is_contiguous(out) ||
         (x->strides[1] != 0 && x->strides[1] != 1) ||
@@ -366,8 +366,8 @@ static em_status exec_scatter(const em_op *op)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
     em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
-    int mode = (int)op->i[1];
+    int dim = op->p.index.dim;
+    int mode = (int)op->p.index.mode;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     if (scatter_add_fast(op)) return EM_OK;
@@ -398,7 +398,7 @@ static em_status exec_index_add(const em_op *op)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
     em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     cpu_copy_convert(out, x);
@@ -407,7 +407,7 @@ static em_status exec_index_add(const em_op *op)
     for (int d = 0; d < src->rank; d++) sst[d] = src->strides[d] * es;
     if (src->rank && index->rank) ist[dim] = index->strides[0] * ies;
     run_scatter(src->rank, src->shape, out, dim, index, ist, tn_ptr(src), sst, EM_SCATTER_ADD,
-                op->f[0]);
+                op->p.index.alpha);
     return EM_OK;
 }
 
@@ -435,9 +435,9 @@ static em_status exec_masked_select(const em_op *op)
 {
     const em_tensor *x = op->in[0], *mask = op->in[1];
     em_tensor *out = op->out[0];
-    int br = (int)op->i[0];
+    int br = op->p.shape.rank;
     int64_t shape[EM_MAX_RANK];
-    for (int d = 0; d < br; d++) shape[d] = op->i[1 + d];
+    for (int d = 0; d < br; d++) shape[d] = op->p.shape.dims[d];
     int64_t st[2][EM_MAX_RANK];
     cpu_bstrides(x, shape, br, st[0]);
     cpu_bstrides(mask, shape, br, st[1]);
@@ -491,7 +491,8 @@ static em_status exec_slice_assign(const em_op *op)
     cpu_copy_convert(out, x);
     em_tensor region = tn_desc(out);
     for (int d = 0; d < out->rank; d++) {
-        int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
+        const em_p_slice_assign *sa = &op->p.slice_assign;
+        int64_t start = sa->start[d], end = sa->end[d], step = sa->step[d];
         region.shape[d] = (end - start + step - 1) / step;
         region.strides[d] = out->strides[d] * step;
         region.offset += start * out->strides[d];

@@ -220,8 +220,8 @@ static bool known_in_range(const em_op *op)
 {
     switch (op->kind) {
     case EM_OP_GATHER:
-    case EM_OP_INDEX_ADD: return op->i[1] != 0;
-    case EM_OP_SCATTER: return op->i[2] != 0;
+    case EM_OP_INDEX_ADD:
+    case EM_OP_SCATTER: return op->p.index.inrange;
     default: return false;
     }
 }
@@ -304,7 +304,7 @@ static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *ind
 static em_status run_gather(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *out = op->out[0];
-    int dim = op->kind == EM_OP_EMBEDDING ? 0 : (int)op->i[0];
+    int dim = op->kind == EM_OP_EMBEDDING ? 0 : op->p.index.dim;
     int64_t size = size_of_dim(x, dim);
     em_status st = check_range(op, dev, index, dim, size, what);
     if (st != EM_OK) return st;
@@ -412,9 +412,9 @@ static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *
         const void *sp = tn_ptr(src);
         int dt = dtype_code(out->dtype);
         bool add = op->kind == EM_OP_INDEX_ADD;
-        int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
-        double alpha = add ? op->f[0] : 1.0;
-        long long ialpha = add ? (long long)op->f[0] : 1;
+        int mode = add ? EM_SCATTER_ADD : (int)op->p.index.mode;
+        double alpha = add ? op->p.index.alpha : 1.0;
+        long long ialpha = add ? (long long)op->p.index.alpha : 1;
         int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1, *dcount = dids + n;
         void *params[] = {&yp,     &dt,    (void *)&sp, (void *)g, &mode, &alpha,
                           &ialpha, &lines, &dperm,      &doffs,    &dids, &dcount};
@@ -434,7 +434,7 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2], *out = op->out[0];
     bool add = op->kind == EM_OP_INDEX_ADD;
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, dev, index, dim, size_of_dim(x, dim), what);
     if (st == EM_OK) st = copy_into(dev, x, out, what);
     if (st != EM_OK) return st;
@@ -482,9 +482,9 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
         void *yp = tn_ptr(out);
         const void *ix = tn_ptr(index);
         int dt = dtype_code(out->dtype), ik = index_code(index->dtype);
-        int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
-        double alpha = add ? op->f[0] : 1.0;
-        long long ialpha = add ? (long long)op->f[0] : 1;
+        int mode = add ? EM_SCATTER_ADD : (int)op->p.index.mode;
+        double alpha = add ? op->p.index.alpha : 1.0;
+        long long ialpha = add ? (long long)op->p.index.alpha : 1;
         long long size = size_of_dim(x, dim);
         void *params[] = {&yp,   &dt,    (void *)&ix, &ik,    (void *)&sp, &g,
                           &mode, &alpha, &ialpha,     &lines, &size};
@@ -511,8 +511,8 @@ static em_status run_compact(const em_op *op, int dev, const char *what)
         for (int d = 0; d < x->rank; d++)
             g.shape[d] = x->shape[d], g.ps[d] = g.xs[d] = x->strides[d];
     } else {
-        g.rank = (int)op->i[0];
-        for (int d = 0; d < g.rank; d++) g.shape[d] = op->i[1 + d];
+        g.rank = op->p.shape.rank;
+        for (int d = 0; d < g.rank; d++) g.shape[d] = op->p.shape.dims[d];
         tn_broadcast_strides(p, g.shape, g.rank, g.ps);
         tn_broadcast_strides(x, g.shape, g.rank, g.xs);
     }
@@ -567,7 +567,8 @@ static em_status run_slice_assign(const em_op *op, int dev, const char *what)
     int r = out->rank;
     int64_t shape[EM_MAX_RANK], ys[EM_MAX_RANK], xs[EM_MAX_RANK], off = 0;
     for (int d = 0; d < r; d++) {
-        int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
+        const em_p_slice_assign *sa = &op->p.slice_assign;
+        int64_t start = sa->start[d], end = sa->end[d], step = sa->step[d];
         shape[d] = (end - start + step - 1) / step;
         ys[d] = out->strides[d] * step;
         off += start * out->strides[d];
@@ -582,7 +583,7 @@ static em_status run_slice_assign(const em_op *op, int dev, const char *what)
 static em_status run_cat(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     size_t es = em_dtype_size(y->dtype);
     int64_t start = 0;
     for (int k = 0; k < op->n_in; k++) {
@@ -612,19 +613,20 @@ static em_status run_map(const em_op *op, int dev, const char *what)
     unsigned long long fill = 0;
     if (op->kind == EM_OP_PAD) {
         unsigned char pat[8] = {0};
-        cpu_set_f64(pat, y->dtype, op->f[0]);
+        cpu_set_f64(pat, y->dtype, op->p.pad.value);
         memcpy(&fill, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
     }
     /* constant padding without crops: y filled by 32-bit words, then x copied into its interior
        (two plain passes; the maps below cost a host-built table and its upload per call) */
-    bool grow = op->kind == EM_OP_PAD && op->i[0] == EM_PAD_CONSTANT;
-    for (int k = 0; grow && k < op->i[1]; k++)
-        grow = op->i[2 + 2 * k] >= 0 && op->i[3 + 2 * k] >= 0;
+    const em_p_pad *pp = &op->p.pad;
+    bool grow = op->kind == EM_OP_PAD && pp->mode == EM_PAD_CONSTANT;
+    for (int k = 0; grow && k < pp->n_pairs; k++)
+        grow = pp->pads[2 * k] >= 0 && pp->pads[2 * k + 1] >= 0;
     unsigned word = es == 4 ? (unsigned)fill : 0;
     if (grow && (es == 4 || (fill == 0 && ((size_t)n * es) % 4 == 0)) && tn_is_contiguous(y)) {
         int64_t ys[EM_MAX_RANK], lo = 0;
         tn_contiguous_strides(y->shape, r, ys);
-        for (int k = 0; k < op->i[1]; k++) lo += op->i[2 + 2 * k] * ys[r - 1 - k];
+        for (int k = 0; k < pp->n_pairs; k++) lo += pp->pads[2 * k] * ys[r - 1 - k];
         em_status st = cuda_memset32(dev, tn_ptr(y), word, (size_t)n * es / 4, what);
         if (st != EM_OK || tn_numel(&xv) == 0) return st;
         return copy_strided(dev, es, tn_ptr(&xv), xv.strides, tn_ptr(y) + lo * (int64_t)es, ys,
@@ -661,7 +663,7 @@ static em_status run_map(const em_op *op, int dev, const char *what)
 static em_status run_shuffle(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
-    int64_t r = op->i[0];
+    int64_t r = op->p.shuffle.r;
     int rk = x->rank, nb = rk - 3, v = 0;
     int64_t shape[16], xs[16], ys[16];
     for (int d = 0; d < nb; d++) shape[v] = x->shape[d], xs[v++] = x->strides[d];
