@@ -400,7 +400,7 @@ static em_status join_slices(em_tensor **slot, slice_part **parts)
  * the rule's checks run. */
 static bool defer_slice(const ad_node *node, em_backward_opts o)
 {
-    return node->kind == AD_OP && node->op.kind == EM_OP_SLICE && node->op.i[3] == 1 &&
+    return node->kind == AD_OP && node->op.kind == EM_OP_SLICE && node->op.p.slice.step == 1 &&
            !o.create_graph && !atomic_load(&anomaly_on) && node->needs[0] && node->parent[0];
 }
 
@@ -517,8 +517,8 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
                 st = em_error(EM_ERR_OOM, "em_backward: out of memory");
             } else {
                 slice_part **head = &p.parts[ppos[0]][node->parent_slot[0]];
-                *sp = (slice_part){gout[0], (int)node->op.i[0], node->op.i[1], node->in_shape[0],
-                                   *head};
+                *sp = (slice_part){gout[0], node->op.p.slice.dim, node->op.p.slice.start,
+                                   node->in_shape[0], *head};
                 *head = sp;
                 gout[0] = NULL;
                 atomic_fetch_add(&rule_counts[EM_OP_SLICE], 1);

@@ -14,4 +14,62 @@ uint32_t ir_reduce_mask(em_op_kind k, const em_params *p, int rank, bool *keepdi
  * outside, -1 for the constant. */
 int64_t ir_pad_src(em_pad_mode mode, int64_t k, int64_t n);
 
+/* Sliding windows over three spatial slots, a record's nd spatial dims right-aligned (a leading
+ * slot has size 1 and a window of one element): the image the windows read (in), one window
+ * per position of out, and each window's size k, stride s, low-side pad p and dilation d. */
+typedef struct ir_win3 {
+    int64_t in[3], out[3], k[3], s[3], p[3], d[3];
+} ir_win3;
+
+/* The number of spatial dims of a convolution, pooling, adaptive pooling or interpolation
+ * record; 0 for other kinds. */
+static inline int ir_spatial_dims(em_op_kind kind, const em_params *p)
+{
+    switch (kind) {
+    case EM_OP_CONV:
+    case EM_OP_CONV_TRANSPOSE: return p->conv.nd;
+    case EM_OP_MAX_POOL:
+    case EM_OP_MAX_POOL_VALUES:
+    case EM_OP_AVG_POOL: return p->pool.nd;
+    case EM_OP_ADAPTIVE_AVG_POOL:
+    case EM_OP_ADAPTIVE_MAX_POOL: return p->adaptive.nd;
+    case EM_OP_INTERPOLATE: return p->interp.nd;
+    default: return 0;
+    }
+}
+
+/* CONV, CONV_TRANSPOSE with input shape xs, weight shape ws and output shape ys: in = the image
+ * (the convolution's input, the transpose's output), out = the other, k from the weight. */
+void ir_conv_windows(em_op_kind kind, const em_p_conv *p, const int64_t *xs, int xr,
+                     const int64_t *ws, const int64_t *ys, int yr, ir_win3 *g);
+/* IM2COL, COL2IM: their two spatial dims in slots 1 and 2; in = the image, out = the blocks. */
+void ir_fold_windows(const em_p_fold *p, ir_win3 *g);
+/* MAX_POOL, MAX_POOL_VALUES, AVG_POOL, ADAPTIVE_AVG_POOL, ADAPTIVE_MAX_POOL, INTERPOLATE with
+ * input shape xs and output shape ys (windows of one element where the kind has none); returns
+ * the number of spatial dims. */
+int ir_pool_windows(em_op_kind kind, const em_params *p, const int64_t *xs, int xr,
+                    const int64_t *ys, int yr, ir_win3 *g);
+
+/* Interpolation: the source coordinate of output position o along a dim resized from `in` to
+ * `out` (PyTorch's area_pixel_compute_source_index). */
+static inline double ir_interp_src(int64_t o, int64_t in, int64_t out, bool align, bool cubic)
+{
+    if (align) return out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
+    double s = ((double)o + 0.5) * (double)in / (double)out - 0.5;
+    return (!cubic && s < 0) ? 0.0 : s;
+}
+
+/* Bicubic interpolation's weight of tap k (0..3) at fraction t (A = -0.75, as PyTorch). */
+static inline double ir_cubic_weight(double t, int k)
+{
+    const double A = -0.75;
+    double x;
+    switch (k) {
+    case 0: x = t + 1; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    case 1: x = t; return ((A + 2) * x - (A + 3)) * x * x + 1;
+    case 2: x = 1 - t; return ((A + 2) * x - (A + 3)) * x * x + 1;
+    default: x = 2 - t; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
+    }
+}
+
 #endif

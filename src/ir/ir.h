@@ -421,9 +421,6 @@ typedef struct em_op {
     em_tensor *in[EM_OP_MAX_IN];
     em_tensor *out[EM_OP_MAX_OUT];
     em_params p;
-    /* Positional parameters of the families not yet moved to em_params. */
-    int64_t i[40];
-    double f[4];
 } em_op;
 
 /* ---- what kernels see --------------------------------------------------------------------- */

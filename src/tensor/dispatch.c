@@ -283,23 +283,6 @@ em_status tn_dispatch(em_op *op)
     return EM_OK;
 }
 
-em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
-                   const int64_t *ip, int ni, const double *fp, int nf)
-{
-    if (!out) return NULL;
-    em_op op;
-    memset(&op, 0, sizeof op);
-    op.kind = kind;
-    op.n_in = n_in;
-    for (int i = 0; i < n_in; i++) op.in[i] = in[i];
-    op.n_out = 1;
-    op.out[0] = out;
-    for (int i = 0; i < ni; i++) op.i[i] = ip[i];
-    for (int i = 0; i < nf; i++) op.f[i] = fp[i];
-    if (tn_dispatch(&op) != EM_OK) return NULL;
-    return op.out[0];
-}
-
 em_tensor *tn_run(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
                   const em_params *p)
 {

@@ -67,15 +67,15 @@ em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tens
                            em_tensor **db);
 
 /* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
- * last input, when i2 = 1). */
+ * last input, when has_lse). */
 static inline const em_tensor *tn_sdpa_bwd_mask(const em_op *op)
 {
-    return op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL;
+    return op->n_in - (op->p.sdpa.has_lse ? 1 : 0) > 5 ? op->in[5] : NULL;
 }
 
 static inline const em_tensor *tn_sdpa_bwd_lse(const em_op *op)
 {
-    return op->i[2] ? op->in[op->n_in - 1] : NULL;
+    return op->p.sdpa.has_lse ? op->in[op->n_in - 1] : NULL;
 }
 
 /* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
@@ -147,8 +147,5 @@ em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_
  * returns out or NULL. */
 em_tensor *tn_run(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
                   const em_params *p);
-/* The same with positional parameters, for the families not yet moved to em_params. */
-em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
-                   const int64_t *ip, int ni, const double *fp, int nf);
 
 #endif

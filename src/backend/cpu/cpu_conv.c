@@ -2,6 +2,7 @@
  * per group + col2im (scatter-add), and the im2col/col2im ops themselves. 1-D and 2-D work as
  * 3-D with size-1 dims; f16/bf16 and non-contiguous operands go through f32/f64 scratch.
  */
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_cache.h"
 #include "cpu_conv_direct.h"
@@ -922,7 +923,7 @@ static em_status exec_conv(const em_op *op)
     bool transposed = op->kind == EM_OP_CONV_TRANSPOSE;
     const em_tensor *x = op->in[0], *w = op->in[1], *b = op->n_in > 2 ? op->in[2] : NULL;
     em_tensor *out = op->out[0];
-    int nsp = (int)op->i[0];
+    int nsp = op->p.conv.nd;
     bool batched = x->rank == nsp + 2;
     int cd = batched ? 1 : 0;
     int64_t nb = batched ? x->shape[0] : 1;
@@ -932,23 +933,18 @@ static em_status exec_conv(const em_op *op)
     memset(&j, 0, sizeof j);
     j.transposed = transposed;
     j.dbl = x->dtype == EM_F64;
-    j.groups = op->i[16];
+    j.groups = op->p.conv.groups;
     j.cin = x->shape[cd];
     j.cout = out->shape[cd];
     geo *g = &j.g;
     bool unit = true;
     /* spatial dims right-aligned in the 3 slots: the innermost runs are the image rows */
+    ir_win3 w3;
+    ir_conv_windows(op->kind, &op->p.conv, x->shape, x->rank, w->shape, out->shape, out->rank, &w3);
     for (int q = 0; q < 3; q++) {
-        int d = q - (3 - nsp);
-        bool has = d >= 0;
-        int64_t xl = has ? x->shape[cd + 1 + d] : 1, yl = has ? out->shape[cd + 1 + d] : 1;
-        g->k[q] = has ? w->shape[2 + d] : 1;
-        g->s[q] = has ? op->i[1 + d] : 1;
-        g->p[q] = has ? op->i[4 + d] : 0;
-        g->d[q] = has ? op->i[10 + d] : 1;
-        g->in[q] = transposed ? yl : xl;
-        g->out[q] = transposed ? xl : yl;
-        if (g->k[q] != 1 || g->s[q] != 1 || g->p[q] != 0 || xl != yl) unit = false;
+        g->k[q] = w3.k[q], g->s[q] = w3.s[q], g->p[q] = w3.p[q], g->d[q] = w3.d[q];
+        g->in[q] = w3.in[q], g->out[q] = w3.out[q];
+        if (g->k[q] != 1 || g->s[q] != 1 || g->p[q] != 0 || w3.in[q] != w3.out[q]) unit = false;
     }
     geo_finish(g);
     g->c = transposed ? j.cout / j.groups : j.cin / j.groups;
@@ -1052,16 +1048,11 @@ static em_status exec_fold(const em_op *op)
     if (tn_numel(out) == 0) return EM_OK;
     geo g;
     memset(&g, 0, sizeof g);
-    g.k[0] = g.s[0] = g.d[0] = g.in[0] = g.out[0] = 1;
-    int64_t img[2] = {op->i[8], op->i[9]};
-    for (int d = 0; d < 2; d++) {
-        g.k[d + 1] = op->i[d];
-        g.d[d + 1] = op->i[2 + d];
-        g.p[d + 1] = op->i[4 + d];
-        g.s[d + 1] = op->i[6 + d];
-        g.in[d + 1] = img[d];
-        int64_t span = g.d[d + 1] * (g.k[d + 1] - 1) + 1;
-        g.out[d + 1] = (img[d] + 2 * g.p[d + 1] - span) / g.s[d + 1] + 1;
+    ir_win3 w3;
+    ir_fold_windows(&op->p.fold, &w3);
+    for (int q = 0; q < 3; q++) {
+        g.k[q] = w3.k[q], g.s[q] = w3.s[q], g.p[q] = w3.p[q], g.d[q] = w3.d[q];
+        g.in[q] = w3.in[q], g.out[q] = w3.out[q];
     }
     geo_finish(&g);
     /* channels over the whole batch */

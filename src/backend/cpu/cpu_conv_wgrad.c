@@ -196,8 +196,10 @@ static em_status wgrad_dots(const em_op *op, const em_tensor *x, const em_tensor
                             em_tensor *out)
 {
     int64_t N = x->shape[0], C = x->shape[1], Co = gy->shape[1], OH = gy->shape[2];
-    int64_t OW = gy->shape[3], kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
-    int64_t Hp = x->shape[2] + pt + op->i[4], Wp = x->shape[3] + pl + op->i[5];
+    const em_p_wgrad *wg = &op->p.wgrad;
+    int64_t OW = gy->shape[3], kh = wg->kernel[0], kw = wg->kernel[1], pt = wg->pad_lo[0],
+            pl = wg->pad_lo[1];
+    int64_t Hp = x->shape[2] + pt + wg->pad_hi[0], Wp = x->shape[3] + pl + wg->pad_hi[1];
     int64_t item = C * Hp * Wp, off[12];
     int J = (int)(C * kh * kw);
     for (int j = 0; j < J; j++)
@@ -251,10 +253,11 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     size_t es = em_dtype_size(ct);
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t Co = gy->shape[1], OH = gy->shape[2], OW = gy->shape[3];
-    int64_t kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
-    int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
+    const em_p_wgrad *wg = &op->p.wgrad;
+    int64_t kh = wg->kernel[0], kw = wg->kernel[1], pt = wg->pad_lo[0], pl = wg->pad_lo[1];
+    int64_t Hp = H + pt + wg->pad_hi[0], Wp = W + pl + wg->pad_hi[1];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
-    int64_t sh = op->i[6], sw = op->i[7], dh = op->i[8], dw = op->i[9];
+    int64_t sh = wg->stride[0], sw = wg->stride[1], dh = wg->dilation[0], dw = wg->dilation[1];
     bool unit = sh == 1 && sw == 1 && dh == 1 && dw == 1;
     if (!dbl && unit && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
         (OH == 1 || gy->strides[2] == OW) && cpu_gemm_x86())

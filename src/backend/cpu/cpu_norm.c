@@ -92,8 +92,8 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
 {
     const em_tensor *x = op->in[0];
     em_tensor *out = op->out[0];
-    int n_norm = (int)op->i[0];
-    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
+    int n_norm = op->p.norm.n_norm;
+    bool has_w = op->p.norm.has_weight, has_b = !rms && op->p.norm.has_bias;
     const em_tensor *w = has_w ? op->in[1] : NULL;
     const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     int64_t inner = 1;
@@ -109,7 +109,7 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
                       b ? (const float *)tn_ptr(b) : NULL,
                       (float *)tn_ptr(out),
                       inner,
-                      op->f[0],
+                      op->p.norm.eps,
                       rms,
                       cpu_fast(),
                       0};
@@ -125,7 +125,7 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
     if (!xv || !yv || (w && !wv) || (b && !bv))
         st = EM_ERR_OOM;
     else {
-        norm_ctx c = {xv, yv, wv, bv, inner, inner, op->f[0], rms};
+        norm_ctx c = {xv, yv, wv, bv, inner, inner, op->p.norm.eps, rms};
         em_parallel_for(rows, grain, norm_rows, &c);
         cpu_store_f64(out, yv);
     }
@@ -197,11 +197,12 @@ static void normbw_chunks(void *vctx, int64_t c0, int64_t c1)
 static em_status exec_norm_backward(const em_op *op)
 {
     const em_tensor *x = op->in[0];
-    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
+    bool has_w = op->p.norm_bw.has_weight, want_w = op->p.norm_bw.want_dw,
+         want_b = op->p.norm_bw.want_db;
     const em_tensor *w = has_w ? op->in[1] : NULL, *g = op->in[has_w ? 2 : 1];
     em_tensor *dx = op->out[0];
     int64_t inner = 1;
-    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) inner *= x->shape[d];
+    for (int d = x->rank - op->p.norm_bw.n_norm; d < x->rank; d++) inner *= x->shape[d];
     if (inner == 0) return EM_OK; /* every output is empty */
     int64_t rows = tn_numel(x) / inner;
     /* up to 32 chunks, fewer where the partial rows would pass 32 MiB */
@@ -217,8 +218,8 @@ static em_status exec_norm_backward(const em_op *op)
                     .rows = rows,
                     .inner = inner,
                     .chunks = chunks,
-                    .eps = op->f[0],
-                    .rms = op->i[2] != 0};
+                    .eps = op->p.norm_bw.eps,
+                    .rms = op->p.norm_bw.rms};
     if (f32) {
         c.xf = (const float *)tn_ptr(x), c.gf = (const float *)tn_ptr(g);
         c.dxf = (float *)tn_ptr(dx);
@@ -259,8 +260,8 @@ static em_status exec_norm_backward(const em_op *op)
 static em_status exec_group_norm(const em_op *op)
 {
     const em_tensor *x = op->in[0];
-    int64_t G = op->i[0];
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    int64_t G = op->p.norm.groups;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
     const em_tensor *w = has_w ? op->in[1] : NULL;
     const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     int64_t N = x->shape[0], C = x->shape[1];
@@ -277,7 +278,7 @@ static em_status exec_group_norm(const em_op *op)
         return EM_ERR_OOM;
     }
     /* normalise each (sample, group) block, no affine */
-    norm_ctx c = {xv, yv, NULL, NULL, (C / G) * spatial, 1, op->f[0], false};
+    norm_ctx c = {xv, yv, NULL, NULL, (C / G) * spatial, 1, op->p.norm.eps, false};
     em_parallel_for(N * G, 1, norm_rows, &c);
     for (int64_t s = 0; s < N; s++)
         for (int64_t ch = 0; ch < C; ch++) {
@@ -296,7 +297,7 @@ static em_status exec_group_norm(const em_op *op)
 static em_status exec_batch_norm(const em_op *op)
 {
     const em_tensor *x = op->in[0];
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
     const em_tensor *w = has_w ? op->in[3] : NULL;
     const em_tensor *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
     int64_t N = x->shape[0], C = x->shape[1];
@@ -312,7 +313,7 @@ static em_status exec_batch_norm(const em_op *op)
     else {
         for (int64_t s = 0; s < N; s++)
             for (int64_t ch = 0; ch < C; ch++) {
-                double scale = 1.0 / sqrt(vv[ch] + op->f[0]) * (wv ? wv[ch] : 1);
+                double scale = 1.0 / sqrt(vv[ch] + op->p.norm.eps) * (wv ? wv[ch] : 1);
                 double shift = (bv ? bv[ch] : 0) - mv[ch] * scale;
                 const double *xr = xv + (s * C + ch) * spatial;
                 double *yr = yv + (s * C + ch) * spatial;
@@ -376,9 +377,9 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
     em_tensor *out = op->out[0];
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
-    double scale = op->f[0];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
+    double scale = op->p.sdpa.scale;
     double *s = em_alloc((size_t)(c->S + c->E + c->Ev + 3) * sizeof(double));
     if (!s) {
         atomic_store(&c->oom, 1);
@@ -525,9 +526,9 @@ static void sdpa_gemm_units(void *vctx, int64_t u0, int64_t u1)
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
     em_tensor *out = op->out[0];
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
-    double scale = op->f[0];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
+    double scale = op->p.sdpa.scale;
     size_t es = em_dtype_size(out->dtype);
     void *scratch = em_alloc((size_t)(g->lb * c->S) * es);
     if (!scratch) {
@@ -710,8 +711,8 @@ static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
     const bwd_geo *c = x->c;
     const em_op *op = c->op;
     const em_tensor *mask = tn_sdpa_bwd_mask(op); /* the lse, if any, is not used here */
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
     if (x->dbl)
         SDPA_BWD_ROWS(double, exp, (const cpu_fast_ops *)NULL);
     else
@@ -745,7 +746,7 @@ static void bwd_batches(void *vctx, int64_t b0, int64_t b1)
     em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
     bool dbl = dq->dtype == EM_F64;
     size_t ts = dbl ? sizeof(double) : sizeof(float);
-    double scale = op->f[0];
+    double scale = op->p.sdpa.scale;
     int64_t lb = c.lb;
     void *kbuf = em_alloc((size_t)(c.S * c.E) * ts), *vbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
     void *dkbuf = em_alloc((size_t)(c.S * c.E) * ts), *dvbuf = em_alloc((size_t)(c.S * c.Ev) * ts);

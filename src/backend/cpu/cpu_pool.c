@@ -3,6 +3,7 @@
  * sample-channel plane is independent and planes run in parallel (MAX_POOL_VALUES is MAX_POOL
  * without the index output). Contiguous f32 input is read in place; anything else is first read
  * into contiguous f64. */
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_pool_fast.h"
 
@@ -44,23 +45,20 @@ typedef struct geom {
     int64_t in_plane, out_plane;
 } geom;
 
-/* Reads the op's spatial parameters into 3-D form (leading dims of size 1). */
-static void read_geom(const em_op *op, geom *g, bool adaptive)
+/* Reads the op's spatial parameters into 3-D form (leading dims of size 1); returns the number
+ * of spatial dims. */
+static int read_geom(const em_op *op, geom *g)
 {
-    int nd = (int)op->i[0];
     const em_tensor *x = op->in[0], *o = op->out[0];
+    ir_win3 w;
+    int nd = ir_pool_windows(op->kind, &op->p, x->shape, x->rank, o->shape, o->rank, &w);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - nd); /* index into the op's spatial dims */
-        g->in[i] = j >= 0 ? x->shape[x->rank - nd + j] : 1;
-        g->out[i] = j >= 0 ? o->shape[o->rank - nd + j] : 1;
-        if (adaptive) continue;
-        g->k[i] = j >= 0 ? op->i[1 + j] : 1;
-        g->s[i] = j >= 0 ? op->i[4 + j] : 1;
-        g->p[i] = j >= 0 ? op->i[7 + j] : 0;
-        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g->in[i] = w.in[i], g->out[i] = w.out[i];
+        g->k[i] = w.k[i], g->s[i] = w.s[i], g->p[i] = w.p[i], g->d[i] = w.d[i];
     }
     g->in_plane = g->in[0] * g->in[1] * g->in[2];
     g->out_plane = g->out[0] * g->out[1] * g->out[2];
+    return nd;
 }
 
 typedef struct pool_ctx {
@@ -144,11 +142,11 @@ static int64_t plane_grain(const geom *g)
 static em_status exec_pool(const em_op *op, bool is_max)
 {
     if (is_max && cpu_pool_max_fast(op)) return EM_OK;
-    pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->i[14] != 0};
-    read_geom(op, &c.g, false);
+    pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->p.pool.count_include_pad};
+    int nd = read_geom(op, &c.g);
     double *owned;
     if (!load_src(op->in[0], &c.src, &owned)) return EM_ERR_OOM;
-    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), pool_planes, &c);
+    em_parallel_for(plane_count(op->out[0], nd), plane_grain(&c.g), pool_planes, &c);
     em_free(owned);
     return EM_OK;
 }
@@ -197,36 +195,16 @@ static void adaptive_planes(void *vctx, int64_t p0, int64_t p1)
 static em_status exec_adaptive(const em_op *op, bool is_max)
 {
     pool_ctx c = {.op = op, .is_max = is_max};
-    read_geom(op, &c.g, true);
+    int nd = read_geom(op, &c.g);
     for (int i = 0; i < 3; i++) c.g.k[i] = (c.g.in[i] + c.g.out[i] - 1) / c.g.out[i] + 1;
     double *owned;
     if (!load_src(op->in[0], &c.src, &owned)) return EM_ERR_OOM;
-    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), adaptive_planes, &c);
+    em_parallel_for(plane_count(op->out[0], nd), plane_grain(&c.g), adaptive_planes, &c);
     em_free(owned);
     return EM_OK;
 }
 
-/* ---- interpolation ----------------------------------------------------------------------- */
-
-/* Source coordinate of output index `o` (PyTorch's area_pixel_compute_source_index). */
-static double src_coord(int64_t o, int64_t in, int64_t out, bool align, bool cubic)
-{
-    if (align) return out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
-    double s = ((double)o + 0.5) * (double)in / (double)out - 0.5;
-    return (!cubic && s < 0) ? 0.0 : s;
-}
-
-static double cubic_w(double t, int k)
-{
-    const double A = -0.75;
-    double x;
-    switch (k) {
-    case 0: x = t + 1; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    case 1: x = t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    case 2: x = 1 - t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    default: x = 2 - t; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    }
-}
+/* ---- interpolation (coordinates and weights: src/ir/decode.h) ---------------------------- */
 
 typedef struct interp_ctx {
     const em_op *op;
@@ -257,8 +235,8 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                     int64_t iw = (int64_t)floor((double)ow * (double)IW / (double)OW);
                     v = rd(&c->src, ib + clampi(ih, 0, IH - 1) * IW + clampi(iw, 0, IW - 1));
                 } else if (c->mode == EM_INTERP_BILINEAR) {
-                    double sh = src_coord(oh, IH, OH, c->align, false);
-                    double sw = src_coord(ow, IW, OW, c->align, false);
+                    double sh = ir_interp_src(oh, IH, OH, c->align, false);
+                    double sw = ir_interp_src(ow, IW, OW, c->align, false);
                     int64_t h0 = (int64_t)sh, w0 = (int64_t)sw;
                     if (h0 > IH - 1) h0 = IH - 1;
                     if (w0 > IW - 1) w0 = IW - 1;
@@ -269,8 +247,8 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                         lh * ((1 - lw) * rd(&c->src, ib + h1 * IW + w0) +
                               lw * rd(&c->src, ib + h1 * IW + w1));
                 } else {
-                    double sh = src_coord(oh, IH, OH, c->align, true);
-                    double sw = src_coord(ow, IW, OW, c->align, true);
+                    double sh = ir_interp_src(oh, IH, OH, c->align, true);
+                    double sw = ir_interp_src(ow, IW, OW, c->align, true);
                     int64_t h0 = (int64_t)floor(sh), w0 = (int64_t)floor(sw);
                     double th = sh - (double)h0, tw = sw - (double)w0;
                     v = 0;
@@ -279,9 +257,9 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                         double row = 0;
                         for (int b = 0; b < 4; b++) {
                             int64_t ww = clampi(w0 - 1 + b, 0, IW - 1);
-                            row += cubic_w(tw, b) * rd(&c->src, ib + hh * IW + ww);
+                            row += ir_cubic_weight(tw, b) * rd(&c->src, ib + hh * IW + ww);
                         }
-                        v += cubic_w(th, a) * row;
+                        v += ir_cubic_weight(th, a) * row;
                     }
                 }
                 wr(out, ob + oh * OW + ow, v);
@@ -291,15 +269,10 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
 
 static em_status exec_interp(const em_op *op)
 {
-    interp_ctx c = {.op = op, .mode = (int)op->i[3], .align = op->i[4] != 0};
-    int nd = (int)op->i[0];
+    interp_ctx c = {.op = op, .mode = (int)op->p.interp.mode, .align = op->p.interp.align_corners};
     const em_tensor *x = op->in[0], *o = op->out[0];
     /* 1-D input is a 2-D problem with height 1 */
-    for (int i = 0; i < 3; i++) c.g.in[i] = c.g.out[i] = 1;
-    for (int j = 0; j < nd; j++) {
-        c.g.in[3 - nd + j] = x->shape[x->rank - nd + j];
-        c.g.out[3 - nd + j] = o->shape[o->rank - nd + j];
-    }
+    int nd = read_geom(op, &c.g);
     c.g.k[0] = c.g.k[1] = c.g.k[2] = 4;
     c.g.out_plane = c.g.out[1] * c.g.out[2];
     double *owned;
@@ -315,7 +288,7 @@ static em_status exec_shuffle(const em_op *op, bool inverse)
 {
     const em_tensor *x = op->in[0];
     em_tensor *o = op->out[0];
-    int64_t r = op->i[0];
+    int64_t r = op->p.shuffle.r;
     int rk = o->rank;
     int64_t C = o->shape[rk - 3], H = o->shape[rk - 2], W = o->shape[rk - 1];
     if (tn_numel(o) == 0) return EM_OK;

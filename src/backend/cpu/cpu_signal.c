@@ -559,8 +559,8 @@ em_status cpu_exec_signal(const em_op *op)
     sig_ctx c;
     memset(&c, 0, sizeof c);
     c.op = op;
-    c.dim = (int)op->i[0];
-    int64_t n = op->i[1];
+    c.dim = op->p.fft.dim;
+    int64_t n = op->p.fft.n;
     bool forward = op->kind == EM_OP_RFFT;
     c.rank = forward ? x->rank : y->rank;
     const em_tensor *real = forward ? x : y;

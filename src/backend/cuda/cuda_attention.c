@@ -59,7 +59,7 @@ static bool lse_fits(const em_tensor *lse, const em_tensor *o)
  * L > 0); the sdpa rule composes the others from ops. */
 static bool bwd_supports(const em_op *op)
 {
-    int has_lse = op->i[2] != 0;
+    int has_lse = op->p.sdpa.has_lse;
     if (op->n_in < 5 + has_lse || op->n_in > 6 + has_lse || op->n_out != 3) return false;
     const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     em_dtype dt = q->dtype;
@@ -71,7 +71,8 @@ static bool bwd_supports(const em_op *op)
             return false;
     if (tn_sdpa_bwd_mask(op)) {
         em_dtype m = op->in[5]->dtype;
-        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+        if (!(op->p.sdpa.mask_kind == 1 && m == EM_BOOL) && !(op->p.sdpa.mask_kind == 2 && m == dt))
+            return false;
     }
     const em_tensor *o = op->in[3];
     if (has_lse && !lse_fits(tn_sdpa_bwd_lse(op), o)) return false;
@@ -101,7 +102,8 @@ bool cuda_attn_supports(const em_op *op)
         if (op->in[i]->dtype != dt) return false;
     if (op->n_in == 4) {
         em_dtype m = op->in[3]->dtype;
-        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+        if (!(op->p.sdpa.mask_kind == 1 && m == EM_BOOL) && !(op->p.sdpa.mask_kind == 2 && m == dt))
+            return false;
     }
     return true;
 }
@@ -375,12 +377,12 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     a.S = dk->shape[a.nb];
     int64_t D = dq->shape[a.nb + 1];
     if (a.nbatch == 0) return EM_OK;
-    double scale = op->f[0];
+    double scale = op->p.sdpa.scale;
     a.scale = (float)scale;
     a.scale_log2 = (float)(scale * 1.4426950408889634);
     a.inv_scale = (float)(1.0 / scale);
-    a.causal = op->i[0] != 0;
-    a.mkind = m ? (int)op->i[1] : 0;
+    a.causal = op->p.sdpa.causal;
+    a.mkind = m ? op->p.sdpa.mask_kind : 0;
     if (m) mask_strides(m, a.nb, a.mb, a.ms);
     int64_t *bst[5] = {a.qb, a.kb, a.vb, a.ob, a.gb}, *rst[5] = {&a.qs, &a.ks, &a.vs, &a.os, &a.gs};
     void *ptr[5], *tmp[5] = {NULL, NULL, NULL, NULL, NULL};
@@ -517,9 +519,9 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
     g.qs[0] = q->strides[q->rank - 2], g.qs[1] = q->strides[q->rank - 1];
     g.ks[0] = k->strides[k->rank - 2], g.ks[1] = k->strides[k->rank - 1];
     g.vs[0] = v->strides[v->rank - 2], g.vs[1] = v->strides[v->rank - 1];
-    g.scale = op->f[0];
-    g.causal = op->i[0] != 0;
-    g.mkind = m ? (int)op->i[1] : 0;
+    g.scale = op->p.sdpa.scale;
+    g.causal = op->p.sdpa.causal;
+    g.mkind = m ? op->p.sdpa.mask_kind : 0;
     if (m) mask_strides(m, g.nb, g.mb, g.ms);
     if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
     int *flag = NULL;

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../../ir/decode.h"
 #include "../cpu/cpu.h"
 #include "cuda.h"
 #include "cuda_attention.h"
@@ -103,7 +104,7 @@ static bool layer_norm_ok(const em_op *op)
     if (!is_f(x->dtype) || op->out[0]->dtype != x->dtype || !tn_is_contiguous(x)) return false;
     for (int i = 1; i < op->n_in; i++)
         if (op->in[i]->dtype != x->dtype || !tn_is_contiguous(op->in[i])) return false;
-    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
+    return norm_rows(x, op->p.norm.n_norm, NULL) <= ROW_MAX;
 }
 
 /* NORM_BACKWARD on contiguous f32 rows of at most ROW_MAX elements (else the CPU fallback; the
@@ -116,7 +117,7 @@ static bool norm_bw_ok(const em_op *op)
         if (op->in[i]->dtype != EM_F32 || !tn_is_contiguous(op->in[i])) return false;
     for (int i = 0; i < op->n_out; i++)
         if (op->out[i]->dtype != EM_F32 || !tn_is_contiguous(op->out[i])) return false;
-    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
+    return norm_rows(x, op->p.norm_bw.n_norm, NULL) <= ROW_MAX;
 }
 
 /* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
@@ -127,7 +128,7 @@ static bool conv_ok(const em_op *op)
     if (!(is_f(dt) || dt == EM_F16 || dt == EM_BF16) || !tn_is_contiguous(op->out[0])) return false;
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i]->dtype != dt) return false;
-    return op->i[0] >= 1 && op->i[0] <= 3;
+    return op->p.conv.nd >= 1 && op->p.conv.nd <= 3;
 }
 
 static bool be_supports(const em_op *op)
@@ -162,7 +163,7 @@ static bool be_supports(const em_op *op)
         return em_dtype_is_float(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
         const em_tensor *x = op->in[0];
-        int nd = (int)op->i[0];
+        int nd = op->p.pool.nd;
         int64_t plane = 1;
         for (int d = x->rank - nd; d < x->rank && d >= 0; d++) plane *= x->shape[d];
         return (is_f(x->dtype) || x->dtype == EM_F16 || x->dtype == EM_BF16) &&
@@ -1090,13 +1091,14 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
 static em_status run_layer_norm(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *o = op->out[0];
-    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
+    const em_p_norm *np = &op->p.norm;
+    long long rows, len = norm_rows(x, np->n_norm, &rows);
     if (len == 0 || rows == 0) return EM_OK;
     int next = 1;
     void *xp = tn_ptr(x), *yp = tn_ptr(o);
-    void *wp = op->i[1] ? tn_ptr(op->in[next++]) : NULL;
-    void *bp = op->i[2] ? tn_ptr(op->in[next++]) : NULL;
-    double eps = op->f[0];
+    void *wp = np->has_weight ? tn_ptr(op->in[next++]) : NULL;
+    void *bp = np->has_bias ? tn_ptr(op->in[next++]) : NULL;
+    double eps = np->eps;
     char name[40];
     int vpt = row_vpt(len);
     bool x4 = o->dtype == EM_F32 && len % 4 == 0 && vpt >= 4 && vpt <= 16 &&
@@ -1116,10 +1118,11 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
 static em_status run_norm_backward(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0];
-    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
+    const em_p_norm_bw *nb = &op->p.norm_bw;
+    long long rows, len = norm_rows(x, nb->n_norm, &rows);
     if (len == 0) return EM_OK;
-    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
-    int vpt = row_vpt(len), rms = op->i[2] != 0;
+    bool has_w = nb->has_weight, want_w = nb->want_dw, want_b = nb->want_db;
+    int vpt = row_vpt(len), rms = nb->rms;
     const cuda_device_info *info = cuda_device(dev);
     long long sms = info && info->sm_count > 0 ? info->sm_count : 132;
     long long grid = sms * (vpt >= 32 ? 2 : vpt >= 16 ? 3 : 4); /* the kernels' launch bounds */
@@ -1142,7 +1145,7 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
     em_status st = em_last_status();
     if ((rows == 0 || f) && (!(want_w || want_b) || fc)) {
         st = EM_OK;
-        double eps = op->f[0];
+        double eps = nb->eps;
         if (rows > 0) {
             unsigned g3[3] = {(unsigned)grid, 1, 1}, b3[3] = {256, 1, 1};
             unsigned smem = (unsigned)((want_w + want_b) * len * (long long)sizeof(float));
@@ -1170,18 +1173,14 @@ typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
 static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, const char *what)
 {
     const em_tensor *o = op->out[0];
-    int nd = (int)op->i[0];
     pool_arg g;
     memset(&g, 0, sizeof g);
     int64_t in_plane = 1;
+    ir_win3 w; /* the op's spatial dims, right-aligned */
+    ir_pool_windows(op->kind, &op->p, x->shape, x->rank, o->shape, o->rank, &w);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - nd); /* the op's spatial dims, right-aligned */
-        g.in[i] = j >= 0 ? x->shape[x->rank - nd + j] : 1;
-        g.out[i] = j >= 0 ? o->shape[o->rank - nd + j] : 1;
-        g.k[i] = j >= 0 ? op->i[1 + j] : 1;
-        g.s[i] = j >= 0 ? op->i[4 + j] : 1;
-        g.p[i] = j >= 0 ? op->i[7 + j] : 0;
-        g.d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g.in[i] = w.in[i], g.out[i] = w.out[i];
+        g.k[i] = w.k[i], g.s[i] = w.s[i], g.p[i] = w.p[i], g.d[i] = w.d[i];
         in_plane *= g.in[i];
     }
     g.planes = in_plane ? tn_numel(x) / in_plane : 0;

@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../../ir/decode.h"
 #include "cuda.h"
 #include "cuda_conv.h"
 #include "cuda_index.h"
@@ -606,19 +607,15 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
 static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
 {
     const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
-    int S = (int)op->i[0];
+    int S = op->p.conv.nd;
     bool unb = x->rank == S + 1;
     memset(g, 0, sizeof *g);
+    ir_win3 w3; /* the image is the conv's input, the transpose's output */
+    ir_conv_windows(tr ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, &op->p.conv, x->shape, x->rank,
+                    w->shape, y->shape, y->rank, &w3);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - S);
-        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
-                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
-        g->img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
-        g->blk[i] = tr ? xs : yss;
-        g->k[i] = j >= 0 ? w->shape[2 + j] : 1;
-        g->s[i] = j >= 0 ? op->i[1 + j] : 1;
-        g->p[i] = j >= 0 ? op->i[4 + j] : 0;
-        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g->img[i] = w3.in[i], g->blk[i] = w3.out[i];
+        g->k[i] = w3.k[i], g->s[i] = w3.s[i], g->p[i] = w3.p[i], g->d[i] = w3.d[i];
     }
     g->n = unb ? 1 : x->shape[0];
     g->c = tr ? y->shape[unb ? 0 : 1] : x->shape[unb ? 0 : 1];
@@ -632,8 +629,8 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
 {
     const em_tensor *y = op->out[0];
     bool tr = op->kind == EM_OP_CONV_TRANSPOSE;
-    int S = (int)op->i[0];
-    int64_t G = op->i[16] > 1 ? op->i[16] : 1;
+    int S = op->p.conv.nd;
+    int64_t G = op->p.conv.groups > 1 ? op->p.conv.groups : 1;
     if (tn_numel(y) == 0) return EM_OK;
     bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
     em_tensor in[3], yt = tn_desc(y);
@@ -724,12 +721,11 @@ em_status cuda_fold_exec(const em_op *op, int dev, const char *what)
     const em_tensor *imgt = unfold ? x : y;
     conv_arg g;
     memset(&g, 0, sizeof g);
-    g.img[0] = g.blk[0] = g.k[0] = g.s[0] = g.d[0] = 1;
-    for (int j = 0; j < 2; j++) {
-        g.k[1 + j] = op->i[j], g.d[1 + j] = op->i[2 + j], g.p[1 + j] = op->i[4 + j];
-        g.s[1 + j] = op->i[6 + j], g.img[1 + j] = op->i[8 + j];
-        g.blk[1 + j] =
-            (g.img[1 + j] + 2 * g.p[1 + j] - g.d[1 + j] * (g.k[1 + j] - 1) - 1) / g.s[1 + j] + 1;
+    ir_win3 w3;
+    ir_fold_windows(&op->p.fold, &w3);
+    for (int i = 0; i < 3; i++) {
+        g.img[i] = w3.in[i], g.blk[i] = w3.out[i];
+        g.k[i] = w3.k[i], g.s[i] = w3.s[i], g.p[i] = w3.p[i], g.d[i] = w3.d[i];
     }
     bool unb = imgt->rank == 3;
     g.n = unb ? 1 : imgt->shape[0];

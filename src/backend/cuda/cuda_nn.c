@@ -89,15 +89,15 @@ static em_status run_norm(const em_op *op, int dev, const char *what)
     bool rms = op->kind == EM_OP_RMS_NORM;
     int64_t inner = 1, rg = 1, sp = 1;
     if (op->kind == EM_OP_GROUP_NORM) {
-        int64_t N = x->shape[0], C = x->shape[1], G = op->i[0];
+        int64_t N = x->shape[0], C = x->shape[1], G = op->p.norm.groups;
         sp = n / (N * C);
         inner = (C / G) * sp;
         rg = G;
     } else
-        for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) inner *= x->shape[d];
+        for (int d = x->rank - op->p.norm.n_norm; d < x->rank; d++) inner *= x->shape[d];
     if (inner == 0) return EM_OK;
     int64_t rows = n / inner;
-    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = !rms && op->p.norm.has_bias;
     const em_tensor *w = has_w ? op->in[1] : NULL, *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     nnv_arg xv = view_of(x), wv = w ? view_of(w) : view_of(x), bv = b ? view_of(b) : view_of(x);
     CUfunction f = kernel2(dev, "norm", x->dtype, what);
@@ -105,7 +105,7 @@ static em_status run_norm(const em_op *op, int dev, const char *what)
     void *xp = tn_ptr(x), *yp = tn_ptr(y);
     void *wp = w ? tn_ptr(w) : NULL, *bp = b ? tn_ptr(b) : NULL;
     int irms = rms;
-    double eps = op->f[0];
+    double eps = op->p.norm.eps;
     int cached = inner <= 6144; /* the row in 48 KiB of shared memory */
     void *params[] = {&xp,   &xv,    &yp, &wp, &wv,   &bp,  &bv,
                       &rows, &inner, &rg, &sp, &irms, &eps, &cached};
@@ -121,7 +121,7 @@ static em_status run_batch_norm(const em_op *op, int dev, const char *what)
     long long n = tn_numel(x);
     if (n == 0) return EM_OK;
     long long C = x->shape[1], sp = n / (x->shape[0] * C);
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
     const em_tensor *m = op->in[1], *v = op->in[2];
     const em_tensor *w = has_w ? op->in[3] : NULL, *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
     nnv_arg xv = view_of(x), mv = view_of(m), vv = view_of(v);
@@ -130,7 +130,7 @@ static em_status run_batch_norm(const em_op *op, int dev, const char *what)
     if (!f) return em_last_status();
     void *xp = tn_ptr(x), *yp = tn_ptr(y), *mp = tn_ptr(m), *vp = tn_ptr(v);
     void *wp = w ? tn_ptr(w) : NULL, *bp = b ? tn_ptr(b) : NULL;
-    double eps = op->f[0];
+    double eps = op->p.norm.eps;
     void *params[] = {&xp, &xv, &yp, &mp, &mv, &vp, &vv, &wp, &wv, &bp, &bv, &n, &C, &sp, &eps};
     return cuda_launch(dev, f, n, params, what);
 }
@@ -141,7 +141,7 @@ static bool fft_ok(const em_op *op)
 {
     const em_tensor *x = op->in[0], *y = op->out[0];
     return op->n_in == 1 && op->n_out == 1 && is_float(x->dtype) && y->dtype == x->dtype &&
-           tn_is_contiguous(y) && op->i[1] >= 1;
+           tn_is_contiguous(y) && op->p.fft.n >= 1;
 }
 
 /* Whether dims [d0, d1) of t index like one dim of stride *stride (dims of size 1 skipped). */
@@ -226,10 +226,10 @@ static em_status run_fft(const em_op *op, int dev, const char *what)
 {
     const em_tensor *x = op->in[0], *y = op->out[0];
     bool inv = op->kind == EM_OP_IRFFT;
-    int dim = (int)op->i[0], xr = inv ? x->rank - 1 : x->rank;
+    int dim = op->p.fft.dim, xr = inv ? x->rank - 1 : x->rank;
     fft_arg g;
     memset(&g, 0, sizeof g);
-    g.n = op->i[1];
+    g.n = op->p.fft.n;
     g.P = inv ? g.n : g.n / 2 + 1;
     g.L = x->shape[dim];
     g.outer = g.inner = 1;
