@@ -197,7 +197,7 @@ static void test_binary(void)
                 }
                 em_tensor *d, *c = pair(v, sizes[s], dts[t], &d);
                 em_tensor *d2, *c2 = pair(w, sizes[s], dts[t], &d2);
-                bool cmp = kinds[k] >= EM_OP_EQ && kinds[k] <= EM_OP_GE;
+                bool cmp = ir_info_of(kinds[k])->dtype == IR_DT_COMPARE;
                 em_dtype od_t = cmp ? EM_BOOL : dts[t];
                 em_tensor *ic[2] = {c, c2}, *id[2] = {d, d2};
                 em_tensor *oc = tn_run(kinds[k], tn_new(od_t, &sizes[s], 1, EM_CPU), ic, 2, NULL);
@@ -276,7 +276,7 @@ static void test_broadcast(void)
                     int r;
                     tn_broadcast_shapes("test", bshapes[p][0].dims, bshapes[p][0].rank,
                                         bshapes[p][1].dims, bshapes[p][1].rank, s, &r);
-                    bool cmp = kinds[k] >= EM_OP_EQ && kinds[k] <= EM_OP_GE;
+                    bool cmp = ir_info_of(kinds[k])->dtype == IR_DT_COMPARE;
                     em_dtype odt = cmp ? EM_BOOL : dts[t];
                     em_tensor *ic[2] = {ca, cb}, *id[2] = {da, db};
                     em_tensor *oc = tn_run(kinds[k], tn_new(odt, s, r, EM_CPU), ic, 2, NULL);

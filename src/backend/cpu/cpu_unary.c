@@ -442,20 +442,14 @@ em_status cpu_exec_unary(const em_op *op)
     c.hint = sp.hint;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
-    switch (op->kind) {
-    case EM_OP_ISNAN:
-    case EM_OP_ISINF:
-    case EM_OP_ISFINITE:
-    case EM_OP_LOGICAL_NOT: c.dom = D_PRED; break;
-    default:
-        if (x->dtype == EM_F64)
-            c.dom = D_F64;
-        else if (em_dtype_is_float(o->dtype))
-            c.dom = D_F32;
-        else
-            c.dom = D_INT;
-        break;
-    }
+    if (ir_info_of(op->kind)->dtype == IR_DT_BOOL) /* isnan, isinf, isfinite, logical_not */
+        c.dom = D_PRED;
+    else if (x->dtype == EM_F64)
+        c.dom = D_F64;
+    else if (em_dtype_is_float(o->dtype))
+        c.dom = D_F32;
+    else
+        c.dom = D_INT;
     cpu_row_fn fn = c.dom == D_F32   ? row_f32
                     : c.dom == D_F64 ? row_f64
                     : c.dom == D_INT ? row_int

@@ -10,32 +10,50 @@
 
 #include "cuda.h"
 #include "cuda_elementwise.h"
+#include "cuda_ops.h"
 
 /* ---- which kinds ---------------------------------------------------------------------------- */
 
+/* The elementwise kinds whose scalar code the kernel sources hold (an OP_<KIND> case each,
+ * numbered from em_op_kind: cuda_ops.h). A kind the op table flags elementwise is claimed where
+ * its code is here. */
+static const bool has_code[EM_OP_COUNT] = {
+#define HAS_CODE(N) [EM_OP_##N] = true,
+    CUDA_UNARY_OPS(HAS_CODE) CUDA_BINARY_OPS(HAS_CODE) CUDA_COMPARE_OPS(HAS_CODE)
+        CUDA_LOGICAL_OPS(HAS_CODE)
+#undef HAS_CODE
+};
+
 static bool unary_kind(em_op_kind k)
 {
-    return k >= EM_OP_NEG && k <= EM_OP_HARDTANH;
+    return ir_has(k, IR_EW1) && has_code[k];
 }
 
-static bool binary_kind(em_op_kind k) /* ADD .. SHIFT_RIGHT */
+static bool binary_kind(em_op_kind k)
 {
-    return k >= EM_OP_ADD && k <= EM_OP_SHIFT_RIGHT;
+    return ir_has(k, IR_EW2) && has_code[k];
 }
 
 static bool cmp_kind(em_op_kind k)
 {
-    return k >= EM_OP_EQ && k <= EM_OP_GE;
+    return ir_info_of(k)->dtype == IR_DT_COMPARE;
 }
 
 static bool logical_kind(em_op_kind k)
 {
-    return k == EM_OP_LOGICAL_AND || k == EM_OP_LOGICAL_OR || k == EM_OP_LOGICAL_XOR;
+    return ir_info_of(k)->dtype == IR_DT_LOGICAL;
 }
 
-static bool float_arith(em_op_kind k) /* the kinds of binary_d in cuda_kernels.c */
+/* The kinds of binary_d in cuda_kernels.c: the binary arithmetic ones (their dtype rules
+ * promote), not comparisons, logical, bitwise or shift kinds. */
+static bool float_arith(em_op_kind k)
 {
-    return k >= EM_OP_ADD && k <= EM_OP_MAXIMUM;
+    switch (ir_info_of(k)->dtype) {
+    case IR_DT_PROMOTE:
+    case IR_DT_PROMOTE_NUM:
+    case IR_DT_PROMOTE_FLOAT: return binary_kind(k);
+    default: return false;
+    }
 }
 
 bool cuda_ew_claims(em_op_kind k)
@@ -67,9 +85,7 @@ enum { DOM_F32, DOM_F64, DOM_INT, DOM_PRED };
 
 static int unary_domain(const em_op *op)
 {
-    em_op_kind k = op->kind;
-    if (k == EM_OP_ISNAN || k == EM_OP_ISINF || k == EM_OP_ISFINITE || k == EM_OP_LOGICAL_NOT)
-        return DOM_PRED;
+    if (ir_info_of(op->kind)->dtype == IR_DT_BOOL) return DOM_PRED;
     if (op->in[0]->dtype == EM_F64) return DOM_F64;
     return em_dtype_is_float(op->out[0]->dtype) ? DOM_F32 : DOM_INT;
 }

@@ -12,11 +12,26 @@
 #include "../../ir/decode.h"
 #include "cuda_reduce.h"
 
+static int fin_of(em_op_kind k);
+static int scan_code(em_op_kind k);
+
+/* The reductions by flag, each where the kernels have its finish (fin_of) or scan code; the
+ * softmax kinds and the ordering kinds by name. */
 bool cuda_reduce_claims(em_op_kind k)
 {
-    return (k >= EM_OP_SUM && k <= EM_OP_LOG_SOFTMAX) || k == EM_OP_SORT || k == EM_OP_TOPK ||
-           k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD || k == EM_OP_LOG_SOFTMAX_GATHER ||
-           k == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+    if (ir_has(k, IR_REDUCE)) return fin_of(k) >= 0;
+    if (ir_has(k, IR_SCAN)) return scan_code(k) >= 0;
+    switch (k) {
+    case EM_OP_SOFTMAX:
+    case EM_OP_LOG_SOFTMAX:
+    case EM_OP_SOFTMAX_BACKWARD:
+    case EM_OP_LOG_SOFTMAX_GATHER:
+    case EM_OP_LOG_SOFTMAX_GATHER_BACKWARD:
+    case EM_OP_SORT:
+    case EM_OP_TOPK:
+    case EM_OP_MEDIAN: return true;
+    default: return false;
+    }
 }
 
 /* LOG_SOFTMAX_GATHER[_BACKWARD]: x float; t i64, contiguous, one per line; the backward's g x's
@@ -47,16 +62,6 @@ static bool softmax_bw_supports(const em_op *op)
     return y->rank <= 8 && em_dtype_is_float(y->dtype) && g->dtype == y->dtype &&
            o->dtype == y->dtype && em_shape_equal(em_tensor_shape(y), em_tensor_shape(g)) &&
            em_shape_equal(em_tensor_shape(y), em_tensor_shape(o));
-}
-
-static bool is_mask_kind(em_op_kind k)
-{
-    return k >= EM_OP_SUM && k <= EM_OP_MIN_DIM;
-}
-
-static bool is_scan(em_op_kind k)
-{
-    return k >= EM_OP_CUMSUM && k <= EM_OP_CUMMIN;
 }
 
 static bool is_order(em_op_kind k)
@@ -171,6 +176,7 @@ static void plan_dims(rdplan *p, const em_op *op, uint32_t mask, bool keepdim)
     }
 }
 
+/* The finish of a REDUCE kind in the kernels (kernels/reduce.cu); -1 where they have none. */
 static int fin_of(em_op_kind k)
 {
     switch (k) {
@@ -189,7 +195,21 @@ static int fin_of(em_op_kind k)
     case EM_OP_LOGSUMEXP: return FIN_LSE;
     case EM_OP_ANY: return FIN_ANY;
     case EM_OP_ALL: return FIN_ALL;
-    default: return FIN_COUNT;
+    case EM_OP_COUNT_NONZERO: return FIN_COUNT;
+    default: return -1;
+    }
+}
+
+/* The scan kernels' code of a SCAN kind (em_rd_scan in kernels/reduce.cu); -1 where they have
+ * none. */
+static int scan_code(em_op_kind k)
+{
+    switch (k) {
+    case EM_OP_CUMSUM: return 0;
+    case EM_OP_CUMPROD: return 1;
+    case EM_OP_CUMMAX: return 2;
+    case EM_OP_CUMMIN: return 3;
+    default: return -1;
     }
 }
 
@@ -422,7 +442,7 @@ static em_status run_scan(const em_op *op, int dev, const char *what)
     bool block = s.len >= 256 || (s.lines < 1024 && s.len >= 16);
     CUfunction f = cuda_kernel(dev, block ? "em_rd_scan_block" : "em_rd_scan", what);
     if (!f) return em_last_status();
-    int kind = (int)(op->kind - EM_OP_CUMSUM), ints = !em_dtype_is_float(op->in[0]->dtype);
+    int kind = scan_code(op->kind), ints = !em_dtype_is_float(op->in[0]->dtype);
     int xdt = (int)op->in[0]->dtype, odt = (int)op->out[0]->dtype;
     const void *xp = tn_ptr(op->in[0]);
     void *yp = tn_ptr(op->out[0]), *ip = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
@@ -676,8 +696,8 @@ static em_status run_order(const em_op *op, int dev, const char *what)
 
 em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)
 {
-    if (is_mask_kind(op->kind)) return run_mask_reduce(op, dev, what);
-    if (is_scan(op->kind)) return run_scan(op, dev, what);
+    if (ir_has(op->kind, IR_REDUCE)) return run_mask_reduce(op, dev, what);
+    if (ir_has(op->kind, IR_SCAN)) return run_scan(op, dev, what);
     if (is_order(op->kind)) return run_order(op, dev, what);
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return run_softmax_bw(op, dev, what);
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
