@@ -72,4 +72,45 @@ static inline double ir_cubic_weight(double t, int k)
     }
 }
 
+/* A reduction's iteration plan over x (in[0]) and its outputs, in elements: the kept dims
+ * (sizes, x's strides, each output's strides) and the reduced dims (sizes, x's strides), size-1
+ * dims dropped and neighbours merged where their strides allow; M kept and N reduced elements
+ * (an empty reduced set has one reduced dim of size 1, stride 0). */
+typedef struct ir_rplan {
+    int nk, nr;
+    int64_t kshape[EM_MAX_RANK], kx[EM_MAX_RANK], ko[2][EM_MAX_RANK];
+    int64_t rshape[EM_MAX_RANK], rx[EM_MAX_RANK];
+    int64_t M, N;
+} ir_rplan;
+
+/* The plan of reducing the mask dims of op's in[0] into its outputs (which keep the reduced dims
+ * as size 1 when keepdim). */
+void ir_reduce_plan(const ir_op *op, uint32_t mask, bool keepdim, ir_rplan *p);
+
+/* The accumulations of the reductions (the CPU kernels and, by number, the CUDA kernels). */
+typedef enum ir_red {
+    IR_RED_SUM,    /* s += x (ints: u += x) */
+    IR_RED_PROD,   /* s *= x (ints: u *= x) */
+    IR_RED_MAX,    /* NaN-propagating max (ints: v) */
+    IR_RED_MIN,    /* NaN-propagating min (ints: v) */
+    IR_RED_ARGMAX, /* max with its first position; the first NaN wins */
+    IR_RED_ARGMIN,
+    IR_RED_COUNT,  /* u += x != 0 */
+    IR_RED_SQDEV,  /* s += (x - c)^2 */
+    IR_RED_EXPSUM, /* s += exp(x - c) */
+    IR_RED_ABS1,   /* s += |x| */
+    IR_RED_SQ,     /* s += x^2 */
+    IR_RED_ABSMAX, /* NaN-propagating max |x| */
+    IR_RED_ABSMIN,
+    IR_RED_ABSPOW, /* s += |x|^p */
+} ir_red;
+/* The accumulation a reduction kind needs; *ints: integer inputs accumulate as integers. */
+ir_red ir_red_of(const ir_op *op, bool *ints);
+
+/* REPEAT, ROLL, PAD (the CPU and CUDA kernels): *xv is x aligned with the output's rank, and
+ * maps (when not NULL) receives, for each output dim d from maps + off[d], the input
+ * coordinate each output coordinate reads (-1: PAD's fill value). Returns the number of map
+ * entries (the sum of the output's dims). */
+int64_t ir_map_plan(const ir_op *op, ir_tensor *xv, int64_t *maps, int64_t *off);
+
 #endif

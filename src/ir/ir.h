@@ -447,4 +447,73 @@ typedef struct ir_op {
     em_params p;
 } ir_op;
 
+/* ---- helpers on views ---------------------------------------------------------------------- */
+
+/* t's first element as bytes (pointer arithmetic in bytes). */
+static inline char *ir_ptr(const ir_tensor *t)
+{
+    return (char *)t->data;
+}
+
+static inline int64_t ir_numel(const ir_tensor *t)
+{
+    int64_t n = 1;
+    for (int d = 0; d < t->rank; d++) n *= t->shape[d];
+    return n;
+}
+
+/* Row-major with no gaps (size-1 dims may have any stride; an empty tensor is contiguous). */
+static inline bool ir_is_contiguous(const ir_tensor *t)
+{
+    int64_t s = 1;
+    for (int d = t->rank - 1; d >= 0; d--) {
+        if (t->shape[d] == 1) continue;
+        if (t->shape[d] == 0) return true;
+        if (t->strides[d] != s) return false;
+        s *= t->shape[d];
+    }
+    return true;
+}
+
+static inline bool ir_same_shape(const ir_tensor *a, const ir_tensor *b)
+{
+    if (a->rank != b->rank) return false;
+    for (int d = 0; d < a->rank; d++)
+        if (a->shape[d] != b->shape[d]) return false;
+    return true;
+}
+
+/* Fills strides with the row-major strides of shape. */
+static inline void ir_contiguous_strides(const int64_t *shape, int rank, int64_t *strides)
+{
+    int64_t s = 1;
+    for (int d = rank - 1; d >= 0; d--) {
+        strides[d] = s;
+        s *= shape[d] > 0 ? shape[d] : 1;
+    }
+}
+
+/* Element strides of t viewed as broadcast to shape (rank r >= t's): 0 on stretched dims. */
+static inline void ir_broadcast_strides(const ir_tensor *t, const int64_t *shape, int r,
+                                        int64_t *strides)
+{
+    int lead = r - t->rank;
+    for (int i = 0; i < r; i++) {
+        int d = i - lead;
+        strides[i] = i < lead ? 0 : (t->shape[d] == 1 && shape[i] != 1) ? 0 : t->strides[d];
+    }
+}
+
+/* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
+ * last input, when has_lse). */
+static inline const ir_tensor *ir_sdpa_bwd_mask(const ir_op *op)
+{
+    return op->n_in - (op->p.sdpa.has_lse ? 1 : 0) > 5 ? op->in[5] : NULL;
+}
+
+static inline const ir_tensor *ir_sdpa_bwd_lse(const ir_op *op)
+{
+    return op->p.sdpa.has_lse ? op->in[op->n_in - 1] : NULL;
+}
+
 #endif

@@ -12,6 +12,9 @@
  * and a stride, say), which then still fit in int64_t. */
 #define TN_GEOM_MAX (INT64_C(1) << 62)
 
+/* The view of t that kernels see (src/ir/ir.h): its first element, dtype, geometry, device. */
+void tn_view(const em_tensor *t, ir_tensor *v);
+
 /* Runs op on the backend of its first input (or of out[0] for creation ops), then offers the
  * record to the recorder. View kinds are not executed, only recorded. On failure the outputs
  * are released and set to NULL, and the error is recorded. */
@@ -65,18 +68,6 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
 em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
                            double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
                            em_tensor **db);
-
-/* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
- * last input, when has_lse). */
-static inline const em_tensor *tn_sdpa_bwd_mask(const em_op *op)
-{
-    return op->n_in - (op->p.sdpa.has_lse ? 1 : 0) > 5 ? op->in[5] : NULL;
-}
-
-static inline const em_tensor *tn_sdpa_bwd_lse(const em_op *op)
-{
-    return op->p.sdpa.has_lse ? op->in[op->n_in - 1] : NULL;
-}
 
 /* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
  * NULL where the backend does not claim that record (the output is computed either way). */

@@ -17,13 +17,13 @@ static inline double rd(const plane_src *s, int64_t i)
     return s->f32 ? (double)s->f32[i] : s->f64[i];
 }
 
-static bool load_src(const em_tensor *x, plane_src *s, double **owned)
+static bool load_src(const ir_tensor *x, plane_src *s, double **owned)
 {
     *owned = NULL;
     s->f32 = NULL;
     s->f64 = NULL;
-    if (x->dtype == EM_F32 && tn_is_contiguous(x)) {
-        s->f32 = (const float *)tn_ptr(x);
+    if (x->dtype == EM_F32 && ir_is_contiguous(x)) {
+        s->f32 = (const float *)ir_ptr(x);
         return true;
     }
     *owned = cpu_load_f64(x);
@@ -32,12 +32,12 @@ static bool load_src(const em_tensor *x, plane_src *s, double **owned)
 }
 
 /* Writes value v at element i of a contiguous output of any float dtype. */
-static inline void wr(em_tensor *o, int64_t i, double v)
+static inline void wr(ir_tensor *o, int64_t i, double v)
 {
     if (o->dtype == EM_F32)
-        ((float *)tn_ptr(o))[i] = (float)v;
+        ((float *)ir_ptr(o))[i] = (float)v;
     else
-        cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
+        ir_set_f64(ir_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
 }
 
 typedef struct geom {
@@ -47,9 +47,9 @@ typedef struct geom {
 
 /* Reads the op's spatial parameters into 3-D form (leading dims of size 1); returns the number
  * of spatial dims. */
-static int read_geom(const em_op *op, geom *g)
+static int read_geom(const ir_op *op, geom *g)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
     ir_win3 w;
     int nd = ir_pool_windows(op->kind, &op->p, x->shape, x->rank, o->shape, o->rank, &w);
     for (int i = 0; i < 3; i++) {
@@ -62,7 +62,7 @@ static int read_geom(const em_op *op, geom *g)
 }
 
 typedef struct pool_ctx {
-    const em_op *op;
+    const ir_op *op;
     geom g;
     plane_src src;
     bool is_max, include_pad;
@@ -72,8 +72,8 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const pool_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
-    int64_t *idx_out = c->op->kind == EM_OP_MAX_POOL ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
+    ir_tensor *out = c->op->out[0];
+    int64_t *idx_out = c->op->kind == EM_OP_MAX_POOL ? (int64_t *)ir_ptr(c->op->out[1]) : NULL;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ibase = pl * g->in_plane, obase = pl * g->out_plane;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -126,7 +126,7 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static int64_t plane_count(const em_tensor *o, int nd)
+static int64_t plane_count(const ir_tensor *o, int nd)
 {
     int64_t n = 1;
     for (int d = 0; d < o->rank - nd; d++) n *= o->shape[d];
@@ -139,7 +139,7 @@ static int64_t plane_grain(const geom *g)
     return work >= 16384 ? 1 : 16384 / (work ? work : 1) + 1;
 }
 
-static em_status exec_pool(const em_op *op, bool is_max)
+static em_status exec_pool(const ir_op *op, bool is_max)
 {
     if (is_max && cpu_pool_max_fast(op)) return EM_OK;
     pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->p.pool.count_include_pad};
@@ -155,8 +155,8 @@ static void adaptive_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const pool_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
-    int64_t *idx_out = c->is_max ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
+    ir_tensor *out = c->op->out[0];
+    int64_t *idx_out = c->is_max ? (int64_t *)ir_ptr(c->op->out[1]) : NULL;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ibase = pl * g->in_plane, obase = pl * g->out_plane;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -192,7 +192,7 @@ static void adaptive_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static em_status exec_adaptive(const em_op *op, bool is_max)
+static em_status exec_adaptive(const ir_op *op, bool is_max)
 {
     pool_ctx c = {.op = op, .is_max = is_max};
     int nd = read_geom(op, &c.g);
@@ -207,7 +207,7 @@ static em_status exec_adaptive(const em_op *op, bool is_max)
 /* ---- interpolation (coordinates and weights: src/ir/decode.h) ---------------------------- */
 
 typedef struct interp_ctx {
-    const em_op *op;
+    const ir_op *op;
     geom g;
     plane_src src;
     int mode;
@@ -223,7 +223,7 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const interp_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
+    ir_tensor *out = c->op->out[0];
     int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2];
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ib = pl * IH * IW, ob = pl * OH * OW;
@@ -267,10 +267,10 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static em_status exec_interp(const em_op *op)
+static em_status exec_interp(const ir_op *op)
 {
     interp_ctx c = {.op = op, .mode = (int)op->p.interp.mode, .align = op->p.interp.align_corners};
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
     /* 1-D input is a 2-D problem with height 1 */
     int nd = read_geom(op, &c.g);
     c.g.k[0] = c.g.k[1] = c.g.k[2] = 4;
@@ -284,17 +284,17 @@ static em_status exec_interp(const em_op *op)
 
 /* Pixel shuffle: out[..., c, h*r+i, w*r+j] = in[..., c*r*r + i*r + j, h, w]; unshuffle is the
  * inverse. Elements are copied by byte size, so every dtype works. */
-static em_status exec_shuffle(const em_op *op, bool inverse)
+static em_status exec_shuffle(const ir_op *op, bool inverse)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *o = op->out[0];
+    const ir_tensor *x = op->in[0];
+    ir_tensor *o = op->out[0];
     int64_t r = op->p.shuffle.r;
     int rk = o->rank;
     int64_t C = o->shape[rk - 3], H = o->shape[rk - 2], W = o->shape[rk - 1];
-    if (tn_numel(o) == 0) return EM_OK;
-    int64_t batch = tn_numel(o) / (C * H * W);
+    if (ir_numel(o) == 0) return EM_OK;
+    int64_t batch = ir_numel(o) / (C * H * W);
     size_t es = em_dtype_size(o->dtype);
-    char *dst = tn_ptr(o);
+    char *dst = ir_ptr(o);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t ch = 0; ch < C; ch++)
             for (int64_t h = 0; h < H; h++)
@@ -313,13 +313,13 @@ static em_status exec_shuffle(const em_op *op, bool inverse)
                     int64_t in_c = x->shape[rk - 3], in_h = x->shape[rk - 2],
                             in_w = x->shape[rk - 1];
                     int64_t lin = ((b * in_c + sc) * in_h + sh) * in_w + sw;
-                    memcpy(dst + (((b * C + ch) * H + h) * W + w) * (int64_t)es, cpu_elem(x, lin),
+                    memcpy(dst + (((b * C + ch) * H + h) * W + w) * (int64_t)es, ir_elem(x, lin),
                            es);
                 }
     return EM_OK;
 }
 
-em_status cpu_exec_pool(const em_op *op)
+em_status cpu_exec_pool(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_MAX_POOL:
