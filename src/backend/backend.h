@@ -8,10 +8,6 @@
 #include "../ir/ir.h"
 #include "../ir/update.h"
 
-/* Writes a graph parameter's bytes for the next replay into dst (zeroed before); an error
- * (recorded) stops the replay before the graph runs. */
-typedef em_status (*em_graph_fill)(void *ctx, void *dst);
-
 /* Streams and events of a backend whose work runs asynchronously (em_stream_*, em_event_* of the
  * public API). Streams and events are the backend's own handles; a NULL stream means the calling
  * thread's current stream on the device. */

@@ -38,4 +38,8 @@ typedef struct em_update {
     void *kp;
 } em_update;
 
+/* Writes a graph parameter's bytes for the next replay into dst (zeroed before); an error
+ * (recorded) stops the replay before the graph runs. */
+typedef em_status (*em_graph_fill)(void *ctx, void *dst);
+
 #endif

@@ -157,6 +157,42 @@ static em_status run_on_cpu(const em_op *op, ir_op *k, const em_backend *be)
     return st;
 }
 
+bool tn_update_native(em_device dev)
+{
+    const em_backend *be = dev.backend != 0 ? em_backend_get(dev.backend) : NULL;
+    return be && be->update;
+}
+
+em_status tn_update(em_device dev, const em_update *u)
+{
+    const em_backend *be = em_backend_get(dev.backend);
+    if (!be || !be->update)
+        return em_error(EM_ERR_INTERNAL, "update: device backend %d has no fused update",
+                        dev.backend);
+    return be->update(dev.index, u);
+}
+
+bool tn_persistent_enter(em_device dev)
+{
+    return em_backend_persistent_enter(dev);
+}
+
+void tn_persistent_leave(em_device dev)
+{
+    em_backend_persistent_leave(dev);
+}
+
+em_status tn_graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                         void *ctx, void **dptr)
+{
+    return em__graph_param(dev, bytes, fill, drop, ctx, dptr);
+}
+
+em_status tn_graph_refuse(em_device dev, em_status st)
+{
+    return em__graph_refuse(dev, st);
+}
+
 void tn_set_recorder(em_op_recorder fn, void *user)
 {
     recorder_user = user;

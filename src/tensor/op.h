@@ -5,6 +5,7 @@
 #define EMBER_OP_H
 
 #include "../ir/ir.h"
+#include "../ir/update.h"
 #include "tensor_impl.h"
 
 /* The largest padded length, pad, stride or dilated kernel span that the convolution, pooling
@@ -14,6 +15,19 @@
 
 /* The view of t that kernels see (src/ir/ir.h): its first element, dtype, geometry, device. */
 void tn_view(const em_tensor *t, ir_tensor *v);
+
+/* The optimizers' door to devices (they never reach the backends themselves):
+ * tn_update_native: whether dev's backend runs em_update records in its own memory (the CPU's
+ * updates run in src/optim); tn_update: runs u there. tn_persistent_enter / _leave,
+ * tn_graph_param and tn_graph_refuse: em_backend_persistent_enter / _leave, em__graph_param and
+ * em__graph_refuse (src/backend/backend.h) for the layers above. */
+bool tn_update_native(em_device dev);
+em_status tn_update(em_device dev, const em_update *u);
+bool tn_persistent_enter(em_device dev);
+void tn_persistent_leave(em_device dev);
+em_status tn_graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                         void *ctx, void **dptr);
+em_status tn_graph_refuse(em_device dev, em_status st);
 
 /* Runs op on the backend of its first input (or of out[0] for creation ops), then offers the
  * record to the recorder. View kinds are not executed, only recorded. On failure the outputs
