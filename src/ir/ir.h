@@ -31,7 +31,7 @@ enum {
     IR_CREATE = 1u << 7,     /* the output comes from the parameters (inputs optional) */
     IR_RANDOM = 1u << 8,     /* draws from the Philox stream of its em_p_random */
     IR_DIFF = 1u << 9,       /* a backward rule gives gradients (the gradient suite checks it) */
-    IR_ZERO_GRAD = 1u << 10, /* recorded with a zero gradient (sign, floor, comparisons ...) */
+    IR_ZERO_GRAD = 1u << 10, /* recorded with a zero gradient (sign, floor, floor_divide ...) */
     IR_INTERNAL = 1u << 11,  /* a record the library builds for itself (gradients, fused forms);
                                 no em_ function of its own */
 };
