@@ -41,7 +41,7 @@ static em_status sim_copy(int device, void *dst, const void *src, size_t nbytes)
     return EM_OK;
 }
 
-static bool sim_supports(const em_op *op)
+static bool sim_supports(const ir_op *op)
 {
     if (ask_cuda && op->kind < EM_OP_COUNT) {
         asked[op->kind]++;
@@ -51,7 +51,7 @@ static bool sim_supports(const em_op *op)
            (op->kind == EM_OP_COPY && op->in[0]->dtype == op->out[0]->dtype);
 }
 
-static em_status sim_exec(const em_op *op)
+static em_status sim_exec(const ir_op *op)
 {
     return cpu_backend.exec(op); /* host memory: the CPU kernels read it directly */
 }

@@ -400,7 +400,7 @@ static em_status join_slices(em_tensor **slot, slice_part **parts)
  * the rule's checks run. */
 static bool defer_slice(const ad_node *node, em_backward_opts o)
 {
-    return node->kind == AD_OP && node->op.kind == EM_OP_SLICE && node->op.i[3] == 1 &&
+    return node->kind == AD_OP && node->op.kind == EM_OP_SLICE && node->op.p.slice.step == 1 &&
            !o.create_graph && !atomic_load(&anomaly_on) && node->needs[0] && node->parent[0];
 }
 
@@ -517,8 +517,8 @@ em_grads *em_backward_with(em_tensor *const *outputs, em_tensor *const *seeds, i
                 st = em_error(EM_ERR_OOM, "em_backward: out of memory");
             } else {
                 slice_part **head = &p.parts[ppos[0]][node->parent_slot[0]];
-                *sp = (slice_part){gout[0], (int)node->op.i[0], node->op.i[1], node->in_shape[0],
-                                   *head};
+                *sp = (slice_part){gout[0], node->op.p.slice.dim, node->op.p.slice.start,
+                                   node->in_shape[0], *head};
                 *head = sp;
                 gout[0] = NULL;
                 atomic_fetch_add(&rule_counts[EM_OP_SLICE], 1);
@@ -644,12 +644,12 @@ static em_status run_rule(ad_node *n, em_tensor *const *gout, em_tensor **gin, e
     return st;
 }
 
-/* Rule table: one family entry per kind, generated from op_kinds.h. */
+/* Rule table: one family entry per kind, from the op table. */
 typedef em_status (*family_rule)(ad_ctx *c);
 static const family_rule rule_table[] = {
-#define AD_RULE(name, str, fam) ad_rule_##fam,
-    EM_OP_LIST(AD_RULE)
-#undef AD_RULE
+#define X(name, str, fam, ...) ad_rule_##fam,
+#include "../ir/ops.def"
+#undef X
 };
 
 static em_status rule_dispatch(ad_ctx *c)

@@ -57,7 +57,7 @@ static void pow_rule(ad_ctx *c, em_tensor *a, em_tensor *b, em_tensor *g)
  * hi < lo when both, since hi wins then). */
 static void clamp_tensor(ad_ctx *c, em_tensor *x, em_tensor *g)
 {
-    int64_t flags = c->op->i[0];
+    int flags = c->op->p.clamp.bounds;
     int k = 1, ilo = -1, ihi = -1;
     if (flags & 1) ilo = k++;
     if (flags & 2) ihi = k++;
@@ -82,7 +82,7 @@ static void clamp_tensor(ad_ctx *c, em_tensor *x, em_tensor *g)
 static void clamp_scalar(ad_ctx *c, em_tensor *x, em_tensor *g)
 {
     if (!c->needs[0]) return;
-    double lo = c->op->f[0], hi = c->op->f[1];
+    double lo = c->op->p.clamp.lo, hi = c->op->p.clamp.hi;
     em_tensor *keep = NULL;
     if (!isnan(lo)) keep = em_ge_scalar(x, lo);
     if (!isnan(hi)) {
@@ -172,10 +172,10 @@ em_status ad_rule_binary(ad_ctx *c)
         break;
     case EM_OP_THRESHOLD_BACKWARD:
         /* linear in its g; piecewise constant in y (no gradient) */
-        if (c->needs[0]) c->gin[0] = tn_threshold_backward(g, b, op->f[0]);
+        if (c->needs[0]) c->gin[0] = tn_threshold_backward(g, b, op->p.threshold.threshold);
         break;
     case EM_OP_CLAMP:
-        if (op->i[0] == 0)
+        if (op->p.clamp.bounds == 0)
             clamp_scalar(c, a, g);
         else
             clamp_tensor(c, a, g);
@@ -185,7 +185,8 @@ em_status ad_rule_binary(ad_ctx *c)
         em_tensor *w = op->in[2];
         if (c->needs[0]) c->gin[0] = to_input(c, 0, em_mul(g, em_rsub_scalar(w, 1)));
         if (c->needs[1]) c->gin[1] = to_input(c, 1, em_mul(g, w));
-        if (c->needs[2] && op->i[0] == 0) c->gin[2] = to_input(c, 2, em_mul(g, em_sub(b, a)));
+        if (c->needs[2] && !op->p.lerp.w_scalar)
+            c->gin[2] = to_input(c, 2, em_mul(g, em_sub(b, a)));
         break;
     }
     default: return ad_no_rule(c);

@@ -3,13 +3,14 @@
  * replicate and circular). */
 #include <stdlib.h>
 
+#include "../ir/decode.h"
 #include "autodiff_impl.h"
 
 /* cat: input i receives the slice of g along dim where it was placed. The engine casts each
  * slice to its input's dtype (inputs of mixed dtypes were promoted). */
 static void cat_backward(ad_ctx *c, em_tensor *g)
 {
-    int dim = (int)c->op->i[0];
+    int dim = c->op->p.dim.dim;
     int64_t start = 0;
     for (int i = 0; i < c->op->n_in; i++) {
         int64_t len = ad_in_shape(c, i).dims[dim];
@@ -24,11 +25,11 @@ static em_tensor *repeat_backward(ad_ctx *c, em_tensor *g)
 {
     const em_op *op = c->op;
     em_shape in = ad_in_shape(c, 0);
-    int r = (int)op->i[0], lead = r - in.rank;
+    int r = op->p.repeat.rank, lead = r - in.rank;
     em_shape cur = em_tensor_shape(g);
     em_tensor *acc = g;
     for (int d = 0; d < r && acc; d++) {
-        int64_t reps = op->i[1 + d];
+        int64_t reps = op->p.repeat.reps[d];
         if (reps == 1) continue;
         int64_t size = d < lead ? 1 : in.dims[d - lead], before = 1, after = 1;
         for (int e = 0; e < d; e++) before *= cur.dims[e];
@@ -44,34 +45,11 @@ static em_tensor *repeat_backward(ad_ctx *c, em_tensor *g)
 static em_tensor *roll_backward(ad_ctx *c, em_tensor *g)
 {
     const em_op *op = c->op;
-    int n = (int)op->i[0];
+    int n = op->p.roll.n;
     if (n == 0) return g; /* a scalar: nothing moved */
-    int64_t shifts[2 * 2 * EM_MAX_RANK];
-    int dims[2 * 2 * EM_MAX_RANK];
-    for (int k = 0; k < n; k++) {
-        dims[k] = (int)op->i[1 + 2 * k];
-        shifts[k] = -op->i[2 + 2 * k];
-    }
-    return em_roll(g, shifts, dims, n);
-}
-
-/* Index (into the input dim of size n) that output position j read, as the forward kernel
- * maps it for reflect, replicate and circular padding with `lo` elements before. */
-static int64_t pad_src(em_pad_mode mode, int64_t j, int64_t lo, int64_t n)
-{
-    int64_t k = j - lo;
-    if (k >= 0 && k < n) return k;
-    switch (mode) {
-    case EM_PAD_REFLECT:
-        if (k < 0) k = -k;
-        if (k >= n) k = 2 * (n - 1) - k;
-        return k;
-    case EM_PAD_REPLICATE: return k < 0 ? 0 : n - 1;
-    default: {
-        int64_t m = k % n;
-        return m < 0 ? m + n : m;
-    }
-    }
+    int64_t shifts[EM_MAX_RANK];
+    for (int k = 0; k < n; k++) shifts[k] = -op->p.roll.shifts[k];
+    return em_roll(g, shifts, op->p.roll.dims, n);
 }
 
 /* pad: constant padding is undone by padding g with the negated pads (crops what was added,
@@ -81,18 +59,18 @@ static int64_t pad_src(em_pad_mode mode, int64_t j, int64_t lo, int64_t n)
 static em_tensor *pad_backward(ad_ctx *c, em_tensor *g)
 {
     const em_op *op = c->op;
-    em_pad_mode mode = (em_pad_mode)op->i[0];
-    int pairs = (int)op->i[1];
+    em_pad_mode mode = op->p.pad.mode;
+    int pairs = op->p.pad.n_pairs;
     if (mode == EM_PAD_CONSTANT) {
         int64_t neg[2 * EM_MAX_RANK];
-        for (int k = 0; k < 2 * pairs; k++) neg[k] = -op->i[2 + k];
+        for (int k = 0; k < 2 * pairs; k++) neg[k] = -op->p.pad.pads[k];
         return em_pad(g, neg, pairs, EM_PAD_CONSTANT, 0.0);
     }
     em_shape in = ad_in_shape(c, 0);
     em_tensor *acc = g;
     for (int k = 0; k < pairs && acc; k++) {
         int d = in.rank - 1 - k;
-        int64_t lo = op->i[2 + 2 * k], hi = op->i[3 + 2 * k], n = in.dims[d];
+        int64_t lo = op->p.pad.pads[2 * k], hi = op->p.pad.pads[2 * k + 1], n = in.dims[d];
         if (lo == 0 && hi == 0) continue;
         em_shape s = em_tensor_shape(acc);
         int64_t len = s.dims[d];
@@ -101,7 +79,7 @@ static em_tensor *pad_backward(ad_ctx *c, em_tensor *g)
             em_error(EM_ERR_OOM, "pad backward: out of memory");
             return NULL;
         }
-        for (int64_t j = 0; j < len; j++) src[j] = pad_src(mode, j, lo, n);
+        for (int64_t j = 0; j < len; j++) src[j] = ir_pad_src(mode, j - lo, n);
         em_tensor *idx_host = em_from_i64(src, EM_SHAPE(len));
         free(src);
         em_tensor *idx = idx_host ? em_to_device(idx_host, em_tensor_device(g)) : NULL;

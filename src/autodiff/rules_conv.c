@@ -2,27 +2,6 @@
  * convolution (or fold/unfold), so gradients of gradients come from these same rules. */
 #include "autodiff_impl.h"
 
-/* Geometry of a CONV / CONV_TRANSPOSE record (see ops_conv.c). */
-typedef struct conv_geom {
-    int nsp;
-    int64_t stride[3], plo[3], phi[3], dil[3], opad[3], groups;
-} conv_geom;
-
-static conv_geom read_geom(const em_op *op)
-{
-    conv_geom g;
-    g.nsp = (int)op->i[0];
-    for (int d = 0; d < 3; d++) {
-        g.stride[d] = op->i[1 + d];
-        g.plo[d] = op->i[4 + d];
-        g.phi[d] = op->i[7 + d];
-        g.dil[d] = op->i[10 + d];
-        g.opad[d] = op->i[13 + d];
-    }
-    g.groups = op->i[16];
-    return g;
-}
-
 static em_tensor *conv_any(int nsp, bool transposed, const em_tensor *x, const em_tensor *w,
                            em_conv_opts o)
 {
@@ -58,10 +37,10 @@ static em_tensor *sum_rows(const em_tensor *t, int64_t rows, int64_t cols)
  * shape [Co, C/G, k...]. Computed as a grouped convolution whose batch is the C/G input
  * channels of a group, whose channels are (group, sample) pairs and whose kernel is gy, with
  * stride and dilation swapped. */
-static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const em_p_conv *g,
                               const int64_t *ksize)
 {
-    int nsp = g->nsp;
+    int nsp = g->nd;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1];
     em_shape s5 = {.rank = nsp + 3};
     s5.dims[0] = N;
@@ -83,10 +62,10 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
     em_tensor *gk = em_transpose(gy, 0, 1); /* [Co, N, osp...] */
     em_conv_opts o = {.groups = G};
     for (int d = 0; d < nsp; d++) {
-        o.stride[d] = g->dil[d];
+        o.stride[d] = g->dilation[d];
         o.dilation[d] = g->stride[d];
-        o.pad_lo[d] = g->plo[d];
-        o.pad_hi[d] = g->phi[d];
+        o.pad_lo[d] = g->pad_lo[d];
+        o.pad_hi[d] = g->pad_hi[d];
     }
     em_tensor *r = crop(conv_any(nsp, false, xb, gk, o), nsp, ksize); /* [C/G, Co, k...] */
     return r ? em_transpose(r, 0, 1) : NULL;
@@ -96,17 +75,17 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const con
  * record, where the backend runs it natively (the CPU: one GEMM with the batch
  * inside the reduction, its im2col operand packed straight from the padded images). NULL
  * without an error when the geometry does not fit or the backend lacks the record. */
-static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, const em_p_conv *g,
                                     const int64_t *ksize)
 {
-    if (g->nsp != 2 || g->groups != 1 || x->rank != 4) return NULL;
+    if (g->nd != 2 || g->groups != 1 || x->rank != 4) return NULL;
     /* CPU only: its GEMM runs a long-K product with a small output at full speed, where the
        CUDA kernels' 128 x 128 tiles leave the GPU idle (Fashion-MNIST's epoch on the H200 took
        4.8 s with one such product, 2.0 s with the per-sample products) */
     if (em_tensor_device(x).backend != 0) return NULL;
-    int64_t k[2] = {ksize[0], ksize[1]}, lo[2] = {g->plo[0], g->plo[1]};
-    int64_t hi[2] = {g->phi[0], g->phi[1]}, st[2] = {g->stride[0], g->stride[1]};
-    int64_t dil[2] = {g->dil[0], g->dil[1]};
+    int64_t k[2] = {ksize[0], ksize[1]}, lo[2] = {g->pad_lo[0], g->pad_lo[1]};
+    int64_t hi[2] = {g->pad_hi[0], g->pad_hi[1]}, st[2] = {g->stride[0], g->stride[1]};
+    int64_t dil[2] = {g->dilation[0], g->dilation[1]};
     for (int d = 0; d < 2; d++) {
         int64_t span = x->shape[2 + d] + lo[d] + hi[d] - dil[d] * (k[d] - 1) - 1;
         if (span < 0 || gy->shape[2 + d] != span / st[d] + 1) return NULL;
@@ -120,39 +99,39 @@ static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, con
  * gw[g] = sum_n gy_n[g] [Co/G, L] . cols_n[g] [C/G*kh*kw, L]^T. The windows have the kernel's
  * size (3x3, say), not the output plane's, so the unfold is a cheap pass over x. NULL without
  * an error when the geometry does not fit (the caller then uses weight_grad). */
-static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, const conv_geom *g,
+static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, const em_p_conv *g,
                                      const int64_t *ksize)
 {
     if (!x || !gy) return NULL;
-    if (g->nsp == 1) {
+    if (g->nd == 1) {
         /* as a 2-D convolution over [N, C, 1, L] with a 1 x k kernel */
-        conv_geom g2 = *g;
-        g2.nsp = 2;
-        g2.stride[0] = g2.dil[0] = 1;
-        g2.plo[0] = g2.phi[0] = 0;
+        em_p_conv g2 = *g;
+        g2.nd = 2;
+        g2.stride[0] = g2.dilation[0] = 1;
+        g2.pad_lo[0] = g2.pad_hi[0] = 0;
         g2.stride[1] = g->stride[0];
-        g2.dil[1] = g->dil[0];
-        g2.plo[1] = g->plo[0];
-        g2.phi[1] = g->phi[0];
+        g2.dilation[1] = g->dilation[0];
+        g2.pad_lo[1] = g->pad_lo[0];
+        g2.pad_hi[1] = g->pad_hi[0];
         int64_t k2[2] = {1, ksize[0]};
         em_tensor *r = weight_grad_im2col(em_unsqueeze(x, 2), em_unsqueeze(gy, 2), &g2, k2);
         return r ? em_reshape(r, EM_SHAPE(r->shape[0], r->shape[1], ksize[0])) : NULL;
     }
-    if (g->nsp != 2) return NULL;
+    if (g->nd != 2) return NULL;
     uint64_t mark = core_error_mark();
     em_tensor *st = weight_grad_fused(x, gy, g, ksize);
     if (st || core_failed_since(mark)) return st;
-    if (g->plo[0] != g->phi[0] || g->plo[1] != g->phi[1]) return NULL;
+    if (g->pad_lo[0] != g->pad_hi[0] || g->pad_lo[1] != g->pad_hi[1]) return NULL;
     int64_t G = g->groups, N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
     int64_t L = gy->shape[2] * gy->shape[3], kk = ksize[0] * ksize[1];
     for (int d = 0; d < 2; d++) {
         /* the blocks im2col makes must be exactly gy's positions */
-        int64_t span = x->shape[2 + d] + 2 * g->plo[d] - g->dil[d] * (ksize[d] - 1) - 1;
+        int64_t span = x->shape[2 + d] + 2 * g->pad_lo[d] - g->dilation[d] * (ksize[d] - 1) - 1;
         if (span < 0 || span / g->stride[d] + 1 != gy->shape[2 + d]) return NULL;
     }
     if (N == 0 || L == 0 || C == 0 || Co == 0) return NULL;
-    int64_t kern[2] = {ksize[0], ksize[1]}, dil[2] = {g->dil[0], g->dil[1]},
-            pad[2] = {g->plo[0], g->plo[1]}, str[2] = {g->stride[0], g->stride[1]};
+    int64_t kern[2] = {ksize[0], ksize[1]}, dil[2] = {g->dilation[0], g->dilation[1]},
+            pad[2] = {g->pad_lo[0], g->pad_lo[1]}, str[2] = {g->stride[0], g->stride[1]};
     em_tensor *cols = em_im2col(x, kern, dil, pad, str); /* [N, C*kk, L] */
     if (!cols) return NULL;
     em_tensor *cg = em_reshape(cols, EM_SHAPE(N, G, C / G * kk, L));
@@ -167,18 +146,18 @@ static em_tensor *weight_grad_im2col(const em_tensor *x, const em_tensor *gy, co
  * forward's pads: the forward's direct path needs no column buffer and no scatter-add
  * (col2im), which the conv_transpose adjoint does. NULL without an error when the geometry
  * does not fit. */
-static em_tensor *input_grad_flipped(const em_tensor *gy, const em_tensor *w, const conv_geom *g,
+static em_tensor *input_grad_flipped(const em_tensor *gy, const em_tensor *w, const em_p_conv *g,
                                      const int64_t *ksz)
 {
-    int nsp = g->nsp;
+    int nsp = g->nd;
     if (g->groups != 1 || nsp > 2) return NULL;
     em_conv_opts o = {.groups = 1};
     for (int d = 0; d < nsp; d++) {
-        int64_t span = g->dil[d] * (ksz[d] - 1);
-        if (g->stride[d] != 1 || span < g->plo[d] || span < g->phi[d]) return NULL;
-        o.dilation[d] = g->dil[d];
-        o.pad_lo[d] = span - g->plo[d];
-        o.pad_hi[d] = span - g->phi[d];
+        int64_t span = g->dilation[d] * (ksz[d] - 1);
+        if (g->stride[d] != 1 || span < g->pad_lo[d] || span < g->pad_hi[d]) return NULL;
+        o.dilation[d] = g->dilation[d];
+        o.pad_lo[d] = span - g->pad_lo[d];
+        o.pad_hi[d] = span - g->pad_hi[d];
     }
     em_axes sp = {.n = nsp};
     for (int d = 0; d < nsp; d++) sp.d[d] = 2 + d;
@@ -195,8 +174,8 @@ static em_tensor *batched(em_tensor *t, bool unbatched)
 static em_status conv_backward(ad_ctx *c, bool transposed)
 {
     const em_op *op = c->op;
-    conv_geom g = read_geom(op);
-    int nsp = g.nsp;
+    em_p_conv g = op->p.conv;
+    int nsp = g.nd;
     em_tensor *x = op->in[0], *w = op->in[1];
     em_tensor *gy = ad_gout(c, 0);
     if (!gy) return em_last_status();
@@ -207,17 +186,17 @@ static em_status conv_backward(ad_ctx *c, bool transposed)
         em_conv_opts o = {.groups = g.groups};
         for (int d = 0; d < nsp; d++) {
             o.stride[d] = g.stride[d];
-            o.pad_lo[d] = g.plo[d];
-            o.pad_hi[d] = g.phi[d];
-            o.dilation[d] = g.dil[d];
+            o.pad_lo[d] = g.pad_lo[d];
+            o.pad_hi[d] = g.pad_hi[d];
+            o.dilation[d] = g.dilation[d];
         }
         if (!transposed) {
             /* conv_transpose with the same weight; out_pad restores the remainder the forward
              * stride dropped */
             for (int d = 0; d < nsp; d++) {
                 int64_t lo = gy->shape[gy->rank - nsp + d];
-                int64_t base =
-                    (lo - 1) * g.stride[d] - g.plo[d] - g.phi[d] + g.dil[d] * (ksz[d] - 1) + 1;
+                int64_t base = (lo - 1) * g.stride[d] - g.pad_lo[d] - g.pad_hi[d] +
+                               g.dilation[d] * (ksz[d] - 1) + 1;
                 o.out_pad[d] = xsp[d] - base;
             }
             c->gin[0] = input_grad_flipped(gy, w, &g, ksz);
@@ -264,14 +243,15 @@ static em_status weight_grad_backward(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *gg = ad_gout(c, 0);
     if (!gg) return em_last_status();
+    const em_p_wgrad *wg = &op->p.wgrad;
     em_conv_opts o = {.groups = 1};
     for (int d = 0; d < 2; d++) {
-        o.pad_lo[d] = op->i[2 + d];
-        o.pad_hi[d] = op->i[4 + d];
-        o.stride[d] = op->i[6 + d];
-        o.dilation[d] = op->i[8 + d];
+        o.pad_lo[d] = wg->pad_lo[d];
+        o.pad_hi[d] = wg->pad_hi[d];
+        o.stride[d] = wg->stride[d];
+        o.dilation[d] = wg->dilation[d];
         int64_t span = ad_in_shape(c, 0).dims[2 + d] + o.pad_lo[d] + o.pad_hi[d] -
-                       o.dilation[d] * (op->i[d] - 1) - 1;
+                       o.dilation[d] * (wg->kernel[d] - 1) - 1;
         o.out_pad[d] = span % o.stride[d];
     }
     if (c->needs[0]) c->gin[0] = em_conv_transpose2d(op->in[1], gg, NULL, o);
@@ -290,11 +270,12 @@ em_status ad_rule_conv(ad_ctx *c)
     case EM_OP_IM2COL:
     case EM_OP_COL2IM: {
         if (!c->needs[0]) return EM_OK;
-        const int64_t *ip = op->i;
+        const em_p_fold *f = &op->p.fold;
         em_tensor *g = ad_gout(c, 0);
         /* each is the other's adjoint with the same parameters */
-        c->gin[0] = op->kind == EM_OP_IM2COL ? em_col2im(g, ip + 8, ip, ip + 2, ip + 4, ip + 6)
-                                             : em_im2col(g, ip, ip + 2, ip + 4, ip + 6);
+        c->gin[0] = op->kind == EM_OP_IM2COL
+                        ? em_col2im(g, f->image, f->kernel, f->dilation, f->pad, f->stride)
+                        : em_im2col(g, f->kernel, f->dilation, f->pad, f->stride);
         return c->gin[0] ? EM_OK : em_last_status();
     }
     default: return ad_no_rule(c);

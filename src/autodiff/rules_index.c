@@ -36,8 +36,8 @@ static em_tensor *eq_as(const em_tensor *x, const em_tensor *v)
 static em_status scatter_backward(ad_ctx *c)
 {
     const em_op *op = c->op;
-    int dim = (int)op->i[0];
-    em_reduce_mode mode = (em_reduce_mode)op->i[1];
+    int dim = op->p.index.dim;
+    em_reduce_mode mode = op->p.index.mode;
     em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
     em_tensor *out = c->out[0], *g = ad_gout(c, 0);
     if (!g) return em_last_status();
@@ -106,8 +106,8 @@ static em_status scatter_backward(ad_ctx *c)
  * summed over the dims x was broadcast along. */
 static em_tensor *masked_select_backward(ad_ctx *c, em_tensor *g)
 {
-    em_shape bs = {.rank = (int)c->op->i[0]};
-    for (int d = 0; d < bs.rank; d++) bs.dims[d] = c->op->i[1 + d];
+    em_shape bs = {.rank = c->op->p.shape.rank};
+    for (int d = 0; d < bs.rank; d++) bs.dims[d] = c->op->p.shape.dims[d];
     int64_t nb = em_shape_numel(bs);
     em_tensor *mask = em_reshape(em_expand(c->op->in[1], bs), EM_SHAPE(nb));
     em_tensor *pos = em_reshape(em_nonzero(mask), EM_SHAPE(g->shape[0])); /* flat positions */
@@ -117,13 +117,8 @@ static em_tensor *masked_select_backward(ad_ctx *c, em_tensor *g)
 
 static em_status slice_assign_backward(ad_ctx *c, em_tensor *g)
 {
-    const int64_t *p = c->op->i;
-    int64_t starts[EM_MAX_RANK], ends[EM_MAX_RANK], steps[EM_MAX_RANK];
-    for (int d = 0; d < g->rank; d++) {
-        starts[d] = p[3 * d];
-        ends[d] = p[3 * d + 1];
-        steps[d] = p[3 * d + 2];
-    }
+    const em_p_slice_assign *p = &c->op->p.slice_assign;
+    const int64_t *starts = p->start, *ends = p->end, *steps = p->step;
     if (c->needs[0])
         c->gin[0] = em_slice_assign(g, starts, ends, steps,
                                     em_zeros(EM_SCALAR, g->dtype, em_tensor_device(g)));
@@ -142,7 +137,7 @@ em_status ad_rule_index(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *g = ad_gout(c, 0);
     if (!g) return em_last_status();
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim; /* (EMBEDDING has none) */
     switch (op->kind) {
     case EM_OP_GATHER:
         if (c->needs[0])
@@ -160,7 +155,8 @@ em_status ad_rule_index(ad_ctx *c)
         if (c->needs[0]) c->gin[0] = g;
         if (c->needs[2]) {
             em_tensor *s = em_index_select(g, dim, op->in[1]);
-            c->gin[2] = op->f[0] == 1.0 ? s : em_mul_scalar(s, op->f[0]);
+            double alpha = op->p.index.alpha;
+            c->gin[2] = alpha == 1.0 ? s : em_mul_scalar(s, alpha);
         }
         break;
     case EM_OP_MASKED_SELECT:

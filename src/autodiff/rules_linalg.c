@@ -8,7 +8,7 @@
 static em_status matmul_backward(ad_ctx *c, em_tensor *g)
 {
     const em_op *op = c->op;
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    bool a1 = op->p.matmul.a_vec, b1 = op->p.matmul.b_vec;
     em_tensor *a = op->in[0], *b = op->in[1];
     em_tensor *A = a1 ? em_unsqueeze(a, 0) : a;  /* [.., M, K] */
     em_tensor *B = b1 ? em_unsqueeze(b, -1) : b; /* [.., K, N] */
@@ -64,14 +64,15 @@ static em_status matmul_bias_act_backward(ad_ctx *c)
     em_tensor *g = ad_gout(c, 0), *y = c->out[0];
     if (!g) return em_last_status();
     em_tensor *gz = g;
-    switch (op->i[14]) {
+    em_act act = op->p.matmul.act;
+    switch (act) {
     case EM_ACT_RELU: gz = ad_act_backward(EM_OP_RELU, NULL, y, g); break;
     case EM_ACT_GELU:
     case EM_ACT_GELU_TANH:
     case EM_ACT_SILU: {
-        em_op_kind k = op->i[14] == EM_ACT_GELU        ? EM_OP_GELU
-                       : op->i[14] == EM_ACT_GELU_TANH ? EM_OP_GELU_TANH
-                                                       : EM_OP_SILU;
+        em_op_kind k = act == EM_ACT_GELU        ? EM_OP_GELU
+                       : act == EM_ACT_GELU_TANH ? EM_OP_GELU_TANH
+                                                 : EM_OP_SILU;
         em_tensor *z = op->n_out > 1 ? c->out[1] : NULL;
         if (!z) {
             z = em_matmul(op->in[0], op->in[1]);
@@ -85,8 +86,9 @@ static em_status matmul_bias_act_backward(ad_ctx *c)
     if (op->n_out > 1 && c->gout[1]) gz = em_add(gz, c->gout[1]);
     if (!gz) return ad_status(c);
     if (op->n_in > 2 && c->needs[2]) {
-        em_tensor *gb = op->i[1] ? em_sum(gz, EM_ALL, false) : ad_sum_to(gz, ad_in_shape(c, 2));
-        c->gin[2] = op->i[1] ? em_reshape(gb, ad_in_shape(c, 2)) : gb;
+        bool b1 = op->p.matmul.b_vec;
+        em_tensor *gb = b1 ? em_sum(gz, EM_ALL, false) : ad_sum_to(gz, ad_in_shape(c, 2));
+        c->gin[2] = b1 ? em_reshape(gb, ad_in_shape(c, 2)) : gb;
     }
     return matmul_backward(c, gz);
 }

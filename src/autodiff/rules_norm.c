@@ -45,16 +45,16 @@ static em_tensor *stats_grad(const em_tensor *gx, norm_stats s, em_axes ax, int6
     return em_mul(t, s.rstd);
 }
 
-/* x: [..., *norm] normalised over the last i0 dims; weight, bias: [*norm]. */
+/* x: [..., *norm] normalised over the last n_norm dims; weight, bias: [*norm]. */
 static void layer_rms(ad_ctx *c, bool rms)
 {
     const em_op *op = c->op;
     em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
     if (!x || !g) return;
-    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = !rms && op->p.norm.has_bias;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
-    int n_norm = (int)op->i[0];
+    int n_norm = op->p.norm.n_norm;
     em_axes ax = {.n = n_norm};
     int64_t n = 1;
     for (int k = 0; k < n_norm; k++) {
@@ -68,8 +68,8 @@ static void layer_rms(ad_ctx *c, bool rms)
         em_tensor *d[3] = {NULL, NULL, NULL};
         uint64_t mark = core_error_mark();
         em_status st =
-            tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->f[0], rms, true,
-                             &d[0], need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
+            tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->p.norm.eps, rms,
+                             true, &d[0], need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
         if (st != EM_ERR_UNSUPPORTED || core_failed_since(mark)) {
             if (c->needs[0]) c->gin[0] = d[0];
             if (need_w) c->gin[wi] = d[1];
@@ -79,7 +79,7 @@ static void layer_rms(ad_ctx *c, bool rms)
     }
     if (need_b) c->gin[bi] = ad_sum_to(g, ad_in_shape(c, bi));
     if (!c->needs[0] && !need_w) return;
-    norm_stats s = stats_of(x, ax, n, op->f[0], rms);
+    norm_stats s = stats_of(x, ax, n, op->p.norm.eps, rms);
     if (c->needs[0]) c->gin[0] = stats_grad(has_w ? em_mul(g, wide(op->in[wi])) : g, s, ax, n, rms);
     if (need_w) c->gin[wi] = ad_sum_to(em_mul(g, s.xhat), ad_in_shape(c, wi));
 }
@@ -114,10 +114,10 @@ static void group_norm(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *x = wide(op->in[0]), *g = wide(ad_gout(c, 0));
     if (!x || !g) return;
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
     int wi = 1, bi = has_w ? 2 : 1;
     em_shape xs = ad_in_shape(c, 0);
-    int64_t N = xs.dims[0], G = op->i[0], total = numel_of(xs);
+    int64_t N = xs.dims[0], G = op->p.norm.groups, total = numel_of(xs);
     bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
     if (need_b) c->gin[bi] = channel_sum(g, xs.rank);
     if (!c->needs[0] && !need_w) return;
@@ -129,7 +129,7 @@ static void group_norm(ad_ctx *c)
     int64_t M = total / (N * G);
     em_shape gs = EM_SHAPE(N, G, M);
     em_axes ax = EM_AXES(2);
-    norm_stats s = stats_of(em_reshape(x, gs), ax, M, op->f[0], false);
+    norm_stats s = stats_of(em_reshape(x, gs), ax, M, op->p.norm.eps, false);
     if (c->needs[0]) {
         em_tensor *gx = has_w ? em_mul(g, em_reshape(wide(op->in[wi]), channel_shape(xs))) : g;
         c->gin[0] = em_reshape(stats_grad(em_reshape(gx, gs), s, ax, M, false), xs);
@@ -144,11 +144,11 @@ static void batch_norm(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *x = wide(op->in[0]), *mean = wide(op->in[1]), *var = wide(op->in[2]);
     em_tensor *g = wide(ad_gout(c, 0));
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
     int wi = 3, bi = has_w ? 4 : 3;
     em_tensor *w = has_w ? wide(op->in[wi]) : NULL;
     em_shape xs = ad_in_shape(c, 0), cs = channel_shape(xs);
-    em_tensor *s = em_rsqrt(em_add_scalar(var, op->f[0])); /* [C] */
+    em_tensor *s = em_rsqrt(em_add_scalar(var, op->p.norm.eps)); /* [C] */
     em_tensor *sw = w ? em_mul(s, w) : s;
     bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
     em_tensor *gsum = (c->needs[1] || need_b) ? channel_sum(g, xs.rank) : NULL;
@@ -172,7 +172,7 @@ static bool sdpa_fused(ad_ctx *c)
 {
     const em_op *op = c->op;
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
-    int mkind = (int)op->i[1];
+    int mkind = op->p.sdpa.mask_kind;
     if (em_grad_enabled() || (mask && mkind == 2 && c->needs[3]) || !c->out[0]) return false;
     if (!tn_sdpa_fused_backward_on()) return false;
     em_tensor *g = ad_gout(c, 0);
@@ -183,7 +183,7 @@ static bool sdpa_fused(ad_ctx *c)
     em_tensor *d[3];
     uint64_t mark = core_error_mark();
     em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, lse, mkind,
-                                    op->i[0] != 0, op->f[0], true, &d[0], &d[1], &d[2]);
+                                    op->p.sdpa.causal, op->p.sdpa.scale, true, &d[0], &d[1], &d[2]);
     if (st == EM_ERR_UNSUPPORTED && !core_failed_since(mark)) return false;
     for (int i = 0; i < 3 && st == EM_OK; i++)
         if (c->needs[i]) c->gin[i] = ad_sum_to(d[i], ad_in_shape(c, i));
@@ -201,9 +201,9 @@ static void sdpa(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *q = wide(op->in[0]), *k = wide(op->in[1]), *v = wide(op->in[2]);
     em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
-    double scale = op->f[0];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
+    double scale = op->p.sdpa.scale;
     em_tensor *g = wide(ad_gout(c, 0)); /* [B..., L, Ev] */
     if (!q || !k || !v || !g) return;
     em_shape ss = em_tensor_shape(g);
@@ -248,11 +248,11 @@ static void sdpa(ad_ctx *c)
 static void dropout(ad_ctx *c)
 {
     const em_op *op = c->op;
-    double p = op->f[0];
+    double p = op->p.random.p;
     if (!c->needs[0] || p >= 1) return; /* everything dropped: zero gradient */
     em_tensor *x = op->in[0];
     em_rng_state saved = em_rng_get_state();
-    em_rng_set_state((em_rng_state){(uint64_t)op->i[0], (uint64_t)op->i[1]});
+    em_rng_set_state((em_rng_state){op->p.random.seed, op->p.random.offset});
     em_tensor *dropped = em_bernoulli_p(ad_in_shape(c, 0), p, x->dtype, x->storage->device);
     em_rng_set_state(saved);
     em_tensor *keep = em_mul_scalar(em_rsub_scalar(dropped, 1.0), 1.0 / (1.0 - p));

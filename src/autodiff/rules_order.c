@@ -11,13 +11,13 @@ em_status ad_rule_order(ad_ctx *c)
     em_tensor *g = ad_gout(c, 0);
     if (!g) return em_last_status();
     em_shape in = ad_in_shape(c, 0);
-    int dim = (int)op->i[0];
+    int dim = op->p.order.dim;
     if (in.rank == 0) { /* one element: it is its own sort, top-1 and median */
-        if (op->kind != EM_OP_TOPK || op->i[1] > 0) c->gin[0] = g;
+        if (op->kind != EM_OP_TOPK || op->p.order.k > 0) c->gin[0] = g;
         return EM_OK;
     }
     em_tensor *idx = c->out[1];
-    if (op->kind == EM_OP_MEDIAN && !op->i[1]) { /* bring back the reduced dim */
+    if (op->kind == EM_OP_MEDIAN && !op->p.order.keepdim) { /* bring back the reduced dim */
         g = em_unsqueeze(g, dim);
         idx = em_unsqueeze(idx, dim);
     }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdlib.h>
 
+#include "../ir/decode.h"
 #include "autodiff_impl.h"
 
 /* Per-dim weights of the forward map; m is [out, in] row-major, zeroed by the caller. */
@@ -17,8 +18,9 @@ typedef void (*weights_fn)(const em_op *op, int d, int64_t in, int64_t out, doub
  * of a window is the product of the per-dim counts, so it factors over dims. */
 static void avg_weights(const em_op *op, int d, int64_t in, int64_t out, double *m)
 {
-    int64_t k = op->i[1 + d], s = op->i[4 + d], p = op->i[7 + d], dl = op->i[10 + d];
-    bool include_pad = op->i[14] != 0;
+    const em_p_pool *pp = &op->p.pool;
+    int64_t k = pp->kernel[d], s = pp->stride[d], p = pp->pad[d], dl = pp->dilation[d];
+    bool include_pad = pp->count_include_pad;
     for (int64_t o = 0; o < out; o++) {
         int64_t st = o * s - p, valid = 0;
         for (int64_t t = 0; t < k; t++) {
@@ -54,38 +56,18 @@ static int64_t clampi(int64_t v, int64_t lo, int64_t hi)
     return v < lo ? lo : (v > hi ? hi : v);
 }
 
-/* Source coordinate as the CPU kernel computes it (PyTorch's area_pixel_compute_source_index). */
-static double src_coord(int64_t o, int64_t in, int64_t out, bool align, bool cubic)
-{
-    if (align) return out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
-    double s = ((double)o + 0.5) * (double)in / (double)out - 0.5;
-    return (!cubic && s < 0) ? 0.0 : s;
-}
-
-static double cubic_w(double t, int k)
-{
-    const double A = -0.75;
-    double x;
-    switch (k) {
-    case 0: x = t + 1; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    case 1: x = t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    case 2: x = 1 - t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    default: x = 2 - t; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    }
-}
-
 static void interp_weights(const em_op *op, int d, int64_t in, int64_t out, double *m)
 {
     (void)d;
-    int mode = (int)op->i[3];
-    bool align = op->i[4] != 0;
+    int mode = (int)op->p.interp.mode;
+    bool align = op->p.interp.align_corners;
     for (int64_t o = 0; o < out; o++) {
         double *row = m + o * in;
         if (mode == EM_INTERP_NEAREST) {
             int64_t i = (int64_t)floor((double)o * (double)in / (double)out);
             row[clampi(i, 0, in - 1)] += 1.0;
         } else if (mode == EM_INTERP_BILINEAR) {
-            double sc = src_coord(o, in, out, align, false);
+            double sc = ir_interp_src(o, in, out, align, false);
             int64_t i0 = (int64_t)sc;
             if (i0 > in - 1) i0 = in - 1;
             int64_t i1 = i0 + (i0 < in - 1);
@@ -93,10 +75,10 @@ static void interp_weights(const em_op *op, int d, int64_t in, int64_t out, doub
             row[i0] += 1 - l;
             row[i1] += l;
         } else {
-            double sc = src_coord(o, in, out, align, true);
+            double sc = ir_interp_src(o, in, out, align, true);
             int64_t i0 = (int64_t)floor(sc);
             double t = sc - (double)i0;
-            for (int a = 0; a < 4; a++) row[clampi(i0 - 1 + a, 0, in - 1)] += cubic_w(t, a);
+            for (int a = 0; a < 4; a++) row[clampi(i0 - 1 + a, 0, in - 1)] += ir_cubic_weight(t, a);
         }
     }
 }
@@ -150,12 +132,13 @@ static em_tensor *max_backward(ad_ctx *c, int nd, em_tensor *idx)
 static em_tensor *max_values_backward(ad_ctx *c, int nd)
 {
     const em_op *op = c->op;
-    em_pool_opts o = {.ceil_mode = op->i[13] != 0};
+    const em_p_pool *pp = &op->p.pool;
+    em_pool_opts o = {.ceil_mode = pp->ceil_mode};
     for (int d = 0; d < nd; d++) {
-        o.kernel[d] = op->i[1 + d];
-        o.stride[d] = op->i[4 + d];
-        o.pad[d] = op->i[7 + d];
-        o.dilation[d] = op->i[10 + d];
+        o.kernel[d] = pp->kernel[d];
+        o.stride[d] = pp->stride[d];
+        o.pad[d] = pp->pad[d];
+        o.dilation[d] = pp->dilation[d];
     }
     em_tensor *x = em_detach(op->in[0]), *idx = NULL;
     em_tensor *v = nd == 1   ? em_max_pool1d(x, o, &idx)
@@ -172,7 +155,7 @@ em_status ad_rule_pool(ad_ctx *c)
 {
     const em_op *op = c->op;
     if (!c->needs[0]) return EM_OK;
-    int nd = (int)op->i[0];
+    int nd = ir_spatial_dims(op->kind, &op->p);
     switch (op->kind) {
     case EM_OP_MAX_POOL:
     case EM_OP_ADAPTIVE_MAX_POOL: c->gin[0] = max_backward(c, nd, c->out[1]); break;
@@ -180,8 +163,8 @@ em_status ad_rule_pool(ad_ctx *c)
     case EM_OP_AVG_POOL: c->gin[0] = linear_backward(c, nd, avg_weights); break;
     case EM_OP_ADAPTIVE_AVG_POOL: c->gin[0] = linear_backward(c, nd, adaptive_weights); break;
     case EM_OP_INTERPOLATE: c->gin[0] = linear_backward(c, nd, interp_weights); break;
-    case EM_OP_PIXEL_SHUFFLE: c->gin[0] = em_pixel_unshuffle(ad_gout(c, 0), op->i[0]); break;
-    case EM_OP_PIXEL_UNSHUFFLE: c->gin[0] = em_pixel_shuffle(ad_gout(c, 0), op->i[0]); break;
+    case EM_OP_PIXEL_SHUFFLE: c->gin[0] = em_pixel_unshuffle(ad_gout(c, 0), op->p.shuffle.r); break;
+    case EM_OP_PIXEL_UNSHUFFLE: c->gin[0] = em_pixel_shuffle(ad_gout(c, 0), op->p.shuffle.r); break;
     default: return ad_no_rule(c);
     }
     return c->gin[0] ? EM_OK : em_last_status();

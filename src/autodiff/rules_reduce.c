@@ -2,6 +2,7 @@
  * scope (the engine opens one per rule), so intermediates are not released one by one. */
 #include <math.h>
 
+#include "../ir/decode.h"
 #include "autodiff_impl.h"
 
 /* The dims of a reduction mask as an axes list (EM_ALL for a rank-0 input, whose mask is 0). */
@@ -196,9 +197,9 @@ static em_status softmax_backward_rule(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *y = op->in[0], *g = op->in[1], *h = ad_gout(c, 0);
     if (!h) return em_last_status();
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     em_axes ax = EM_AXES(dim);
-    if (op->i[1]) {
+    if (op->p.dim.log) {
         em_tensor *he = em_mul(h, em_exp(y));
         if (c->needs[1]) c->gin[1] = em_sub(h, em_sum(he, ax, true));
         if (c->needs[0]) c->gin[0] = em_neg(em_mul(he, em_sum(g, ax, true)));
@@ -221,7 +222,7 @@ static em_status log_softmax_gather_rule(ad_ctx *c)
     const em_op *op = c->op;
     em_tensor *x = op->in[0], *t = op->in[1], *h = ad_gout(c, 0);
     if (!h) return em_last_status();
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER) {
         if (c->needs[0]) c->gin[0] = tn_log_softmax_gather_backward(x, dim, t, h);
         return ad_status(c);
@@ -250,9 +251,10 @@ em_status ad_rule_reduce(ad_ctx *c)
     if (!g) return em_last_status();
     em_tensor *y = c->out[0];
     em_shape in = ad_in_shape(c, 0);
-    uint32_t mask = (uint32_t)op->i[0];
-    bool keepdim = op->i[1] != 0;
-    int dim = (int)op->i[0];
+    bool keepdim = false;
+    uint32_t mask =
+        ir_has(op->kind, IR_REDUCE) ? ir_reduce_mask(op->kind, &op->p, in.rank, &keepdim) : 0;
+    int dim = op->p.dim.dim; /* the one-dim kinds' */
     em_tensor *r = NULL;
     switch (op->kind) {
     case EM_OP_SUM: r = unreduce(c, g, mask, keepdim); break;
@@ -268,7 +270,7 @@ em_status ad_rule_reduce(ad_ctx *c)
         break;
     case EM_OP_VAR:
     case EM_OP_STD: {
-        int64_t n = reduced_count(in, mask) - op->i[2];
+        int64_t n = reduced_count(in, mask) - op->p.reduce.correction;
         double den = n > 0 ? (double)n : 0.0;
         em_tensor *diff = em_sub(x, em_mean(x, axes_of(mask, in.rank), true));
         em_tensor *gk = kept(c, g, mask, keepdim);
@@ -279,8 +281,8 @@ em_status ad_rule_reduce(ad_ctx *c)
         break;
     }
     case EM_OP_NORM:
-        r = norm_backward(c, x, kept(c, y, mask, keepdim), kept(c, g, mask, keepdim), op->f[0],
-                          mask);
+        r = norm_backward(c, x, kept(c, y, mask, keepdim), kept(c, g, mask, keepdim),
+                          op->p.reduce.p, mask);
         break;
     case EM_OP_LOGSUMEXP:
         r = em_mul(kept(c, g, mask, keepdim), em_exp(em_sub(x, kept(c, y, mask, keepdim))));

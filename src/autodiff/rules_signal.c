@@ -52,8 +52,8 @@ em_status ad_rule_signal(ad_ctx *c)
     em_tensor *g = ad_gout(c, 0);
     if (!g) return em_last_status();
     em_shape in = ad_in_shape(c, 0);
-    int dim = (int)op->i[0];
-    int64_t n = op->i[1], bins = n / 2 + 1;
+    int dim = op->p.fft.dim;
+    int64_t n = op->p.fft.n, bins = n / 2 + 1;
     if (op->kind == EM_OP_RFFT) {
         /* g: [..., bins, ..., 2] -> dx: [..., L, ...] */
         em_tensor *w = bin_weights(g, in.rank + 1, dim, bins, n, 1.0, 1.0, 0.5);

@@ -78,7 +78,7 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
     /* activations */
     case EM_OP_RELU: return tn_threshold_backward(g, y, 0.0); /* relu'(0) = 0 */
     case EM_OP_RELU6: return zero_where(g, outside(x, 0.0, 6.0));
-    case EM_OP_HARDTANH: return zero_where(g, outside(x, op->f[0], op->f[1]));
+    case EM_OP_HARDTANH: return zero_where(g, outside(x, op->p.act.min_val, op->p.act.max_val));
     case EM_OP_HARD_SIGMOID: /* 1/6 strictly inside (-3, 3), else 0 */
         return zero_where(
             em_mul_scalar(g, 1.0 / 6.0),
@@ -89,16 +89,16 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
         return zero_where(upper, em_lt_scalar(x, -3.0));
     }
     case EM_OP_LEAKY_RELU: /* x > 0 ? g : slope*g; slope at 0 */
-        return em_where(em_gt_scalar(x, 0.0), g, em_mul_scalar(g, op->f[0]));
+        return em_where(em_gt_scalar(x, 0.0), g, em_mul_scalar(g, op->p.act.negative_slope));
     case EM_OP_ELU: /* alpha*exp(x) for x <= 0 */
         return em_where(em_gt_scalar(x, 0.0), g,
-                        em_mul(g, em_mul_scalar(exp_neg_part(x), op->f[0])));
+                        em_mul(g, em_mul_scalar(exp_neg_part(x), op->p.act.alpha)));
     case EM_OP_SELU:
         return em_where(em_gt_scalar(x, 0.0), em_mul_scalar(g, SELU_SCALE),
                         em_mul(g, em_mul_scalar(exp_neg_part(x), SELU_SCALE * SELU_ALPHA)));
     case EM_OP_CELU: /* exp(x/alpha) for x <= 0 */
         return em_where(em_gt_scalar(x, 0.0), g,
-                        em_mul(g, exp_neg_part(em_mul_scalar(x, 1.0 / op->f[0]))));
+                        em_mul(g, exp_neg_part(em_mul_scalar(x, 1.0 / op->p.act.alpha))));
     case EM_OP_GELU: { /* Phi(x) + x*phi(x) */
         em_tensor *cdf =
             em_mul_scalar(em_add_scalar(em_erf(em_mul_scalar(x, INV_SQRT_2)), 1.0), 0.5);
@@ -126,8 +126,8 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
         return em_mul(g, em_add(ts, em_mul(em_mul(x, em_sigmoid(x)), one_minus_sq(ts))));
     }
     case EM_OP_SOFTPLUS: { /* g where beta x > threshold, else g*sigmoid(beta x) */
-        em_tensor *bx = em_mul_scalar(x, op->f[0]);
-        return em_where(em_gt_scalar(bx, op->f[1]), g, em_mul(g, em_sigmoid(bx)));
+        em_tensor *bx = em_mul_scalar(x, op->p.act.beta);
+        return em_where(em_gt_scalar(bx, op->p.act.threshold), g, em_mul(g, em_sigmoid(bx)));
     }
     case EM_OP_SOFTSIGN: /* 1/(1 + |x|)^2 */
         return em_div(g, em_square(em_add_scalar(em_abs(x), 1.0)));
@@ -141,22 +141,11 @@ em_tensor *ad_act_backward(em_op_kind kind, em_tensor *x, em_tensor *y, em_tenso
     return backward(&op, x, y, g);
 }
 
-static bool has_rule(em_op_kind k)
-{
-    switch (k) {
-    case EM_OP_ISNAN:
-    case EM_OP_ISINF:
-    case EM_OP_ISFINITE:
-    case EM_OP_LOGICAL_NOT:
-    case EM_OP_BITWISE_NOT: return false; /* bool or integer outputs: never recorded */
-    default: return true;
-    }
-}
-
 em_status ad_rule_unary(ad_ctx *c)
 {
     const em_op *op = c->op;
-    if (!has_rule(op->kind)) return ad_no_rule(c);
+    /* bool or integer outputs (isnan, bitwise_not ...) are never recorded */
+    if (!ir_has(op->kind, IR_DIFF | IR_ZERO_GRAD)) return ad_no_rule(c);
     if (!c->needs[0]) return EM_OK;
     em_tensor *g = ad_gout(c, 0);
     if (!g) return ad_status(c);

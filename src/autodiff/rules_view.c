@@ -8,8 +8,8 @@
  * adds back at position w*step + j. */
 static em_tensor *unfold_backward(ad_ctx *c, em_tensor *g)
 {
-    int dim = (int)c->op->i[0];
-    int64_t size = c->op->i[1], step = c->op->i[2];
+    int dim = c->op->p.unfold.dim;
+    int64_t size = c->op->p.unfold.size, step = c->op->p.unfold.step;
     em_shape in = ad_in_shape(c, 0);
     bool scalar = in.rank == 0;
     em_shape base = scalar ? EM_SHAPE(1) : in;
@@ -52,21 +52,22 @@ em_status ad_rule_view(ad_ctx *c)
     case EM_OP_RESHAPE: c->gin[0] = em_reshape(g, in); break;
     case EM_OP_PERMUTE: {
         em_axes inv = {.n = in.rank};
-        for (int d = 0; d < in.rank; d++) inv.d[c->op->i[d]] = d;
+        for (int d = 0; d < in.rank; d++) inv.d[c->op->p.permute.perm[d]] = d;
         c->gin[0] = em_permute(g, inv);
         break;
     }
     case EM_OP_SLICE: {
-        int dim = (int)c->op->i[0];
+        const em_p_slice *sl = &c->op->p.slice;
+        int dim = sl->dim;
         int64_t starts[EM_MAX_RANK], ends[EM_MAX_RANK], steps[EM_MAX_RANK];
         for (int d = 0; d < in.rank; d++) {
             starts[d] = 0;
             ends[d] = in.dims[d];
             steps[d] = 1;
         }
-        starts[dim] = c->op->i[1];
-        ends[dim] = c->op->i[2];
-        steps[dim] = c->op->i[3];
+        starts[dim] = sl->start;
+        ends[dim] = sl->end;
+        steps[dim] = sl->step;
         if (steps[dim] == 1) {
             c->gin[0] = ad_slice_pad(g, dim, starts[dim], in);
             break;
@@ -79,7 +80,7 @@ em_status ad_rule_view(ad_ctx *c)
     case EM_OP_FLIP: {
         em_axes dims = {.n = 0};
         for (int d = 0; d < in.rank; d++)
-            if (c->op->i[0] & (1 << d)) dims.d[dims.n++] = d;
+            if (c->op->p.flip.mask & (1u << d)) dims.d[dims.n++] = d;
         c->gin[0] = dims.n ? em_flip(g, dims) : g;
         break;
     }
@@ -95,8 +96,8 @@ em_status ad_rule_create(ad_ctx *c)
     case EM_OP_TRIL:
     case EM_OP_TRIU:
         if (c->needs[0])
-            c->gin[0] = c->op->kind == EM_OP_TRIL ? em_tril(ad_gout(c, 0), c->op->i[0])
-                                                  : em_triu(ad_gout(c, 0), c->op->i[0]);
+            c->gin[0] = c->op->kind == EM_OP_TRIL ? em_tril(ad_gout(c, 0), c->op->p.diag.k)
+                                                  : em_triu(ad_gout(c, 0), c->op->p.diag.k);
         return EM_OK;
     case EM_OP_COPY:
     case EM_OP_CAST:

@@ -1,44 +1,12 @@
 /* The backend interface and registry. A backend is a table of functions registered at start-up;
- * the tensor layer reaches devices only through it. */
+ * the tensor layer reaches devices only through it, and a backend sees op records only as views
+ * (ir_op, src/ir/ir.h): never the tensor layer's handles. */
 #ifndef EMBER_BACKEND_H
 #define EMBER_BACKEND_H
 
-#include "../tensor/op.h"
-
-/* A fused optimizer update over n contiguous f32 or f64 elements of one device's memory, in
- * place. The kinds, the order of operations and the meaning of the coefficients are those of the
- * CPU kernels in src/optim/optim_kernels.c. */
-typedef enum em_update_kind {
-    EM_UPDATE_SGD,     /* p, g, s0 = momentum buffer (NULL without momentum) */
-    EM_UPDATE_ADAM,    /* p, g, s0 = exp_avg, s1 = exp_avg_sq, s2 = max_exp_avg_sq or NULL */
-    EM_UPDATE_RMSPROP, /* p, g, s0 = square_avg, s1 = grad_avg or NULL, s2 = momentum or NULL */
-    EM_UPDATE_ADAGRAD, /* p, g, s0 = sum */
-    EM_UPDATE_LION,    /* p, g, s0 = exp_avg */
-    EM_UPDATE_MUON,    /* Muon's momentum: g, s0 = buffer, s1 = the update u (p unused) */
-    EM_UPDATE_AXPBY,   /* p = p*a + b*g */
-} em_update_kind;
-
-typedef struct em_update_coef {
-    double lr, wd, a, b, c, d, eps; /* meaning per kind, see optim_kernels.c */
-    bool maximize, nesterov, first, flag;
-} em_update_coef;
-
-typedef struct em_update {
-    em_update_kind kind;
-    em_dtype dtype; /* EM_F32 or EM_F64 */
-    int64_t n;
-    void *p;
-    const void *g;
-    void *s[3];
-    em_update_coef k;
-    /* Device memory holding the coefficients that the kernel reads instead of k (a piece of a
-     * graph's parameter block, refilled at every replay: em__graph_param), or NULL. */
-    void *kp;
-} em_update;
-
-/* Writes a graph parameter's bytes for the next replay into dst (zeroed before); an error
- * (recorded) stops the replay before the graph runs. */
-typedef em_status (*em_graph_fill)(void *ctx, void *dst);
+#include "../core/core_impl.h"
+#include "../ir/ir.h"
+#include "../ir/update.h"
 
 /* Streams and events of a backend whose work runs asynchronously (em_stream_*, em_event_* of the
  * public API). Streams and events are the backend's own handles; a NULL stream means the calling
@@ -84,9 +52,10 @@ typedef struct em_backend {
     em_status (*copy_from_host)(int device, void *dst, const void *src, size_t nbytes);
     em_status (*copy_to_host)(int device, void *dst, const void *src, size_t nbytes);
     em_status (*copy_within)(int device, void *dst, const void *src, size_t nbytes);
-    bool (*supports)(const em_op *op);
+    /* Whether it runs op (a view of a record: src/ir/ir.h). */
+    bool (*supports)(const ir_op *op);
     /* Runs op; outputs are allocated on this backend. */
-    em_status (*exec)(const em_op *op);
+    em_status (*exec)(const ir_op *op);
     em_status (*sync)(int device);
     /* Optional (NULL: the optimizers update a host copy of the parameter and copy it back). */
     em_status (*update)(int device, const em_update *u);

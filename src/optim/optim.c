@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../backend/backend.h"
 #include "optim_impl.h"
 
 /* zero means the default; EM_ZERO (-0.0) an exact zero */
@@ -371,9 +370,7 @@ static em_device update_device(const em_tensor *t)
     em_device d = em_tensor_device(t), none = {.backend = -1};
     em_dtype dt = em_tensor_dtype(t);
     if ((dt != EM_F32 && dt != EM_F64) || !em_tensor_is_contiguous(t)) return none;
-    if (d.backend == 0) return d;
-    const em_backend *b = em_backend_get(d.backend);
-    return b && b->update ? d : none;
+    return d.backend == 0 || tn_update_native(d) ? d : none;
 }
 
 /* A contiguous copy of t in dtype dt on device dev (a share of t when it already is one). */
@@ -395,14 +392,14 @@ static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill
                 em_tensor_is_contiguous(t);
     if (!fits && em_graph_capturing(dev)) {
         char d[32];
-        em__graph_refuse(dev, em_error(EM_ERR_INVALID_ARG,
-                                       "em_optim_step: the state of %s would be made or moved "
-                                       "inside the graph capture on %s (every replay would "
-                                       "reset it); take one step before capturing",
-                                       p->name, em_device_str(dev, d, sizeof d)));
+        tn_graph_refuse(dev, em_error(EM_ERR_INVALID_ARG,
+                                      "em_optim_step: the state of %s would be made or moved "
+                                      "inside the graph capture on %s (every replay would "
+                                      "reset it); take one step before capturing",
+                                      p->name, em_device_str(dev, d, sizeof d)));
         return NULL;
     }
-    bool scoped = em_backend_persistent_enter(dev); /* the state lives as long as the parameter */
+    bool scoped = tn_persistent_enter(dev); /* the state lives as long as the parameter */
     if (t && !fits) {
         em_tensor *moved = plain_ref(work_copy(t, dt, dev));
         if (moved) {
@@ -413,7 +410,7 @@ static em_tensor *state_get(opt_param *p, int s, const em_tensor *w, double fill
     } else if (!t) {
         p->state[s] = t = plain_ref(em_full(em_tensor_shape(w), fill, dt, dev));
     }
-    if (scoped) em_backend_persistent_leave(dev);
+    if (scoped) tn_persistent_leave(dev);
     return t;
 }
 
@@ -540,7 +537,7 @@ static em_status graph_coef_piece(em_optim *o, int param, coef_kind which, bool 
     *c = (graph_coef){o->anchor, param, which, bump, bump_steps};
     o->anchor->refs++;
     size_t bytes = param >= 0 ? sizeof(opt_coef) : 8;
-    return em__graph_param(dev, bytes, graph_coef_fill, graph_coef_drop, c, kp);
+    return tn_graph_param(dev, bytes, graph_coef_fill, graph_coef_drop, c, kp);
 }
 
 /* Runs u where w lives: the CPU kernels, or the device backend's fused update. In a graph capture
@@ -552,7 +549,7 @@ static em_status run_update(em_optim *o, opt_param *p, coef_kind which, bool bum
     em_device d = em_tensor_device(w);
     if (d.backend != 0) {
         em_status st = graph_coef_piece(o, (int)(p - o->p), which, bump, false, d, &u->kp);
-        return st != EM_OK ? st : em_backend_get(d.backend)->update(d.index, u);
+        return st != EM_OK ? st : tn_update(d, u);
     }
     em_dtype dt = u->dtype;
     switch (u->kind) {

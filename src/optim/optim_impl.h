@@ -5,8 +5,7 @@
 
 #include <ember/optim.h>
 
-#include "../backend/backend.h"
-#include "../tensor/tensor_impl.h"
+#include "../tensor/op.h"
 
 typedef enum opt_kind {
     OPT_SGD,

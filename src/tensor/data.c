@@ -1,11 +1,19 @@
 /* Data in and out of tensors: host arrays in any dtype, scalar reads, device moves. */
+#include <math.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "../backend/backend.h"
-#include "../backend/cpu/cpu.h"
+#include "../ir/elem.h"
 #include "op.h"
+
+/* dst = src converted to dst's dtype, both views of host memory (the CPU backend's CAST). */
+static void host_convert(ir_tensor *dst, ir_tensor *src)
+{
+    ir_op k = {.kind = EM_OP_CAST, .n_in = 1, .n_out = 1, .in = {src}, .out = {dst}};
+    cpu_backend.exec(&k);
+}
 
 static bool check_shape(const char *op, em_shape s)
 {
@@ -46,12 +54,12 @@ static em_tensor *from_data_named(const char *fn, const void *data, em_dtype src
         if (src_dtype == dtype) {
             memcpy(tn_ptr(host), data, (size_t)n * em_dtype_size(dtype));
         } else {
-            em_tensor src = tn_desc(host); /* a stack handle describing the caller's array */
-            em_storage st = {.refcount = 1, .data = (void *)data, .device = EM_CPU};
+            ir_tensor dst, src; /* src: a view of the caller's array */
+            tn_view(host, &dst);
+            src = dst;
             src.dtype = src_dtype;
-            src.storage = &st;
-            src.offset = 0;
-            cpu_copy_convert(host, &src);
+            src.data = (void *)data;
+            host_convert(&dst, &src);
         }
     }
     if (dev.backend == 0) return host;
@@ -104,13 +112,13 @@ em_status em_to_data(const em_tensor *t, void *out, em_dtype dtype, int64_t coun
         host = em_to_device((em_tensor *)t, EM_CPU);
         if (!host) return em_last_status();
     }
-    em_tensor dst = tn_desc(host);
-    em_storage st = {.refcount = 1, .data = out, .device = EM_CPU};
+    ir_tensor dst, src;
+    tn_view(host, &src);
+    dst = src;
     dst.dtype = dtype;
-    dst.storage = &st;
-    dst.offset = 0;
-    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
-    cpu_copy_convert(&dst, host);
+    dst.data = out;
+    ir_contiguous_strides(dst.shape, dst.rank, dst.strides);
+    host_convert(&dst, &src);
     if (host != t) em_release(host);
     return EM_OK;
 }
@@ -158,13 +166,13 @@ double em_get_f64(const em_tensor *t, const int64_t *index)
     }
     size_t es = em_dtype_size(t->dtype);
     if (t->storage->device.backend == 0)
-        return cpu_get_f64((char *)t->storage->data + off * (int64_t)es, t->dtype);
+        return ir_get_f64((char *)t->storage->data + off * (int64_t)es, t->dtype);
     unsigned char buf[8];
     const em_backend *be = em_backend_get(t->storage->device.backend);
     if (be->copy_to_host(t->storage->device.index, buf,
                          (char *)t->storage->data + off * (int64_t)es, es) != EM_OK)
         return NAN;
-    return cpu_get_f64(buf, t->dtype);
+    return ir_get_f64(buf, t->dtype);
 }
 
 static void pinned_release(void *data, void *backend)

@@ -1,5 +1,6 @@
 /* The op IR's front door: every op record passes through tn_dispatch, which runs it on its
  * backend and offers it to the recorder (autodiff, capture). */
+#include <assert.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -7,18 +8,6 @@
 
 #include "../backend/backend.h"
 #include "op.h"
-
-static const char *const op_names[] = {
-#define EM_OP_NAME(name, str, fam) str,
-    EM_OP_LIST(EM_OP_NAME)
-#undef EM_OP_NAME
-};
-
-static const char *const op_families[] = {
-#define EM_OP_FAM(name, str, fam) #fam,
-    EM_OP_LIST(EM_OP_FAM)
-#undef EM_OP_FAM
-};
 
 static _Atomic int64_t op_counts[EM_OP_COUNT];
 static _Atomic int64_t fallback_counts[EM_OP_COUNT];
@@ -68,16 +57,6 @@ void tn_profile_reset(void)
     for (int k = 0; k < EM_OP_COUNT; k++) atomic_store(&prof_ns[k], 0), atomic_store(&prof_n[k], 0);
 }
 
-const char *em_op_name(em_op_kind kind)
-{
-    return (kind >= 0 && kind < EM_OP_COUNT) ? op_names[kind] : "?";
-}
-
-const char *em_op_family(em_op_kind kind)
-{
-    return (kind >= 0 && kind < EM_OP_COUNT) ? op_families[kind] : "?";
-}
-
 int64_t tn_op_count(em_op_kind kind)
 {
     return (kind >= 0 && kind < EM_OP_COUNT) ? atomic_load(&op_counts[kind]) : 0;
@@ -88,43 +67,57 @@ int64_t tn_fallback_count(em_op_kind kind)
     return (kind >= 0 && kind < EM_OP_COUNT) ? atomic_load(&fallback_counts[kind]) : 0;
 }
 
+/* ---- the kernel's view of a record ---------------------------------------------------------
+ * Backends see ir_op (src/ir/ir.h): the kind, the parameters and a view of each tensor (its
+ * first element, dtype, geometry and device), never the handles and their storage. */
+
+void tn_view(const em_tensor *t, ir_tensor *v)
+{
+    v->data = (char *)t->storage->data + t->offset * (int64_t)em_dtype_size(t->dtype);
+    v->dtype = t->dtype;
+    v->rank = t->rank;
+    memcpy(v->shape, t->shape, sizeof v->shape);
+    memcpy(v->strides, t->strides, sizeof v->strides);
+    v->device = t->storage->device;
+}
+
+/* k = op as a kernel sees it, its views in views[EM_OP_MAX_IN + EM_OP_MAX_OUT] (an absent
+ * optional input stays NULL). */
+static void kernel_op(const em_op *op, ir_op *k, ir_tensor *views)
+{
+    k->kind = op->kind;
+    k->n_in = op->n_in;
+    k->n_out = op->n_out;
+    for (int i = 0; i < op->n_in; i++) {
+        k->in[i] = NULL;
+        if (op->in[i]) tn_view(op->in[i], k->in[i] = &views[i]);
+    }
+    for (int i = 0; i < op->n_out; i++) tn_view(op->out[i], k->out[i] = &views[EM_OP_MAX_IN + i]);
+    k->p = op->p;
+}
+
 /* ---- CPU fallback ---------------------------------------------------------------------------
  * An op the device backend cannot run goes to the CPU when the config key cpu_fallback is on:
- * each input's whole storage is copied to the host and viewed with the input's geometry, the
- * CPU backend runs the record on those mirrors, and each output's storage is copied back. The
- * mirrors are plain structs on this stack frame (never scope-tracked, never freed by refcount),
- * so the CPU kernel sees ordinary host tensors. */
-
-typedef struct mirror {
-    em_tensor t;
-    em_storage s;
-} mirror;
+ * each input's whole storage is copied to the host and the record's views are pointed at those
+ * copies (with the tensors' own geometry), the CPU backend runs the record, and each output's
+ * storage is copied back. */
 
 static bool fallback_enabled(void)
 {
     return core_cfg_bool(CFG_CPU_FALLBACK);
 }
 
-/* Host copy of t's storage with t's geometry; `fetch` copies the device bytes (outputs that
- * cover their whole storage need no fetch). */
-static em_status mirror_make(mirror *m, const em_tensor *t, const em_backend *be, bool fetch)
+/* A host copy of t's whole storage in *host, and view v moved onto it; `fetch` copies the
+ * device bytes (outputs that cover their whole storage need no fetch). */
+static em_status mirror_make(ir_tensor *v, void **host, const em_tensor *t, const em_backend *be,
+                             bool fetch)
 {
-    m->t = tn_desc(t);
-    m->s = tn_storage_desc(t->storage);
-    m->s.refcount = (int64_t)1 << 40; /* never reaches zero: the kernel may view, not free */
-    m->s.external = true;
-    m->s.deleter = NULL;
-    m->s.device = EM_CPU;
-    m->s.data = em_alloc(t->storage->nbytes ? t->storage->nbytes : 1);
-    if (!m->s.data) return em_last_status() != EM_OK ? em_last_status() : EM_ERR_OOM;
-    m->t.storage = &m->s;
-    m->t.refcount = (int64_t)1 << 40;
-    m->t.scope_refs = 0;
-    m->t.grad_info = NULL;
-    m->t.requires_grad = false;
+    *host = em_alloc(t->storage->nbytes ? t->storage->nbytes : 1);
+    if (!*host) return em_last_status() != EM_OK ? em_last_status() : EM_ERR_OOM;
+    v->data = (char *)*host + t->offset * (int64_t)em_dtype_size(t->dtype);
+    v->device = EM_CPU;
     if (!fetch || t->storage->nbytes == 0) return EM_OK;
-    return be->copy_to_host(t->storage->device.index, m->s.data, t->storage->data,
-                            t->storage->nbytes);
+    return be->copy_to_host(t->storage->device.index, *host, t->storage->data, t->storage->nbytes);
 }
 
 static bool covers_storage(const em_tensor *t)
@@ -133,42 +126,70 @@ static bool covers_storage(const em_tensor *t)
            (size_t)tn_numel(t) * em_dtype_size(t->dtype) == t->storage->nbytes;
 }
 
-static em_status run_on_cpu(const em_op *op, const em_backend *be)
+static em_status run_on_cpu(const em_op *op, ir_op *k, const em_backend *be)
 {
     static _Atomic bool logged[EM_OP_COUNT];
     if (!atomic_exchange(&logged[op->kind], true))
         em_log_msg("dispatch", EM_LOG_INFO,
                    "em_%s runs on the cpu (not supported by the %s backend)", em_op_name(op->kind),
                    be->name);
-    mirror in[EM_OP_MAX_IN], out[EM_OP_MAX_OUT];
-    int nin = 0, nout = 0;
-    em_op cpu = *op;
+    void *in[EM_OP_MAX_IN] = {NULL}, *out[EM_OP_MAX_OUT] = {NULL};
     em_status st = EM_OK;
-    for (; nin < op->n_in && st == EM_OK; nin++) {
-        if (!op->in[nin]) continue;
-        st = mirror_make(&in[nin], op->in[nin], be, true);
-        cpu.in[nin] = &in[nin].t;
-    }
-    for (; nout < op->n_out && st == EM_OK; nout++) {
-        st = mirror_make(&out[nout], op->out[nout], be, !covers_storage(op->out[nout]));
-        cpu.out[nout] = &out[nout].t;
-    }
-    if (st == EM_OK && cpu_backend.supports(&cpu))
-        st = cpu_backend.exec(&cpu);
+    for (int i = 0; i < op->n_in && st == EM_OK; i++)
+        if (op->in[i]) st = mirror_make(k->in[i], &in[i], op->in[i], be, true);
+    for (int i = 0; i < op->n_out && st == EM_OK; i++)
+        st = mirror_make(k->out[i], &out[i], op->out[i], be, !covers_storage(op->out[i]));
+    if (st == EM_OK && cpu_backend.supports(k))
+        st = cpu_backend.exec(k);
     else if (st == EM_OK)
         st = em_error(EM_ERR_UNSUPPORTED, "em_%s: not supported by the %s backend nor the cpu",
                       em_op_name(op->kind), be->name);
-    for (int i = 0; i < nout && st == EM_OK; i++) {
+    for (int i = 0; i < op->n_out && st == EM_OK; i++) {
         const em_tensor *o = op->out[i];
         if (o->storage->nbytes)
-            st = be->copy_from_host(o->storage->device.index, o->storage->data, out[i].s.data,
+            st = be->copy_from_host(o->storage->device.index, o->storage->data, out[i],
                                     o->storage->nbytes);
     }
-    for (int i = 0; i < nin; i++)
-        if (op->in[i]) em_free(in[i].s.data);
-    for (int i = 0; i < nout; i++) em_free(out[i].s.data);
+    for (int i = 0; i < op->n_in; i++) em_free(in[i]);
+    for (int i = 0; i < op->n_out; i++) em_free(out[i]);
     if (st == EM_OK) atomic_fetch_add(&fallback_counts[op->kind], 1);
     return st;
+}
+
+bool tn_update_native(em_device dev)
+{
+    const em_backend *be = dev.backend != 0 ? em_backend_get(dev.backend) : NULL;
+    return be && be->update;
+}
+
+em_status tn_update(em_device dev, const em_update *u)
+{
+    const em_backend *be = em_backend_get(dev.backend);
+    if (!be || !be->update)
+        return em_error(EM_ERR_INTERNAL, "update: device backend %d has no fused update",
+                        dev.backend);
+    return be->update(dev.index, u);
+}
+
+bool tn_persistent_enter(em_device dev)
+{
+    return em_backend_persistent_enter(dev);
+}
+
+void tn_persistent_leave(em_device dev)
+{
+    em_backend_persistent_leave(dev);
+}
+
+em_status tn_graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                         void *ctx, void **dptr)
+{
+    return em__graph_param(dev, bytes, fill, drop, ctx, dptr);
+}
+
+em_status tn_graph_refuse(em_device dev, em_status st)
+{
+    return em__graph_refuse(dev, st);
 }
 
 void tn_set_recorder(em_op_recorder fn, void *user)
@@ -202,7 +223,11 @@ bool tn_supported(const em_op *op)
 {
     em_device dev = op->n_in > 0 ? op->in[0]->storage->device : op->out[0]->storage->device;
     const em_backend *be = em_backend_get(dev.backend);
-    return be && be->supports(op);
+    if (!be) return false;
+    ir_tensor views[EM_OP_MAX_IN + EM_OP_MAX_OUT];
+    ir_op k;
+    kernel_op(op, &k, views);
+    return be->supports(&k);
 }
 
 bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_tensor **out)
@@ -245,8 +270,11 @@ em_status tn_dispatch(em_op *op)
                                                         em_op_name(op->kind), i);
         }
     }
+    /* the record has the arity its row of the op table says */
+    assert(op->n_in >= ir_ops[op->kind].in_min && op->n_in <= ir_ops[op->kind].in_max);
+    assert(op->n_out >= ir_ops[op->kind].out_min && op->n_out <= ir_ops[op->kind].out_max);
     atomic_fetch_add(&op_counts[op->kind], 1);
-    bool is_view = strcmp(op_families[op->kind], "view") == 0;
+    bool is_view = ir_has(op->kind, IR_VIEW);
     if (!is_view) {
         em_device dev = op->n_in > 0 ? op->in[0]->storage->device : op->out[0]->storage->device;
         for (int i = 1; i < op->n_in; i++) {
@@ -265,7 +293,10 @@ em_status tn_dispatch(em_op *op)
             return em_error(EM_ERR_DEVICE, "em_%s: no backend for device index %d",
                             em_op_name(op->kind), dev.backend);
         }
-        bool supported = be->supports(op);
+        ir_tensor views[EM_OP_MAX_IN + EM_OP_MAX_OUT];
+        ir_op k;
+        kernel_op(op, &k, views);
+        bool supported = be->supports(&k);
         bool fallback = !supported && dev.backend != 0 && fallback_enabled();
         if (!supported && !fallback) {
             drop_outputs(op);
@@ -275,7 +306,7 @@ em_status tn_dispatch(em_op *op)
         }
         bool prof = atomic_load(&profiling);
         int64_t t0 = prof ? core_mono_ns() : 0;
-        em_status st = fallback ? run_on_cpu(op, be) : be->exec(op);
+        em_status st = fallback ? run_on_cpu(op, &k, be) : be->exec(&k);
         if (prof) {
             if (st == EM_OK && be->sync) st = be->sync(dev.index);
             int64_t ns = core_mono_ns() - t0;
@@ -300,8 +331,8 @@ em_status tn_dispatch(em_op *op)
     return EM_OK;
 }
 
-em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
-                   const int64_t *ip, int ni, const double *fp, int nf)
+em_tensor *tn_run(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
+                  const em_params *p)
 {
     if (!out) return NULL;
     em_op op;
@@ -311,8 +342,7 @@ em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_
     for (int i = 0; i < n_in; i++) op.in[i] = in[i];
     op.n_out = 1;
     op.out[0] = out;
-    for (int i = 0; i < ni; i++) op.i[i] = ip[i];
-    for (int i = 0; i < nf; i++) op.f[i] = fp[i];
+    if (p) memcpy(&op.p, p, ir_ops[kind].param_size);
     if (tn_dispatch(&op) != EM_OK) return NULL;
     return op.out[0];
 }

@@ -1,47 +1,33 @@
-/* The op IR: one em_op record per tensor operation. A front-end validates its inputs, infers
- * the output, fills the record and hands it to tn_dispatch, which runs it on the inputs'
- * backend and offers it to the recorder hooks (autodiff, capture). Kernels read only the record.
- */
+/* The tensor layer's side of the op IR (src/ir/ir.h): a front-end validates its inputs, infers
+ * the output, fills an em_op record and hands it to tn_dispatch, which runs it on the inputs'
+ * backend and offers it to the recorder hooks (autodiff, capture). */
 #ifndef EMBER_OP_H
 #define EMBER_OP_H
 
-#include "op_kinds.h"
+#include "../ir/ir.h"
+#include "../ir/update.h"
 #include "tensor_impl.h"
-
-typedef enum em_op_kind {
-#define EM_OP_ENUM(name, str, fam) EM_OP_##name,
-    EM_OP_LIST(EM_OP_ENUM)
-#undef EM_OP_ENUM
-        EM_OP_COUNT
-} em_op_kind;
 
 /* The largest padded length, pad, stride or dilated kernel span that the convolution, pooling
  * and fold front-ends accept along a spatial dim: kernels add two such values (a window's start
  * and a stride, say), which then still fit in int64_t. */
 #define TN_GEOM_MAX (INT64_C(1) << 62)
 
-#define EM_OP_MAX_IN  8
-#define EM_OP_MAX_OUT 3
-#define EM_OP_MAX_I   40
-#define EM_OP_MAX_F   4
+/* The view of t that kernels see (src/ir/ir.h): its first element, dtype, geometry, device. */
+void tn_view(const em_tensor *t, ir_tensor *v);
 
-/* One operation. Inputs are borrowed; outputs are allocated by the front-end before dispatch
- * (their dtype and shape are the output descriptor). The meaning of i[] and f[] is fixed per
- * kind and documented next to the kind's front-end. */
-typedef struct em_op {
-    em_op_kind kind;
-    int n_in;
-    int n_out;
-    em_tensor *in[EM_OP_MAX_IN];
-    em_tensor *out[EM_OP_MAX_OUT];
-    int64_t i[EM_OP_MAX_I];
-    double f[EM_OP_MAX_F];
-} em_op;
-
-/* Public name of a kind ("add"). */
-const char *em_op_name(em_op_kind kind);
-/* Family of a kind ("unary", "view" ...). */
-const char *em_op_family(em_op_kind kind);
+/* The optimizers' door to devices (they never reach the backends themselves):
+ * tn_update_native: whether dev's backend runs em_update records in its own memory (the CPU's
+ * updates run in src/optim); tn_update: runs u there. tn_persistent_enter / _leave,
+ * tn_graph_param and tn_graph_refuse: em_backend_persistent_enter / _leave, em__graph_param and
+ * em__graph_refuse (src/backend/backend.h) for the layers above. */
+bool tn_update_native(em_device dev);
+em_status tn_update(em_device dev, const em_update *u);
+bool tn_persistent_enter(em_device dev);
+void tn_persistent_leave(em_device dev);
+em_status tn_graph_param(em_device dev, size_t bytes, em_graph_fill fill, void (*drop)(void *ctx),
+                         void *ctx, void **dptr);
+em_status tn_graph_refuse(em_device dev, em_status st);
 
 /* Runs op on the backend of its first input (or of out[0] for creation ops), then offers the
  * record to the recorder. View kinds are not executed, only recorded. On failure the outputs
@@ -96,18 +82,6 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
 em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
                            double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
                            em_tensor **db);
-
-/* SDPA_BACKWARD's optional inputs, NULL where absent: the mask (in[5]) and the forward's lse (the
- * last input, when i2 = 1). */
-static inline const em_tensor *tn_sdpa_bwd_mask(const em_op *op)
-{
-    return op->n_in - (op->i[2] ? 1 : 0) > 5 ? op->in[5] : NULL;
-}
-
-static inline const em_tensor *tn_sdpa_bwd_lse(const em_op *op)
-{
-    return op->i[2] ? op->in[op->n_in - 1] : NULL;
-}
 
 /* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
  * NULL where the backend does not claim that record (the output is computed either way). */
@@ -173,10 +147,10 @@ em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t
 em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
                                           const em_tensor *g);
 
-/* Convenience for single-output front-ends: builds an op with inputs in[0..n_in), one
- * output `out` (already allocated), dispatches, and returns out or NULL. The i/f parameters
- * are copied from `ip`/`fp` when non-NULL. */
-em_tensor *tn_run1(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
-                   const int64_t *ip, int ni, const double *fp, int nf);
+/* Convenience for single-output front-ends: builds a record of kind with inputs in[0..n_in),
+ * one output `out` (already allocated) and the parameters *p (NULL: none), dispatches it, and
+ * returns out or NULL. */
+em_tensor *tn_run(em_op_kind kind, em_tensor *out, em_tensor *const *in, int n_in,
+                  const em_params *p);
 
 #endif

@@ -2,10 +2,10 @@
  * broadcasting and PyTorch dtype promotion, their scalar forms, and where, masked_fill, clamp
  * and lerp.
  *
- * IR parameters and compute rules (kernels of every backend follow them):
- * ADD .. SHIFT_RIGHT: in[0], in[1] broadcast together. i[0] says which input is a wrapped
- *   scalar (a rank-0 tensor made from a C double by a *_scalar form): 0 none, 1 in[0] (rsub,
- *   rdiv, rpow), 2 in[1]. Arithmetic, bitwise and shift kinds convert both inputs to the
+ * Records and compute rules (kernels of every backend follow them; parameters in src/ir/ir.h):
+ * ADD .. SHIFT_RIGHT: in[0], in[1] broadcast together; em_p_binary says which input is a wrapped
+ *   scalar (a rank-0 tensor made from a C double by a *_scalar form). Arithmetic, bitwise and
+ *   shift kinds convert both inputs to the
  *   output dtype and compute there (floats in double or the dtype itself, integers and bool in
  *   int64 arithmetic wrapped to the width). Comparisons compute in em_dtype_promote(in[0],
  *   in[1]) and give bool; logical kinds test each input for != 0 (NaN is true) and give bool.
@@ -14,14 +14,14 @@
  *   integral scalar, else f64).
  * WHERE: in[0] = cond (bool), in[1] = a, in[2] = b, three-way broadcast; result dtype
  *   promote(a, b).
- * MASKED_FILL: in[0] = x, in[1] = mask (bool, broadcasts to x), f[0] = value.
+ * MASKED_FILL: in[0] = x, in[1] = mask (bool, broadcasts to x), em_p_fill's value.
  * THRESHOLD_BACKWARD (tn_threshold_backward, internal: relu's backward rule): in[0] = g, in[1]
- *   = y, one float dtype and one shape, f[0] = t -> y <= t ? +0 : g (g's bits).
- * CLAMP: i[0] = 0: in[0] = x, f[0] = lo, f[1] = hi (NaN: no bound). i[0] != 0: bit 1 = a lower
- *   bound tensor is present, bit 2 = an upper one; in[] holds x then the present bounds, all
- *   broadcast together (a NaN in a bound tensor gives NaN, as PyTorch).
- * LERP: in[0] = a, in[1] = b, in[2] = w; i[0] = 1 when w is a wrapped scalar (then f[0] = w);
- *   out = a + w * (b - a) for |w| < 0.5, else b - (b - a) * (1 - w). */
+ *   = y, one float dtype and one shape, em_p_threshold t -> y <= t ? +0 : g (g's bits).
+ * CLAMP (em_p_clamp): bounds = 0: in[0] = x, lo and hi scalars (NaN: no bound). Else bit 1 = a
+ *   lower bound tensor is present, bit 2 = an upper one; in[] holds x then the present bounds,
+ *   all broadcast together (a NaN in a bound tensor gives NaN, as PyTorch).
+ * LERP: in[0] = a, in[1] = b, in[2] = w; em_p_lerp's w_scalar when w is a wrapped scalar (its
+ *   value w); out = a + w * (b - a) for |w| < 0.5, else b - (b - a) * (1 - w). */
 #include <math.h>
 #include <string.h>
 
@@ -31,66 +31,50 @@
 
 static bool is_cmp(em_op_kind k)
 {
-    return k == EM_OP_EQ || k == EM_OP_NE || k == EM_OP_LT || k == EM_OP_LE || k == EM_OP_GT ||
-           k == EM_OP_GE;
+    return ir_info_of(k)->dtype == IR_DT_COMPARE;
 }
 
-static bool is_logical(em_op_kind k)
-{
-    return k == EM_OP_LOGICAL_AND || k == EM_OP_LOGICAL_OR || k == EM_OP_LOGICAL_XOR;
-}
-
-/* Result dtype of kind for inputs promoting to pt; false + EM_ERR_DTYPE when not allowed. */
+/* Result dtype of kind for inputs promoting to pt, by the kind's dtype rule in the op table;
+ * false + EM_ERR_DTYPE when not allowed. */
 static bool result_dtype(const char *name, em_op_kind k, em_dtype pt, em_dtype *out)
 {
     bool fl = em_dtype_is_float(pt);
-    if (is_cmp(k) || is_logical(k)) {
-        *out = EM_BOOL;
+    *out = pt;
+    switch (ir_info_of(k)->dtype) {
+    case IR_DT_COMPARE:
+    case IR_DT_LOGICAL: *out = EM_BOOL; return true;
+    case IR_DT_PROMOTE_FLOAT:
+        if (!fl) *out = EM_F32;
         return true;
-    }
-    switch (k) {
-    case EM_OP_DIV:
-    case EM_OP_ATAN2:
-    case EM_OP_HYPOT: *out = fl ? pt : EM_F32; return true;
-    case EM_OP_SUB:
-        if (pt == EM_BOOL) {
+    case IR_DT_PROMOTE_NUM:
+        if (pt == EM_BOOL && k == EM_OP_SUB) {
             em_error(EM_ERR_DTYPE,
                      "%s: subtraction of two bool tensors is not supported (use "
                      "em_logical_xor)",
                      name);
             return false;
         }
-        break;
-    case EM_OP_FLOOR_DIVIDE:
-    case EM_OP_REMAINDER:
-    case EM_OP_FMOD:
-    case EM_OP_POW:
         if (pt == EM_BOOL) {
             em_error(EM_ERR_DTYPE, "%s: dtype bool is not supported", name);
             return false;
         }
-        break;
-    case EM_OP_BITWISE_AND:
-    case EM_OP_BITWISE_OR:
-    case EM_OP_BITWISE_XOR:
+        return true;
+    case IR_DT_BITWISE:
         if (fl) {
             em_error(EM_ERR_DTYPE, "%s: dtype %s is not supported (integers and bool only)", name,
                      em_dtype_name(pt));
             return false;
         }
-        break;
-    case EM_OP_SHIFT_LEFT:
-    case EM_OP_SHIFT_RIGHT:
+        return true;
+    case IR_DT_INT:
         if (!em_dtype_is_int(pt)) {
             em_error(EM_ERR_DTYPE, "%s: dtype %s is not supported (integers only)", name,
                      em_dtype_name(pt));
             return false;
         }
-        break;
-    default: break;
+        return true;
+    default: return true;
     }
-    *out = pt;
-    return true;
 }
 
 static em_tensor *binary(const char *name, em_op_kind k, const em_tensor *a, const em_tensor *b)
@@ -103,8 +87,7 @@ static em_tensor *binary(const char *name, em_op_kind k, const em_tensor *a, con
     em_dtype out;
     if (!result_dtype(name, k, em_dtype_promote(a->dtype, b->dtype), &out)) return NULL;
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
-    int64_t ip[1] = {0};
-    return tn_run1(k, tn_new_for(name, out, shape, r, a->storage->device), in, 2, ip, 1, NULL, 0);
+    return tn_run(k, tn_new_for(name, out, shape, r, a->storage->device), in, 2, NULL);
 }
 
 /* s is an integer that int64 holds exactly. */
@@ -138,9 +121,9 @@ static em_tensor *scalar_op(const char *name, em_op_kind k, const em_tensor *a, 
     em_tensor *sc = em_full(EM_SCALAR, s, sdt, a->storage->device);
     if (!sc) return NULL;
     em_tensor *in[2] = {rev ? sc : (em_tensor *)a, rev ? (em_tensor *)a : sc};
-    int64_t ip[1] = {rev ? 1 : 2};
-    em_tensor *o = tn_run1(k, tn_new_for(name, out, a->shape, a->rank, a->storage->device), in, 2,
-                           ip, 1, NULL, 0);
+    em_params p = {.binary = {.scalar_in = rev ? 1 : 2}};
+    em_tensor *o =
+        tn_run(k, tn_new_for(name, out, a->shape, a->rank, a->storage->device), in, 2, &p);
     em_release(sc);
     return o;
 }
@@ -227,8 +210,7 @@ em_tensor *em_where(const em_tensor *cond, const em_tensor *a, const em_tensor *
         return NULL;
     em_tensor *in[3] = {(em_tensor *)cond, (em_tensor *)a, (em_tensor *)b};
     em_dtype out = em_dtype_promote(a->dtype, b->dtype);
-    return tn_run1(EM_OP_WHERE, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, NULL, 0,
-                   NULL, 0);
+    return tn_run(EM_OP_WHERE, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, NULL);
 }
 
 em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double value)
@@ -251,10 +233,9 @@ em_tensor *em_masked_fill(const em_tensor *x, const em_tensor *mask, double valu
         return NULL;
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)mask};
-    double f[1] = {value};
-    return tn_run1(EM_OP_MASKED_FILL,
-                   tn_new_for(name, x->dtype, x->shape, x->rank, x->storage->device), in, 2, NULL,
-                   0, f, 1);
+    em_params p = {.fill = {.value = value}};
+    return tn_run(EM_OP_MASKED_FILL,
+                  tn_new_for(name, x->dtype, x->shape, x->rank, x->storage->device), in, 2, &p);
 }
 
 /* A bound that leaves an integer tensor's dtype alone: none, integral, or infinite on the
@@ -275,10 +256,9 @@ em_tensor *em_clamp(const em_tensor *x, double lo, double hi)
     em_dtype out = x->dtype;
     if (!em_dtype_is_float(out) && !(int_bound(lo, true) && int_bound(hi, false))) out = EM_F32;
     em_tensor *in[1] = {(em_tensor *)x};
-    int64_t ip[1] = {0};
-    double f[2] = {lo, hi};
-    return tn_run1(EM_OP_CLAMP, tn_new_for(name, out, x->shape, x->rank, x->storage->device), in, 1,
-                   ip, 1, f, 2);
+    em_params p = {.clamp = {.bounds = 0, .lo = lo, .hi = hi}};
+    return tn_run(EM_OP_CLAMP, tn_new_for(name, out, x->shape, x->rank, x->storage->device), in, 1,
+                  &p);
 }
 
 em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_tensor *hi)
@@ -291,7 +271,7 @@ em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_ten
     }
     em_tensor *in[3] = {(em_tensor *)x};
     int n = 1;
-    int64_t flags = 0;
+    int flags = 0;
     if (lo) in[n++] = (em_tensor *)lo, flags |= 1;
     if (hi) in[n++] = (em_tensor *)hi, flags |= 2;
     int64_t s[EM_MAX_RANK];
@@ -311,9 +291,8 @@ em_tensor *em_clamp_tensor(const em_tensor *x, const em_tensor *lo, const em_ten
         em_error(EM_ERR_DTYPE, "%s: dtype bool is not supported", name);
         return NULL;
     }
-    int64_t ip[1] = {flags};
-    return tn_run1(EM_OP_CLAMP, tn_new_for(name, out, s, r, x->storage->device), in, n, ip, 1, NULL,
-                   0);
+    em_params p = {.clamp = {.bounds = flags}};
+    return tn_run(EM_OP_CLAMP, tn_new_for(name, out, s, r, x->storage->device), in, n, &p);
 }
 
 static em_tensor *lerp(const char *name, const em_tensor *a, const em_tensor *b, const em_tensor *w,
@@ -345,10 +324,8 @@ static em_tensor *lerp(const char *name, const em_tensor *a, const em_tensor *b,
         if (!wt) return NULL;
     }
     em_tensor *in[3] = {(em_tensor *)a, (em_tensor *)b, wt};
-    int64_t ip[1] = {w ? 0 : 1};
-    double f[1] = {w ? 0 : ws};
-    em_tensor *o =
-        tn_run1(EM_OP_LERP, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, ip, 1, f, 1);
+    em_params p = {.lerp = {.w_scalar = w == NULL, .w = w ? 0 : ws}};
+    em_tensor *o = tn_run(EM_OP_LERP, tn_new_for(name, out, s2, r2, a->storage->device), in, 3, &p);
     if (!w) em_release(wt);
     return o;
 }
@@ -370,7 +347,7 @@ em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double 
     em_op op;
     memset(&op, 0, sizeof op);
     op.kind = EM_OP_THRESHOLD_BACKWARD;
-    op.f[0] = t;
+    op.p.threshold.threshold = t;
     em_tensor *out;
     if (tn_run_fused2(&op, g, y, &out)) return out;
     em_scope_begin();

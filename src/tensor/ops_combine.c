@@ -1,15 +1,15 @@
 /* Combine and split: cat, stack, split, chunk, repeat, tile, roll, pad.
- * IR parameters:
+ * Records (parameters in src/ir/ir.h):
  *   CAT    in[0..n_in) (1 to EM_OP_MAX_IN tensors, any dtypes; the output's dtype is the
- *          promoted one and the kernel converts), i0 = dim. More than EM_OP_MAX_IN inputs are
- *          joined in groups (a cat of cats). 1-D inputs of shape [0] are left out of the record.
- *   REPEAT in[0] = x, i0 = r (the output rank, >= x's rank), i1..i(r) = repeats per output dim;
+ *          promoted one and the kernel converts), em_p_dim's dim. More than EM_OP_MAX_IN inputs
+ *          are joined in groups (a cat of cats). 1-D inputs of shape [0] are left out.
+ *   REPEAT in[0] = x, em_p_repeat: the output rank (>= x's rank) and repeats per output dim;
  *          x's dims align with the last x->rank output dims (leading new dims).
- *   ROLL   in[0] = x, i0 = n (pairs), then i(1+2k) = dim, i(2+2k) = shift, reduced into
- *          [0, size of dim) (so sums and negations of shifts never overflow). The flattened form
- *          (n == 0 in the API) rolls a [numel] reshape on dim 0.
- *   PAD    in[0] = x, i0 = mode (em_pad_mode), i1 = n_pairs, i(2+2k) = before, i(3+2k) = after
- *          for dim rank-1-k (pairs from the last dim, F.pad order), f0 = constant value.
+ *   ROLL   in[0] = x, em_p_roll: n (dim, shift) pairs, each shift reduced into [0, size of dim)
+ *          (so sums and negations of shifts never overflow). The flattened form (n == 0 in the
+ *          API) rolls a [numel] reshape on dim 0.
+ *   PAD    in[0] = x, em_p_pad: mode, n_pairs (before, after) pairs for dim rank-1-k (from the
+ *          last dim, F.pad order), the constant value.
  * split/split_sizes/chunk return views (em_narrow); stack is unsqueeze views + cat. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -55,8 +55,8 @@ static em_tensor *cat_group(const char *fn, em_tensor *const *ts, int n, int dim
         }
     }
     em_tensor *out = tn_new_for(fn, dt, shape, ts[0]->rank, ts[0]->storage->device);
-    int64_t ip[1] = {dim};
-    return tn_run1(EM_OP_CAT, out, ts, n, ip, 1, NULL, 0);
+    em_params p = {.dim = {.dim = dim}};
+    return tn_run(EM_OP_CAT, out, ts, n, &p);
 }
 
 static em_tensor *cat_impl(const char *fn, em_tensor *const *ts, int n, int dim)
@@ -292,8 +292,7 @@ static em_tensor *repeat_impl(const char *fn, const em_tensor *t, em_shape reps)
     }
     int r = reps.rank, lead = r - t->rank;
     int64_t shape[EM_MAX_RANK];
-    int64_t ip[1 + EM_MAX_RANK];
-    ip[0] = r;
+    em_params p = {.repeat = {.rank = r}};
     for (int d = 0; d < r; d++) {
         if (reps.dims[d] < 0) {
             em_error(EM_ERR_INVALID_ARG, "%s: negative repeat count in %s", fn,
@@ -306,11 +305,11 @@ static em_tensor *repeat_impl(const char *fn, const em_tensor *t, em_shape reps)
                      tn_dims_str(reps.dims, r));
             return NULL;
         }
-        ip[1 + d] = reps.dims[d];
+        p.repeat.reps[d] = reps.dims[d];
     }
     em_tensor *out = tn_new_for(fn, t->dtype, shape, r, t->storage->device);
     em_tensor *in = (em_tensor *)t;
-    return tn_run1(EM_OP_REPEAT, out, &in, 1, ip, 1 + r, NULL, 0);
+    return tn_run(EM_OP_REPEAT, out, &in, 1, &p);
 }
 
 em_tensor *em_repeat(const em_tensor *t, em_shape repeats)
@@ -359,8 +358,7 @@ em_tensor *em_roll(const em_tensor *t, const int64_t *shifts, const int *dims, i
         return res;
     }
     if (!tn_check_ptr(fn, dims, "dims")) return NULL;
-    int64_t ip[1 + 2 * 2 * EM_MAX_RANK];
-    ip[0] = n;
+    em_params p = {.roll = {.n = n}};
     for (int k = 0; k < n; k++) {
         int d = dims[k];
         if (t->rank == 0) {
@@ -373,13 +371,13 @@ em_tensor *em_roll(const em_tensor *t, const int64_t *shifts, const int *dims, i
             return NULL;
         }
         int64_t len = t->rank ? t->shape[d] : 1;
-        ip[1 + 2 * k] = d;
-        ip[2 + 2 * k] = len ? (shifts[k] % len + len) % len : 0;
+        p.roll.dims[k] = d;
+        p.roll.shifts[k] = len ? (shifts[k] % len + len) % len : 0;
     }
     em_tensor *out = tn_new(t->dtype, t->shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
-    if (t->rank == 0) ip[0] = 0; /* nothing to move in a scalar */
-    return tn_run1(EM_OP_ROLL, out, &in, 1, ip, 1 + 2 * (int)ip[0], NULL, 0);
+    if (t->rank == 0) p.roll.n = 0; /* nothing to move in a scalar */
+    return tn_run(EM_OP_ROLL, out, &in, 1, &p);
 }
 
 /* ---- pad --------------------------------------------------------------------------------- */
@@ -412,14 +410,10 @@ em_tensor *em_pad(const em_tensor *t, const int64_t *pads, int n_pairs, em_pad_m
     }
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, t->shape, sizeof shape);
-    int64_t ip[2 + 2 * EM_MAX_RANK];
-    ip[0] = mode;
-    ip[1] = n_pairs;
+    em_params p = {.pad = {.mode = mode, .n_pairs = n_pairs, .value = value}};
     for (int k = 0; k < n_pairs; k++) {
         int d = t->rank - 1 - k;
         int64_t lo = pads[2 * k], hi = pads[2 * k + 1], n = t->shape[d];
-        ip[2 + 2 * k] = lo;
-        ip[3 + 2 * k] = hi;
         /* INT64_MIN has no negation, which the gradient's crop would need; lo + hi first, as
            it only overflows when n + lo + hi does */
         int64_t both = 0;
@@ -455,11 +449,10 @@ em_tensor *em_pad(const em_tensor *t, const int64_t *pads, int n_pairs, em_pad_m
            and values, so that no source index j - before overflows in a kernel */
         if (lo < -n) hi += lo + n, lo = -n;
         if (hi < -n) lo += hi + n, hi = -n;
-        ip[2 + 2 * k] = lo;
-        ip[3 + 2 * k] = hi;
+        p.pad.pads[2 * k] = lo;
+        p.pad.pads[2 * k + 1] = hi;
     }
     em_tensor *out = tn_new_for(fn, t->dtype, shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
-    double f[1] = {value};
-    return tn_run1(EM_OP_PAD, out, &in, 1, ip, 2 + 2 * n_pairs, f, 1);
+    return tn_run(EM_OP_PAD, out, &in, 1, &p);
 }

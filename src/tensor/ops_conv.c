@@ -4,23 +4,20 @@
  * CONV, CONV_TRANSPOSE: in[0] = x [N, C, spatial...] or unbatched [C, spatial...] (the output
  *   is then unbatched too), in[1] = w ([Cout, C/groups, k...] for CONV, [Cin, Cout/groups, k...]
  *   for CONV_TRANSPOSE), in[2] = bias [Cout] (n_in 3) or absent (n_in 2). All of one float
- *   dtype. i[0] = number of spatial dims S (1..3); for spatial dim d < 3 (entries past S hold
- *   the defaults): i[1+d] = stride, i[4+d] = pad_lo, i[7+d] = pad_hi, i[10+d] = dilation,
- *   i[13+d] = out_pad (0 for CONV), i[16] = groups. Kernel sizes come from w's shape, output
- *   sizes from out[0]'s shape.
+ *   dtype. em_p_conv: nd spatial dims (1..3); per spatial dim d < 3 (entries past nd hold the
+ *   defaults) stride, pad_lo, pad_hi, dilation, out_pad (0 for CONV); groups. Kernel sizes come
+ *   from w's shape, output sizes from out[0]'s shape.
  * IM2COL: in[0] = x [N, C, H, W] or [C, H, W] -> [N, C*kh*kw, L] or [C*kh*kw, L], L the number
  *   of blocks (torch.nn.functional.unfold). COL2IM: in[0] = cols [N, C*kh*kw, L] or
  *   [C*kh*kw, L] -> [N, C, H, W] or [C, H, W], summing overlapping blocks (F.fold, the adjoint
- *   of IM2COL). Both: i[0..1] = kernel (kh, kw), i[2..3] = dilation, i[4..5] = padding (both
- *   sides), i[6..7] = stride, i[8..9] = image size (H, W): the input's for IM2COL, the output's
- *   for COL2IM.
+ *   of IM2COL). Both em_p_fold: kernel (kh, kw), dilation, padding (both sides), stride, image
+ *   size (H, W): the input's for IM2COL, the output's for COL2IM.
  * CONV_WEIGHT_GRAD (tn_conv2d_weight_grad, internal: the conv rule's weight gradient): in[0] =
  *   x [N, C, H, W], in[1] = gy [N, Co, OH, OW], one float dtype -> gw [Co, C, kh, kw],
  *   gw[co, c, a, b] = sum_{n, oh, ow} gy[n, co, oh, ow] * x[n, c, oh sh + a dh - pt,
- *   ow sw + b dw - pl] (0 outside x): the weight gradient of an ungrouped conv2d. i[0..1] =
- *   kernel (kh, kw), i[2..3] = pad_lo (pt, pl), i[4..5] = pad_hi, i[6..7] = stride (sh, sw),
- *   i[8..9] = dilation (dh, dw); OH = (H + pt + pad_hi[0] - dh (kh - 1) - 1) / sh + 1, OW
- *   likewise.
+ *   ow sw + b dw - pl] (0 outside x): the weight gradient of an ungrouped conv2d. em_p_wgrad:
+ *   kernel (kh, kw), pad_lo (pt, pl), pad_hi, stride (sh, sw), dilation (dh, dw); OH = (H + pt +
+ *   pad_hi[0] - dh (kh - 1) - 1) / sh + 1, OW likewise.
  */
 #include <string.h>
 
@@ -231,20 +228,17 @@ static em_tensor *conv_nd(const char *fn, int nsp, bool transposed, const em_ten
         !tn_check_work(fn, "the im2col columns", work, cols, rc, x->storage->device))
         return NULL;
 
-    int64_t ip[17];
-    ip[0] = nsp;
+    em_params p = {.conv = {.nd = nsp, .groups = groups}};
     for (int d = 0; d < 3; d++) {
-        ip[1 + d] = stride[d];
-        ip[4 + d] = plo[d];
-        ip[7 + d] = phi[d];
-        ip[10 + d] = dil[d];
-        ip[13 + d] = opad[d];
+        p.conv.stride[d] = stride[d];
+        p.conv.pad_lo[d] = plo[d];
+        p.conv.pad_hi[d] = phi[d];
+        p.conv.dilation[d] = dil[d];
+        p.conv.out_pad[d] = opad[d];
     }
-    ip[16] = groups;
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)w, (em_tensor *)bias};
     em_tensor *out = tn_new_for(fn, x->dtype, shape, r, x->storage->device);
-    return tn_run1(transposed ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, out, in, bias ? 3 : 2, ip, 17,
-                   NULL, 0);
+    return tn_run(transposed ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, out, in, bias ? 3 : 2, &p);
 }
 
 em_tensor *em_conv1d(const em_tensor *x, const em_tensor *w, const em_tensor *bias, em_conv_opts o)
@@ -280,11 +274,11 @@ em_tensor *em_conv_transpose3d(const em_tensor *x, const em_tensor *w, const em_
     return conv_nd("em_conv_transpose3d", 3, true, x, w, bias, o);
 }
 
-/* Fills ip[0..8) from the fold/unfold arguments (NULL or 0 dilation/stride mean 1, NULL
- * padding means 0) and computes the blocks per dim; false + error naming fn. */
+/* Fills *fp from the fold/unfold arguments (NULL or 0 dilation/stride mean 1, NULL padding
+ * means 0; the image size img) and computes the blocks per dim; false + error naming fn. */
 static bool fold_params(const char *fn, const int64_t kernel[2], const int64_t dilation[2],
                         const int64_t padding[2], const int64_t stride[2], const int64_t img[2],
-                        int64_t *ip, int64_t blocks[2])
+                        em_p_fold *fp, int64_t blocks[2])
 {
     if (!kernel) {
         em_error(EM_ERR_INVALID_ARG, "%s: argument `kernel` is NULL", fn);
@@ -303,10 +297,11 @@ static bool fold_params(const char *fn, const int64_t kernel[2], const int64_t d
                      fn, d, (long long)k, (long long)dl, (long long)p, (long long)s);
             return false;
         }
-        ip[d] = k;
-        ip[2 + d] = dl;
-        ip[4 + d] = p;
-        ip[6 + d] = s;
+        fp->kernel[d] = k;
+        fp->dilation[d] = dl;
+        fp->pad[d] = p;
+        fp->stride[d] = s;
+        fp->image[d] = img[d];
         int64_t span = 0, padded = 0;
         if (!core_muladd_ok(dl, k - 1, 1, &span) || !core_muladd_ok(2, p, img[d], &padded) ||
             span > TN_GEOM_MAX || padded > TN_GEOM_MAX || s > TN_GEOM_MAX) {
@@ -341,29 +336,28 @@ em_tensor *em_im2col(const em_tensor *x, const int64_t kernel[2], const int64_t 
         return NULL;
     }
     int b = x->rank == 4;
-    int64_t ip[10], blocks[2], img[2] = {x->shape[b + 1], x->shape[b + 2]};
+    em_params p;
+    int64_t blocks[2], img[2] = {x->shape[b + 1], x->shape[b + 2]};
     if (img[0] <= 0 || img[1] <= 0) {
         em_error(EM_ERR_SHAPE, "%s: input %s has an empty image", fn,
                  tn_dims_str(x->shape, x->rank));
         return NULL;
     }
-    if (!fold_params(fn, kernel, dilation, padding, stride, img, ip, blocks)) return NULL;
-    ip[8] = img[0];
-    ip[9] = img[1];
+    if (!fold_params(fn, kernel, dilation, padding, stride, img, &p.fold, blocks)) return NULL;
+    const int64_t *kn = p.fold.kernel;
     int64_t shape[3], rows, len;
     int r = 0;
-    if (!core_mul_ok(x->shape[b], ip[0], &rows) || !core_mul_ok(rows, ip[1], &rows) ||
+    if (!core_mul_ok(x->shape[b], kn[0], &rows) || !core_mul_ok(rows, kn[1], &rows) ||
         !core_mul_ok(blocks[0], blocks[1], &len)) {
         em_error(EM_ERR_SHAPE, "%s: kernel [%lld, %lld] over input %s gives too large a result", fn,
-                 (long long)ip[0], (long long)ip[1], tn_dims_str(x->shape, x->rank));
+                 (long long)kn[0], (long long)kn[1], tn_dims_str(x->shape, x->rank));
         return NULL;
     }
     if (b) shape[r++] = x->shape[0];
     shape[r++] = rows;
     shape[r++] = len;
     em_tensor *in[1] = {(em_tensor *)x};
-    return tn_run1(EM_OP_IM2COL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), in, 1, ip,
-                   10, NULL, 0);
+    return tn_run(EM_OP_IM2COL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), in, 1, &p);
 }
 
 em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int64_t kernel[2],
@@ -386,20 +380,20 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
         return NULL;
     }
     int b = cols->rank == 3;
-    int64_t ip[10], blocks[2];
-    if (!fold_params(fn, kernel, dilation, padding, stride, out_size, ip, blocks)) return NULL;
-    ip[8] = out_size[0];
-    ip[9] = out_size[1];
+    em_params p;
+    int64_t blocks[2];
+    if (!fold_params(fn, kernel, dilation, padding, stride, out_size, &p.fold, blocks)) return NULL;
+    const int64_t *kn = p.fold.kernel;
     int64_t kk, nblocks, rows = cols->shape[b], len = cols->shape[b + 1];
     /* a product past int64_t is larger than any dim: no match */
-    if (!core_mul_ok(ip[0], ip[1], &kk)) kk = INT64_MAX;
+    if (!core_mul_ok(kn[0], kn[1], &kk)) kk = INT64_MAX;
     if (!core_mul_ok(blocks[0], blocks[1], &nblocks)) nblocks = -1;
     if (rows % kk != 0) {
         em_error(EM_ERR_SHAPE,
                  "%s: input %s: dim %d (%lld) is not a multiple of the kernel "
                  "size %lld*%lld",
-                 fn, tn_dims_str(cols->shape, cols->rank), b, (long long)rows, (long long)ip[0],
-                 (long long)ip[1]);
+                 fn, tn_dims_str(cols->shape, cols->rank), b, (long long)rows, (long long)kn[0],
+                 (long long)kn[1]);
         return NULL;
     }
     if (len != nblocks) {
@@ -407,7 +401,7 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
                  "%s: input %s has %lld blocks, but out_size [%lld, %lld] with "
                  "kernel [%lld, %lld] gives %lld*%lld",
                  fn, tn_dims_str(cols->shape, cols->rank), (long long)len, (long long)out_size[0],
-                 (long long)out_size[1], (long long)ip[0], (long long)ip[1], (long long)blocks[0],
+                 (long long)out_size[1], (long long)kn[0], (long long)kn[1], (long long)blocks[0],
                  (long long)blocks[1]);
         return NULL;
     }
@@ -418,8 +412,8 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
     shape[r++] = out_size[0];
     shape[r++] = out_size[1];
     em_tensor *in[1] = {(em_tensor *)cols};
-    return tn_run1(EM_OP_COL2IM, tn_new_for(fn, cols->dtype, shape, r, cols->storage->device), in,
-                   1, ip, 10, NULL, 0);
+    return tn_run(EM_OP_COL2IM, tn_new_for(fn, cols->dtype, shape, r, cols->storage->device), in, 1,
+                  &p);
 }
 
 /* The composition a backend without CONV_WEIGHT_GRAD runs: per sample im2col of the padded x,
@@ -476,9 +470,11 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
     op.kind = EM_OP_CONV_WEIGHT_GRAD;
     op.n_in = 2, op.n_out = 1;
     op.in[0] = (em_tensor *)x, op.in[1] = (em_tensor *)gy;
-    op.i[0] = k[0], op.i[1] = k[1];
-    op.i[2] = pad_lo[0], op.i[3] = pad_lo[1], op.i[4] = pad_hi[0], op.i[5] = pad_hi[1];
-    op.i[6] = stride[0], op.i[7] = stride[1], op.i[8] = dil[0], op.i[9] = dil[1];
+    em_p_wgrad *wg = &op.p.wgrad;
+    for (int d = 0; d < 2; d++) {
+        wg->kernel[d] = k[d], wg->pad_lo[d] = pad_lo[d], wg->pad_hi[d] = pad_hi[d];
+        wg->stride[d] = stride[d], wg->dilation[d] = dil[d];
+    }
     /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
     em_tensor desc;
     tn_describe(&desc, x->dtype, shape, 4, x->storage);

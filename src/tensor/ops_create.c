@@ -1,8 +1,6 @@
-/* Creation ops: constant fills, ranges, identity, random tensors, one-hot, triangles.
- * IR parameters: FILL f0=value; ARANGE f0=start f1=step; LINSPACE f0=start f1=end;
- * RAND_UNIFORM f0=low f1=high, RAND_NORMAL f0=mean f1=std, BERNOULLI f0=p (no input) and
- * RANDINT i2=low i3=high all take i0=seed i1=offset of the Philox stream (element k uses
- * stream value k); ONE_HOT i0=classes; TRIL/TRIU i0=k. */
+/* Creation ops: constant fills, ranges, identity, random tensors, one-hot, triangles. Their
+ * records' parameters are em_p_fill, em_p_arange, em_p_linspace, em_p_random (the Philox stream
+ * and the distribution), em_p_one_hot and em_p_diag (src/ir/ir.h). */
 #include <math.h>
 
 #include "../backend/backend.h"
@@ -30,13 +28,12 @@ static bool check_create(const char *op, em_shape *s, em_dtype dt, em_device dev
     return tn_check_alloc(op, dt, s->dims, s->rank, dev);
 }
 
-static em_tensor *run0(em_op_kind k, em_tensor *out, const int64_t *ip, int ni, const double *fp,
-                       int nf)
+static em_tensor *run0(em_op_kind k, em_tensor *out, const em_params *p)
 {
     /* nothing to fill (and no input to record): kernels would still walk the outer dims of a
        [2^40, 0] tensor */
     if (out && tn_numel(out) == 0) return out;
-    return tn_run1(k, out, NULL, 0, ip, ni, fp, nf);
+    return tn_run(k, out, NULL, 0, p);
 }
 
 /* The smallest and largest value dt holds exactly as an integer: the integer dtypes' bounds,
@@ -64,8 +61,8 @@ static em_tensor *full_named(const char *fn, em_shape shape, double value, em_dt
                              em_device dev)
 {
     if (!check_create(fn, &shape, dtype, dev)) return NULL;
-    double f[1] = {value};
-    return run0(EM_OP_FILL, tn_new(dtype, shape.dims, shape.rank, dev), NULL, 0, f, 1);
+    em_params p = {.fill = {.value = value}};
+    return run0(EM_OP_FILL, tn_new(dtype, shape.dims, shape.rank, dev), &p);
 }
 
 em_tensor *em_full(em_shape shape, double value, em_dtype dtype, em_device dev)
@@ -113,16 +110,16 @@ em_tensor *em_arange(double start, double end, double step, em_dtype dtype, em_d
                  em_dtype_name(dtype));
         return NULL;
     }
-    double f[2] = {start, step};
-    return run0(EM_OP_ARANGE, tn_new_for("em_arange", dtype, s.dims, 1, dev), NULL, 0, f, 2);
+    em_params p = {.arange = {.start = start, .step = step}};
+    return run0(EM_OP_ARANGE, tn_new_for("em_arange", dtype, s.dims, 1, dev), &p);
 }
 
 em_tensor *em_linspace(double start, double end, int64_t steps, em_dtype dtype, em_device dev)
 {
     em_shape s = EM_SHAPE(steps);
     if (!check_create("em_linspace", &s, dtype, dev)) return NULL;
-    double f[2] = {start, end};
-    return run0(EM_OP_LINSPACE, tn_new(dtype, s.dims, 1, dev), NULL, 0, f, 2);
+    em_params p = {.linspace = {.start = start, .end = end}};
+    return run0(EM_OP_LINSPACE, tn_new(dtype, s.dims, 1, dev), &p);
 }
 
 em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, em_device dev)
@@ -130,7 +127,7 @@ em_tensor *em_eye(int64_t n, int64_t m, em_dtype dtype, em_device dev)
     if (m < 0) m = n;
     em_shape s = EM_SHAPE(n, m);
     if (!check_create("em_eye", &s, dtype, dev)) return NULL;
-    return run0(EM_OP_EYE, tn_new(dtype, s.dims, 2, dev), NULL, 0, NULL, 0);
+    return run0(EM_OP_EYE, tn_new(dtype, s.dims, 2, dev), NULL);
 }
 
 static em_tensor *random_op(const char *name, em_op_kind k, em_shape s, double a, double b,
@@ -141,9 +138,9 @@ static em_tensor *random_op(const char *name, em_op_kind k, em_shape s, double a
     em_tensor *out = tn_new(dt, s.dims, s.rank, dev);
     if (!out) return NULL;
     uint64_t off = em_rng_reserve((uint64_t)tn_numel(out) * 2);
-    int64_t ip[4] = {(int64_t)st.seed, (int64_t)off, lo, hi};
-    double f[2] = {a, b};
-    return run0(k, out, ip, 4, f, 2);
+    em_params p = {
+        .random = {.seed = st.seed, .offset = off, .v = {a, b}, .int_low = lo, .int_high = hi}};
+    return run0(k, out, &p);
 }
 
 static em_tensor *uniform_named(const char *fn, em_shape shape, double low, double high,
@@ -215,9 +212,9 @@ em_tensor *em_bernoulli(const em_tensor *p)
     em_tensor *out = tn_new(p->dtype, p->shape, p->rank, p->storage->device);
     if (!out) return NULL;
     uint64_t off = em_rng_reserve((uint64_t)tn_numel(out) * 2);
-    int64_t ip[2] = {(int64_t)st.seed, (int64_t)off};
+    em_params par = {.random = {.seed = st.seed, .offset = off}};
     em_tensor *in = (em_tensor *)p;
-    return tn_run1(EM_OP_BERNOULLI, out, &in, 1, ip, 2, NULL, 0);
+    return tn_run(EM_OP_BERNOULLI, out, &in, 1, &par);
 }
 
 em_tensor *em_randint(int64_t low, int64_t high, em_shape shape, em_dtype dtype, em_device dev)
@@ -321,9 +318,9 @@ em_tensor *em_one_hot(const em_tensor *indices, int64_t num_classes)
     shape[indices->rank] = num_classes;
     em_tensor *out =
         tn_new_for("em_one_hot", EM_I64, shape, indices->rank + 1, indices->storage->device);
-    int64_t ip[1] = {num_classes};
+    em_params p = {.one_hot = {.classes = num_classes}};
     em_tensor *in = (em_tensor *)indices;
-    return tn_run1(EM_OP_ONE_HOT, out, &in, 1, ip, 1, NULL, 0);
+    return tn_run(EM_OP_ONE_HOT, out, &in, 1, &p);
 }
 
 static em_tensor *triangle(const char *name, em_op_kind k, const em_tensor *t, int64_t diag)
@@ -335,9 +332,9 @@ static em_tensor *triangle(const char *name, em_op_kind k, const em_tensor *t, i
         return NULL;
     }
     em_tensor *out = tn_new(t->dtype, t->shape, t->rank, t->storage->device);
-    int64_t ip[1] = {diag};
+    em_params p = {.diag = {.k = diag}};
     em_tensor *in = (em_tensor *)t;
-    return tn_run1(k, out, &in, 1, ip, 1, NULL, 0);
+    return tn_run(k, out, &in, 1, &p);
 }
 
 em_tensor *em_tril(const em_tensor *t, int64_t k)

@@ -1,16 +1,15 @@
 /* Indexing ops: gather, scatter, index_select, index_add, masked_select, nonzero, slice_assign,
  * embedding. Index tensors may have any integer dtype (values read as i64); every output is a
  * new contiguous tensor and inputs are never modified.
- * IR parameters:
- *   GATHER        in {x, index}        i0 = dim, i1 = 1: index known in range
- *   SCATTER       in {x, index, src}   i0 = dim, i1 = em_reduce_mode (src rank 0: one value),
- *                                      i2 = 1: index known in range
- *   INDEX_SELECT  in {x, index}        i0 = dim (index 1-D or rank 0)
- *   INDEX_ADD     in {x, index, src}   i0 = dim, f0 = alpha, i1 = 1: index known in range
- *   MASKED_SELECT in {x, mask}         i0 = broadcast rank, i1.. = broadcast shape
+ * Records (parameters in src/ir/ir.h):
+ *   GATHER        in {x, index}        em_p_index: dim, inrange (index known in range)
+ *   SCATTER       in {x, index, src}   em_p_index: dim, mode (src rank 0: one value), inrange
+ *   INDEX_SELECT  in {x, index}        em_p_index: dim (index 1-D or rank 0)
+ *   INDEX_ADD     in {x, index, src}   em_p_index: dim, alpha, inrange
+ *   MASKED_SELECT in {x, mask}         em_p_shape: the broadcast shape
  *   NONZERO       in {x}               (none)
- *   SLICE_ASSIGN  in {x, src}          i[3d], i[3d+1], i[3d+2] = start, end, step of dim d,
- *                                      normalised (0 <= start <= end <= size, step > 0)
+ *   SLICE_ASSIGN  in {x, src}          em_p_slice_assign: start, end, step per dim, normalised
+ *                                      (0 <= start <= end <= size, step > 0)
  *   EMBEDDING     in {weight, indices} (none)
  * Out-of-range index values are found by the kernels, which fail with EM_ERR_INDEX. "Known in
  * range" (the tn_*_inrange forms: indices an op produced, or checked by the caller or by the
@@ -47,9 +46,9 @@ static em_tensor *gather(const em_tensor *x, int dim, const em_tensor *index, bo
         }
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)index};
-    int64_t ip[2] = {dim, inrange};
+    em_params p = {.index = {.dim = dim, .inrange = inrange}};
     em_tensor *out = tn_new_for(fn, x->dtype, index->shape, index->rank, x->storage->device);
-    return tn_run1(EM_OP_GATHER, out, in, 2, ip, 2, NULL, 0);
+    return tn_run(EM_OP_GATHER, out, in, 2, &p);
 }
 
 em_tensor *em_gather(const em_tensor *x, int dim, const em_tensor *index)
@@ -101,9 +100,9 @@ static em_tensor *scatter(const em_tensor *x, int dim, const em_tensor *index, c
         }
     }
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
-    int64_t ip[3] = {dim, (int64_t)mode, inrange};
+    em_params p = {.index = {.dim = dim, .mode = mode, .inrange = inrange}};
     em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_SCATTER, out, in, 3, ip, 3, NULL, 0);
+    return tn_run(EM_OP_SCATTER, out, in, 3, &p);
 }
 
 em_tensor *em_scatter(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
@@ -146,9 +145,9 @@ em_tensor *em_index_select(const em_tensor *x, int dim, const em_tensor *index)
     int64_t shape[EM_MAX_RANK];
     for (int d = 0; d < x->rank; d++) shape[d] = d == dim ? n : x->shape[d];
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)index};
-    int64_t ip[1] = {dim};
+    em_params p = {.index = {.dim = dim}};
     em_tensor *out = tn_new_for(fn, x->dtype, shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_INDEX_SELECT, out, in, 2, ip, 1, NULL, 0);
+    return tn_run(EM_OP_INDEX_SELECT, out, in, 2, &p);
 }
 
 static em_tensor *index_add(const em_tensor *x, int dim, const em_tensor *index,
@@ -184,10 +183,9 @@ static em_tensor *index_add(const em_tensor *x, int dim, const em_tensor *index,
         return NULL;
     }
     em_tensor *in[3] = {(em_tensor *)x, (em_tensor *)index, (em_tensor *)src};
-    int64_t ip[2] = {dim, inrange};
-    double fp[1] = {alpha};
+    em_params p = {.index = {.dim = dim, .inrange = inrange, .alpha = alpha}};
     em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_INDEX_ADD, out, in, 3, ip, 2, fp, 1);
+    return tn_run(EM_OP_INDEX_ADD, out, in, 3, &p);
 }
 
 em_tensor *em_index_add(const em_tensor *x, int dim, const em_tensor *index, const em_tensor *src,
@@ -243,12 +241,11 @@ em_tensor *em_masked_select(const em_tensor *x, const em_tensor *mask)
         if (ntrue < 0) return NULL;
         count = ntrue * (bnumel / mnumel);
     }
-    int64_t ip[1 + EM_MAX_RANK];
-    ip[0] = br;
-    for (int d = 0; d < br; d++) ip[1 + d] = bshape[d];
+    em_params p = {.shape = {.rank = br}};
+    for (int d = 0; d < br; d++) p.shape.dims[d] = bshape[d];
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)mask};
     em_tensor *out = tn_new_for(fn, x->dtype, &count, 1, x->storage->device);
-    return tn_run1(EM_OP_MASKED_SELECT, out, in, 2, ip, 1 + br, NULL, 0);
+    return tn_run(EM_OP_MASKED_SELECT, out, in, 2, &p);
 }
 
 em_tensor *em_nonzero(const em_tensor *x)
@@ -260,7 +257,7 @@ em_tensor *em_nonzero(const em_tensor *x)
     int64_t shape[2] = {count, x->rank};
     em_tensor *in[1] = {(em_tensor *)x};
     em_tensor *out = tn_new_for(fn, EM_I64, shape, 2, x->storage->device);
-    return tn_run1(EM_OP_NONZERO, out, in, 1, NULL, 0, NULL, 0);
+    return tn_run(EM_OP_NONZERO, out, in, 1, NULL);
 }
 
 em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int64_t *ends,
@@ -269,7 +266,8 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
     const char *fn = "em_slice_assign";
     if (!tn_check_ptr(fn, x, "x") || !tn_check_ptr(fn, src, "src")) return NULL;
     if (!tn_check_same_device(fn, x, src)) return NULL;
-    int64_t ip[3 * EM_MAX_RANK];
+    em_params p;
+    em_p_slice_assign *sa = &p.slice_assign;
     int64_t region[EM_MAX_RANK];
     for (int d = 0; d < x->rank; d++) {
         int64_t n = x->shape[d];
@@ -290,9 +288,9 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
             step = 1;
             end = start + region[d];
         }
-        ip[3 * d] = start;
-        ip[3 * d + 1] = end;
-        ip[3 * d + 2] = step;
+        sa->start[d] = start;
+        sa->end[d] = end;
+        sa->step[d] = step;
     }
     int64_t b[EM_MAX_RANK];
     int br;
@@ -310,7 +308,7 @@ em_tensor *em_slice_assign(const em_tensor *x, const int64_t *starts, const int6
     }
     em_tensor *in[2] = {(em_tensor *)x, (em_tensor *)src};
     em_tensor *out = tn_new_for(fn, x->dtype, x->shape, x->rank, x->storage->device);
-    return tn_run1(EM_OP_SLICE_ASSIGN, out, in, 2, ip, 3 * x->rank, NULL, 0);
+    return tn_run(EM_OP_SLICE_ASSIGN, out, in, 2, &p);
 }
 
 em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices)
@@ -340,5 +338,5 @@ em_tensor *em_embedding(const em_tensor *weight, const em_tensor *indices)
     em_tensor *in[2] = {(em_tensor *)weight, (em_tensor *)indices};
     em_tensor *out =
         tn_new_for(fn, weight->dtype, shape, indices->rank + 1, weight->storage->device);
-    return tn_run1(EM_OP_EMBEDDING, out, in, 2, NULL, 0, NULL, 0);
+    return tn_run(EM_OP_EMBEDDING, out, in, 2, NULL);
 }

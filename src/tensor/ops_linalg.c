@@ -1,19 +1,17 @@
 /* Linear algebra front-ends: em_matmul (torch.matmul semantics) and the rank-checked helpers
  * em_dot, em_outer and em_matvec built on it.
- * IR parameters of MATMUL (in[0] = a, in[1] = b exactly as given, any strides; out[0] is the
- * contiguous result): i0 = 1 when a was 1-D (viewed as [1, K], the 1 removed from the result),
- * i1 = 1 when b was 1-D (viewed as [K, 1], the 1 removed), i2 = M, i3 = K, i4 = N,
- * i5 = R the number of broadcast batch dims, i6 .. i6+R-1 the broadcast batch shape. The
- * batch dims of a and b are their leading dims, right-aligned against that shape.
+ * MATMUL records (in[0] = a, in[1] = b exactly as given, any strides; out[0] is the contiguous
+ * result) carry em_p_matmul: a_vec / b_vec when that operand was 1-D (viewed as [1, K] or
+ * [K, 1], the 1 removed from the result), M, K, N and the broadcast batch shape. The batch dims
+ * of a and b are their leading dims, right-aligned against that shape.
  * MATMUL_BIAS_ACT (em_matmul_bias_act): the record of MATMUL with in[2] = bias when n_in == 3
- * (1-D, length N, any stride) and i14 = the activation (em_act); out[0] = act(a @ b + bias) and,
- * only when the record will be taken by autodiff and the activation is gelu, gelu_tanh or silu,
- * out[1] = the pre-activation a @ b + bias (the rule's input to act', saved instead of
- * recomputed: one more store in the forward against a whole product in the backward). A kind of
- * its own rather than optional MATMUL inputs: a backend, rule or pass that knows only MATMUL
- * declines this record (an error or the CPU fallback) instead of silently dropping the bias,
- * and MATMUL records that backends build for themselves stay as they are. i14 sits past the
- * largest batch shape (i6 .. i13). */
+ * (1-D, length N, any stride) and em_p_matmul's act; out[0] = act(a @ b + bias) and, only when
+ * the record will be taken by autodiff and the activation is gelu, gelu_tanh or silu, out[1] =
+ * the pre-activation a @ b + bias (the rule's input to act', saved instead of recomputed: one
+ * more store in the forward against a whole product in the backward). A kind of its own rather
+ * than optional MATMUL inputs: a backend, rule or pass that knows only MATMUL declines this
+ * record (an error or the CPU fallback) instead of silently dropping the bias, and MATMUL
+ * records that backends build for themselves stay as they are. */
 #include <string.h>
 
 #include "op.h"
@@ -35,15 +33,14 @@ static bool check_pair(const char *op, const em_tensor *a, const em_tensor *b)
     return true;
 }
 
-/* Checks a @ b and fills the MATMUL parameters ip (returns their count, or -1 on error) and the
- * result's shape. */
-static int matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, int64_t *ip,
-                       int64_t *shape, int *rank)
+/* Checks a @ b and fills the MATMUL parameters *mp and the result's shape; false on error. */
+static bool matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, em_p_matmul *mp,
+                        int64_t *shape, int *rank)
 {
     if (a->rank == 0 || b->rank == 0) {
         em_error(EM_ERR_SHAPE, "%s: both operands need at least 1 dim, got shapes %s and %s", op,
                  tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank));
-        return -1;
+        return false;
     }
     bool a1 = a->rank == 1, b1 = b->rank == 1;
     int64_t M = a1 ? 1 : a->shape[a->rank - 2];
@@ -54,7 +51,7 @@ static int matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, i
         em_error(EM_ERR_SHAPE, "%s: shapes %s and %s do not fit (%lld != %lld)", op,
                  tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank), (long long)K,
                  (long long)Kb);
-        return -1;
+        return false;
     }
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
     int R = ra > rb ? ra : rb;
@@ -67,7 +64,7 @@ static int matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, i
                      "%s: batch dims of shapes %s and %s cannot broadcast (%lld vs %lld)", op,
                      tn_dims_str(a->shape, a->rank), tn_dims_str(b->shape, b->rank), (long long)x,
                      (long long)y);
-            return -1;
+            return false;
         }
         batch[d] = x == 1 ? y : x;
     }
@@ -76,20 +73,19 @@ static int matmul_plan(const char *op, const em_tensor *a, const em_tensor *b, i
     if (!a1) shape[r++] = M;
     if (!b1) shape[r++] = N;
     *rank = r;
-    int64_t head[6] = {a1, b1, M, K, N, R};
-    for (int d = 0; d < 6; d++) ip[d] = head[d];
-    for (int d = 0; d < R; d++) ip[6 + d] = batch[d];
-    return 6 + R;
+    *mp = (em_p_matmul){.a_vec = a1, .b_vec = b1, .M = M, .K = K, .N = N, .batch_rank = R};
+    for (int d = 0; d < R; d++) mp->batch[d] = batch[d];
+    return true;
 }
 
 static em_tensor *matmul_checked(const char *op, const em_tensor *a, const em_tensor *b)
 {
-    int64_t ip[6 + EM_MAX_RANK], shape[EM_MAX_RANK];
-    int r, ni = matmul_plan(op, a, b, ip, shape, &r);
-    if (ni < 0) return NULL;
+    em_params p;
+    int64_t shape[EM_MAX_RANK];
+    int r;
+    if (!matmul_plan(op, a, b, &p.matmul, shape, &r)) return NULL;
     em_tensor *in[2] = {(em_tensor *)a, (em_tensor *)b};
-    return tn_run1(EM_OP_MATMUL, tn_new_for(op, a->dtype, shape, r, a->storage->device), in, 2, ip,
-                   ni, NULL, 0);
+    return tn_run(EM_OP_MATMUL, tn_new_for(op, a->dtype, shape, r, a->storage->device), in, 2, &p);
 }
 
 em_tensor *em_matmul(const em_tensor *a, const em_tensor *b)
@@ -112,10 +108,11 @@ em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_t
         em_error(EM_ERR_INVALID_ARG, "%s: activation code %d is not an em_act", op, (int)act);
         return NULL;
     }
-    int64_t ip[15] = {0}, shape[EM_MAX_RANK];
+    em_p_matmul mp;
+    int64_t shape[EM_MAX_RANK];
     int r;
-    if (matmul_plan(op, a, b, ip, shape, &r) < 0) return NULL;
-    int64_t N = ip[4];
+    if (!matmul_plan(op, a, b, &mp, shape, &r)) return NULL;
+    int64_t N = mp.N;
     if (bias) {
         if (!tn_check_same_device(op, a, bias)) return NULL;
         if (bias->dtype != a->dtype) {
@@ -129,7 +126,7 @@ em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_t
             return NULL;
         }
     }
-    ip[14] = act;
+    mp.act = act;
     em_op rec;
     memset(&rec, 0, sizeof rec);
     rec.kind = EM_OP_MATMUL_BIAS_ACT;
@@ -137,7 +134,7 @@ em_tensor *em_matmul_bias_act(const em_tensor *a, const em_tensor *b, const em_t
     rec.in[0] = (em_tensor *)a;
     rec.in[1] = (em_tensor *)b;
     rec.in[2] = (em_tensor *)bias;
-    memcpy(rec.i, ip, sizeof ip);
+    rec.p.matmul = mp;
     bool keep_pre = (act == EM_ACT_GELU || act == EM_ACT_GELU_TANH || act == EM_ACT_SILU) &&
                     tn_would_record(rec.in, rec.n_in);
     rec.n_out = keep_pre ? 2 : 1;

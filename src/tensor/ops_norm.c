@@ -1,35 +1,35 @@
 /* Normalisation, attention and dropout front-ends.
- * IR parameters:
- *   LAYER_NORM  in: x, [weight], [bias]; i0 = n_norm (trailing dims normalised), i1 = has weight,
- *               i2 = has bias; f0 = eps
- *   RMS_NORM    in: x, [weight]; i0 = n_norm, i1 = has weight; f0 = eps
- *   GROUP_NORM  in: x [N, C, *], [weight C], [bias C]; i0 = groups, i1 = has weight,
- *               i2 = has bias; f0 = eps
- *   BATCH_NORM  in: x [N, C, *], mean C, var C, [weight C], [bias C]; i1 = has weight,
- *               i2 = has bias; f0 = eps
- *   SDPA        in: q [..., L, E], k [..., S, E], v [..., S, Ev], [mask]; i0 = causal,
- *               i1 = mask kind (0 none, 1 bool keep-mask, 2 additive float); f0 = scale;
+ * Records (parameters in src/ir/ir.h):
+ *   LAYER_NORM  in: x, [weight], [bias]; em_p_norm: n_norm (trailing dims normalised),
+ *               has_weight, has_bias, eps
+ *   RMS_NORM    in: x, [weight]; em_p_norm: n_norm, has_weight, eps
+ *   GROUP_NORM  in: x [N, C, *], [weight C], [bias C]; em_p_norm: groups, has_weight, has_bias,
+ *               eps
+ *   BATCH_NORM  in: x [N, C, *], mean C, var C, [weight C], [bias C]; em_p_norm: has_weight,
+ *               has_bias, eps
+ *   SDPA        in: q [..., L, E], k [..., S, E], v [..., S, Ev], [mask]; em_p_sdpa: causal,
+ *               mask_kind (0 none, 1 bool keep-mask, 2 additive float), scale;
  *               out: o [B..., L, Ev], optionally lse [B..., L] (f32, contiguous): the base-2
  *               log-sum-exp of each row's kept scores, log2 sum_j 2^(scale q k_j^T log2 e + ...),
  *               +inf for a row with every key masked. Only backends that claim the two-output
  *               record get it (the autodiff rule hands lse to SDPA_BACKWARD).
  *   SDPA_BACKWARD in: q, k, v, o (the SDPA output), g (its gradient, o's shape), [mask], [lse]
- *               (i2 = 1: the last input is the forward's lse, which a backend may use instead of
- *               recomputing the softmax statistics);
+ *               (has_lse: the last input is the forward's lse, which a backend may use instead
+ *               of recomputing the softmax statistics);
  *               out: dq [B..., L, E], dk [B..., S, E], dv [B..., S, Ev] over o's batch dims B
- *               (contiguous, q's dtype; not summed over broadcast dims); i0, i1, f0 as SDPA.
+ *               (contiguous, q's dtype; not summed over broadcast dims); em_p_sdpa as SDPA.
  *               P = softmax(scale q k^T + mask) with a fully masked row all zero (the forward
  *               gives NaN there), D = rowsum(g * o), dS = P * (g v^T - D):
  *               dv = P^T g, dq = scale dS k, dk = scale dS^T q
- *   NORM_BACKWARD in: x, [weight], g (the output's gradient, x's shape and dtype); i0 = n_norm,
- *               i1 = has weight, i2 = rms, i3 = writes dweight, i4 = writes dbias (layer norm
- *               only); f0 = eps; out: dx (x's shape), [dweight], [dbias] (the norm shape), all
- *               contiguous in x's dtype. Per row of the n_norm trailing dims: xhat = (x - mean)
- *               rstd (rms: x rstd), rstd = 1 / sqrt(var + eps), gx = g weight,
- *               dx = rstd (gx - mean(gx) - xhat mean(gx xhat)) (rms: without mean(gx)),
- *               dweight = sum over rows of g xhat, dbias = sum over rows of g
- *   DROPOUT     in: x; i0 = seed, i1 = offset (element k is kept when uniform k of the Philox
- *               stream is >= p); f0 = p. */
+ *   NORM_BACKWARD in: x, [weight], g (the output's gradient, x's shape and dtype); em_p_norm_bw:
+ *               n_norm, has_weight, rms, want_dw, want_db (layer norm only), eps; out: dx (x's
+ *               shape), [dweight], [dbias] (the norm shape), all contiguous in x's dtype. Per
+ *               row of the n_norm trailing dims: xhat = (x - mean) rstd (rms: x rstd), rstd =
+ *               1 / sqrt(var + eps), gx = g weight, dx = rstd (gx - mean(gx) - xhat mean(gx
+ *               xhat)) (rms: without mean(gx)), dweight = sum over rows of g xhat, dbias = sum
+ *               over rows of g
+ *   DROPOUT     in: x; em_p_random: the Philox stream (element k is kept when uniform k of the
+ *               stream is >= p) and p. */
 #include <math.h>
 #include <string.h>
 
@@ -65,7 +65,7 @@ static bool check_param(const char *fn, const em_tensor *x, const em_tensor *p, 
 }
 
 static em_tensor *run_norm(em_op_kind kind, const em_tensor *x, em_tensor *const *params,
-                           int n_params, const int64_t *ip, int ni, double eps)
+                           int n_params, em_params p)
 {
     em_tensor *in[EM_OP_MAX_IN];
     int n = 0;
@@ -73,8 +73,7 @@ static em_tensor *run_norm(em_op_kind kind, const em_tensor *x, em_tensor *const
     for (int k = 0; k < n_params; k++)
         if (params[k]) in[n++] = params[k];
     em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
-    double f[1] = {eps};
-    return tn_run1(kind, out, in, n, ip, ni, f, 1);
+    return tn_run(kind, out, in, n, &p);
 }
 
 em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight,
@@ -96,8 +95,10 @@ em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight
         return NULL;
     }
     em_tensor *params[2] = {(em_tensor *)weight, (em_tensor *)bias};
-    int64_t ip[3] = {n_norm, weight != NULL, bias != NULL};
-    return run_norm(EM_OP_LAYER_NORM, x, params, 2, ip, 3, eps);
+    em_params p = {
+        .norm = {
+            .n_norm = n_norm, .has_weight = weight != NULL, .has_bias = bias != NULL, .eps = eps}};
+    return run_norm(EM_OP_LAYER_NORM, x, params, 2, p);
 }
 
 em_tensor *em_rms_norm(const em_tensor *x, int n_norm, const em_tensor *weight, double eps)
@@ -116,8 +117,8 @@ em_tensor *em_rms_norm(const em_tensor *x, int n_norm, const em_tensor *weight, 
         return NULL;
     }
     em_tensor *params[1] = {(em_tensor *)weight};
-    int64_t ip[2] = {n_norm, weight != NULL};
-    return run_norm(EM_OP_RMS_NORM, x, params, 1, ip, 2, eps);
+    em_params p = {.norm = {.n_norm = n_norm, .has_weight = weight != NULL, .eps = eps}};
+    return run_norm(EM_OP_RMS_NORM, x, params, 1, p);
 }
 
 static bool check_nc(const char *fn, const em_tensor *x)
@@ -142,8 +143,10 @@ em_tensor *em_group_norm(const em_tensor *x, int64_t groups, const em_tensor *we
     if (!check_param(fn, x, weight, "weight", &c, 1) || !check_param(fn, x, bias, "bias", &c, 1))
         return NULL;
     em_tensor *params[2] = {(em_tensor *)weight, (em_tensor *)bias};
-    int64_t ip[3] = {groups, weight != NULL, bias != NULL};
-    return run_norm(EM_OP_GROUP_NORM, x, params, 2, ip, 3, eps);
+    em_params p = {
+        .norm = {
+            .groups = groups, .has_weight = weight != NULL, .has_bias = bias != NULL, .eps = eps}};
+    return run_norm(EM_OP_GROUP_NORM, x, params, 2, p);
 }
 
 em_tensor *em_batch_norm(const em_tensor *x, const em_tensor *mean, const em_tensor *var,
@@ -159,8 +162,8 @@ em_tensor *em_batch_norm(const em_tensor *x, const em_tensor *mean, const em_ten
         return NULL;
     em_tensor *params[4] = {(em_tensor *)mean, (em_tensor *)var, (em_tensor *)weight,
                             (em_tensor *)bias};
-    int64_t ip[3] = {0, weight != NULL, bias != NULL};
-    return run_norm(EM_OP_BATCH_NORM, x, params, 4, ip, 3, eps);
+    em_params p = {.norm = {.has_weight = weight != NULL, .has_bias = bias != NULL, .eps = eps}};
+    return run_norm(EM_OP_BATCH_NORM, x, params, 4, p);
 }
 
 /* NumPy broadcast of two dim lists without recording an error; false when they clash. */
@@ -268,8 +271,7 @@ static em_tensor *sdpa(const em_tensor *q, const em_tensor *k, const em_tensor *
     rec.n_in = mask ? 4 : 3;
     rec.in[0] = (em_tensor *)q, rec.in[1] = (em_tensor *)k, rec.in[2] = (em_tensor *)v;
     rec.in[3] = (em_tensor *)mask;
-    rec.i[0] = o.causal, rec.i[1] = mask_kind;
-    rec.f[0] = scale;
+    rec.p.sdpa = (em_p_sdpa){.causal = o.causal, .mask_kind = mask_kind, .scale = scale};
     rec.n_out = 1;
     if (want_lse) {
         /* supports() reads shapes and dtypes only: ask with descriptors, no memory */
@@ -335,8 +337,10 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
     op.in[3] = (em_tensor *)o, op.in[4] = (em_tensor *)g, op.in[5] = (em_tensor *)mask;
     op.n_in = mask ? 6 : 5;
     if (lse) op.in[op.n_in++] = (em_tensor *)lse;
-    op.i[0] = causal, op.i[1] = mask ? mask_kind : 0, op.i[2] = lse != NULL;
-    op.f[0] = scale;
+    op.p.sdpa = (em_p_sdpa){.causal = causal,
+                            .mask_kind = mask ? mask_kind : 0,
+                            .has_lse = lse != NULL,
+                            .scale = scale};
     if (probe) {
         /* supports() reads shapes and dtypes only: describe the outputs without memory */
         em_tensor desc[3];
@@ -382,9 +386,12 @@ em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tens
     op.in[op.n_in++] = (em_tensor *)x;
     if (w) op.in[op.n_in++] = (em_tensor *)w;
     op.in[op.n_in++] = (em_tensor *)g;
-    op.i[0] = n_norm, op.i[1] = w != NULL, op.i[2] = rms, op.i[3] = dw != NULL;
-    op.i[4] = db != NULL;
-    op.f[0] = eps;
+    op.p.norm_bw = (em_p_norm_bw){.n_norm = n_norm,
+                                  .has_weight = w != NULL,
+                                  .rms = rms,
+                                  .want_dw = dw != NULL,
+                                  .want_db = db != NULL,
+                                  .eps = eps};
     const int64_t *shp[3] = {x->shape, nshape, nshape};
     const int rk[3] = {x->rank, n_norm, n_norm};
     int which[3], n_out = 0;
@@ -426,8 +433,7 @@ em_tensor *em_dropout(const em_tensor *x, double p, bool train)
     em_tensor *out = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
     if (!out) return NULL;
     uint64_t off = em_rng_reserve((uint64_t)tn_numel(out) * 2);
-    int64_t ip[2] = {(int64_t)st.seed, (int64_t)off};
-    double f[1] = {p};
+    em_params par = {.random = {.seed = st.seed, .offset = off, .p = p}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_DROPOUT, out, &in, 1, ip, 2, f, 1);
+    return tn_run(EM_OP_DROPOUT, out, &in, 1, &par);
 }

@@ -1,10 +1,10 @@
 /* Ordering ops: stable sort, argsort, top-k and the lower median along one dim.
- * IR parameters (every kind has in[0] = x, out[0] = values in x's dtype, out[1] = i64 indices
- * into x along dim; both outputs are always computed):
- *   SORT   i0 = dim, i1 = descending. Stable; NaN sorts as the largest value.
- *   TOPK   i0 = dim, i1 = k, i2 = largest. Sorted (largest first when largest); ties keep
- *          the lower index first.
- *   MEDIAN i0 = dim, i1 = keepdim. Lower median: the element a stable ascending sort puts at
+ * Records (every kind has in[0] = x, out[0] = values in x's dtype, out[1] = i64 indices into x
+ * along dim; both outputs are always computed; parameters em_p_order):
+ *   SORT   dim, descending. Stable; NaN sorts as the largest value.
+ *   TOPK   dim, k, largest. Sorted (largest first when largest); ties keep the lower index
+ *          first.
+ *   MEDIAN dim, keepdim. Lower median: the element a stable ascending sort puts at
  *          position (n-1)/2; a row holding NaN gives its first NaN. em_median with EM_FLAT
  *          records a MEDIAN over dim 0 of the [numel] reshape.
  * A rank-0 x is treated as one element along dim 0. */
@@ -20,7 +20,7 @@ static bool order_dim(const char *fn, const em_tensor *x, int *dim)
 
 /* Runs a two-output ordering op; stores (or releases) the outputs. */
 static em_status run2(em_op_kind kind, const em_tensor *x, const int64_t *shape, int rank,
-                      const int64_t *ip, int ni, em_tensor **values, em_tensor **indices)
+                      em_p_order p, em_tensor **values, em_tensor **indices)
 {
     em_op op;
     memset(&op, 0, sizeof op);
@@ -30,7 +30,7 @@ static em_status run2(em_op_kind kind, const em_tensor *x, const int64_t *shape,
     op.n_out = 2;
     op.out[0] = tn_new(x->dtype, shape, rank, x->storage->device);
     op.out[1] = op.out[0] ? tn_new(EM_I64, shape, rank, x->storage->device) : NULL;
-    for (int k = 0; k < ni; k++) op.i[k] = ip[k];
+    op.p.order = p;
     em_status st = tn_dispatch(&op);
     if (st != EM_OK) return st;
     if (values)
@@ -68,8 +68,8 @@ em_status em_sort(const em_tensor *x, int dim, bool descending, em_tensor **valu
     if (!check_x(fn, x) || !order_dim(fn, x, &dim)) return em_last_status();
     if (!values && !indices)
         return em_error(EM_ERR_INVALID_ARG, "%s: values and indices are both NULL", fn);
-    int64_t ip[2] = {dim, descending};
-    return run2(EM_OP_SORT, x, x->shape, x->rank, ip, 2, values, indices);
+    em_p_order p = {.dim = dim, .descending = descending};
+    return run2(EM_OP_SORT, x, x->shape, x->rank, p, values, indices);
 }
 
 em_tensor *em_argsort(const em_tensor *x, int dim, bool descending)
@@ -77,8 +77,8 @@ em_tensor *em_argsort(const em_tensor *x, int dim, bool descending)
     const char *fn = "em_argsort";
     if (!check_x(fn, x) || !order_dim(fn, x, &dim)) return NULL;
     em_tensor *idx = NULL;
-    int64_t ip[2] = {dim, descending};
-    if (run2(EM_OP_SORT, x, x->shape, x->rank, ip, 2, NULL, &idx) != EM_OK) return NULL;
+    em_p_order p = {.dim = dim, .descending = descending};
+    if (run2(EM_OP_SORT, x, x->shape, x->rank, p, NULL, &idx) != EM_OK) return NULL;
     return idx;
 }
 
@@ -97,8 +97,8 @@ em_status em_topk(const em_tensor *x, int64_t k, int dim, bool largest, em_tenso
     int64_t shape[EM_MAX_RANK];
     memcpy(shape, x->shape, sizeof shape);
     if (x->rank) shape[dim] = k;
-    int64_t ip[3] = {dim, k, largest};
-    return run2(EM_OP_TOPK, x, shape, x->rank, ip, 3, values, indices);
+    em_p_order p = {.dim = dim, .k = k, .largest = largest};
+    return run2(EM_OP_TOPK, x, shape, x->rank, p, values, indices);
 }
 
 em_status em_median(const em_tensor *x, int dim, bool keepdim, em_tensor **values,
@@ -115,8 +115,9 @@ em_status em_median(const em_tensor *x, int dim, bool keepdim, em_tensor **value
             return em_error(EM_ERR_SHAPE, "%s: cannot take the median of an empty tensor", fn);
         em_tensor *flat = em_reshape(x, EM_SHAPE(numel));
         if (!flat) return em_last_status();
-        int64_t ip[2] = {0, 0}, scalar_shape[1] = {1};
-        em_status st = run2(EM_OP_MEDIAN, flat, scalar_shape, 0, ip, 2, values, indices);
+        int64_t scalar_shape[1] = {1};
+        em_status st =
+            run2(EM_OP_MEDIAN, flat, scalar_shape, 0, (em_p_order){.dim = 0}, values, indices);
         em_release(flat);
         return st;
     }
@@ -132,6 +133,6 @@ em_status em_median(const em_tensor *x, int dim, bool keepdim, em_tensor **value
         else if (keepdim)
             shape[r++] = 1;
     }
-    int64_t ip[2] = {dim, keepdim};
-    return run2(EM_OP_MEDIAN, x, shape, r, ip, 2, values, indices);
+    em_p_order p = {.dim = dim, .keepdim = keepdim};
+    return run2(EM_OP_MEDIAN, x, shape, r, p, values, indices);
 }

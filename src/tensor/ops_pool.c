@@ -1,15 +1,15 @@
 /* Pooling, adaptive pooling, interpolation and pixel (un)shuffle front-ends.
- * IR parameters (spatial dims are padded to three with leading size-1 dims in the kernel):
- *   MAX_POOL / AVG_POOL  in: x [N, C, spatial...]; i0 = nd (1..3), i1..3 = kernel,
- *       i4..6 = stride, i7..9 = pad, i10..12 = dilation, i13 = ceil_mode,
- *       i14 = count_include_pad (avg). MAX_POOL has two outputs: values and i64 argmax indices
- *       flattened within each sample-channel plane (PyTorch's convention).
+ * Records (parameters in src/ir/ir.h; the kernels pad spatial dims to three with leading size-1
+ * dims, ir_pool_windows):
+ *   MAX_POOL / AVG_POOL  in: x [N, C, spatial...]; em_p_pool: nd (1..3), kernel, stride, pad,
+ *       dilation, ceil_mode, count_include_pad (avg). MAX_POOL has two outputs: values and i64
+ *       argmax indices flattened within each sample-channel plane (PyTorch's convention).
  *   MAX_POOL_VALUES  the parameters of MAX_POOL and its values only (the indices are not asked
  *       for): the forward moves half the bytes, and its backward rule recomputes the indices.
- *   ADAPTIVE_AVG_POOL / ADAPTIVE_MAX_POOL  i0 = nd, i1..3 = output sizes; max has two outputs.
- *   INTERPOLATE  i0 = nd (1 or 2), i1..2 = output sizes, i3 = mode (em_interp_mode),
- *       i4 = align_corners.
- *   PIXEL_SHUFFLE / PIXEL_UNSHUFFLE  i0 = r.
+ *   ADAPTIVE_AVG_POOL / ADAPTIVE_MAX_POOL  em_p_adaptive: nd and the output sizes; max has two
+ *       outputs.
+ *   INTERPOLATE  em_p_interp: nd (1 or 2), the output sizes, mode, align_corners.
+ *   PIXEL_SHUFFLE / PIXEL_UNSHUFFLE  em_p_shuffle: r.
  * Inputs may be unbatched ([C, spatial...]); outputs then drop the batch dim too. */
 #include <string.h>
 
@@ -127,23 +127,25 @@ static bool pool_setup(const char *fn, const em_tensor *x, int nd, em_pool_opts 
     return true;
 }
 
-static void pool_params(const pool_geom *g, em_pool_opts o, int64_t *ip)
+static em_params pool_params(const pool_geom *g, em_pool_opts o)
 {
-    memset(ip, 0, sizeof(int64_t) * 15);
-    ip[0] = g->nd;
+    em_params p;
+    memset(&p, 0, sizeof p);
+    p.pool.nd = g->nd;
     for (int i = 0; i < g->nd; i++) {
-        ip[1 + i] = g->k[i];
-        ip[4 + i] = g->s[i];
-        ip[7 + i] = g->p[i];
-        ip[10 + i] = g->d[i];
+        p.pool.kernel[i] = g->k[i];
+        p.pool.stride[i] = g->s[i];
+        p.pool.pad[i] = g->p[i];
+        p.pool.dilation[i] = g->d[i];
     }
-    ip[13] = o.ceil_mode;
-    ip[14] = !o.exclude_pad;
+    p.pool.ceil_mode = o.ceil_mode;
+    p.pool.count_include_pad = !o.exclude_pad;
+    return p;
 }
 
 /* Dispatches a two-output op (values, i64 indices); hands the indices out or drops them. */
 static em_tensor *run_with_indices(const char *fn, em_op_kind kind, const em_tensor *x,
-                                   const int64_t *shape, int rank, const int64_t *ip, int ni,
+                                   const int64_t *shape, int rank, const em_params *p,
                                    em_tensor **indices)
 {
     if (indices) *indices = NULL;
@@ -159,7 +161,7 @@ static em_tensor *run_with_indices(const char *fn, em_op_kind kind, const em_ten
         em_release(op.out[0]);
         return NULL;
     }
-    memcpy(op.i, ip, sizeof(int64_t) * (size_t)ni);
+    op.p = *p;
     if (tn_dispatch(&op) != EM_OK) return NULL;
     if (indices)
         *indices = op.out[1];
@@ -174,28 +176,27 @@ static em_tensor *max_pool(const char *fn, const em_tensor *x, int nd, em_pool_o
     if (indices) *indices = NULL;
     pool_geom g;
     if (!pool_setup(fn, x, nd, o, &g)) return NULL;
-    int64_t ip[15], shape[EM_MAX_RANK];
-    pool_params(&g, o, ip);
+    int64_t shape[EM_MAX_RANK];
+    em_params p = pool_params(&g, o);
     int r = out_shape(x, nd, g.out, shape);
     if (!indices) {
         em_tensor *in = (em_tensor *)x;
-        return tn_run1(EM_OP_MAX_POOL_VALUES,
-                       tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1, ip, 15, NULL,
-                       0);
+        return tn_run(EM_OP_MAX_POOL_VALUES, tn_new_for(fn, x->dtype, shape, r, x->storage->device),
+                      &in, 1, &p);
     }
-    return run_with_indices(fn, EM_OP_MAX_POOL, x, shape, r, ip, 15, indices);
+    return run_with_indices(fn, EM_OP_MAX_POOL, x, shape, r, &p, indices);
 }
 
 static em_tensor *avg_pool(const char *fn, const em_tensor *x, int nd, em_pool_opts o)
 {
     pool_geom g;
     if (!pool_setup(fn, x, nd, o, &g)) return NULL;
-    int64_t ip[15], shape[EM_MAX_RANK];
-    pool_params(&g, o, ip);
+    int64_t shape[EM_MAX_RANK];
+    em_params p = pool_params(&g, o);
     int r = out_shape(x, nd, g.out, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_AVG_POOL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1,
-                   ip, 15, NULL, 0);
+    return tn_run(EM_OP_AVG_POOL, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1,
+                  &p);
 }
 
 em_tensor *em_max_pool1d(const em_tensor *x, em_pool_opts o, em_tensor **indices)
@@ -229,7 +230,7 @@ em_tensor *em_avg_pool3d(const em_tensor *x, em_pool_opts o)
 }
 
 static bool adaptive_setup(const char *fn, const em_tensor *x, int nd, const int64_t *out,
-                           int64_t *ip, int64_t *shape, int *rank)
+                           em_params *p, int64_t *shape, int *rank)
 {
     bool unbatched;
     if (!check_input(fn, x, nd, &unbatched)) return false;
@@ -238,8 +239,8 @@ static bool adaptive_setup(const char *fn, const em_tensor *x, int nd, const int
                  em_dtype_name(x->dtype));
         return false;
     }
-    memset(ip, 0, sizeof(int64_t) * 4);
-    ip[0] = nd;
+    memset(p, 0, sizeof *p);
+    p->adaptive.nd = nd;
     for (int i = 0; i < nd; i++) {
         if (out[i] <= 0) {
             em_error(EM_ERR_INVALID_ARG, "%s: output size %lld is not positive", fn,
@@ -251,7 +252,7 @@ static bool adaptive_setup(const char *fn, const em_tensor *x, int nd, const int
                      tn_dims_str(x->shape, x->rank));
             return false;
         }
-        ip[1 + i] = out[i];
+        p->adaptive.out[i] = out[i];
     }
     *rank = out_shape(x, nd, out, shape);
     return true;
@@ -259,33 +260,36 @@ static bool adaptive_setup(const char *fn, const em_tensor *x, int nd, const int
 
 em_tensor *em_adaptive_avg_pool1d(const em_tensor *x, int64_t out_l)
 {
-    int64_t ip[4], shape[EM_MAX_RANK], out[1] = {out_l};
+    em_params p;
+    int64_t shape[EM_MAX_RANK], out[1] = {out_l};
     int r;
-    if (!adaptive_setup("em_adaptive_avg_pool1d", x, 1, out, ip, shape, &r)) return NULL;
+    if (!adaptive_setup("em_adaptive_avg_pool1d", x, 1, out, &p, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL,
-                   tn_new_for("em_adaptive_avg_pool1d", x->dtype, shape, r, x->storage->device),
-                   &in, 1, ip, 4, NULL, 0);
+    return tn_run(EM_OP_ADAPTIVE_AVG_POOL,
+                  tn_new_for("em_adaptive_avg_pool1d", x->dtype, shape, r, x->storage->device), &in,
+                  1, &p);
 }
 
 em_tensor *em_adaptive_avg_pool2d(const em_tensor *x, int64_t out_h, int64_t out_w)
 {
-    int64_t ip[4], shape[EM_MAX_RANK], out[2] = {out_h, out_w};
+    em_params p;
+    int64_t shape[EM_MAX_RANK], out[2] = {out_h, out_w};
     int r;
-    if (!adaptive_setup("em_adaptive_avg_pool2d", x, 2, out, ip, shape, &r)) return NULL;
+    if (!adaptive_setup("em_adaptive_avg_pool2d", x, 2, out, &p, shape, &r)) return NULL;
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_ADAPTIVE_AVG_POOL,
-                   tn_new_for("em_adaptive_avg_pool2d", x->dtype, shape, r, x->storage->device),
-                   &in, 1, ip, 4, NULL, 0);
+    return tn_run(EM_OP_ADAPTIVE_AVG_POOL,
+                  tn_new_for("em_adaptive_avg_pool2d", x->dtype, shape, r, x->storage->device), &in,
+                  1, &p);
 }
 
 em_tensor *em_adaptive_max_pool1d(const em_tensor *x, int64_t out_l, em_tensor **indices)
 {
     if (indices) *indices = NULL;
-    int64_t ip[4], shape[EM_MAX_RANK], out[1] = {out_l};
+    em_params p;
+    int64_t shape[EM_MAX_RANK], out[1] = {out_l};
     int r;
-    if (!adaptive_setup("em_adaptive_max_pool1d", x, 1, out, ip, shape, &r)) return NULL;
-    return run_with_indices("em_adaptive_max_pool1d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4,
+    if (!adaptive_setup("em_adaptive_max_pool1d", x, 1, out, &p, shape, &r)) return NULL;
+    return run_with_indices("em_adaptive_max_pool1d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, &p,
                             indices);
 }
 
@@ -293,10 +297,11 @@ em_tensor *em_adaptive_max_pool2d(const em_tensor *x, int64_t out_h, int64_t out
                                   em_tensor **indices)
 {
     if (indices) *indices = NULL;
-    int64_t ip[4], shape[EM_MAX_RANK], out[2] = {out_h, out_w};
+    em_params p;
+    int64_t shape[EM_MAX_RANK], out[2] = {out_h, out_w};
     int r;
-    if (!adaptive_setup("em_adaptive_max_pool2d", x, 2, out, ip, shape, &r)) return NULL;
-    return run_with_indices("em_adaptive_max_pool2d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, ip, 4,
+    if (!adaptive_setup("em_adaptive_max_pool2d", x, 2, out, &p, shape, &r)) return NULL;
+    return run_with_indices("em_adaptive_max_pool2d", EM_OP_ADAPTIVE_MAX_POOL, x, shape, r, &p,
                             indices);
 }
 
@@ -331,20 +336,20 @@ em_tensor *em_interpolate(const em_tensor *x, em_shape size, em_interp_mode mode
                  fn);
         return NULL;
     }
-    int64_t ip[5] = {nd, 0, 0, mode, align_corners};
+    em_params p = {.interp = {.nd = nd, .mode = mode, .align_corners = align_corners}};
     for (int i = 0; i < nd; i++) {
         if (size.dims[i] <= 0 || x->shape[2 + i] <= 0) {
             em_error(EM_ERR_SHAPE, "%s: cannot resize %s to %s", fn, tn_dims_str(x->shape, x->rank),
                      tn_dims_str(size.dims, nd));
             return NULL;
         }
-        ip[1 + i] = size.dims[i];
+        p.interp.size[i] = size.dims[i];
     }
     int64_t shape[EM_MAX_RANK];
     int r = out_shape(x, nd, size.dims, shape);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_INTERPOLATE, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in,
-                   1, ip, 5, NULL, 0);
+    return tn_run(EM_OP_INTERPOLATE, tn_new_for(fn, x->dtype, shape, r, x->storage->device), &in, 1,
+                  &p);
 }
 
 static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, int64_t r)
@@ -388,10 +393,9 @@ static em_tensor *shuffle(const char *fn, em_op_kind kind, const em_tensor *x, i
                  tn_dims_str(x->shape, x->rank));
         return NULL;
     }
-    int64_t ip[1] = {r};
+    em_params p = {.shuffle = {.r = r}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, tn_new_for(fn, x->dtype, shape, x->rank, x->storage->device), &in, 1, ip,
-                   1, NULL, 0);
+    return tn_run(kind, tn_new_for(fn, x->dtype, shape, x->rank, x->storage->device), &in, 1, &p);
 }
 
 em_tensor *em_pixel_shuffle(const em_tensor *x, int64_t r)

@@ -1,24 +1,24 @@
 /* Reductions, scans and softmax: front-ends that validate once, infer the output and dispatch.
- * IR parameters (N is the number of elements reduced into one output):
- *  SUM MEAN PROD MAX MIN LOGSUMEXP ANY ALL COUNT_NONZERO: i0 = bitmask of the reduced dims of
- *    the input (bit d = dim d; EM_ALL sets every bit; 0 for a rank-0 input), i1 = keepdim.
- *  VAR STD: i0, i1 as above; i2 = correction (divisor max(0, N - i2)).
- *  NORM: i0, i1 as above; f0 = p (INFINITY, -INFINITY, 0 or any other order).
- *  ARGMAX ARGMIN: i0 = the dim in [0, rank), or -1 for the flattened tensor (EM_FLAT); i1 =
- *    keepdim. A rank-0 input has i0 = 0 and nothing is reduced.
- *  MAX_DIM MIN_DIM: i0 = the dim, i1 = keepdim; out[0] values (input dtype), out[1] i64
- *    indices (first occurrence; the first NaN when there is one).
- *  CUMSUM CUMPROD SOFTMAX LOG_SOFTMAX: i0 = the dim (0 for a rank-0 input).
- *  CUMMAX CUMMIN: i0 = the dim; out[0] values, out[1] i64 indices (ties move to the latest).
+ * Records (N is the number of elements reduced into one output; parameters in src/ir/ir.h):
+ *  SUM MEAN PROD MAX MIN LOGSUMEXP ANY ALL COUNT_NONZERO VAR STD NORM: em_p_reduce, the bitmask
+ *    of the reduced dims of the input (EM_ALL sets every bit; 0 for a rank-0 input) and keepdim;
+ *    VAR and STD divide by max(0, N - correction); NORM's order p (INFINITY, -INFINITY, 0 or
+ *    any other).
+ *  ARGMAX ARGMIN: em_p_dim, the dim in [0, rank) or -1 for the flattened tensor (EM_FLAT), and
+ *    keepdim. A rank-0 input has dim 0 and nothing is reduced.
+ *  MAX_DIM MIN_DIM: em_p_dim; out[0] values (input dtype), out[1] i64 indices (first
+ *    occurrence; the first NaN when there is one).
+ *  CUMSUM CUMPROD SOFTMAX LOG_SOFTMAX: em_p_dim's dim (0 for a rank-0 input).
+ *  CUMMAX CUMMIN: em_p_dim's dim; out[0] values, out[1] i64 indices (ties move to the latest).
  *  SOFTMAX_BACKWARD (tn_softmax_backward, internal: the softmax and log_softmax rules): in[0] =
- *    y (the forward's output), in[1] = g, one float dtype and one shape; i0 = the dim, i1 = 1
- *    for log_softmax -> y (g - sum(g y)) or g - exp(y) sum(g), the sums along the dim.
+ *    y (the forward's output), in[1] = g, one float dtype and one shape; em_p_dim's dim and
+ *    log -> y (g - sum(g y)) or g - exp(y) sum(g), the sums along the dim.
  *  LOG_SOFTMAX_GATHER (tn_log_softmax_gather, internal: cross entropy): in[0] = x (float, rank
- *    >= 1), in[1] = t (i64, contiguous, x's shape without the dim); i0 = the dim -> out (x's
+ *    >= 1), in[1] = t (i64, contiguous, x's shape without the dim); em_p_dim's dim -> out (x's
  *    dtype, t's shape, contiguous; line r of x in row-major order of the other dims is t[r] and
  *    out[r]) = x[t] - logsumexp(x) along the dim, NaN where t is out of range.
  *  LOG_SOFTMAX_GATHER_BACKWARD (its rule): in[0] = x, in[1] = t as above, in[2] = g (x's dtype,
- *    t's shape, contiguous); i0 = the dim -> out like x = g (onehot(t) - softmax(x)) along the
+ *    t's shape, contiguous); em_p_dim's dim -> out like x = g (onehot(t) - softmax(x)) along the
  *    dim (a line of zeros where t is out of range: the gather's gradient drops it).
  * Output dtypes: sum/prod/cumsum/cumprod of integers or bool give i64, of floats the input
  * dtype; argmax/argmin/count_nonzero give i64; any/all give bool; the rest keep the dtype. */
@@ -72,17 +72,16 @@ static em_dtype widened(em_dtype dt)
 
 /* Shared path of the mask reductions: checks, output, dispatch. */
 static em_tensor *reduce_op(const char *fn, em_op_kind kind, const em_tensor *x, em_axes dims,
-                            bool keepdim, em_dtype out_dt, int64_t i2, double f0)
+                            bool keepdim, em_dtype out_dt, int64_t correction, double f0)
 {
     uint32_t mask;
     if (!tn_axes_mask(fn, dims, x->rank, &mask)) return NULL;
     if ((kind == EM_OP_MAX || kind == EM_OP_MIN || (kind == EM_OP_NORM && isinf(f0))) &&
         !need_nonempty(fn, x, mask))
         return NULL;
-    int64_t ip[3] = {(int64_t)mask, keepdim ? 1 : 0, i2};
-    double fp[1] = {f0};
+    em_params p = {.reduce = {.mask = mask, .keepdim = keepdim, .correction = correction, .p = f0}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, reduced_out(x, mask, keepdim, out_dt), &in, 1, ip, 3, fp, 1);
+    return tn_run(kind, reduced_out(x, mask, keepdim, out_dt), &in, 1, &p);
 }
 
 em_tensor *em_sum(const em_tensor *x, em_axes dims, bool keepdim)
@@ -176,14 +175,14 @@ static em_tensor *arg_op(const char *fn, em_op_kind kind, const em_tensor *x, in
 {
     if (!tn_check_ptr(fn, x, "x")) return NULL;
     uint32_t mask;
-    int64_t i0;
+    int d0;
     if (dim == EM_FLAT) {
         mask = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
-        i0 = -1;
+        d0 = -1;
     } else {
         if (!tn_norm_dim(fn, x->rank, &dim)) return NULL;
         mask = x->rank ? 1u << dim : 0;
-        i0 = dim;
+        d0 = dim;
     }
     if (!need_nonempty(fn, x, mask)) return NULL;
     em_tensor *out;
@@ -192,9 +191,9 @@ static em_tensor *arg_op(const char *fn, em_op_kind kind, const em_tensor *x, in
         out = tn_new(EM_I64, none, 0, x->storage->device);
     else
         out = reduced_out(x, mask, keepdim, EM_I64);
-    int64_t ip[2] = {i0, keepdim ? 1 : 0};
+    em_params p = {.dim = {.dim = d0, .keepdim = keepdim}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, out, &in, 1, ip, 2, NULL, 0);
+    return tn_run(kind, out, &in, 1, &p);
 }
 
 em_tensor *em_argmax(const em_tensor *x, int dim, bool keepdim)
@@ -247,8 +246,7 @@ static em_status dim_pair(const char *fn, em_op_kind kind, const em_tensor *x, i
     op.n_out = 2;
     op.out[0] = reduced_out(x, mask, keepdim, x->dtype);
     op.out[1] = op.out[0] ? reduced_out(x, mask, keepdim, EM_I64) : NULL;
-    op.i[0] = dim;
-    op.i[1] = keepdim ? 1 : 0;
+    op.p.dim = (em_p_dim){.dim = dim, .keepdim = keepdim};
     return run_pair(&op, values, indices);
 }
 
@@ -270,10 +268,9 @@ static em_tensor *along_op(const char *fn, em_op_kind kind, const em_tensor *x, 
                            em_dtype out_dt)
 {
     if (!tn_norm_dim(fn, x->rank, &dim)) return NULL;
-    int64_t ip[1] = {dim};
+    em_params p = {.dim = {.dim = dim}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(kind, tn_new(out_dt, x->shape, x->rank, x->storage->device), &in, 1, ip, 1, NULL,
-                   0);
+    return tn_run(kind, tn_new(out_dt, x->shape, x->rank, x->storage->device), &in, 1, &p);
 }
 
 em_tensor *em_cumsum(const em_tensor *x, int dim)
@@ -303,7 +300,7 @@ static em_status cum_pair(const char *fn, em_op_kind kind, const em_tensor *x, i
     op.n_out = 2;
     op.out[0] = tn_new(x->dtype, x->shape, x->rank, x->storage->device);
     op.out[1] = op.out[0] ? tn_new(EM_I64, x->shape, x->rank, x->storage->device) : NULL;
-    op.i[0] = dim;
+    op.p.dim.dim = dim;
     return run_pair(&op, values, indices);
 }
 
@@ -336,7 +333,7 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
     em_op op;
     memset(&op, 0, sizeof op);
     op.kind = EM_OP_SOFTMAX_BACKWARD;
-    op.i[0] = dim, op.i[1] = log;
+    op.p.dim = (em_p_dim){.dim = dim, .log = log};
     em_tensor *out;
     if (tn_run_fused2(&op, y, g, &out)) return out;
     /* composed; f16 / bf16 in f32, rounded once at the end */
@@ -386,7 +383,7 @@ static bool lsg_op(em_op *op, em_op_kind kind, const em_tensor *x, int dim, cons
     memset(op, 0, sizeof *op);
     op->kind = kind;
     op->n_in = g ? 3 : 2;
-    op->i[0] = dim;
+    op->p.dim.dim = dim;
     op->in[0] = (em_tensor *)x;
     if (!em_device_equal(t->storage->device, x->storage->device) ||
         (g && !em_device_equal(g->storage->device, x->storage->device)))

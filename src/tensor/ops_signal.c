@@ -1,9 +1,9 @@
 /* Signal ops: the real FFT and its inverse along one dim, complex values stored as a trailing
  * (real, imaginary) dim of size 2.
- * IR parameters:
- *   RFFT  in[0] = x [..., L, ...] float, i0 = dim, i1 = n (points; x is zero-padded or cropped
- *         to n along dim) -> y [..., n/2+1, ..., 2] of x's dtype. Unnormalised forward FFT.
- *   IRFFT in[0] = X [..., B, ..., 2] float, i0 = dim (of X without its trailing 2), i1 = n
+ * Records (em_p_fft):
+ *   RFFT  in[0] = x [..., L, ...] float, dim, n (points; x is zero-padded or cropped to n along
+ *         dim) -> y [..., n/2+1, ..., 2] of x's dtype. Unnormalised forward FFT.
+ *   IRFFT in[0] = X [..., B, ..., 2] float, dim (of X without its trailing 2), n
  *         (output points; X is zero-padded or cropped to n/2+1 bins) -> y [..., n, ...], real,
  *         X's dtype; divides by n ("backward" norm). The imaginary parts of the DC bin and, for
  *         even n, of the Nyquist bin are ignored, as pocketfft does. */
@@ -45,9 +45,9 @@ em_tensor *em_rfft(const em_tensor *x, int dim, int64_t n)
     shape[dim] = n / 2 + 1;
     shape[x->rank] = 2;
     em_tensor *out = tn_new_for(fn, x->dtype, shape, x->rank + 1, x->storage->device);
-    int64_t ip[2] = {dim, n};
+    em_params p = {.fft = {.dim = dim, .n = n}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_RFFT, out, &in, 1, ip, 2, NULL, 0);
+    return tn_run(EM_OP_RFFT, out, &in, 1, &p);
 }
 
 em_tensor *em_irfft(const em_tensor *x, int dim, int64_t n)
@@ -72,7 +72,7 @@ em_tensor *em_irfft(const em_tensor *x, int dim, int64_t n)
     memcpy(shape, x->shape, sizeof shape);
     shape[dim] = n;
     em_tensor *out = tn_new_for(fn, x->dtype, shape, r, x->storage->device);
-    int64_t ip[2] = {dim, n};
+    em_params p = {.fft = {.dim = dim, .n = n}};
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(EM_OP_IRFFT, out, &in, 1, ip, 2, NULL, 0);
+    return tn_run(EM_OP_IRFFT, out, &in, 1, &p);
 }

@@ -1,62 +1,11 @@
-/* Unary math and activations: one input, one output of the same shape (contiguous).
- * IR parameters: LEAKY_RELU f0=negative_slope; ELU f0=alpha; CELU f0=alpha;
- * SOFTPLUS f0=beta f1=threshold; HARDTANH f0=min_val f1=max_val. Every other kind of the
- * family has no parameters (SELU's alpha and scale and RELU6's bounds 0 and 6 are fixed by the
- * kind). The output dtype follows from the input dtype and the kind (see out_dtype below), so
- * a backward rule can recompute it from the record. */
+/* Unary math and activations: one input, one output of the same shape (contiguous). The
+ * parameterised activations (leaky_relu, elu, celu, softplus, hardtanh) carry an em_p_act; the
+ * others none (SELU's alpha and scale and RELU6's bounds 0 and 6 are fixed by the kind). The
+ * output dtype follows from the input dtype and the kind's dtype rule in the op table, so a
+ * backward rule can recompute it from the record. */
 #include <math.h>
 
 #include "op.h"
-
-/* How a kind maps input dtypes to an output dtype. */
-typedef enum rule {
-    R_FLOAT_MATH, /* floats keep their dtype; integers and bool give f32 */
-    R_KEEP_NUM,   /* any integer or float dtype kept; bool is an error (neg, abs) */
-    R_KEEP_ALL,   /* every dtype kept (sign) */
-    R_SQUARE,     /* dtype kept, bool gives i64 (as pow(x, 2) in torch) */
-    R_ROUNDING,   /* dtype kept, integers are copied; bool is an error */
-    R_PREDICATE,  /* any dtype -> bool */
-    R_BITWISE,    /* integers and bool kept; floats are an error */
-    R_ACT_FLOAT,  /* floats only */
-    R_ACT_NUM,    /* floats and integers kept; bool is an error (relu, relu6, hardtanh) */
-} rule;
-
-static rule rule_of(em_op_kind k)
-{
-    switch (k) {
-    case EM_OP_NEG:
-    case EM_OP_ABS: return R_KEEP_NUM;
-    case EM_OP_SIGN: return R_KEEP_ALL;
-    case EM_OP_SQUARE: return R_SQUARE;
-    case EM_OP_FLOOR:
-    case EM_OP_CEIL:
-    case EM_OP_ROUND:
-    case EM_OP_TRUNC: return R_ROUNDING;
-    case EM_OP_ISNAN:
-    case EM_OP_ISINF:
-    case EM_OP_ISFINITE:
-    case EM_OP_LOGICAL_NOT: return R_PREDICATE;
-    case EM_OP_BITWISE_NOT: return R_BITWISE;
-    case EM_OP_RELU:
-    case EM_OP_RELU6:
-    case EM_OP_HARDTANH: return R_ACT_NUM;
-    case EM_OP_LEAKY_RELU:
-    case EM_OP_ELU:
-    case EM_OP_SELU:
-    case EM_OP_CELU:
-    case EM_OP_GELU:
-    case EM_OP_GELU_TANH:
-    case EM_OP_SILU:
-    case EM_OP_SIGMOID:
-    case EM_OP_LOG_SIGMOID:
-    case EM_OP_HARD_SIGMOID:
-    case EM_OP_HARD_SWISH:
-    case EM_OP_MISH:
-    case EM_OP_SOFTPLUS:
-    case EM_OP_SOFTSIGN: return R_ACT_FLOAT;
-    default: return R_FLOAT_MATH;
-    }
-}
 
 /* Output dtype of kind k on input dtype dt; false + EM_ERR_DTYPE naming `fn` when refused. */
 static bool out_dtype(const char *fn, em_op_kind k, em_dtype dt, em_dtype *out)
@@ -64,30 +13,24 @@ static bool out_dtype(const char *fn, em_op_kind k, em_dtype dt, em_dtype *out)
     bool is_float = em_dtype_is_float(dt), is_bool = dt == EM_BOOL;
     const char *why = NULL;
     *out = dt;
-    switch (rule_of(k)) {
-    case R_FLOAT_MATH:
+    switch (ir_info_of(k)->dtype) {
+    case IR_DT_FLOAT_MATH:
         if (!is_float) *out = EM_F32;
         break;
-    case R_KEEP_NUM:
+    case IR_DT_KEEP_NUM:
         if (is_bool) why = "";
         break;
-    case R_KEEP_ALL: break;
-    case R_SQUARE:
+    case IR_DT_SQUARE:
         if (is_bool) *out = EM_I64;
         break;
-    case R_ROUNDING:
-        if (is_bool) why = "";
-        break;
-    case R_PREDICATE: *out = EM_BOOL; break;
-    case R_BITWISE:
+    case IR_DT_BOOL: *out = EM_BOOL; break;
+    case IR_DT_BITWISE:
         if (is_float) why = " (integers and bool only)";
         break;
-    case R_ACT_FLOAT:
+    case IR_DT_FLOAT:
         if (!is_float) why = " (floating-point dtypes only)";
         break;
-    case R_ACT_NUM:
-        if (is_bool) why = "";
-        break;
+    default: break; /* KEEP_ALL */
     }
     if (why) {
         em_error(EM_ERR_DTYPE, "%s: dtype %s is not supported%s", fn, em_dtype_name(dt), why);
@@ -96,21 +39,21 @@ static bool out_dtype(const char *fn, em_op_kind k, em_dtype dt, em_dtype *out)
     return true;
 }
 
-/* Validates x, allocates the output and dispatches kind k with parameters f[0..nf). */
-static em_tensor *unary(em_op_kind k, const char *fn, const em_tensor *x, const double *f, int nf)
+/* Validates x, allocates the output and dispatches kind k with the parameters *p (or none). */
+static em_tensor *unary(em_op_kind k, const char *fn, const em_tensor *x, const em_params *p)
 {
     if (!tn_check_ptr(fn, x, "x")) return NULL;
     em_dtype dt;
     if (!out_dtype(fn, k, x->dtype, &dt)) return NULL;
     em_tensor *out = tn_new_for(fn, dt, x->shape, x->rank, x->storage->device);
     em_tensor *in = (em_tensor *)x;
-    return tn_run1(k, out, &in, 1, NULL, 0, f, nf);
+    return tn_run(k, out, &in, 1, p);
 }
 
 #define UNARY_FN(name, KIND)                                                                       \
     em_tensor *em_##name(const em_tensor *x)                                                       \
     {                                                                                              \
-        return unary(EM_OP_##KIND, "em_" #name, x, NULL, 0);                                       \
+        return unary(EM_OP_##KIND, "em_" #name, x, NULL);                                          \
     }
 
 UNARY_FN(neg, NEG)
@@ -179,16 +122,16 @@ em_tensor *em_leaky_relu(const em_tensor *x, double negative_slope)
 {
     if (!tn_check_ptr("em_leaky_relu", x, "x")) return NULL;
     if (!check_param("em_leaky_relu", "negative_slope", negative_slope, false)) return NULL;
-    double f[1] = {negative_slope};
-    return unary(EM_OP_LEAKY_RELU, "em_leaky_relu", x, f, 1);
+    em_params p = {.act = {.negative_slope = negative_slope}};
+    return unary(EM_OP_LEAKY_RELU, "em_leaky_relu", x, &p);
 }
 
 em_tensor *em_elu(const em_tensor *x, double alpha)
 {
     if (!tn_check_ptr("em_elu", x, "x")) return NULL;
     if (!check_param("em_elu", "alpha", alpha, false)) return NULL;
-    double f[1] = {alpha};
-    return unary(EM_OP_ELU, "em_elu", x, f, 1);
+    em_params p = {.act = {.alpha = alpha}};
+    return unary(EM_OP_ELU, "em_elu", x, &p);
 }
 
 em_tensor *em_celu(const em_tensor *x, double alpha)
@@ -199,8 +142,8 @@ em_tensor *em_celu(const em_tensor *x, double alpha)
         em_error(EM_ERR_INVALID_ARG, "em_celu: alpha must not be 0");
         return NULL;
     }
-    double f[1] = {alpha};
-    return unary(EM_OP_CELU, "em_celu", x, f, 1);
+    em_params p = {.act = {.alpha = alpha}};
+    return unary(EM_OP_CELU, "em_celu", x, &p);
 }
 
 em_tensor *em_softplus(const em_tensor *x, double beta, double threshold)
@@ -213,8 +156,8 @@ em_tensor *em_softplus(const em_tensor *x, double beta, double threshold)
         em_error(EM_ERR_INVALID_ARG, "em_softplus: beta must not be 0");
         return NULL;
     }
-    double f[2] = {beta, threshold};
-    return unary(EM_OP_SOFTPLUS, "em_softplus", x, f, 2);
+    em_params p = {.act = {.beta = beta, .threshold = threshold}};
+    return unary(EM_OP_SOFTPLUS, "em_softplus", x, &p);
 }
 
 em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val)
@@ -228,6 +171,6 @@ em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val)
                  max_val);
         return NULL;
     }
-    double f[2] = {min_val, max_val};
-    return unary(EM_OP_HARDTANH, "em_hardtanh", x, f, 2);
+    em_params p = {.act = {.min_val = min_val, .max_val = max_val}};
+    return unary(EM_OP_HARDTANH, "em_hardtanh", x, &p);
 }

@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "../backend/backend.h"
-#include "../backend/cpu/cpu.h"
+#include "../ir/elem.h"
 #include "op.h"
 
 typedef struct sbuf {
@@ -145,11 +145,11 @@ static void fmt_value(sbuf *b, const print_ctx *c, const char *p)
 {
     const em_tensor *t = c->t;
     if (em_dtype_is_float(t->dtype))
-        fmt_float(b, cpu_get_f64(p, t->dtype), t->dtype, c->precision, c->sci);
+        fmt_float(b, ir_get_f64(p, t->dtype), t->dtype, c->precision, c->sci);
     else if (t->dtype == EM_BOOL)
         sb_str(b, *(const uint8_t *)p ? "true" : "false");
     else
-        sb_fmt(b, "%lld", (long long)cpu_get_i64(p, t->dtype));
+        sb_fmt(b, "%lld", (long long)ir_get_i64(p, t->dtype));
 }
 
 /* Indices printed along a dim of n: all, or the first and last `edge` when summarised (moves
@@ -173,7 +173,7 @@ static void scan_block(const print_ctx *c, int d, int64_t off, float_stats *st)
         skipped(c, n, &i);
         int64_t o = off + i * t->strides[d];
         if (d == t->rank - 1)
-            stats_add(st, cpu_get_f64((const char *)t->storage->data + o * (int64_t)es, t->dtype));
+            stats_add(st, ir_get_f64((const char *)t->storage->data + o * (int64_t)es, t->dtype));
         else
             scan_block(c, d + 1, o, st);
     }
@@ -231,7 +231,7 @@ char *em_tensor_format(const em_tensor *t, em_print_options opt)
     if (em_dtype_is_float(h->dtype)) {
         float_stats st = {.ints = true};
         if (h->rank == 0)
-            stats_add(&st, cpu_get_f64(tn_ptr(h), h->dtype));
+            stats_add(&st, ir_get_f64(tn_ptr(h), h->dtype));
         else
             scan_block(&c, 0, h->offset, &st);
         c.sci = stats_sci(&st);

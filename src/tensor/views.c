@@ -5,10 +5,9 @@
 #include "op.h"
 
 /* Records a view op whose output v was made from t. */
-static em_tensor *record_view(em_op_kind kind, em_tensor *t, em_tensor *v, const int64_t *ip,
-                              int ni)
+static em_tensor *record_view(em_op_kind kind, em_tensor *t, em_tensor *v, const em_params *p)
 {
-    return tn_run1(kind, v, &t, 1, ip, ni, NULL, 0);
+    return tn_run(kind, v, &t, 1, p);
 }
 
 /* Strides for viewing t as `shape` without a copy, following the classic algorithm: walk
@@ -107,7 +106,7 @@ em_tensor *em_view(const em_tensor *t, em_shape shape)
         return NULL;
     }
     em_tensor *v = tn_view_of(t, shape.dims, st, shape.rank, t->offset);
-    return record_view(EM_OP_RESHAPE, (em_tensor *)t, v, NULL, 0);
+    return record_view(EM_OP_RESHAPE, (em_tensor *)t, v, NULL);
 }
 
 em_tensor *em_reshape(const em_tensor *t, em_shape shape)
@@ -116,7 +115,7 @@ em_tensor *em_reshape(const em_tensor *t, em_shape shape)
     int64_t st[EM_MAX_RANK];
     if (view_strides(t, shape.dims, shape.rank, st)) {
         em_tensor *v = tn_view_of(t, shape.dims, st, shape.rank, t->offset);
-        return record_view(EM_OP_RESHAPE, (em_tensor *)t, v, NULL, 0);
+        return record_view(EM_OP_RESHAPE, (em_tensor *)t, v, NULL);
     }
     em_tensor *c = em_contiguous(t);
     if (!c) return NULL;
@@ -157,7 +156,8 @@ em_tensor *em_permute(const em_tensor *t, em_axes order)
         return NULL;
     }
     uint32_t seen = 0;
-    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK], ip[EM_MAX_RANK];
+    int64_t shape[EM_MAX_RANK], st[EM_MAX_RANK];
+    em_params p = {.permute = {.perm = {0}}};
     for (int i = 0; i < order.n; i++) {
         int d = order.d[i];
         if (!tn_norm_dim("em_permute", t->rank, &d)) return NULL;
@@ -168,10 +168,10 @@ em_tensor *em_permute(const em_tensor *t, em_axes order)
         seen |= 1u << d;
         shape[i] = t->shape[d];
         st[i] = t->strides[d];
-        ip[i] = d;
+        p.permute.perm[i] = d;
     }
     em_tensor *v = tn_view_of(t, shape, st, t->rank, t->offset);
-    return record_view(EM_OP_PERMUTE, (em_tensor *)t, v, ip, t->rank);
+    return record_view(EM_OP_PERMUTE, (em_tensor *)t, v, &p);
 }
 
 em_tensor *em_transpose(const em_tensor *t, int d0, int d1)
@@ -216,8 +216,8 @@ static em_tensor *slice_view(const em_tensor *t, int dim, int64_t start, int64_t
         return NULL;
     }
     em_tensor *v = tn_view_of(t, shape, st, t->rank, off);
-    int64_t ip[4] = {dim, start, end, step};
-    return record_view(EM_OP_SLICE, (em_tensor *)t, v, ip, 4);
+    em_params p = {.slice = {.dim = dim, .start = start, .end = end, .step = step}};
+    return record_view(EM_OP_SLICE, (em_tensor *)t, v, &p);
 }
 
 em_tensor *em_slice(const em_tensor *t, int dim, int64_t start, int64_t end, int64_t step)
@@ -322,7 +322,7 @@ em_tensor *em_expand(const em_tensor *t, em_shape shape)
         return NULL;
     }
     em_tensor *v = tn_view_of(t, shape.dims, st, shape.rank, t->offset);
-    return record_view(EM_OP_EXPAND, (em_tensor *)t, v, NULL, 0);
+    return record_view(EM_OP_EXPAND, (em_tensor *)t, v, NULL);
 }
 
 em_tensor *em_squeeze(const em_tensor *t, em_axes dims)
@@ -374,8 +374,8 @@ em_tensor *em_flip(const em_tensor *t, em_axes dims)
         }
     }
     em_tensor *v = tn_view_of(t, t->shape, st, t->rank, off);
-    int64_t ip[1] = {mask};
-    return record_view(EM_OP_FLIP, (em_tensor *)t, v, ip, 1);
+    em_params p = {.flip = {.mask = mask}};
+    return record_view(EM_OP_FLIP, (em_tensor *)t, v, &p);
 }
 
 em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step)
@@ -416,8 +416,8 @@ em_tensor *em_unfold(const em_tensor *t, int dim, int64_t size, int64_t step)
     shape[r] = size;
     st[r] = dstride;
     em_tensor *v = tn_view_of(t, shape, st, r + 1, t->offset);
-    int64_t ip[3] = {dim, size, step};
-    return record_view(EM_OP_UNFOLD, (em_tensor *)t, v, ip, 3);
+    em_params p = {.unfold = {.dim = dim, .size = size, .step = step}};
+    return record_view(EM_OP_UNFOLD, (em_tensor *)t, v, &p);
 }
 
 /* A contiguous copy of t; errors name fn. */
@@ -425,7 +425,7 @@ static em_tensor *clone_named(const char *fn, const em_tensor *t)
 {
     em_tensor *out = tn_new_for(fn, t->dtype, t->shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
-    return tn_run1(EM_OP_COPY, out, &in, 1, NULL, 0, NULL, 0);
+    return tn_run(EM_OP_COPY, out, &in, 1, NULL);
 }
 
 em_tensor *em_contiguous(const em_tensor *t)
@@ -450,5 +450,5 @@ em_tensor *em_cast(const em_tensor *t, em_dtype dtype)
     }
     em_tensor *out = tn_new_for("em_cast", dtype, t->shape, t->rank, t->storage->device);
     em_tensor *in = (em_tensor *)t;
-    return tn_run1(EM_OP_CAST, out, &in, 1, NULL, 0, NULL, 0);
+    return tn_run(EM_OP_CAST, out, &in, 1, NULL);
 }

@@ -4,6 +4,7 @@
  * where, clamp, lerp and threshold_backward, plus the PyTorch conventions at non-differentiable
  * points (pow at 0, ties of minimum/maximum). */
 #include <math.h>
+#include <string.h>
 
 #include "grad.h"
 #include "tensor/op.h"
@@ -389,8 +390,30 @@ static void threshold_backward_cases(void)
     h_dev = dev;
 }
 
+/* Whether a case is named `kind` or `kind <variant>`. */
+static bool names_kind(const char *name, em_op_kind k)
+{
+    size_t n = strlen(em_op_name(k));
+    return strncmp(name, em_op_name(k), n) == 0 && (name[n] == '\0' || name[n] == ' ');
+}
+
+/* Every differentiable elementwise binary kind of the op table has a case above: a kind added
+ * to the table without one fails here. */
+static void check_table_cases(void)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++) {
+        if (!ir_has((em_op_kind)k, IR_EW2) || !ir_has((em_op_kind)k, IR_DIFF)) continue;
+        bool found = false;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            found = found || names_kind(cases[i].name, (em_op_kind)k);
+        CHECK(found, "differentiable binary kind %s of the op table has no gradient check",
+              em_op_name((em_op_kind)k));
+    }
+}
+
 void grad_binary(void)
 {
+    check_table_cases();
     const int ncases = (int)(sizeof cases / sizeof cases[0]);
     for (int k = 0; k < ncases; k++) {
         const bcase *c = &cases[k];

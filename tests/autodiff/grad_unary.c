@@ -2,8 +2,10 @@
  * variant) against central differences on each layout, second order for the smooth ones, the
  * PyTorch conventions at break points, and f32 gradients keeping their dtype. */
 #include <math.h>
+#include <string.h>
 
 #include "grad.h"
+#include "ir/ir.h"
 
 typedef em_tensor *(*unary_fn)(const em_tensor *x);
 
@@ -275,8 +277,30 @@ static void check_half(void)
     }
 }
 
+/* Whether a case is named `kind` or `kind <variant>`. */
+static bool names_kind(const char *name, em_op_kind k)
+{
+    size_t n = strlen(em_op_name(k));
+    return strncmp(name, em_op_name(k), n) == 0 && (name[n] == '\0' || name[n] == ' ');
+}
+
+/* Every differentiable elementwise unary kind of the op table has a case above: a kind added
+ * to the table without one fails here. */
+static void check_table_cases(void)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++) {
+        if (!ir_has((em_op_kind)k, IR_EW1) || !ir_has((em_op_kind)k, IR_DIFF)) continue;
+        bool found = false;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            found = found || names_kind(cases[i].name, (em_op_kind)k);
+        CHECK(found, "differentiable unary kind %s of the op table has no gradient check",
+              em_op_name((em_op_kind)k));
+    }
+}
+
 void grad_unary(void)
 {
+    check_table_cases();
     check_cases();
     check_conventions();
     check_f32();

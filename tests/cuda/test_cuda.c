@@ -113,17 +113,18 @@ static void test_cast(void)
             }
 }
 
-static void params_for(em_op_kind k, double *f)
+static em_params params_for(em_op_kind k)
 {
-    f[0] = f[1] = 0;
+    em_params p = {.act = {.v = {0, 0}}};
     switch (k) {
-    case EM_OP_LEAKY_RELU: f[0] = 0.01; break;
-    case EM_OP_ELU: f[0] = 1.0; break;
-    case EM_OP_CELU: f[0] = 1.3; break;
-    case EM_OP_SOFTPLUS: f[0] = 1.5, f[1] = 2.0; break;
-    case EM_OP_HARDTANH: f[0] = -0.7, f[1] = 1.2; break;
+    case EM_OP_LEAKY_RELU: p.act.negative_slope = 0.01; break;
+    case EM_OP_ELU: p.act.alpha = 1.0; break;
+    case EM_OP_CELU: p.act.alpha = 1.3; break;
+    case EM_OP_SOFTPLUS: p.act.beta = 1.5, p.act.threshold = 2.0; break;
+    case EM_OP_HARDTANH: p.act.min_val = -0.7, p.act.max_val = 1.2; break;
     default: break;
     }
+    return p;
 }
 
 static double atol_of(em_dtype dt)
@@ -156,12 +157,11 @@ static void test_unary(void)
                 em_scope_begin();
                 double *v = values(sizes[s], -3, 3, true);
                 em_tensor *d, *c = pair(v, sizes[s], dts[t], &d);
-                double f[2];
-                params_for(kinds[k], f);
+                em_params f = params_for(kinds[k]);
                 em_tensor *oc = tn_new(dts[t], &sizes[s], 1, EM_CPU);
                 em_tensor *od = tn_new(dts[t], &sizes[s], 1, dev);
-                oc = tn_run1(kinds[k], oc, &c, 1, NULL, 0, f, 2);
-                od = tn_run1(kinds[k], od, &d, 1, NULL, 0, f, 2);
+                oc = tn_run(kinds[k], oc, &c, 1, &f);
+                od = tn_run(kinds[k], od, &d, 1, &f);
                 char what[64];
                 snprintf(what, sizeof what, "%s %s n=%lld", em_op_name(kinds[k]),
                          em_dtype_name(dts[t]), (long long)sizes[s]);
@@ -197,13 +197,11 @@ static void test_binary(void)
                 }
                 em_tensor *d, *c = pair(v, sizes[s], dts[t], &d);
                 em_tensor *d2, *c2 = pair(w, sizes[s], dts[t], &d2);
-                bool cmp = kinds[k] >= EM_OP_EQ && kinds[k] <= EM_OP_GE;
+                bool cmp = ir_info_of(kinds[k])->dtype == IR_DT_COMPARE;
                 em_dtype od_t = cmp ? EM_BOOL : dts[t];
                 em_tensor *ic[2] = {c, c2}, *id[2] = {d, d2};
-                em_tensor *oc =
-                    tn_run1(kinds[k], tn_new(od_t, &sizes[s], 1, EM_CPU), ic, 2, NULL, 0, NULL, 0);
-                em_tensor *od =
-                    tn_run1(kinds[k], tn_new(od_t, &sizes[s], 1, dev), id, 2, NULL, 0, NULL, 0);
+                em_tensor *oc = tn_run(kinds[k], tn_new(od_t, &sizes[s], 1, EM_CPU), ic, 2, NULL);
+                em_tensor *od = tn_run(kinds[k], tn_new(od_t, &sizes[s], 1, dev), id, 2, NULL);
                 char what[64];
                 snprintf(what, sizeof what, "%s %s n=%lld", em_op_name(kinds[k]),
                          em_dtype_name(dts[t]), (long long)sizes[s]);
@@ -278,13 +276,11 @@ static void test_broadcast(void)
                     int r;
                     tn_broadcast_shapes("test", bshapes[p][0].dims, bshapes[p][0].rank,
                                         bshapes[p][1].dims, bshapes[p][1].rank, s, &r);
-                    bool cmp = kinds[k] >= EM_OP_EQ && kinds[k] <= EM_OP_GE;
+                    bool cmp = ir_info_of(kinds[k])->dtype == IR_DT_COMPARE;
                     em_dtype odt = cmp ? EM_BOOL : dts[t];
                     em_tensor *ic[2] = {ca, cb}, *id[2] = {da, db};
-                    em_tensor *oc =
-                        tn_run1(kinds[k], tn_new(odt, s, r, EM_CPU), ic, 2, NULL, 0, NULL, 0);
-                    em_tensor *od =
-                        tn_run1(kinds[k], tn_new(odt, s, r, dev), id, 2, NULL, 0, NULL, 0);
+                    em_tensor *oc = tn_run(kinds[k], tn_new(odt, s, r, EM_CPU), ic, 2, NULL);
+                    em_tensor *od = tn_run(kinds[k], tn_new(odt, s, r, dev), id, 2, NULL);
                     char what[96];
                     snprintf(what, sizeof what, "%s %s %s x %s layout %d", em_op_name(kinds[k]),
                              em_dtype_name(dts[t]),
@@ -301,11 +297,10 @@ static void test_broadcast(void)
                 em_scope_begin();
                 em_tensor *c, *d;
                 mk(EM_SHAPE(3, 17, 9), la, dts[t], -3, 3, &c, &d);
-                double f[2];
-                params_for(un[k], f);
+                em_params f = params_for(un[k]);
                 const int64_t sh[3] = {3, 17, 9};
-                em_tensor *oc = tn_run1(un[k], tn_new(dts[t], sh, 3, EM_CPU), &c, 1, NULL, 0, f, 2);
-                em_tensor *od = tn_run1(un[k], tn_new(dts[t], sh, 3, dev), &d, 1, NULL, 0, f, 2);
+                em_tensor *oc = tn_run(un[k], tn_new(dts[t], sh, 3, EM_CPU), &c, 1, &f);
+                em_tensor *od = tn_run(un[k], tn_new(dts[t], sh, 3, dev), &d, 1, &f);
                 char what[64];
                 snprintf(what, sizeof what, "%s %s layout %d", em_op_name(un[k]),
                          em_dtype_name(dts[t]), la);
@@ -1020,8 +1015,8 @@ static void test_errors(void)
               *q = em_full(EM_SHAPE(2, 2), 1, EM_BOOL, dev);
     em_tensor *r = tn_new(EM_BOOL, (const int64_t[]){2, 2}, 2, dev); /* dispatch frees it */
     em_op mm = {.kind = EM_OP_MATMUL, .n_in = 2, .n_out = 1, .in = {p, q}, .out = {r}};
-    mm.i[2] = mm.i[3] = mm.i[4] = 2;
-    CHECK(!cuda_backend.supports(&mm), "bool matmul is declined");
+    mm.p.matmul = (em_p_matmul){.M = 2, .K = 2, .N = 2};
+    CHECK(!tn_supported(&mm), "bool matmul is declined");
     CHECK(b && tn_dispatch(&mm) != EM_OK, "a declined op fails");
     CHECK_ERR(EM_ERR_UNSUPPORTED, "not supported by the cuda backend");
     em_tensor *c = h_rand(EM_SHAPE(2, 3), EM_F32, H_CONTIG, -1, 1, NULL);

@@ -970,8 +970,23 @@ static void check_threshold_backward(void)
             }
 }
 
+/* Every elementwise binary kind of the op table has an entry in ops[]: a kind added to the
+ * table without one fails here. */
+static void check_table_cases(void)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++) {
+        if (!ir_has((em_op_kind)k, IR_EW2)) continue;
+        bool found = false;
+        for (int i = 0; i < O_COUNT; i++)
+            found = found || strcmp(ops[i].name + 3, em_op_name((em_op_kind)k)) == 0;
+        CHECK(found, "binary kind %s of the op table has no conformance case",
+              em_op_name((em_op_kind)k));
+    }
+}
+
 void conf_binary(void)
 {
+    check_table_cases();
     check_binary_ops();
     check_special_values();
     check_promotion();

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "conf.h"
+#include "ir/ir.h"
 
 /* Dtype rule of an op (what it accepts and what it returns). */
 typedef enum cls {
@@ -480,8 +481,23 @@ static void test_errors(void)
     em_scope_end();
 }
 
+/* Every elementwise unary kind of the op table has a case above: a kind added to the table
+ * without one fails here. */
+static void check_table_cases(void)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++) {
+        if (!ir_has((em_op_kind)k, IR_EW1)) continue;
+        bool found = false;
+        for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
+            found = found || strcmp(cases[i].name, em_op_name((em_op_kind)k)) == 0;
+        CHECK(found, "unary kind %s of the op table has no conformance case",
+              em_op_name((em_op_kind)k));
+    }
+}
+
 void conf_unary(void)
 {
+    check_table_cases();
     test_random();
     test_large();
     test_special();

@@ -134,15 +134,15 @@ static em_status cpu_copy(int device, void *dst, const void *src, size_t nbytes)
     return EM_OK;
 }
 
-typedef em_status (*exec_fn)(const em_op *op);
+typedef em_status (*exec_fn)(const ir_op *op);
 
 static const exec_fn exec_table[] = {
-#define EM_OP_EXEC(name, str, fam) cpu_exec_##fam,
-    EM_OP_LIST(EM_OP_EXEC)
-#undef EM_OP_EXEC
+#define X(name, str, fam, ...) cpu_exec_##fam,
+#include "../../ir/ops.def"
+#undef X
 };
 
-static bool cpu_supports(const em_op *op)
+static bool cpu_supports(const ir_op *op)
 {
     /* SDPA's second output (the rows' log-sum-exp for the fused backward) is a device kernel's
        by-product; the CPU backward recomputes the softmax and ignores an lse input */
@@ -150,12 +150,12 @@ static bool cpu_supports(const em_op *op)
     return op->kind >= 0 && op->kind < EM_OP_COUNT;
 }
 
-static em_status cpu_exec(const em_op *op)
+static em_status cpu_exec(const ir_op *op)
 {
     return exec_table[op->kind](op);
 }
 
-em_status cpu_exec_view(const em_op *op)
+em_status cpu_exec_view(const ir_op *op)
 {
     return EM_OK; /* views carry no work */
 }
@@ -301,9 +301,9 @@ void cpu_loop(int rank, const int64_t *shape, int nops, char *const *base,
     }
 }
 
-void cpu_bstrides(const em_tensor *t, const int64_t *shape, int r, int64_t *out)
+void cpu_bstrides(const ir_tensor *t, const int64_t *shape, int r, int64_t *out)
 {
-    tn_broadcast_strides(t, shape, r, out);
+    ir_broadcast_strides(t, shape, r, out);
     int64_t es = (int64_t)em_dtype_size(t->dtype);
     for (int d = 0; d < r; d++) out[d] *= es;
 }
@@ -350,46 +350,42 @@ static void copy_row(char **p, const int64_t *s, int64_t n, void *ctx)
     bool exact_int = !em_dtype_is_float(c->dt_in) && !em_dtype_is_float(c->dt_out);
     for (int64_t i = 0; i < n; i++, o += s[0], in += s[1]) {
         if (exact_int)
-            cpu_set_i64(o, c->dt_out, cpu_get_i64(in, c->dt_in));
+            ir_set_i64(o, c->dt_out, ir_get_i64(in, c->dt_in));
         else if (c->dt_out == EM_BOOL)
-            *(uint8_t *)o = cpu_get_f64(in, c->dt_in) != 0;
+            *(uint8_t *)o = ir_get_f64(in, c->dt_in) != 0;
         else
-            cpu_set_f64(o, c->dt_out, cpu_get_f64(in, c->dt_in));
+            ir_set_f64(o, c->dt_out, ir_get_f64(in, c->dt_in));
     }
 }
 
-void cpu_copy_convert(em_tensor *dst, const em_tensor *src)
+void cpu_copy_convert(ir_tensor *dst, const ir_tensor *src)
 {
     int64_t st[2][EM_MAX_RANK];
     cpu_bstrides(dst, dst->shape, dst->rank, st[0]);
     cpu_bstrides(src, dst->shape, dst->rank, st[1]);
-    char *base[2] = {tn_ptr(dst), tn_ptr(src)};
+    char *base[2] = {ir_ptr(dst), ir_ptr(src)};
     conv_ctx c = {dst->dtype, src->dtype};
     cpu_loop(dst->rank, dst->shape, 2, base, st, copy_row, &c, true);
 }
 
-double *cpu_load_f64(const em_tensor *t)
+double *cpu_load_f64(const ir_tensor *t)
 {
-    int64_t n = tn_numel(t);
+    int64_t n = ir_numel(t);
     double *buf = em_alloc((size_t)(n ? n : 1) * sizeof(double));
     if (!buf) return NULL;
-    em_tensor dst = tn_desc(t);
-    em_storage st = {.refcount = 1, .data = buf, .device = EM_CPU};
+    ir_tensor dst = *t;
     dst.dtype = EM_F64;
-    dst.storage = &st;
-    dst.offset = 0;
-    tn_contiguous_strides(dst.shape, dst.rank, dst.strides);
+    dst.data = buf;
+    ir_contiguous_strides(dst.shape, dst.rank, dst.strides);
     cpu_copy_convert(&dst, t);
     return buf;
 }
 
-void cpu_store_f64(em_tensor *out, const double *v)
+void cpu_store_f64(ir_tensor *out, const double *v)
 {
-    em_tensor src = tn_desc(out);
-    em_storage st = {.refcount = 1, .data = (void *)v, .device = EM_CPU};
+    ir_tensor src = *out;
     src.dtype = EM_F64;
-    src.storage = &st;
-    src.offset = 0;
-    tn_contiguous_strides(src.shape, src.rank, src.strides);
+    src.data = (void *)v;
+    ir_contiguous_strides(src.shape, src.rank, src.strides);
     cpu_copy_convert(out, &src);
 }

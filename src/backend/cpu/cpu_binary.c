@@ -16,7 +16,7 @@ typedef struct bin_ctx {
     bool int_mode;         /* compute in int64 */
     bool round_in[3];      /* input needs rounding to cdt (a 16/32-bit float compute type) */
     int bits;              /* width of the output dtype (shifts) */
-    int64_t flags;         /* clamp: bound flags; lerp: wrapped scalar */
+    int64_t flags;         /* clamp: bound flags */
     double f0, f1;         /* clamp bounds, masked_fill value */
     unsigned char fill[8]; /* masked_fill: the value in the output dtype */
     atomic_int div0;       /* an integer division by zero happened */
@@ -269,13 +269,13 @@ static void binary_row(char **p, const int64_t *s, int64_t n, void *vctx)
     const char *x = p[1], *y = p[2];
     for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], y += s[2]) {
         if (c->int_mode) {
-            int64_t r = int_op(c, cpu_get_i64(x, c->id[0]), cpu_get_i64(y, c->id[1]));
-            cpu_set_i64(o, c->od, r);
+            int64_t r = int_op(c, ir_get_i64(x, c->id[0]), ir_get_i64(y, c->id[1]));
+            ir_set_i64(o, c->od, r);
         } else {
-            double a = cpu_get_f64(x, c->id[0]), b = cpu_get_f64(y, c->id[1]);
+            double a = ir_get_f64(x, c->id[0]), b = ir_get_f64(y, c->id[1]);
             if (c->round_in[0]) a = round_to(a, c->cdt);
             if (c->round_in[1]) b = round_to(b, c->cdt);
-            cpu_set_f64(o, c->od, float_op(c->kind, a, b));
+            ir_set_f64(o, c->od, float_op(c->kind, a, b));
         }
     }
 }
@@ -286,9 +286,9 @@ static inline void put_conv(char *o, em_dtype to, const char *x, em_dtype from)
     if (to == from)
         memcpy(o, x, em_dtype_size(to));
     else if (!em_dtype_is_float(to))
-        cpu_set_i64(o, to, cpu_get_i64(x, from));
+        ir_set_i64(o, to, ir_get_i64(x, from));
     else
-        cpu_set_f64(o, to, cpu_get_f64(x, from));
+        ir_set_f64(o, to, ir_get_f64(x, from));
 }
 
 /* out, cond, a, b */
@@ -377,7 +377,7 @@ static void threshold_bwd_row(char **p, const int64_t *s, int64_t n, void *vctx)
         return;
     }
     for (int64_t i = 0; i < n; i++, o += s[0], g += s[1], y += s[2]) {
-        if (cpu_get_f64(y, c->od) <= c->f0)
+        if (ir_get_f64(y, c->od) <= c->f0)
             memset(o, 0, es);
         else
             memcpy(o, g, es);
@@ -402,9 +402,9 @@ static void clamp_row(char **p, const int64_t *s, int64_t n, void *vctx)
     if (c->int_mode) {
         int64_t l = isnan(lo) ? INT64_MIN : ibound(lo), h = isnan(hi) ? INT64_MAX : ibound(hi);
         for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
-            int64_t v = cpu_get_i64(x, c->id[0]);
+            int64_t v = ir_get_i64(x, c->id[0]);
             v = v < l ? l : v;
-            cpu_set_i64(o, c->od, v > h ? h : v);
+            ir_set_i64(o, c->od, v > h ? h : v);
         }
         return;
     }
@@ -424,11 +424,11 @@ static void clamp_row(char **p, const int64_t *s, int64_t n, void *vctx)
     }
 generic:
     for (int64_t i = 0; i < n; i++, o += s[0], x += s[1]) {
-        double v = cpu_get_f64(x, c->id[0]);
+        double v = ir_get_f64(x, c->id[0]);
         if (c->round_in[0]) v = round_to(v, c->cdt);
         if (has_lo && v < lo) v = lo;
         if (has_hi && v > hi) v = hi;
-        cpu_set_f64(o, c->od, v);
+        ir_set_f64(o, c->od, v);
     }
 }
 
@@ -442,28 +442,28 @@ static void clamp_tensor_row(char **p, const int64_t *s, int64_t n, void *vctx)
         char *o = p[0] + i * s[0];
         const char *x = p[1] + i * s[1];
         if (c->int_mode) {
-            int64_t v = cpu_get_i64(x, c->id[0]);
+            int64_t v = ir_get_i64(x, c->id[0]);
             if (has_lo) {
-                int64_t l = cpu_get_i64(p[ilo] + i * s[ilo], c->id[ilo - 1]);
+                int64_t l = ir_get_i64(p[ilo] + i * s[ilo], c->id[ilo - 1]);
                 v = v < l ? l : v;
             }
             if (has_hi) {
-                int64_t h = cpu_get_i64(p[ihi] + i * s[ihi], c->id[ihi - 1]);
+                int64_t h = ir_get_i64(p[ihi] + i * s[ihi], c->id[ihi - 1]);
                 v = v > h ? h : v;
             }
-            cpu_set_i64(o, c->od, v);
+            ir_set_i64(o, c->od, v);
             continue;
         }
-        double v = round_to(cpu_get_f64(x, c->id[0]), c->cdt);
-        double l = has_lo ? round_to(cpu_get_f64(p[ilo] + i * s[ilo], c->id[ilo - 1]), c->cdt) : 0;
-        double h = has_hi ? round_to(cpu_get_f64(p[ihi] + i * s[ihi], c->id[ihi - 1]), c->cdt) : 0;
+        double v = round_to(ir_get_f64(x, c->id[0]), c->cdt);
+        double l = has_lo ? round_to(ir_get_f64(p[ilo] + i * s[ilo], c->id[ilo - 1]), c->cdt) : 0;
+        double h = has_hi ? round_to(ir_get_f64(p[ihi] + i * s[ihi], c->id[ihi - 1]), c->cdt) : 0;
         if ((has_lo && isnan(l)) || (has_hi && isnan(h)))
             v = NAN;
         else {
             if (has_lo && v < l) v = l;
             if (has_hi && v > h) v = h;
         }
-        cpu_set_f64(o, c->od, v);
+        ir_set_f64(o, c->od, v);
     }
 }
 
@@ -480,7 +480,7 @@ static void lerp_row(char **p, const int64_t *s, int64_t n, void *vctx)
         s[2] == 4 && s[3] == 0) {
         float *restrict o = (float *)p[0];
         const float *restrict a = (const float *)p[1], *restrict b = (const float *)p[2];
-        float w = (float)cpu_get_f64(p[3], c->id[2]);
+        float w = (float)ir_get_f64(p[3], c->id[2]);
         if (fabsf(w) < 0.5f)
             for (int64_t i = 0; i < n; i++) o[i] = a[i] + w * (b[i] - a[i]);
         else
@@ -488,10 +488,10 @@ static void lerp_row(char **p, const int64_t *s, int64_t n, void *vctx)
         return;
     }
     for (int64_t i = 0; i < n; i++) {
-        double a = cpu_get_f64(p[1] + i * s[1], c->id[0]);
-        double b = cpu_get_f64(p[2] + i * s[2], c->id[1]);
-        double w = round_to(cpu_get_f64(p[3] + i * s[3], c->id[2]), c->cdt);
-        cpu_set_f64(p[0] + i * s[0], c->od, lerp1(a, b, w));
+        double a = ir_get_f64(p[1] + i * s[1], c->id[0]);
+        double b = ir_get_f64(p[2] + i * s[2], c->id[1]);
+        double w = round_to(ir_get_f64(p[3] + i * s[3], c->id[2]), c->cdt);
+        ir_set_f64(p[0] + i * s[0], c->od, lerp1(a, b, w));
     }
 }
 
@@ -508,16 +508,15 @@ static bool low_float(em_dtype dt)
     return dt == EM_F32 || dt == EM_F16 || dt == EM_BF16;
 }
 
-em_status cpu_exec_binary(const em_op *op)
+em_status cpu_exec_binary(const ir_op *op)
 {
-    const em_tensor *out = op->out[0];
+    const ir_tensor *out = op->out[0];
     bin_ctx c;
     memset(&c, 0, sizeof c);
     atomic_init(&c.div0, 0);
     c.kind = op->kind;
     c.od = out->dtype;
     c.bits = 8 * (int)em_dtype_size(out->dtype);
-    c.flags = op->i[0];
     for (int k = 0; k < op->n_in && k < 3; k++) c.id[k] = op->in[k]->dtype;
 
     cpu_row_fn fn = binary_row;
@@ -525,17 +524,18 @@ em_status cpu_exec_binary(const em_op *op)
     case EM_OP_WHERE: fn = where_row; break;
     case EM_OP_MASKED_FILL:
         fn = masked_fill_row;
-        cpu_set_f64(c.fill, c.od, op->f[0]);
+        ir_set_f64(c.fill, c.od, op->p.fill.value);
         break;
     case EM_OP_CLAMP:
-        fn = op->i[0] ? clamp_tensor_row : clamp_row;
-        c.f0 = op->f[0];
-        c.f1 = op->f[1];
+        c.flags = op->p.clamp.bounds;
+        fn = c.flags ? clamp_tensor_row : clamp_row;
+        c.f0 = op->p.clamp.lo;
+        c.f1 = op->p.clamp.hi;
         break;
     case EM_OP_LERP: fn = lerp_row; break;
     case EM_OP_THRESHOLD_BACKWARD:
         fn = threshold_bwd_row;
-        c.f0 = op->f[0];
+        c.f0 = op->p.threshold.threshold;
         break;
     default: break;
     }
@@ -554,10 +554,10 @@ em_status cpu_exec_binary(const em_op *op)
     int64_t st[CPU_MAX_OPS][EM_MAX_RANK];
     char *base[CPU_MAX_OPS];
     cpu_bstrides(out, out->shape, out->rank, st[0]);
-    base[0] = tn_ptr(out);
+    base[0] = ir_ptr(out);
     for (int k = 0; k < op->n_in; k++) {
         cpu_bstrides(op->in[k], out->shape, out->rank, st[k + 1]);
-        base[k + 1] = tn_ptr(op->in[k]);
+        base[k + 1] = ir_ptr(op->in[k]);
     }
     cpu_loop(out->rank, out->shape, op->n_in + 1, base, st, fn, &c, true);
     if (atomic_load(&c.div0))

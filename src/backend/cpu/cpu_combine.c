@@ -3,22 +3,23 @@
  * to an input coordinate, or to -1 for the constant fill. */
 #include <stdlib.h>
 
+#include "../../ir/decode.h"
 #include "cpu.h"
 
 /* ---- cat --------------------------------------------------------------------------------- */
 
 /* x_k: [..., n_k, ...] (k < n_in) -> y: [..., sum n_k, ...]; each input is copied into the
- * matching slab of y through a view-shaped handle on y's storage. */
-static em_status exec_cat(const em_op *op)
+ * matching slab of y through a view of y's memory. */
+static em_status exec_cat(const ir_op *op)
 {
-    const em_tensor *y = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *y = op->out[0];
+    int dim = op->p.dim.dim;
     int64_t start = 0;
     for (int k = 0; k < op->n_in; k++) {
-        const em_tensor *x = op->in[k];
-        em_tensor slab = tn_desc(y);
+        const ir_tensor *x = op->in[k];
+        ir_tensor slab = *y;
         slab.shape[dim] = x->shape[dim];
-        slab.offset = y->offset + start * y->strides[dim];
+        slab.data = ir_ptr(y) + start * y->strides[dim] * (int64_t)em_dtype_size(y->dtype);
         cpu_copy_convert(&slab, x);
         start += x->shape[dim];
     }
@@ -38,7 +39,7 @@ static inline void put_elem(char *dst, const char *src, size_t es)
 }
 
 typedef struct map_ctx {
-    const em_tensor *x, *y;
+    const ir_tensor *x, *y;
     int rank;
     int64_t *map[EM_MAX_RANK]; /* per output dim: input coordinate or -1 */
     unsigned char fill[8];     /* the constant, in y's dtype */
@@ -66,7 +67,7 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
 {
     const map_ctx *c = vctx;
     int r = c->rank, last = r - 1;
-    const em_tensor *x = c->x, *y = c->y;
+    const ir_tensor *x = c->x, *y = c->y;
     size_t es = c->es;
     int64_t nlast = y->shape[last];
     const int64_t *mlast = c->map[last];
@@ -77,8 +78,8 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
         idx[d] = rem % y->shape[d];
         rem /= y->shape[d];
     }
-    char *ybase = (char *)y->storage->data + y->offset * (int64_t)es;
-    const char *xbase = (const char *)x->storage->data + x->offset * (int64_t)es;
+    char *ybase = ir_ptr(y);
+    const char *xbase = ir_ptr(x);
     /* whole rows copied and x's rows back to back: consecutive rows of a plane that read
      * consecutive rows of x go as one copy */
     bool whole = c->run_lo == 0 && c->run_hi == nlast && c->run_x == 0 && xs == (int64_t)es &&
@@ -120,88 +121,25 @@ static void map_rows(void *vctx, int64_t b, int64_t e)
     }
 }
 
-static int64_t pos_mod(int64_t a, int64_t n)
-{
-    int64_t m = a % n;
-    return m < 0 ? m + n : m;
-}
-
-/* Input coordinate that padded coordinate k (relative to the input's start) reads. */
-static int64_t pad_src(em_pad_mode mode, int64_t k, int64_t n)
-{
-    if (k >= 0 && k < n) return k;
-    switch (mode) {
-    case EM_PAD_REFLECT:
-        if (k < 0) k = -k;
-        if (k >= n) k = 2 * (n - 1) - k;
-        return k;
-    case EM_PAD_REPLICATE: return k < 0 ? 0 : n - 1;
-    case EM_PAD_CIRCULAR: return pos_mod(k, n);
-    default: return -1;
-    }
-}
-
-int64_t cpu_map_plan(const em_op *op, em_tensor *xv, int64_t *maps, int64_t *off)
-{
-    const em_tensor *y = op->out[0];
-    int r = y->rank;
-    *xv = *op->in[0];
-    if (op->kind == EM_OP_REPEAT && xv->rank < r) { /* align x with the trailing dims */
-        int lead = r - xv->rank;
-        for (int d = r - 1; d >= 0; d--) {
-            xv->shape[d] = d >= lead ? xv->shape[d - lead] : 1;
-            xv->strides[d] = d >= lead ? xv->strides[d - lead] : 0;
-        }
-        xv->rank = r;
-    }
-    int64_t total = 0;
-    for (int d = 0; d < r; d++) {
-        if (off) off[d] = total;
-        total += y->shape[d];
-    }
-    if (!maps) return total;
-    int64_t shift[EM_MAX_RANK] = {0}, lo[EM_MAX_RANK] = {0};
-    em_pad_mode mode = EM_PAD_CONSTANT;
-    if (op->kind == EM_OP_ROLL) {
-        for (int k = 0; k < op->i[0]; k++) shift[op->i[1 + 2 * k]] += op->i[2 + 2 * k];
-    } else if (op->kind == EM_OP_PAD) {
-        mode = (em_pad_mode)op->i[0];
-        for (int k = 0; k < op->i[1]; k++) lo[r - 1 - k] = op->i[2 + 2 * k];
-    }
-    int64_t *p = maps;
-    for (int d = 0; d < r; d++) {
-        int64_t n = xv->shape[d];
-        for (int64_t j = 0; j < y->shape[d]; j++) {
-            switch (op->kind) {
-            case EM_OP_REPEAT: p[j] = j % n; break;
-            case EM_OP_ROLL: p[j] = pos_mod(j - pos_mod(shift[d], n), n); break;
-            default: p[j] = pad_src(mode, j - lo[d], n); break;
-            }
-        }
-        p += y->shape[d];
-    }
-    return total;
-}
-
 /* REPEAT, ROLL, PAD: y is a fresh contiguous tensor of x's dtype. */
-static em_status exec_map(const em_op *op)
+static em_status exec_map(const ir_op *op)
 {
-    const em_tensor *y = op->out[0];
+    const ir_tensor *y = op->out[0];
     int r = y->rank;
-    if (tn_numel(y) == 0) return EM_OK;
+    if (ir_numel(y) == 0) return EM_OK;
     if (r == 0) {
-        memcpy(tn_ptr(y), tn_ptr(op->in[0]), em_dtype_size(y->dtype));
+        memcpy(ir_ptr(y), ir_ptr(op->in[0]), em_dtype_size(y->dtype));
         return EM_OK;
     }
-    em_tensor xv;
+    ir_tensor xv;
     int64_t off[EM_MAX_RANK];
-    int64_t total = cpu_map_plan(op, &xv, NULL, off);
+    int64_t total = ir_map_plan(op, &xv, NULL, off);
     map_ctx c = {.x = &xv, .y = y, .rank = r, .es = em_dtype_size(y->dtype)};
     int64_t *buf = malloc((size_t)total * sizeof *buf);
     if (!buf) return em_error(EM_ERR_OOM, "cpu: %s: out of memory", em_op_name(op->kind));
-    cpu_map_plan(op, &xv, buf, off);
+    ir_map_plan(op, &xv, buf, off);
     for (int d = 0; d < r; d++) c.map[d] = buf + off[d];
-    if (op->kind == EM_OP_PAD) cpu_set_f64(c.fill, y->dtype, op->f[0]);
+    if (op->kind == EM_OP_PAD) ir_set_f64(c.fill, y->dtype, op->p.pad.value);
     c.zero_fill = true;
     for (size_t k = 0; k < c.es; k++)
         if (c.fill[k]) c.zero_fill = false;
@@ -217,14 +155,14 @@ static em_status exec_map(const em_op *op)
     if (tail == nl) {
         c.run_lo = lo_j, c.run_hi = hi_j, c.run_x = hi_j > lo_j ? ml[lo_j] : 0;
     }
-    int64_t rows = tn_numel(y) / y->shape[r - 1];
+    int64_t rows = ir_numel(y) / y->shape[r - 1];
     int64_t grain = CPU_PAR_MIN / y->shape[r - 1] + 1;
     em_parallel_for(rows, grain, map_rows, &c);
     free(buf);
     return EM_OK;
 }
 
-em_status cpu_exec_combine(const em_op *op)
+em_status cpu_exec_combine(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_CAT: return exec_cat(op);

@@ -2,6 +2,7 @@
  * per group + col2im (scatter-add), and the im2col/col2im ops themselves. 1-D and 2-D work as
  * 3-D with size-1 dims; f16/bf16 and non-contiguous operands go through f32/f64 scratch.
  */
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_cache.h"
 #include "cpu_conv_direct.h"
@@ -240,22 +241,20 @@ static void gemm(bool dbl, bool ta, int64_t M, int64_t N, int64_t K, const void 
         cpu_sgemm(ta, false, M, N, K, 1.0f, A, lda, B, ldb, accumulate ? 1.0f : 0.0f, C, ldc);
 }
 
-/* A stack-only tensor header over scratch memory, so cpu_copy_convert can fill or read it. */
+/* A view of scratch memory, so cpu_copy_convert can fill or read it. */
 typedef struct wrapped {
-    em_storage st;
-    em_tensor t;
+    ir_tensor t;
 } wrapped;
 
-static void wrap(wrapped *w, void *data, em_dtype dt, const em_tensor *like)
+static void wrap(wrapped *w, void *data, em_dtype dt, const ir_tensor *like)
 {
     memset(w, 0, sizeof *w);
-    w->st.data = data;
-    w->st.device = like->storage->device;
+    w->t.data = data;
+    w->t.device = like->device;
     w->t.dtype = dt;
     w->t.rank = like->rank;
     memcpy(w->t.shape, like->shape, sizeof w->t.shape);
-    tn_contiguous_strides(like->shape, like->rank, w->t.strides);
-    w->t.storage = &w->st;
+    ir_contiguous_strides(like->shape, like->rank, w->t.strides);
 }
 
 static void *scratch(int64_t elems, size_t es)
@@ -266,13 +265,13 @@ static void *scratch(int64_t elems, size_t es)
 
 /* t's values, contiguous in dtype ct: t's own memory when it already is, else a converted copy
  * (*owned set; cpu_cache_free it). NULL on allocation failure. */
-static void *as_contig(const em_tensor *t, em_dtype ct, void **owned)
+static void *as_contig(const ir_tensor *t, em_dtype ct, void **owned)
 {
     *owned = NULL;
-    if (t->dtype == ct && tn_is_contiguous(t)) return tn_ptr(t);
-    void *p = scratch(tn_numel(t), em_dtype_size(ct));
+    if (t->dtype == ct && ir_is_contiguous(t)) return ir_ptr(t);
+    void *p = scratch(ir_numel(t), em_dtype_size(ct));
     if (!p) return NULL;
-    if (tn_numel(t) > 0) {
+    if (ir_numel(t) > 0) {
         wrapped w;
         wrap(&w, p, ct, t);
         cpu_copy_convert(&w.t, t);
@@ -917,38 +916,33 @@ static void conv_items(void *ctx, int64_t b, int64_t e)
     for (int64_t n = b; n < e; n++) conv_item(j, j->first + n);
 }
 
-static em_status exec_conv(const em_op *op)
+static em_status exec_conv(const ir_op *op)
 {
     bool transposed = op->kind == EM_OP_CONV_TRANSPOSE;
-    const em_tensor *x = op->in[0], *w = op->in[1], *b = op->n_in > 2 ? op->in[2] : NULL;
-    em_tensor *out = op->out[0];
-    int nsp = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *w = op->in[1], *b = op->n_in > 2 ? op->in[2] : NULL;
+    ir_tensor *out = op->out[0];
+    int nsp = op->p.conv.nd;
     bool batched = x->rank == nsp + 2;
     int cd = batched ? 1 : 0;
     int64_t nb = batched ? x->shape[0] : 1;
-    if (tn_numel(out) == 0) return EM_OK;
+    if (ir_numel(out) == 0) return EM_OK;
 
     conv_job j;
     memset(&j, 0, sizeof j);
     j.transposed = transposed;
     j.dbl = x->dtype == EM_F64;
-    j.groups = op->i[16];
+    j.groups = op->p.conv.groups;
     j.cin = x->shape[cd];
     j.cout = out->shape[cd];
     geo *g = &j.g;
     bool unit = true;
     /* spatial dims right-aligned in the 3 slots: the innermost runs are the image rows */
+    ir_win3 w3;
+    ir_conv_windows(op->kind, &op->p.conv, x->shape, x->rank, w->shape, out->shape, out->rank, &w3);
     for (int q = 0; q < 3; q++) {
-        int d = q - (3 - nsp);
-        bool has = d >= 0;
-        int64_t xl = has ? x->shape[cd + 1 + d] : 1, yl = has ? out->shape[cd + 1 + d] : 1;
-        g->k[q] = has ? w->shape[2 + d] : 1;
-        g->s[q] = has ? op->i[1 + d] : 1;
-        g->p[q] = has ? op->i[4 + d] : 0;
-        g->d[q] = has ? op->i[10 + d] : 1;
-        g->in[q] = transposed ? yl : xl;
-        g->out[q] = transposed ? xl : yl;
-        if (g->k[q] != 1 || g->s[q] != 1 || g->p[q] != 0 || xl != yl) unit = false;
+        g->k[q] = w3.k[q], g->s[q] = w3.s[q], g->p[q] = w3.p[q], g->d[q] = w3.d[q];
+        g->in[q] = w3.in[q], g->out[q] = w3.out[q];
+        if (g->k[q] != 1 || g->s[q] != 1 || g->p[q] != 0 || w3.in[q] != w3.out[q]) unit = false;
     }
     geo_finish(g);
     g->c = transposed ? j.cout / j.groups : j.cin / j.groups;
@@ -968,7 +962,7 @@ static em_status exec_conv(const em_op *op)
         if (!bo) goto done;
         size_t bes = em_dtype_size(b->dtype);
         for (int64_t i = 0; i < j.cout; i++) {
-            double v = cpu_get_f64(tn_ptr(b) + i * b->strides[0] * (int64_t)bes, b->dtype);
+            double v = ir_get_f64(ir_ptr(b) + i * b->strides[0] * (int64_t)bes, b->dtype);
             if (j.dbl)
                 ((double *)bo)[i] = v;
             else
@@ -977,9 +971,9 @@ static em_status exec_conv(const em_op *op)
         j.bias = bo;
     }
     if (out->dtype == ct) {
-        j.y = tn_ptr(out);
+        j.y = ir_ptr(out);
     } else {
-        j.y = yo = scratch(tn_numel(out), es);
+        j.y = yo = scratch(ir_numel(out), es);
         if (!yo) goto done;
     }
 
@@ -1044,29 +1038,24 @@ done:
 
 /* IM2COL: x [N, C, H, W] -> [N, C*kh*kw, L]; COL2IM: cols [N, C*kh*kw, L] -> [N, C, H, W].
  * Batch and channels fold into one channel axis, as both layouts are channel-major per item. */
-static em_status exec_fold(const em_op *op)
+static em_status exec_fold(const ir_op *op)
 {
     bool to_cols = op->kind == EM_OP_IM2COL;
-    const em_tensor *src = op->in[0];
-    em_tensor *out = op->out[0];
-    if (tn_numel(out) == 0) return EM_OK;
+    const ir_tensor *src = op->in[0];
+    ir_tensor *out = op->out[0];
+    if (ir_numel(out) == 0) return EM_OK;
     geo g;
     memset(&g, 0, sizeof g);
-    g.k[0] = g.s[0] = g.d[0] = g.in[0] = g.out[0] = 1;
-    int64_t img[2] = {op->i[8], op->i[9]};
-    for (int d = 0; d < 2; d++) {
-        g.k[d + 1] = op->i[d];
-        g.d[d + 1] = op->i[2 + d];
-        g.p[d + 1] = op->i[4 + d];
-        g.s[d + 1] = op->i[6 + d];
-        g.in[d + 1] = img[d];
-        int64_t span = g.d[d + 1] * (g.k[d + 1] - 1) + 1;
-        g.out[d + 1] = (img[d] + 2 * g.p[d + 1] - span) / g.s[d + 1] + 1;
+    ir_win3 w3;
+    ir_fold_windows(&op->p.fold, &w3);
+    for (int q = 0; q < 3; q++) {
+        g.k[q] = w3.k[q], g.s[q] = w3.s[q], g.p[q] = w3.p[q], g.d[q] = w3.d[q];
+        g.in[q] = w3.in[q], g.out[q] = w3.out[q];
     }
     geo_finish(&g);
     /* channels over the whole batch */
-    const em_tensor *image = to_cols ? src : out;
-    g.c = tn_numel(image) / (g.in_n ? g.in_n : 1);
+    const ir_tensor *image = to_cols ? src : out;
+    g.c = ir_numel(image) / (g.in_n ? g.in_n : 1);
 
     bool dbl = src->dtype == EM_F64;
     em_dtype ct = dbl ? EM_F64 : EM_F32;
@@ -1074,13 +1063,13 @@ static em_status exec_fold(const em_op *op)
     void *so = NULL, *yo = NULL;
     em_status st = EM_ERR_OOM;
     const void *s = as_contig(src, ct, &so);
-    void *y = tn_ptr(out);
+    void *y = ir_ptr(out);
     if (!s) goto done;
     if (out->dtype != ct) {
-        y = yo = scratch(tn_numel(out), es);
+        y = yo = scratch(ir_numel(out), es);
         if (!yo) goto done;
     }
-    if (!to_cols) memset(y, 0, (size_t)tn_numel(out) * es);
+    if (!to_cols) memset(y, 0, (size_t)ir_numel(out) * es);
     fold_run(&g, dbl, s, y, to_cols);
     if (yo) {
         wrapped wy;
@@ -1094,7 +1083,7 @@ done:
     return st;
 }
 
-em_status cpu_exec_conv(const em_op *op)
+em_status cpu_exec_conv(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_CONV:

@@ -153,24 +153,21 @@ static void nhwc_rows(void *ctx, int64_t r0, int64_t r1)
     }
 }
 
-/* A stack-only tensor header over scratch memory (any strides), for cpu_copy_convert. */
+/* A view of scratch memory (any strides; offset in elements), for cpu_copy_convert. */
 typedef struct wg_view {
-    em_storage st;
-    em_tensor t;
+    ir_tensor t;
 } wg_view;
 
-static em_tensor *view_of(wg_view *v, void *data, em_dtype dt, const int64_t *shape,
+static ir_tensor *view_of(wg_view *v, void *data, em_dtype dt, const int64_t *shape,
                           const int64_t *strides, int64_t offset)
 {
     memset(v, 0, sizeof *v);
-    v->st.data = data;
-    v->st.device = EM_CPU;
+    v->t.data = (char *)data + offset * (int64_t)em_dtype_size(dt);
+    v->t.device = EM_CPU;
     v->t.dtype = dt;
     v->t.rank = 4;
     memcpy(v->t.shape, shape, 4 * sizeof(int64_t));
     memcpy(v->t.strides, strides, 4 * sizeof(int64_t));
-    v->t.offset = offset;
-    v->t.storage = &v->st;
     return &v->t;
 }
 
@@ -192,26 +189,28 @@ static void dots_range(void *ctx, int64_t c0, int64_t c1)
                              d->OW, c0, c1, d->gw);
 }
 
-static em_status wgrad_dots(const em_op *op, const em_tensor *x, const em_tensor *gy,
-                            em_tensor *out)
+static em_status wgrad_dots(const ir_op *op, const ir_tensor *x, const ir_tensor *gy,
+                            ir_tensor *out)
 {
     int64_t N = x->shape[0], C = x->shape[1], Co = gy->shape[1], OH = gy->shape[2];
-    int64_t OW = gy->shape[3], kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
-    int64_t Hp = x->shape[2] + pt + op->i[4], Wp = x->shape[3] + pl + op->i[5];
+    const em_p_wgrad *wg = &op->p.wgrad;
+    int64_t OW = gy->shape[3], kh = wg->kernel[0], kw = wg->kernel[1], pt = wg->pad_lo[0],
+            pl = wg->pad_lo[1];
+    int64_t Hp = x->shape[2] + pt + wg->pad_hi[0], Wp = x->shape[3] + pl + wg->pad_hi[1];
     int64_t item = C * Hp * Wp, off[12];
     int J = (int)(C * kh * kw);
     for (int j = 0; j < J; j++)
         off[j] = (j / (kh * kw)) * Hp * Wp + (j % (kh * kw) / kw) * Wp + j % kw;
     float *xp = cpu_cache_alloc((size_t)(N * item) * sizeof(float));
-    bool direct = out->dtype == EM_F32 && tn_is_contiguous(out);
-    float *gw = direct ? tn_ptr(out) : cpu_cache_alloc((size_t)(Co * J) * sizeof(float));
+    bool direct = out->dtype == EM_F32 && ir_is_contiguous(out);
+    float *gw = direct ? ir_ptr(out) : cpu_cache_alloc((size_t)(Co * J) * sizeof(float));
     em_status st = EM_ERR_OOM;
     if (xp && gw) {
         wg_view vx, vc;
         memset(xp, 0, (size_t)(N * item) * sizeof(float));
         int64_t xst[4] = {item, Hp * Wp, Wp, 1};
         cpu_copy_convert(view_of(&vx, xp, EM_F32, x->shape, xst, pt * Wp + pl), x);
-        dots_job d = {.gy = (const float *)(const void *)tn_ptr(gy),
+        dots_job d = {.gy = (const float *)(const void *)ir_ptr(gy),
                       .xp = xp,
                       .sn = gy->strides[0],
                       .sc = gy->strides[1],
@@ -241,20 +240,21 @@ static em_status wgrad_dots(const em_op *op, const em_tensor *x, const em_tensor
  * the operand on that side (B when C*kh*kw >= Co, else A), so the long reduction runs in the
  * GEMM's one-region long-K path on two threads. B side with C a multiple of 8: the images are
  * padded channels-last and the columns taken tap-major, gw permuted back at the end. */
-em_status cpu_exec_conv_wgrad(const em_op *op)
+em_status cpu_exec_conv_wgrad(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *gy = op->in[1];
-    em_tensor *out = op->out[0];
-    if (tn_numel(out) == 0) return EM_OK;
+    const ir_tensor *x = op->in[0], *gy = op->in[1];
+    ir_tensor *out = op->out[0];
+    if (ir_numel(out) == 0) return EM_OK;
     bool dbl = x->dtype == EM_F64;
     em_dtype ct = dbl ? EM_F64 : EM_F32;
     size_t es = em_dtype_size(ct);
     int64_t N = x->shape[0], C = x->shape[1], H = x->shape[2], W = x->shape[3];
     int64_t Co = gy->shape[1], OH = gy->shape[2], OW = gy->shape[3];
-    int64_t kh = op->i[0], kw = op->i[1], pt = op->i[2], pl = op->i[3];
-    int64_t Hp = H + pt + op->i[4], Wp = W + pl + op->i[5];
+    const em_p_wgrad *wg = &op->p.wgrad;
+    int64_t kh = wg->kernel[0], kw = wg->kernel[1], pt = wg->pad_lo[0], pl = wg->pad_lo[1];
+    int64_t Hp = H + pt + wg->pad_hi[0], Wp = W + pl + wg->pad_hi[1];
     int64_t ckk = C * kh * kw, K = N * OH * OW;
-    int64_t sh = op->i[6], sw = op->i[7], dh = op->i[8], dw = op->i[9];
+    int64_t sh = wg->stride[0], sw = wg->stride[1], dh = wg->dilation[0], dw = wg->dilation[1];
     bool unit = sh == 1 && sw == 1 && dh == 1 && dw == 1;
     if (!dbl && unit && ckk <= 12 && gy->dtype == EM_F32 && gy->strides[3] == 1 &&
         (OH == 1 || gy->strides[2] == OW) && cpu_gemm_x86())
@@ -284,13 +284,13 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
     void *gt = gy_direct ? NULL : cpu_cache_alloc((size_t)(K * Co > 0 ? K * Co : 1) * es);
     void *xo = NULL; /* x converted to the work type, for channels-last f16/bf16 */
     /* C of the product: out itself when it is contiguous in the work type and in its order */
-    bool direct = b_side && !cols.nhwc && out->dtype == ct && tn_is_contiguous(out);
-    void *cm = direct ? tn_ptr(out) : cpu_cache_alloc((size_t)(ckk * Co) * es);
+    bool direct = b_side && !cols.nhwc && out->dtype == ct && ir_is_contiguous(out);
+    void *cm = direct ? ir_ptr(out) : cpu_cache_alloc((size_t)(ckk * Co) * es);
     em_status st = EM_ERR_OOM;
     if (!xp || (!gy_direct && !gt) || !cm) goto done;
     wg_view vx, vg, vc;
     if (cols.nhwc) {
-        nhwc_job nj = {.x = tn_ptr(x),
+        nhwc_job nj = {.x = ir_ptr(x),
                        .xp = xp,
                        .dbl = dbl,
                        .avx2 = cols.avx2,
@@ -318,7 +318,7 @@ em_status cpu_exec_conv_wgrad(const em_op *op)
         int64_t xst[4] = {cols.item, Hp * Wp, Wp, 1};
         cpu_copy_convert(view_of(&vx, xp, ct, x->shape, xst, pt * Wp + pl), x);
     }
-    wg_rows rows = {.y = tn_ptr(gy), .dbl = dbl, .avx2 = cols.avx2, .L = OH * OW};
+    wg_rows rows = {.y = ir_ptr(gy), .dbl = dbl, .avx2 = cols.avx2, .L = OH * OW};
     if (gy_direct) {
         rows.sn = gy->strides[0];
         rows.sc = gy->strides[1];

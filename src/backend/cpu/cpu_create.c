@@ -3,15 +3,15 @@
 #include "cpu.h"
 
 /* Writes v into element i of a contiguous output. */
-static inline void put(const em_tensor *o, int64_t i, double v)
+static inline void put(const ir_tensor *o, int64_t i, double v)
 {
-    cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
+    ir_set_f64(ir_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
 }
 
 typedef struct rng_ctx {
-    const em_op *op;
-    const em_tensor *out;
-    const em_tensor *p; /* bernoulli probabilities, or NULL */
+    const ir_op *op;
+    const ir_tensor *out;
+    const ir_tensor *p; /* bernoulli probabilities, or NULL */
 } rng_ctx;
 
 /* Largest value of dt strictly below `high` (for uniform draws that round up to it). */
@@ -37,38 +37,38 @@ static double below(double high, em_dtype dt)
 static void rng_range(void *vctx, int64_t b, int64_t e)
 {
     const rng_ctx *c = vctx;
-    const em_op *op = c->op;
-    const em_tensor *o = c->out;
-    uint64_t seed = (uint64_t)op->i[0], off = (uint64_t)op->i[1];
+    const ir_op *op = c->op;
+    const ir_tensor *o = c->out;
+    const em_p_random *r = &op->p.random;
+    uint64_t seed = r->seed, off = r->offset;
     size_t es = em_dtype_size(o->dtype);
-    char *base = tn_ptr(o);
+    char *base = ir_ptr(o);
     for (int64_t i = b; i < e; i++) {
         char *dst = base + i * (int64_t)es;
         switch (op->kind) {
         case EM_OP_RAND_UNIFORM: {
             double u = em_rng_uniform_at(seed, off, (uint64_t)i);
-            double v = op->f[0] + u * (op->f[1] - op->f[0]);
-            cpu_set_f64(dst, o->dtype, v);
+            double v = r->low + u * (r->high - r->low);
+            ir_set_f64(dst, o->dtype, v);
             /* rounding to the dtype may reach `high`, which the range excludes */
-            if (op->f[1] > op->f[0] && cpu_get_f64(dst, o->dtype) >= op->f[1])
-                cpu_set_f64(dst, o->dtype, below(op->f[1], o->dtype));
+            if (r->high > r->low && ir_get_f64(dst, o->dtype) >= r->high)
+                ir_set_f64(dst, o->dtype, below(r->high, o->dtype));
             break;
         }
         case EM_OP_RAND_NORMAL:
-            cpu_set_f64(dst, o->dtype,
-                        op->f[0] + op->f[1] * em_rng_normal_at(seed, off, (uint64_t)i));
+            ir_set_f64(dst, o->dtype, r->mean + r->std * em_rng_normal_at(seed, off, (uint64_t)i));
             break;
         case EM_OP_BERNOULLI: {
-            double p = c->p ? cpu_get_f64(cpu_elem(c->p, i), c->p->dtype) : op->f[0];
-            cpu_set_f64(dst, o->dtype, em_rng_uniform_at(seed, off, (uint64_t)i) < p ? 1.0 : 0.0);
+            double p = c->p ? ir_get_f64(ir_elem(c->p, i), c->p->dtype) : r->p;
+            ir_set_f64(dst, o->dtype, em_rng_uniform_at(seed, off, (uint64_t)i) < p ? 1.0 : 0.0);
             break;
         }
         case EM_OP_RANDINT: {
             double u = em_rng_uniform_at(seed, off, (uint64_t)i);
-            int64_t range = op->i[3] - op->i[2];
+            int64_t range = r->int_high - r->int_low;
             int64_t k = (int64_t)(u * (double)range);
             if (k >= range) k = range - 1;
-            cpu_set_i64(dst, o->dtype, op->i[2] + k);
+            ir_set_i64(dst, o->dtype, r->int_low + k);
             break;
         }
         default: break;
@@ -90,9 +90,9 @@ static void fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
     size_t es = em_dtype_size(c->dt);
     unsigned char pat[8];
     if (c->is_int)
-        cpu_set_i64(pat, c->dt, c->iv);
+        ir_set_i64(pat, c->dt, c->iv);
     else
-        cpu_set_f64(pat, c->dt, c->v);
+        ir_set_f64(pat, c->dt, c->v);
     if (c->dt == EM_F32 && s[0] == 4) {
         float v = *(float *)pat;
         float *f = (float *)o;
@@ -102,7 +102,7 @@ static void fill_row(char **p, const int64_t *s, int64_t n, void *vctx)
     for (int64_t i = 0; i < n; i++, o += s[0]) memcpy(o, pat, es);
 }
 
-static void fill(const em_tensor *o, double v)
+static void fill(const ir_tensor *o, double v)
 {
     fill_ctx c = {.v = v, .dt = o->dtype};
     if (!em_dtype_is_float(o->dtype) && o->dtype != EM_BOOL) {
@@ -111,21 +111,22 @@ static void fill(const em_tensor *o, double v)
     }
     int64_t st[1][EM_MAX_RANK];
     cpu_bstrides(o, o->shape, o->rank, st[0]);
-    char *base[1] = {tn_ptr(o)};
+    char *base[1] = {ir_ptr(o)};
     cpu_loop(o->rank, o->shape, 1, base, st, fill_row, &c, true);
 }
 
-em_status cpu_exec_create(const em_op *op)
+em_status cpu_exec_create(const ir_op *op)
 {
-    const em_tensor *o = op->out[0];
-    int64_t n = tn_numel(o);
+    const ir_tensor *o = op->out[0];
+    int64_t n = ir_numel(o);
     switch (op->kind) {
-    case EM_OP_FILL: fill(o, op->f[0]); return EM_OK;
+    case EM_OP_FILL: fill(o, op->p.fill.value); return EM_OK;
     case EM_OP_ARANGE:
-        for (int64_t i = 0; i < n; i++) put(o, i, op->f[0] + (double)i * op->f[1]);
+        for (int64_t i = 0; i < n; i++)
+            put(o, i, op->p.arange.start + (double)i * op->p.arange.step);
         return EM_OK;
     case EM_OP_LINSPACE: {
-        double a = op->f[0], b = op->f[1];
+        double a = op->p.linspace.start, b = op->p.linspace.end;
         double step = n > 1 ? (b - a) / (double)(n - 1) : 0;
         /* symmetric evaluation (as PyTorch): first half from the start, second from the end */
         for (int64_t i = 0; i < n; i++)
@@ -150,17 +151,17 @@ em_status cpu_exec_create(const em_op *op)
         return EM_OK;
     }
     case EM_OP_ONE_HOT: {
-        const em_tensor *idx = op->in[0];
-        int64_t classes = op->i[0];
-        int64_t *out = (int64_t *)tn_ptr(o);
+        const ir_tensor *idx = op->in[0];
+        int64_t classes = op->p.one_hot.classes;
+        int64_t *out = (int64_t *)ir_ptr(o);
         memset(out, 0, (size_t)n * sizeof *out);
-        int64_t m = tn_numel(idx);
+        int64_t m = ir_numel(idx);
         int64_t pos[EM_MAX_RANK] = {0};
         for (int64_t k = 0; k < m; k++) {
-            const char *p = (const char *)idx->storage->data;
-            int64_t off = idx->offset;
+            const char *p = ir_ptr(idx);
+            int64_t off = 0;
             for (int d = 0; d < idx->rank; d++) off += pos[d] * idx->strides[d];
-            int64_t v = cpu_get_i64(p + off * (int64_t)em_dtype_size(idx->dtype), idx->dtype);
+            int64_t v = ir_get_i64(p + off * (int64_t)em_dtype_size(idx->dtype), idx->dtype);
             out[k * classes + v] = 1;
             for (int d = idx->rank - 1; d >= 0; d--) {
                 if (++pos[d] < idx->shape[d]) break;
@@ -175,11 +176,12 @@ em_status cpu_exec_create(const em_op *op)
         int64_t r = o->shape[o->rank - 2], c = o->shape[o->rank - 1];
         int64_t mats = (r > 0 && c > 0) ? n / (r * c) : 0;
         size_t es = em_dtype_size(o->dtype);
-        char *base = tn_ptr(o);
+        char *base = ir_ptr(o);
         for (int64_t m = 0; m < mats; m++)
             for (int64_t i = 0; i < r; i++)
                 for (int64_t j = 0; j < c; j++) {
-                    bool keep = op->kind == EM_OP_TRIL ? j - i <= op->i[0] : j - i >= op->i[0];
+                    int64_t k = op->p.diag.k;
+                    bool keep = op->kind == EM_OP_TRIL ? j - i <= k : j - i >= k;
                     if (!keep) memset(base + ((m * r + i) * c + j) * (int64_t)es, 0, es);
                 }
         return EM_OK;

@@ -19,7 +19,7 @@ static void range_row(char **p, const int64_t *s, int64_t n, void *ctx)
     if (c->bad) return;
     const char *q = p[0];
     for (int64_t i = 0; i < n; i++, q += s[0]) {
-        int64_t v = c->dt == EM_I64 ? *(const int64_t *)q : cpu_get_i64(q, c->dt);
+        int64_t v = c->dt == EM_I64 ? *(const int64_t *)q : ir_get_i64(q, c->dt);
         if (v < 0 || v >= c->size) {
             c->bad = true;
             c->value = v;
@@ -29,11 +29,11 @@ static void range_row(char **p, const int64_t *s, int64_t n, void *ctx)
 }
 
 /* Every value of index must lie in [0, size) (dim `dim` of the indexed tensor). */
-static em_status check_range(const em_op *op, const em_tensor *index, int dim, int64_t size)
+static em_status check_range(const ir_op *op, const ir_tensor *index, int dim, int64_t size)
 {
     int64_t st[1][EM_MAX_RANK];
     cpu_bstrides(index, index->shape, index->rank, st[0]);
-    char *base[1] = {tn_ptr(index)};
+    char *base[1] = {ir_ptr(index)};
     range_ctx c = {index->dtype, size, false, 0};
     cpu_loop(index->rank, index->shape, 1, base, st, range_row, &c, false);
     if (!c.bad) return EM_OK;
@@ -41,7 +41,7 @@ static em_status check_range(const em_op *op, const em_tensor *index, int dim, i
                     em_op_name(op->kind), (long long)c.value, dim, (long long)size);
 }
 
-static int64_t size_of_dim(const em_tensor *t, int dim)
+static int64_t size_of_dim(const ir_tensor *t, int dim)
 {
     return t->rank == 0 ? 1 : t->shape[dim];
 }
@@ -64,7 +64,7 @@ typedef struct gather_ctx {
     if (c->idt == EM_I64) {                                                                        \
         GATHER_LOOP(T, *(const int64_t *)ix)                                                       \
     } else {                                                                                       \
-        GATHER_LOOP(T, cpu_get_i64(ix, c->idt))                                                    \
+        GATHER_LOOP(T, ir_get_i64(ix, c->idt))                                                     \
     }                                                                                              \
     break;
 
@@ -82,25 +82,25 @@ static void gather_row(char **p, const int64_t *s, int64_t n, void *ctx)
     }
 }
 
-static void run_gather(int rank, const int64_t *shape, const em_tensor *out, const em_tensor *index,
-                       int64_t ist[EM_MAX_RANK], const em_tensor *x, int64_t xst[EM_MAX_RANK],
+static void run_gather(int rank, const int64_t *shape, const ir_tensor *out, const ir_tensor *index,
+                       int64_t ist[EM_MAX_RANK], const ir_tensor *x, int64_t xst[EM_MAX_RANK],
                        int64_t sd)
 {
     int64_t st[3][EM_MAX_RANK];
     cpu_bstrides(out, shape, rank, st[0]);
     memcpy(st[1], ist, sizeof st[1]);
     memcpy(st[2], xst, sizeof st[2]);
-    char *base[3] = {tn_ptr(out), tn_ptr(index), tn_ptr(x)};
+    char *base[3] = {ir_ptr(out), ir_ptr(index), ir_ptr(x)};
     gather_ctx c = {em_dtype_size(x->dtype), index->dtype, sd};
     cpu_loop(rank, shape, 3, base, st, gather_row, &c, true);
 }
 
 // x: [..., n, ...], index: [..., m, ...] (same rank) -> out: index's shape
-static em_status exec_gather(const em_op *op)
+static em_status exec_gather(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1];
-    em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *index = op->in[1];
+    ir_tensor *out = op->out[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     int64_t es = (int64_t)em_dtype_size(x->dtype), ies = (int64_t)em_dtype_size(index->dtype);
@@ -115,12 +115,12 @@ static em_status exec_gather(const em_op *op)
 }
 
 /* Index values as a fresh i64 array (em_free it); NULL on allocation failure. */
-static int64_t *read_indices(const em_tensor *index)
+static int64_t *read_indices(const ir_tensor *index)
 {
-    int64_t n = tn_numel(index);
+    int64_t n = ir_numel(index);
     int64_t *v = em_alloc((size_t)(n ? n : 1) * sizeof *v);
     if (!v) return NULL;
-    for (int64_t i = 0; i < n; i++) v[i] = cpu_get_i64(cpu_elem(index, i), index->dtype);
+    for (int64_t i = 0; i < n; i++) v[i] = ir_get_i64(ir_elem(index, i), index->dtype);
     return v;
 }
 
@@ -144,13 +144,13 @@ static void copy_rows(void *ctx, int64_t b, int64_t e)
     }
 }
 
-static em_status gather_rows(em_tensor *out, const em_tensor *x, const em_tensor *index,
+static em_status gather_rows(ir_tensor *out, const ir_tensor *x, const ir_tensor *index,
                              int64_t outer, int64_t xrows, int64_t inner)
 {
     int64_t *idx = read_indices(index);
     if (!idx) return em_last_status();
-    rows_ctx c = {tn_ptr(out),     tn_ptr(x), idx,
-                  tn_numel(index), xrows,     (size_t)inner * em_dtype_size(x->dtype)};
+    rows_ctx c = {ir_ptr(out),     ir_ptr(x), idx,
+                  ir_numel(index), xrows,     (size_t)inner * em_dtype_size(x->dtype)};
     int64_t rows = outer * c.n;
     int64_t grain = CPU_PAR_MIN / (inner ? inner : 1) + 1;
     if (rows * inner < CPU_PAR_MIN)
@@ -162,18 +162,18 @@ static em_status gather_rows(em_tensor *out, const em_tensor *x, const em_tensor
 }
 
 // x: [..., n, ...], index: [m] -> out: x's shape with n replaced by m
-static em_status exec_index_select(const em_op *op)
+static em_status exec_index_select(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1];
-    em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *index = op->in[1];
+    ir_tensor *out = op->out[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
-    if (tn_numel(out) == 0) return EM_OK;
+    if (ir_numel(out) == 0) return EM_OK;
     int64_t inner = 1, outer = 1;
     for (int d = dim + 1; d < x->rank; d++) inner *= x->shape[d];
     for (int d = 0; d < dim; d++) outer *= x->shape[d];
-    if (tn_is_contiguous(x) && inner >= 4)
+    if (ir_is_contiguous(x) && inner >= 4)
         return gather_rows(out, x, index, outer, size_of_dim(x, dim), inner);
     int64_t es = (int64_t)em_dtype_size(x->dtype), ies = (int64_t)em_dtype_size(index->dtype);
     int64_t ist[EM_MAX_RANK] = {0}, xst[EM_MAX_RANK] = {0};
@@ -185,14 +185,14 @@ static em_status exec_index_select(const em_op *op)
 }
 
 // weight: [num, D], indices: [...] -> out: [..., D]
-static em_status exec_embedding(const em_op *op)
+static em_status exec_embedding(const ir_op *op)
 {
-    const em_tensor *w = op->in[0], *index = op->in[1];
-    em_tensor *out = op->out[0];
+    const ir_tensor *w = op->in[0], *index = op->in[1];
+    ir_tensor *out = op->out[0];
     em_status st = check_range(op, index, 0, w->shape[0]);
     if (st != EM_OK) return st;
-    if (tn_numel(out) == 0) return EM_OK;
-    if (tn_is_contiguous(w) && w->shape[1] >= 4)
+    if (ir_numel(out) == 0) return EM_OK;
+    if (ir_is_contiguous(w) && w->shape[1] >= 4)
         return gather_rows(out, w, index, 1, w->shape[0], w->shape[1]);
     int64_t es = (int64_t)em_dtype_size(w->dtype), ies = (int64_t)em_dtype_size(index->dtype);
     int r = index->rank;
@@ -245,23 +245,23 @@ static void scatter_row(char **p, const int64_t *s, int64_t n, void *ctx)
     const char *ix = p[1], *sp = p[2];
     bool fl = em_dtype_is_float(c->dt);
     for (int64_t i = 0; i < n; i++, ob += s[0], ix += s[1], sp += s[2]) {
-        int64_t v = c->idt == EM_I64 ? *(const int64_t *)ix : cpu_get_i64(ix, c->idt);
+        int64_t v = c->idt == EM_I64 ? *(const int64_t *)ix : ir_get_i64(ix, c->idt);
         char *dst = ob + v * c->sd;
         if (c->mode == EM_SCATTER_ASSIGN) {
             memcpy(dst, sp, c->es);
         } else if (fl) {
-            double b = cpu_get_f64(sp, c->dt);
-            cpu_set_f64(dst, c->dt, combine_f(c->mode, cpu_get_f64(dst, c->dt), c->alpha * b));
+            double b = ir_get_f64(sp, c->dt);
+            ir_set_f64(dst, c->dt, combine_f(c->mode, ir_get_f64(dst, c->dt), c->alpha * b));
         } else {
-            int64_t b = cpu_get_i64(sp, c->dt);
+            int64_t b = ir_get_i64(sp, c->dt);
             b = (int64_t)((uint64_t)b * (uint64_t)c->ialpha);
-            cpu_set_i64(dst, c->dt, combine_i(c->mode, cpu_get_i64(dst, c->dt), b));
+            ir_set_i64(dst, c->dt, combine_i(c->mode, ir_get_i64(dst, c->dt), b));
         }
     }
 }
 
-static void run_scatter(int rank, const int64_t *shape, em_tensor *out, int dim,
-                        const em_tensor *index, int64_t ist[EM_MAX_RANK], const char *src,
+static void run_scatter(int rank, const int64_t *shape, ir_tensor *out, int dim,
+                        const ir_tensor *index, int64_t ist[EM_MAX_RANK], const char *src,
                         int64_t sst[EM_MAX_RANK], int mode, double alpha)
 {
     int64_t es = (int64_t)em_dtype_size(out->dtype);
@@ -269,7 +269,7 @@ static void run_scatter(int rank, const int64_t *shape, em_tensor *out, int dim,
     for (int d = 0; d < out->rank; d++) st[0][d] = d == dim ? 0 : out->strides[d] * es;
     memcpy(st[1], ist, sizeof st[1]);
     memcpy(st[2], sst, sizeof st[2]);
-    char *base[3] = {tn_ptr(out), tn_ptr(index), (char *)src};
+    char *base[3] = {ir_ptr(out), ir_ptr(index), (char *)src};
     scatter_ctx c = {
         out->dtype, index->dtype,  (size_t)es, mode, out->rank ? out->strides[dim] * es : 0,
         alpha,      (int64_t)alpha};
@@ -330,13 +330,13 @@ static void scatter_add_rows(void *vctx, int64_t r0, int64_t r1)
 }
 
 /* The fast path above when the operands fit it (true: done). */
-static bool scatter_add_fast(const em_op *op)
+static bool scatter_add_fast(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
-    em_tensor *out = op->out[0];
-    if (op->i[1] != EM_SCATTER_ADD || x->rank != 2 || op->i[0] != 1 ||
+    const ir_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    ir_tensor *out = op->out[0];
+    if (op->p.index.mode != EM_SCATTER_ADD || x->rank != 2 || op->p.index.dim != 1 ||
         (x->dtype != EM_F32 && x->dtype != EM_F64) || src->dtype != x->dtype || src->rank != 2 ||
-        index->dtype != EM_I64 || !tn_is_contiguous(out) ||
+        index->dtype != EM_I64 || !ir_is_contiguous(out) ||
         (x->strides[1] != 0 && x->strides[1] != 1) ||
         (index->shape[1] > 1 && index->strides[1] != 1) ||
         (index->shape[1] > 1 && src->strides[1] != 1))
@@ -345,14 +345,14 @@ static bool scatter_add_fast(const em_op *op)
                           .n = x->shape[1],
                           .m = index->shape[1],
                           .irows = index->shape[0],
-                          .x = tn_ptr(x),
-                          .idx = tn_ptr(index),
-                          .src = tn_ptr(src),
+                          .x = ir_ptr(x),
+                          .idx = ir_ptr(index),
+                          .src = ir_ptr(src),
                           .xs0 = x->strides[0],
                           .xs1 = x->strides[1],
                           .is0 = index->strides[0],
                           .ss0 = src->strides[0],
-                          .out = tn_ptr(out)};
+                          .out = ir_ptr(out)};
     int64_t rows = x->shape[0], per = c.n + c.m;
     if (rows * per < CPU_PAR_MIN)
         scatter_add_rows(&c, 0, rows);
@@ -362,12 +362,12 @@ static bool scatter_add_fast(const em_op *op)
 }
 
 // x: [..., n, ...], index and src: [..., m, ...] (src at least index's size) -> out: x's shape
-static em_status exec_scatter(const em_op *op)
+static em_status exec_scatter(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
-    em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
-    int mode = (int)op->i[1];
+    const ir_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    ir_tensor *out = op->out[0];
+    int dim = op->p.index.dim;
+    int mode = (int)op->p.index.mode;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     if (scatter_add_fast(op)) return EM_OK;
@@ -379,26 +379,26 @@ static em_status exec_scatter(const em_op *op)
     uint64_t scalar = 0;
     const char *sp = (const char *)&scalar;
     if (src->rank == 0) {
-        const char *q = tn_ptr(src);
+        const char *q = ir_ptr(src);
         if (em_dtype_is_float(out->dtype) || em_dtype_is_float(src->dtype))
-            cpu_set_f64(&scalar, out->dtype, cpu_get_f64(q, src->dtype));
+            ir_set_f64(&scalar, out->dtype, ir_get_f64(q, src->dtype));
         else
-            cpu_set_i64(&scalar, out->dtype, cpu_get_i64(q, src->dtype));
+            ir_set_i64(&scalar, out->dtype, ir_get_i64(q, src->dtype));
     } else {
         int64_t ses = (int64_t)em_dtype_size(src->dtype);
         for (int d = 0; d < src->rank; d++) sst[d] = src->strides[d] * ses;
-        sp = tn_ptr(src);
+        sp = ir_ptr(src);
     }
     run_scatter(index->rank, index->shape, out, dim, index, ist, sp, sst, mode, 1.0);
     return EM_OK;
 }
 
 // x: [..., n, ...], index: [m], src: [..., m, ...] -> out: x's shape
-static em_status exec_index_add(const em_op *op)
+static em_status exec_index_add(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
-    em_tensor *out = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2];
+    ir_tensor *out = op->out[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, index, dim, size_of_dim(x, dim));
     if (st != EM_OK) return st;
     cpu_copy_convert(out, x);
@@ -406,8 +406,8 @@ static em_status exec_index_add(const em_op *op)
     int64_t ist[EM_MAX_RANK] = {0}, sst[EM_MAX_RANK] = {0};
     for (int d = 0; d < src->rank; d++) sst[d] = src->strides[d] * es;
     if (src->rank && index->rank) ist[dim] = index->strides[0] * ies;
-    run_scatter(src->rank, src->shape, out, dim, index, ist, tn_ptr(src), sst, EM_SCATTER_ADD,
-                op->f[0]);
+    run_scatter(src->rank, src->shape, out, dim, index, ist, ir_ptr(src), sst, EM_SCATTER_ADD,
+                op->p.index.alpha);
     return EM_OK;
 }
 
@@ -431,18 +431,18 @@ static void masked_row(char **p, const int64_t *s, int64_t n, void *ctx)
 }
 
 // x and mask broadcast to shape b -> out: [count of true in the broadcast mask]
-static em_status exec_masked_select(const em_op *op)
+static em_status exec_masked_select(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *mask = op->in[1];
-    em_tensor *out = op->out[0];
-    int br = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *mask = op->in[1];
+    ir_tensor *out = op->out[0];
+    int br = op->p.shape.rank;
     int64_t shape[EM_MAX_RANK];
-    for (int d = 0; d < br; d++) shape[d] = op->i[1 + d];
+    for (int d = 0; d < br; d++) shape[d] = op->p.shape.dims[d];
     int64_t st[2][EM_MAX_RANK];
     cpu_bstrides(x, shape, br, st[0]);
     cpu_bstrides(mask, shape, br, st[1]);
-    char *base[2] = {tn_ptr(x), tn_ptr(mask)};
-    masked_ctx c = {tn_ptr(out), 0, out->shape[0], em_dtype_size(x->dtype)};
+    char *base[2] = {ir_ptr(x), ir_ptr(mask)};
+    masked_ctx c = {ir_ptr(out), 0, out->shape[0], em_dtype_size(x->dtype)};
     cpu_loop(br, shape, 2, base, st, masked_row, &c, false);
     if (c.k != c.cap)
         return em_error(EM_ERR_INTERNAL, "em_masked_select: counted %lld elements, found %lld",
@@ -451,20 +451,20 @@ static em_status exec_masked_select(const em_op *op)
 }
 
 // x: [...] of rank r -> out: [count, r] i64 coordinates
-static em_status exec_nonzero(const em_op *op)
+static em_status exec_nonzero(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *out = op->out[0];
+    const ir_tensor *x = op->in[0];
+    ir_tensor *out = op->out[0];
     int r = x->rank;
-    int64_t numel = tn_numel(x), cap = out->shape[0], k = 0;
+    int64_t numel = ir_numel(x), cap = out->shape[0], k = 0;
     int64_t idx[EM_MAX_RANK] = {0}, bs[EM_MAX_RANK];
     int64_t es = (int64_t)em_dtype_size(x->dtype);
     for (int d = 0; d < r; d++) bs[d] = x->strides[d] * es;
-    const char *p = tn_ptr(x);
-    int64_t *o = (int64_t *)tn_ptr(out);
+    const char *p = ir_ptr(x);
+    int64_t *o = (int64_t *)ir_ptr(out);
     bool fl = em_dtype_is_float(x->dtype);
     for (int64_t lin = 0; lin < numel; lin++) {
-        bool nz = fl ? cpu_get_f64(p, x->dtype) != 0 : cpu_get_i64(p, x->dtype) != 0;
+        bool nz = fl ? ir_get_f64(p, x->dtype) != 0 : ir_get_i64(p, x->dtype) != 0;
         if (nz) {
             if (k < cap)
                 for (int d = 0; d < r; d++) o[k * r + d] = idx[d];
@@ -484,23 +484,25 @@ static em_status exec_nonzero(const em_op *op)
 }
 
 // x: [...], src broadcastable to the region x[start:end:step] -> out: x's shape
-static em_status exec_slice_assign(const em_op *op)
+static em_status exec_slice_assign(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *src = op->in[1];
-    em_tensor *out = op->out[0];
+    const ir_tensor *x = op->in[0], *src = op->in[1];
+    ir_tensor *out = op->out[0];
     cpu_copy_convert(out, x);
-    em_tensor region = tn_desc(out);
+    ir_tensor region = *out;
     for (int d = 0; d < out->rank; d++) {
-        int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
+        const em_p_slice_assign *sa = &op->p.slice_assign;
+        int64_t start = sa->start[d], end = sa->end[d], step = sa->step[d];
         region.shape[d] = (end - start + step - 1) / step;
         region.strides[d] = out->strides[d] * step;
-        region.offset += start * out->strides[d];
+        region.data =
+            ir_ptr(&region) + start * out->strides[d] * (int64_t)em_dtype_size(out->dtype);
     }
     cpu_copy_convert(&region, src);
     return EM_OK;
 }
 
-em_status cpu_exec_index(const em_op *op)
+em_status cpu_exec_index(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_GATHER: return exec_gather(op);

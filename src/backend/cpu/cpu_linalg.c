@@ -21,7 +21,7 @@
 #define BATCH_PAR_MNK 65536
 
 typedef struct mm_plan {
-    const em_tensor *a, *b, *out;
+    const ir_tensor *a, *b, *out;
     em_dtype dt;
     int64_t M, K, N;
     int R;
@@ -37,7 +37,7 @@ typedef struct mm_plan {
     bool epi;
     const void *bias;
     em_op_kind act;
-    const em_tensor *pre;
+    const ir_tensor *pre;
 } mm_plan;
 
 /* One batch's epilogue: C (work type) rows of N values; the results go to out and pre (their
@@ -134,10 +134,10 @@ static bool direct_layout(int64_t rows, int64_t cols, int64_t rs, int64_t cs, bo
     return false;
 }
 
-/* Element offsets of batch t in a and b. */
+/* Element offsets of batch t in a and b (from their first elements). */
 static void batch_offsets(const mm_plan *p, int64_t t, int64_t *oa, int64_t *ob)
 {
-    int64_t a = p->a->offset, b = p->b->offset;
+    int64_t a = 0, b = 0;
     for (int d = p->R - 1; d >= 0; d--) {
         int64_t i = t % p->batch[d];
         t /= p->batch[d];
@@ -150,12 +150,12 @@ static void batch_offsets(const mm_plan *p, int64_t t, int64_t *oa, int64_t *ob)
 
 /* Copies the rows x cols matrix at element offset off of t (strides rs, cs) into a contiguous
  * buffer of type `to` (EM_F32, EM_F64 or EM_I64). */
-static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off, int64_t rows,
+static void load_matrix(void *dst, em_dtype to, const ir_tensor *t, int64_t off, int64_t rows,
                         int64_t cols, int64_t rs, int64_t cs)
 {
     if (rows <= 0 || cols <= 0) return; /* (an empty tensor may have no memory at all) */
     size_t es = em_dtype_size(t->dtype);
-    const char *base = (const char *)t->storage->data;
+    const char *base = ir_ptr(t);
     if (t->dtype == to && (to == EM_F32 || to == EM_F64)) { /* plain copies, rows at a time */
         for (int64_t i = 0; i < rows; i++) {
             const char *src = base + (off + i * rs) * (int64_t)es;
@@ -176,11 +176,11 @@ static void load_matrix(void *dst, em_dtype to, const em_tensor *t, int64_t off,
             const char *src = base + (off + i * rs + j * cs) * (int64_t)es;
             int64_t k = i * cols + j;
             if (to == EM_F32)
-                ((float *)dst)[k] = (float)cpu_get_f64(src, t->dtype);
+                ((float *)dst)[k] = (float)ir_get_f64(src, t->dtype);
             else if (to == EM_F64)
-                ((double *)dst)[k] = cpu_get_f64(src, t->dtype);
+                ((double *)dst)[k] = ir_get_f64(src, t->dtype);
             else
-                ((int64_t *)dst)[k] = cpu_get_i64(src, t->dtype);
+                ((int64_t *)dst)[k] = ir_get_i64(src, t->dtype);
         }
     }
 }
@@ -274,9 +274,9 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
     void *ta_buf = scratch, *tb_buf = scratch ? scratch + na * ws : NULL;
     void *tc_buf = scratch ? scratch + (na + nb) * ws : NULL;
     size_t es = em_dtype_size(dt);
-    const char *adata = (const char *)p->a->storage->data;
-    const char *bdata = (const char *)p->b->storage->data;
-    char *cbase = tn_ptr(p->out);
+    const char *adata = ir_ptr(p->a);
+    const char *bdata = ir_ptr(p->b);
+    char *cbase = ir_ptr(p->out);
     for (int64_t t = b0; t < b1; t++) {
         int64_t oa, ob;
         batch_offsets(p, t, &oa, &ob);
@@ -293,7 +293,7 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
             B = tb_buf, tb = false, ldb = N;
         }
         epi_ctx ec = {.p = p, .out = c};
-        if (p->pre) ec.pre = tn_ptr(p->pre) + t * M * N * (int64_t)es;
+        if (p->pre) ec.pre = ir_ptr(p->pre) + t * M * N * (int64_t)es;
         cpu_gemm_epi epi = {work == EM_F64 ? epi_f64 : epi_f32, &ec};
         /* f16 / bf16 results are rounded into the output by the epilogue, block by block as
          * the GEMM finishes them (on the pool's threads, while in cache) */
@@ -324,7 +324,7 @@ static void run_batches(void *ctx, int64_t b0, int64_t b1)
         } else {
             igemm(A, B, tc_buf, M, K, N);
             const uint64_t *C = tc_buf;
-            for (int64_t i = 0; i < M * N; i++) cpu_set_i64(c + i * (int64_t)es, dt, (int64_t)C[i]);
+            for (int64_t i = 0; i < M * N; i++) ir_set_i64(c + i * (int64_t)es, dt, (int64_t)C[i]);
         }
     }
     free(scratch);
@@ -344,16 +344,17 @@ static em_op_kind act_kind(int64_t act)
 
 /* a: [..., M, K] (or [K]), b: [..., K, N] (or [K]) -> out: [batch..., M, N] contiguous;
  * MATMUL_BIAS_ACT: bias [N] -> out = act(a . b + bias), pre (out[1], optional) = a . b + bias. */
-static em_status matmul(const em_op *op)
+static em_status matmul(const ir_op *op)
 {
     mm_plan p = {.a = op->in[0], .b = op->in[1], .out = op->out[0], .act = EM_OP_COUNT};
-    const em_tensor *a = p.a, *b = p.b;
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
+    const ir_tensor *a = p.a, *b = p.b;
+    const em_p_matmul *mp = &op->p.matmul;
+    bool a1 = mp->a_vec, b1 = mp->b_vec;
     p.dt = a->dtype;
-    p.M = op->i[2], p.K = op->i[3], p.N = op->i[4];
-    p.R = (int)op->i[5];
+    p.M = mp->M, p.K = mp->K, p.N = mp->N;
+    p.R = mp->batch_rank;
     int64_t nbatch = 1;
-    for (int d = 0; d < p.R; d++) nbatch *= (p.batch[d] = op->i[6 + d]);
+    for (int d = 0; d < p.R; d++) nbatch *= (p.batch[d] = mp->batch[d]);
     if (nbatch == 0 || p.M == 0 || p.N == 0) return EM_OK;
     /* batch strides, right-aligned; broadcast dims step 0 */
     int ra = a->rank > 2 ? a->rank - 2 : 0, rb = b->rank > 2 ? b->rank - 2 : 0;
@@ -372,17 +373,17 @@ static em_status matmul(const em_op *op)
     void *bias = NULL;
     if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
         p.epi = true;
-        p.act = act_kind(op->i[14]);
+        p.act = act_kind(mp->act);
         p.pre = op->n_out > 1 ? op->out[1] : NULL;
         if (op->n_in > 2) { /* the bias in the work type, contiguous */
-            const em_tensor *bt = op->in[2];
+            const ir_tensor *bt = op->in[2];
             bool f64 = p.dt == EM_F64;
             bias = malloc((size_t)p.N * (f64 ? sizeof(double) : sizeof(float)));
             if (!bias)
                 return em_error(EM_ERR_OOM, "em_matmul_bias_act: out of memory for the bias");
             size_t bes = em_dtype_size(bt->dtype);
             for (int64_t j = 0; j < p.N; j++) {
-                double v = cpu_get_f64(tn_ptr(bt) + j * bt->strides[0] * (int64_t)bes, bt->dtype);
+                double v = ir_get_f64(ir_ptr(bt) + j * bt->strides[0] * (int64_t)bes, bt->dtype);
                 if (f64)
                     ((double *)bias)[j] = v;
                 else
@@ -405,7 +406,7 @@ static em_status matmul(const em_op *op)
     return EM_OK;
 }
 
-em_status cpu_exec_linalg(const em_op *op)
+em_status cpu_exec_linalg(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_MATMUL:

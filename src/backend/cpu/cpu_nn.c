@@ -2,7 +2,7 @@
  * attention live in their own files. */
 #include "cpu.h"
 
-em_status cpu_exec_nn(const em_op *op)
+em_status cpu_exec_nn(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_CONV:

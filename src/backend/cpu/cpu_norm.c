@@ -88,28 +88,28 @@ static void ln32_rows(void *vctx, int64_t r0, int64_t r1)
     if (c->fast && (c->hint & CPU_FAST_STREAM)) cpu_fast_stream_fence();
 }
 
-static em_status exec_layer_rms(const em_op *op, bool rms)
+static em_status exec_layer_rms(const ir_op *op, bool rms)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *out = op->out[0];
-    int n_norm = (int)op->i[0];
-    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
-    const em_tensor *w = has_w ? op->in[1] : NULL;
-    const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
+    const ir_tensor *x = op->in[0];
+    ir_tensor *out = op->out[0];
+    int n_norm = op->p.norm.n_norm;
+    bool has_w = op->p.norm.has_weight, has_b = !rms && op->p.norm.has_bias;
+    const ir_tensor *w = has_w ? op->in[1] : NULL;
+    const ir_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     int64_t inner = 1;
     for (int d = x->rank - n_norm; d < x->rank; d++) inner *= x->shape[d];
-    int64_t n = tn_numel(x);
+    int64_t n = ir_numel(x);
     if (n == 0) return EM_OK;
     int64_t rows = n / inner;
     int64_t grain = inner >= 4096 ? 1 : 4096 / inner + 1;
-    if (x->dtype == EM_F32 && tn_is_contiguous(x) && (!w || tn_is_contiguous(w)) &&
-        (!b || tn_is_contiguous(b))) {
-        ln32_ctx c = {(const float *)tn_ptr(x),
-                      w ? (const float *)tn_ptr(w) : NULL,
-                      b ? (const float *)tn_ptr(b) : NULL,
-                      (float *)tn_ptr(out),
+    if (x->dtype == EM_F32 && ir_is_contiguous(x) && (!w || ir_is_contiguous(w)) &&
+        (!b || ir_is_contiguous(b))) {
+        ln32_ctx c = {(const float *)ir_ptr(x),
+                      w ? (const float *)ir_ptr(w) : NULL,
+                      b ? (const float *)ir_ptr(b) : NULL,
+                      (float *)ir_ptr(out),
                       inner,
-                      op->f[0],
+                      op->p.norm.eps,
                       rms,
                       cpu_fast(),
                       0};
@@ -125,7 +125,7 @@ static em_status exec_layer_rms(const em_op *op, bool rms)
     if (!xv || !yv || (w && !wv) || (b && !bv))
         st = EM_ERR_OOM;
     else {
-        norm_ctx c = {xv, yv, wv, bv, inner, inner, op->f[0], rms};
+        norm_ctx c = {xv, yv, wv, bv, inner, inner, op->p.norm.eps, rms};
         em_parallel_for(rows, grain, norm_rows, &c);
         cpu_store_f64(out, yv);
     }
@@ -194,22 +194,23 @@ static void normbw_chunks(void *vctx, int64_t c0, int64_t c1)
     }
 }
 
-static em_status exec_norm_backward(const em_op *op)
+static em_status exec_norm_backward(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
-    const em_tensor *w = has_w ? op->in[1] : NULL, *g = op->in[has_w ? 2 : 1];
-    em_tensor *dx = op->out[0];
+    const ir_tensor *x = op->in[0];
+    bool has_w = op->p.norm_bw.has_weight, want_w = op->p.norm_bw.want_dw,
+         want_b = op->p.norm_bw.want_db;
+    const ir_tensor *w = has_w ? op->in[1] : NULL, *g = op->in[has_w ? 2 : 1];
+    ir_tensor *dx = op->out[0];
     int64_t inner = 1;
-    for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) inner *= x->shape[d];
+    for (int d = x->rank - op->p.norm_bw.n_norm; d < x->rank; d++) inner *= x->shape[d];
     if (inner == 0) return EM_OK; /* every output is empty */
-    int64_t rows = tn_numel(x) / inner;
+    int64_t rows = ir_numel(x) / inner;
     /* up to 32 chunks, fewer where the partial rows would pass 32 MiB */
     int64_t chunks = rows < 32 ? rows : 32;
     while (chunks > 1 && chunks * inner * 16 > ((int64_t)32 << 20)) chunks /= 2;
     if (chunks < 1) chunks = 1;
     bool f32 =
-        x->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(g) && tn_is_contiguous(dx);
+        x->dtype == EM_F32 && ir_is_contiguous(x) && ir_is_contiguous(g) && ir_is_contiguous(dx);
     size_t pn = (size_t)(chunks * inner) * sizeof(double);
     normbw_ctx c = {.w = w ? cpu_load_f64(w) : NULL,
                     .pw = want_w ? em_alloc(pn) : NULL,
@@ -217,11 +218,11 @@ static em_status exec_norm_backward(const em_op *op)
                     .rows = rows,
                     .inner = inner,
                     .chunks = chunks,
-                    .eps = op->f[0],
-                    .rms = op->i[2] != 0};
+                    .eps = op->p.norm_bw.eps,
+                    .rms = op->p.norm_bw.rms};
     if (f32) {
-        c.xf = (const float *)tn_ptr(x), c.gf = (const float *)tn_ptr(g);
-        c.dxf = (float *)tn_ptr(dx);
+        c.xf = (const float *)ir_ptr(x), c.gf = (const float *)ir_ptr(g);
+        c.dxf = (float *)ir_ptr(dx);
         c.scratch = em_alloc(pn * 3);
     } else {
         c.x = cpu_load_f64(x), c.g = cpu_load_f64(g);
@@ -256,15 +257,15 @@ static em_status exec_norm_backward(const em_op *op)
 
 /* Group norm: for each sample and group, normalise C/G channels x spatial; then per-channel
  * affine. */
-static em_status exec_group_norm(const em_op *op)
+static em_status exec_group_norm(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    int64_t G = op->i[0];
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
-    const em_tensor *w = has_w ? op->in[1] : NULL;
-    const em_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
+    const ir_tensor *x = op->in[0];
+    int64_t G = op->p.norm.groups;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
+    const ir_tensor *w = has_w ? op->in[1] : NULL;
+    const ir_tensor *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     int64_t N = x->shape[0], C = x->shape[1];
-    int64_t n = tn_numel(x);
+    int64_t n = ir_numel(x);
     if (n == 0) return EM_OK;
     int64_t spatial = n / (N * C);
     double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
@@ -277,7 +278,7 @@ static em_status exec_group_norm(const em_op *op)
         return EM_ERR_OOM;
     }
     /* normalise each (sample, group) block, no affine */
-    norm_ctx c = {xv, yv, NULL, NULL, (C / G) * spatial, 1, op->f[0], false};
+    norm_ctx c = {xv, yv, NULL, NULL, (C / G) * spatial, 1, op->p.norm.eps, false};
     em_parallel_for(N * G, 1, norm_rows, &c);
     for (int64_t s = 0; s < N; s++)
         for (int64_t ch = 0; ch < C; ch++) {
@@ -293,14 +294,14 @@ static em_status exec_group_norm(const em_op *op)
     return EM_OK;
 }
 
-static em_status exec_batch_norm(const em_op *op)
+static em_status exec_batch_norm(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
-    const em_tensor *w = has_w ? op->in[3] : NULL;
-    const em_tensor *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
+    const ir_tensor *x = op->in[0];
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
+    const ir_tensor *w = has_w ? op->in[3] : NULL;
+    const ir_tensor *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
     int64_t N = x->shape[0], C = x->shape[1];
-    int64_t n = tn_numel(x);
+    int64_t n = ir_numel(x);
     if (n == 0) return EM_OK;
     int64_t spatial = n / (N * C);
     double *xv = cpu_load_f64(x), *yv = em_alloc((size_t)n * sizeof(double));
@@ -312,7 +313,7 @@ static em_status exec_batch_norm(const em_op *op)
     else {
         for (int64_t s = 0; s < N; s++)
             for (int64_t ch = 0; ch < C; ch++) {
-                double scale = 1.0 / sqrt(vv[ch] + op->f[0]) * (wv ? wv[ch] : 1);
+                double scale = 1.0 / sqrt(vv[ch] + op->p.norm.eps) * (wv ? wv[ch] : 1);
                 double shift = (bv ? bv[ch] : 0) - mv[ch] * scale;
                 const double *xr = xv + (s * C + ch) * spatial;
                 double *yr = yv + (s * C + ch) * spatial;
@@ -331,7 +332,7 @@ static em_status exec_batch_norm(const em_op *op)
 
 /* Attention: for each batch index and query row, scores over S, masked softmax, weighted sum. */
 typedef struct sdpa_ctx {
-    const em_op *op;
+    const ir_op *op;
     int64_t L, S, E, Ev;
     int nb; /* batch rank */
     const int64_t *bshape;
@@ -340,9 +341,9 @@ typedef struct sdpa_ctx {
 
 /* Element address of t at batch index bidx (broadcast against the output batch shape), row,
  * col of its last two dims. */
-static const char *at(const em_tensor *t, int nb, const int64_t *bidx, int64_t row, int64_t col)
+static const char *at(const ir_tensor *t, int nb, const int64_t *bidx, int64_t row, int64_t col)
 {
-    int64_t off = t->offset;
+    int64_t off = 0;
     int lead = nb - (t->rank - 2);
     for (int d = 0; d < t->rank - 2; d++) {
         int64_t i = bidx[d + lead];
@@ -350,35 +351,35 @@ static const char *at(const em_tensor *t, int nb, const int64_t *bidx, int64_t r
         off += i * t->strides[d];
     }
     off += row * t->strides[t->rank - 2] + col * t->strides[t->rank - 1];
-    return (const char *)t->storage->data + off * (int64_t)em_dtype_size(t->dtype);
+    return ir_ptr(t) + off * (int64_t)em_dtype_size(t->dtype);
 }
 
 /* Mask value at [bidx, i, j] (mask broadcast to [batch..., L, S]). */
-static const char *mask_at(const em_tensor *m, int nb, const int64_t *bidx, int64_t i, int64_t j)
+static const char *mask_at(const ir_tensor *m, int nb, const int64_t *bidx, int64_t i, int64_t j)
 {
     int64_t full[EM_MAX_RANK];
     for (int d = 0; d < nb; d++) full[d] = bidx[d];
     full[nb] = i;
     full[nb + 1] = j;
     int lead = nb + 2 - m->rank;
-    int64_t off = m->offset;
+    int64_t off = 0;
     for (int d = 0; d < m->rank; d++) {
         int64_t idx = m->shape[d] == 1 ? 0 : full[d + lead];
         off += idx * m->strides[d];
     }
-    return (const char *)m->storage->data + off * (int64_t)em_dtype_size(m->dtype);
+    return ir_ptr(m) + off * (int64_t)em_dtype_size(m->dtype);
 }
 
 static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
 {
     sdpa_ctx *c = vctx;
-    const em_op *op = c->op;
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
-    const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
-    em_tensor *out = op->out[0];
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
-    double scale = op->f[0];
+    const ir_op *op = c->op;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const ir_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    ir_tensor *out = op->out[0];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
+    double scale = op->p.sdpa.scale;
     double *s = em_alloc((size_t)(c->S + c->E + c->Ev + 3) * sizeof(double));
     if (!s) {
         atomic_store(&c->oom, 1);
@@ -394,21 +395,19 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
             bidx[d] = rem % c->bshape[d];
             rem /= c->bshape[d];
         }
-        for (int64_t e = 0; e < c->E; e++)
-            qrow[e] = cpu_get_f64(at(q, c->nb, bidx, i, e), q->dtype);
+        for (int64_t e = 0; e < c->E; e++) qrow[e] = ir_get_f64(at(q, c->nb, bidx, i, e), q->dtype);
         double mx = -INFINITY;
         for (int64_t j = 0; j < c->S; j++) {
             bool keep = !(causal && j > i);
             double add = 0;
             if (mask && mkind == 1)
                 keep = keep && *(const uint8_t *)mask_at(mask, c->nb, bidx, i, j);
-            if (mask && mkind == 2)
-                add = cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);
+            if (mask && mkind == 2) add = ir_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);
             double sc = -INFINITY;
             if (keep) {
                 double dot = 0;
                 for (int64_t e = 0; e < c->E; e++)
-                    dot += qrow[e] * cpu_get_f64(at(k, c->nb, bidx, j, e), k->dtype);
+                    dot += qrow[e] * ir_get_f64(at(k, c->nb, bidx, j, e), k->dtype);
                 sc = dot * scale + add;
             }
             s[j] = sc;
@@ -424,11 +423,11 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
             double p = s[j] / sum;
             if (p == 0) continue;
             for (int64_t e = 0; e < c->Ev; e++)
-                acc[e] += p * cpu_get_f64(at(v, c->nb, bidx, j, e), v->dtype);
+                acc[e] += p * ir_get_f64(at(v, c->nb, bidx, j, e), v->dtype);
         }
-        char *dst = tn_ptr(out) + (r * c->Ev) * (int64_t)es;
+        char *dst = ir_ptr(out) + (r * c->Ev) * (int64_t)es;
         for (int64_t e = 0; e < c->Ev; e++)
-            cpu_set_f64(dst + e * (int64_t)es, out->dtype, c->S == 0 ? 0.0 : acc[e]);
+            ir_set_f64(dst + e * (int64_t)es, out->dtype, c->S == 0 ? 0.0 : acc[e]);
     }
     em_free(s);
 }
@@ -440,7 +439,7 @@ static void sdpa_rows(void *vctx, int64_t r0, int64_t r1)
  * row-by-row path above, which skips zero probabilities (0 * inf would make NaN here). */
 
 /* Operand layout of the last two dims: trans = stored transposed; ld = leading dimension. */
-static bool mat_layout(const em_tensor *t, bool *trans, int64_t *ld)
+static bool mat_layout(const ir_tensor *t, bool *trans, int64_t *ld)
 {
     int64_t rs = t->strides[t->rank - 2], cs = t->strides[t->rank - 1];
     int64_t rows = t->shape[t->rank - 2], cols = t->shape[t->rank - 1];
@@ -498,7 +497,7 @@ typedef struct sdpa_gemm_ctx {
                 if (keep) {                                                                        \
                     x = row[j];                                                                    \
                     if (mask && mkind == 2)                                                        \
-                        x += (T)cpu_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);        \
+                        x += (T)ir_get_f64(mask_at(mask, c->nb, bidx, i, j), mask->dtype);         \
                 }                                                                                  \
                 row[j] = x;                                                                        \
                 if (x > mx) mx = x;                                                                \
@@ -509,11 +508,11 @@ typedef struct sdpa_gemm_ctx {
         GEMM(false, g->tv, rows, c->Ev, c->S, (T)1, sc, c->S, vp, g->ldv, 0, (T *)dst, c->Ev);     \
     } while (0)
 
-static bool finite_v(const sdpa_ctx *c, const em_tensor *v, const int64_t *bidx)
+static bool finite_v(const sdpa_ctx *c, const ir_tensor *v, const int64_t *bidx)
 {
     for (int64_t j = 0; j < c->S; j++)
         for (int64_t e = 0; e < c->Ev; e++)
-            if (!isfinite(cpu_get_f64(at(v, c->nb, bidx, j, e), v->dtype))) return false;
+            if (!isfinite(ir_get_f64(at(v, c->nb, bidx, j, e), v->dtype))) return false;
     return true;
 }
 
@@ -521,13 +520,13 @@ static void sdpa_gemm_units(void *vctx, int64_t u0, int64_t u1)
 {
     sdpa_gemm_ctx *g = vctx;
     sdpa_ctx *c = g->c;
-    const em_op *op = c->op;
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
-    const em_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
-    em_tensor *out = op->out[0];
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
-    double scale = op->f[0];
+    const ir_op *op = c->op;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const ir_tensor *mask = op->n_in > 3 ? op->in[3] : NULL;
+    ir_tensor *out = op->out[0];
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
+    double scale = op->p.sdpa.scale;
     size_t es = em_dtype_size(out->dtype);
     void *scratch = em_alloc((size_t)(g->lb * c->S) * es);
     if (!scratch) {
@@ -542,7 +541,7 @@ static void sdpa_gemm_units(void *vctx, int64_t u0, int64_t u1)
             bidx[d] = rem % c->bshape[d];
             rem /= c->bshape[d];
         }
-        char *dst = tn_ptr(out) + ((b * c->L + i0) * c->Ev) * (int64_t)es;
+        char *dst = ir_ptr(out) + ((b * c->L + i0) * c->Ev) * (int64_t)es;
         if (!finite_v(c, v, bidx)) {
             sdpa_rows(c, b * c->L + i0, b * c->L + i0 + rows);
             continue;
@@ -558,8 +557,8 @@ static void sdpa_gemm_units(void *vctx, int64_t u0, int64_t u1)
 /* True when the GEMM path ran op (f32/f64, every operand matrix-like, S > 0). */
 static bool sdpa_gemm(sdpa_ctx *c, em_status *st)
 {
-    const em_op *op = c->op;
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const ir_op *op = c->op;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     em_dtype dt = op->out[0]->dtype;
     if ((dt != EM_F32 && dt != EM_F64) || q->dtype != dt || k->dtype != dt || v->dtype != dt ||
         c->S == 0 || c->L == 0)
@@ -572,16 +571,16 @@ static bool sdpa_gemm(sdpa_ctx *c, em_status *st)
     g.lb = c->L < 64 ? c->L : 64;
     while (g.lb > 1 && g.lb * c->S > ((int64_t)1 << 20)) g.lb /= 2;
     g.nblk = (c->L + g.lb - 1) / g.lb;
-    int64_t batches = tn_numel(op->out[0]) / (c->L * c->Ev);
+    int64_t batches = ir_numel(op->out[0]) / (c->L * c->Ev);
     atomic_init(&g.oom, 0);
     em_parallel_for(batches * g.nblk, 1, sdpa_gemm_units, &g);
     *st = atomic_load(&g.oom) || atomic_load(&c->oom) ? EM_ERR_OOM : EM_OK;
     return true;
 }
 
-static em_status exec_sdpa(const em_op *op)
+static em_status exec_sdpa(const ir_op *op)
 {
-    em_tensor *out = op->out[0];
+    ir_tensor *out = op->out[0];
     int nb = out->rank - 2;
     sdpa_ctx c = {
         .op = op,
@@ -592,7 +591,7 @@ static em_status exec_sdpa(const em_op *op)
         .nb = nb,
         .bshape = out->shape,
     };
-    int64_t rows = tn_numel(out) / (c.Ev ? c.Ev : 1);
+    int64_t rows = ir_numel(out) / (c.Ev ? c.Ev : 1);
     if (c.Ev == 0) return EM_OK;
     atomic_init(&c.oom, 0);
     em_status st;
@@ -610,7 +609,7 @@ static em_status exec_sdpa(const em_op *op)
  * the row work between them is spread over it too. */
 
 typedef struct bwd_geo {
-    const em_op *op;
+    const ir_op *op;
     int nb;
     const int64_t *bshape;
     int64_t L, S, E, Ev, lb; /* lb: query rows per block */
@@ -618,7 +617,7 @@ typedef struct bwd_geo {
 } bwd_geo;
 
 /* rows x cols of t at batch index bidx from row r0, widened into dst (row-major, ld cols). */
-static void load_rows(const em_tensor *t, const bwd_geo *c, const int64_t *bidx, int64_t r0,
+static void load_rows(const ir_tensor *t, const bwd_geo *c, const int64_t *bidx, int64_t r0,
                       int64_t rows, int64_t cols, void *dst, bool dbl)
 {
     bool direct = t->dtype == (dbl ? EM_F64 : EM_F32) && t->strides[t->rank - 1] == 1;
@@ -630,7 +629,7 @@ static void load_rows(const em_tensor *t, const bwd_geo *c, const int64_t *bidx,
             continue;
         }
         for (int64_t e = 0; e < cols; e++) {
-            double x = cpu_get_f64(at(t, c->nb, bidx, r0 + r, e), t->dtype);
+            double x = ir_get_f64(at(t, c->nb, bidx, r0 + r, e), t->dtype);
             if (dbl)
                 ((double *)d)[e] = x;
             else
@@ -640,17 +639,17 @@ static void load_rows(const em_tensor *t, const bwd_geo *c, const int64_t *bidx,
 }
 
 /* rows x cols from src (row-major) into the contiguous output `out` at element offset off. */
-static void store_rows(em_tensor *out, int64_t off, int64_t n, const void *src, bool dbl)
+static void store_rows(ir_tensor *out, int64_t off, int64_t n, const void *src, bool dbl)
 {
     size_t es = em_dtype_size(out->dtype);
-    char *d = tn_ptr(out) + off * (int64_t)es;
+    char *d = ir_ptr(out) + off * (int64_t)es;
     if (out->dtype == (dbl ? EM_F64 : EM_F32)) {
         memcpy(d, src, (size_t)n * es);
         return;
     }
     for (int64_t i = 0; i < n; i++)
-        cpu_set_f64(d + i * (int64_t)es, out->dtype,
-                    dbl ? ((const double *)src)[i] : (double)((const float *)src)[i]);
+        ir_set_f64(d + i * (int64_t)es, out->dtype,
+                   dbl ? ((const double *)src)[i] : (double)((const float *)src)[i]);
 }
 
 typedef struct bwd_rows_ctx {
@@ -682,7 +681,7 @@ typedef struct bwd_rows_ctx {
                 if (keep) {                                                                        \
                     s = row[j];                                                                    \
                     if (mask && mkind == 2)                                                        \
-                        s += (T)cpu_get_f64(mask_at(mask, c->nb, x->bidx, i, j), mask->dtype);     \
+                        s += (T)ir_get_f64(mask_at(mask, c->nb, x->bidx, i, j), mask->dtype);      \
                 }                                                                                  \
                 row[j] = s;                                                                        \
                 if (s > mx) mx = s;                                                                \
@@ -708,10 +707,10 @@ static void bwd_rows(void *vctx, int64_t r0, int64_t r1)
 {
     const bwd_rows_ctx *x = vctx;
     const bwd_geo *c = x->c;
-    const em_op *op = c->op;
-    const em_tensor *mask = tn_sdpa_bwd_mask(op); /* the lse, if any, is not used here */
-    bool causal = op->i[0] != 0;
-    int mkind = (int)op->i[1];
+    const ir_op *op = c->op;
+    const ir_tensor *mask = ir_sdpa_bwd_mask(op); /* the lse, if any, is not used here */
+    bool causal = op->p.sdpa.causal;
+    int mkind = op->p.sdpa.mask_kind;
     if (x->dbl)
         SDPA_BWD_ROWS(double, exp, (const cpu_fast_ops *)NULL);
     else
@@ -741,11 +740,11 @@ static void bwd_batches(void *vctx, int64_t b0, int64_t b1)
 {
     const bwd_geo *cp = vctx;
     bwd_geo c = *cp;
-    const em_op *op = c.op;
-    em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    const ir_op *op = c.op;
+    ir_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
     bool dbl = dq->dtype == EM_F64;
     size_t ts = dbl ? sizeof(double) : sizeof(float);
-    double scale = op->f[0];
+    double scale = op->p.sdpa.scale;
     int64_t lb = c.lb;
     void *kbuf = em_alloc((size_t)(c.S * c.E) * ts), *vbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
     void *dkbuf = em_alloc((size_t)(c.S * c.E) * ts), *dvbuf = em_alloc((size_t)(c.S * c.Ev) * ts);
@@ -794,9 +793,9 @@ static void bwd_batches(void *vctx, int64_t b0, int64_t b1)
     em_free(obuf);
 }
 
-static em_status exec_sdpa_backward(const em_op *op)
+static em_status exec_sdpa_backward(const ir_op *op)
 {
-    em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    ir_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
     int nb = dq->rank - 2;
     atomic_int oom;
     atomic_init(&oom, 0);
@@ -814,9 +813,9 @@ static em_status exec_sdpa_backward(const em_op *op)
     for (int d = 0; d < nb; d++) nbatch *= dq->shape[d];
     size_t es = em_dtype_size(dq->dtype);
     if (c.L == 0 || c.S == 0 || nbatch == 0) { /* no scores: every gradient is zero */
-        memset(tn_ptr(dq), 0, (size_t)tn_numel(dq) * es);
-        memset(tn_ptr(dk), 0, (size_t)tn_numel(dk) * es);
-        memset(tn_ptr(dv), 0, (size_t)tn_numel(dv) * es);
+        memset(ir_ptr(dq), 0, (size_t)ir_numel(dq) * es);
+        memset(ir_ptr(dk), 0, (size_t)ir_numel(dk) * es);
+        memset(ir_ptr(dv), 0, (size_t)ir_numel(dv) * es);
         return EM_OK;
     }
     /* blocks of query rows holding at most 2^20 scores (two such matrices per block) */
@@ -832,25 +831,26 @@ static em_status exec_sdpa_backward(const em_op *op)
 }
 
 typedef struct drop_ctx {
-    const em_op *op;
+    const ir_op *op;
     double keep_scale;
 } drop_ctx;
 
 static void drop_range(void *vctx, int64_t b, int64_t e)
 {
     const drop_ctx *c = vctx;
-    const em_op *op = c->op;
-    const em_tensor *x = op->in[0];
-    em_tensor *out = op->out[0];
+    const ir_op *op = c->op;
+    const ir_tensor *x = op->in[0];
+    ir_tensor *out = op->out[0];
     size_t es = em_dtype_size(out->dtype);
     for (int64_t i = b; i < e; i++) {
-        double u = em_rng_uniform_at((uint64_t)op->i[0], (uint64_t)op->i[1], (uint64_t)i);
-        double v = u >= op->f[0] ? cpu_get_f64(cpu_elem(x, i), x->dtype) * c->keep_scale : 0.0;
-        cpu_set_f64(tn_ptr(out) + i * (int64_t)es, out->dtype, v);
+        const em_p_random *r = &op->p.random;
+        double u = em_rng_uniform_at(r->seed, r->offset, (uint64_t)i);
+        double v = u >= r->p ? ir_get_f64(ir_elem(x, i), x->dtype) * c->keep_scale : 0.0;
+        ir_set_f64(ir_ptr(out) + i * (int64_t)es, out->dtype, v);
     }
 }
 
-em_status cpu_exec_norm(const em_op *op)
+em_status cpu_exec_norm(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_LAYER_NORM: return exec_layer_rms(op, false);
@@ -861,8 +861,8 @@ em_status cpu_exec_norm(const em_op *op)
     case EM_OP_SDPA_BACKWARD: return exec_sdpa_backward(op);
     case EM_OP_NORM_BACKWARD: return exec_norm_backward(op);
     case EM_OP_DROPOUT: {
-        drop_ctx c = {op, op->f[0] >= 1 ? 0.0 : 1.0 / (1.0 - op->f[0])};
-        em_parallel_for(tn_numel(op->out[0]), 4096, drop_range, &c);
+        drop_ctx c = {op, op->p.random.p >= 1 ? 0.0 : 1.0 / (1.0 - op->p.random.p)};
+        em_parallel_for(ir_numel(op->out[0]), 4096, drop_range, &c);
         return EM_OK;
     }
     default: break;

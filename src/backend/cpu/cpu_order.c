@@ -152,22 +152,16 @@ static void col1_blocks(void *vctx, int64_t b, int64_t e)
     }
 }
 
-static bool try_col1(const em_op *op, int dim, int64_t n, int64_t k)
+static bool try_col1(const ir_op *op, int dim, int64_t n, int64_t k)
 {
-    const em_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
+    const ir_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
     const cpu_fast_ops *f = cpu_fast();
     if (!f || !f->col_top1 || op->kind != EM_OP_TOPK || k != 1 || x->dtype != EM_F32 ||
-        x->rank < 2 || n > INT32_MAX || dim == x->rank - 1 || !tn_is_contiguous(x) ||
-        !tn_is_contiguous(v) || !tn_is_contiguous(ix))
+        x->rank < 2 || n > INT32_MAX || dim == x->rank - 1 || !ir_is_contiguous(x) ||
+        !ir_is_contiguous(v) || !ir_is_contiguous(ix))
         return false;
-    col1_ctx cc = {f,
-                   (const float *)tn_ptr(x),
-                   (float *)tn_ptr(v),
-                   (int64_t *)tn_ptr(ix),
-                   n,
-                   1,
-                   0,
-                   op->i[2] != 0};
+    col1_ctx cc = {f, (const float *)ir_ptr(x), (float *)ir_ptr(v), (int64_t *)ir_ptr(ix), n, 1,
+                   0, op->p.order.largest};
     int64_t outer = 1;
     for (int d = 0; d < dim; d++) outer *= x->shape[d];
     for (int d = dim + 1; d < x->rank; d++) cc.inner *= x->shape[d];
@@ -180,7 +174,7 @@ static bool try_col1(const em_op *op, int dim, int64_t n, int64_t k)
 /* ---- rows -------------------------------------------------------------------------------- */
 
 typedef struct order_ctx {
-    const em_op *op;
+    const ir_op *op;
     int rank, dim;
     int64_t shape[EM_MAX_RANK]; /* x's shape (rank >= 1) */
     int64_t st[3][EM_MAX_RANK]; /* element strides of x, values, indices */
@@ -208,10 +202,10 @@ static void put_row(const order_ctx *c, const int64_t *off, const char *xr, int6
 static void order_rows(void *vctx, int64_t b, int64_t e)
 {
     order_ctx *c = vctx;
-    const em_op *op = c->op;
+    const ir_op *op = c->op;
     int64_t n = c->n;
     em_dtype dt = c->op->in[0]->dtype;
-    bool desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    bool desc = op->kind != EM_OP_MEDIAN && op->p.order.descending;
     bool small_k = op->kind == EM_OP_TOPK && c->k <= 32 && c->k * 4 < n;
     void *key = malloc((size_t)(n ? n : 1) * 8);
     int64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
@@ -243,10 +237,10 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
         for (int64_t j = 0; j < n; j++) {
             const char *p = xr + j * xs;
             if (c->is_float) {
-                kd[j] = cpu_get_f64(p, dt);
+                kd[j] = ir_get_f64(p, dt);
                 if (isnan(kd[j]) && !has_nan) has_nan = true, first_nan = j;
             } else {
-                ki[j] = cpu_get_i64(p, dt);
+                ki[j] = ir_get_i64(p, dt);
             }
             idx[j] = j;
         }
@@ -271,18 +265,18 @@ static void order_rows(void *vctx, int64_t b, int64_t e)
     free(tmp);
 }
 
-em_status cpu_exec_order(const em_op *op)
+em_status cpu_exec_order(const ir_op *op)
 {
     if (op->kind != EM_OP_SORT && op->kind != EM_OP_TOPK && op->kind != EM_OP_MEDIAN)
         return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not an ordering op",
                         em_op_name(op->kind));
-    const em_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
+    const ir_tensor *x = op->in[0], *v = op->out[0], *ix = op->out[1];
     order_ctx c;
     memset(&c, 0, sizeof c);
     c.op = op;
     c.es = em_dtype_size(x->dtype);
     c.is_float = em_dtype_is_float(x->dtype);
-    c.dim = (int)op->i[0];
+    c.dim = op->p.order.dim;
     c.rank = x->rank ? x->rank : 1;
     for (int d = 0; d < c.rank; d++) {
         c.shape[d] = x->rank ? x->shape[d] : 1;
@@ -301,11 +295,11 @@ em_status cpu_exec_order(const em_op *op)
         j++;
     }
     c.fast = cpu_fast();
-    c.base[0] = tn_ptr(x);
-    c.base[1] = tn_ptr(v);
-    c.base[2] = tn_ptr(ix);
+    c.base[0] = ir_ptr(x);
+    c.base[1] = ir_ptr(v);
+    c.base[2] = ir_ptr(ix);
     c.n = c.shape[c.dim];
-    c.k = op->kind == EM_OP_SORT ? c.n : op->kind == EM_OP_TOPK ? op->i[1] : 1;
+    c.k = op->kind == EM_OP_SORT ? c.n : op->kind == EM_OP_TOPK ? op->p.order.k : 1;
     int64_t rows = 1;
     for (int d = 0; d < c.rank; d++)
         if (d != c.dim) rows *= c.shape[d];

@@ -3,6 +3,7 @@
  * sample-channel plane is independent and planes run in parallel (MAX_POOL_VALUES is MAX_POOL
  * without the index output). Contiguous f32 input is read in place; anything else is first read
  * into contiguous f64. */
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_pool_fast.h"
 
@@ -16,13 +17,13 @@ static inline double rd(const plane_src *s, int64_t i)
     return s->f32 ? (double)s->f32[i] : s->f64[i];
 }
 
-static bool load_src(const em_tensor *x, plane_src *s, double **owned)
+static bool load_src(const ir_tensor *x, plane_src *s, double **owned)
 {
     *owned = NULL;
     s->f32 = NULL;
     s->f64 = NULL;
-    if (x->dtype == EM_F32 && tn_is_contiguous(x)) {
-        s->f32 = (const float *)tn_ptr(x);
+    if (x->dtype == EM_F32 && ir_is_contiguous(x)) {
+        s->f32 = (const float *)ir_ptr(x);
         return true;
     }
     *owned = cpu_load_f64(x);
@@ -31,12 +32,12 @@ static bool load_src(const em_tensor *x, plane_src *s, double **owned)
 }
 
 /* Writes value v at element i of a contiguous output of any float dtype. */
-static inline void wr(em_tensor *o, int64_t i, double v)
+static inline void wr(ir_tensor *o, int64_t i, double v)
 {
     if (o->dtype == EM_F32)
-        ((float *)tn_ptr(o))[i] = (float)v;
+        ((float *)ir_ptr(o))[i] = (float)v;
     else
-        cpu_set_f64(tn_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
+        ir_set_f64(ir_ptr(o) + i * (int64_t)em_dtype_size(o->dtype), o->dtype, v);
 }
 
 typedef struct geom {
@@ -44,27 +45,24 @@ typedef struct geom {
     int64_t in_plane, out_plane;
 } geom;
 
-/* Reads the op's spatial parameters into 3-D form (leading dims of size 1). */
-static void read_geom(const em_op *op, geom *g, bool adaptive)
+/* Reads the op's spatial parameters into 3-D form (leading dims of size 1); returns the number
+ * of spatial dims. */
+static int read_geom(const ir_op *op, geom *g)
 {
-    int nd = (int)op->i[0];
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
+    ir_win3 w;
+    int nd = ir_pool_windows(op->kind, &op->p, x->shape, x->rank, o->shape, o->rank, &w);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - nd); /* index into the op's spatial dims */
-        g->in[i] = j >= 0 ? x->shape[x->rank - nd + j] : 1;
-        g->out[i] = j >= 0 ? o->shape[o->rank - nd + j] : 1;
-        if (adaptive) continue;
-        g->k[i] = j >= 0 ? op->i[1 + j] : 1;
-        g->s[i] = j >= 0 ? op->i[4 + j] : 1;
-        g->p[i] = j >= 0 ? op->i[7 + j] : 0;
-        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g->in[i] = w.in[i], g->out[i] = w.out[i];
+        g->k[i] = w.k[i], g->s[i] = w.s[i], g->p[i] = w.p[i], g->d[i] = w.d[i];
     }
     g->in_plane = g->in[0] * g->in[1] * g->in[2];
     g->out_plane = g->out[0] * g->out[1] * g->out[2];
+    return nd;
 }
 
 typedef struct pool_ctx {
-    const em_op *op;
+    const ir_op *op;
     geom g;
     plane_src src;
     bool is_max, include_pad;
@@ -74,8 +72,8 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const pool_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
-    int64_t *idx_out = c->op->kind == EM_OP_MAX_POOL ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
+    ir_tensor *out = c->op->out[0];
+    int64_t *idx_out = c->op->kind == EM_OP_MAX_POOL ? (int64_t *)ir_ptr(c->op->out[1]) : NULL;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ibase = pl * g->in_plane, obase = pl * g->out_plane;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -128,7 +126,7 @@ static void pool_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static int64_t plane_count(const em_tensor *o, int nd)
+static int64_t plane_count(const ir_tensor *o, int nd)
 {
     int64_t n = 1;
     for (int d = 0; d < o->rank - nd; d++) n *= o->shape[d];
@@ -141,14 +139,14 @@ static int64_t plane_grain(const geom *g)
     return work >= 16384 ? 1 : 16384 / (work ? work : 1) + 1;
 }
 
-static em_status exec_pool(const em_op *op, bool is_max)
+static em_status exec_pool(const ir_op *op, bool is_max)
 {
     if (is_max && cpu_pool_max_fast(op)) return EM_OK;
-    pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->i[14] != 0};
-    read_geom(op, &c.g, false);
+    pool_ctx c = {.op = op, .is_max = is_max, .include_pad = op->p.pool.count_include_pad};
+    int nd = read_geom(op, &c.g);
     double *owned;
     if (!load_src(op->in[0], &c.src, &owned)) return EM_ERR_OOM;
-    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), pool_planes, &c);
+    em_parallel_for(plane_count(op->out[0], nd), plane_grain(&c.g), pool_planes, &c);
     em_free(owned);
     return EM_OK;
 }
@@ -157,8 +155,8 @@ static void adaptive_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const pool_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
-    int64_t *idx_out = c->is_max ? (int64_t *)tn_ptr(c->op->out[1]) : NULL;
+    ir_tensor *out = c->op->out[0];
+    int64_t *idx_out = c->is_max ? (int64_t *)ir_ptr(c->op->out[1]) : NULL;
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ibase = pl * g->in_plane, obase = pl * g->out_plane;
         for (int64_t od = 0; od < g->out[0]; od++)
@@ -194,42 +192,22 @@ static void adaptive_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static em_status exec_adaptive(const em_op *op, bool is_max)
+static em_status exec_adaptive(const ir_op *op, bool is_max)
 {
     pool_ctx c = {.op = op, .is_max = is_max};
-    read_geom(op, &c.g, true);
+    int nd = read_geom(op, &c.g);
     for (int i = 0; i < 3; i++) c.g.k[i] = (c.g.in[i] + c.g.out[i] - 1) / c.g.out[i] + 1;
     double *owned;
     if (!load_src(op->in[0], &c.src, &owned)) return EM_ERR_OOM;
-    em_parallel_for(plane_count(op->out[0], (int)op->i[0]), plane_grain(&c.g), adaptive_planes, &c);
+    em_parallel_for(plane_count(op->out[0], nd), plane_grain(&c.g), adaptive_planes, &c);
     em_free(owned);
     return EM_OK;
 }
 
-/* ---- interpolation ----------------------------------------------------------------------- */
-
-/* Source coordinate of output index `o` (PyTorch's area_pixel_compute_source_index). */
-static double src_coord(int64_t o, int64_t in, int64_t out, bool align, bool cubic)
-{
-    if (align) return out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0.0;
-    double s = ((double)o + 0.5) * (double)in / (double)out - 0.5;
-    return (!cubic && s < 0) ? 0.0 : s;
-}
-
-static double cubic_w(double t, int k)
-{
-    const double A = -0.75;
-    double x;
-    switch (k) {
-    case 0: x = t + 1; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    case 1: x = t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    case 2: x = 1 - t; return ((A + 2) * x - (A + 3)) * x * x + 1;
-    default: x = 2 - t; return ((A * x - 5 * A) * x + 8 * A) * x - 4 * A;
-    }
-}
+/* ---- interpolation (coordinates and weights: src/ir/decode.h) ---------------------------- */
 
 typedef struct interp_ctx {
-    const em_op *op;
+    const ir_op *op;
     geom g;
     plane_src src;
     int mode;
@@ -245,7 +223,7 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
 {
     const interp_ctx *c = vctx;
     const geom *g = &c->g;
-    em_tensor *out = c->op->out[0];
+    ir_tensor *out = c->op->out[0];
     int64_t IH = g->in[1], IW = g->in[2], OH = g->out[1], OW = g->out[2];
     for (int64_t pl = p0; pl < p1; pl++) {
         int64_t ib = pl * IH * IW, ob = pl * OH * OW;
@@ -257,8 +235,8 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                     int64_t iw = (int64_t)floor((double)ow * (double)IW / (double)OW);
                     v = rd(&c->src, ib + clampi(ih, 0, IH - 1) * IW + clampi(iw, 0, IW - 1));
                 } else if (c->mode == EM_INTERP_BILINEAR) {
-                    double sh = src_coord(oh, IH, OH, c->align, false);
-                    double sw = src_coord(ow, IW, OW, c->align, false);
+                    double sh = ir_interp_src(oh, IH, OH, c->align, false);
+                    double sw = ir_interp_src(ow, IW, OW, c->align, false);
                     int64_t h0 = (int64_t)sh, w0 = (int64_t)sw;
                     if (h0 > IH - 1) h0 = IH - 1;
                     if (w0 > IW - 1) w0 = IW - 1;
@@ -269,8 +247,8 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                         lh * ((1 - lw) * rd(&c->src, ib + h1 * IW + w0) +
                               lw * rd(&c->src, ib + h1 * IW + w1));
                 } else {
-                    double sh = src_coord(oh, IH, OH, c->align, true);
-                    double sw = src_coord(ow, IW, OW, c->align, true);
+                    double sh = ir_interp_src(oh, IH, OH, c->align, true);
+                    double sw = ir_interp_src(ow, IW, OW, c->align, true);
                     int64_t h0 = (int64_t)floor(sh), w0 = (int64_t)floor(sw);
                     double th = sh - (double)h0, tw = sw - (double)w0;
                     v = 0;
@@ -279,9 +257,9 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
                         double row = 0;
                         for (int b = 0; b < 4; b++) {
                             int64_t ww = clampi(w0 - 1 + b, 0, IW - 1);
-                            row += cubic_w(tw, b) * rd(&c->src, ib + hh * IW + ww);
+                            row += ir_cubic_weight(tw, b) * rd(&c->src, ib + hh * IW + ww);
                         }
-                        v += cubic_w(th, a) * row;
+                        v += ir_cubic_weight(th, a) * row;
                     }
                 }
                 wr(out, ob + oh * OW + ow, v);
@@ -289,17 +267,12 @@ static void interp_planes(void *vctx, int64_t p0, int64_t p1)
     }
 }
 
-static em_status exec_interp(const em_op *op)
+static em_status exec_interp(const ir_op *op)
 {
-    interp_ctx c = {.op = op, .mode = (int)op->i[3], .align = op->i[4] != 0};
-    int nd = (int)op->i[0];
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    interp_ctx c = {.op = op, .mode = (int)op->p.interp.mode, .align = op->p.interp.align_corners};
+    const ir_tensor *x = op->in[0], *o = op->out[0];
     /* 1-D input is a 2-D problem with height 1 */
-    for (int i = 0; i < 3; i++) c.g.in[i] = c.g.out[i] = 1;
-    for (int j = 0; j < nd; j++) {
-        c.g.in[3 - nd + j] = x->shape[x->rank - nd + j];
-        c.g.out[3 - nd + j] = o->shape[o->rank - nd + j];
-    }
+    int nd = read_geom(op, &c.g);
     c.g.k[0] = c.g.k[1] = c.g.k[2] = 4;
     c.g.out_plane = c.g.out[1] * c.g.out[2];
     double *owned;
@@ -311,17 +284,17 @@ static em_status exec_interp(const em_op *op)
 
 /* Pixel shuffle: out[..., c, h*r+i, w*r+j] = in[..., c*r*r + i*r + j, h, w]; unshuffle is the
  * inverse. Elements are copied by byte size, so every dtype works. */
-static em_status exec_shuffle(const em_op *op, bool inverse)
+static em_status exec_shuffle(const ir_op *op, bool inverse)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *o = op->out[0];
-    int64_t r = op->i[0];
+    const ir_tensor *x = op->in[0];
+    ir_tensor *o = op->out[0];
+    int64_t r = op->p.shuffle.r;
     int rk = o->rank;
     int64_t C = o->shape[rk - 3], H = o->shape[rk - 2], W = o->shape[rk - 1];
-    if (tn_numel(o) == 0) return EM_OK;
-    int64_t batch = tn_numel(o) / (C * H * W);
+    if (ir_numel(o) == 0) return EM_OK;
+    int64_t batch = ir_numel(o) / (C * H * W);
     size_t es = em_dtype_size(o->dtype);
-    char *dst = tn_ptr(o);
+    char *dst = ir_ptr(o);
     for (int64_t b = 0; b < batch; b++)
         for (int64_t ch = 0; ch < C; ch++)
             for (int64_t h = 0; h < H; h++)
@@ -340,13 +313,13 @@ static em_status exec_shuffle(const em_op *op, bool inverse)
                     int64_t in_c = x->shape[rk - 3], in_h = x->shape[rk - 2],
                             in_w = x->shape[rk - 1];
                     int64_t lin = ((b * in_c + sc) * in_h + sh) * in_w + sw;
-                    memcpy(dst + (((b * C + ch) * H + h) * W + w) * (int64_t)es, cpu_elem(x, lin),
+                    memcpy(dst + (((b * C + ch) * H + h) * W + w) * (int64_t)es, ir_elem(x, lin),
                            es);
                 }
     return EM_OK;
 }
 
-em_status cpu_exec_pool(const em_op *op)
+em_status cpu_exec_pool(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_MAX_POOL:

@@ -171,20 +171,21 @@ static void cl_sep(void *ctx, int64_t u0, int64_t u1)
 }
 #endif
 
-bool cpu_pool_max_fast(const em_op *op)
+bool cpu_pool_max_fast(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *o = op->out[0], *oi = op->kind == EM_OP_MAX_POOL ? op->out[1] : NULL;
-    int nd = (int)op->i[0];
+    const ir_tensor *x = op->in[0];
+    ir_tensor *o = op->out[0], *oi = op->kind == EM_OP_MAX_POOL ? op->out[1] : NULL;
+    const em_p_pool *pp = &op->p.pool;
+    int nd = pp->nd;
     if (x->dtype != EM_F32 || o->dtype != EM_F32) return false;
     if (op->kind == EM_OP_MAX_POOL && (!oi || oi->dtype != EM_I64)) return false;
     if (nd < 1 || nd > 2) return false;
     int lead = x->rank - nd;
     if (lead > 2) return false;
     cpu_maxpool_geom g = {0};
-    g.x = (const float *)tn_ptr(x);
-    g.out = (float *)tn_ptr(o);
-    g.idx = oi ? (int64_t *)tn_ptr(oi) : NULL;
+    g.x = (const float *)ir_ptr(x);
+    g.out = (float *)ir_ptr(o);
+    g.idx = oi ? (int64_t *)ir_ptr(oi) : NULL;
     g.N = lead == 2 ? x->shape[0] : 1;
     g.C = lead >= 1 ? x->shape[lead - 1] : 1;
     g.x_sn = lead == 2 ? x->strides[0] : 0;
@@ -192,15 +193,15 @@ bool cpu_pool_max_fast(const em_op *op)
     g.W = x->shape[x->rank - 1];
     g.OW = o->shape[o->rank - 1];
     g.x_sw = x->strides[x->rank - 1];
-    g.kw = op->i[nd];
-    g.sw = op->i[3 + nd];
-    g.pw = op->i[6 + nd];
-    g.dw = op->i[9 + nd];
+    g.kw = pp->kernel[nd - 1];
+    g.sw = pp->stride[nd - 1];
+    g.pw = pp->pad[nd - 1];
+    g.dw = pp->dilation[nd - 1];
     if (nd == 2) {
         g.H = x->shape[x->rank - 2];
         g.OH = o->shape[o->rank - 2];
         g.x_sh = x->strides[x->rank - 2];
-        g.kh = op->i[1], g.sh = op->i[4], g.ph = op->i[7], g.dh = op->i[10];
+        g.kh = pp->kernel[0], g.sh = pp->stride[0], g.ph = pp->pad[0], g.dh = pp->dilation[0];
     } else {
         g.H = g.OH = 1;
         g.kh = g.sh = g.dh = 1;
@@ -213,7 +214,7 @@ bool cpu_pool_max_fast(const em_op *op)
 #if CPU_X86
     /* values only: the two-pass kernels (AVX2 or AVX-512 for contiguous rows; channels-last:
        AVX-512 for C % 16 == 0, else AVX2) */
-    int64_t bytes = (int64_t)tn_numel(o) * 4;
+    int64_t bytes = (int64_t)ir_numel(o) * 4;
     sep_ctx sc = {&g, false, isa};
     if (!g.idx && isa >= CPU_POOL_AVX2 && g.x_sw == 1 && (g.sw == 1 || g.sw == 2)) {
         cpu_store_plan sp = cpu_store_begin(CPU_STORE_POOL_ROWS, bytes);

@@ -19,7 +19,7 @@ typedef struct cpu_maxpool_geom {
 
 /* Runs a MAX_POOL or MAX_POOL_VALUES op through the fast path when it applies (f32, 1-D/2-D
  * windows, at most two leading dims); false when it does not (nothing written). */
-bool cpu_pool_max_fast(const em_op *op);
+bool cpu_pool_max_fast(const ir_op *op);
 /* AVX-512 pieces (cpu_pool_avx512.c): rows [r0, r1) of N*C*OH output rows for inputs whose
  * columns are contiguous (x_sw == 1, stride 1 windows), and units [u0, u1) of N*OH*ceil(C/16)
  * for channels-last inputs (x_sc == 1). Borders and tails go through cpu_maxpool_one. */

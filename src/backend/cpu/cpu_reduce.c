@@ -4,6 +4,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 
+#include "../../ir/decode.h"
 #include "cpu.h"
 #include "cpu_fast.h"
 
@@ -27,7 +28,7 @@ static void load_f64(double *d, const char *p, int64_t s, int64_t n, em_dtype dt
         else
             for (int64_t i = 0; i < n; i++) d[i] = *(const double *)(p + i * s);
     } else {
-        for (int64_t i = 0; i < n; i++) d[i] = cpu_get_f64(p + i * s, dt);
+        for (int64_t i = 0; i < n; i++) d[i] = ir_get_f64(p + i * s, dt);
     }
 }
 
@@ -36,7 +37,7 @@ static void load_i64(int64_t *d, const char *p, int64_t s, int64_t n, em_dtype d
     if (dt == EM_I64)
         for (int64_t i = 0; i < n; i++) d[i] = *(const int64_t *)(p + i * s);
     else
-        for (int64_t i = 0; i < n; i++) d[i] = cpu_get_i64(p + i * s, dt);
+        for (int64_t i = 0; i < n; i++) d[i] = ir_get_i64(p + i * s, dt);
 }
 
 static void store_f64(char *p, int64_t s, const double *v, int64_t n, em_dtype dt)
@@ -47,7 +48,7 @@ static void store_f64(char *p, int64_t s, const double *v, int64_t n, em_dtype d
     } else if (dt == EM_F64) {
         for (int64_t i = 0; i < n; i++) *(double *)(p + i * s) = v[i];
     } else {
-        for (int64_t i = 0; i < n; i++) cpu_set_f64(p + i * s, dt, v[i]);
+        for (int64_t i = 0; i < n; i++) ir_set_f64(p + i * s, dt, v[i]);
     }
 }
 
@@ -56,7 +57,7 @@ static void store_i64(char *p, int64_t s, const int64_t *v, int64_t n, em_dtype 
     if (dt == EM_I64)
         for (int64_t i = 0; i < n; i++) *(int64_t *)(p + i * s) = v[i];
     else
-        for (int64_t i = 0; i < n; i++) cpu_set_i64(p + i * s, dt, v[i]);
+        for (int64_t i = 0; i < n; i++) ir_set_i64(p + i * s, dt, v[i]);
 }
 
 /* Sum in eight interleaved lanes (vectorisable, and more accurate than one running sum). */
@@ -73,7 +74,7 @@ static double lanesum(const double *x, int64_t n)
 /* ---- mask reductions --------------------------------------------------------------------- */
 
 /* What one element contributes, whatever the op kind that asked. */
-typedef cpu_red red;
+typedef ir_red red;
 
 typedef struct acc {
     double s;
@@ -83,7 +84,7 @@ typedef struct acc {
 } acc;
 
 typedef struct rplan {
-    const em_op *op;
+    const ir_op *op;
     red r;
     bool ints; /* integer domain (exact i64) instead of f64 */
     em_dtype xdt;
@@ -95,7 +96,7 @@ typedef struct rplan {
     char *ob[2];
     em_dtype odt[2];
     double p;             /* norm order */
-    const double *center; /* per-output mean or shift for R_SQDEV / R_EXPSUM */
+    const double *center; /* per-output mean or shift for IR_RED_SQDEV / IR_RED_EXPSUM */
     double *first;        /* when set, the pass writes its per-output result here */
     acc *part;            /* M * nblk block partials */
 } rplan;
@@ -108,14 +109,14 @@ static inline bool nan_(double x)
 static void acc_init(const rplan *p, acc *a)
 {
     a->s = 0;
-    a->u = p->r == R_PROD ? 1 : 0;
-    a->v = p->r == R_MIN || p->r == R_ARGMIN ? INT64_MAX : INT64_MIN;
+    a->u = p->r == IR_RED_PROD ? 1 : 0;
+    a->v = p->r == IR_RED_MIN || p->r == IR_RED_ARGMIN ? INT64_MAX : INT64_MIN;
     a->idx = -1;
     switch (p->r) {
-    case R_PROD: a->s = 1; break;
-    case R_MAX: a->s = -INFINITY; break;
-    case R_MIN:
-    case R_ABSMIN: a->s = INFINITY; break;
+    case IR_RED_PROD: a->s = 1; break;
+    case IR_RED_MAX: a->s = -INFINITY; break;
+    case IR_RED_MIN:
+    case IR_RED_ABSMIN: a->s = INFINITY; break;
     default: break;
     }
 }
@@ -123,42 +124,42 @@ static void acc_init(const rplan *p, acc *a)
 static void chunk_f(const rplan *p, acc *a, const double *x, int64_t n, int64_t j0, double c)
 {
     switch (p->r) {
-    case R_SUM: a->s += lanesum(x, n); break;
-    case R_PROD:
+    case IR_RED_SUM: a->s += lanesum(x, n); break;
+    case IR_RED_PROD:
         for (int64_t i = 0; i < n; i++) a->s *= x[i];
         break;
-    case R_MAX:
+    case IR_RED_MAX:
         for (int64_t i = 0; i < n; i++)
             if (x[i] > a->s || nan_(x[i])) a->s = x[i];
         break;
-    case R_MIN:
+    case IR_RED_MIN:
         for (int64_t i = 0; i < n; i++)
             if (x[i] < a->s || nan_(x[i])) a->s = x[i];
         break;
-    case R_ARGMAX:
+    case IR_RED_ARGMAX:
         for (int64_t i = 0; i < n; i++)
             if (a->idx < 0 || (!nan_(a->s) && (x[i] > a->s || nan_(x[i])))) {
                 a->s = x[i];
                 a->idx = j0 + i;
             }
         break;
-    case R_ARGMIN:
+    case IR_RED_ARGMIN:
         for (int64_t i = 0; i < n; i++)
             if (a->idx < 0 || (!nan_(a->s) && (x[i] < a->s || nan_(x[i])))) {
                 a->s = x[i];
                 a->idx = j0 + i;
             }
         break;
-    case R_COUNT:
+    case IR_RED_COUNT:
         for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
         break;
-    case R_SQDEV: {
+    case IR_RED_SQDEV: {
         double t[CH];
         for (int64_t i = 0; i < n; i++) t[i] = (x[i] - c) * (x[i] - c);
         a->s += lanesum(t, n);
         break;
     }
-    case R_EXPSUM: {
+    case IR_RED_EXPSUM: {
         double t[CH];
         if (p->xdt == EM_F64)
             for (int64_t i = 0; i < n; i++) t[i] = exp(x[i] - c);
@@ -167,27 +168,27 @@ static void chunk_f(const rplan *p, acc *a, const double *x, int64_t n, int64_t 
         a->s += lanesum(t, n);
         break;
     }
-    case R_ABS1: {
+    case IR_RED_ABS1: {
         double t[CH];
         for (int64_t i = 0; i < n; i++) t[i] = fabs(x[i]);
         a->s += lanesum(t, n);
         break;
     }
-    case R_SQ: {
+    case IR_RED_SQ: {
         double t[CH];
         for (int64_t i = 0; i < n; i++) t[i] = x[i] * x[i];
         a->s += lanesum(t, n);
         break;
     }
-    case R_ABSMAX:
+    case IR_RED_ABSMAX:
         for (int64_t i = 0; i < n; i++)
             if (fabs(x[i]) > a->s || nan_(x[i])) a->s = fabs(x[i]);
         break;
-    case R_ABSMIN:
+    case IR_RED_ABSMIN:
         for (int64_t i = 0; i < n; i++)
             if (fabs(x[i]) < a->s || nan_(x[i])) a->s = fabs(x[i]);
         break;
-    case R_ABSPOW: {
+    case IR_RED_ABSPOW: {
         double t[CH];
         for (int64_t i = 0; i < n; i++) t[i] = pow(fabs(x[i]), p->p);
         a->s += lanesum(t, n);
@@ -199,35 +200,35 @@ static void chunk_f(const rplan *p, acc *a, const double *x, int64_t n, int64_t 
 static void chunk_i(const rplan *p, acc *a, const int64_t *x, int64_t n, int64_t j0)
 {
     switch (p->r) {
-    case R_SUM:
+    case IR_RED_SUM:
         for (int64_t i = 0; i < n; i++) a->u += (uint64_t)x[i];
         break;
-    case R_PROD:
+    case IR_RED_PROD:
         for (int64_t i = 0; i < n; i++) a->u *= (uint64_t)x[i];
         break;
-    case R_MAX:
+    case IR_RED_MAX:
         for (int64_t i = 0; i < n; i++)
             if (x[i] > a->v) a->v = x[i];
         break;
-    case R_MIN:
+    case IR_RED_MIN:
         for (int64_t i = 0; i < n; i++)
             if (x[i] < a->v) a->v = x[i];
         break;
-    case R_ARGMAX:
+    case IR_RED_ARGMAX:
         for (int64_t i = 0; i < n; i++)
             if (a->idx < 0 || x[i] > a->v) {
                 a->v = x[i];
                 a->idx = j0 + i;
             }
         break;
-    case R_ARGMIN:
+    case IR_RED_ARGMIN:
         for (int64_t i = 0; i < n; i++)
             if (a->idx < 0 || x[i] < a->v) {
                 a->v = x[i];
                 a->idx = j0 + i;
             }
         break;
-    case R_COUNT:
+    case IR_RED_COUNT:
         for (int64_t i = 0; i < n; i++) a->u += x[i] != 0;
         break;
     default: break;
@@ -238,30 +239,31 @@ static void chunk_i(const rplan *p, acc *a, const int64_t *x, int64_t n, int64_t
 static void combine(const rplan *p, acc *a, const acc *b)
 {
     switch (p->r) {
-    case R_PROD:
+    case IR_RED_PROD:
         a->s *= b->s;
         a->u *= b->u;
         break;
-    case R_MAX:
-    case R_ABSMAX:
+    case IR_RED_MAX:
+    case IR_RED_ABSMAX:
         if (!nan_(a->s) && (b->s > a->s || nan_(b->s))) a->s = b->s;
         if (b->v > a->v) a->v = b->v;
         break;
-    case R_MIN:
-    case R_ABSMIN:
+    case IR_RED_MIN:
+    case IR_RED_ABSMIN:
         if (!nan_(a->s) && (b->s < a->s || nan_(b->s))) a->s = b->s;
         if (b->v < a->v) a->v = b->v;
         break;
-    case R_ARGMAX:
-    case R_ARGMIN: {
+    case IR_RED_ARGMAX:
+    case IR_RED_ARGMIN: {
         if (b->idx < 0) break;
         bool take;
         if (a->idx < 0)
             take = true;
         else if (p->ints)
-            take = p->r == R_ARGMAX ? b->v > a->v : b->v < a->v;
+            take = p->r == IR_RED_ARGMAX ? b->v > a->v : b->v < a->v;
         else
-            take = !nan_(a->s) && ((p->r == R_ARGMAX ? b->s > a->s : b->s < a->s) || nan_(b->s));
+            take =
+                !nan_(a->s) && ((p->r == IR_RED_ARGMAX ? b->s > a->s : b->s < a->s) || nan_(b->s));
         if (take) *a = *b;
         break;
     }
@@ -331,7 +333,7 @@ static void reduce_block(const rplan *p, const char *x, int64_t j0, int64_t j1, 
 /* Writes the result of output o. */
 static void finish(const rplan *p, int64_t o, char *o0, char *o1, const acc *a)
 {
-    const em_op *op = p->op;
+    const ir_op *op = p->op;
     double n = (double)p->N;
     if (p->first) { /* first pass of var/std (mean) or logsumexp (shift) */
         p->first[o] = op->kind == EM_OP_LOGSUMEXP ? (isinf(a->s) ? 0 : a->s) : a->s / n;
@@ -342,33 +344,33 @@ static void finish(const rplan *p, int64_t o, char *o0, char *o1, const acc *a)
     case EM_OP_SUM:
     case EM_OP_PROD:
         if (p->ints)
-            cpu_set_i64(o0, dt, (int64_t)a->u);
+            ir_set_i64(o0, dt, (int64_t)a->u);
         else
-            cpu_set_f64(o0, dt, a->s);
+            ir_set_f64(o0, dt, a->s);
         return;
-    case EM_OP_MEAN: cpu_set_f64(o0, dt, a->s / n); return;
+    case EM_OP_MEAN: ir_set_f64(o0, dt, a->s / n); return;
     case EM_OP_MAX:
     case EM_OP_MIN:
         if (p->ints)
-            cpu_set_i64(o0, dt, a->v);
+            ir_set_i64(o0, dt, a->v);
         else
-            cpu_set_f64(o0, dt, a->s);
+            ir_set_f64(o0, dt, a->s);
         return;
     case EM_OP_ARGMAX:
     case EM_OP_ARGMIN: *(int64_t *)o0 = a->idx; return;
     case EM_OP_MAX_DIM:
     case EM_OP_MIN_DIM:
         if (p->ints)
-            cpu_set_i64(o0, dt, a->v);
+            ir_set_i64(o0, dt, a->v);
         else
-            cpu_set_f64(o0, dt, a->s);
+            ir_set_f64(o0, dt, a->s);
         *(int64_t *)o1 = a->idx;
         return;
     case EM_OP_VAR:
     case EM_OP_STD: {
-        double div = n - (double)op->i[2];
+        double div = n - (double)op->p.reduce.correction;
         double var = a->s / (div > 0 ? div : 0);
-        cpu_set_f64(o0, dt, op->kind == EM_OP_STD ? sqrt(var) : var);
+        ir_set_f64(o0, dt, op->kind == EM_OP_STD ? sqrt(var) : var);
         return;
     }
     case EM_OP_NORM: {
@@ -383,10 +385,10 @@ static void finish(const rplan *p, int64_t o, char *o0, char *o1, const acc *a)
             v = sqrt(a->s);
         else
             v = pow(a->s, 1.0 / q);
-        cpu_set_f64(o0, dt, v);
+        ir_set_f64(o0, dt, v);
         return;
     }
-    case EM_OP_LOGSUMEXP: cpu_set_f64(o0, dt, log(a->s) + p->center[o]); return;
+    case EM_OP_LOGSUMEXP: ir_set_f64(o0, dt, log(a->s) + p->center[o]); return;
     case EM_OP_ANY: *(uint8_t *)o0 = a->u > 0; return;
     case EM_OP_ALL: *(uint8_t *)o0 = a->u == (uint64_t)p->N; return;
     case EM_OP_COUNT_NONZERO: *(int64_t *)o0 = (int64_t)a->u; return;
@@ -453,60 +455,26 @@ static em_status run_plan(rplan *p)
 
 /* Splits x's dims into kept and reduced ones, dropping size-1 dims and merging neighbours that
  * are contiguous across each other (the row-major order of both stays the same). */
-static void plan_dims(rplan *p, const em_op *op, uint32_t mask, bool keepdim)
+static void plan_dims(rplan *p, const ir_op *op, uint32_t mask, bool keepdim)
 {
-    const em_tensor *x = op->in[0];
-    int64_t es = (int64_t)em_dtype_size(x->dtype);
+    const ir_tensor *x = op->in[0];
+    int64_t es = (int64_t)em_dtype_size(x->dtype), eo[2] = {0, 0};
     p->op = op;
     p->xdt = x->dtype;
-    p->xb = tn_ptr(x);
-    p->nk = p->nr = 0;
-    p->M = p->N = 1;
+    p->xb = ir_ptr(x);
     for (int k = 0; k < 2; k++) {
-        p->ob[k] = k < op->n_out ? tn_ptr(op->out[k]) : NULL;
+        p->ob[k] = k < op->n_out ? ir_ptr(op->out[k]) : NULL;
         p->odt[k] = k < op->n_out ? op->out[k]->dtype : EM_F64;
+        eo[k] = k < op->n_out ? (int64_t)em_dtype_size(op->out[k]->dtype) : 0;
     }
-    int od = 0;
-    for (int d = 0; d < x->rank; d++) {
-        if ((mask >> d) & 1u) {
-            p->N *= x->shape[d];
-            if (x->shape[d] != 1) {
-                int n = p->nr;
-                if (n > 0 && p->rx[n - 1] == x->strides[d] * es * x->shape[d]) {
-                    p->rshape[n - 1] *= x->shape[d];
-                    p->rx[n - 1] = x->strides[d] * es;
-                } else {
-                    p->rshape[n] = x->shape[d];
-                    p->rx[n] = x->strides[d] * es;
-                    p->nr++;
-                }
-            }
-            if (keepdim) od++;
-            continue;
-        }
-        p->M *= x->shape[d];
-        int64_t n = x->shape[d], kx = x->strides[d] * es, ko[2] = {0, 0};
-        for (int k = 0; k < op->n_out; k++)
-            ko[k] = op->out[k]->strides[od] * (int64_t)em_dtype_size(op->out[k]->dtype);
-        od++;
-        if (n == 1) continue;
-        int m = p->nk;
-        bool merge = m > 0 && p->kx[m - 1] == kx * n;
-        for (int k = 0; k < op->n_out; k++) merge = merge && p->ko[k][m - 1] == ko[k] * n;
-        if (merge)
-            m--;
-        else
-            p->kshape[m] = 1;
-        p->kshape[m] *= n;
-        p->kx[m] = kx;
-        for (int k = 0; k < op->n_out; k++) p->ko[k][m] = ko[k];
-        p->nk = m + 1;
+    ir_rplan g; /* in elements; this plan walks bytes */
+    ir_reduce_plan(op, mask, keepdim, &g);
+    p->nk = g.nk, p->nr = g.nr, p->M = g.M, p->N = g.N;
+    for (int m = 0; m < g.nk; m++) {
+        p->kshape[m] = g.kshape[m], p->kx[m] = g.kx[m] * es;
+        for (int k = 0; k < 2; k++) p->ko[k][m] = g.ko[k][m] * eo[k];
     }
-    if (p->nr == 0) {
-        p->rshape[0] = 1;
-        p->rx[0] = 0;
-        p->nr = 1;
-    }
+    for (int m = 0; m < g.nr; m++) p->rshape[m] = g.rshape[m], p->rx[m] = g.rx[m] * es;
     p->nblk = p->N > BLK ? (p->N + BLK - 1) / BLK : 1;
 }
 
@@ -577,65 +545,23 @@ static bool try_columns(const rplan *p)
     return false;
 }
 
-/* The accumulation a reduction kind needs; *ints: integer inputs accumulate as integers. */
-red cpu_red_of(const em_op *op, bool *ints)
+static em_status exec_mask_reduce(const ir_op *op)
 {
-    bool int_in = !em_dtype_is_float(op->in[0]->dtype);
-    *ints = false;
-    switch (op->kind) {
-    case EM_OP_SUM: *ints = int_in; return R_SUM;
-    case EM_OP_MEAN: return R_SUM;
-    case EM_OP_PROD: *ints = int_in; return R_PROD;
-    case EM_OP_MAX: *ints = int_in; return R_MAX;
-    case EM_OP_MIN: *ints = int_in; return R_MIN;
-    case EM_OP_ARGMAX:
-    case EM_OP_MAX_DIM: *ints = int_in; return R_ARGMAX;
-    case EM_OP_ARGMIN:
-    case EM_OP_MIN_DIM: *ints = int_in; return R_ARGMIN;
-    case EM_OP_ANY:
-    case EM_OP_ALL:
-    case EM_OP_COUNT_NONZERO: *ints = int_in; return R_COUNT;
-    case EM_OP_VAR:
-    case EM_OP_STD: return R_SQDEV;
-    case EM_OP_LOGSUMEXP: return R_EXPSUM;
-    case EM_OP_NORM: {
-        double q = op->f[0];
-        if (q == INFINITY) return R_ABSMAX;
-        if (q == -INFINITY) return R_ABSMIN;
-        if (q == 0) return R_COUNT;
-        if (q == 1) return R_ABS1;
-        if (q == 2) return R_SQ;
-        return R_ABSPOW;
-    }
-    default: return R_SUM;
-    }
-}
-
-static em_status exec_mask_reduce(const em_op *op)
-{
-    const em_tensor *x = op->in[0];
-    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
-    uint32_t mask;
-    bool keepdim = op->i[1] != 0;
-    switch (op->kind) {
-    case EM_OP_ARGMAX:
-    case EM_OP_ARGMIN:
-    case EM_OP_MAX_DIM:
-    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
-    default: mask = (uint32_t)op->i[0] & all;
-    }
+    const ir_tensor *x = op->in[0];
+    bool keepdim;
+    uint32_t mask = ir_reduce_mask(op->kind, &op->p, x->rank, &keepdim);
     rplan p;
     memset(&p, 0, sizeof p);
     plan_dims(&p, op, mask, keepdim && op->out[0]->rank == x->rank);
     if (p.M == 0) return EM_OK;
     if (try_columns(&p)) return EM_OK;
-    p.r = cpu_red_of(op, &p.ints);
-    p.p = op->f[0];
+    p.r = ir_red_of(op, &p.ints);
+    p.p = op->p.reduce.p;
     if (op->kind == EM_OP_VAR || op->kind == EM_OP_STD || op->kind == EM_OP_LOGSUMEXP) {
         double *first = em_alloc((size_t)(p.M ? p.M : 1) * sizeof *first);
         if (!first) return em_last_status();
         red second = p.r;
-        p.r = op->kind == EM_OP_LOGSUMEXP ? R_MAX : R_SUM;
+        p.r = op->kind == EM_OP_LOGSUMEXP ? IR_RED_MAX : IR_RED_SUM;
         p.first = first;
         em_status st = run_plan(&p);
         p.first = NULL;
@@ -651,7 +577,7 @@ static em_status exec_mask_reduce(const em_op *op)
 /* ---- scans and softmax along one dim ----------------------------------------------------- */
 
 typedef struct lplan {
-    const em_op *op;
+    const ir_op *op;
     em_dtype xdt, odt;
     bool ints;
     int n;                                                           /* other dims */
@@ -727,7 +653,7 @@ static void softmax_line(const lplan *p, const char *x, char *y)
 static void softmax_bw_line(const lplan *p, const char *y, const char *g, char *o)
 {
     double b[CH], c[CH];
-    bool lg = p->op->i[1] != 0, single = p->xdt != EM_F64;
+    bool lg = p->op->p.dim.log, single = p->xdt != EM_F64;
     if (p->xdt == EM_F32 && p->sx == 4 && p->sg == 4 && p->so[0] == 4 && p->fast &&
         p->fast->softmax_bw_row) {
         p->fast->softmax_bw_row((const float *)y, (const float *)g, (float *)o, p->len, lg);
@@ -894,26 +820,26 @@ static void lines_range(void *ctx, int64_t b, int64_t e)
     if (p->hint & CPU_FAST_STREAM) cpu_fast_stream_fence();
 }
 
-static em_status exec_along(const em_op *op)
+static em_status exec_along(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
+    const ir_tensor *x = op->in[0];
     lplan p;
     memset(&p, 0, sizeof p);
     p.op = op;
     p.xdt = x->dtype;
     p.odt = op->out[0]->dtype;
     p.ints = !em_dtype_is_float(x->dtype);
-    p.xb = tn_ptr(x);
+    p.xb = ir_ptr(x);
     p.fast = cpu_fast();
-    for (int k = 0; k < op->n_out; k++) p.ob[k] = tn_ptr(op->out[k]);
-    const em_tensor *g = op->kind == EM_OP_SOFTMAX_BACKWARD ? op->in[1] : NULL;
-    if (g) p.gb = tn_ptr(g);
+    for (int k = 0; k < op->n_out; k++) p.ob[k] = ir_ptr(op->out[k]);
+    const ir_tensor *g = op->kind == EM_OP_SOFTMAX_BACKWARD ? op->in[1] : NULL;
+    if (g) p.gb = ir_ptr(g);
     /* the gather forward's output is shaped like t, indexed by line: no strides along x */
     bool picked = op->kind == EM_OP_LOG_SOFTMAX_GATHER;
     if (picked || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
-        p.tb = (const int64_t *)tn_ptr(op->in[1]);
-    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD) p.pgb = tn_ptr(op->in[2]);
-    int dim = (int)op->i[0];
+        p.tb = (const int64_t *)ir_ptr(op->in[1]);
+    if (op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD) p.pgb = ir_ptr(op->in[2]);
+    int dim = op->p.dim.dim;
     int64_t es = (int64_t)em_dtype_size(x->dtype);
     p.len = 1;
     int64_t rows = 1;
@@ -967,30 +893,30 @@ static void sum_blocks(void *vctx, int64_t b, int64_t e)
     }
 }
 
-static bool sum_all_f32(const em_op *op)
+static bool sum_all_f32(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    em_tensor *o = op->out[0];
-    int64_t n = tn_numel(x);
+    const ir_tensor *x = op->in[0];
+    ir_tensor *o = op->out[0];
+    int64_t n = ir_numel(x);
     const cpu_fast_ops *fast = cpu_fast();
     uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0;
-    if (x->dtype != EM_F32 || o->dtype != EM_F32 || tn_numel(o) != 1 || n < SUM_BLOCK ||
-        ((uint32_t)op->i[0] & all) != all || !tn_is_contiguous(x) || !fast)
+    if (x->dtype != EM_F32 || o->dtype != EM_F32 || ir_numel(o) != 1 || n < SUM_BLOCK ||
+        (op->p.reduce.mask & all) != all || !ir_is_contiguous(x) || !fast)
         return false;
     int64_t nb = (n + SUM_BLOCK - 1) / SUM_BLOCK;
     double *part = malloc((size_t)nb * sizeof(double));
     if (!part) return false;
-    sum_ctx c = {(const float *)tn_ptr(x), n, part, fast};
+    sum_ctx c = {(const float *)ir_ptr(x), n, part, fast};
     em_parallel_for(nb, 1, sum_blocks, &c);
     double s = 0;
     for (int64_t k = 0; k < nb; k++) s += part[k];
     free(part);
     if (op->kind == EM_OP_MEAN) s /= (double)n;
-    *(float *)tn_ptr(o) = (float)s;
+    *(float *)ir_ptr(o) = (float)s;
     return true;
 }
 
-em_status cpu_exec_reduce(const em_op *op)
+em_status cpu_exec_reduce(const ir_op *op)
 {
     if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && sum_all_f32(op)) return EM_OK;
     switch (op->kind) {

@@ -346,8 +346,8 @@ static void rf_pack(void *ctx, int64_t b, int64_t e)
     for (int64_t t = b; t < e; t++) {
         int64_t s = 2 * (int64_t)rev[t];
         const char *q = j->x + s * j->xs * (int64_t)es;
-        j->re[t] = s < L ? cpu_get_f64(q, j->xdt) : 0;
-        j->im[t] = s + 1 < L ? cpu_get_f64(q + j->xs * (int64_t)es, j->xdt) : 0;
+        j->re[t] = s < L ? ir_get_f64(q, j->xdt) : 0;
+        j->im[t] = s + 1 < L ? ir_get_f64(q + j->xs * (int64_t)es, j->xdt) : 0;
     }
 }
 
@@ -383,8 +383,8 @@ static inline void rf_put(const rf_job *j, int64_t k, double re, double im)
     }
     size_t es = em_dtype_size(j->ydt);
     char *y = j->y + k * j->ys * (int64_t)es;
-    cpu_set_f64(y, j->ydt, re);
-    cpu_set_f64(y + j->yc * (int64_t)es, j->ydt, im);
+    ir_set_f64(y, j->ydt, re);
+    ir_set_f64(y + j->yc * (int64_t)es, j->ydt, im);
 }
 
 static void rf_post(void *ctx, int64_t b, int64_t e)
@@ -448,7 +448,7 @@ static void rfft_pow2(const rf_plan *p, const char *x, int64_t xs, int64_t xlen,
 /* ---- rows -------------------------------------------------------------------------------- */
 
 typedef struct sig_ctx {
-    const em_op *op;
+    const ir_op *op;
     fft_plan plan;
     int rank, dim;                /* rank of the real/complex shape without the trailing 2 */
     int64_t shape[EM_MAX_RANK];   /* row iteration shape (dim's entry unused) */
@@ -475,11 +475,11 @@ static void row_offsets(const sig_ctx *c, int64_t row, int64_t *xo, int64_t *yo)
 static void sig_rows(void *vctx, int64_t b, int64_t e)
 {
     sig_ctx *c = vctx;
-    const em_tensor *x = c->op->in[0], *y = c->op->out[0];
+    const ir_tensor *x = c->op->in[0], *y = c->op->out[0];
     int64_t n = c->plan.n;
     size_t xes = em_dtype_size(x->dtype), yes = em_dtype_size(y->dtype);
-    const char *xb = tn_ptr(x);
-    char *yb = tn_ptr(y);
+    const char *xb = ir_ptr(x);
+    char *yb = ir_ptr(y);
     int64_t xs = c->xst[c->dim], ys = c->yst[c->dim];
     bool forward = c->op->kind == EM_OP_RFFT;
     if (c->rf) {
@@ -512,15 +512,15 @@ static void sig_rows(void *vctx, int64_t b, int64_t e)
             /* x: [L] real -> a: [n] complex (padded or cropped) -> y: [n/2+1, 2] */
             int64_t L = c->xlen < n ? c->xlen : n;
             for (int64_t j = 0; j < n; j++) {
-                a[2 * j] = j < L ? cpu_get_f64(xb + (xo + j * xs) * (int64_t)xes, x->dtype) : 0;
+                a[2 * j] = j < L ? ir_get_f64(xb + (xo + j * xs) * (int64_t)xes, x->dtype) : 0;
                 a[2 * j + 1] = 0;
             }
             fft_forward(&c->plan, a, work);
             int64_t yc = c->yst[c->rank];
             for (int64_t k = 0; k < c->ylen; k++) {
                 char *p = yb + (yo + k * ys) * (int64_t)yes;
-                cpu_set_f64(p, y->dtype, a[2 * k]);
-                cpu_set_f64(p + yc * (int64_t)yes, y->dtype, a[2 * k + 1]);
+                ir_set_f64(p, y->dtype, a[2 * k]);
+                ir_set_f64(p + yc * (int64_t)yes, y->dtype, a[2 * k + 1]);
             }
         } else {
             /* x: [B, 2] Hermitian half -> a: [n] full spectrum -> y: [n] real / n */
@@ -529,8 +529,8 @@ static void sig_rows(void *vctx, int64_t b, int64_t e)
                 double re = 0, im = 0;
                 if (k < c->xlen) {
                     const char *p = xb + (xo + k * xs) * (int64_t)xes;
-                    re = cpu_get_f64(p, x->dtype);
-                    im = cpu_get_f64(p + xc * (int64_t)xes, x->dtype);
+                    re = ir_get_f64(p, x->dtype);
+                    im = ir_get_f64(p + xc * (int64_t)xes, x->dtype);
                 }
                 if (k == 0 || (n % 2 == 0 && k == half)) im = 0;
                 /* inverse via conj(FFT(conj(X))) */
@@ -544,26 +544,26 @@ static void sig_rows(void *vctx, int64_t b, int64_t e)
             fft_forward(&c->plan, a, work);
             double inv_n = 1.0 / (double)n;
             for (int64_t j = 0; j < n; j++)
-                cpu_set_f64(yb + (yo + j * ys) * (int64_t)yes, y->dtype, a[2 * j] * inv_n);
+                ir_set_f64(yb + (yo + j * ys) * (int64_t)yes, y->dtype, a[2 * j] * inv_n);
         }
     }
     free(a);
     free(work);
 }
 
-em_status cpu_exec_signal(const em_op *op)
+em_status cpu_exec_signal(const ir_op *op)
 {
     if (op->kind != EM_OP_RFFT && op->kind != EM_OP_IRFFT)
         return em_error(EM_ERR_UNSUPPORTED, "cpu: op %s is not a signal op", em_op_name(op->kind));
-    const em_tensor *x = op->in[0], *y = op->out[0];
+    const ir_tensor *x = op->in[0], *y = op->out[0];
     sig_ctx c;
     memset(&c, 0, sizeof c);
     c.op = op;
-    c.dim = (int)op->i[0];
-    int64_t n = op->i[1];
+    c.dim = op->p.fft.dim;
+    int64_t n = op->p.fft.n;
     bool forward = op->kind == EM_OP_RFFT;
     c.rank = forward ? x->rank : y->rank;
-    const em_tensor *real = forward ? x : y;
+    const ir_tensor *real = forward ? x : y;
     for (int d = 0; d < c.rank; d++) c.shape[d] = real->shape[d];
     for (int d = 0; d < x->rank; d++) c.xst[d] = x->strides[d];
     for (int d = 0; d < y->rank; d++) c.yst[d] = y->strides[d];

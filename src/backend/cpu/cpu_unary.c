@@ -21,7 +21,7 @@ typedef struct uctx {
     em_op_kind kind;
     em_dtype dt_in, dt_out;
     domain dom;
-    double p0, p1; /* op->f[0], op->f[1] */
+    double p0, p1; /* op->p.act.v[0], v[1] */
     float p0f, p1f;
     const cpu_fast_ops *fast; /* vector kernels, or NULL */
     int hint;                 /* GELU's store hint (cpu_store_begin) */
@@ -282,7 +282,7 @@ static void load_f32(float *buf, const char *p, int64_t s, em_dtype dt, int64_t 
         for (int64_t i = 0; i < n; i++) buf[i] = (float)*(const int64_t *)(p + i * s);
         break;
     default: /* narrower integers and bool are exact in double */
-        for (int64_t i = 0; i < n; i++) buf[i] = (float)cpu_get_f64(p + i * s, dt);
+        for (int64_t i = 0; i < n; i++) buf[i] = (float)ir_get_f64(p + i * s, dt);
         break;
     }
 }
@@ -363,9 +363,9 @@ static void row_int(char **p, const int64_t *s, int64_t n, void *vctx)
         int64_t m = imin(CHUNK, n - i0);
         const char *in = p[1] + i0 * s[1];
         char *out = p[0] + i0 * s[0];
-        for (int64_t i = 0; i < m; i++) xb[i] = cpu_get_i64(in + i * s[1], c->dt_in);
+        for (int64_t i = 0; i < m; i++) xb[i] = ir_get_i64(in + i * s[1], c->dt_in);
         run_int(c, xb, yb, m);
-        for (int64_t i = 0; i < m; i++) cpu_set_i64(out + i * s[0], c->dt_out, yb[i]);
+        for (int64_t i = 0; i < m; i++) ir_set_i64(out + i * s[0], c->dt_out, yb[i]);
     }
 }
 
@@ -380,7 +380,7 @@ static void row_pred(char **p, const int64_t *s, int64_t n, void *vctx)
             uint8_t r;
             switch (c->kind) {
             case EM_OP_ISFINITE: r = 1; break;
-            case EM_OP_LOGICAL_NOT: r = cpu_get_i64(in + i * s[1], c->dt_in) == 0; break;
+            case EM_OP_LOGICAL_NOT: r = ir_get_i64(in + i * s[1], c->dt_in) == 0; break;
             default: r = 0; break; /* integers are never NaN or infinite */
             }
             o[i * s[0]] = r;
@@ -392,7 +392,7 @@ static void row_pred(char **p, const int64_t *s, int64_t n, void *vctx)
         int64_t m = imin(CHUNK, n - i0);
         const char *x = in + i0 * s[1];
         uint8_t *y = o + i0 * s[0];
-        for (int64_t i = 0; i < m; i++) buf[i] = cpu_get_f64(x + i * s[1], c->dt_in);
+        for (int64_t i = 0; i < m; i++) buf[i] = ir_get_f64(x + i * s[1], c->dt_in);
         switch (c->kind) {
         case EM_OP_ISNAN:
             for (int64_t i = 0; i < m; i++) y[i * s[0]] = (uint8_t)(isnan(buf[i]) != 0);
@@ -423,39 +423,33 @@ void cpu_act_f64(em_op_kind kind, const double *x, double *y, int64_t n)
 }
 
 // x: any shape, any strides -> out: same shape, contiguous
-em_status cpu_exec_unary(const em_op *op)
+em_status cpu_exec_unary(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    const em_tensor *o = op->out[0];
+    const ir_tensor *x = op->in[0];
+    const ir_tensor *o = op->out[0];
     uctx c = {
         .kind = op->kind,
         .dt_in = x->dtype,
         .dt_out = o->dtype,
-        .p0 = op->f[0],
-        .p1 = op->f[1],
+        .p0 = op->p.act.v[0],
+        .p1 = op->p.act.v[1],
         .fast = cpu_fast(),
     };
-    if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->f[0]; /* input scale */
+    if (op->kind == EM_OP_CELU) c.p1 = 1.0 / op->p.act.alpha; /* input scale */
     /* f32 outputs are written in place (contiguous); others go through a buffer on the stack */
     bool fast_gelu = op->kind == EM_OP_GELU && c.fast && o->dtype == EM_F32;
-    cpu_store_plan sp = cpu_store_begin(CPU_STORE_GELU, fast_gelu ? (int64_t)tn_numel(o) * 4 : 0);
+    cpu_store_plan sp = cpu_store_begin(CPU_STORE_GELU, fast_gelu ? (int64_t)ir_numel(o) * 4 : 0);
     c.hint = sp.hint;
     c.p0f = (float)c.p0;
     c.p1f = (float)c.p1;
-    switch (op->kind) {
-    case EM_OP_ISNAN:
-    case EM_OP_ISINF:
-    case EM_OP_ISFINITE:
-    case EM_OP_LOGICAL_NOT: c.dom = D_PRED; break;
-    default:
-        if (x->dtype == EM_F64)
-            c.dom = D_F64;
-        else if (em_dtype_is_float(o->dtype))
-            c.dom = D_F32;
-        else
-            c.dom = D_INT;
-        break;
-    }
+    if (ir_info_of(op->kind)->dtype == IR_DT_BOOL) /* isnan, isinf, isfinite, logical_not */
+        c.dom = D_PRED;
+    else if (x->dtype == EM_F64)
+        c.dom = D_F64;
+    else if (em_dtype_is_float(o->dtype))
+        c.dom = D_F32;
+    else
+        c.dom = D_INT;
     cpu_row_fn fn = c.dom == D_F32   ? row_f32
                     : c.dom == D_F64 ? row_f64
                     : c.dom == D_INT ? row_int
@@ -463,7 +457,7 @@ em_status cpu_exec_unary(const em_op *op)
     int64_t st[2][EM_MAX_RANK];
     cpu_bstrides(o, o->shape, o->rank, st[0]);
     cpu_bstrides(x, o->shape, o->rank, st[1]);
-    char *base[2] = {tn_ptr(o), tn_ptr(x)};
+    char *base[2] = {ir_ptr(o), ir_ptr(x)};
     cpu_loop(o->rank, o->shape, 2, base, st, fn, &c, true);
     cpu_store_end(&sp);
     return EM_OK;

@@ -8,6 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "../../ir/decode.h"
+#include "../../ir/elem.h"
 #include "../backend.h"
 
 /* Devices the backend's per-device tables reach (the same bound as the per-thread tables). */
@@ -339,11 +341,11 @@ typedef struct cuda_mm_geom {
 } cuda_mm_geom;
 /* Fills g from op (ops_linalg.c: i0/i1 mark 1-D operands, i2..i4 = M K N, i5 = batch rank R,
  * i6.. = batch shape; for MATMUL_BIAS_ACT also g->ep from in[2], i14 and out[1]). */
-void cuda_mm_geometry(const em_op *op, cuda_mm_geom *g);
+void cuda_mm_geometry(const ir_op *op, cuda_mm_geom *g);
 
 /* Runs a float MATMUL record (batch dims, strides and layouts as the op IR allows) on device's
  * kernels; for other host code of the backend that multiplies views of its own buffers. */
-em_status cuda_matmul(const em_op *op, int dev, const char *what);
+em_status cuda_matmul(const ir_op *op, int dev, const char *what);
 
 /* The optimizers' fused update in device memory (cuda_optim.c; em_backend.update). */
 em_status cuda_update(int device, const em_update *u);

@@ -44,12 +44,12 @@ bool cuda_attn_claims(em_op_kind k)
     return k == EM_OP_SDPA || k == EM_OP_SDPA_BACKWARD;
 }
 
-static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S);
+static bool flash_case(const ir_op *op, int64_t E, int64_t Ev, int64_t S);
 
 /* The forward's lse [B..., L] (f32, contiguous) for an output o [B..., L, Ev]. */
-static bool lse_fits(const em_tensor *lse, const em_tensor *o)
+static bool lse_fits(const ir_tensor *lse, const ir_tensor *o)
 {
-    if (lse->dtype != EM_F32 || !tn_is_contiguous(lse) || lse->rank != o->rank - 1) return false;
+    if (lse->dtype != EM_F32 || !ir_is_contiguous(lse) || lse->rank != o->rank - 1) return false;
     for (int d = 0; d < lse->rank; d++)
         if (lse->shape[d] != o->shape[d]) return false;
     return true;
@@ -57,24 +57,25 @@ static bool lse_fits(const em_tensor *lse, const em_tensor *o)
 
 /* SDPA_BACKWARD runs only in the flash kernels' cases (f16/bf16, E = Ev of 64 or 128, S > 0,
  * L > 0); the sdpa rule composes the others from ops. */
-static bool bwd_supports(const em_op *op)
+static bool bwd_supports(const ir_op *op)
 {
-    int has_lse = op->i[2] != 0;
+    int has_lse = op->p.sdpa.has_lse;
     if (op->n_in < 5 + has_lse || op->n_in > 6 + has_lse || op->n_out != 3) return false;
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
     em_dtype dt = q->dtype;
     if (dt != EM_F16 && dt != EM_BF16) return false;
     for (int i = 1; i < 5; i++)
         if (op->in[i]->dtype != dt) return false;
     for (int i = 0; i < 3; i++)
-        if (op->out[i]->dtype != dt || !tn_is_contiguous(op->out[i]) || op->out[i]->rank > 10)
+        if (op->out[i]->dtype != dt || !ir_is_contiguous(op->out[i]) || op->out[i]->rank > 10)
             return false;
-    if (tn_sdpa_bwd_mask(op)) {
+    if (ir_sdpa_bwd_mask(op)) {
         em_dtype m = op->in[5]->dtype;
-        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+        if (!(op->p.sdpa.mask_kind == 1 && m == EM_BOOL) && !(op->p.sdpa.mask_kind == 2 && m == dt))
+            return false;
     }
-    const em_tensor *o = op->in[3];
-    if (has_lse && !lse_fits(tn_sdpa_bwd_lse(op), o)) return false;
+    const ir_tensor *o = op->in[3];
+    if (has_lse && !lse_fits(ir_sdpa_bwd_lse(op), o)) return false;
     int64_t L = o->shape[o->rank - 2];
     return L > 0 &&
            flash_case(op, q->shape[q->rank - 1], v->shape[v->rank - 1], k->shape[k->rank - 2]);
@@ -85,7 +86,7 @@ static bool attn_dtype(em_dtype dt)
     return dt == EM_F32 || dt == EM_F64 || dt == EM_F16 || dt == EM_BF16;
 }
 
-bool cuda_attn_supports(const em_op *op)
+bool cuda_attn_supports(const ir_op *op)
 {
     if (op->kind == EM_OP_SDPA_BACKWARD) return bwd_supports(op);
     if (op->n_in < 3 || op->n_in > 4 || op->n_out < 1 || op->n_out > 2) return false;
@@ -96,12 +97,13 @@ bool cuda_attn_supports(const em_op *op)
          !flash_case(op, op->in[0]->shape[op->in[0]->rank - 1],
                      op->in[2]->shape[op->in[2]->rank - 1], op->in[1]->shape[op->in[1]->rank - 2])))
         return false;
-    if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !tn_is_contiguous(op->out[0])) return false;
+    if (!attn_dtype(dt) || op->out[0]->rank - 2 > 8 || !ir_is_contiguous(op->out[0])) return false;
     for (int i = 0; i < 3; i++)
         if (op->in[i]->dtype != dt) return false;
     if (op->n_in == 4) {
         em_dtype m = op->in[3]->dtype;
-        if (!(op->i[1] == 1 && m == EM_BOOL) && !(op->i[1] == 2 && m == dt)) return false;
+        if (!(op->p.sdpa.mask_kind == 1 && m == EM_BOOL) && !(op->p.sdpa.mask_kind == 2 && m == dt))
+            return false;
     }
     return true;
 }
@@ -120,7 +122,7 @@ static void batch_strides(const int64_t *shape, const int64_t *strides, int rank
 
 /* The strides of mask m broadcast to [batch (nb dims)..., L, S], right-aligned (0 along the
  * dims it lacks or has as 1): the batch dims' into mb, the last two into ms. */
-static void mask_strides(const em_tensor *m, int nb, int64_t *mb, int64_t *ms)
+static void mask_strides(const ir_tensor *m, int nb, int64_t *mb, int64_t *ms)
 {
     int lead = nb + 2 - m->rank;
     int64_t st[EM_MAX_RANK + 2];
@@ -139,7 +141,7 @@ static const char *dt_name(em_dtype dt)
 
 /* The flash kernel's cases: f16/bf16, E = Ev of 64 or 128, S > 0 (any mask). Config
  * cuda_flash = off keeps the general kernel. */
-static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
+static bool flash_case(const ir_op *op, int64_t E, int64_t Ev, int64_t S)
 {
     if (!core_cfg_bool(CFG_CUDA_FLASH)) return false;
     em_dtype dt = op->out[0]->dtype;
@@ -148,9 +150,9 @@ static bool flash_case(const em_op *op, int64_t E, int64_t Ev, int64_t S)
 
 /* The layout the flash kernel loads: rows contiguous, row and batch strides multiples of 8 halves
  * and a 16-byte aligned base, so every 16-byte cp.async chunk lies inside one row. */
-static bool flash_layout(const em_tensor *t)
+static bool flash_layout(const ir_tensor *t)
 {
-    if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 || ((uintptr_t)tn_ptr(t) & 15))
+    if (t->strides[t->rank - 1] != 1 || t->strides[t->rank - 2] % 8 || ((uintptr_t)ir_ptr(t) & 15))
         return false;
     for (int d = 0; d < t->rank - 2; d++)
         if (t->shape[d] != 1 && t->strides[d] % 8) return false;
@@ -164,9 +166,9 @@ typedef struct attn_strided { /* matches `struct strided` of the base kernel sou
 } attn_strided;
 
 /* t gathered into a contiguous pooled buffer (the base source's strided copy kernel). */
-static void *packed(const em_tensor *t, int dev, const char *what)
+static void *packed(const ir_tensor *t, int dev, const char *what)
 {
-    long long n = tn_numel(t);
+    long long n = ir_numel(t);
     void *y = cuda_pool_alloc(dev, (size_t)n * 2);
     if (!y) return NULL;
     attn_strided s;
@@ -174,7 +176,7 @@ static void *packed(const em_tensor *t, int dev, const char *what)
     s.rank = t->rank;
     for (int d = 0; d < t->rank; d++) s.shape[d] = t->shape[d], s.strides[d] = t->strides[d];
     CUfunction f = cuda_kernel(dev, "em_strided_2", what);
-    void *x = tn_ptr(t);
+    void *x = ir_ptr(t);
     void *params[] = {&x, &y, &n, &s};
     if (!f || cuda_launch(dev, f, n, params, what) != EM_OK) {
         cuda_pool_free(dev, y);
@@ -183,7 +185,7 @@ static void *packed(const em_tensor *t, int dev, const char *what)
     return y;
 }
 
-static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_flash_arg *ap,
+static em_status launch_flash(const ir_op *op, const attn_geo *g, const attn_flash_arg *ap,
                               void *const ptr[3], int dev, const char *what)
 {
     attn_flash_arg a = *ap;
@@ -209,15 +211,15 @@ static em_status launch_flash(const em_op *op, const attn_geo *g, const attn_fla
     unsigned block[3] = {v2 ? 128 : 256, 1, 1};
     /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
-    void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = tn_ptr(op->out[0]);
-    void *mp = g->mkind ? tn_ptr(op->in[3]) : NULL;
-    void *lp = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = ir_ptr(op->out[0]);
+    void *mp = g->mkind ? ir_ptr(op->in[3]) : NULL;
+    void *lp = op->n_out > 1 ? ir_ptr(op->out[1]) : NULL;
     void *params[] = {&qp, &kp, &vp, &mp, &op_, &lp, &a};
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 
 /* Inputs in another layout are first gathered into contiguous pooled buffers. */
-static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const char *what)
+static em_status run_flash(const ir_op *op, const attn_geo *g, int dev, const char *what)
 {
     attn_flash_arg a;
     memset(&a, 0, sizeof a);
@@ -230,8 +232,8 @@ static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const ch
     int64_t *bst[3] = {a.qb, a.kb, a.vb}, *rst[3] = {&a.qs, &a.ks, &a.vs};
     em_status st = EM_OK;
     for (int i = 0; i < 3 && st == EM_OK; i++) {
-        const em_tensor *t = op->in[i];
-        ptr[i] = tn_ptr(t);
+        const ir_tensor *t = op->in[i];
+        ptr[i] = ir_ptr(t);
         if (flash_layout(t)) continue;
         tmp[i] = ptr[i] = packed(t, dev, what);
         if (!tmp[i]) {
@@ -249,14 +251,14 @@ static em_status run_flash(const em_op *op, const attn_geo *g, int dev, const ch
 }
 
 /* A view over a pooled buffer of dt: shape [bshape..., rows, cols], contiguous. */
-static em_tensor buffer_view(em_storage *st, em_dtype dt, const attn_geo *g, int64_t rows,
+static ir_tensor buffer_view(void *buf, em_device dev, em_dtype dt, const attn_geo *g, int64_t rows,
                              int64_t cols)
 {
-    em_tensor t;
+    ir_tensor t;
     memset(&t, 0, sizeof t);
-    t.refcount = 1;
+    t.data = buf;
+    t.device = dev;
     t.dtype = dt;
-    t.storage = st;
     t.rank = g->nb + 2;
     for (int d = 0; d < g->nb; d++) t.shape[d] = g->bshape[d];
     t.shape[g->nb] = rows, t.shape[g->nb + 1] = cols;
@@ -266,22 +268,22 @@ static em_tensor buffer_view(em_storage *st, em_dtype dt, const attn_geo *g, int
 }
 
 /* out = a . b as a MATMUL record over the output's batch dims (a, b broadcast). */
-static em_status batched_mm(const em_tensor *a, const em_tensor *b, em_tensor *c, const attn_geo *g,
+static em_status batched_mm(const ir_tensor *a, const ir_tensor *b, ir_tensor *c, const attn_geo *g,
                             int64_t M, int64_t K, int64_t N, int dev, const char *what)
 {
-    em_op mm;
+    ir_op mm;
     memset(&mm, 0, sizeof mm);
     mm.kind = EM_OP_MATMUL;
     mm.n_in = 2, mm.n_out = 1;
-    mm.in[0] = (em_tensor *)a, mm.in[1] = (em_tensor *)b, mm.out[0] = c;
-    mm.i[2] = M, mm.i[3] = K, mm.i[4] = N, mm.i[5] = g->nb;
-    for (int d = 0; d < g->nb; d++) mm.i[6 + d] = g->bshape[d];
+    mm.in[0] = (ir_tensor *)a, mm.in[1] = (ir_tensor *)b, mm.out[0] = c;
+    mm.p.matmul = (em_p_matmul){.M = M, .K = K, .N = N, .batch_rank = g->nb};
+    for (int d = 0; d < g->nb; d++) mm.p.matmul.batch[d] = g->bshape[d];
     return cuda_matmul(&mm, dev, what);
 }
 
 /* *flag (a pooled int on the device) = whether v holds a NaN or an infinity: one small kernel,
  * no read back. */
-static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, int **flag)
+static em_status v_nonfinite(const ir_tensor *v, int dev, const char *what, int **flag)
 {
     *flag = cuda_pool_alloc(dev, sizeof(int));
     if (!*flag) return em_last_status();
@@ -290,14 +292,14 @@ static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, int 
     memset(&s, 0, sizeof s);
     s.rank = v->rank;
     for (int d = 0; d < v->rank; d++) s.shape[d] = v->shape[d], s.strides[d] = v->strides[d];
-    long long n = tn_numel(v);
+    long long n = ir_numel(v);
     CUfunction f =
         st == EM_OK
             ? cuda_kernel(
                   dev, v->dtype == EM_F64 ? "em_attn_nonfinite_f64" : "em_attn_nonfinite_f32", what)
             : NULL;
     if (st == EM_OK && !f) st = em_last_status();
-    void *vp = tn_ptr(v), *fp = *flag;
+    void *vp = ir_ptr(v), *fp = *flag;
     void *params[] = {&vp, &n, &s, &fp};
     if (st == EM_OK) st = cuda_launch(dev, f, n, params, what);
     return st;
@@ -310,12 +312,12 @@ static em_status v_nonfinite(const em_tensor *v, int dev, const char *what, int 
  * does (here 0 * inf would be NaN): *flag (a pooled device int, set when this path ran) says so
  * on the device, and the caller runs the general kernel after this path with the flag, which
  * then overwrites the output only when it is set (no host sync). */
-static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, const char *what,
+static em_status run_by_matmul(const ir_op *op, const attn_geo *g, int dev, const char *what,
                                int **flag)
 {
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
-    em_tensor *o = op->out[0];
-    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2];
+    ir_tensor *o = op->out[0];
+    const ir_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
     em_dtype dt = o->dtype;
     size_t es = em_dtype_size(dt);
     *flag = NULL;
@@ -326,10 +328,8 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
     if (st != EM_OK) return st;
     void *buf = cuda_pool_alloc(dev, (size_t)(g->nbatch * g->L * g->S) * es);
     if (!buf) return em_last_status();
-    em_storage bs = tn_storage_desc(o->storage);
-    bs.data = buf;
-    em_tensor sc = buffer_view(&bs, dt, g, g->L, g->S);
-    em_tensor kt = tn_desc(k); /* K^T: the last two dims swapped */
+    ir_tensor sc = buffer_view(buf, o->device, dt, g, g->L, g->S);
+    ir_tensor kt = *k; /* K^T: the last two dims swapped */
     kt.shape[k->rank - 2] = k->shape[k->rank - 1], kt.shape[k->rank - 1] = k->shape[k->rank - 2];
     kt.strides[k->rank - 2] = k->strides[k->rank - 1];
     kt.strides[k->rank - 1] = k->strides[k->rank - 2];
@@ -348,7 +348,7 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
         int64_t rows = g->nbatch * g->L, blocks = warp ? (rows + 7) / 8 : rows;
         unsigned grid[3] = {(unsigned)(blocks > (1 << 24) ? (1 << 24) : blocks), 1, 1};
         unsigned block[3] = {256, 1, 1};
-        void *sp = buf, *mp = m ? tn_ptr(m) : NULL;
+        void *sp = buf, *mp = m ? ir_ptr(m) : NULL;
         void *params[] = {&sp, &mp, (void *)g};
         st = cuda_launch_grid(dev, f, grid, block, params, what);
     }
@@ -361,10 +361,10 @@ static em_status run_by_matmul(const em_op *op, const attn_geo *g, int dev, cons
  * the forward's is given, per query row into pooled f32 buffers), then the dk/dv kernel. q, k, v,
  * o and g in another layout than the kernels load are first gathered into contiguous pooled
  * buffers. */
-static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
+static em_status run_flash_bwd(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
-    const em_tensor *m = tn_sdpa_bwd_mask(op), *lse_in = tn_sdpa_bwd_lse(op);
+    const ir_tensor *dq = op->out[0], *dk = op->out[1], *dv = op->out[2];
+    const ir_tensor *m = ir_sdpa_bwd_mask(op), *lse_in = ir_sdpa_bwd_lse(op);
     attn_bwd_arg a;
     memset(&a, 0, sizeof a);
     a.nb = dq->rank - 2;
@@ -374,19 +374,19 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     a.S = dk->shape[a.nb];
     int64_t D = dq->shape[a.nb + 1];
     if (a.nbatch == 0) return EM_OK;
-    double scale = op->f[0];
+    double scale = op->p.sdpa.scale;
     a.scale = (float)scale;
     a.scale_log2 = (float)(scale * 1.4426950408889634);
     a.inv_scale = (float)(1.0 / scale);
-    a.causal = op->i[0] != 0;
-    a.mkind = m ? (int)op->i[1] : 0;
+    a.causal = op->p.sdpa.causal;
+    a.mkind = m ? op->p.sdpa.mask_kind : 0;
     if (m) mask_strides(m, a.nb, a.mb, a.ms);
     int64_t *bst[5] = {a.qb, a.kb, a.vb, a.ob, a.gb}, *rst[5] = {&a.qs, &a.ks, &a.vs, &a.os, &a.gs};
     void *ptr[5], *tmp[5] = {NULL, NULL, NULL, NULL, NULL};
     em_status st = EM_OK;
     for (int i = 0; i < 5 && st == EM_OK; i++) {
-        const em_tensor *t = op->in[i];
-        ptr[i] = tn_ptr(t);
+        const ir_tensor *t = op->in[i];
+        ptr[i] = ir_ptr(t);
         if (flash_layout(t)) {
             batch_strides(t->shape, t->strides, t->rank, a.nb, bst[i]);
             *rst[i] = t->strides[t->rank - 2];
@@ -405,7 +405,7 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
     float *lse = NULL, *dd = NULL, *lse_buf = NULL;
     if (st == EM_OK) {
         if (!lse_in) lse_buf = cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float));
-        lse = lse_in ? (float *)tn_ptr(lse_in) : lse_buf;
+        lse = lse_in ? (float *)ir_ptr(lse_in) : lse_buf;
         dd = lse ? cuda_pool_alloc(dev, (size_t)(a.nbatch * a.L) * sizeof(float)) : NULL;
         if (!dd) st = em_last_status();
     }
@@ -416,8 +416,8 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
      * stages of Q and dO); the dk/dv kernel adds two stages of 64 lse and 64 D values */
     unsigned smem = (unsigned)(6 * 64 * (D + 8) * 2);
     unsigned block[3] = {128, 1, 1};
-    void *mp = m ? tn_ptr(m) : NULL;
-    void *dqp = tn_ptr(dq), *dkp = tn_ptr(dk), *dvp = tn_ptr(dv);
+    void *mp = m ? ir_ptr(m) : NULL;
+    void *dqp = ir_ptr(dq), *dkp = ir_ptr(dk), *dvp = ir_ptr(dv);
     /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
        config cuda_attn_bwd_dq is 1 */
     bool dq2 = lse_given && core_cfg_is(CFG_CUDA_ATTN_BWD_DQ, "2");
@@ -468,11 +468,11 @@ static em_status run_flash_bwd(const em_op *op, int dev, const char *what)
 }
 
 /* The general kernel over the record; with flag (a device int) only where *flag != 0. */
-static em_status run_general(const em_op *op, const attn_geo *gp, const int *flag, int dev,
+static em_status run_general(const ir_op *op, const attn_geo *gp, const int *flag, int dev,
                              const char *what)
 {
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
-    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
+    const ir_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
     attn_geo g = *gp;
     char name[40];
     snprintf(name, sizeof name, "em_attn_general_%s", dt_name(o->dtype));
@@ -486,18 +486,18 @@ static em_status run_general(const em_op *op, const attn_geo *gp, const int *fla
     int64_t rows = g.nbatch * g.L;
     unsigned grid[3] = {(unsigned)(rows > (1 << 24) ? (1 << 24) : rows), 1, 1};
     unsigned block[3] = {128, 1, 1};
-    void *qp = tn_ptr(q), *kp = tn_ptr(k), *vp = tn_ptr(v), *op_ = tn_ptr(o);
-    void *mp = m ? tn_ptr(m) : NULL;
+    void *qp = ir_ptr(q), *kp = ir_ptr(k), *vp = ir_ptr(v), *op_ = ir_ptr(o);
+    void *mp = m ? ir_ptr(m) : NULL;
     const void *fp = flag;
     void *params[] = {&qp, &kp, &vp, &mp, &op_, &g, &cache_q, &cache_s, &fp};
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 
-em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
+em_status cuda_attn_exec(const ir_op *op, int dev, const char *what)
 {
     if (op->kind == EM_OP_SDPA_BACKWARD) return run_flash_bwd(op, dev, what);
-    const em_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
-    const em_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
+    const ir_tensor *q = op->in[0], *k = op->in[1], *v = op->in[2], *o = op->out[0];
+    const ir_tensor *m = op->n_in > 3 ? op->in[3] : NULL;
     attn_geo g;
     memset(&g, 0, sizeof g);
     g.nb = o->rank - 2;
@@ -514,9 +514,9 @@ em_status cuda_attn_exec(const em_op *op, int dev, const char *what)
     g.qs[0] = q->strides[q->rank - 2], g.qs[1] = q->strides[q->rank - 1];
     g.ks[0] = k->strides[k->rank - 2], g.ks[1] = k->strides[k->rank - 1];
     g.vs[0] = v->strides[v->rank - 2], g.vs[1] = v->strides[v->rank - 1];
-    g.scale = op->f[0];
-    g.causal = op->i[0] != 0;
-    g.mkind = m ? (int)op->i[1] : 0;
+    g.scale = op->p.sdpa.scale;
+    g.causal = op->p.sdpa.causal;
+    g.mkind = m ? op->p.sdpa.mask_kind : 0;
     if (m) mask_strides(m, g.nb, g.mb, g.ms);
     if (flash_case(op, g.E, g.Ev, g.S)) return run_flash(op, &g, dev, what);
     int *flag = NULL;

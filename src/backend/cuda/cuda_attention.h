@@ -11,8 +11,8 @@
 bool cuda_attn_claims(em_op_kind k);
 /* Whether cuda_attn_exec runs the record (SDPA: every float dtype, mask and layout of em_sdpa;
  * SDPA_BACKWARD: the flash kernels' cases only). */
-bool cuda_attn_supports(const em_op *op);
+bool cuda_attn_supports(const ir_op *op);
 /* Runs a record cuda_attn_supports accepted on device dev; `what` names the call in errors. */
-em_status cuda_attn_exec(const em_op *op, int dev, const char *what);
+em_status cuda_attn_exec(const ir_op *op, int dev, const char *what);
 
 #endif

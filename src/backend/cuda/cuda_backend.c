@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
 #include "cuda.h"
 #include "cuda_attention.h"
 #include "cuda_conv.h"
@@ -75,7 +74,7 @@ static bool plain_size(em_dtype dt)
 #define ROW_MAX 8192 /* 256 threads x ROW_VPT registers in rows.cu */
 
 /* The length of x's rows of its n_norm trailing dims; *rows: how many (the leading dims). */
-static long long norm_rows(const em_tensor *x, int n_norm, long long *rows)
+static long long norm_rows(const ir_tensor *x, int n_norm, long long *rows)
 {
     long long len = 1, r = 1;
     for (int d = 0; d < x->rank; d++) {
@@ -97,40 +96,40 @@ static int row_vpt(int64_t len)
 }
 
 /* LAYER_NORM on contiguous f32/f64 rows of at most ROW_MAX elements (else the CPU fallback). */
-static bool layer_norm_ok(const em_op *op)
+static bool layer_norm_ok(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
-    if (!is_f(x->dtype) || op->out[0]->dtype != x->dtype || !tn_is_contiguous(x)) return false;
+    const ir_tensor *x = op->in[0];
+    if (!is_f(x->dtype) || op->out[0]->dtype != x->dtype || !ir_is_contiguous(x)) return false;
     for (int i = 1; i < op->n_in; i++)
-        if (op->in[i]->dtype != x->dtype || !tn_is_contiguous(op->in[i])) return false;
-    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
+        if (op->in[i]->dtype != x->dtype || !ir_is_contiguous(op->in[i])) return false;
+    return norm_rows(x, op->p.norm.n_norm, NULL) <= ROW_MAX;
 }
 
 /* NORM_BACKWARD on contiguous f32 rows of at most ROW_MAX elements (else the CPU fallback; the
  * layer / RMS norm rule composes instead). */
-static bool norm_bw_ok(const em_op *op)
+static bool norm_bw_ok(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
+    const ir_tensor *x = op->in[0];
     if (x->dtype != EM_F32) return false;
     for (int i = 0; i < op->n_in; i++)
-        if (op->in[i]->dtype != EM_F32 || !tn_is_contiguous(op->in[i])) return false;
+        if (op->in[i]->dtype != EM_F32 || !ir_is_contiguous(op->in[i])) return false;
     for (int i = 0; i < op->n_out; i++)
-        if (op->out[i]->dtype != EM_F32 || !tn_is_contiguous(op->out[i])) return false;
-    return norm_rows(x, (int)op->i[0], NULL) <= ROW_MAX;
+        if (op->out[i]->dtype != EM_F32 || !ir_is_contiguous(op->out[i])) return false;
+    return norm_rows(x, op->p.norm_bw.n_norm, NULL) <= ROW_MAX;
 }
 
 /* CONV / CONV_TRANSPOSE of one float dtype (f16/bf16 run in f32), any input layout (packed
  * first), any groups, 1 to 3 spatial dims. */
-static bool conv_ok(const em_op *op)
+static bool conv_ok(const ir_op *op)
 {
     em_dtype dt = op->out[0]->dtype;
-    if (!(is_f(dt) || dt == EM_F16 || dt == EM_BF16) || !tn_is_contiguous(op->out[0])) return false;
+    if (!(is_f(dt) || dt == EM_F16 || dt == EM_BF16) || !ir_is_contiguous(op->out[0])) return false;
     for (int i = 0; i < op->n_in; i++)
         if (op->in[i]->dtype != dt) return false;
-    return op->i[0] >= 1 && op->i[0] <= 3;
+    return op->p.conv.nd >= 1 && op->p.conv.nd <= 3;
 }
 
-static bool be_supports(const em_op *op)
+static bool be_supports(const ir_op *op)
 {
     em_op_kind k = op->kind;
     if (cuda_reduce_claims(k)) return cuda_reduce_supports(op);
@@ -153,7 +152,7 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_MATMUL_BIAS_ACT) {
         bool ok = is_f(o) || o == EM_F16 || o == EM_BF16;
         for (int i = 0; i < op->n_in; i++) ok = ok && op->in[i]->dtype == o;
-        for (int i = 0; i < op->n_out; i++) ok = ok && tn_is_contiguous(op->out[i]);
+        for (int i = 0; i < op->n_out; i++) ok = ok && ir_is_contiguous(op->out[i]);
         return ok;
     }
     if (k == EM_OP_CONV || k == EM_OP_CONV_TRANSPOSE) return conv_ok(op);
@@ -161,12 +160,12 @@ static bool be_supports(const em_op *op)
     if (k == EM_OP_IM2COL || k == EM_OP_COL2IM) /* any strides: run_fold copies first */
         return em_dtype_is_float(o) && op->in[0]->dtype == o;
     if (k == EM_OP_MAX_POOL || k == EM_OP_MAX_POOL_VALUES) {
-        const em_tensor *x = op->in[0];
-        int nd = (int)op->i[0];
+        const ir_tensor *x = op->in[0];
+        int nd = op->p.pool.nd;
         int64_t plane = 1;
         for (int d = x->rank - nd; d < x->rank && d >= 0; d++) plane *= x->shape[d];
         return (is_f(x->dtype) || x->dtype == EM_F16 || x->dtype == EM_BF16) &&
-               op->out[0]->dtype == x->dtype && tn_is_contiguous(op->out[0]) && nd >= 1 &&
+               op->out[0]->dtype == x->dtype && ir_is_contiguous(op->out[0]) && nd >= 1 &&
                nd <= 3 && plane < ((int64_t)1 << 31) / 4;
     }
     return false;
@@ -185,43 +184,43 @@ static const char *size_suffix(size_t es)
     return es == 1 ? "1" : es == 2 ? "2" : es == 4 ? "4" : "8";
 }
 
-static em_status run_fill(const em_op *op, int dev, const char *what)
+static em_status run_fill(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    if (!tn_is_contiguous(o))
+    const ir_tensor *o = op->out[0];
+    if (!ir_is_contiguous(o))
         return em_error(EM_ERR_UNSUPPORTED, "%s: the cuda backend fills only contiguous outputs",
                         what);
     size_t es = em_dtype_size(o->dtype);
     unsigned char pat[8] = {0};
-    double v = op->f[0];
+    double v = op->p.fill.value;
     if (!em_dtype_is_float(o->dtype) && o->dtype != EM_BOOL)
-        cpu_set_i64(pat, o->dtype,
-                    isnan(v)       ? 0
-                    : v >= 9.2e18  ? INT64_MAX
-                    : v <= -9.2e18 ? INT64_MIN
-                                   : (int64_t)v);
+        ir_set_i64(pat, o->dtype,
+                   isnan(v)       ? 0
+                   : v >= 9.2e18  ? INT64_MAX
+                   : v <= -9.2e18 ? INT64_MIN
+                                  : (int64_t)v);
     else
-        cpu_set_f64(pat, o->dtype, v);
+        ir_set_f64(pat, o->dtype, v);
     unsigned long long pattern = 0;
     memcpy(&pattern, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
     char name[32];
     snprintf(name, sizeof name, "em_fill_%s", size_suffix(es));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *out = tn_ptr(o);
-    long long n = tn_numel(o);
+    void *out = ir_ptr(o);
+    long long n = ir_numel(o);
     void *params[] = {&out, &n, &pattern};
     return cuda_launch(dev, f, n, params, what);
 }
 
-static em_status run_copy(const em_op *op, int dev, const char *what)
+static em_status run_copy(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *in = op->in[0], *o = op->out[0];
+    const ir_tensor *in = op->in[0], *o = op->out[0];
     size_t es = em_dtype_size(in->dtype);
-    long long n = tn_numel(o);
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
-    if (tn_is_contiguous(in))
-        return cuda_copy_d2d(dev, tn_ptr(o), tn_ptr(in), (size_t)n * es, what);
+    if (ir_is_contiguous(in))
+        return cuda_copy_d2d(dev, ir_ptr(o), ir_ptr(in), (size_t)n * es, what);
     strided_arg s;
     memset(&s, 0, sizeof s);
     s.rank = in->rank;
@@ -233,7 +232,7 @@ static em_status run_copy(const em_op *op, int dev, const char *what)
     snprintf(name, sizeof name, "em_strided_%s", size_suffix(es));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *x = tn_ptr(in), *y = tn_ptr(o);
+    void *x = ir_ptr(in), *y = ir_ptr(o);
     void *params[] = {&x, &y, &n, &s};
     return cuda_launch(dev, f, n, params, what);
 }
@@ -250,16 +249,16 @@ typedef struct bidx_arg { /* matches `struct bidx` in the kernel source */
 } bidx_arg;
 
 /* Element strides of the inputs broadcast to the output's shape (slot 3: the output). */
-static void fill_bidx(const em_op *op, bidx_arg *b)
+static void fill_bidx(const ir_op *op, bidx_arg *b)
 {
-    const em_tensor *o = op->out[0];
+    const ir_tensor *o = op->out[0];
     memset(b, 0, sizeof *b);
     b->rank = o->rank;
     for (int d = 0; d < o->rank; d++) {
         b->shape[d] = o->shape[d];
         b->st[3][d] = o->strides[d];
         for (int k = 0; k < op->n_in && k < 3; k++) {
-            const em_tensor *t = op->in[k];
+            const ir_tensor *t = op->in[k];
             int td = d - (o->rank - t->rank);
             b->st[k][d] = td < 0 || t->shape[td] == 1 ? 0 : t->strides[td];
         }
@@ -268,19 +267,19 @@ static void fill_bidx(const em_op *op, bidx_arg *b)
 
 /* MASKED_FILL of every dtype (x, mask broadcast; the fill value converted as the CPU does):
  * a byte-moving kernel by element size. */
-static em_status run_masked_fill(const em_op *op, int dev, const char *what)
+static em_status run_masked_fill(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
+    const ir_tensor *o = op->out[0];
     bidx_arg b;
     fill_bidx(op, &b);
-    long long n = tn_numel(o);
-    void *y = tn_ptr(o), *x0 = tn_ptr(op->in[0]), *x1 = tn_ptr(op->in[1]);
+    long long n = ir_numel(o);
+    void *y = ir_ptr(o), *x0 = ir_ptr(op->in[0]), *x1 = ir_ptr(op->in[1]);
     char name[40];
     snprintf(name, sizeof name, "em_mfill_s%s", size_suffix(em_dtype_size(o->dtype)));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
     unsigned char pat[8] = {0};
-    cpu_set_f64(pat, o->dtype, op->f[0]);
+    ir_set_f64(pat, o->dtype, op->p.fill.value);
     unsigned long long pattern = 0;
     memcpy(&pattern, pat, em_dtype_size(o->dtype));
     void *params[] = {&x0, &x1, &y, &n, &pattern, &b};
@@ -289,15 +288,16 @@ static em_status run_masked_fill(const em_op *op, int dev, const char *what)
 
 typedef cuda_mm_geom mm_arg;
 
-void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
+void cuda_mm_geometry(const ir_op *op, cuda_mm_geom *s)
 {
-    const em_tensor *a = op->in[0], *b = op->in[1];
+    const ir_tensor *a = op->in[0], *b = op->in[1];
     memset(s, 0, sizeof *s);
-    bool a1 = op->i[0] != 0, b1 = op->i[1] != 0;
-    s->M = op->i[2], s->K = op->i[3], s->N = op->i[4], s->R = (int)op->i[5];
+    const em_p_matmul *mp = &op->p.matmul;
+    bool a1 = mp->a_vec, b1 = mp->b_vec;
+    s->M = mp->M, s->K = mp->K, s->N = mp->N, s->R = mp->batch_rank;
     s->nbatch = 1;
     for (int d = 0; d < s->R; d++) {
-        s->bshape[d] = op->i[6 + d];
+        s->bshape[d] = mp->batch[d];
         s->nbatch *= s->bshape[d];
         int ad = d - (s->R - (a->rank - 2)), bd = d - (s->R - (b->rank - 2));
         s->ast[d] = a1 || ad < 0 || a->shape[ad] == 1 ? 0 : a->strides[ad];
@@ -325,9 +325,9 @@ void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
     }
     if (op->kind == EM_OP_MATMUL_BIAS_ACT) {
         s->ep.on = 1;
-        s->ep.act = (int)op->i[14];
-        if (op->n_in > 2) s->ep.bias = tn_ptr(op->in[2]), s->ep.bs = op->in[2]->strides[0];
-        if (op->n_out > 1) s->ep.pre = tn_ptr(op->out[1]);
+        s->ep.act = (int)mp->act;
+        if (op->n_in > 2) s->ep.bias = ir_ptr(op->in[2]), s->ep.bs = op->in[2]->strides[0];
+        if (op->n_out > 1) s->ep.pre = ir_ptr(op->out[1]);
     }
 }
 
@@ -335,10 +335,10 @@ void cuda_mm_geometry(const em_op *op, cuda_mm_geom *s)
  * 16-byte chunks run along it), that dim's extent, the other stride and the batch strides are
  * multiples of 8 elements, and the bases are 16-byte aligned. *at: A is m-contiguous; *bt: B
  * is k-contiguous (a transposed weight). */
-static bool tc_layout(const em_op *op, const mm_arg *s, int *at, int *bt, int64_t q)
+static bool tc_layout(const ir_op *op, const mm_arg *s, int *at, int *bt, int64_t q)
 {
-    const em_tensor *a = op->in[0], *b = op->in[1];
-    if (((uintptr_t)tn_ptr(a) | (uintptr_t)tn_ptr(b)) & 15) return false;
+    const ir_tensor *a = op->in[0], *b = op->in[1];
+    if (((uintptr_t)ir_ptr(a) | (uintptr_t)ir_ptr(b)) & 15) return false;
     for (int d = 0; d < s->R; d++)
         if (s->ast[d] % q || s->bst[d] % q) return false;
     if (s->sak == 1 && s->K % q == 0 && (s->M == 1 || s->sam % q == 0))
@@ -667,13 +667,13 @@ static bool tile_width(const tw_args *t)
  * read in place (TF32 reads one MN-major operand through registers, run_tw_rs; with both MN-major,
  * B is transposed into a pooled buffer first). EM_ERR_UNSUPPORTED (nothing recorded) when the
  * layout does not fit. */
-static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char *what)
+static em_status run_wgmma(const ir_op *op, const mm_arg *s, int dev, const char *what)
 {
-    const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    const ir_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
     const bool tf32 = o->dtype == EM_F32;
     if (!cuda_drv.cuTensorMapEncodeTiled) return EM_ERR_UNSUPPORTED;
     const int esz = tf32 ? 4 : 2;
-    const void *ap = tn_ptr(a), *bp = tn_ptr(b);
+    const void *ap = ir_ptr(a), *bp = ir_ptr(b);
     if (((uintptr_t)ap | (uintptr_t)bp) & 15) return EM_ERR_UNSUPPORTED;
     int am = tma_major(s->sam, s->sak, esz), bn = tma_major(s->sbn, s->sbk, esz);
     if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
@@ -698,7 +698,7 @@ static em_status run_wgmma(const em_op *op, const mm_arg *s, int dev, const char
                      .bn = bn,
                      .ap = ap,
                      .bp = bp,
-                     .cp = tn_ptr(o),
+                     .cp = ir_ptr(o),
                      .M = M,
                      .N = N,
                      .K = K,
@@ -784,9 +784,9 @@ static bool sgt_ok(int dev, const mm_arg *s)
 
 /* The product on em_mm_sgt_<a><b>: one block of 384 threads per multiprocessor (at most one per
  * tile), 4 stages of 32 KiB. EM_ERR_UNSUPPORTED (nothing recorded) when the layout does not fit. */
-static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *what)
+static em_status run_sgt(const ir_op *op, const mm_arg *s, int dev, const char *what)
 {
-    const void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]);
+    const void *ap = ir_ptr(op->in[0]), *bp = ir_ptr(op->in[1]);
     if (((uintptr_t)ap | (uintptr_t)bp) & 15) return EM_ERR_UNSUPPORTED;
     int am = tma_major(s->sam, s->sak, 4), bn = tma_major(s->sbn, s->sbk, 4);
     if (am < 0 || bn < 0) return EM_ERR_UNSUPPORTED;
@@ -807,7 +807,7 @@ static em_status run_sgt(const em_op *op, const mm_arg *s, int dev, const char *
     if (!f) return em_last_status();
     const int64_t tiles = tiles128(s), sms = cuda_device(dev)->sm_count;
     unsigned grid[3] = {(unsigned)(tiles < sms ? tiles : sms), 1, 1}, block[3] = {384, 1, 1};
-    void *cp = tn_ptr(op->out[0]);
+    void *cp = ir_ptr(op->out[0]);
     int mi = (int)M, ni = (int)N, ki = (int)K;
     cuda_mm_epi ep = s->ep;
     void *params[] = {&ma, &mb, &cp, &mi, &ni, &ki, &ep};
@@ -837,9 +837,9 @@ static int sgemm_tile(int dev, const mm_arg *s)
  * A, b = k or n for B; suffix _t64 for tile 64) when both operands' contiguous dims, other
  * strides and batch strides are positive multiples of 4 floats and the bases 16-byte aligned,
  * else em_mm_sgemm (any strides, 128 x 128 tiles only). Returns the kernel's tile side. */
-static int sgemm_name(const em_op *op, const mm_arg *s, int tile, char name[40])
+static int sgemm_name(const ir_op *op, const mm_arg *s, int tile, char name[40])
 {
-    const void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]);
+    const void *ap = ir_ptr(op->in[0]), *bp = ir_ptr(op->in[1]);
     bool ok = !(((uintptr_t)ap | (uintptr_t)bp) & 15);
     for (int d = 0; d < s->R; d++) ok = ok && s->ast[d] % 4 == 0 && s->bst[d] % 4 == 0;
     char ac = s->sak == 1 && s->sam > 0 && s->sam % 4 == 0 && s->K % 4 == 0   ? 'k'
@@ -869,7 +869,7 @@ static void sgemm_grid(const mm_arg *s, int tile, unsigned grid[3], unsigned blo
 
 /* The product in `parts` K slices on tile x tile blocks (TF32 or exact f32), then their ordered
  * sum with s's epilogue. */
-static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int tile, int dev,
+static em_status run_split_k(const ir_op *op, const mm_arg *s, int parts, int tile, int dev,
                              const char *what)
 {
     mm_arg t = *s;
@@ -884,7 +884,7 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int ti
     long long mn = s->M * s->N, nb = s->nbatch;
     float *ws = cuda_pool_alloc(dev, (size_t)(mn * t.nbatch) * sizeof(float));
     if (!ws) return em_last_status();
-    void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *wp = ws, *cp = tn_ptr(op->out[0]);
+    void *ap = ir_ptr(op->in[0]), *bp = ir_ptr(op->in[1]), *wp = ws, *cp = ir_ptr(op->out[0]);
     void *params[] = {&ap, &bp, &wp, &t};
     int at = 0, bt = 0;
     bool tf32 = cuda_tf32_allowed() && tc_layout(op, &t, &at, &bt, 4);
@@ -917,11 +917,11 @@ static em_status run_split_k(const em_op *op, const mm_arg *s, int parts, int ti
  * contiguous columns: a block per 128 columns, its warps over the slice's rows) over k slices, as
  * many (up to 64) as it takes to give every multiprocessor two blocks (config cuda_gemv_parts: a
  * fixed count), their sums added in slice order. */
-static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char *what)
+static em_status run_gemv(const ir_op *op, const mm_arg *s, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
+    const ir_tensor *o = op->out[0];
     const char *tn = o->dtype == EM_F32 ? "f32" : o->dtype == EM_F16 ? "f16" : "bf16";
-    void *ap = tn_ptr(op->in[0]), *bp = tn_ptr(op->in[1]), *cp = tn_ptr(o);
+    void *ap = ir_ptr(op->in[0]), *bp = ir_ptr(op->in[1]), *cp = ir_ptr(o);
     unsigned block[3] = {256, 1, 1};
     bool ok4 = true; /* f32 columns as float4: every row of B and the output 16-byte aligned */
     for (int d = 0; d < s->R; d++) ok4 = ok4 && s->bst[d] % 4 == 0;
@@ -966,15 +966,15 @@ static em_status run_gemv(const em_op *op, const mm_arg *s, int dev, const char 
 /* The product of a MATMUL or MATMUL_BIAS_ACT record; *fused: the kernel that ran applied s's
  * epilogue in its store (the f32 kernels but TF32 mma.sync, the split-K sum, the f16/bf16
  * tensor-core and wgmma kernels), else the caller runs it as a pass over the output. */
-static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const char *what,
+static em_status mm_product(const ir_op *op, const mm_arg *ps, int dev, const char *what,
                             bool *fused)
 {
-    const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    const ir_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
     mm_arg s = *ps;
     *fused = false;
     if ((s.M == 1 || s.N == 1) && (o->dtype == EM_F32 || o->dtype == EM_F16 || o->dtype == EM_BF16))
         return run_gemv(op, &s, dev, what);
-    void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
+    void *ap = ir_ptr(a), *bp = ir_ptr(b), *cp = ir_ptr(o);
     void *params[] = {&ap, &bp, &cp, &s};
     unsigned zb = (unsigned)(s.nbatch > 65535 ? 65535 : s.nbatch);
     char name[40];
@@ -1057,9 +1057,9 @@ static em_status mm_product(const em_op *op, const mm_arg *ps, int dev, const ch
  * (GEMV, TF32 mma.sync, the any-stride f16/bf16 and f64 kernels), one pass over the
  * output that adds the bias, stores the pre-activation and applies the activation in f32 (f64
  * for f64), as the fused stores do. */
-static em_status run_matmul(const em_op *op, int dev, const char *what)
+static em_status run_matmul(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
+    const ir_tensor *o = op->out[0];
     if (!em_dtype_is_float(o->dtype)) return cuda_nn_int_matmul(op, dev, what);
     mm_arg s;
     cuda_mm_geometry(op, &s);
@@ -1074,21 +1074,22 @@ static em_status run_matmul(const em_op *op, int dev, const char *what)
                                    : cuda_short_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *cp = tn_ptr(o);
+    void *cp = ir_ptr(o);
     void *params[] = {&cp, &s};
     return cuda_launch(dev, f, s.nbatch * s.M * s.N, params, what);
 }
 
-static em_status run_layer_norm(const em_op *op, int dev, const char *what)
+static em_status run_layer_norm(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
+    const ir_tensor *x = op->in[0], *o = op->out[0];
+    const em_p_norm *np = &op->p.norm;
+    long long rows, len = norm_rows(x, np->n_norm, &rows);
     if (len == 0 || rows == 0) return EM_OK;
     int next = 1;
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
-    void *wp = op->i[1] ? tn_ptr(op->in[next++]) : NULL;
-    void *bp = op->i[2] ? tn_ptr(op->in[next++]) : NULL;
-    double eps = op->f[0];
+    void *xp = ir_ptr(x), *yp = ir_ptr(o);
+    void *wp = np->has_weight ? ir_ptr(op->in[next++]) : NULL;
+    void *bp = np->has_bias ? ir_ptr(op->in[next++]) : NULL;
+    double eps = np->eps;
     char name[40];
     int vpt = row_vpt(len);
     bool x4 = o->dtype == EM_F32 && len % 4 == 0 && vpt >= 4 && vpt <= 16 &&
@@ -1105,13 +1106,14 @@ static em_status run_layer_norm(const em_op *op, int dev, const char *what)
  * a multiple of 4 elements and every pointer is 16-byte aligned) over a grid of as many blocks as
  * stay resident (2 to 4 per multiprocessor by the registers a row takes), writing dx and each
  * block's partial weight / bias gradient rows; em_norm_bw_cols_f32 adds those in block order. */
-static em_status run_norm_backward(const em_op *op, int dev, const char *what)
+static em_status run_norm_backward(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0];
-    long long rows, len = norm_rows(x, (int)op->i[0], &rows);
+    const ir_tensor *x = op->in[0];
+    const em_p_norm_bw *nb = &op->p.norm_bw;
+    long long rows, len = norm_rows(x, nb->n_norm, &rows);
     if (len == 0) return EM_OK;
-    bool has_w = op->i[1] != 0, want_w = op->i[3] != 0, want_b = op->i[4] != 0;
-    int vpt = row_vpt(len), rms = op->i[2] != 0;
+    bool has_w = nb->has_weight, want_w = nb->want_dw, want_b = nb->want_db;
+    int vpt = row_vpt(len), rms = nb->rms;
     const cuda_device_info *info = cuda_device(dev);
     long long sms = info && info->sm_count > 0 ? info->sm_count : 132;
     long long grid = sms * (vpt >= 32 ? 2 : vpt >= 16 ? 3 : 4); /* the kernels' launch bounds */
@@ -1123,8 +1125,8 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
         cuda_pool_free(dev, pw);
         return em_last_status();
     }
-    void *xp = tn_ptr(x), *gp = tn_ptr(op->in[has_w ? 2 : 1]), *dxp = tn_ptr(op->out[0]);
-    void *wp = has_w ? tn_ptr(op->in[1]) : NULL, *pwp = pw, *pbp = pb;
+    void *xp = ir_ptr(x), *gp = ir_ptr(op->in[has_w ? 2 : 1]), *dxp = ir_ptr(op->out[0]);
+    void *wp = has_w ? ir_ptr(op->in[1]) : NULL, *pwp = pw, *pbp = pb;
     bool x4 = len % 4 == 0 && vpt >= 4 &&
               !(((uintptr_t)xp | (uintptr_t)gp | (uintptr_t)dxp | (uintptr_t)wp) & 15);
     char name[40];
@@ -1134,7 +1136,7 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
     em_status st = em_last_status();
     if ((rows == 0 || f) && (!(want_w || want_b) || fc)) {
         st = EM_OK;
-        double eps = op->f[0];
+        double eps = nb->eps;
         if (rows > 0) {
             unsigned g3[3] = {(unsigned)grid, 1, 1}, b3[3] = {256, 1, 1};
             unsigned smem = (unsigned)((want_w + want_b) * len * (long long)sizeof(float));
@@ -1142,8 +1144,8 @@ static em_status run_norm_backward(const em_op *op, int dev, const char *what)
             st = cuda_launch_grid_smem(dev, f, g3, b3, smem, p, what);
         }
         if (st == EM_OK && fc) {
-            void *dwp = want_w ? tn_ptr(op->out[1]) : NULL;
-            void *dbp = want_b ? tn_ptr(op->out[want_w ? 2 : 1]) : NULL;
+            void *dwp = want_w ? ir_ptr(op->out[1]) : NULL;
+            void *dbp = want_b ? ir_ptr(op->out[want_w ? 2 : 1]) : NULL;
             unsigned g3[3] = {(unsigned)((len + 31) / 32), 1, 1}, b3[3] = {32, 8, 1};
             void *p[] = {&pwp, &pbp, &grid, &len, &dwp, &dbp};
             st = cuda_launch_grid(dev, fc, g3, b3, p, what);
@@ -1159,32 +1161,28 @@ typedef struct pool_arg { /* matches `struct poolg` in kernels/pool.cu */
     int64_t planes;
 } pool_arg;
 
-static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, const char *what)
+static em_status max_pool_contig(const ir_op *op, const ir_tensor *x, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    int nd = (int)op->i[0];
+    const ir_tensor *o = op->out[0];
     pool_arg g;
     memset(&g, 0, sizeof g);
     int64_t in_plane = 1;
+    ir_win3 w; /* the op's spatial dims, right-aligned */
+    ir_pool_windows(op->kind, &op->p, x->shape, x->rank, o->shape, o->rank, &w);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - nd); /* the op's spatial dims, right-aligned */
-        g.in[i] = j >= 0 ? x->shape[x->rank - nd + j] : 1;
-        g.out[i] = j >= 0 ? o->shape[o->rank - nd + j] : 1;
-        g.k[i] = j >= 0 ? op->i[1 + j] : 1;
-        g.s[i] = j >= 0 ? op->i[4 + j] : 1;
-        g.p[i] = j >= 0 ? op->i[7 + j] : 0;
-        g.d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g.in[i] = w.in[i], g.out[i] = w.out[i];
+        g.k[i] = w.k[i], g.s[i] = w.s[i], g.p[i] = w.p[i], g.d[i] = w.d[i];
         in_plane *= g.in[i];
     }
-    g.planes = in_plane ? tn_numel(x) / in_plane : 0;
-    long long n = tn_numel(o);
+    g.planes = in_plane ? ir_numel(x) / in_plane : 0;
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
     char name[40];
     const char *dn = o->dtype == EM_F16    ? "f16"
                      : o->dtype == EM_BF16 ? "bf16"
                                            : cuda_short_name(o->dtype);
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
-    void *ip = op->n_out > 1 && op->out[1] ? tn_ptr(op->out[1]) : NULL;
+    void *xp = ir_ptr(x), *yp = ir_ptr(o);
+    void *ip = op->n_out > 1 && op->out[1] ? ir_ptr(op->out[1]) : NULL;
     /* values of 3 x 3 windows, stride 1: a column walk over a shared-memory tile (pool.cu) */
     if (!ip && (o->dtype == EM_F32 || o->dtype == EM_F64) && g.in[0] == 1 && g.k[0] == 1 &&
         g.k[1] == 3 && g.k[2] == 3 && g.s[1] == 1 && g.s[2] == 1 && g.d[1] == 1 && g.d[2] == 1 &&
@@ -1225,30 +1223,29 @@ static em_status max_pool_contig(const em_op *op, const em_tensor *x, int dev, c
 
 /* MAX_POOL (values and i64 indices) and MAX_POOL_VALUES (one output: no indices written); a
  * strided input is packed contiguous first. */
-static em_status run_max_pool(const em_op *op, int dev, const char *what)
+static em_status run_max_pool(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    if (tn_numel(o) == 0) return EM_OK;
-    em_tensor xc;
-    em_storage xs;
+    const ir_tensor *o = op->out[0];
+    if (ir_numel(o) == 0) return EM_OK;
+    ir_tensor xc;
     void *tmp = NULL;
-    em_status st = cuda_nn_stage(dev, op->in[0], false, &xc, &xs, &tmp, what);
+    em_status st = cuda_nn_stage(dev, op->in[0], false, &xc, &tmp, what);
     if (st == EM_OK) st = max_pool_contig(op, &xc, dev, what);
     cuda_pool_free(dev, tmp); /* stream order: the pool has read it before any reuse */
     return st;
 }
 
-em_status cuda_matmul(const em_op *op, int dev, const char *what)
+em_status cuda_matmul(const ir_op *op, int dev, const char *what)
 {
     return run_matmul(op, dev, what);
 }
 
 /* tn_dispatch calls this only for records be_supports accepted. */
-static em_status be_exec(const em_op *op)
+static em_status be_exec(const ir_op *op)
 {
     char what[64];
     snprintf(what, sizeof what, "em_%s", em_op_name(op->kind));
-    int dev = op->out[0]->storage->device.index;
+    int dev = op->out[0]->device.index;
     em_status st = cuda_enter(dev, what);
     if (st != EM_OK) return st;
     if (cuda_reduce_claims(op->kind)) return cuda_reduce_exec(op, dev, what);

@@ -15,17 +15,16 @@ typedef struct conv_arg { /* matches `struct convg` in kernels/conv.cu */
     int64_t n, c;
 } conv_arg;
 
-/* A stack tensor on device storage `st` (caller-filled), rank <= 4, given shape and strides. */
-static em_tensor view3(em_storage *st, em_dtype dt, int64_t offset, int rank, const int64_t *shape,
+/* A view of device memory data (its first element), rank <= 4, given shape and strides. */
+static ir_tensor view3(void *data, em_device dev, em_dtype dt, int rank, const int64_t *shape,
                        const int64_t *strides)
 {
-    em_tensor t;
+    ir_tensor t;
     memset(&t, 0, sizeof t);
-    t.refcount = 1;
+    t.data = data;
+    t.device = dev;
     t.dtype = dt;
     t.rank = rank;
-    t.offset = offset;
-    t.storage = st;
     for (int d = 0; d < rank; d++) t.shape[d] = shape[d], t.strides[d] = strides[d];
     return t;
 }
@@ -41,52 +40,52 @@ static em_status launch_conv_kernel(int dev, const char *fam, em_dtype dt, const
     return cuda_launch(dev, f, n, params, what);
 }
 
-static em_status bias_add(int dev, const em_tensor *y, const em_tensor *b, long long c, long long L,
+static em_status bias_add(int dev, const ir_tensor *y, const ir_tensor *b, long long c, long long L,
                           const char *what)
 {
     char name[32];
     snprintf(name, sizeof name, "em_bias_add_%s", cuda_short_name(y->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    long long total = tn_numel(y);
-    void *yp = tn_ptr(y), *bp = tn_ptr(b);
+    long long total = ir_numel(y);
+    void *yp = ir_ptr(y), *bp = ir_ptr(b);
     void *params[] = {&yp, &bp, &c, &L, &total};
     return cuda_launch(dev, f, total, params, what);
 }
 
 /* C[n, g] = A[g] . B[n, g] through cuda_matmul: A [G, M, K] (a_g: its group stride), B [N, G, K, L]
  * (strides b_n, b_g, b_k), C contiguous [N, G, M, L]. */
-static em_status mm_groups(int dev, const em_tensor *A, int64_t a_g, int64_t a_m, int64_t a_k,
-                           const em_tensor *B, int64_t b_n, int64_t b_g, int64_t b_k, em_tensor *C,
+static em_status mm_groups(int dev, const ir_tensor *A, int64_t a_g, int64_t a_m, int64_t a_k,
+                           const ir_tensor *B, int64_t b_n, int64_t b_g, int64_t b_k, ir_tensor *C,
                            int64_t N, int64_t G, int64_t M, int64_t K, int64_t L, const char *what)
 {
     int64_t ash[4] = {1, G, M, K}, ast[4] = {0, a_g, a_m, a_k};
     int64_t bsh[4] = {N, G, K, L}, bst[4] = {b_n, b_g, b_k, 1};
     int64_t csh[4] = {N, G, M, L}, cst[4] = {G * M * L, M * L, L, 1};
-    em_tensor at = view3(A->storage, A->dtype, A->offset, 4, ash, ast);
-    em_tensor bt = view3(B->storage, B->dtype, B->offset, 4, bsh, bst);
-    em_tensor ct = view3(C->storage, C->dtype, C->offset, 4, csh, cst);
-    em_op mm;
+    ir_tensor at = view3(A->data, A->device, A->dtype, 4, ash, ast);
+    ir_tensor bt = view3(B->data, B->device, B->dtype, 4, bsh, bst);
+    ir_tensor ct = view3(C->data, C->device, C->dtype, 4, csh, cst);
+    ir_op mm;
     memset(&mm, 0, sizeof mm);
     mm.kind = EM_OP_MATMUL;
     mm.n_in = 2;
     mm.n_out = 1;
     mm.in[0] = &at, mm.in[1] = &bt, mm.out[0] = &ct;
-    mm.i[2] = M, mm.i[3] = K, mm.i[4] = L, mm.i[5] = 2, mm.i[6] = N, mm.i[7] = G;
+    mm.p.matmul = (em_p_matmul){.M = M, .K = K, .N = L, .batch_rank = 2, .batch = {N, G}};
     return cuda_matmul(&mm, dev, what);
 }
 
 /* CONV with few output channels per group (depthwise ...): one thread per output (conv_nn.cu). */
-static em_status conv_direct(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                             const em_tensor *y, const conv_arg *g, long long cout, long long G,
+static em_status conv_direct(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
+                             const ir_tensor *y, const conv_arg *g, long long cout, long long G,
                              const char *what)
 {
     CUfunction f = cuda_kernel(
         dev, y->dtype == EM_F64 ? "em_nn_conv_direct_f64" : "em_nn_conv_direct_f32", what);
     if (!f) return em_last_status();
-    void *xp = tn_ptr(x), *wp = tn_ptr(w), *bp = b ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    void *xp = ir_ptr(x), *wp = ir_ptr(w), *bp = b ? ir_ptr(b) : NULL, *yp = ir_ptr(y);
     void *params[] = {&xp, &wp, &bp, &yp, (void *)g, &cout, &G};
-    return cuda_launch(dev, f, tn_numel(y), params, what);
+    return cuda_launch(dev, f, ir_numel(y), params, what);
 }
 
 typedef struct conv_ig_arg { /* matches `struct convig` in kernels/matmul_conv.cu */
@@ -102,7 +101,7 @@ static bool conv_igemm_allowed(void)
 
 /* Whether a CONV (the geometry g of run_conv) runs as the implicit GEMM: f16/bf16, or f32 unless
  * TF32 is allowed; 1-D or 2-D, at least 16 outputs per group, every offset within 32 bits. */
-static bool conv_igemm_ok(const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy, int64_t G)
+static bool conv_igemm_ok(const ir_op *op, const conv_arg *g, int64_t Cx, int64_t Cy, int64_t G)
 {
     em_dtype dt = op->out[0]->dtype;
     bool f32 = dt == EM_F32 && !cuda_tf32_allowed(); /* TF32 asked for: im2col + the TF32 matmul */
@@ -153,16 +152,16 @@ static em_status to_channels_last(int dev, const void *src, void *dst, int64_t n
 /* Channels-last copies of x [n][Cx][hw] and w [Cy][Cg][taps] (16-bit or f32 elements) in pooled
  * buffers: *xcl [n][hw][Cx], *wcl [Cy][taps][Cg]. The caller frees both, also on failure (NULL
  * where not allocated). */
-static em_status stage_channels_last(int dev, const em_tensor *x, const em_tensor *w, int64_t n,
+static em_status stage_channels_last(int dev, const ir_tensor *x, const ir_tensor *w, int64_t n,
                                      int64_t Cx, int64_t hw, int64_t Cy, int64_t Cg, int64_t taps,
                                      void **xcl, void **wcl, const char *what)
 {
     const int esz = (int)em_dtype_size(x->dtype);
-    *xcl = cuda_pool_alloc(dev, (size_t)(tn_numel(x) * esz));
-    *wcl = *xcl ? cuda_pool_alloc(dev, (size_t)(tn_numel(w) * esz)) : NULL;
+    *xcl = cuda_pool_alloc(dev, (size_t)(ir_numel(x) * esz));
+    *wcl = *xcl ? cuda_pool_alloc(dev, (size_t)(ir_numel(w) * esz)) : NULL;
     if (!*wcl) return em_last_status();
-    em_status st = to_channels_last(dev, tn_ptr(x), *xcl, n, Cx, hw, esz, what);
-    return st == EM_OK ? to_channels_last(dev, tn_ptr(w), *wcl, Cy, Cg, taps, esz, what) : st;
+    em_status st = to_channels_last(dev, ir_ptr(x), *xcl, n, Cx, hw, esz, what);
+    return st == EM_OK ? to_channels_last(dev, ir_ptr(w), *wcl, Cy, Cg, taps, esz, what) : st;
 }
 
 /* y = conv(x, w) + b as an implicit GEMM (kernels/matmul_conv.cu), x, w, b and y contiguous.
@@ -172,8 +171,8 @@ static em_status stage_channels_last(int dev, const em_tensor *x, const em_tenso
  * with gathered columns (em_conv_ig_f32*). Products with few output tiles
  * cut K into parts summed in order afterwards (f32 workspace): the weight gradient's
  * convolution has K = N OH OW. */
-static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                            const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+static em_status conv_igemm(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
+                            const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                             int64_t G, const char *what)
 {
     bool bf = y->dtype == EM_BF16, f32 = y->dtype == EM_F32;
@@ -186,7 +185,7 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     a.K = (int32_t)(a.Cg * KH * KW);
     a.L = (int32_t)(g->blk[1] * g->blk[2]), a.ncols = (int32_t)(g->n * a.L);
     a.xn = (int32_t)(Cx * a.H * a.W), a.yn = (int32_t)(Cy * a.L);
-    a.ytot = (int32_t)tn_numel(y);
+    a.ytot = (int32_t)ir_numel(y);
     int kstep = f32 ? 16 : 32, ktiles = (a.K + kstep - 1) / kstep;
     bool m64 = conv_rows64(a.M), cl = !f32 && a.Cg % 8 == 0;
     unsigned bm = m64 ? 64 : 128, bn = f32 && m64 ? 256 : 128; /* block tile (matmul_conv.cu) */
@@ -198,17 +197,15 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
     a.splits = splits;
     a.tps = (ktiles + splits - 1) / splits;
     em_status st = EM_OK;
-    em_tensor xc = tn_desc(x), wc = tn_desc(w);
-    em_storage xs, wst;
+    ir_tensor xc = *x, wc = *w;
     void *xbuf = NULL, *wbuf = NULL;
     if (cl) { /* x to [N][H][W][Cx] and w to [Cy][Kh][Kw][Cg] */
         st = stage_channels_last(dev, x, w, g->n, Cx, (int64_t)a.H * a.W, Cy, a.Cg, KH * KW, &xbuf,
                                  &wbuf, what);
-        xc.storage = &xs, xs = tn_storage_desc(x->storage), xs.data = xbuf, xc.offset = 0;
-        wc.storage = &wst, wst = tn_storage_desc(w->storage), wst.data = wbuf, wc.offset = 0;
+        xc.data = xbuf, wc.data = wbuf;
         x = &xc, w = &wc;
     }
-    bool av = cl || (a.K % 8 == 0 && ((uintptr_t)tn_ptr(w) & 15) == 0);
+    bool av = cl || (a.K % 8 == 0 && ((uintptr_t)ir_ptr(w) & 15) == 0);
     char name[48];
     snprintf(name, sizeof name, "em_conv_%s_%s%s%s", cl ? "cl" : "ig",
              f32  ? "f32"
@@ -232,8 +229,8 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
         void *tp[] = {&taps, &ntaps, &a.K, &khw, &kw, &dh, &dw, &a.H, &a.W};
         st = cuda_launch(dev, ft, ntaps, tp, what);
     }
-    void *xp = st == EM_OK ? tn_ptr(x) : NULL, *wp = st == EM_OK ? tn_ptr(w) : NULL,
-         *bp = b && splits == 1 ? tn_ptr(b) : NULL, *yp = tn_ptr(y);
+    void *xp = st == EM_OK ? ir_ptr(x) : NULL, *wp = st == EM_OK ? ir_ptr(w) : NULL,
+         *bp = b && splits == 1 ? ir_ptr(b) : NULL, *yp = ir_ptr(y);
     unsigned grid[3] = {gn, gm, (unsigned)(G * splits)};
     unsigned block[3] = {256, 1, 1};
     void *params[] = {&xp, &wp, &bp, &yp, &ws, &taps, &a};
@@ -244,7 +241,7 @@ static em_status conv_igemm(int dev, const em_tensor *x, const em_tensor *w, con
         snprintf(name, sizeof name, "em_conv_ig_sum_%s", f32 ? "f32" : bf ? "bf16" : "f16");
         CUfunction fs = cuda_kernel(dev, name, what);
         int cy = (int)Cy;
-        void *bq = b ? tn_ptr(b) : NULL;
+        void *bq = b ? ir_ptr(b) : NULL;
         void *sp[] = {&ws, &bq, &yp, &a, &cy};
         st = fs ? cuda_launch(dev, fs, a.ytot, sp, what) : em_last_status();
     }
@@ -274,7 +271,7 @@ typedef enum conv_path {
 
 /* An f32 CONV of conv_igemm_ok's shapes that conv_sgt takes: 1-D/2-D, one group, stride 1, input
  * channels a multiple of 32, on sm_90. */
-static bool conv_sgt_fits(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t G)
+static bool conv_sgt_fits(int dev, const ir_op *op, const conv_arg *g, int64_t Cx, int64_t G)
 {
     return op->kind == EM_OP_CONV && G == 1 && Cx % 32 == 0 && g->img[0] == 1 && g->k[0] == 1 &&
            g->s[1] == 1 && g->s[2] == 1 && cuda_wgmma_device(dev) &&
@@ -282,7 +279,7 @@ static bool conv_sgt_fits(int dev, const em_op *op, const conv_arg *g, int64_t C
 }
 
 /* f16/bf16, 1-D/2-D, one group, a multiple of q input channels. */
-static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int64_t G, int64_t q)
+static bool conv_half_plain(const ir_op *op, const conv_arg *g, int64_t Cx, int64_t G, int64_t q)
 {
     em_dtype dt = op->out[0]->dtype;
     return op->kind == EM_OP_CONV && (dt == EM_F16 || dt == EM_BF16) && G == 1 && Cx % q == 0 &&
@@ -297,7 +294,7 @@ static bool conv_half_plain(const em_op *op, const conv_arg *g, int64_t Cx, int6
  * (bench/RESULTS.md); the faster paths only for at least 64 output positions per image (a weight
  * gradient's convolution, with the kernel's few taps as its output, would leave the column tiles
  * nearly empty). */
-static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
+static conv_path conv_choose(int dev, const ir_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
     const char *v = core_cfg_str(CFG_CUDA_CONV_KERNEL);
@@ -329,8 +326,8 @@ static conv_path conv_choose(int dev, const em_op *op, const conv_arg *g, int64_
  * cols [N OH OW][Kh Kw Cin] (em_im2col_cl_u16), w to [Cout][Kh Kw Cin]; then
  * t [N OH OW][Cout] = cols w^T (+ b in the product's store; f32 accumulation, one rounding), and
  * t transposed into y [N][Cout][OH OW]. Costs the columns' memory (Kh Kw times x's, pooled). */
-static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                           const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+static em_status conv_cols(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
+                           const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                            const char *what)
 {
     int64_t KH = g->k[1], KW = g->k[2], L = g->blk[1] * g->blk[2], rows = g->n * L;
@@ -357,24 +354,21 @@ static em_status conv_cols(int dev, const em_tensor *x, const em_tensor *w, cons
         st = cuda_launch(dev, f, a.total, params, what);
     }
     if (st == EM_OK) { /* t [rows][Cy] = cols [rows][K] . wcl^T, wcl read as [K][Cy] (k-major) */
-        em_storage cs = tn_storage_desc(y->storage), ws = tn_storage_desc(y->storage),
-                   os = tn_storage_desc(y->storage);
-        cs.data = cols, ws.data = wcl, os.data = out;
         int64_t ash[2] = {rows, K}, ast[2] = {K, 1}, bsh[2] = {K, Cy}, bst[2] = {1, K};
         int64_t osh[2] = {rows, Cy}, ost[2] = {Cy, 1};
-        em_tensor at = view3(&cs, y->dtype, 0, 2, ash, ast);
-        em_tensor bt = view3(&ws, y->dtype, 0, 2, bsh, bst);
-        em_tensor ot = view3(&os, y->dtype, 0, 2, osh, ost);
-        em_op mm;
+        ir_tensor at = view3(cols, y->device, y->dtype, 2, ash, ast);
+        ir_tensor bt = view3(wcl, y->device, y->dtype, 2, bsh, bst);
+        ir_tensor ot = view3(out, y->device, y->dtype, 2, osh, ost);
+        ir_op mm;
         memset(&mm, 0, sizeof mm);
         mm.kind = b ? EM_OP_MATMUL_BIAS_ACT : EM_OP_MATMUL;
         mm.n_in = b ? 3 : 2;
         mm.n_out = 1;
-        mm.in[0] = &at, mm.in[1] = &bt, mm.in[2] = (em_tensor *)b, mm.out[0] = &ot;
-        mm.i[2] = rows, mm.i[3] = K, mm.i[4] = Cy, mm.i[14] = EM_ACT_NONE;
+        mm.in[0] = &at, mm.in[1] = &bt, mm.in[2] = (ir_tensor *)b, mm.out[0] = &ot;
+        mm.p.matmul = (em_p_matmul){.M = rows, .K = K, .N = Cy, .act = EM_ACT_NONE};
         st = cuda_matmul(&mm, dev, what);
     }
-    if (st == EM_OK) st = to_channels_last(dev, out, tn_ptr(y), g->n, L, Cy, 2, what);
+    if (st == EM_OK) st = to_channels_last(dev, out, ir_ptr(y), g->n, L, Cy, 2, what);
     /* stream order: the kernels above read these before any reuse */
     cuda_pool_free(dev, out);
     cuda_pool_free(dev, cols);
@@ -416,7 +410,7 @@ static void tw_conv_tiles(tw_conv_arg *a, int64_t N, int64_t OH, int64_t OW, int
  * (*xcl, *wcl: the caller frees both, also on failure) and A's map *ma over w as [Cout][Kh Kw
  * Cin], boxes of 128 bytes of k x 128 rows. EM_ERR_UNSUPPORTED (logged, nothing recorded) when
  * the driver refuses the map. */
-static em_status stage_tw_conv(int dev, const em_tensor *x, const em_tensor *w, const conv_arg *g,
+static em_status stage_tw_conv(int dev, const ir_tensor *x, const ir_tensor *w, const conv_arg *g,
                                int64_t Cx, int64_t Cy, void **xcl, void **wcl, cuda_tmap *ma,
                                const char *what)
 {
@@ -436,10 +430,10 @@ static em_status stage_tw_conv(int dev, const em_tensor *x, const em_tensor *w, 
  * workspace ws): one block of 384 threads and smem bytes per multiprocessor, at most one per work
  * unit (an output tile, or one of its a.splits k ranges). */
 static em_status launch_tw_conv(int dev, CUfunction f, bool sgt, cuda_tmap *ma, cuda_tmap *mb,
-                                const em_tensor *y, void *ws, const em_tensor *b, tw_conv_arg a,
+                                const ir_tensor *y, void *ws, const ir_tensor *b, tw_conv_arg a,
                                 unsigned smem, const char *what)
 {
-    void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+    void *yp = ir_ptr(y), *bp = b ? ir_ptr(b) : NULL;
     void *tw_params[] = {ma, mb, &yp, &bp, &a}, *sgt_params[] = {ma, mb, &yp, &ws, &bp, &a};
     int64_t tiles = (a.Cout + 127) / 128 * (int64_t)a.ntiles * a.splits,
             sm = cuda_device(dev)->sm_count;
@@ -476,8 +470,8 @@ static tw_conv_arg tw_conv_geometry(const conv_arg *g, int64_t Cx, int64_t Cy, i
  * place. Tiles of 256 columns unless 128-column ones take clearly fewer waves over the
  * multiprocessors (a 128-column tile taken to cost 0.55 of a 256-column one, as for matmul).
  * EM_ERR_UNSUPPORTED (nothing recorded) when the driver refuses an operand's tensor map. */
-static em_status conv_tw(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                         const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
+static em_status conv_tw(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
+                         const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                          const char *what)
 {
     tw_conv_arg a[2];
@@ -560,8 +554,8 @@ static int sgt_splits(int64_t tiles, int64_t kts, int64_t sm)
  * tiles into ranges, the ranges' sums (the first in y, the others in a workspace) are added in
  * order by em_conv_splitk_f32, then + b. EM_ERR_UNSUPPORTED (nothing recorded) when the driver
  * refuses a tensor map or the tile count leaves int. */
-static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const em_tensor *b,
-                          const em_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
+static em_status conv_sgt(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
+                          const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
                           const char *what)
 {
     int64_t KH = g->k[1], KW = g->k[2], K = KH * KW * Cx;
@@ -589,7 +583,7 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
         st = launch_tw_conv(dev, f, true, &ma, &mb, y, ws, b, a, 4 * 32768 + 1024 + 64, what);
     if (st == EM_OK && a.splits > 1) {
         CUfunction sum = cuda_kernel(dev, "em_conv_splitk_f32", what);
-        void *yp = tn_ptr(y), *bp = b ? tn_ptr(b) : NULL;
+        void *yp = ir_ptr(y), *bp = b ? ir_ptr(b) : NULL;
         void *params[] = {&yp, &ws, &bp, &a};
         st = sum ? cuda_launch(dev, sum, (int64_t)a.npix * Cy, params, what) : em_last_status();
     }
@@ -601,22 +595,18 @@ static em_status conv_sgt(int dev, const em_tensor *x, const em_tensor *w, const
 }
 
 /* The geometry of a CONV / CONV_TRANSPOSE record in 3 spatial dims (leading ones of size 1). */
-static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
+static void conv_geometry(const ir_op *op, conv_arg *g, bool tr)
 {
-    const em_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
-    int S = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *w = op->in[1], *y = op->out[0];
+    int S = op->p.conv.nd;
     bool unb = x->rank == S + 1;
     memset(g, 0, sizeof *g);
+    ir_win3 w3; /* the image is the conv's input, the transpose's output */
+    ir_conv_windows(tr ? EM_OP_CONV_TRANSPOSE : EM_OP_CONV, &op->p.conv, x->shape, x->rank,
+                    w->shape, y->shape, y->rank, &w3);
     for (int i = 0; i < 3; i++) {
-        int j = i - (3 - S);
-        int64_t xs = j >= 0 ? x->shape[x->rank - S + j] : 1,
-                yss = j >= 0 ? y->shape[y->rank - S + j] : 1;
-        g->img[i] = tr ? yss : xs; /* the image is the conv's input, the transpose's output */
-        g->blk[i] = tr ? xs : yss;
-        g->k[i] = j >= 0 ? w->shape[2 + j] : 1;
-        g->s[i] = j >= 0 ? op->i[1 + j] : 1;
-        g->p[i] = j >= 0 ? op->i[4 + j] : 0;
-        g->d[i] = j >= 0 ? op->i[10 + j] : 1;
+        g->img[i] = w3.in[i], g->blk[i] = w3.out[i];
+        g->k[i] = w3.k[i], g->s[i] = w3.s[i], g->p[i] = w3.p[i], g->d[i] = w3.d[i];
     }
     g->n = unb ? 1 : x->shape[0];
     g->c = tr ? y->shape[unb ? 0 : 1] : x->shape[unb ? 0 : 1];
@@ -626,16 +616,15 @@ static void conv_geometry(const em_op *op, conv_arg *g, bool tr)
  * fewer than 16 output channels per group; CONV_TRANSPOSE as that matmul + col2im (+ bias). Strided
  * inputs are packed first. CONV runs as the implicit GEMM (conv_igemm) where conv_igemm_ok
  * allows; f16/bf16 otherwise (and CONV_TRANSPOSE) in f32. */
-em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
+em_status cuda_conv_exec(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *y = op->out[0];
+    const ir_tensor *y = op->out[0];
     bool tr = op->kind == EM_OP_CONV_TRANSPOSE;
-    int S = (int)op->i[0];
-    int64_t G = op->i[16] > 1 ? op->i[16] : 1;
-    if (tn_numel(y) == 0) return EM_OK;
+    int S = op->p.conv.nd;
+    int64_t G = op->p.conv.groups > 1 ? op->p.conv.groups : 1;
+    if (ir_numel(y) == 0) return EM_OK;
     bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
-    em_tensor in[3], yt = tn_desc(y);
-    em_storage ins[3], ys;
+    ir_tensor in[3], yt = *y;
     void *bufs[4] = {NULL, NULL, NULL, NULL};
     em_status st = EM_OK;
     bool unb = op->in[0]->rank == S + 1;
@@ -645,8 +634,8 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     if (conv_igemm_ok(op, &g, Cx, Cy, G)) { /* f16/bf16 on the tensor cores, f32 exact */
         for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
         for (int i = 0; i < op->n_in && st == EM_OK; i++)
-            st = cuda_nn_stage(dev, op->in[i], false, &in[i], &ins[i], &bufs[i], what);
-        const em_tensor *b = op->n_in > 2 ? &in[2] : NULL;
+            st = cuda_nn_stage(dev, op->in[i], false, &in[i], &bufs[i], what);
+        const ir_tensor *b = op->n_in > 2 ? &in[2] : NULL;
         conv_path path = conv_choose(dev, op, &g, Cx, Cy, G);
         if (st == EM_OK && path == CONV_TW) {
             st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
@@ -666,17 +655,14 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     em_dtype cdt = half ? EM_F32 : y->dtype;
     for (int i = 0; i < op->n_in; i++) in[i] = *op->in[i];
     for (int i = 0; i < op->n_in && st == EM_OK; i++)
-        st = cuda_nn_stage(dev, op->in[i], half, &in[i], &ins[i], &bufs[i], what);
+        st = cuda_nn_stage(dev, op->in[i], half, &in[i], &bufs[i], what);
     if (st == EM_OK && half) {
-        bufs[3] = cuda_pool_alloc(dev, (size_t)tn_numel(y) * 4);
+        bufs[3] = cuda_pool_alloc(dev, (size_t)ir_numel(y) * 4);
         if (!bufs[3]) st = em_last_status();
-        ys = tn_storage_desc(y->storage);
-        ys.data = bufs[3];
-        yt.storage = &ys;
-        yt.offset = 0;
+        yt.data = bufs[3];
         yt.dtype = EM_F32;
     }
-    const em_tensor *x = &in[0], *w = &in[1];
+    const ir_tensor *x = &in[0], *w = &in[1];
     int64_t Kt = g.k[0] * g.k[1] * g.k[2], Lx = 1, Ly = 1;
     for (int i = 0; i < 3; i++) Lx *= tr ? g.blk[i] : g.img[i], Ly *= tr ? g.img[i] : g.blk[i];
     int64_t K = g.c * Kt, L = tr ? Lx : Ly;
@@ -689,13 +675,11 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
     void *cols =
         st == EM_OK ? cuda_pool_alloc(dev, (size_t)(N * K * L) * em_dtype_size(cdt) + 16) : NULL;
     if (st == EM_OK && !cols) st = em_last_status();
-    em_storage cs = tn_storage_desc(y->storage);
-    cs.data = cols;
     int64_t cshape[3] = {N, K, L}, cstr[3] = {K * L, L, 1};
-    em_tensor ct = view3(&cs, cdt, 0, 3, cshape, cstr);
+    ir_tensor ct = view3(cols, y->device, cdt, 3, cshape, cstr);
     if (st == EM_OK && !tr) {
         /* y[n, g] [Cy/G, L] = w[g] [Cy/G, K/G] . cols[n, g] [K/G, L] */
-        st = launch_conv_kernel(dev, "im2col", cdt, tn_ptr(x), cols, &g, N * K * L, what);
+        st = launch_conv_kernel(dev, "im2col", cdt, ir_ptr(x), cols, &g, N * K * L, what);
         int64_t M = Cy / G, Kg = K / G;
         if (st == EM_OK)
             st = mm_groups(dev, w, M * Kg, Kg, 1, &ct, K * L, Kg * L, L, &yt, N, G, M, Kg, L, what);
@@ -704,7 +688,7 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
         int64_t M = K / G, Cg = Cx / G;
         st = mm_groups(dev, w, Cg * M, 1, M, x, Cx * Lx, Cg * Lx, Lx, &ct, N, G, M, Cg, Lx, what);
         if (st == EM_OK)
-            st = launch_conv_kernel(dev, "col2im", cdt, cols, tn_ptr(&yt), &g, tn_numel(y), what);
+            st = launch_conv_kernel(dev, "col2im", cdt, cols, ir_ptr(&yt), &g, ir_numel(y), what);
     }
     if (st == EM_OK && op->n_in > 2) st = bias_add(dev, &yt, &in[2], Cy, Ly, what);
     if (st == EM_OK && half) st = cuda_nn_from_f32(dev, bufs[3], y, what);
@@ -715,52 +699,49 @@ em_status cuda_conv_exec(const em_op *op, int dev, const char *what)
 }
 
 /* IM2COL / COL2IM (2-D, F.unfold / F.fold). */
-em_status cuda_fold_exec(const em_op *op, int dev, const char *what)
+em_status cuda_fold_exec(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *y = op->out[0];
+    const ir_tensor *x = op->in[0], *y = op->out[0];
     bool unfold = op->kind == EM_OP_IM2COL;
-    const em_tensor *imgt = unfold ? x : y;
+    const ir_tensor *imgt = unfold ? x : y;
     conv_arg g;
     memset(&g, 0, sizeof g);
-    g.img[0] = g.blk[0] = g.k[0] = g.s[0] = g.d[0] = 1;
-    for (int j = 0; j < 2; j++) {
-        g.k[1 + j] = op->i[j], g.d[1 + j] = op->i[2 + j], g.p[1 + j] = op->i[4 + j];
-        g.s[1 + j] = op->i[6 + j], g.img[1 + j] = op->i[8 + j];
-        g.blk[1 + j] =
-            (g.img[1 + j] + 2 * g.p[1 + j] - g.d[1 + j] * (g.k[1 + j] - 1) - 1) / g.s[1 + j] + 1;
+    ir_win3 w3;
+    ir_fold_windows(&op->p.fold, &w3);
+    for (int i = 0; i < 3; i++) {
+        g.img[i] = w3.in[i], g.blk[i] = w3.out[i];
+        g.k[i] = w3.k[i], g.s[i] = w3.s[i], g.p[i] = w3.p[i], g.d[i] = w3.d[i];
     }
     bool unb = imgt->rank == 3;
     g.n = unb ? 1 : imgt->shape[0];
     g.c = imgt->shape[unb ? 0 : 1];
-    if (tn_numel(y) == 0) return EM_OK;
+    if (ir_numel(y) == 0) return EM_OK;
     /* f16/bf16: im2col moves 16-bit elements; col2im sums in f32 buffers (as the CPU does) */
     bool half = y->dtype == EM_F16 || y->dtype == EM_BF16;
     em_dtype ct = half && !unfold ? EM_F32 : x->dtype;
-    const void *src = tn_ptr(x);
+    const void *src = ir_ptr(x);
     void *tmp = NULL, *img = NULL;
     em_status st = EM_OK;
-    if (ct != x->dtype || !tn_is_contiguous(x)) {
-        tmp = cuda_pool_alloc(dev, (size_t)tn_numel(x) * em_dtype_size(ct));
+    if (ct != x->dtype || !ir_is_contiguous(x)) {
+        tmp = cuda_pool_alloc(dev, (size_t)ir_numel(x) * em_dtype_size(ct));
         st = tmp ? cuda_index_to_contiguous(dev, x, ct, tmp, what) : em_last_status();
         src = tmp;
     }
     if (st == EM_OK && unfold && half) {
         CUfunction f = cuda_kernel(dev, "em_im2col_u16", what);
-        void *yp = tn_ptr(y);
+        void *yp = ir_ptr(y);
         void *params[] = {(void *)&src, &yp, &g};
-        st = f ? cuda_launch(dev, f, tn_numel(y), params, what) : em_last_status();
+        st = f ? cuda_launch(dev, f, ir_numel(y), params, what) : em_last_status();
     } else if (st == EM_OK && half) {
-        img = cuda_pool_alloc(dev, (size_t)tn_numel(y) * sizeof(float));
-        st = img ? launch_conv_kernel(dev, "col2im", EM_F32, src, img, &g, tn_numel(y), what)
+        img = cuda_pool_alloc(dev, (size_t)ir_numel(y) * sizeof(float));
+        st = img ? launch_conv_kernel(dev, "col2im", EM_F32, src, img, &g, ir_numel(y), what)
                  : em_last_status();
-        em_storage is = tn_storage_desc(y->storage);
-        is.data = img;
-        em_tensor it = tn_desc(y);
-        it.storage = &is, it.offset = 0, it.dtype = EM_F32;
-        if (st == EM_OK) st = cuda_index_to_contiguous(dev, &it, y->dtype, tn_ptr(y), what);
+        ir_tensor it = *y;
+        it.data = img, it.dtype = EM_F32;
+        if (st == EM_OK) st = cuda_index_to_contiguous(dev, &it, y->dtype, ir_ptr(y), what);
     } else if (st == EM_OK) {
-        st = launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, src, tn_ptr(y), &g,
-                                tn_numel(y), what);
+        st = launch_conv_kernel(dev, unfold ? "im2col" : "col2im", y->dtype, src, ir_ptr(y), &g,
+                                ir_numel(y), what);
     }
     if (tmp) cuda_pool_free(dev, tmp); /* stream order: the kernels above read them first */
     if (img) cuda_pool_free(dev, img);

@@ -5,13 +5,13 @@
 
 #include <stdint.h>
 
-#include "../../tensor/op.h"
+#include "../backend.h"
 
 /* CONV and CONV_TRANSPOSE records that be_supports accepted (contiguous output, one float
  * dtype, 1 to 3 spatial dims). */
-em_status cuda_conv_exec(const em_op *op, int dev, const char *what);
+em_status cuda_conv_exec(const ir_op *op, int dev, const char *what);
 /* IM2COL and COL2IM records (2-D). */
-em_status cuda_fold_exec(const em_op *op, int dev, const char *what);
+em_status cuda_fold_exec(const ir_op *op, int dev, const char *what);
 
 /* ---- from cuda_backend.c ------------------------------------------------------------------ */
 

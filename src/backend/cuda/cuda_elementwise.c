@@ -10,32 +10,50 @@
 
 #include "cuda.h"
 #include "cuda_elementwise.h"
+#include "cuda_ops.h"
 
 /* ---- which kinds ---------------------------------------------------------------------------- */
 
+/* The elementwise kinds whose scalar code the kernel sources hold (an OP_<KIND> case each,
+ * numbered from em_op_kind: cuda_ops.h). A kind the op table flags elementwise is claimed where
+ * its code is here. */
+static const bool has_code[EM_OP_COUNT] = {
+#define HAS_CODE(N) [EM_OP_##N] = true,
+    CUDA_UNARY_OPS(HAS_CODE) CUDA_BINARY_OPS(HAS_CODE) CUDA_COMPARE_OPS(HAS_CODE)
+        CUDA_LOGICAL_OPS(HAS_CODE)
+#undef HAS_CODE
+};
+
 static bool unary_kind(em_op_kind k)
 {
-    return k >= EM_OP_NEG && k <= EM_OP_HARDTANH;
+    return ir_has(k, IR_EW1) && has_code[k];
 }
 
-static bool binary_kind(em_op_kind k) /* ADD .. SHIFT_RIGHT */
+static bool binary_kind(em_op_kind k)
 {
-    return k >= EM_OP_ADD && k <= EM_OP_SHIFT_RIGHT;
+    return ir_has(k, IR_EW2) && has_code[k];
 }
 
 static bool cmp_kind(em_op_kind k)
 {
-    return k >= EM_OP_EQ && k <= EM_OP_GE;
+    return ir_info_of(k)->dtype == IR_DT_COMPARE;
 }
 
 static bool logical_kind(em_op_kind k)
 {
-    return k == EM_OP_LOGICAL_AND || k == EM_OP_LOGICAL_OR || k == EM_OP_LOGICAL_XOR;
+    return ir_info_of(k)->dtype == IR_DT_LOGICAL;
 }
 
-static bool float_arith(em_op_kind k) /* the kinds of binary_d in cuda_kernels.c */
+/* The kinds of binary_d in cuda_kernels.c: the binary arithmetic ones (their dtype rules
+ * promote), not comparisons, logical, bitwise or shift kinds. */
+static bool float_arith(em_op_kind k)
 {
-    return k >= EM_OP_ADD && k <= EM_OP_MAXIMUM;
+    switch (ir_info_of(k)->dtype) {
+    case IR_DT_PROMOTE:
+    case IR_DT_PROMOTE_NUM:
+    case IR_DT_PROMOTE_FLOAT: return binary_kind(k);
+    default: return false;
+    }
 }
 
 bool cuda_ew_claims(em_op_kind k)
@@ -65,11 +83,9 @@ bool cuda_ew_claims(em_op_kind k)
 
 enum { DOM_F32, DOM_F64, DOM_INT, DOM_PRED };
 
-static int unary_domain(const em_op *op)
+static int unary_domain(const ir_op *op)
 {
-    em_op_kind k = op->kind;
-    if (k == EM_OP_ISNAN || k == EM_OP_ISINF || k == EM_OP_ISFINITE || k == EM_OP_LOGICAL_NOT)
-        return DOM_PRED;
+    if (ir_info_of(op->kind)->dtype == IR_DT_BOOL) return DOM_PRED;
     if (op->in[0]->dtype == EM_F64) return DOM_F64;
     return em_dtype_is_float(op->out[0]->dtype) ? DOM_F32 : DOM_INT;
 }
@@ -80,7 +96,7 @@ static bool low_float(em_dtype dt)
 }
 
 /* The dtype a binary-family record computes in (cpu_exec_binary). */
-static em_dtype compute_dtype(const em_op *op)
+static em_dtype compute_dtype(const ir_op *op)
 {
     if (cmp_kind(op->kind)) return em_dtype_promote(op->in[0]->dtype, op->in[1]->dtype);
     if (logical_kind(op->kind)) return EM_F64;
@@ -92,7 +108,7 @@ static bool valid_dt(em_dtype dt)
     return (int)dt >= 0 && dt < EM_DTYPE_COUNT;
 }
 
-static bool ranks_ok(const em_op *op)
+static bool ranks_ok(const ir_op *op)
 {
     for (int i = 0; i < op->n_in; i++)
         if (!op->in[i] || !valid_dt(op->in[i]->dtype) || op->in[i]->rank > op->out[0]->rank)
@@ -100,7 +116,7 @@ static bool ranks_ok(const em_op *op)
     return op->n_out >= 1 && op->out[0] && valid_dt(op->out[0]->dtype);
 }
 
-static bool same_shape(const em_tensor *a, const em_tensor *b)
+static bool same_shape(const ir_tensor *a, const ir_tensor *b)
 {
     if (a->rank != b->rank) return false;
     for (int d = 0; d < a->rank; d++)
@@ -113,11 +129,11 @@ static int popcount2(int64_t f)
     return (int)(f & 1) + (int)((f >> 1) & 1);
 }
 
-bool cuda_ew_supports(const em_op *op)
+bool cuda_ew_supports(const ir_op *op)
 {
     em_op_kind k = op->kind;
     if (op->n_out < 1 || !op->out[0]) return false;
-    const em_tensor *o = op->out[0];
+    const ir_tensor *o = op->out[0];
     em_dtype od = o->dtype;
     if (!valid_dt(od)) return false;
     if (unary_kind(k)) {
@@ -132,30 +148,33 @@ bool cuda_ew_supports(const em_op *op)
     if (binary_kind(k)) return op->n_in == 2 && ranks_ok(op);
     switch (k) {
     case EM_OP_WHERE: return op->n_in == 3 && ranks_ok(op) && op->in[0]->dtype == EM_BOOL;
-    case EM_OP_CLAMP: return op->n_in == (op->i[0] ? 1 + popcount2(op->i[0]) : 1) && ranks_ok(op);
+    case EM_OP_CLAMP: {
+        int bounds = op->p.clamp.bounds;
+        return op->n_in == (bounds ? 1 + popcount2(bounds) : 1) && ranks_ok(op);
+    }
     case EM_OP_LERP: return op->n_in == 3 && ranks_ok(op);
     case EM_OP_THRESHOLD_BACKWARD:
         return op->n_in == 2 && ranks_ok(op) && em_dtype_is_float(od) && op->in[0]->dtype == od &&
                op->in[1]->dtype == od && same_shape(op->in[0], o) && same_shape(op->in[1], o);
     case EM_OP_CAST: return op->n_in == 1 && ranks_ok(op) && same_shape(op->in[0], o);
     case EM_OP_ARANGE:
-    case EM_OP_LINSPACE: return tn_is_contiguous(o);
-    case EM_OP_EYE: return tn_is_contiguous(o) && o->rank == 2;
+    case EM_OP_LINSPACE: return ir_is_contiguous(o);
+    case EM_OP_EYE: return ir_is_contiguous(o) && o->rank == 2;
     case EM_OP_ONE_HOT:
-        return op->n_in == 1 && od == EM_I64 && tn_is_contiguous(o) &&
+        return op->n_in == 1 && od == EM_I64 && ir_is_contiguous(o) &&
                em_dtype_is_int(op->in[0]->dtype) && o->rank == op->in[0]->rank + 1;
     case EM_OP_TRIL:
     case EM_OP_TRIU:
-        return op->n_in == 1 && o->rank >= 2 && op->in[0]->dtype == od && tn_is_contiguous(o) &&
+        return op->n_in == 1 && o->rank >= 2 && op->in[0]->dtype == od && ir_is_contiguous(o) &&
                same_shape(op->in[0], o);
     case EM_OP_RAND_UNIFORM:
     case EM_OP_RAND_NORMAL:
-    case EM_OP_RANDINT: return op->n_in == 0 && tn_is_contiguous(o);
+    case EM_OP_RANDINT: return op->n_in == 0 && ir_is_contiguous(o);
     case EM_OP_BERNOULLI:
-        return tn_is_contiguous(o) &&
+        return ir_is_contiguous(o) &&
                (op->n_in == 0 || (op->n_in == 1 && ranks_ok(op) && same_shape(op->in[0], o)));
     case EM_OP_DROPOUT:
-        return op->n_in == 1 && ranks_ok(op) && tn_is_contiguous(o) && same_shape(op->in[0], o);
+        return op->n_in == 1 && ranks_ok(op) && ir_is_contiguous(o) && same_shape(op->in[0], o);
     default: return false;
     }
 }
@@ -181,14 +200,14 @@ void cuda_fast_div(uint64_t d, uint32_t *mul, int *shr)
 /* Element strides of up to three inputs (operands 0..2) and the output (operand 3) over the
  * output's shape, with size-1 dims dropped and dims merged where every operand steps through
  * them as through one. */
-static void make_idx(ew_idx *s, em_tensor *const *in, int n_in, const em_tensor *o)
+static void make_idx(ew_idx *s, ir_tensor *const *in, int n_in, const ir_tensor *o)
 {
     int64_t st[4][EM_MAX_RANK];
     memset(s, 0, sizeof *s);
     memset(st, 0, sizeof st);
     int r = o->rank;
     for (int k = 0; k < n_in && k < 3; k++)
-        if (in[k]) tn_broadcast_strides(in[k], o->shape, r, st[k]);
+        if (in[k]) ir_broadcast_strides(in[k], o->shape, r, st[k]);
     for (int d = 0; d < r; d++) st[3][d] = o->strides[d];
     int m = 0;
     for (int d = 0; d < r; d++) {
@@ -208,9 +227,9 @@ static void make_idx(ew_idx *s, em_tensor *const *in, int n_in, const em_tensor 
 }
 
 /* As make_idx for one tensor t walked in its own row-major order (operands 0 and 3 alike). */
-static void make_idx1(ew_idx *s, const em_tensor *t)
+static void make_idx1(ew_idx *s, const ir_tensor *t)
 {
-    em_tensor v = tn_desc(t), *in[1] = {&v};
+    ir_tensor v = *(t), *in[1] = {&v};
     make_idx(s, in, 1, &v);
 }
 
@@ -219,26 +238,26 @@ static int dtc(em_dtype dt)
     return (int)dt;
 }
 
-static bool contig_same(const em_op *op)
+static bool contig_same(const ir_op *op)
 {
-    const em_tensor *o = op->out[0];
-    if (!tn_is_contiguous(o)) return false;
+    const ir_tensor *o = op->out[0];
+    if (!ir_is_contiguous(o)) return false;
     for (int i = 0; i < op->n_in; i++)
-        if (!same_shape(op->in[i], o) || !tn_is_contiguous(op->in[i])) return false;
+        if (!same_shape(op->in[i], o) || !ir_is_contiguous(op->in[i])) return false;
     return true;
 }
 
 /* ---- unary ----------------------------------------------------------------------------------- */
 
-static em_status run_unary(const em_op *op, int dev, const char *what)
+static em_status run_unary(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *x = op->in[0], *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
     int kind = (int)op->kind, dom = unary_domain(op);
-    double a = op->f[0], b = op->f[1];
+    double a = op->p.act.v[0], b = op->p.act.v[1];
     if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    void *xp = ir_ptr(x), *yp = ir_ptr(o);
     em_dtype dt = x->dtype;
     if ((dom == DOM_F32 || dom == DOM_F64) && o->dtype == dt && (dt == EM_F32 || dt == EM_F64) &&
         contig_same(op)) {
@@ -265,7 +284,7 @@ static em_status run_unary(const em_op *op, int dev, const char *what)
  * rank 1 or 2 and operands that step along its rows by 0 or 1 (a row broadcast): the
  * em_<arith>_bc_f32 kernels of rows.cu. False when the view does not fit; else *st is the
  * launch's status. */
-static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const char *arith,
+static bool run_row_broadcast(const ir_op *op, int dev, const ew_idx *s, const char *arith,
                               em_status *st, const char *what)
 {
     int r = s->rank;
@@ -277,7 +296,7 @@ static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const c
     if (s->st[3][r - 1] != 1 || (r == 2 && s->st[3][0] != C) || s->st[0][r - 1] > 1 ||
         s->st[1][r - 1] > 1 || s->st[0][r - 1] < 0 || s->st[1][r - 1] < 0)
         return false;
-    void *xp = tn_ptr(op->in[0]), *yp = tn_ptr(op->in[1]), *op_ = tn_ptr(op->out[0]);
+    void *xp = ir_ptr(op->in[0]), *yp = ir_ptr(op->in[1]), *op_ = ir_ptr(op->out[0]);
     /* float4s: whole rows of them, every row start of a column-walking operand aligned */
     int vec = C % 4 == 0 && (((uintptr_t)xp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0 &&
               (!xc || xr % 4 == 0) && (!yc || yr % 4 == 0);
@@ -294,15 +313,15 @@ static bool run_row_broadcast(const em_op *op, int dev, const ew_idx *s, const c
     return true;
 }
 
-static em_status run_binary(const em_op *op, int dev, const char *what)
+static em_status run_binary(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *y = op->in[1], *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *x = op->in[0], *y = op->in[1], *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
     int kind = (int)op->kind;
     em_dtype dt = x->dtype, cdt = compute_dtype(op);
     bool cmp = cmp_kind(op->kind);
-    void *xp = tn_ptr(x), *yp = tn_ptr(y), *op_ = tn_ptr(o);
+    void *xp = ir_ptr(x), *yp = ir_ptr(y), *op_ = ir_ptr(o);
     bool ff = (dt == EM_F32 || dt == EM_F64) && y->dtype == dt &&
               ((cmp && o->dtype == EM_BOOL) || (float_arith(op->kind) && o->dtype == dt));
     const char *arith = op->kind == EM_OP_ADD   ? "add"
@@ -331,13 +350,13 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
         void *params[] = {&kind, &xp, &yp, &op_, &n};
         return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
     }
-    int which = (int)op->i[0];
+    int which = op->p.binary.scalar_in;
     if ((which == 1 || which == 2) && float_arith(op->kind) && o->dtype == EM_F32 &&
         op->in[which - 1]->rank == 0 && op->in[which - 1]->dtype == EM_F64 &&
         op->in[2 - which]->dtype == EM_F32 && same_shape(op->in[2 - which], o) &&
-        tn_is_contiguous(op->in[2 - which]) && tn_is_contiguous(o)) {
+        ir_is_contiguous(op->in[2 - which]) && ir_is_contiguous(o)) {
         /* a *_scalar form on a contiguous f32 tensor */
-        void *tp = tn_ptr(op->in[2 - which]), *sp = tn_ptr(op->in[which - 1]);
+        void *tp = ir_ptr(op->in[2 - which]), *sp = ir_ptr(op->in[which - 1]);
         int aligned = (((uintptr_t)tp | (uintptr_t)op_) & 15) == 0;
         CUfunction f = cuda_kernel(dev, "ew_binary_fs", what);
         if (!f) return em_last_status();
@@ -385,18 +404,18 @@ static em_status run_binary(const em_op *op, int dev, const char *what)
 }
 
 /* WHERE, CLAMP (scalar or tensor bounds), LERP */
-static em_status run_select(const em_op *op, int dev, const char *what)
+static em_status run_select(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
     ew_idx s;
     make_idx(&s, op->in, op->n_in, o);
     void *p[3] = {NULL, NULL, NULL};
     int d[3] = {0, 0, 0};
     for (int i = 0; i < op->n_in && i < 3; i++)
-        p[i] = tn_ptr(op->in[i]), d[i] = dtc(op->in[i]->dtype);
-    void *yp = tn_ptr(o);
+        p[i] = ir_ptr(op->in[i]), d[i] = dtc(op->in[i]->dtype);
+    void *yp = ir_ptr(o);
     int dout = dtc(o->dtype), cdt = dtc(o->dtype), imode = !em_dtype_is_float(o->dtype);
     CUfunction f;
     if (op->kind == EM_OP_WHERE) {
@@ -416,14 +435,14 @@ static em_status run_select(const em_op *op, int dev, const char *what)
                           &yp,   &dout, &cdt,  &f32mode, &n,    &s};
         return cuda_launch(dev, f, n, params, what);
     }
-    if (op->i[0] == 0) {
-        double lo = op->f[0], hi = op->f[1];
+    if (op->p.clamp.bounds == 0) {
+        double lo = op->p.clamp.lo, hi = op->p.clamp.hi;
         if (!(f = cuda_kernel(dev, "ew_clamp", what))) return em_last_status();
         void *params[] = {&p[0], &d[0], &yp, &dout, &cdt, &imode, &lo, &hi, &n, &s};
         return cuda_launch(dev, f, n, params, what);
     }
     /* tensor bounds: operand 1 the lower, operand 2 the upper bound */
-    int flags = (int)(op->i[0] & 3);
+    int flags = op->p.clamp.bounds & 3;
     ew_idx s2 = s;
     void *lp = NULL, *hp = NULL;
     int dl = 0, dh = 0;
@@ -439,23 +458,23 @@ static em_status run_select(const em_op *op, int dev, const char *what)
 }
 
 /* THRESHOLD_BACKWARD (relu's backward): y <= t ? +0 : g; contiguous f32 in rows.cu's kernel */
-static em_status run_threshold_bwd(const em_op *op, int dev, const char *what)
+static em_status run_threshold_bwd(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
-    void *gp = tn_ptr(op->in[0]), *yp = tn_ptr(op->in[1]), *op_ = tn_ptr(o);
+    void *gp = ir_ptr(op->in[0]), *yp = ir_ptr(op->in[1]), *op_ = ir_ptr(o);
     CUfunction f;
     if (o->dtype == EM_F32 && contig_same(op)) {
         int v4 = (((uintptr_t)gp | (uintptr_t)yp | (uintptr_t)op_) & 15) == 0;
-        float t = (float)op->f[0];
+        float t = (float)op->p.threshold.threshold;
         if (!(f = cuda_kernel(dev, "em_threshold_bwd_f32", what))) return em_last_status();
         void *params[] = {&gp, &yp, &op_, &t, &n, &v4};
         return cuda_launch(dev, f, v4 ? (n / 4 > 4 ? n / 4 : 4) : n, params, what);
     }
     ew_idx s;
     make_idx(&s, op->in, 2, o);
-    double t = op->f[0];
+    double t = op->p.threshold.threshold;
     int dt = dtc(o->dtype);
     if (!(f = cuda_kernel(dev, "ew_threshold_bwd", what))) return em_last_status();
     void *params[] = {&gp, &yp, &op_, &dt, &t, &n, &s};
@@ -465,35 +484,35 @@ static em_status run_threshold_bwd(const em_op *op, int dev, const char *what)
 /* ---- casts and creation -----------------------------------------------------------------------
  */
 
-static em_status run_cast(const em_op *op, int dev, const char *what)
+static em_status run_cast(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *x = op->in[0], *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
     ew_idx s;
     make_idx(&s, op->in, 1, o);
     CUfunction f = cuda_kernel(dev, "ew_cast", what);
     if (!f) return em_last_status();
-    void *xp = tn_ptr(x), *yp = tn_ptr(o);
+    void *xp = ir_ptr(x), *yp = ir_ptr(o);
     int dx = dtc(x->dtype), dout = dtc(o->dtype);
     void *params[] = {&xp, &dx, &yp, &dout, &n, &s};
     return cuda_launch(dev, f, n, params, what);
 }
 
-static em_status run_create(const em_op *op, int dev, const char *what)
+static em_status run_create(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
-    void *yp = tn_ptr(o);
+    void *yp = ir_ptr(o);
     int dout = dtc(o->dtype);
     CUfunction f;
     if (op->kind == EM_OP_ONE_HOT) {
-        const em_tensor *idx = op->in[0];
+        const ir_tensor *idx = op->in[0];
         ew_idx s;
         make_idx1(&s, idx);
-        long long classes = op->i[0];
-        void *ip = tn_ptr(idx);
+        long long classes = op->p.one_hot.classes;
+        void *ip = ir_ptr(idx);
         int di = dtc(idx->dtype);
         if (!(f = cuda_kernel(dev, "ew_one_hot", what))) return em_last_status();
         void *params[] = {&ip, &di, &yp, &n, &classes, &s};
@@ -502,41 +521,44 @@ static em_status run_create(const em_op *op, int dev, const char *what)
     if (op->kind == EM_OP_TRIL || op->kind == EM_OP_TRIU) {
         ew_idx s;
         make_idx(&s, op->in, 1, o);
-        long long r = o->shape[o->rank - 2], c = o->shape[o->rank - 1], k = op->i[0];
+        long long r = o->shape[o->rank - 2], c = o->shape[o->rank - 1], k = op->p.diag.k;
         int upper = op->kind == EM_OP_TRIU;
-        void *xp = tn_ptr(op->in[0]);
+        void *xp = ir_ptr(op->in[0]);
         if (!(f = cuda_kernel(dev, "ew_tri", what))) return em_last_status();
         void *params[] = {&xp, &yp, &dout, &n, &r, &c, &k, &upper, &s};
         return cuda_launch(dev, f, n, params, what);
     }
     int kind = op->kind == EM_OP_ARANGE ? 0 : op->kind == EM_OP_LINSPACE ? 1 : 2;
-    double a = op->f[0], b = op->f[1];
+    double a = kind == 0 ? op->p.arange.start : kind == 1 ? op->p.linspace.start : 0;
+    double b = kind == 0 ? op->p.arange.step : kind == 1 ? op->p.linspace.end : 0;
     long long cols = kind == 2 ? o->shape[1] : 1;
     if (!(f = cuda_kernel(dev, "ew_range", what))) return em_last_status();
     void *params[] = {&kind, &yp, &dout, &n, &a, &b, &cols};
     return cuda_launch(dev, f, n, params, what);
 }
 
-/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream {i0, i1} (in a
- * graph capture, from the graph's pair that each replay fills: cuda_capture_rng). */
-static em_status run_random(const em_op *op, int dev, const char *what)
+/* RAND_UNIFORM, RAND_NORMAL, BERNOULLI, RANDINT, DROPOUT from the Philox stream of the record's
+ * em_p_random (in a graph capture, from the graph's pair that each replay fills:
+ * cuda_capture_rng). */
+static em_status run_random(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *o = op->out[0];
-    long long n = tn_numel(o);
+    const ir_tensor *o = op->out[0];
+    long long n = ir_numel(o);
     if (n == 0) return EM_OK;
-    unsigned long long seed = (unsigned long long)op->i[0], off = (unsigned long long)op->i[1];
+    const em_p_random *r = &op->p.random;
+    unsigned long long seed = r->seed, off = r->offset;
     void *gen;
     em_status st = cuda_capture_rng(dev, seed, &off, &gen, what);
     if (st != EM_OK) return st;
-    void *yp = tn_ptr(o);
+    void *yp = ir_ptr(o);
     int dout = dtc(o->dtype);
     ew_idx s;
     memset(&s, 0, sizeof s);
     if (op->n_in == 1) make_idx(&s, op->in, 1, o);
     CUfunction f;
     if (op->kind == EM_OP_DROPOUT) {
-        double p = op->f[0], scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
-        void *xp = tn_ptr(op->in[0]);
+        double p = r->p, scale = p >= 1 ? 0.0 : 1.0 / (1.0 - p);
+        void *xp = ir_ptr(op->in[0]);
         int dx = dtc(op->in[0]->dtype);
         if (!(f = cuda_kernel(dev, "ew_dropout", what))) return em_last_status();
         void *params[] = {&xp, &dx, &yp, &dout, &n, &seed, &off, &p, &scale, &s, &gen};
@@ -546,16 +568,16 @@ static em_status run_random(const em_op *op, int dev, const char *what)
                : op->kind == EM_OP_RAND_NORMAL ? 1
                : op->kind == EM_OP_BERNOULLI   ? 2
                                                : 3;
-    double a = op->f[0], b = op->f[1];
-    long long lo = op->i[2], range = op->i[3] - op->i[2];
-    void *pp = op->n_in == 1 ? tn_ptr(op->in[0]) : NULL;
+    double a = r->v[0], b = r->v[1];
+    long long lo = r->int_low, range = r->int_high - r->int_low;
+    void *pp = op->n_in == 1 ? ir_ptr(op->in[0]) : NULL;
     int dp = op->n_in == 1 ? dtc(op->in[0]->dtype) : 0;
     if (!(f = cuda_kernel(dev, "ew_rng", what))) return em_last_status();
     void *params[] = {&kind, &yp, &dout, &n, &seed, &off, &a, &b, &pp, &dp, &lo, &range, &s, &gen};
     return cuda_launch(dev, f, n, params, what);
 }
 
-em_status cuda_ew_exec(const em_op *op, int dev, const char *what)
+em_status cuda_ew_exec(const ir_op *op, int dev, const char *what)
 {
     em_op_kind k = op->kind;
     if (unary_kind(k)) return run_unary(op, dev, what);

@@ -11,8 +11,8 @@
 /* Whether the kind belongs to this family (then cuda_ew_supports answers for it). */
 bool cuda_ew_claims(em_op_kind kind);
 /* Whether cuda_ew_exec runs this record natively. */
-bool cuda_ew_supports(const em_op *op);
+bool cuda_ew_supports(const ir_op *op);
 /* Runs a record cuda_ew_supports accepted on device dev (its context current). */
-em_status cuda_ew_exec(const em_op *op, int dev, const char *what);
+em_status cuda_ew_exec(const ir_op *op, int dev, const char *what);
 
 #endif

@@ -6,7 +6,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
 #include "cuda.h"
 #include "cuda_index.h"
 
@@ -69,7 +68,7 @@ static bool sized(em_dtype dt)
     return es == 1 || es == 2 || es == 4 || es == 8;
 }
 
-bool cuda_index_supports(const em_op *op)
+bool cuda_index_supports(const ir_op *op)
 {
     em_dtype o = op->out[0]->dtype;
     if (!sized(o) || op->n_in < 1) return false;
@@ -188,40 +187,40 @@ static em_status copy_convert(int dev, em_dtype xdt, const void *x, const int64_
     return cuda_launch(dev, f, n, params, what);
 }
 
-em_status cuda_index_to_contiguous(int dev, const em_tensor *x, em_dtype dt, void *dst,
+em_status cuda_index_to_contiguous(int dev, const ir_tensor *x, em_dtype dt, void *dst,
                                    const char *what)
 {
     int64_t ys[EM_MAX_RANK];
-    tn_contiguous_strides(x->shape, x->rank, ys);
-    if (x->dtype == dt && tn_is_contiguous(x)) {
-        size_t nbytes = (size_t)tn_numel(x) * em_dtype_size(dt);
+    ir_contiguous_strides(x->shape, x->rank, ys);
+    if (x->dtype == dt && ir_is_contiguous(x)) {
+        size_t nbytes = (size_t)ir_numel(x) * em_dtype_size(dt);
         if (nbytes == 0) return EM_OK;
-        return cuda_copy_d2d(dev, dst, tn_ptr(x), nbytes, what);
+        return cuda_copy_d2d(dev, dst, ir_ptr(x), nbytes, what);
     }
-    return copy_convert(dev, x->dtype, tn_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank, what);
+    return copy_convert(dev, x->dtype, ir_ptr(x), x->strides, dt, dst, ys, x->shape, x->rank, what);
 }
 
 /* The contiguous dst (x's shape and dtype) = x. */
-static em_status copy_into(int dev, const em_tensor *x, const em_tensor *dst, const char *what)
+static em_status copy_into(int dev, const ir_tensor *x, const ir_tensor *dst, const char *what)
 {
     size_t es = em_dtype_size(x->dtype);
-    int64_t n = tn_numel(x);
+    int64_t n = ir_numel(x);
     if (n == 0) return EM_OK;
-    if (tn_is_contiguous(x)) {
-        return cuda_copy_d2d(dev, tn_ptr(dst), tn_ptr(x), (size_t)n * es, what);
+    if (ir_is_contiguous(x)) {
+        return cuda_copy_d2d(dev, ir_ptr(dst), ir_ptr(x), (size_t)n * es, what);
     }
-    return copy_strided(dev, es, tn_ptr(x), x->strides, tn_ptr(dst), dst->strides, x->shape,
+    return copy_strided(dev, es, ir_ptr(x), x->strides, ir_ptr(dst), dst->strides, x->shape,
                         x->rank, what);
 }
 
 /* The record's index is known to lie in range (tn_gather_inrange, tn_scatter_inrange,
  * tn_index_add_inrange: ops_index.c). */
-static bool known_in_range(const em_op *op)
+static bool known_in_range(const ir_op *op)
 {
     switch (op->kind) {
     case EM_OP_GATHER:
-    case EM_OP_INDEX_ADD: return op->i[1] != 0;
-    case EM_OP_SCATTER: return op->i[2] != 0;
+    case EM_OP_INDEX_ADD:
+    case EM_OP_SCATTER: return op->p.index.inrange;
     default: return false;
     }
 }
@@ -231,10 +230,10 @@ static bool known_in_range(const em_op *op)
  * back, and an index known in range needs none, so there the kernels guard alone (as they
  * always do): a gathered element whose index is out of range reads as NaN (0 for integer
  * dtypes) and a scattered source with one is dropped. */
-static em_status check_range(const em_op *op, int dev, const em_tensor *index, int dim,
+static em_status check_range(const ir_op *op, int dev, const ir_tensor *index, int dim,
                              int64_t size, const char *what)
 {
-    long long n = tn_numel(index);
+    long long n = ir_numel(index);
     if (n == 0 || cuda_capture_pool(dev) || known_in_range(op)) return EM_OK;
     idx_gatherg g;
     memset(&g, 0, sizeof g);
@@ -247,7 +246,7 @@ static em_status check_range(const em_op *op, int dev, const em_tensor *index, i
     CUfunction f = st == EM_OK ? cuda_kernel(dev, "idx_check", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
-        const void *ix = tn_ptr(index);
+        const void *ix = ir_ptr(index);
         int ik = index_code(index->dtype);
         long long sz = size;
         void *params[] = {(void *)&ix, &ik, &n, &g, &sz, &bad};
@@ -263,36 +262,36 @@ static em_status check_range(const em_op *op, int dev, const em_tensor *index, i
     }
     size_t ies = em_dtype_size(index->dtype);
     unsigned char buf[8] = {0};
-    st = to_host(dev, buf, tn_ptr(index) + off * (int64_t)ies, ies, what);
+    st = to_host(dev, buf, ir_ptr(index) + off * (int64_t)ies, ies, what);
     if (st != EM_OK) return st;
     return em_error(EM_ERR_INDEX, "em_%s: index %lld is out of range for dim %d of size %lld",
-                    em_op_name(op->kind), (long long)cpu_get_i64(buf, index->dtype), dim,
+                    em_op_name(op->kind), (long long)ir_get_i64(buf, index->dtype), dim,
                     (long long)size);
 }
 
-static int64_t size_of_dim(const em_tensor *t, int dim)
+static int64_t size_of_dim(const ir_tensor *t, int dim)
 {
     return t->rank == 0 ? 1 : t->shape[dim];
 }
 
 /* ---- gather-style reads ------------------------------------------------------------------- */
 
-static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *index,
-                               const em_tensor *out, const idx_gatherg *g, int64_t size,
+static em_status launch_gather(int dev, const ir_tensor *x, const ir_tensor *index,
+                               const ir_tensor *out, const idx_gatherg *g, int64_t size,
                                const char *what)
 {
-    long long n = tn_numel(out);
+    long long n = ir_numel(out);
     if (n == 0) return EM_OK;
     CUfunction f = sized_kernel(dev, "gather", em_dtype_size(x->dtype), what);
     if (!f) return em_last_status();
-    const void *xp = tn_ptr(x), *ix = tn_ptr(index);
-    void *yp = tn_ptr(out);
+    const void *xp = ir_ptr(x), *ix = ir_ptr(index);
+    void *yp = ir_ptr(out);
     int ik = index_code(index->dtype);
     long long sz = size;
     unsigned long long poison = 0; /* an index out of range (unchecked): NaN, 0 for integers */
     if (em_dtype_is_float(x->dtype)) {
         unsigned char pat[8] = {0};
-        cpu_set_f64(pat, x->dtype, NAN);
+        ir_set_f64(pat, x->dtype, NAN);
         memcpy(&poison, pat, sizeof pat); /* little-endian: the kernel's narrowing keeps these */
     }
     void *params[] = {(void *)&xp, (void *)&ix, &ik, &yp, &n, (void *)g, &sz, &poison};
@@ -301,10 +300,10 @@ static em_status launch_gather(int dev, const em_tensor *x, const em_tensor *ind
 
 // GATHER x: [..., n, ...], index: [..., m, ...] -> out: index's shape; INDEX_SELECT index: [m]
 // -> x's shape with n replaced by m; EMBEDDING weight: [num, D], indices: [...] -> [..., D]
-static em_status run_gather(const em_op *op, int dev, const char *what)
+static em_status run_gather(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1], *out = op->out[0];
-    int dim = op->kind == EM_OP_EMBEDDING ? 0 : (int)op->i[0];
+    const ir_tensor *x = op->in[0], *index = op->in[1], *out = op->out[0];
+    int dim = op->kind == EM_OP_EMBEDDING ? 0 : op->p.index.dim;
     int64_t size = size_of_dim(x, dim);
     em_status st = check_range(op, dev, index, dim, size, what);
     if (st != EM_OK) return st;
@@ -332,7 +331,7 @@ static em_status run_gather(const em_op *op, int dev, const char *what)
 
 /* The stable counting sort of index_add_sorted on the host: index read back, then perm, offs,
  * ids and the count of ids (the layout of d below) uploaded to d; *nids gets that count. */
-static em_status sort_on_host(int dev, const em_tensor *index, int64_t m, int64_t n, int64_t *d,
+static em_status sort_on_host(int dev, const ir_tensor *index, int64_t m, int64_t n, int64_t *d,
                               long long *nids, const char *what)
 {
     size_t words = (size_t)(m + (n + 1) + n + 1);
@@ -372,7 +371,7 @@ static em_status sort_on_host(int dev, const em_tensor *index, int64_t m, int64_
 
 /* The same sort by the idx_sort kernel, for graph captures (nothing read back); d has m + n
  * words of scratch after the layout. */
-static em_status sort_on_device(int dev, const em_tensor *index, int64_t m, int64_t n, int64_t *d,
+static em_status sort_on_device(int dev, const ir_tensor *index, int64_t m, int64_t n, int64_t *d,
                                 const char *what)
 {
     int64_t *perm = d, *offs = perm + m, *ids = offs + n + 1, *count = ids + n, *v = count + 1,
@@ -392,10 +391,10 @@ static em_status sort_on_device(int dev, const em_tensor *index, int64_t m, int6
  * the host after a read back, or on the device in a graph capture; the same order either way),
  * then one thread per (destination, line) adds its sources in the CPU's order. out already
  * holds x. */
-static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *g, long long lines,
+static em_status index_add_sorted(const ir_op *op, int dev, const idx_scatterg *g, long long lines,
                                   const char *what)
 {
-    const em_tensor *index = op->in[1], *src = op->in[2], *out = op->out[0];
+    const ir_tensor *index = op->in[1], *src = op->in[2], *out = op->out[0];
     int64_t m = g->shape[g->dim], n = out->shape[g->dim];
     bool capture = cuda_capture_pool(dev) != NULL;
     /* perm (m), offs (n + 1), ids (n), the count of ids; the device sort's scratch after them */
@@ -408,13 +407,13 @@ static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *
     CUfunction f = st == EM_OK ? cuda_kernel(dev, "idx_add_sorted", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK && nids > 0) {
-        void *yp = tn_ptr(out);
-        const void *sp = tn_ptr(src);
+        void *yp = ir_ptr(out);
+        const void *sp = ir_ptr(src);
         int dt = dtype_code(out->dtype);
         bool add = op->kind == EM_OP_INDEX_ADD;
-        int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
-        double alpha = add ? op->f[0] : 1.0;
-        long long ialpha = add ? (long long)op->f[0] : 1;
+        int mode = add ? EM_SCATTER_ADD : (int)op->p.index.mode;
+        double alpha = add ? op->p.index.alpha : 1.0;
+        long long ialpha = add ? (long long)op->p.index.alpha : 1;
         int64_t *dperm = d, *doffs = dperm + m, *dids = doffs + n + 1, *dcount = dids + n;
         void *params[] = {&yp,     &dt,    (void *)&sp, (void *)g, &mode, &alpha,
                           &ialpha, &lines, &dperm,      &doffs,    &dids, &dcount};
@@ -430,15 +429,15 @@ static em_status index_add_sorted(const em_op *op, int dev, const idx_scatterg *
 
 // SCATTER x: [..., n, ...], index, src: [..., m, ...] -> out: x's shape (loop over index);
 // INDEX_ADD index: [m], src: x's shape with n replaced by m (loop over src)
-static em_status run_scatter(const em_op *op, int dev, const char *what)
+static em_status run_scatter(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2], *out = op->out[0];
+    const ir_tensor *x = op->in[0], *index = op->in[1], *src = op->in[2], *out = op->out[0];
     bool add = op->kind == EM_OP_INDEX_ADD;
-    int dim = (int)op->i[0];
+    int dim = op->p.index.dim;
     em_status st = check_range(op, dev, index, dim, size_of_dim(x, dim), what);
     if (st == EM_OK) st = copy_into(dev, x, out, what);
     if (st != EM_OK) return st;
-    const em_tensor *loop = add ? src : index;
+    const ir_tensor *loop = add ? src : index;
     idx_scatterg g;
     memset(&g, 0, sizeof g);
     g.rank = loop->rank;
@@ -455,22 +454,22 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
         g.rank = 1;
         g.shape[0] = 1;
     }
-    long long m = g.shape[dim], lines = m ? tn_numel(loop) / m : 0;
+    long long m = g.shape[dim], lines = m ? ir_numel(loop) / m : 0;
     if (lines == 0 || m == 0) return EM_OK;
     /* many sources per line: by destination (index_add; scatter with a 1-D index and src) */
     if (m >= 32 && out->rank > 0 && (add || (index->rank == 1 && src->rank == 1)))
         return index_add_sorted(op, dev, &g, lines, what);
-    const void *sp = tn_ptr(src);
+    const void *sp = ir_ptr(src);
     void *tmp = NULL;
     if (!add && src->rank == 0) { /* one value, converted once to out's dtype (stride 0) */
         unsigned char v[8] = {0};
         unsigned long long scalar = 0;
-        st = to_host(dev, v, tn_ptr(src), em_dtype_size(src->dtype), what);
+        st = to_host(dev, v, ir_ptr(src), em_dtype_size(src->dtype), what);
         if (st != EM_OK) return st;
         if (em_dtype_is_float(out->dtype) || em_dtype_is_float(src->dtype))
-            cpu_set_f64(&scalar, out->dtype, cpu_get_f64(v, src->dtype));
+            ir_set_f64(&scalar, out->dtype, ir_get_f64(v, src->dtype));
         else
-            cpu_set_i64(&scalar, out->dtype, cpu_get_i64(v, src->dtype));
+            ir_set_i64(&scalar, out->dtype, ir_get_i64(v, src->dtype));
         tmp = cuda_pool_alloc(dev, sizeof scalar);
         if (!tmp) return em_last_status();
         st = to_dev(dev, tmp, &scalar, sizeof scalar, what);
@@ -479,12 +478,12 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
     CUfunction f = st == EM_OK ? cuda_kernel(dev, "idx_scatter", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
-        void *yp = tn_ptr(out);
-        const void *ix = tn_ptr(index);
+        void *yp = ir_ptr(out);
+        const void *ix = ir_ptr(index);
         int dt = dtype_code(out->dtype), ik = index_code(index->dtype);
-        int mode = add ? EM_SCATTER_ADD : (int)op->i[1];
-        double alpha = add ? op->f[0] : 1.0;
-        long long ialpha = add ? (long long)op->f[0] : 1;
+        int mode = add ? EM_SCATTER_ADD : (int)op->p.index.mode;
+        double alpha = add ? op->p.index.alpha : 1.0;
+        long long ialpha = add ? (long long)op->p.index.alpha : 1;
         long long size = size_of_dim(x, dim);
         void *params[] = {&yp,   &dt,    (void *)&ix, &ik,    (void *)&sp, &g,
                           &mode, &alpha, &ialpha,     &lines, &size};
@@ -498,11 +497,11 @@ static em_status run_scatter(const em_op *op, int dev, const char *what)
 
 /* MASKED_SELECT (mode 0: x's elements where the broadcast mask is true) and NONZERO (mode 1:
  * coordinates): count per block, exclusive scan of the block counts, then an ordered write. */
-static em_status run_compact(const em_op *op, int dev, const char *what)
+static em_status run_compact(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *out = op->out[0];
+    const ir_tensor *x = op->in[0], *out = op->out[0];
     bool nz = op->kind == EM_OP_NONZERO;
-    const em_tensor *p = nz ? x : op->in[1];
+    const ir_tensor *p = nz ? x : op->in[1];
     idx_compactg g;
     memset(&g, 0, sizeof g);
     long long n = 1;
@@ -511,14 +510,14 @@ static em_status run_compact(const em_op *op, int dev, const char *what)
         for (int d = 0; d < x->rank; d++)
             g.shape[d] = x->shape[d], g.ps[d] = g.xs[d] = x->strides[d];
     } else {
-        g.rank = (int)op->i[0];
-        for (int d = 0; d < g.rank; d++) g.shape[d] = op->i[1 + d];
-        tn_broadcast_strides(p, g.shape, g.rank, g.ps);
-        tn_broadcast_strides(x, g.shape, g.rank, g.xs);
+        g.rank = op->p.shape.rank;
+        for (int d = 0; d < g.rank; d++) g.shape[d] = op->p.shape.dims[d];
+        ir_broadcast_strides(p, g.shape, g.rank, g.ps);
+        ir_broadcast_strides(x, g.shape, g.rank, g.xs);
     }
     for (int d = 0; d < g.rank; d++) n *= g.shape[d];
     int64_t cap = out->shape[0];
-    if (cap == 0 || tn_numel(out) == 0 || n == 0) return EM_OK;
+    if (cap == 0 || ir_numel(out) == 0 || n == 0) return EM_OK;
     long long nb = (n + IDX_CHUNK - 1) / IDX_CHUNK;
     if (nb > 0x7fffffffLL)
         return em_error(EM_ERR_UNSUPPORTED, "%s: %lld elements are too many for one pass", what, n);
@@ -534,8 +533,8 @@ static em_status run_compact(const em_op *op, int dev, const char *what)
     }
     int64_t *counts = dev_buf, *offs = counts + nb;
     int phase = 0, mode = nz ? 1 : 0, pdt = dtype_code(p->dtype), es = (int)em_dtype_size(x->dtype);
-    const void *pp = tn_ptr(p), *xp = tn_ptr(x);
-    void *yp = tn_ptr(out);
+    const void *pp = ir_ptr(p), *xp = ir_ptr(x);
+    void *yp = ir_ptr(out);
     void *params[] = {&phase, &mode, (void *)&pp, &pdt,    (void *)&xp, &es,
                       &yp,    &g,    &n,          &counts, &offs};
     unsigned grid[3] = {(unsigned)nb, 1, 1}, block[3] = {256, 1, 1};
@@ -559,36 +558,37 @@ static em_status run_compact(const em_op *op, int dev, const char *what)
 }
 
 // SLICE_ASSIGN x: [...], src broadcast to the region x[start:end:step] -> out: x's shape
-static em_status run_slice_assign(const em_op *op, int dev, const char *what)
+static em_status run_slice_assign(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *src = op->in[1], *out = op->out[0];
+    const ir_tensor *x = op->in[0], *src = op->in[1], *out = op->out[0];
     em_status st = copy_into(dev, x, out, what);
     if (st != EM_OK) return st;
     int r = out->rank;
     int64_t shape[EM_MAX_RANK], ys[EM_MAX_RANK], xs[EM_MAX_RANK], off = 0;
     for (int d = 0; d < r; d++) {
-        int64_t start = op->i[3 * d], end = op->i[3 * d + 1], step = op->i[3 * d + 2];
+        const em_p_slice_assign *sa = &op->p.slice_assign;
+        int64_t start = sa->start[d], end = sa->end[d], step = sa->step[d];
         shape[d] = (end - start + step - 1) / step;
         ys[d] = out->strides[d] * step;
         off += start * out->strides[d];
     }
-    tn_broadcast_strides(src, shape, r, xs);
+    ir_broadcast_strides(src, shape, r, xs);
     size_t es = em_dtype_size(out->dtype);
-    return copy_convert(dev, src->dtype, tn_ptr(src), xs, out->dtype,
-                        tn_ptr(out) + off * (int64_t)es, ys, shape, r, what);
+    return copy_convert(dev, src->dtype, ir_ptr(src), xs, out->dtype,
+                        ir_ptr(out) + off * (int64_t)es, ys, shape, r, what);
 }
 
 // CAT x_k: [..., n_k, ...] -> y: [..., sum n_k, ...], each input copied into its slab of y
-static em_status run_cat(const em_op *op, int dev, const char *what)
+static em_status run_cat(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *y = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *y = op->out[0];
+    int dim = op->p.dim.dim;
     size_t es = em_dtype_size(y->dtype);
     int64_t start = 0;
     for (int k = 0; k < op->n_in; k++) {
-        const em_tensor *x = op->in[k];
-        char *dst = tn_ptr(y) + start * y->strides[dim] * (int64_t)es;
-        em_status st = copy_convert(dev, x->dtype, tn_ptr(x), x->strides, y->dtype, dst, y->strides,
+        const ir_tensor *x = op->in[k];
+        char *dst = ir_ptr(y) + start * y->strides[dim] * (int64_t)es;
+        em_status st = copy_convert(dev, x->dtype, ir_ptr(x), x->strides, y->dtype, dst, y->strides,
                                     x->shape, x->rank, what);
         if (st != EM_OK) return st;
         start += x->shape[dim];
@@ -598,40 +598,41 @@ static em_status run_cat(const em_op *op, int dev, const char *what)
 
 /* REPEAT, ROLL, PAD: per-dim maps from output to input coordinates (-1: the pad value) built
  * here as the CPU builds them, then one gather over the contiguous output. */
-static em_status run_map(const em_op *op, int dev, const char *what)
+static em_status run_map(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *y = op->out[0];
-    em_tensor xv = tn_desc(op->in[0]);
+    const ir_tensor *y = op->out[0];
+    ir_tensor xv = *op->in[0];
     int r = y->rank;
     size_t es = em_dtype_size(y->dtype);
-    long long n = tn_numel(y);
+    long long n = ir_numel(y);
     if (n == 0) return EM_OK;
     if (r == 0) {
-        return cuda_copy_d2d(dev, tn_ptr(y), tn_ptr(&xv), es, what);
+        return cuda_copy_d2d(dev, ir_ptr(y), ir_ptr(&xv), es, what);
     }
     unsigned long long fill = 0;
     if (op->kind == EM_OP_PAD) {
         unsigned char pat[8] = {0};
-        cpu_set_f64(pat, y->dtype, op->f[0]);
+        ir_set_f64(pat, y->dtype, op->p.pad.value);
         memcpy(&fill, pat, es); /* little-endian: the kernel's narrowing cast keeps these bytes */
     }
     /* constant padding without crops: y filled by 32-bit words, then x copied into its interior
        (two plain passes; the maps below cost a host-built table and its upload per call) */
-    bool grow = op->kind == EM_OP_PAD && op->i[0] == EM_PAD_CONSTANT;
-    for (int k = 0; grow && k < op->i[1]; k++)
-        grow = op->i[2 + 2 * k] >= 0 && op->i[3 + 2 * k] >= 0;
+    const em_p_pad *pp = &op->p.pad;
+    bool grow = op->kind == EM_OP_PAD && pp->mode == EM_PAD_CONSTANT;
+    for (int k = 0; grow && k < pp->n_pairs; k++)
+        grow = pp->pads[2 * k] >= 0 && pp->pads[2 * k + 1] >= 0;
     unsigned word = es == 4 ? (unsigned)fill : 0;
-    if (grow && (es == 4 || (fill == 0 && ((size_t)n * es) % 4 == 0)) && tn_is_contiguous(y)) {
+    if (grow && (es == 4 || (fill == 0 && ((size_t)n * es) % 4 == 0)) && ir_is_contiguous(y)) {
         int64_t ys[EM_MAX_RANK], lo = 0;
-        tn_contiguous_strides(y->shape, r, ys);
-        for (int k = 0; k < op->i[1]; k++) lo += op->i[2 + 2 * k] * ys[r - 1 - k];
-        em_status st = cuda_memset32(dev, tn_ptr(y), word, (size_t)n * es / 4, what);
-        if (st != EM_OK || tn_numel(&xv) == 0) return st;
-        return copy_strided(dev, es, tn_ptr(&xv), xv.strides, tn_ptr(y) + lo * (int64_t)es, ys,
+        ir_contiguous_strides(y->shape, r, ys);
+        for (int k = 0; k < pp->n_pairs; k++) lo += pp->pads[2 * k] * ys[r - 1 - k];
+        em_status st = cuda_memset32(dev, ir_ptr(y), word, (size_t)n * es / 4, what);
+        if (st != EM_OK || ir_numel(&xv) == 0) return st;
+        return copy_strided(dev, es, ir_ptr(&xv), xv.strides, ir_ptr(y) + lo * (int64_t)es, ys,
                             xv.shape, r, what);
     }
     int64_t off[EM_MAX_RANK];
-    int64_t total = cpu_map_plan(op, &xv, NULL, off);
+    int64_t total = ir_map_plan(op, &xv, NULL, off);
     idx_mapg g;
     memset(&g, 0, sizeof g);
     g.rank = r;
@@ -639,7 +640,7 @@ static em_status run_map(const em_op *op, int dev, const char *what)
         g.shape[d] = y->shape[d], g.xs[d] = xv.strides[d], g.moff[d] = off[d];
     int64_t *maps = em_alloc((size_t)total * sizeof *maps);
     if (!maps) return em_error(EM_ERR_OOM, "%s: out of memory", what);
-    cpu_map_plan(op, &xv, maps, off);
+    ir_map_plan(op, &xv, maps, off);
     void *dmaps = cuda_pool_alloc(dev, (size_t)total * sizeof *maps);
     em_status st =
         dmaps ? to_dev(dev, dmaps, maps, (size_t)total * sizeof *maps, what) : em_last_status();
@@ -647,8 +648,8 @@ static em_status run_map(const em_op *op, int dev, const char *what)
     CUfunction f = st == EM_OK ? sized_kernel(dev, "map", es, what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     if (st == EM_OK) {
-        const void *xp = tn_ptr(&xv);
-        void *yp = tn_ptr(y);
+        const void *xp = ir_ptr(&xv);
+        void *yp = ir_ptr(y);
         void *params[] = {(void *)&xp, &yp, &n, &g, &dmaps, &fill};
         st = cuda_launch(dev, f, n, params, what);
     }
@@ -658,10 +659,10 @@ static em_status run_map(const em_op *op, int dev, const char *what)
 
 /* PIXEL_SHUFFLE out[..., c, h*r+i, w*r+j] = in[..., c*r*r + i*r + j, h, w] and its inverse, as
  * one strided copy of a view of the input over the output's (split) dims. */
-static em_status run_shuffle(const em_op *op, int dev, const char *what)
+static em_status run_shuffle(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
-    int64_t r = op->i[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
+    int64_t r = op->p.shuffle.r;
     int rk = x->rank, nb = rk - 3, v = 0;
     int64_t shape[16], xs[16], ys[16];
     for (int d = 0; d < nb; d++) shape[v] = x->shape[d], xs[v++] = x->strides[d];
@@ -675,11 +676,11 @@ static em_status run_shuffle(const em_op *op, int dev, const char *what)
         int64_t st[5] = {cs, hs, ws, hs * r, ws * r};
         for (int k = 0; k < 5; k++) shape[v] = sh[k], xs[v++] = st[k];
     }
-    tn_contiguous_strides(shape, v, ys);
-    return copy_strided(dev, em_dtype_size(o->dtype), tn_ptr(x), xs, tn_ptr(o), ys, shape, v, what);
+    ir_contiguous_strides(shape, v, ys);
+    return copy_strided(dev, em_dtype_size(o->dtype), ir_ptr(x), xs, ir_ptr(o), ys, shape, v, what);
 }
 
-em_status cuda_index_exec(const em_op *op, int dev, const char *what)
+em_status cuda_index_exec(const ir_op *op, int dev, const char *what)
 {
     switch (op->kind) {
     case EM_OP_GATHER:

@@ -8,16 +8,16 @@
  * average and adaptive pooling, interpolation. */
 bool cuda_index_claims(em_op_kind kind);
 /* Whether cuda_index_exec runs op (decides alone for the kinds it claims). */
-bool cuda_index_supports(const em_op *op);
+bool cuda_index_supports(const ir_op *op);
 /* Runs a supported op on device dev (its context current); `what` names it in errors. */
-em_status cuda_index_exec(const em_op *op, int dev, const char *what);
+em_status cuda_index_exec(const ir_op *op, int dev, const char *what);
 
 /* dst (device memory for x's numel elements of dt, contiguous) = x converted to dt as the CPU
  * converts (a plain copy when the dtypes match). */
-em_status cuda_index_to_contiguous(int dev, const em_tensor *x, em_dtype dt, void *dst,
+em_status cuda_index_to_contiguous(int dev, const ir_tensor *x, em_dtype dt, void *dst,
                                    const char *what);
 /* AVG_POOL, ADAPTIVE_AVG_POOL, ADAPTIVE_MAX_POOL, INTERPOLATE (cuda_resample.c). */
-bool cuda_resample_supports(const em_op *op);
-em_status cuda_resample_exec(const em_op *op, int dev, const char *what);
+bool cuda_resample_supports(const ir_op *op);
+em_status cuda_resample_exec(const ir_op *op, int dev, const char *what);
 
 #endif

@@ -31,7 +31,7 @@ static const char *fname(em_dtype dt)
 
 /* t's element strides, with dims merged where they are contiguous to each other (fewer divides
  * in the kernels); a rank-0 tensor becomes [1]. */
-static nnv_arg view_of(const em_tensor *t)
+static nnv_arg view_of(const ir_tensor *t)
 {
     nnv_arg v;
     memset(&v, 0, sizeof v);
@@ -60,11 +60,11 @@ static CUfunction kernel2(int dev, const char *fam, em_dtype dt, const char *wha
 
 /* ---- norms ---------------------------------------------------------------------------------- */
 
-static bool norm_ok(const em_op *op)
+static bool norm_ok(const ir_op *op)
 {
-    const em_tensor *x = op->in[0];
+    const ir_tensor *x = op->in[0];
     if (!is_float(x->dtype) || op->n_out != 1 || op->out[0]->dtype != x->dtype ||
-        !tn_is_contiguous(op->out[0]) || x->rank > 8)
+        !ir_is_contiguous(op->out[0]) || x->rank > 8)
         return false;
     for (int i = 1; i < op->n_in; i++)
         if (op->in[i]->dtype != x->dtype || op->in[i]->rank > 8) return false;
@@ -81,31 +81,31 @@ static unsigned row_threads(int64_t rows, int64_t inner)
     return (unsigned)(t < 32 ? 32 : t > 256 ? 256 : t);
 }
 
-static em_status run_norm(const em_op *op, int dev, const char *what)
+static em_status run_norm(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *y = op->out[0];
-    int64_t n = tn_numel(x);
+    const ir_tensor *x = op->in[0], *y = op->out[0];
+    int64_t n = ir_numel(x);
     if (n == 0) return EM_OK;
     bool rms = op->kind == EM_OP_RMS_NORM;
     int64_t inner = 1, rg = 1, sp = 1;
     if (op->kind == EM_OP_GROUP_NORM) {
-        int64_t N = x->shape[0], C = x->shape[1], G = op->i[0];
+        int64_t N = x->shape[0], C = x->shape[1], G = op->p.norm.groups;
         sp = n / (N * C);
         inner = (C / G) * sp;
         rg = G;
     } else
-        for (int d = x->rank - (int)op->i[0]; d < x->rank; d++) inner *= x->shape[d];
+        for (int d = x->rank - op->p.norm.n_norm; d < x->rank; d++) inner *= x->shape[d];
     if (inner == 0) return EM_OK;
     int64_t rows = n / inner;
-    bool has_w = op->i[1] != 0, has_b = !rms && op->i[2] != 0;
-    const em_tensor *w = has_w ? op->in[1] : NULL, *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
+    bool has_w = op->p.norm.has_weight, has_b = !rms && op->p.norm.has_bias;
+    const ir_tensor *w = has_w ? op->in[1] : NULL, *b = has_b ? op->in[has_w ? 2 : 1] : NULL;
     nnv_arg xv = view_of(x), wv = w ? view_of(w) : view_of(x), bv = b ? view_of(b) : view_of(x);
     CUfunction f = kernel2(dev, "norm", x->dtype, what);
     if (!f) return em_last_status();
-    void *xp = tn_ptr(x), *yp = tn_ptr(y);
-    void *wp = w ? tn_ptr(w) : NULL, *bp = b ? tn_ptr(b) : NULL;
+    void *xp = ir_ptr(x), *yp = ir_ptr(y);
+    void *wp = w ? ir_ptr(w) : NULL, *bp = b ? ir_ptr(b) : NULL;
     int irms = rms;
-    double eps = op->f[0];
+    double eps = op->p.norm.eps;
     int cached = inner <= 6144; /* the row in 48 KiB of shared memory */
     void *params[] = {&xp,   &xv,    &yp, &wp, &wv,   &bp,  &bv,
                       &rows, &inner, &rg, &sp, &irms, &eps, &cached};
@@ -115,37 +115,37 @@ static em_status run_norm(const em_op *op, int dev, const char *what)
     return cuda_launch_grid_smem(dev, f, grid, block, smem, params, what);
 }
 
-static em_status run_batch_norm(const em_op *op, int dev, const char *what)
+static em_status run_batch_norm(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *y = op->out[0];
-    long long n = tn_numel(x);
+    const ir_tensor *x = op->in[0], *y = op->out[0];
+    long long n = ir_numel(x);
     if (n == 0) return EM_OK;
     long long C = x->shape[1], sp = n / (x->shape[0] * C);
-    bool has_w = op->i[1] != 0, has_b = op->i[2] != 0;
-    const em_tensor *m = op->in[1], *v = op->in[2];
-    const em_tensor *w = has_w ? op->in[3] : NULL, *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
+    bool has_w = op->p.norm.has_weight, has_b = op->p.norm.has_bias;
+    const ir_tensor *m = op->in[1], *v = op->in[2];
+    const ir_tensor *w = has_w ? op->in[3] : NULL, *b = has_b ? op->in[has_w ? 4 : 3] : NULL;
     nnv_arg xv = view_of(x), mv = view_of(m), vv = view_of(v);
     nnv_arg wv = w ? view_of(w) : mv, bv = b ? view_of(b) : mv;
     CUfunction f = kernel2(dev, "batch_norm", x->dtype, what);
     if (!f) return em_last_status();
-    void *xp = tn_ptr(x), *yp = tn_ptr(y), *mp = tn_ptr(m), *vp = tn_ptr(v);
-    void *wp = w ? tn_ptr(w) : NULL, *bp = b ? tn_ptr(b) : NULL;
-    double eps = op->f[0];
+    void *xp = ir_ptr(x), *yp = ir_ptr(y), *mp = ir_ptr(m), *vp = ir_ptr(v);
+    void *wp = w ? ir_ptr(w) : NULL, *bp = b ? ir_ptr(b) : NULL;
+    double eps = op->p.norm.eps;
     void *params[] = {&xp, &xv, &yp, &mp, &mv, &vp, &vv, &wp, &wv, &bp, &bv, &n, &C, &sp, &eps};
     return cuda_launch(dev, f, n, params, what);
 }
 
 /* ---- real FFT ------------------------------------------------------------------------------- */
 
-static bool fft_ok(const em_op *op)
+static bool fft_ok(const ir_op *op)
 {
-    const em_tensor *x = op->in[0], *y = op->out[0];
+    const ir_tensor *x = op->in[0], *y = op->out[0];
     return op->n_in == 1 && op->n_out == 1 && is_float(x->dtype) && y->dtype == x->dtype &&
-           tn_is_contiguous(y) && op->i[1] >= 1;
+           ir_is_contiguous(y) && op->p.fft.n >= 1;
 }
 
 /* Whether dims [d0, d1) of t index like one dim of stride *stride (dims of size 1 skipped). */
-static bool merge_dims(const em_tensor *t, int d0, int d1, int64_t *stride)
+static bool merge_dims(const ir_tensor *t, int d0, int d1, int64_t *stride)
 {
     int last = -1;
     for (int d = d0; d < d1; d++) {
@@ -222,14 +222,14 @@ static em_status fft_global(int dev, void *xp, void *yp, fft_arg *g, int lg, boo
     return st;
 }
 
-static em_status run_fft(const em_op *op, int dev, const char *what)
+static em_status run_fft(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *y = op->out[0];
+    const ir_tensor *x = op->in[0], *y = op->out[0];
     bool inv = op->kind == EM_OP_IRFFT;
-    int dim = (int)op->i[0], xr = inv ? x->rank - 1 : x->rank;
+    int dim = op->p.fft.dim, xr = inv ? x->rank - 1 : x->rank;
     fft_arg g;
     memset(&g, 0, sizeof g);
-    g.n = op->i[1];
+    g.n = op->p.fft.n;
     g.P = inv ? g.n : g.n / 2 + 1;
     g.L = x->shape[dim];
     g.outer = g.inner = 1;
@@ -239,17 +239,16 @@ static em_status run_fft(const em_op *op, int dev, const char *what)
     /* the kernels index [outer, L, inner]: outer and inner must each merge into one strided
      * dim, else x is packed contiguous first */
     void *tmp = NULL;
-    em_tensor xc = tn_desc(x);
-    em_storage cs;
+    ir_tensor xc = *x;
     if (!merge_dims(x, 0, dim, &g.so) || !merge_dims(x, dim + 1, xr, &g.si)) {
-        em_status st = cuda_nn_stage(dev, x, false, &xc, &cs, &tmp, what);
+        em_status st = cuda_nn_stage(dev, x, false, &xc, &tmp, what);
         if (st != EM_OK) return st;
         merge_dims(&xc, 0, dim, &g.so);
         merge_dims(&xc, dim + 1, xr, &g.si);
     }
     g.sl = xc.strides[dim];
     g.sc = inv ? xc.strides[xc.rank - 1] : 0;
-    void *xp = tn_ptr(&xc), *yp = tn_ptr(y);
+    void *xp = ir_ptr(&xc), *yp = ir_ptr(y);
     int lg = 0;
     while (((int64_t)1 << lg) < g.n) lg++;
     em_status st;
@@ -280,13 +279,13 @@ bool cuda_nn_claims(em_op_kind kind)
            kind == EM_OP_BATCH_NORM || kind == EM_OP_RFFT || kind == EM_OP_IRFFT;
 }
 
-bool cuda_nn_supports(const em_op *op)
+bool cuda_nn_supports(const ir_op *op)
 {
     if (op->kind == EM_OP_RFFT || op->kind == EM_OP_IRFFT) return fft_ok(op);
     return norm_ok(op);
 }
 
-em_status cuda_nn_exec(const em_op *op, int dev, const char *what)
+em_status cuda_nn_exec(const ir_op *op, int dev, const char *what)
 {
     switch (op->kind) {
     case EM_OP_RFFT:
@@ -310,18 +309,18 @@ static const char *int_name(em_dtype dt)
     }
 }
 
-bool cuda_nn_int_matmul_ok(const em_op *op)
+bool cuda_nn_int_matmul_ok(const ir_op *op)
 {
     em_dtype o = op->out[0]->dtype;
     return op->n_in == 2 && int_name(o) && op->in[0]->dtype == o && op->in[1]->dtype == o &&
-           tn_is_contiguous(op->out[0]);
+           ir_is_contiguous(op->out[0]);
 }
 
 /* The record's operands as in run_matmul (ops_linalg.c: i0/i1 mark 1-D operands, i2..i4 = M K
  * N, i5 = batch rank R, i6.. = batch shape). */
-em_status cuda_nn_int_matmul(const em_op *op, int dev, const char *what)
+em_status cuda_nn_int_matmul(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
+    const ir_tensor *a = op->in[0], *b = op->in[1], *o = op->out[0];
     imm_arg s;
     cuda_mm_geometry(op, &s);
     long long total = s.nbatch * s.M * s.N;
@@ -330,48 +329,45 @@ em_status cuda_nn_int_matmul(const em_op *op, int dev, const char *what)
     snprintf(name, sizeof name, "em_nn_matmul_%s", int_name(o->dtype));
     CUfunction f = cuda_kernel(dev, name, what);
     if (!f) return em_last_status();
-    void *ap = tn_ptr(a), *bp = tn_ptr(b), *cp = tn_ptr(o);
+    void *ap = ir_ptr(a), *bp = ir_ptr(b), *cp = ir_ptr(o);
     void *params[] = {&ap, &bp, &cp, &s};
     return cuda_launch(dev, f, total, params, what);
 }
 
 /* ---- staging -------------------------------------------------------------------------------- */
 
-em_status cuda_nn_stage(int dev, const em_tensor *t, bool to_f32, em_tensor *view, em_storage *st,
-                        void **buf, const char *what)
+em_status cuda_nn_stage(int dev, const ir_tensor *t, bool to_f32, ir_tensor *view, void **buf,
+                        const char *what)
 {
     *buf = NULL;
-    *view = tn_desc(t);
+    *view = *t;
     if (t->dtype == EM_F32) to_f32 = false;
-    if (!to_f32 && tn_is_contiguous(t)) return EM_OK;
+    if (!to_f32 && ir_is_contiguous(t)) return EM_OK;
     em_dtype dt = to_f32 ? EM_F32 : t->dtype;
-    long long n = tn_numel(t);
+    long long n = ir_numel(t);
     *buf = cuda_pool_alloc(dev, (size_t)(n > 0 ? n : 1) * em_dtype_size(dt));
     if (!*buf) return em_last_status();
-    *st = tn_storage_desc(t->storage);
-    st->data = *buf;
-    view->storage = st;
-    view->offset = 0;
+    view->data = *buf;
     view->dtype = dt;
-    tn_contiguous_strides(t->shape, t->rank, view->strides);
+    ir_contiguous_strides(t->shape, t->rank, view->strides);
     if (n == 0) return EM_OK;
     CUfunction f = kernel2(dev, "pack", t->dtype, what);
     if (!f) return em_last_status();
     nnv_arg v = view_of(t);
-    void *xp = tn_ptr(t), *yp = *buf;
+    void *xp = ir_ptr(t), *yp = *buf;
     int tf = to_f32;
     void *params[] = {&xp, &v, &yp, &n, &tf};
     return cuda_launch(dev, f, n, params, what);
 }
 
-em_status cuda_nn_from_f32(int dev, const void *src, const em_tensor *dst, const char *what)
+em_status cuda_nn_from_f32(int dev, const void *src, const ir_tensor *dst, const char *what)
 {
-    long long n = tn_numel(dst);
+    long long n = ir_numel(dst);
     if (n == 0) return EM_OK;
     CUfunction f =
         cuda_kernel(dev, dst->dtype == EM_F16 ? "em_nn_f32_to_f16" : "em_nn_f32_to_bf16", what);
     if (!f) return em_last_status();
-    void *yp = tn_ptr(dst);
+    void *yp = ir_ptr(dst);
     void *params[] = {(void *)&src, &yp, &n};
     return cuda_launch(dev, f, n, params, what);
 }

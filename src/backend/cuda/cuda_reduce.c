@@ -8,54 +8,57 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../cpu/cpu.h"
 #include "cuda_reduce.h"
 
+static int fin_of(em_op_kind k);
+static int scan_code(em_op_kind k);
+
+/* The reductions by flag, each where the kernels have its finish (fin_of) or scan code; the
+ * softmax kinds and the ordering kinds by name. */
 bool cuda_reduce_claims(em_op_kind k)
 {
-    return (k >= EM_OP_SUM && k <= EM_OP_LOG_SOFTMAX) || k == EM_OP_SORT || k == EM_OP_TOPK ||
-           k == EM_OP_MEDIAN || k == EM_OP_SOFTMAX_BACKWARD || k == EM_OP_LOG_SOFTMAX_GATHER ||
-           k == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
+    if (ir_has(k, IR_REDUCE)) return fin_of(k) >= 0;
+    if (ir_has(k, IR_SCAN)) return scan_code(k) >= 0;
+    switch (k) {
+    case EM_OP_SOFTMAX:
+    case EM_OP_LOG_SOFTMAX:
+    case EM_OP_SOFTMAX_BACKWARD:
+    case EM_OP_LOG_SOFTMAX_GATHER:
+    case EM_OP_LOG_SOFTMAX_GATHER_BACKWARD:
+    case EM_OP_SORT:
+    case EM_OP_TOPK:
+    case EM_OP_MEDIAN: return true;
+    default: return false;
+    }
 }
 
 /* LOG_SOFTMAX_GATHER[_BACKWARD]: x float; t i64, contiguous, one per line; the backward's g x's
  * dtype, contiguous, one per line; the output x's dtype, one per line (contiguous) or like x */
-static bool lsg_supports(const em_op *op)
+static bool lsg_supports(const ir_op *op)
 {
     bool bw = op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
     if (op->n_in != (bw ? 3 : 2) || op->n_out != 1 || !op->in[0] || !op->in[1] || !op->out[0] ||
         (bw && !op->in[2]))
         return false;
-    const em_tensor *x = op->in[0], *t = op->in[1], *o = op->out[0];
-    int dim = (int)op->i[0];
+    const ir_tensor *x = op->in[0], *t = op->in[1], *o = op->out[0];
+    int dim = op->p.dim.dim;
     if (x->rank < 1 || x->rank > 8 || dim < 0 || dim >= x->rank || !em_dtype_is_float(x->dtype) ||
-        o->dtype != x->dtype || t->dtype != EM_I64 || !tn_is_contiguous(t) ||
-        tn_numel(t) * x->shape[dim] != tn_numel(x))
+        o->dtype != x->dtype || t->dtype != EM_I64 || !ir_is_contiguous(t) ||
+        ir_numel(t) * x->shape[dim] != ir_numel(x))
         return false;
-    if (!bw) return tn_is_contiguous(o) && tn_numel(o) == tn_numel(t);
-    const em_tensor *g = op->in[2];
-    return g->dtype == x->dtype && tn_is_contiguous(g) && tn_numel(g) == tn_numel(t) &&
-           em_shape_equal(em_tensor_shape(o), em_tensor_shape(x));
+    if (!bw) return ir_is_contiguous(o) && ir_numel(o) == ir_numel(t);
+    const ir_tensor *g = op->in[2];
+    return g->dtype == x->dtype && ir_is_contiguous(g) && ir_numel(g) == ir_numel(t) &&
+           ir_same_shape(o, x);
 }
 
 /* SOFTMAX_BACKWARD: y, g and the output of one float dtype and shape */
-static bool softmax_bw_supports(const em_op *op)
+static bool softmax_bw_supports(const ir_op *op)
 {
     if (op->n_in != 2 || op->n_out != 1 || !op->in[0] || !op->in[1] || !op->out[0]) return false;
-    const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
+    const ir_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
     return y->rank <= 8 && em_dtype_is_float(y->dtype) && g->dtype == y->dtype &&
-           o->dtype == y->dtype && em_shape_equal(em_tensor_shape(y), em_tensor_shape(g)) &&
-           em_shape_equal(em_tensor_shape(y), em_tensor_shape(o));
-}
-
-static bool is_mask_kind(em_op_kind k)
-{
-    return k >= EM_OP_SUM && k <= EM_OP_MIN_DIM;
-}
-
-static bool is_scan(em_op_kind k)
-{
-    return k >= EM_OP_CUMSUM && k <= EM_OP_CUMMIN;
+           o->dtype == y->dtype && ir_same_shape(y, g) && ir_same_shape(y, o);
 }
 
 static bool is_order(em_op_kind k)
@@ -63,19 +66,19 @@ static bool is_order(em_op_kind k)
     return k == EM_OP_SORT || k == EM_OP_TOPK || k == EM_OP_MEDIAN;
 }
 
-bool cuda_reduce_supports(const em_op *op)
+bool cuda_reduce_supports(const ir_op *op)
 {
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return softmax_bw_supports(op);
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)
         return lsg_supports(op);
     if (op->n_in != 1 || op->n_out < 1 || !op->in[0] || !op->out[0]) return false;
-    const em_tensor *x = op->in[0];
+    const ir_tensor *x = op->in[0];
     if (x->rank > 8 || (unsigned)x->dtype >= EM_DTYPE_COUNT) return false;
     em_op_kind k = op->kind;
     bool two = k == EM_OP_MAX_DIM || k == EM_OP_MIN_DIM || k == EM_OP_CUMMAX || k == EM_OP_CUMMIN ||
                is_order(k);
     if (two && (op->n_out != 2 || !op->out[1] || op->out[1]->dtype != EM_I64)) return false;
-    if (is_order(k) && x->rank && x->shape[op->i[0]] > INT32_MAX) return false;
+    if (is_order(k) && x->rank && x->shape[op->p.order.dim] > INT32_MAX) return false;
     if (k == EM_OP_SOFTMAX || k == EM_OP_LOG_SOFTMAX)
         return op->n_out == 1 && em_dtype_is_float(x->dtype) &&
                em_dtype_is_float(op->out[0]->dtype);
@@ -84,7 +87,7 @@ bool cuda_reduce_supports(const em_op *op)
 
 /* ---- mask reductions ------------------------------------------------------------------------ */
 
-/* the accumulation codes are cpu.h's cpu_red (the kernels read the same numbers) */
+/* the accumulation codes are src/ir/decode.h's ir_red (the kernels read the same numbers) */
 enum {
     FIN_SUM,
     FIN_MEAN,
@@ -120,56 +123,20 @@ typedef struct rdacc { /* matches `struct rdacc` */
     int64_t v, idx;
 } rdacc;
 
-/* cpu_reduce.c's plan_dims in element strides: kept and reduced dims, size-1 dims dropped and
- * neighbours that are contiguous across each other merged (row-major orders unchanged). */
-static void plan_dims(rdplan *p, const em_op *op, uint32_t mask, bool keepdim)
+/* The reduction's plan (ir_reduce_plan, the CPU's too) in the kernels' `struct rdplan`. */
+static void plan_dims(rdplan *p, const ir_op *op, uint32_t mask, bool keepdim)
 {
-    const em_tensor *x = op->in[0];
+    ir_rplan g;
+    ir_reduce_plan(op, mask, keepdim, &g);
     memset(p, 0, sizeof *p);
-    p->M = p->N = 1;
-    int od = 0;
-    for (int d = 0; d < x->rank; d++) {
-        if ((mask >> d) & 1u) {
-            p->N *= x->shape[d];
-            if (x->shape[d] != 1) {
-                int n = p->nr;
-                if (n > 0 && p->rx[n - 1] == x->strides[d] * x->shape[d]) {
-                    p->rshape[n - 1] *= x->shape[d];
-                    p->rx[n - 1] = x->strides[d];
-                } else {
-                    p->rshape[n] = x->shape[d];
-                    p->rx[n] = x->strides[d];
-                    p->nr++;
-                }
-            }
-            if (keepdim) od++;
-            continue;
-        }
-        p->M *= x->shape[d];
-        int64_t n = x->shape[d], kx = x->strides[d];
-        int64_t ko0 = op->out[0]->strides[od], ko1 = op->n_out > 1 ? op->out[1]->strides[od] : 0;
-        od++;
-        if (n == 1) continue;
-        int m = p->nk;
-        bool merge =
-            m > 0 && p->kx[m - 1] == kx * n && p->ko0[m - 1] == ko0 * n && p->ko1[m - 1] == ko1 * n;
-        if (merge)
-            m--;
-        else
-            p->kshape[m] = 1;
-        p->kshape[m] *= n;
-        p->kx[m] = kx;
-        p->ko0[m] = ko0;
-        p->ko1[m] = ko1;
-        p->nk = m + 1;
-    }
-    if (p->nr == 0) {
-        p->rshape[0] = 1;
-        p->rx[0] = 0;
-        p->nr = 1;
-    }
+    p->nk = g.nk, p->nr = g.nr, p->M = g.M, p->N = g.N;
+    for (int m = 0; m < g.nk; m++)
+        p->kshape[m] = g.kshape[m], p->kx[m] = g.kx[m], p->ko0[m] = g.ko[0][m],
+        p->ko1[m] = g.ko[1][m];
+    for (int m = 0; m < g.nr; m++) p->rshape[m] = g.rshape[m], p->rx[m] = g.rx[m];
 }
 
+/* The finish of a REDUCE kind in the kernels (kernels/reduce.cu); -1 where they have none. */
 static int fin_of(em_op_kind k)
 {
     switch (k) {
@@ -188,7 +155,21 @@ static int fin_of(em_op_kind k)
     case EM_OP_LOGSUMEXP: return FIN_LSE;
     case EM_OP_ANY: return FIN_ANY;
     case EM_OP_ALL: return FIN_ALL;
-    default: return FIN_COUNT;
+    case EM_OP_COUNT_NONZERO: return FIN_COUNT;
+    default: return -1;
+    }
+}
+
+/* The scan kernels' code of a SCAN kind (em_rd_scan in kernels/reduce.cu); -1 where they have
+ * none. */
+static int scan_code(em_op_kind k)
+{
+    switch (k) {
+    case EM_OP_CUMSUM: return 0;
+    case EM_OP_CUMPROD: return 1;
+    case EM_OP_CUMMAX: return 2;
+    case EM_OP_CUMMIN: return 3;
+    default: return -1;
     }
 }
 
@@ -202,7 +183,7 @@ static int sm_count(int dev)
 }
 
 /* Sum or mean of a whole contiguous, 16-byte aligned f32 tensor into an f32 scalar. */
-static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *what)
+static em_status sum_all_f32(const ir_op *op, int dev, int64_t n, const char *what)
 {
     const int64_t chunk = 16384;
     long long nb = (n + chunk - 1) / chunk, cl = chunk, nl = n;
@@ -212,8 +193,8 @@ static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *wh
     CUfunction ff = fp ? cuda_kernel(dev, "em_rd_sum_fin_f32", what) : NULL;
     em_status st = em_last_status();
     if (fp && ff) {
-        const void *xp = tn_ptr(op->in[0]);
-        void *pp = part, *yp = tn_ptr(op->out[0]);
+        const void *xp = ir_ptr(op->in[0]);
+        void *pp = part, *yp = ir_ptr(op->out[0]);
         int mean = op->kind == EM_OP_MEAN;
         long long grid = (long long)sm_count(dev) * 8;
         if (grid > nb) grid = nb;
@@ -233,10 +214,10 @@ static em_status sum_all_f32(const em_op *op, int dev, int64_t n, const char *wh
  * least 16 rows, as many as it takes to give the GPU 64K threads, their f64 partials added in
  * slice order by a second kernel. The reduce plan's path gave one thread per output and slice of
  * 64 rows (a [512, 768] bias gradient: 6144 threads). */
-static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const char *what)
+static em_status sum_cols_f32(const ir_op *op, int dev, const rdplan *s, const char *what)
 {
     long long R = s->N, C = s->M;
-    const void *xp = tn_ptr(op->in[0]);
+    const void *xp = ir_ptr(op->in[0]);
     int vec = C % 4 == 0 && ((uintptr_t)xp & 15) == 0; /* a thread per 4 columns */
     long long lanes = vec ? C / 4 : C;
     long long nsplit = (65536 + lanes - 1) / lanes, cap = R / 16 > 1 ? R / 16 : 1;
@@ -253,7 +234,7 @@ static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const c
     CUfunction ff = f && part ? cuda_kernel(dev, "em_rd_cols_fin_f32", what) : NULL;
     em_status st = em_last_status();
     if (f && (!part || ff)) {
-        void *pp = part, *yp = tn_ptr(op->out[0]);
+        void *pp = part, *yp = ir_ptr(op->out[0]);
         int mean = op->kind == EM_OP_MEAN;
         unsigned grid[3] = {(unsigned)((lanes + 255) / 256), (unsigned)nsplit, 1},
                  block[3] = {256, 1, 1};
@@ -268,13 +249,13 @@ static em_status sum_cols_f32(const em_op *op, int dev, const rdplan *s, const c
 
 /* Sum or mean of a contiguous f32 x over its last dim (R rows of C elements, into contiguous
  * outputs): em_rd_rows_f32, a block or a warp per row. */
-static em_status sum_rows_f32(const em_op *op, int dev, const rdplan *s, const char *what)
+static em_status sum_rows_f32(const ir_op *op, int dev, const rdplan *s, const char *what)
 {
     long long R = s->M, C = s->N;
     CUfunction f = cuda_kernel(dev, "em_rd_rows_f32", what);
     if (!f) return em_last_status();
-    const void *xp = tn_ptr(op->in[0]);
-    void *yp = tn_ptr(op->out[0]);
+    const void *xp = ir_ptr(op->in[0]);
+    void *yp = ir_ptr(op->out[0]);
     int mean = op->kind == EM_OP_MEAN, wide = C >= 2048,
         vec = C % 4 == 0 && ((uintptr_t)xp & 15) == 0;
     long long blocks = wide ? R : (R + 7) / 8;
@@ -330,52 +311,45 @@ static em_status reduce_pass(int dev, rdargs *g, const rdplan *s, const void *x,
     return st;
 }
 
-static em_status run_mask_reduce(const em_op *op, int dev, const char *what)
+static em_status run_mask_reduce(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0];
-    uint32_t all = x->rank ? (uint32_t)((1u << x->rank) - 1) : 0, mask;
-    bool keepdim = op->i[1] != 0;
-    switch (op->kind) {
-    case EM_OP_ARGMAX:
-    case EM_OP_ARGMIN:
-    case EM_OP_MAX_DIM:
-    case EM_OP_MIN_DIM: mask = op->i[0] < 0 ? all : (uint32_t)(1u << op->i[0]) & all; break;
-    default: mask = (uint32_t)op->i[0] & all;
-    }
+    const ir_tensor *x = op->in[0];
+    bool keepdim;
+    uint32_t mask = ir_reduce_mask(op->kind, &op->p, x->rank, &keepdim);
     rdplan s;
     plan_dims(&s, op, mask, keepdim && op->out[0]->rank == x->rank);
     if (s.M == 0) return EM_OK;
     if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
-        op->out[0]->dtype == EM_F32 && s.M == 1 && s.N >= 65536 && tn_is_contiguous(x) &&
-        ((uintptr_t)tn_ptr(x) & 15) == 0)
+        op->out[0]->dtype == EM_F32 && s.M == 1 && s.N >= 65536 && ir_is_contiguous(x) &&
+        ((uintptr_t)ir_ptr(x) & 15) == 0)
         return sum_all_f32(op, dev, s.N, what);
     if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
         op->out[0]->dtype == EM_F32 && s.nr == 1 && s.nk == 1 && s.kx[0] == 1 && s.ko0[0] == 1 &&
-        s.rx[0] == s.M && s.M >= 32 && s.N >= 32 && tn_is_contiguous(x))
+        s.rx[0] == s.M && s.M >= 32 && s.N >= 32 && ir_is_contiguous(x))
         return sum_cols_f32(op, dev, &s, what);
     if ((op->kind == EM_OP_SUM || op->kind == EM_OP_MEAN) && x->dtype == EM_F32 &&
         op->out[0]->dtype == EM_F32 && s.nr == 1 && s.nk == 1 && s.rx[0] == 1 && s.kx[0] == s.N &&
-        s.ko0[0] == 1 && s.N >= 32 && tn_is_contiguous(x) && tn_is_contiguous(op->out[0]))
+        s.ko0[0] == 1 && s.N >= 32 && ir_is_contiguous(x) && ir_is_contiguous(op->out[0]))
         return sum_rows_f32(op, dev, &s, what);
     rdargs g;
     memset(&g, 0, sizeof g);
     bool ints;
-    g.r = cpu_red_of(op, &ints);
+    g.r = ir_red_of(op, &ints);
     g.ints = ints;
     g.fin = fin_of(op->kind);
     g.xdt = (int)x->dtype;
     g.odt = (int)op->out[0]->dtype;
-    g.p = op->f[0];
-    g.corr = op->i[2];
-    const void *xp = tn_ptr(x);
-    void *o0 = tn_ptr(op->out[0]), *o1 = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    g.p = op->p.reduce.p;
+    g.corr = op->p.reduce.correction;
+    const void *xp = ir_ptr(x);
+    void *o0 = ir_ptr(op->out[0]), *o1 = op->n_out > 1 ? ir_ptr(op->out[1]) : NULL;
     if (op->kind != EM_OP_VAR && op->kind != EM_OP_STD && op->kind != EM_OP_LOGSUMEXP)
         return reduce_pass(dev, &g, &s, xp, o0, o1, NULL, what);
     /* two passes: the per-output mean (var, std) or max (logsumexp), then the sum around it */
     double *center = cuda_pool_alloc(dev, (size_t)s.M * sizeof(double));
     if (!center) return em_last_status();
     int second = g.r;
-    g.r = op->kind == EM_OP_LOGSUMEXP ? R_MAX : R_SUM;
+    g.r = op->kind == EM_OP_LOGSUMEXP ? IR_RED_MAX : IR_RED_SUM;
     g.first = 1;
     em_status st = reduce_pass(dev, &g, &s, xp, o0, o1, center, what);
     g.r = second;
@@ -395,9 +369,9 @@ typedef struct rdline { /* matches `struct rdline` in kernels/reduce.cu */
 
 /* The lines along dim of x (rank 0: one line of one element); outputs have x's rank unless
  * `dropped` (MEDIAN without keepdim), where dim is absent from them. */
-static void plan_line(rdline *s, const em_op *op, int dim, bool dropped)
+static void plan_line(rdline *s, const ir_op *op, int dim, bool dropped)
 {
-    const em_tensor *x = op->in[0], *o0 = op->out[0], *o1 = op->n_out > 1 ? op->out[1] : NULL;
+    const ir_tensor *x = op->in[0], *o0 = op->out[0], *o1 = op->n_out > 1 ? op->out[1] : NULL;
     memset(s, 0, sizeof *s);
     s->len = 1;
     s->lines = 1;
@@ -420,18 +394,18 @@ static void plan_line(rdline *s, const em_op *op, int dim, bool dropped)
     }
 }
 
-static em_status run_scan(const em_op *op, int dev, const char *what)
+static em_status run_scan(const ir_op *op, int dev, const char *what)
 {
     rdline s;
-    plan_line(&s, op, (int)op->i[0], false);
+    plan_line(&s, op, op->p.dim.dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     bool block = s.len >= 256 || (s.lines < 1024 && s.len >= 16);
     CUfunction f = cuda_kernel(dev, block ? "em_rd_scan_block" : "em_rd_scan", what);
     if (!f) return em_last_status();
-    int kind = (int)(op->kind - EM_OP_CUMSUM), ints = !em_dtype_is_float(op->in[0]->dtype);
+    int kind = scan_code(op->kind), ints = !em_dtype_is_float(op->in[0]->dtype);
     int xdt = (int)op->in[0]->dtype, odt = (int)op->out[0]->dtype;
-    const void *xp = tn_ptr(op->in[0]);
-    void *yp = tn_ptr(op->out[0]), *ip = op->n_out > 1 ? tn_ptr(op->out[1]) : NULL;
+    const void *xp = ir_ptr(op->in[0]);
+    void *yp = ir_ptr(op->out[0]), *ip = op->n_out > 1 ? ir_ptr(op->out[1]) : NULL;
     void *params[] = {&kind, &ints, &xdt, &odt, (void *)&xp, &yp, &ip, &s};
     if (block) return cuda_launch_blocks(dev, f, s.lines, params, what);
     return cuda_launch(dev, f, s.lines, params, what);
@@ -448,17 +422,17 @@ static em_status launch_warp_rows(int dev, CUfunction f, long long rows, void **
     return cuda_launch_grid(dev, f, grid, block, params, what);
 }
 
-static em_status run_softmax(const em_op *op, int dev, const char *what)
+static em_status run_softmax(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
     rdline s;
-    int dim = x->rank ? (int)op->i[0] : 0;
+    int dim = x->rank ? op->p.dim.dim : 0;
     plan_line(&s, op, dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     int logsm = op->kind == EM_OP_LOG_SOFTMAX;
-    const void *xp = tn_ptr(x);
-    void *yp = tn_ptr(o);
-    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+    const void *xp = ir_ptr(x);
+    void *yp = ir_ptr(o);
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && ir_is_contiguous(x) && ir_is_contiguous(o) &&
         dim == x->rank - 1 && s.len <= 1024) {
         int v = 4;
         while (32 * v < s.len) v *= 2;
@@ -471,7 +445,7 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
         void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
         return launch_warp_rows(dev, f, rows, params, what);
     }
-    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && ir_is_contiguous(x) && ir_is_contiguous(o) &&
         dim == x->rank - 1 && s.len <= 8192) {
         /* rows.cu: one block of 256 threads per row, up to 32 values per thread in registers */
         int v = 1;
@@ -484,7 +458,7 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
         void *params[] = {&logsm, (void *)&xp, &yp, &rows, &len};
         return cuda_launch_blocks(dev, f, rows, params, what);
     }
-    if (x->dtype == EM_F32 && o->dtype == EM_F32 && tn_is_contiguous(x) && tn_is_contiguous(o) &&
+    if (x->dtype == EM_F32 && o->dtype == EM_F32 && ir_is_contiguous(x) && ir_is_contiguous(o) &&
         dim == x->rank - 1) {
         /* longer rows: a block per row, max and sum in one read, then a second read writing */
         CUfunction f = cuda_kernel(dev, "em_softmax_long_f32", what);
@@ -503,11 +477,11 @@ static em_status run_softmax(const em_op *op, int dev, const char *what)
 /* SOFTMAX_BACKWARD (kernels/reduce.cu): contiguous f32 rows along the last dim in registers, a
  * warp per row up to 1024 elements, a block of 256 threads per row up to 8192; anything else a
  * block per line in f64 (em_rd_softmax_bw, the rdline's second output strides walking g). */
-static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
+static em_status run_softmax_bw(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
+    const ir_tensor *y = op->in[0], *g = op->in[1], *o = op->out[0];
     rdline s;
-    int dim = y->rank ? (int)op->i[0] : 0;
+    int dim = y->rank ? op->p.dim.dim : 0;
     plan_line(&s, op, dim, false);
     if (s.lines == 0 || s.len == 0) return EM_OK;
     for (int d = 0, j = 0; d < y->rank; d++) {
@@ -516,11 +490,11 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
         else
             s.os1[j++] = g->strides[d];
     }
-    int lg = op->i[1] != 0;
-    const void *yp = tn_ptr(y), *gp = tn_ptr(g);
-    void *op_ = tn_ptr(o);
+    int lg = op->p.dim.log;
+    const void *yp = ir_ptr(y), *gp = ir_ptr(g);
+    void *op_ = ir_ptr(o);
     char name[40];
-    if (y->dtype == EM_F32 && tn_is_contiguous(y) && tn_is_contiguous(g) && tn_is_contiguous(o) &&
+    if (y->dtype == EM_F32 && ir_is_contiguous(y) && ir_is_contiguous(g) && ir_is_contiguous(o) &&
         dim == y->rank - 1 && s.len <= 8192) {
         bool warp = s.len <= 1024;
         int v = warp ? 4 : 8;
@@ -545,18 +519,18 @@ static em_status run_softmax_bw(const em_op *op, int dev, const char *what)
  * warp per row up to 1024 elements, else a block of 256 per row (online max / sum in one read;
  * the backward reads the row again); anything else a block per line in f64 (em_rd_lsg). t, g
  * and the forward's output are indexed by line (the rdline's line order is row-major). */
-static em_status run_lsg(const em_op *op, int dev, const char *what)
+static em_status run_lsg(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *o = op->out[0];
+    const ir_tensor *x = op->in[0], *o = op->out[0];
     int bw = op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD;
-    int dim = (int)op->i[0];
+    int dim = op->p.dim.dim;
     rdline s;
     plan_line(&s, op, dim, !bw); /* the forward's output lacks the dim */
     if (s.lines == 0 || s.len == 0) return EM_OK;
-    const void *xp = tn_ptr(x), *tp = tn_ptr(op->in[1]), *gp = bw ? tn_ptr(op->in[2]) : NULL;
-    void *op_ = tn_ptr(o);
-    if (x->dtype == EM_F32 && tn_is_contiguous(x) && dim == x->rank - 1 && s.len <= INT32_MAX &&
-        (!bw || tn_is_contiguous(o))) {
+    const void *xp = ir_ptr(x), *tp = ir_ptr(op->in[1]), *gp = bw ? ir_ptr(op->in[2]) : NULL;
+    void *op_ = ir_ptr(o);
+    if (x->dtype == EM_F32 && ir_is_contiguous(x) && dim == x->rank - 1 && s.len <= INT32_MAX &&
+        (!bw || ir_is_contiguous(o))) {
         bool warp = s.len <= 1024;
         CUfunction f = cuda_kernel(dev, warp ? "em_lsg_warp_f32" : "em_lsg_rows_f32", what);
         if (!f) return em_last_status();
@@ -623,10 +597,10 @@ static em_status sort_long(int dev, soargs *g, rdline *s, const void *xp, void *
     return st;
 }
 
-static em_status run_order(const em_op *op, int dev, const char *what)
+static em_status run_order(const ir_op *op, int dev, const char *what)
 {
-    const em_tensor *x = op->in[0], *v = op->out[0];
-    int dim = x->rank ? (int)op->i[0] : 0;
+    const ir_tensor *x = op->in[0], *v = op->out[0];
+    int dim = x->rank ? op->p.order.dim : 0;
     bool dropped = op->kind == EM_OP_MEDIAN && v->rank < x->rank;
     rdline s;
     plan_line(&s, op, dim, dropped);
@@ -634,14 +608,14 @@ static em_status run_order(const em_op *op, int dev, const char *what)
     soargs g;
     memset(&g, 0, sizeof g);
     g.op = op->kind == EM_OP_SORT ? 0 : op->kind == EM_OP_TOPK ? 1 : 2;
-    g.desc = op->kind == EM_OP_SORT ? op->i[1] != 0 : op->kind == EM_OP_TOPK && op->i[2];
+    g.desc = op->kind != EM_OP_MEDIAN && op->p.order.descending;
     g.isf = em_dtype_is_float(x->dtype);
     g.dt = (int)x->dtype;
     g.es = (int)em_dtype_size(x->dtype);
-    g.k = g.op == 0 ? s.len : g.op == 1 ? op->i[1] : 1;
+    g.k = g.op == 0 ? s.len : g.op == 1 ? op->p.order.k : 1;
     if (s.lines == 0 || g.k == 0 || s.len == 0) return EM_OK;
-    const void *xp = tn_ptr(x);
-    void *vp = tn_ptr(v), *ip = tn_ptr(op->out[1]);
+    const void *xp = ir_ptr(x);
+    void *vp = ir_ptr(v), *ip = ir_ptr(op->out[1]);
     unsigned block[3] = {256, 1, 1};
     long long blocks = s.lines < (1 << 20) ? s.lines : (1 << 20);
     unsigned grid[3] = {(unsigned)blocks, 1, 1};
@@ -680,10 +654,10 @@ static em_status run_order(const em_op *op, int dev, const char *what)
     return sort_long(dev, &g, &s, xp, vp, ip, what);
 }
 
-em_status cuda_reduce_exec(const em_op *op, int dev, const char *what)
+em_status cuda_reduce_exec(const ir_op *op, int dev, const char *what)
 {
-    if (is_mask_kind(op->kind)) return run_mask_reduce(op, dev, what);
-    if (is_scan(op->kind)) return run_scan(op, dev, what);
+    if (ir_has(op->kind, IR_REDUCE)) return run_mask_reduce(op, dev, what);
+    if (ir_has(op->kind, IR_SCAN)) return run_scan(op, dev, what);
     if (is_order(op->kind)) return run_order(op, dev, what);
     if (op->kind == EM_OP_SOFTMAX_BACKWARD) return run_softmax_bw(op, dev, what);
     if (op->kind == EM_OP_LOG_SOFTMAX_GATHER || op->kind == EM_OP_LOG_SOFTMAX_GATHER_BACKWARD)

@@ -8,8 +8,8 @@
 /* Whether kind is one of the kinds cuda_reduce.c answers for. */
 bool cuda_reduce_claims(em_op_kind kind);
 /* Whether cuda_reduce_exec runs op (called for claimed kinds only). */
-bool cuda_reduce_supports(const em_op *op);
+bool cuda_reduce_supports(const ir_op *op);
 /* Runs a claimed op that cuda_reduce_supports accepted, on device dev. */
-em_status cuda_reduce_exec(const em_op *op, int dev, const char *what);
+em_status cuda_reduce_exec(const ir_op *op, int dev, const char *what);
 
 #endif

@@ -1,7 +1,7 @@
 // Normalisation (layer, RMS, group, batch), integer matmul and the real FFT pair. Inputs are read
 // through their element strides (struct nnv, up to 8 dims), outputs are contiguous. Floating
 // dtypes are a template code DT: 0 f32, 1 f64, 2 f16, 3 bf16; values are computed in double and
-// stored through f32 (as the CPU's cpu_set_f64 does).
+// stored through f32 (as the CPU's ir_set_f64 does).
 struct nnv {
     i64 shape[8], st[8];
     int rank;

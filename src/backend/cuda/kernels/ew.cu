@@ -51,7 +51,7 @@ __device__ __forceinline__ void ew_offs(const ew_idx &s, i64 i, i64 *o)
 
 // ---- f16 / bf16 bit conversions (src/core/dtype.c) ----------------------------------------
 
-// ---- element access (cpu_get_f64, cpu_get_i64, cpu_set_i64, cpu_set_f64) ------------------
+// ---- element access (ir_get_f64, ir_get_i64, ir_set_i64, ir_set_f64) ------------------
 
 __device__ __forceinline__ double ew_getf(const void *p, int dt, i64 i)
 {

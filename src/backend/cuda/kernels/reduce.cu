@@ -16,7 +16,7 @@
 #define RD_U8   8
 #define RD_BOOL 9
 
-// element i (in elements) of p as double (cpu_get_f64)
+// element i (in elements) of p as double (ir_get_f64)
 __device__ __forceinline__ double rd_ldf(const void *p, int dt, i64 i)
 {
     switch (dt) {
@@ -40,7 +40,7 @@ __device__ __forceinline__ i64 rd_f2i(double v)
     return (i64)v;
 }
 
-// element i of p as a 64-bit integer (cpu_get_i64)
+// element i of p as a 64-bit integer (ir_get_i64)
 __device__ __forceinline__ i64 rd_ldi(const void *p, int dt, i64 i)
 {
     switch (dt) {
@@ -54,7 +54,7 @@ __device__ __forceinline__ i64 rd_ldi(const void *p, int dt, i64 i)
     }
 }
 
-// cpu_set_i64
+// ir_set_i64
 __device__ __forceinline__ void rd_sti(void *p, int dt, i64 i, i64 v)
 {
     switch (dt) {
@@ -71,7 +71,7 @@ __device__ __forceinline__ void rd_sti(void *p, int dt, i64 i, i64 v)
     }
 }
 
-// cpu_set_f64
+// ir_set_f64
 __device__ __forceinline__ void rd_stf(void *p, int dt, i64 i, double v)
 {
     switch (dt) {
