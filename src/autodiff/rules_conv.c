@@ -24,7 +24,7 @@ static em_tensor *crop(em_tensor *t, int nsp, const int64_t *size)
 }
 
 /* Sum of t [rows, cols] over its rows as a row of ones times t ([1, cols]): the GEMM's
- * vector path reads t once, several times faster than the general reduction here. */
+ * vector path reads t once, where the general reduction walks it column by column. */
 static em_tensor *sum_rows(const em_tensor *t, int64_t rows, int64_t cols)
 {
     em_tensor *ones = em_ones(EM_SHAPE(1, rows), em_tensor_dtype(t), em_tensor_device(t));
@@ -80,8 +80,8 @@ static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, con
 {
     if (g->nd != 2 || g->groups != 1 || x->rank != 4) return NULL;
     /* CPU only: its GEMM runs a long-K product with a small output at full speed, where the
-       CUDA kernels' 128 x 128 tiles leave the GPU idle (Fashion-MNIST's epoch on the H200 took
-       4.8 s with one such product, 2.0 s with the per-sample products) */
+       CUDA kernels' 128 x 128 tiles leave the GPU idle and the per-sample products win
+       (bench/RESULTS.md, evidence section) */
     if (em_tensor_device(x).backend != 0) return NULL;
     int64_t k[2] = {ksize[0], ksize[1]}, lo[2] = {g->pad_lo[0], g->pad_lo[1]};
     int64_t hi[2] = {g->pad_hi[0], g->pad_hi[1]}, st[2] = {g->stride[0], g->stride[1]};

@@ -127,15 +127,15 @@ static void run_spans(job *j, int me)
 }
 
 /* A worker that finished a job, and a caller whose share is done, first spin this long on the
- * job counters before sleeping on a condition variable: waking a sleeping thread costs 13-50 us
- * on the 2-core VMs measured, as much as a whole GEMV's imbalance, and back-to-back jobs (the
- * ops of a training step) arrive within it. Bounded, so an idle pool sleeps again at once. */
+ * job counters before sleeping on a condition variable: waking a sleeping thread costs tens of
+ * microseconds, as much as a whole GEMV's imbalance, and back-to-back jobs (the ops of a
+ * training step) arrive within the spin. Bounded, so an idle pool sleeps again at once. */
 #define SPIN_NS 50000
 /* A worker that finished its share of a job keeps spinning while the job's caller is still at
  * work (up to SPIN_BUSY_NS), and SPIN_NS after that: timed from its own finish instead, a worker
  * whose share ended more than SPIN_NS before the caller's slept through the next job's start, and
- * from then on every short job ran on the caller alone (SGEMM 256 on Zen 5: 187 us a call
- * instead of 100, bench/RESULTS.md). */
+ * from then on every short job ran on the caller alone, at one thread's speed
+ * (bench/RESULTS.md, evidence section). */
 #define SPIN_BUSY_NS 2000000
 static _Atomic int64_t job_end_ns; /* when the last job's caller finished it; 0 while one runs */
 
@@ -181,10 +181,10 @@ static void spin_until(const _Atomic uint64_t *gen, uint64_t seen, const atomic_
 
 /* Moves the calling worker off the CPU its job's caller runs on, when it finds itself there: the
  * scheduler at times stacks a woken worker on its waker's CPU, and its balancer, which leaves
- * threads that just ran in place, took 12-25 ms to split the two again, all the while every job
- * running at one thread's speed (SGEMM 256 on Zen 5: 187 us a call instead of 100,
- * bench/RESULTS.md). The worker's allowed set without that CPU moves it at once; the set it had
- * is then restored, so nothing stays pinned. */
+ * threads that just ran in place, can take many jobs to split the two again, all the while
+ * every job running at one thread's speed (bench/RESULTS.md, evidence section). The worker's
+ * allowed set without that CPU moves it at once; the set it had is then restored, so nothing
+ * stays pinned. */
 static void leave_callers_cpu(int caller_cpu)
 {
 #ifdef __linux__
@@ -406,9 +406,9 @@ static void parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx, bo
     if (err != EM_OK) em_error(err, "%s", msg);
 }
 
-/* Each thread first runs a contiguous span of the chunks (run_spans): on 2 Zen 3 cores, threads
- * taking turns on 1 MiB chunks read memory at 30 GB/s where each reading its own half reached
- * 48 (the sum of 64M floats 8.6 ms against 5.5; bench/RESULTS.md, sixteenth session). */
+/* Each thread first runs a contiguous span of the chunks (run_spans): threads taking turns on
+ * 1 MiB chunks read memory markedly slower than each reading its own span front to back
+ * (bench/RESULTS.md, evidence section). */
 void em_parallel_for(int64_t n, int64_t grain, em_range_fn fn, void *ctx)
 {
     parallel_for(n, grain, fn, ctx, false);

@@ -12,7 +12,7 @@
  * Blocks of HUGE_MIN bytes or more are 2 MiB aligned, span whole 2 MiB pages and are advised
  * for transparent huge pages (config key cpu_huge_pages, env EMBER_CPU_HUGE_PAGES, default on,
  * read with the cap): one page fault and one TLB entry per 2 MiB instead of 512, which the GEMM's
- * strided reads and stores into large matrices feel most (bench/RESULTS.md: SGEMM 4096 on Zen 5).
+ * strided reads and stores into large matrices feel most (bench/RESULTS.md, evidence section).
  *
  * Accounting (alloc.c): a cached block is not in current_bytes/live_allocs but in cached_bytes;
  * em_mem_fail_at counts every allocation, hits included (checked first); guard bytes are checked

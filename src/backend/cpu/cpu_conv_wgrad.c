@@ -277,9 +277,9 @@ em_status cpu_exec_conv_wgrad(const ir_op *op)
                     .dw = dw};
     void *xp = cpu_cache_alloc((size_t)(N * cols.item > 0 ? N * cols.item : 1) * es);
     /* gy as B (its channels the product's columns) is packed straight from gy where its planes
-     * are contiguous in the work type; else, and as A, from a copy gy' [Co, K] (measured: on
-     * the A side every long-K task packs all of A, and packing it twice from gy's rows was
-     * slower than the copy plus the GEMM's own row-panel packing) */
+     * are contiguous in the work type; else, and as A, from a copy gy' [Co, K] (on the A side
+     * every long-K task packs all of A, and packing it twice from gy's rows costs more than the
+     * copy plus the GEMM's own row-panel packing) */
     bool gy_direct = !b_side && gy->dtype == ct && gy->strides[3] == 1 && gy->strides[2] == OW;
     void *gt = gy_direct ? NULL : cpu_cache_alloc((size_t)(K * Co > 0 ? K * Co : 1) * es);
     void *xo = NULL; /* x converted to the work type, for channels-last f16/bf16 */

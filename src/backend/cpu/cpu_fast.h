@@ -66,7 +66,8 @@ typedef struct cpu_fast_ops {
 } cpu_fast_ops;
 
 /* Orders the streamed (non-temporal) stores of the row kernels before what follows: once per task
- * instead of once per row, which on rows of 4 KiB cost the softmax 8-12 % (bench/RESULTS.md). */
+ * instead of once per row, since a fence per row of a few KiB stalls the softmax measurably
+ * (bench/RESULTS.md, evidence section). */
 static inline void cpu_fast_stream_fence(void)
 {
 #if defined(__x86_64__) || defined(__i386__)
@@ -85,9 +86,9 @@ static inline void cpu_fast_stream_fence(void)
 #define CPU_FAST_STREAM_MIN ((int64_t)16 << 20)
 
 /* Which stores a large output of each op family gets. Streaming around the caches is not faster
- * everywhere: on one Zen 5 VM the NCHW max pool ran 10-30 % faster and the softmax 15 % faster
- * through the caches, layer_norm 35 % faster and the channels-last max pool 7 % faster around
- * them (bench/RESULTS.md). With config cpu_stream_stores = auto (the default) a family's first
+ * everywhere, and which families gain from it differs from one CPU to the next
+ * (bench/RESULTS.md, evidence section). With config cpu_stream_stores = auto (the default) a
+ * family's first
  * large call streams, its next six try the two, three each (the first of each three settles
  * the caches, the other two are timed per byte), and the faster (by its fastest timed call;
  * around the caches unless through is 2 % faster) is kept for the process (cpu_store.c); on /
@@ -156,9 +157,9 @@ cpu_topk_insert(float v, int64_t e, float *val, int64_t *idx, int64_t *cnt, int6
 int64_t cpu_find_past_f32_avx2(const float *x, int64_t from, int64_t n, float t, bool desc);
 bool cpu_topk_row_f32_avx2(const float *x, int64_t n, int64_t k, bool desc, float *val,
                            int64_t *idx);
-/* The whole sum: 256-bit loads stream from memory faster than 512-bit ones on Zen 4 (10 % on
- * one core, bench/RESULTS.md, thirteenth session), so both tables use this one and give the same
- * bits. On Intel's AVX-512 cores the two forms were not compared (only checked for values). */
+/* The whole sum: 256-bit loads stream from memory faster than 512-bit ones on Zen 4
+ * (bench/RESULTS.md, evidence section), so both tables use this one and give the same bits. On
+ * Intel's AVX-512 cores the two forms were not compared (only checked for values). */
 double cpu_sum_f32_avx2(const float *x, int64_t n);
 void cpu_fft_pass2_avx2(double *re, double *im, const double *twr, const double *twi, int64_t h,
                         int64_t t0, int64_t t1);

@@ -171,7 +171,7 @@ static void softmax_row(const float *x, float *y, int64_t n, bool lg, int hint)
      * 2^-24 relative per group) */
     __m256d s0 = _mm256_setzero_pd(), s1 = _mm256_setzero_pd();
     /* the next row streams into L1 while this one's exponentials are computed, two lines per 32
-       floats (64 x 1024 x 1024 on 2 Zen 3 cores: 30.6 -> 26.7 ms, medians of 6 alternated runs) */
+       floats: the max pass is the row's first read, from memory, and would otherwise wait on it */
     const float *nx = cpu_fast_next_row(x, n, hint);
     for (i = 0; i + 32 <= n; i += 32) {
         if (nx) {
@@ -249,8 +249,8 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
                      double eps, bool rms, int hint)
 {
     bool stream = hint & CPU_FAST_STREAM;
-    /* with CPU_FAST_BIG the next row streams in during the output pass, a line per 16 floats
-       (4096 x 4096 on 2 Zen 3 cores: 5.86 -> 5.36 ms, medians of 14 alternated runs) */
+    /* with CPU_FAST_BIG the next row streams in during the output pass, a line per 16 floats, so
+       the next row's statistics pass does not start from memory */
     const float *nx = cpu_fast_next_row(x, n, hint);
     double k = rms ? 0.0 : (double)x[0];
     __m256d kv = _mm256_set1_pd(k), all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1));
@@ -297,9 +297,8 @@ static void norm_row(const float *x, float *y, const float *w, const float *b, i
 }
 
 /* The f32 sum of x[0, 1024) over four accumulators (32 values per lane each): one add per
- * vector instead of two conversions and two f64 adds, which on 2 Zen 3 cores took the sum of 64M
- * floats from 13.4 to 11.6 ms (medians of 8 alternated runs); software prefetch (256-1024
- * floats ahead) made it no faster. */
+ * vector instead of two conversions and two f64 adds, so the loop keeps up with memory; no
+ * software prefetch, which gained nothing here. */
 static inline __m256 block_sum(const float *x)
 {
     __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
@@ -393,9 +392,9 @@ topk_row(const float *x, int64_t n, int64_t k, float *val, int64_t *idx, bool de
     return cnt == k; /* always (k elements reach t); were t ever too high, the scalar path */
 }
 
-/* G, the groups of the first pass: the smallest of 8, 16, 32 that is at least k (16 groups for
- * k = 10 took 16 x 1024 x 1024 in 6.4 ms on 2 Zen 3 cores against 7.1 with 32 and 8.9 with 64:
- * the bound's k-th-best search costs G^2 / 8 compares, more than the candidates it saves). */
+/* G, the groups of the first pass: the smallest of 8, 16, 32 that is at least k, not more: the
+ * bound's k-th-best search costs G^2 / 8 compares, more than the extra candidates it saves
+ * (bench/RESULTS.md, evidence section). */
 bool cpu_topk_row_f32_avx2(const float *x, int64_t n, int64_t k, bool desc, float *val,
                            int64_t *idx)
 {

@@ -98,10 +98,9 @@ static bool has_avx2, has_avx512;
 
 /* The AVX-512 set with its f32 blocking fitted to the L2 cache: with 2 MiB or more per core
  * (Intel's server cores), KC 1024 and the A block (MC x KC) in about half of it, which halves
- * the passes over C against KC 512 (bench/RESULTS.md: with the kernel's prefetches, 2048 and
- * 4096 ran 11-22 % faster on a 2 MiB-L2 Xeon); smaller L2s (1 MiB on the Zen 4 these were first
- * tuned on) keep 480 / 512, with NC 4096 (one column block at N = 4096 instead of 3072 + 1024:
- * 1.5-3 % faster at 4096 on Zen 5). */
+ * the passes over C against KC 512; smaller L2s (1 MiB on the Zen 4 these were first tuned on)
+ * keep 480 / 512, with NC 4096 (one column block at N = 4096 instead of 3072 + 1024, so no
+ * narrow second block). The numbers behind both are in bench/RESULTS.md, evidence section. */
 static cpu_gemm_kernels avx512_fitted;
 
 static void fit_avx512(void)
@@ -114,7 +113,7 @@ static void fit_avx512(void)
         mc -= mc % avx512_fitted.s_mr;
         avx512_fitted.s_kc = kc;
         avx512_fitted.s_mc = mc < 480 ? mc : 480;
-        avx512_fitted.s_nc = 3072; /* the 12 MiB B block these were measured with */
+        avx512_fitted.s_nc = 3072; /* the 12 MiB B block this blocking was tuned with */
     }
 #endif
 }
@@ -218,12 +217,11 @@ static int64_t round_up(int64_t a, int64_t m)
 /* Splits npan row panels of A into the tasks of one region (each task packs its panels and
  * sweeps the whole B block): panels [bound[t], bound[t + 1]) for t < the returned count. One
  * thread: n_ic equal tasks, one per MC block; fewer MC blocks than threads: one equal task per
- * thread (small products, where each task's overhead counts: SGEMM 256 ran 7 % slower in four
- * shrinking tasks than in two). Else tasks of at most one MC block while
- * much is left, then shrinking toward TAIL_ROWS rows, so that when one thread runs slower (on
- * the Zen 5 VM one core ran the same tasks 3-8 % slower than the other, bench/RESULTS.md) the
- * other waits at the region's end for a small task, not for up to a whole MC block. The split
- * never changes a result. */
+ * thread (small products, where each task's overhead counts more than the balance gained).
+ * Else tasks of at most one MC block while much is left, then shrinking toward TAIL_ROWS rows,
+ * so that when one thread runs slower (cores of one VM need not run alike) the other waits at
+ * the region's end for a small task, not for up to a whole MC block (bench/RESULTS.md, evidence
+ * section). The split never changes a result. */
 #define TAIL_ROWS 96
 #define B_RING    2 /* B's slots when the KC blocks run in one region (all_k) */
 #define PLAN_MAX  256

@@ -8,10 +8,10 @@
 
 #define MR 12
 /* Software prefetch distances, in elements, along the packed panels: 32 k steps ahead for A
- * (12 per k), 32 for B (32 per k; two lines per step). Measured on a 2 MiB-L2 Xeon, SGEMM 2048
- * on 2 threads, three runs each: C-tile prefetch only 58.4-58.5 ms; 8 / 16 / 32 / 64 k steps
- * ahead 54.8-57.6 / 54.7-56.5 / 53.7-58.3 / 56.4-57.4. The address is formed as an integer:
- * past the panel's end it is only a hint, never a pointer. */
+ * (12 per k), 32 for B (32 per k; two lines per step). Without them the panels streamed in
+ * behind the k loop; 32 steps was the best distance swept (bench/RESULTS.md, evidence section).
+ * The address is formed as an integer: past the panel's end it is only a hint, never a
+ * pointer. */
 #define PFA 384
 #define PFB 1024
 #define PREFETCH(p, off)                                                                           \

@@ -6,13 +6,12 @@
  * border cases. Large outputs are stored around the caches (stream stores). Channels-last inputs
  * take consecutive output rows in pairs where sh == dh and both rows' windows lie inside the
  * input: the two windows share kh - 1 rows, which the pair reads once (kh + 1 row loads for two
- * rows instead of 2 kh; 2 x 512 x 512 x 128, k5 s2 d2: 18.0 -> 15.4 ms on 2 Zen 3 cores, medians
- * of 6 alternated runs). Pairs follow the thread split, values do not (a max is exact). The
+ * rows instead of 2 kh). Pairs follow the thread split, values do not (a max is exact). The
  * channels-last buffers are blocked by 16 channels, read front to back by the horizontal pass,
  * which keeps 8 columns x 8 channels in registers and transposes them into a staging block,
- * stored out per channel (stream stores for whole lines at any row alignment; the planes' rows
- * of 254 floats had taken regular stores, with a read of every output line first): 13.7 -> 10.0
- * ms on the same case and cores (medians of 30 calls, three alternated runs).
+ * stored out per channel with stream stores for whole lines at any row alignment: output rows of
+ * odd lengths (254 floats) would otherwise take regular stores, and every output line would be
+ * read before it is written.
  *
  * Exactness: where a window holds no NaN and no -0, its maximum does not depend on the order of
  * the taps, so these kernels give the row-by-row kernels' values bit for bit. The vertical pass

@@ -1,7 +1,7 @@
 /* Which stores large outputs get, per op family (cpu_fast.h: cpu_store_begin). Under the
  * default configuration (cpu_stream_stores = auto) a family's first large call streams untimed
  * (it pays for fresh pages and cold caches, which would count against whichever store it
- * tried: layer_norm's first timing picked the slower store that way), then its next large calls
+ * tried and could pick the slower one), then its next large calls
  * stream around the caches, then store through them, CPU_STORE_TRIALS each, each but the first
  * of a run timed per byte of output; then the store whose fastest timed call was faster is kept for
  * the process (around the caches unless through them is STORE_MARGIN faster: the caches then stay
@@ -59,10 +59,10 @@ cpu_store_plan cpu_store_begin(cpu_store_kind kind, int64_t bytes)
     } else if (m < 0 && s->decision < 0) {
         /* the trials around the caches, then those through them: not in turn, because a call
            that stores through the caches leaves dirty lines that the next call writes back, and
-           a streamed call right after one paid for them (layer_norm 4096 x 4096 chose the slower
-           store that way); and the first of each run is not counted: it follows the other kind
-           (through the caches after streamed calls it wrote back nothing, and its 16-64 MiB
-           timed 15-25 % faster than the same calls in a row did) */
+           a streamed call right after one paid for them and the slower store could win; and
+           the first of each run is not counted: it follows the other kind (through the caches
+           after streamed calls it has nothing to write back, so it times faster than the same
+           calls in a row do) */
         p.trial = s->tried[1] < CPU_STORE_TRIALS ? 1 : 0;
         m = p.trial;
     } else if (m < 0) {
