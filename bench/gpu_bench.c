@@ -154,14 +154,14 @@ static void step(void *p)
     }
 }
 
-/* The GPU's power cap lowers its clocks for a fraction of a second after heavy work (seen on the
- * H200: 1980 MHz idle, 1455-1560 MHz just after 8192-cube products, back within about 0.2 s), so
- * a product timed right after a heavy one (or after its own tuning trials) runs slower than the
+/* The GPU's power cap lowers its clocks for a fraction of a second after heavy work, so a
+ * product timed right after a heavy one (or after its own tuning trials) runs slower than the
  * same product alone. The tensor-core and FMA-bound cases (matmul, conv, sdpa) therefore leave
  * the GPU idle for EMBER_BENCH_PAUSE seconds (default 0.5; 0 for none) after their first call and
  * before their warm-up, as bench/gpu_torch.py does, so both sides start from the same state; the
- * host spins meanwhile. Launch-bound cases get no pause: after an idle GPU they ran slower on both
- * sides, PyTorch's more (tiny_add 6.8 -> 10.3-11.8 us, encoder_fwd 3.7 -> 4.7-8.7 ms). */
+ * host spins meanwhile (a sleeping host core clocks down). Launch-bound cases get no pause: after
+ * an idle GPU they run slower on both sides, PyTorch's more. The clocks and timings behind this
+ * are in bench/RESULTS.md, evidence section. */
 static void idle_pause(const char *name)
 {
     if (strncmp(name, "matmul", 6) && strncmp(name, "conv", 4) && strncmp(name, "sdpa", 4)) return;

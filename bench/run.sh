@@ -42,7 +42,7 @@ cc $CFLAGS -o "$OUT/openblas_bench" bench/openblas_bench.c -lopenblas
 } >"$OUT/machine.txt"
 export EMBER_NUM_THREADS=2
 # The peers pick their own BLAS kernels for this CPU: a machine may set OPENBLAS_CORETYPE /
-# OPENBLAS_L2_SIZE for older programs (here: Haswell kernels on a Zen 5), which would slow the
+# OPENBLAS_L2_SIZE for older programs (Haswell kernels on a newer CPU, say), which would slow the
 # peers down; openblas_bench checks the results of the kernels it gets.
 peer=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 CASES="matmul_256 matmul_1024 matmul_2048 matmul_4096 bf16_matmul_1024 strided_matmul_1024
