@@ -1,4 +1,4 @@
-/* Ember's side of the GPU benchmarks (bench/gpu_run.sh): each case on cuda:0 through the public
+/* Ember's side of the GPU benchmarks (scripts/gpu-check.sh): each case on cuda:0 through the public
  * API, timed with a host clock around the work and em_device_sync, one line per case as
  * bench_common.h prints them ("case median min max q1 q3 reps", ms). Inputs may be made through
  * the CPU fallback (random numbers), but a case whose timed op ran on the CPU prints no line (the
