@@ -60,6 +60,12 @@ static em_tensor *f_unary(em_tensor *const *in, int n, void *ctx)
     {                                                                                              \
         name, NULL, p, p0, p1, lo, hi, {a, b}, na, false, second                                   \
     }
+/* Smooth, first order only: a kind whose gradient comes from its op table derivative (an
+ * EW_GRAD record, which has no gradient of its own). */
+#define G(fn, lo, hi)                                                                              \
+    {                                                                                              \
+#fn, em_##fn, 0, 0, 0, lo, hi, {0, 0 }, 0, false, false                                    \
+    }
 /* Steps at every integer + a: zero gradient. */
 #define Z(fn, a)                                                                                   \
     {                                                                                              \
