@@ -141,6 +141,9 @@ static const ucase cases[] = {
     P("wide elu 1", P_ELU, 1.0, 0, -60, 800, 0, 0, 1, true),
     P("wide celu 0.5", P_CELU, 0.5, 0, -60, 800, 0, 0, 1, true),
     P("wide softplus 1 20", P_SOFTPLUS, 1.0, 20.0, -60, 800, 20, 0, 1, true),
+#define EW_SAMPLE(n, lo, hi) G(n, lo, hi),
+#include "../ew_samples.def"
+#undef EW_SAMPLE
 };
 
 /* Random values in [lo, hi) at least 0.1 from every avoided point. */

@@ -6,6 +6,7 @@
 
 #include "conf.h"
 #include "ir/ir.h"
+#include "ir/scalar.h"
 
 /* Dtype rule of an op (what it accepts and what it returns). */
 typedef enum cls {
@@ -262,6 +263,9 @@ static const ucase cases[] = {
     U(softsign, -5, 5, C_ACT),
     UP(hardtanh, -3, 3, -1.0, 1.0),
     UP(hardtanh, -3, 3, -0.5, 2.0),
+#define EW_SAMPLE(n, lo, hi) T(n, lo, hi),
+#include "../ew_samples.def"
+#undef EW_SAMPLE
 };
 
 #define NCASES ((int)(sizeof cases / sizeof cases[0]))
