@@ -7,6 +7,7 @@
 #include "conf.h"
 #include "ir/ir.h"
 #include "ir/scalar.h"
+#include "tensor/op.h"
 
 /* Dtype rule of an op (what it accepts and what it returns). */
 typedef enum cls {
@@ -575,8 +576,36 @@ static void check_table_cases(void)
     }
 }
 
+/* EW_GRAD (the derivative a backward rule takes from the op table): tanh's 1 - y^2 and elu's
+ * parameterised branch, in f64 and f32. */
+static void test_ew_grad(void)
+{
+    static const double xs[] = {-2.0, -0.5, 0.0, 0.25, 1.5};
+    em_shape s = EM_SHAPE(5);
+    for (int d = 0; d < 2; d++) {
+        em_scope_begin();
+        em_dtype dt = d ? EM_F32 : EM_F64;
+        em_tensor *x = h_from_values(xs, s, dt, H_CONTIG);
+        em_op tanh_op = {.kind = EM_OP_TANH}, elu_op = {.kind = EM_OP_ELU};
+        elu_op.p.act.alpha = 0.5;
+        em_tensor *yt = em_tanh(x), *ye = em_elu(x, 0.5);
+        double et[5], ee[5];
+        for (int i = 0; i < 5; i++) {
+            double t = tanh(xs[i]);
+            et[i] = h_round_to(1.0 - h_round_to(t, dt) * h_round_to(t, dt), dt);
+            ee[i] = h_round_to(xs[i] > 0 ? 1.0 : 0.5 * exp(xs[i]), dt);
+        }
+        h_check_tensor("ew_grad tanh", tn_ew_grad(&tanh_op, 0, &x, 1, yt), et, s, h_atol(dt),
+                       h_rtol(dt));
+        h_check_tensor("ew_grad elu", tn_ew_grad(&elu_op, 0, &x, 1, ye), ee, s, h_atol(dt),
+                       h_rtol(dt));
+        em_scope_end();
+    }
+}
+
 void conf_unary(void)
 {
+    test_ew_grad();
     check_table_cases();
     test_random();
     test_large();
