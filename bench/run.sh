@@ -22,7 +22,7 @@ mkdir -p "$OUT"
 cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$BUILD" -j 2 --target ember_static >/dev/null
 LIBS="-lm -lpthread -ldl" # the benchmarks use the core library only
-CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude"
+CFLAGS="-O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Wno-unused-parameter -Iinclude -I$BUILD/gen/include"
 cc $CFLAGS -o "$OUT/ember_bench" bench/ember_bench.c "$BUILD/libember.a" $LIBS
 cc $CFLAGS -o "$OUT/machine" bench/machine.c -lpthread
 if [ ! -f /usr/include/x86_64-linux-gnu/cblas.h ] && [ ! -f /usr/include/cblas.h ] ||

@@ -4,6 +4,7 @@ include(CMakePackageConfigHelpers)
 set(EMBER_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Ember)
 
 install(DIRECTORY ${PROJECT_SOURCE_DIR}/include/ember DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES ${EMBER_GEN}/include/ember/ops_gen.h DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/ember)
 # One export set for the shared libraries, which need nothing from their users' builds; one per
 # static library, which needs its dependencies' link flags (EmberConfig.cmake looks for them and
 # loads a static library's targets only when it finds them).

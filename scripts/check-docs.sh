@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Checks the docs (docs/*.md, README.md) against the public headers (include/ember/*.h):
+# Checks the docs (docs/*.md, README.md) against the public headers (include/ember/*.h and the
+# header generated from the op table, $EMBER_BUILD/gen/include/ember/ops_gen.h, build by default):
 #  - every call `em_x(...)` names a function the headers declare;
 #  - calls in fenced code blocks, and every call in docs/ops.md (which gives full signatures),
 #    pass as many arguments as the declaration takes (variadic functions, `em_x()` as a bare
@@ -37,8 +38,13 @@ def split_args(s):
     return [] if out == [""] else out
 
 
+import os
+
+gen = os.path.join(os.environ.get("EMBER_BUILD", "build"), "gen/include/ember/ops_gen.h")
+if not os.path.exists(gen):
+    sys.exit(f"check-docs: {gen} not found (build first, or set EMBER_BUILD)")
 headers = ""
-for f in sorted(glob.glob("include/ember/*.h")):
+for f in sorted(glob.glob("include/ember/*.h")) + [gen]:
     headers += open(f, encoding="utf-8").read() + "\n"
 headers = strip_c_comments(headers)
 decls = {}  # name -> number of parameters, None when variadic (or a function-like macro)

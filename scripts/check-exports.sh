@@ -26,6 +26,13 @@ core_headers=()
 for h in include/ember/*.h; do
   case ${h##*/} in pt.h | data.h | train.h | ember.h) ;; *) core_headers+=("$h") ;; esac
 done
+# the header generated from the op table (build/gen/include, or installed beside the others)
+gen_header=
+for g in "$libdir/gen/include/ember/ops_gen.h" "$libdir/../include/ember/ops_gen.h"; do
+  [ -e "$g" ] && gen_header=$g && break
+done
+[ -n "$gen_header" ] || fail "ember/ops_gen.h (generated from the op table) not found beside $libdir"
+core_headers+=("$gen_header")
 check() { # LIB HEADER...
   local lib=$1
   shift

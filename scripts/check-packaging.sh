@@ -82,14 +82,14 @@ echo "-- public headers as C11 and C++17"
 for h in include/ember/*.h; do
   printf '#include <ember/%s>\n' "${h##*/}" >"$work/h.c"
   cp "$work/h.c" "$work/h.cpp"
-  gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude -c "$work/h.c" -o "$work/h.o" ||
+  gcc -std=c11 -Wall -Wextra -Wpedantic -Werror -Iinclude -I"$build/gen/include" -c "$work/h.c" -o "$work/h.o" ||
     fail "$h does not compile as C11"
-  g++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c "$work/h.cpp" -o "$work/h.o" ||
+  g++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -I"$build/gen/include" -c "$work/h.cpp" -o "$work/h.o" ||
     fail "$h does not compile as C++17"
 done
 if command -v clang++ >/dev/null; then
   printf '#include <ember/ember.h>\n' >"$work/h.cpp"
-  clang++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -c "$work/h.cpp" -o "$work/h.o" ||
+  clang++ -std=c++17 -Wall -Wextra -Wpedantic -Werror -Iinclude -I"$build/gen/include" -c "$work/h.cpp" -o "$work/h.o" ||
     fail "ember.h does not compile with clang++"
 fi
 

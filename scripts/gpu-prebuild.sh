@@ -26,7 +26,7 @@ cp build-gpu-pre/fashion_mnist build-gpu-pre/example_graphs build-gpu-pre/ember 
 mkdir -p "$P/cpu"
 for t in $CPU_TESTS; do cp "build-gpu-pre/tests/$t" "$P/cpu/"; done
 LIBS="-lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3)"
-cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Isrc -o "$P/gpu_bench" bench/gpu_bench.c \
+cc -O2 -std=c11 -D_GNU_SOURCE -Wall -Wextra -Iinclude -Ibuild-gpu-pre/gen/include -Isrc -o "$P/gpu_bench" bench/gpu_bench.c \
     build-gpu-pre/libember.a $LIBS
 for b in "$P"/cuda_test_cuda "$P"/fashion_mnist "$P"/gpu_bench "$P"/ops_conformance "$P"/ember; do
     ldd "$b" | awk '/=> \// {print $3}'

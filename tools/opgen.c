@@ -1,9 +1,10 @@
-/* The op table's generator: writes what docs/ops.md takes from src/ir/ops.def. Each op row's
- * dtypes and grad cells (| `name` | dtypes | grad | notes |) come from the kind's row (the
+/* The op table's generator: writes what docs/ops.md takes from src/ir/ops.def (below), and with
+ * --gen DIR the code the build compiles from the table's scalar expressions (opgen_code.c). Each op
+ * row's dtypes and grad cells (| `name` | dtypes | grad | notes |) come from the kind's row (the
  * notes stay as written), and the section between the markers below lists every kind with its
  * number, family, arity, parameters and lowering. It fails when a kind has no row in the page or
  * a row names no kind.
- * Usage: ember_opgen [--check] docs/ops.md
+ * Usage: ember_opgen [--check] docs/ops.md | ember_opgen --gen DIR
  *   without --check the file is rewritten when it differs; with --check nothing is written and
  *   the exit status is 1 when the file is stale (scripts/check-generated.sh, the test suite).
  * Plain C over the table's X-macro: it links nothing of the library. */
@@ -22,11 +23,14 @@ typedef struct row {
     const char *name, *family, *params, *dtypes, *lowering;
     uint32_t flags;
     int in_min, in_max, out_min, out_max;
+    const char *kind, *rule, *expr, *d[3]; /* NAME, the dtype rule, the expressions' text */
 } row;
 
+/* The expressions as text (# keeps IR_NOEXPR and the IR_ constants unexpanded). */
 static const row rows[] = {
 #define X(kind, str, fam, fl, imin, imax, omin, omax, par, dt, doc, low, e, d0, d1, d2)            \
-    {str, #fam, "em_p_" #par, doc, low, (fl), imin, imax, omin, omax},
+    {str,  #fam, "em_p_" #par, doc,   low, (fl), imin,                                             \
+     imax, omin, omax,         #kind, #dt, #e,   {#d0, #d1, #d2}},
 #include "ir/ops.def"
 #undef X
 };
@@ -197,11 +201,14 @@ static char *read_all(const char *path)
     return b.s;
 }
 
+#include "opgen_code.c"
+
 int main(int argc, char **argv)
 {
+    if (argc == 3 && strcmp(argv[1], "--gen") == 0) return gen_code(argv[2]);
     bool check = argc == 3 && strcmp(argv[1], "--check") == 0;
     if (argc != 2 && !check) {
-        fprintf(stderr, "usage: ember_opgen [--check] docs/ops.md\n");
+        fprintf(stderr, "usage: ember_opgen [--check] docs/ops.md | --gen DIR\n");
         return 2;
     }
     const char *path = argv[argc - 1];

@@ -434,92 +434,23 @@ EM_API em_tensor *em_clone(const em_tensor *t);
 /* Values converted to dtype (float -> int truncates toward zero; -> bool is != 0). */
 EM_API em_tensor *em_cast(const em_tensor *t, em_dtype dtype);
 
-/* ---- unary ------------------------------------------------------------------------------- */
+/* ---- unary and binary elementwise ops without parameters ---------------------------------
+ * em_neg, em_exp, em_sigmoid ..., em_add, em_eq, em_shift_left ...: one function per kind of the
+ * op table, generated from it (docs/ops.md lists them with their dtypes and notes). */
 
-EM_API em_tensor *em_neg(const em_tensor *x);
-EM_API em_tensor *em_abs(const em_tensor *x);
-EM_API em_tensor *em_sign(const em_tensor *x);
-EM_API em_tensor *em_exp(const em_tensor *x);
-EM_API em_tensor *em_exp2(const em_tensor *x);
-EM_API em_tensor *em_log(const em_tensor *x);
-EM_API em_tensor *em_log2(const em_tensor *x);
-EM_API em_tensor *em_log1p(const em_tensor *x);
-EM_API em_tensor *em_expm1(const em_tensor *x);
-EM_API em_tensor *em_sqrt(const em_tensor *x);
-EM_API em_tensor *em_rsqrt(const em_tensor *x);
-EM_API em_tensor *em_square(const em_tensor *x);
-EM_API em_tensor *em_reciprocal(const em_tensor *x);
-EM_API em_tensor *em_sin(const em_tensor *x);
-EM_API em_tensor *em_cos(const em_tensor *x);
-EM_API em_tensor *em_tan(const em_tensor *x);
-EM_API em_tensor *em_asin(const em_tensor *x);
-EM_API em_tensor *em_acos(const em_tensor *x);
-EM_API em_tensor *em_atan(const em_tensor *x);
-EM_API em_tensor *em_sinh(const em_tensor *x);
-EM_API em_tensor *em_cosh(const em_tensor *x);
-EM_API em_tensor *em_tanh(const em_tensor *x);
-EM_API em_tensor *em_asinh(const em_tensor *x);
-EM_API em_tensor *em_acosh(const em_tensor *x);
-EM_API em_tensor *em_atanh(const em_tensor *x);
-EM_API em_tensor *em_erf(const em_tensor *x);
-EM_API em_tensor *em_floor(const em_tensor *x);
-EM_API em_tensor *em_ceil(const em_tensor *x);
-EM_API em_tensor *em_round(const em_tensor *x); /* half to even, like torch.round */
-EM_API em_tensor *em_trunc(const em_tensor *x);
-EM_API em_tensor *em_isnan(const em_tensor *x); /* -> bool */
-EM_API em_tensor *em_isinf(const em_tensor *x);
-EM_API em_tensor *em_isfinite(const em_tensor *x);
-EM_API em_tensor *em_logical_not(const em_tensor *x); /* -> bool */
-EM_API em_tensor *em_bitwise_not(const em_tensor *x); /* integers and bool */
+#ifndef EMBER_OPGEN /* the generator of this header reads the op table before it exists */
+#include <ember/ops_gen.h>
+#endif
 
 /* ---- activations ------------------------------------------------------------------------- */
 
-EM_API em_tensor *em_relu(const em_tensor *x);
-EM_API em_tensor *em_relu6(const em_tensor *x);
 EM_API em_tensor *em_leaky_relu(const em_tensor *x, double negative_slope);
 EM_API em_tensor *em_elu(const em_tensor *x, double alpha);
-EM_API em_tensor *em_selu(const em_tensor *x);
 EM_API em_tensor *em_celu(const em_tensor *x, double alpha);
-EM_API em_tensor *em_gelu(const em_tensor *x);      /* erf form */
-EM_API em_tensor *em_gelu_tanh(const em_tensor *x); /* tanh approximation */
-EM_API em_tensor *em_silu(const em_tensor *x);
-EM_API em_tensor *em_sigmoid(const em_tensor *x);
-EM_API em_tensor *em_log_sigmoid(const em_tensor *x);
-EM_API em_tensor *em_hard_sigmoid(const em_tensor *x);
-EM_API em_tensor *em_hard_swish(const em_tensor *x);
-EM_API em_tensor *em_mish(const em_tensor *x);
 EM_API em_tensor *em_softplus(const em_tensor *x, double beta, double threshold);
-EM_API em_tensor *em_softsign(const em_tensor *x);
 EM_API em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val);
 
-/* ---- binary (NumPy broadcasting; dtype promotion as PyTorch) ------------------------------ */
-
-EM_API em_tensor *em_add(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_sub(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_mul(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_div(const em_tensor *a, const em_tensor *b); /* true division (ints -> f32) */
-EM_API em_tensor *em_floor_divide(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_remainder(const em_tensor *a, const em_tensor *b); /* sign of the divisor */
-EM_API em_tensor *em_fmod(const em_tensor *a, const em_tensor *b);      /* sign of the dividend */
-EM_API em_tensor *em_pow(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_atan2(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_hypot(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_minimum(const em_tensor *a, const em_tensor *b); /* NaN propagates */
-EM_API em_tensor *em_maximum(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_eq(const em_tensor *a, const em_tensor *b); /* comparisons -> bool */
-EM_API em_tensor *em_ne(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_lt(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_le(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_gt(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_ge(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_logical_and(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_logical_or(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_logical_xor(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_bitwise_and(const em_tensor *a, const em_tensor *b); /* integers and bool */
-EM_API em_tensor *em_bitwise_or(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_bitwise_xor(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_shift_left(const em_tensor *a, const em_tensor *b);
-EM_API em_tensor *em_shift_right(const em_tensor *a, const em_tensor *b); /* arithmetic */
+/* ---- binary scalar forms ------------------------------------------------------------------ */
 
 /* Scalar forms: the scalar takes the tensor's dtype (a float scalar with an integer tensor
  * promotes to f32 for add/sub/mul/div/pow like PyTorch). */

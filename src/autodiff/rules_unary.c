@@ -131,7 +131,10 @@ static em_tensor *backward(const em_op *op, em_tensor *x, em_tensor *y, em_tenso
     }
     case EM_OP_SOFTSIGN: /* 1/(1 + |x|)^2 */
         return em_div(g, em_square(em_add_scalar(em_abs(x), 1.0)));
-    default: return NULL;
+    default: /* a kind without a rule here: its derivative expression in the op table (an
+                EW_GRAD record, first order only) */
+        if (!ir_info_of(op->kind)->d[0][0]) return NULL;
+        return em_mul(g, tn_ew_grad(op, 0, &x, 1, y));
     }
 }
 

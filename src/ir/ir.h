@@ -34,6 +34,7 @@ enum {
     IR_ZERO_GRAD = 1u << 10, /* recorded with a zero gradient (sign, floor, floor_divide ...) */
     IR_INTERNAL = 1u << 11,  /* a record the library builds for itself (gradients, fused forms);
                                 no em_ function of its own */
+    IR_INT_DIV = 1u << 12,   /* divides: an integer divisor of 0 is an error */
 };
 
 /* How input dtypes give the output dtype (a front-end's rule; kernels may rely on it). */
@@ -127,6 +128,13 @@ typedef union em_p_act {
 typedef struct em_p_binary {
     int scalar_in;
 } em_p_binary;
+
+/* EW_GRAD: the derivative of the elementwise kind `kind` by its input `arg`, at the inputs and
+ * output of a forward record with the parameters `act` (the kind's table expression d0, d1). */
+typedef struct em_p_ew_grad {
+    int32_t kind, arg;
+    em_p_act act;
+} em_p_ew_grad;
 
 /* CLAMP: bounds = 0: lo, hi are scalars (NaN: no bound); else bit 1 = a lower bound tensor,
  * bit 2 = an upper one, in[] = x then the present bounds. */
@@ -341,6 +349,7 @@ typedef union em_params {
     em_p_diag diag;
     em_p_act act;
     em_p_binary binary;
+    em_p_ew_grad ew_grad;
     em_p_clamp clamp;
     em_p_lerp lerp;
     em_p_threshold threshold;

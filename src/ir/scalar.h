@@ -97,6 +97,105 @@ IR_SCALAR_FN double ir_lerp(double a, double b, double w)
     return fabs(w) < 0.5 ? a + w * (b - a) : b - (b - a) * (1.0 - w);
 }
 
+/* ---- the float forms (f32 kernels) and integer forms (int64_t kernels) that a generated kernel
+ * calls for the helpers above and for libm functions without an integer meaning ---------------- */
+
+IR_SCALAR_FN float ir_sign_f(float v)
+{
+    return v > 0 ? 1.0f : (v < 0 ? -1.0f : (v == v ? 0.0f : v));
+}
+
+IR_SCALAR_FN float ir_clamp_f(float v, float lo, float hi)
+{
+    return v < lo ? lo : (v > hi ? hi : v);
+}
+
+IR_SCALAR_FN float ir_sigmoid_f(float v)
+{
+    float e = expf(-fabsf(v)), r = 1.0f / (1.0f + e);
+    return v >= 0 ? r : e * r;
+}
+
+IR_SCALAR_FN float ir_softplus_f(float v)
+{
+    return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v)));
+}
+
+/* floor, ceil, trunc and nearbyint of an integer */
+IR_SCALAR_FN int64_t ir_copy_i(int64_t v)
+{
+    return v;
+}
+
+IR_SCALAR_FN int64_t ir_abs_i(int64_t v)
+{
+    return v < 0 ? (int64_t)(0u - (uint64_t)v) : v;
+}
+
+IR_SCALAR_FN int64_t ir_sign_i(int64_t v)
+{
+    return (v > 0) - (v < 0);
+}
+
+/* v limited to bounds given as doubles (saturating to int64's range) */
+IR_SCALAR_FN int64_t ir_clamp_i(int64_t v, double lo, double hi)
+{
+    if ((double)v < lo) return lo <= -9.2233720368547758e18 ? INT64_MIN : (int64_t)lo;
+    if ((double)v > hi) return hi >= 9.2233720368547758e18 ? INT64_MAX : (int64_t)hi;
+    return v;
+}
+
+IR_SCALAR_FN int64_t ir_minimum_i(int64_t a, int64_t b)
+{
+    return b < a ? b : a;
+}
+
+IR_SCALAR_FN int64_t ir_maximum_i(int64_t a, int64_t b)
+{
+    return a < b ? b : a;
+}
+
+/* Integer floor division, remainder (sign of the divisor) and fmod (sign of the dividend), as
+ * PyTorch; b == 0 gives 0 (the kernel reports the division by zero) and b == -1 never traps. */
+IR_SCALAR_FN int64_t ir_floor_div_i(int64_t a, int64_t b)
+{
+    if (b == 0) return 0;
+    if (b == -1) return (int64_t)(0u - (uint64_t)a);
+    int64_t q = a / b;
+    if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+    return q;
+}
+
+IR_SCALAR_FN int64_t ir_remainder_i(int64_t a, int64_t b)
+{
+    if (b == 0 || b == -1) return 0;
+    int64_t r = a % b;
+    if (r != 0 && ((r < 0) != (b < 0))) r += b;
+    return r;
+}
+
+IR_SCALAR_FN int64_t ir_fmod_i(int64_t a, int64_t b)
+{
+    return b == 0 || b == -1 ? 0 : a % b;
+}
+
+/* Integer power as PyTorch: negative exponents give 1, +-1 or 0; overflow wraps. */
+IR_SCALAR_FN int64_t ir_pow_i(int64_t a, int64_t b)
+{
+    if (b < 0) {
+        if (a == 1) return 1;
+        if (a == -1) return (b % 2 == 0) ? 1 : -1;
+        return 0;
+    }
+    uint64_t r = 1, base = (uint64_t)a;
+    while (b) {
+        if (b & 1) r *= base;
+        b >>= 1;
+        base *= base;
+    }
+    return (int64_t)r;
+}
+
 /* Shifts of a `bits`-wide integer: 0 (or the sign) once the shift reaches the width. */
 IR_SCALAR_FN int64_t ir_shift_left(int64_t a, int64_t b, int bits)
 {
@@ -109,5 +208,9 @@ IR_SCALAR_FN int64_t ir_shift_right(int64_t a, int64_t b, int bits)
     if (b < 0 || b >= bits) return a < 0 ? -1 : 0;
     return a < 0 ? ~(~a >> b) : a >> b;
 }
+
+/* the shifts are integer helpers already */
+#define ir_shift_left_i  ir_shift_left
+#define ir_shift_right_i ir_shift_right
 
 #endif

@@ -113,6 +113,17 @@ bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_te
  * caller composes the value from ops). */
 bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out);
 
+/* A unary or binary elementwise record of kind k: validates, picks the output dtype by the
+ * kind's dtype rule (and broadcasts), and runs it; fn names the public function in messages.
+ * The parameterless kinds' em_ functions call these (generated: build/gen/ops_gen.c). */
+em_tensor *tn_unary(em_op_kind k, const char *fn, const em_tensor *x, const em_params *p);
+em_tensor *tn_binary(const char *fn, em_op_kind k, const em_tensor *a, const em_tensor *b);
+
+/* The derivative of the elementwise record fwd by its input arg (an EW_GRAD record from the
+ * kind's derivative expression in the op table) at its inputs in[0..n_in) and output y, shaped
+ * like y: the backward rule of a kind without one of its own multiplies it by the gradient. */
+em_tensor *tn_ew_grad(const em_op *fwd, int arg, em_tensor *const *in, int n_in, em_tensor *y);
+
 /* The gradient through relu (t = 0) or any threshold at t in one pass: g where y > t or y is
  * NaN, +0 where y <= t (a THRESHOLD_BACKWARD record, see ops_binary.c). Where the record does
  * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */

@@ -77,7 +77,7 @@ static bool result_dtype(const char *name, em_op_kind k, em_dtype pt, em_dtype *
     }
 }
 
-static em_tensor *binary(const char *name, em_op_kind k, const em_tensor *a, const em_tensor *b)
+em_tensor *tn_binary(const char *name, em_op_kind k, const em_tensor *a, const em_tensor *b)
 {
     if (!tn_check_ptr(name, a, "a") || !tn_check_ptr(name, b, "b")) return NULL;
     if (!tn_check_same_device(name, a, b)) return NULL;
@@ -130,38 +130,7 @@ static em_tensor *scalar_op(const char *name, em_op_kind k, const em_tensor *a, 
 
 /* ---- tensor (op) tensor ------------------------------------------------------------------ */
 
-#define BINARY(fn, KIND)                                                                           \
-    em_tensor *em_##fn(const em_tensor *a, const em_tensor *b)                                     \
-    {                                                                                              \
-        return binary("em_" #fn, EM_OP_##KIND, a, b);                                              \
-    }
-
-BINARY(add, ADD)
-BINARY(sub, SUB)
-BINARY(mul, MUL)
-BINARY(div, DIV)
-BINARY(floor_divide, FLOOR_DIVIDE)
-BINARY(remainder, REMAINDER)
-BINARY(fmod, FMOD)
-BINARY(pow, POW)
-BINARY(atan2, ATAN2)
-BINARY(hypot, HYPOT)
-BINARY(minimum, MINIMUM)
-BINARY(maximum, MAXIMUM)
-BINARY(eq, EQ)
-BINARY(ne, NE)
-BINARY(lt, LT)
-BINARY(le, LE)
-BINARY(gt, GT)
-BINARY(ge, GE)
-BINARY(logical_and, LOGICAL_AND)
-BINARY(logical_or, LOGICAL_OR)
-BINARY(logical_xor, LOGICAL_XOR)
-BINARY(bitwise_and, BITWISE_AND)
-BINARY(bitwise_or, BITWISE_OR)
-BINARY(bitwise_xor, BITWISE_XOR)
-BINARY(shift_left, SHIFT_LEFT)
-BINARY(shift_right, SHIFT_RIGHT)
+/* The em_ functions of the kinds above are generated from the op table (build/gen/ops_gen.c). */
 
 /* ---- scalar forms ------------------------------------------------------------------------ */
 

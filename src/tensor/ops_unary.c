@@ -4,6 +4,7 @@
  * output dtype follows from the input dtype and the kind's dtype rule in the op table, so a
  * backward rule can recompute it from the record. */
 #include <math.h>
+#include <string.h>
 
 #include "op.h"
 
@@ -40,7 +41,7 @@ static bool out_dtype(const char *fn, em_op_kind k, em_dtype dt, em_dtype *out)
 }
 
 /* Validates x, allocates the output and dispatches kind k with the parameters *p (or none). */
-static em_tensor *unary(em_op_kind k, const char *fn, const em_tensor *x, const em_params *p)
+em_tensor *tn_unary(em_op_kind k, const char *fn, const em_tensor *x, const em_params *p)
 {
     if (!tn_check_ptr(fn, x, "x")) return NULL;
     em_dtype dt;
@@ -50,62 +51,7 @@ static em_tensor *unary(em_op_kind k, const char *fn, const em_tensor *x, const 
     return tn_run(k, out, &in, 1, p);
 }
 
-#define UNARY_FN(name, KIND)                                                                       \
-    em_tensor *em_##name(const em_tensor *x)                                                       \
-    {                                                                                              \
-        return unary(EM_OP_##KIND, "em_" #name, x, NULL);                                          \
-    }
-
-UNARY_FN(neg, NEG)
-UNARY_FN(abs, ABS)
-UNARY_FN(sign, SIGN)
-UNARY_FN(exp, EXP)
-UNARY_FN(exp2, EXP2)
-UNARY_FN(log, LOG)
-UNARY_FN(log2, LOG2)
-UNARY_FN(log1p, LOG1P)
-UNARY_FN(expm1, EXPM1)
-UNARY_FN(sqrt, SQRT)
-UNARY_FN(rsqrt, RSQRT)
-UNARY_FN(square, SQUARE)
-UNARY_FN(reciprocal, RECIPROCAL)
-UNARY_FN(sin, SIN)
-UNARY_FN(cos, COS)
-UNARY_FN(tan, TAN)
-UNARY_FN(asin, ASIN)
-UNARY_FN(acos, ACOS)
-UNARY_FN(atan, ATAN)
-UNARY_FN(sinh, SINH)
-UNARY_FN(cosh, COSH)
-UNARY_FN(tanh, TANH)
-UNARY_FN(asinh, ASINH)
-UNARY_FN(acosh, ACOSH)
-UNARY_FN(atanh, ATANH)
-UNARY_FN(erf, ERF)
-UNARY_FN(floor, FLOOR)
-UNARY_FN(ceil, CEIL)
-UNARY_FN(round, ROUND)
-UNARY_FN(trunc, TRUNC)
-UNARY_FN(isnan, ISNAN)
-UNARY_FN(isinf, ISINF)
-UNARY_FN(isfinite, ISFINITE)
-UNARY_FN(logical_not, LOGICAL_NOT)
-UNARY_FN(bitwise_not, BITWISE_NOT)
-
-UNARY_FN(relu, RELU)
-UNARY_FN(relu6, RELU6)
-UNARY_FN(selu, SELU)
-UNARY_FN(gelu, GELU)
-UNARY_FN(gelu_tanh, GELU_TANH)
-UNARY_FN(silu, SILU)
-UNARY_FN(sigmoid, SIGMOID)
-UNARY_FN(log_sigmoid, LOG_SIGMOID)
-UNARY_FN(hard_sigmoid, HARD_SIGMOID)
-UNARY_FN(hard_swish, HARD_SWISH)
-UNARY_FN(mish, MISH)
-UNARY_FN(softsign, SOFTSIGN)
-
-#undef UNARY_FN
+/* The parameterless kinds' em_ functions are generated from the op table (build/gen/ops_gen.c). */
 
 /* A parameter must be a number (finite unless `inf_ok`); false + EM_ERR_INVALID_ARG. */
 static bool check_param(const char *fn, const char *what, double v, bool inf_ok)
@@ -123,7 +69,7 @@ em_tensor *em_leaky_relu(const em_tensor *x, double negative_slope)
     if (!tn_check_ptr("em_leaky_relu", x, "x")) return NULL;
     if (!check_param("em_leaky_relu", "negative_slope", negative_slope, false)) return NULL;
     em_params p = {.act = {.negative_slope = negative_slope}};
-    return unary(EM_OP_LEAKY_RELU, "em_leaky_relu", x, &p);
+    return tn_unary(EM_OP_LEAKY_RELU, "em_leaky_relu", x, &p);
 }
 
 em_tensor *em_elu(const em_tensor *x, double alpha)
@@ -131,7 +77,7 @@ em_tensor *em_elu(const em_tensor *x, double alpha)
     if (!tn_check_ptr("em_elu", x, "x")) return NULL;
     if (!check_param("em_elu", "alpha", alpha, false)) return NULL;
     em_params p = {.act = {.alpha = alpha}};
-    return unary(EM_OP_ELU, "em_elu", x, &p);
+    return tn_unary(EM_OP_ELU, "em_elu", x, &p);
 }
 
 em_tensor *em_celu(const em_tensor *x, double alpha)
@@ -143,7 +89,7 @@ em_tensor *em_celu(const em_tensor *x, double alpha)
         return NULL;
     }
     em_params p = {.act = {.alpha = alpha}};
-    return unary(EM_OP_CELU, "em_celu", x, &p);
+    return tn_unary(EM_OP_CELU, "em_celu", x, &p);
 }
 
 em_tensor *em_softplus(const em_tensor *x, double beta, double threshold)
@@ -157,7 +103,7 @@ em_tensor *em_softplus(const em_tensor *x, double beta, double threshold)
         return NULL;
     }
     em_params p = {.act = {.beta = beta, .threshold = threshold}};
-    return unary(EM_OP_SOFTPLUS, "em_softplus", x, &p);
+    return tn_unary(EM_OP_SOFTPLUS, "em_softplus", x, &p);
 }
 
 em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val)
@@ -172,5 +118,19 @@ em_tensor *em_hardtanh(const em_tensor *x, double min_val, double max_val)
         return NULL;
     }
     em_params p = {.act = {.min_val = min_val, .max_val = max_val}};
-    return unary(EM_OP_HARDTANH, "em_hardtanh", x, &p);
+    return tn_unary(EM_OP_HARDTANH, "em_hardtanh", x, &p);
+}
+
+/* EW_GRAD: the derivative of the forward record fwd by its input `arg`, from the kind's table
+ * expression, at its inputs and output. */
+em_tensor *tn_ew_grad(const em_op *fwd, int arg, em_tensor *const *in, int n_in, em_tensor *y)
+{
+    if (!y) return NULL;
+    for (int i = 0; i < n_in; i++)
+        if (!in[i]) return NULL;
+    em_params p = {.ew_grad = {.kind = (int32_t)fwd->kind, .arg = arg}};
+    if (strcmp(ir_info_of(fwd->kind)->params, "em_p_act") == 0) p.ew_grad.act = fwd->p.act;
+    em_tensor *ops[3] = {in[0], n_in > 1 ? in[1] : y, y};
+    em_tensor *out = tn_new_for("ew_grad", y->dtype, y->shape, y->rank, y->storage->device);
+    return tn_run(EM_OP_EW_GRAD, out, ops, n_in + 1, &p);
 }

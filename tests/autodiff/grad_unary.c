@@ -60,6 +60,12 @@ static em_tensor *f_unary(em_tensor *const *in, int n, void *ctx)
     {                                                                                              \
         name, NULL, p, p0, p1, lo, hi, {a, b}, na, false, second                                   \
     }
+/* Smooth, first order only: a kind whose gradient comes from its op table derivative (an
+ * EW_GRAD record, which has no gradient of its own). */
+#define G(fn, lo, hi)                                                                              \
+    {                                                                                              \
+#fn, em_##fn, 0, 0, 0, lo, hi, {0, 0 }, 0, false, false                                    \
+    }
 /* Steps at every integer + a: zero gradient. */
 #define Z(fn, a)                                                                                   \
     {                                                                                              \
@@ -135,6 +141,9 @@ static const ucase cases[] = {
     P("wide elu 1", P_ELU, 1.0, 0, -60, 800, 0, 0, 1, true),
     P("wide celu 0.5", P_CELU, 0.5, 0, -60, 800, 0, 0, 1, true),
     P("wide softplus 1 20", P_SOFTPLUS, 1.0, 20.0, -60, 800, 20, 0, 1, true),
+#define EW_SAMPLE(n, lo, hi) G(n, lo, hi),
+#include "../ew_samples.def"
+#undef EW_SAMPLE
 };
 
 /* Random values in [lo, hi) at least 0.1 from every avoided point. */

@@ -102,6 +102,18 @@ static em_tensor *g_unary_math2(void)
     return sum_of(f, sizeof f / sizeof *f, em_add_scalar(em_square(x), 1.5), acc);
 }
 
+/* The kinds of tests/ew_samples.def (rules from the op table), x mapped into their ranges. */
+static em_tensor *g_unary_table(void)
+{
+    em_tensor *x = leaf(EM_SHAPE(5));
+    em_tensor *u = em_sigmoid(x), *acc = lossof(u);
+#define EW_SAMPLE(n, lo, hi)                                                                       \
+    acc = em_add(acc, lossof(em_##n(em_add_scalar(em_mul_scalar(u, (hi) - (lo)), lo))));
+#include "../ew_samples.def"
+#undef EW_SAMPLE
+    return acc;
+}
+
 static em_tensor *g_unary_act(void)
 {
     em_tensor *x = leaf(EM_SHAPE(5));
@@ -398,6 +410,7 @@ static const graph graphs[] = {
     {"view", "slices joined by the engine", g_slices, false},
     {"unary", "math", g_unary_math, false},
     {"unary", "math on a positive domain", g_unary_math2, false},
+    {"unary", "kinds with sample ranges (tests/ew_samples.def)", g_unary_table, false},
     {"unary", "activations", g_unary_act, false},
     {"unary", "activations with parameters", g_unary_act2, false},
     {"binary", "arithmetic, minimum, maximum", g_binary, false},

@@ -6,6 +6,7 @@
 #include <stdatomic.h>
 
 #include "cpu.h"
+#include "cpu_ew_gen.h"
 #include "cpu_fast.h"
 
 typedef struct bin_ctx {
@@ -14,6 +15,7 @@ typedef struct bin_ctx {
     em_dtype id[3];        /* input dtypes */
     em_dtype cdt;          /* compute dtype */
     bool int_mode;         /* compute in int64 */
+    bool int_div;          /* an integer divisor of 0 is an error (IR_INT_DIV) */
     bool round_in[3];      /* input needs rounding to cdt (a 16/32-bit float compute type) */
     int bits;              /* width of the output dtype (shifts) */
     int64_t flags;         /* clamp: bound flags */
@@ -30,121 +32,6 @@ static inline double round_to(double v, em_dtype dt)
     case EM_BF16: return em_bf16_to_f32(em_f32_to_bf16((float)v));
     default: return v;
     }
-}
-
-/* ---- scalar semantics -------------------------------------------------------------------- */
-
-/* PyTorch's floor division for floats: exact floor of the quotient, IEEE result on b == 0. */
-static inline double floor_div_f(double a, double b)
-{
-    if (b == 0) return a / b;
-    double mod = fmod(a, b);
-    double div = (a - mod) / b;
-    if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;
-    if (div == 0) return copysign(0.0, a / b);
-    double fl = floor(div);
-    if (div - fl > 0.5) fl += 1;
-    return fl;
-}
-
-static inline double remainder_f(double a, double b)
-{
-    double m = fmod(a, b);
-    if (m != 0 && (b < 0) != (m < 0)) m += b;
-    return m;
-}
-
-static double float_op(em_op_kind k, double a, double b)
-{
-    switch (k) {
-    case EM_OP_ADD: return a + b;
-    case EM_OP_SUB: return a - b;
-    case EM_OP_MUL: return a * b;
-    case EM_OP_DIV: return a / b;
-    case EM_OP_FLOOR_DIVIDE: return floor_div_f(a, b);
-    case EM_OP_REMAINDER: return remainder_f(a, b);
-    case EM_OP_FMOD: return fmod(a, b);
-    case EM_OP_POW: return pow(a, b);
-    case EM_OP_ATAN2: return atan2(a, b);
-    case EM_OP_HYPOT: return hypot(a, b);
-    case EM_OP_MINIMUM: return (isnan(a) || isnan(b)) ? NAN : (b < a ? b : a);
-    case EM_OP_MAXIMUM: return (isnan(a) || isnan(b)) ? NAN : (a < b ? b : a);
-    case EM_OP_EQ: return a == b;
-    case EM_OP_NE: return a != b;
-    case EM_OP_LT: return a < b;
-    case EM_OP_LE: return a <= b;
-    case EM_OP_GT: return a > b;
-    case EM_OP_GE: return a >= b;
-    case EM_OP_LOGICAL_AND: return (a != 0) && (b != 0);
-    case EM_OP_LOGICAL_OR: return (a != 0) || (b != 0);
-    case EM_OP_LOGICAL_XOR: return (a != 0) != (b != 0);
-    default: return 0;
-    }
-}
-
-/* Integer power as PyTorch: negative exponents give 1, +-1 or 0; overflow wraps. */
-static inline int64_t pow_i(int64_t a, int64_t b)
-{
-    if (b < 0) {
-        if (a == 1) return 1;
-        if (a == -1) return (b % 2 == 0) ? 1 : -1;
-        return 0;
-    }
-    uint64_t r = 1, base = (uint64_t)a;
-    while (b) {
-        if (b & 1) r *= base;
-        b >>= 1;
-        base *= base;
-    }
-    return (int64_t)r;
-}
-
-/* int64 arithmetic wrapping like the dtype (the store truncates to the width). */
-static int64_t int_op(bin_ctx *c, int64_t a, int64_t b)
-{
-    switch (c->kind) {
-    case EM_OP_ADD: return (int64_t)((uint64_t)a + (uint64_t)b);
-    case EM_OP_SUB: return (int64_t)((uint64_t)a - (uint64_t)b);
-    case EM_OP_MUL: return (int64_t)((uint64_t)a * (uint64_t)b);
-    case EM_OP_FLOOR_DIVIDE: {
-        if (b == 0) break;
-        if (b == -1) return (int64_t)(0 - (uint64_t)a);
-        int64_t q = a / b;
-        if (a % b != 0 && ((a < 0) != (b < 0))) q--;
-        return q;
-    }
-    case EM_OP_REMAINDER: {
-        if (b == 0) break;
-        if (b == -1) return 0;
-        int64_t r = a % b;
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;
-        return r;
-    }
-    case EM_OP_FMOD:
-        if (b == 0) break;
-        return b == -1 ? 0 : a % b;
-    case EM_OP_POW: return pow_i(a, b);
-    case EM_OP_MINIMUM: return b < a ? b : a;
-    case EM_OP_MAXIMUM: return a < b ? b : a;
-    case EM_OP_EQ: return a == b;
-    case EM_OP_NE: return a != b;
-    case EM_OP_LT: return a < b;
-    case EM_OP_LE: return a <= b;
-    case EM_OP_GT: return a > b;
-    case EM_OP_GE: return a >= b;
-    case EM_OP_BITWISE_AND: return a & b;
-    case EM_OP_BITWISE_OR: return a | b;
-    case EM_OP_BITWISE_XOR: return a ^ b;
-    case EM_OP_SHIFT_LEFT:
-        if (b < 0 || b >= c->bits) return 0;
-        return (int64_t)((uint64_t)a << b);
-    case EM_OP_SHIFT_RIGHT:
-        if (b < 0 || b >= c->bits) return a < 0 ? -1 : 0;
-        return a < 0 ? ~(~a >> b) : a >> b;
-    default: return 0;
-    }
-    atomic_store_explicit(&c->div0, 1, memory_order_relaxed);
-    return 0;
 }
 
 /* ---- fast rows: same-dtype f32/f64, unit stride or one broadcast scalar operand ---------- */
@@ -261,21 +148,42 @@ static bool fast_row(const bin_ctx *c, char **p, const int64_t *s, int64_t n)
 
 /* ---- generic rows ------------------------------------------------------------------------ */
 
+/* Chunks of a row loaded into int64 or double buffers (the 16/32-bit float inputs of another
+ * dtype rounded to the compute dtype first), computed by the kernel generated from the op table,
+ * and stored. */
+#define BCHUNK 256
+
 static void binary_row(char **p, const int64_t *s, int64_t n, void *vctx)
 {
     bin_ctx *c = vctx;
     if (fast_row(c, p, s, n)) return;
-    char *o = p[0];
-    const char *x = p[1], *y = p[2];
-    for (int64_t i = 0; i < n; i++, o += s[0], x += s[1], y += s[2]) {
+    for (int64_t i0 = 0; i0 < n; i0 += BCHUNK) {
+        int64_t m = n - i0 < BCHUNK ? n - i0 : BCHUNK;
+        char *o = p[0] + i0 * s[0];
+        const char *x = p[1] + i0 * s[1], *y = p[2] + i0 * s[2];
         if (c->int_mode) {
-            int64_t r = int_op(c, ir_get_i64(x, c->id[0]), ir_get_i64(y, c->id[1]));
-            ir_set_i64(o, c->od, r);
+            int64_t ab[BCHUNK], bb[BCHUNK], ob[BCHUNK];
+            bool zero = false;
+            for (int64_t i = 0; i < m; i++) {
+                ab[i] = ir_get_i64(x + i * s[1], c->id[0]);
+                bb[i] = ir_get_i64(y + i * s[2], c->id[1]);
+                zero = zero || bb[i] == 0;
+            }
+            if (zero && c->int_div) atomic_store_explicit(&c->div0, 1, memory_order_relaxed);
+            cpu_gen_binary_i64(c->kind, ab, bb, ob, m, c->bits);
+            for (int64_t i = 0; i < m; i++) ir_set_i64(o + i * s[0], c->od, ob[i]);
         } else {
-            double a = ir_get_f64(x, c->id[0]), b = ir_get_f64(y, c->id[1]);
-            if (c->round_in[0]) a = round_to(a, c->cdt);
-            if (c->round_in[1]) b = round_to(b, c->cdt);
-            ir_set_f64(o, c->od, float_op(c->kind, a, b));
+            double ab[BCHUNK], bb[BCHUNK], ob[BCHUNK];
+            for (int64_t i = 0; i < m; i++) {
+                ab[i] = ir_get_f64(x + i * s[1], c->id[0]);
+                bb[i] = ir_get_f64(y + i * s[2], c->id[1]);
+            }
+            if (c->round_in[0])
+                for (int64_t i = 0; i < m; i++) ab[i] = round_to(ab[i], c->cdt);
+            if (c->round_in[1])
+                for (int64_t i = 0; i < m; i++) bb[i] = round_to(bb[i], c->cdt);
+            cpu_gen_binary_f64(c->kind, ab, bb, ob, m);
+            for (int64_t i = 0; i < m; i++) ir_set_f64(o + i * s[0], c->od, ob[i]);
         }
     }
 }
@@ -549,6 +457,7 @@ em_status cpu_exec_binary(const ir_op *op)
     else
         c.cdt = c.od;
     c.int_mode = !em_dtype_is_float(c.cdt);
+    c.int_div = c.int_mode && ir_has(op->kind, IR_INT_DIV);
     for (int k = 0; k < 3; k++) c.round_in[k] = low_float(c.cdt) && c.id[k] != c.cdt;
 
     int64_t st[CPU_MAX_OPS][EM_MAX_RANK];
