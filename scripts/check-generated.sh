@@ -6,6 +6,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-"${CC:-cc}" -std=c11 -O1 -Iinclude -Isrc tools/opgen.c -o "$tmp/opgen"
+"${CC:-cc}" -std=c11 -O1 -DEMBER_OPGEN -Iinclude -Isrc tools/opgen.c -o "$tmp/opgen"
 "$tmp/opgen" --check docs/ops.md
 echo "check-generated: docs/ops.md matches src/ir/ops.def"

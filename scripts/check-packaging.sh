@@ -219,6 +219,6 @@ run add_subdirectory "$work/sub/build/taste"
 run add_subdirectory_parts "$work/sub/build/parts"
 
 echo "-- docs"
-bash scripts/check-docs.sh
+EMBER_BUILD="$build" bash scripts/check-docs.sh
 
 echo "packaging checks passed"
