@@ -72,9 +72,8 @@ static em_tensor *weight_grad(const em_tensor *x, const em_tensor *gy, const em_
 }
 
 /* The weight gradient of an ungrouped 2-D convolution over a batch as one CONV_WEIGHT_GRAD
- * record, where the backend runs it natively (the CPU: one GEMM with the batch
- * inside the reduction, its im2col operand packed straight from the padded images). NULL
- * without an error when the geometry does not fit or the backend lacks the record. */
+ * record on the CPU (one GEMM with the batch inside the reduction, its im2col operand packed
+ * straight from the padded images). NULL without an error when the geometry does not fit. */
 static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, const em_p_conv *g,
                                     const int64_t *ksize)
 {
@@ -90,7 +89,7 @@ static em_tensor *weight_grad_fused(const em_tensor *x, const em_tensor *gy, con
         int64_t span = x->shape[2 + d] + lo[d] + hi[d] - dil[d] * (k[d] - 1) - 1;
         if (span < 0 || gy->shape[2 + d] != span / st[d] + 1) return NULL;
     }
-    return tn_conv2d_weight_grad(x, gy, k, st, dil, lo, hi, true);
+    return tn_conv2d_weight_grad(x, gy, k, st, dil, lo, hi);
 }
 
 /* The same weight gradient for 1-D and 2-D convolutions with symmetric padding, as im2col of x

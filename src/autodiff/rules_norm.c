@@ -62,20 +62,16 @@ static void layer_rms(ad_ctx *c, bool rms)
         n *= xs.dims[ax.d[k]];
     }
     bool need_w = has_w && c->needs[wi], need_b = has_b && c->needs[bi];
-    /* the fused form: one NORM_BACKWARD record where the backend runs it natively and grad mode
-     * is off (under create_graph the composition below is recorded: second derivatives) */
+    /* one NORM_BACKWARD record while grad mode is off (lowered where the backend lacks it); under
+     * create_graph the composition below is recorded, which gives second derivatives */
     if (!em_grad_enabled() && (c->needs[0] || need_w)) {
         em_tensor *d[3] = {NULL, NULL, NULL};
-        uint64_t mark = core_error_mark();
-        em_status st =
-            tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->p.norm.eps, rms,
-                             true, &d[0], need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
-        if (st != EM_ERR_UNSUPPORTED || core_failed_since(mark)) {
-            if (c->needs[0]) c->gin[0] = d[0];
-            if (need_w) c->gin[wi] = d[1];
-            if (need_b) c->gin[bi] = d[2];
-            return;
-        }
+        tn_norm_backward(x, has_w ? wide(op->in[wi]) : NULL, g, n_norm, op->p.norm.eps, rms, &d[0],
+                         need_w ? &d[1] : NULL, need_b ? &d[2] : NULL);
+        if (c->needs[0]) c->gin[0] = d[0];
+        if (need_w) c->gin[wi] = d[1];
+        if (need_b) c->gin[bi] = d[2];
+        return;
     }
     if (need_b) c->gin[bi] = ad_sum_to(g, ad_in_shape(c, bi));
     if (!c->needs[0] && !need_w) return;
@@ -163,11 +159,11 @@ static void batch_norm(ad_ctx *c)
     }
 }
 
-/* The fused form: one SDPA_BACKWARD record, where the backend runs it natively, grad mode is off
- * (config sdpa_fused_backward = off: never)
- * (with create_graph the composed ops below are recorded, which gives second derivatives) and
- * no additive mask needs a gradient (that gradient is dS itself). False: compose. A fully
- * masked row gives no gradient there, where the composed form spreads its NaN. */
+/* The fused form: one SDPA_BACKWARD record (lowered where the backend lacks it) while grad mode
+ * is off (with create_graph the composed ops below are recorded, which gives second
+ * derivatives), config sdpa_fused_backward is not off and no additive mask needs a gradient
+ * (that gradient is dS itself). False: compose. A fully masked row gives no gradient there,
+ * where the composed form spreads its NaN. */
 static bool sdpa_fused(ad_ctx *c)
 {
     const em_op *op = c->op;
@@ -181,10 +177,8 @@ static bool sdpa_fused(ad_ctx *c)
     /* the forward's row statistics, where the backend wrote them (em_sdpa) */
     em_tensor *lse = op->n_out > 1 ? c->out[1] : NULL;
     em_tensor *d[3];
-    uint64_t mark = core_error_mark();
     em_status st = tn_sdpa_backward(op->in[0], op->in[1], op->in[2], c->out[0], g, mask, lse, mkind,
-                                    op->p.sdpa.causal, op->p.sdpa.scale, true, &d[0], &d[1], &d[2]);
-    if (st == EM_ERR_UNSUPPORTED && !core_failed_since(mark)) return false;
+                                    op->p.sdpa.causal, op->p.sdpa.scale, &d[0], &d[1], &d[2]);
     for (int i = 0; i < 3 && st == EM_OK; i++)
         if (c->needs[i]) c->gin[i] = ad_sum_to(d[i], ad_in_shape(c, i));
     return true;

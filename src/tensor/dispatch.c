@@ -207,6 +207,7 @@ void tn_set_record_query(em_record_query fn)
 
 bool tn_would_record(em_tensor *const *in, int n_in)
 {
+    if (tn_lowering()) return false; /* a lowering's records are never recorded */
     em_record_query q = atomic_load_explicit(&record_query, memory_order_acquire);
     return q && q(in, n_in);
 }
@@ -219,6 +220,14 @@ static void drop_outputs(em_op *op)
     }
 }
 
+/* Whether be runs k itself. Config lower_composites refuses every composite kind, so each runs
+ * its lowering (a test of the lowerings on any backend). */
+static bool claims(const em_backend *be, const ir_op *k)
+{
+    if (tn_has_lowering(k->kind) && core_cfg_bool(CFG_LOWER_COMPOSITES)) return false;
+    return be->supports(k);
+}
+
 bool tn_supported(const em_op *op)
 {
     em_device dev = op->n_in > 0 ? op->in[0]->storage->device : op->out[0]->storage->device;
@@ -227,21 +236,14 @@ bool tn_supported(const em_op *op)
     ir_tensor views[EM_OP_MAX_IN + EM_OP_MAX_OUT];
     ir_op k;
     kernel_op(op, &k, views);
-    return be->supports(&k);
+    return claims(be, &k);
 }
 
-bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_tensor **out)
+em_tensor *tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank)
 {
-    *out = NULL;
     op->n_out = 1;
-    /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
-    em_tensor desc;
-    tn_describe(&desc, dt, shape, rank, op->in[0]->storage);
-    op->out[0] = &desc;
-    if (!tn_supported(op)) return false;
     op->out[0] = tn_new(dt, shape, rank, op->in[0]->storage->device);
-    *out = tn_dispatch(op) == EM_OK ? op->out[0] : NULL;
-    return true;
+    return tn_dispatch(op) == EM_OK ? op->out[0] : NULL;
 }
 
 bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out)
@@ -253,7 +255,8 @@ bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor 
     if (!fits) return false;
     op->n_in = 2;
     op->in[0] = (em_tensor *)a, op->in[1] = (em_tensor *)b;
-    return tn_run_record(op, a->dtype, a->shape, a->rank, out);
+    *out = tn_run_record(op, a->dtype, a->shape, a->rank);
+    return true;
 }
 
 em_status tn_dispatch(em_op *op)
@@ -296,9 +299,12 @@ em_status tn_dispatch(em_op *op)
         ir_tensor views[EM_OP_MAX_IN + EM_OP_MAX_OUT];
         ir_op k;
         kernel_op(op, &k, views);
-        bool supported = be->supports(&k);
-        bool fallback = !supported && dev.backend != 0 && fallback_enabled();
-        if (!supported && !fallback) {
+        /* a kind the backend does not claim lowers on the device where it has a lowering, else
+           runs on the CPU where cpu_fallback allows */
+        bool supported = claims(be, &k);
+        bool lower = !supported && tn_has_lowering(op->kind);
+        bool fallback = !supported && !lower && dev.backend != 0 && fallback_enabled();
+        if (!supported && !lower && !fallback) {
             drop_outputs(op);
             return em_error(EM_ERR_UNSUPPORTED, "em_%s: not supported by the %s backend for %s",
                             em_op_name(op->kind), be->name,
@@ -306,7 +312,7 @@ em_status tn_dispatch(em_op *op)
         }
         bool prof = atomic_load(&profiling);
         int64_t t0 = prof ? core_mono_ns() : 0;
-        em_status st = fallback ? run_on_cpu(op, &k, be) : be->exec(&k);
+        em_status st = lower ? tn_lower(op) : fallback ? run_on_cpu(op, &k, be) : be->exec(&k);
         if (prof) {
             if (st == EM_OK && be->sync) st = be->sync(dev.index);
             int64_t ns = core_mono_ns() - t0;
@@ -321,7 +327,9 @@ em_status tn_dispatch(em_op *op)
             return em_last_status();
         }
     }
-    em_op_recorder rec = atomic_load_explicit(&recorder, memory_order_acquire);
+    /* a lowering's records are its composite record's business: only that one is recorded */
+    em_op_recorder rec =
+        tn_lowering() ? NULL : atomic_load_explicit(&recorder, memory_order_acquire);
     if (rec && !rec(op, recorder_user)) {
         drop_outputs(op);
         return em_last_status() != EM_OK

@@ -59,29 +59,44 @@ void tn_profile_reset(void);
 /* How many of those ran on the CPU for a device backend that lacks them (config cpu_fallback). */
 int64_t tn_fallback_count(em_op_kind kind);
 
-/* Whether the backend of op's first input runs op itself (no CPU fallback counted): lets a
- * caller choose between a fused record and a composition of ops. */
+/* Whether the backend of op's first input runs op itself (no lowering, no CPU fallback): for a
+ * record with an optional output that only a kernel writes (em_sdpa's row statistics). */
 bool tn_supported(const em_op *op);
+
+/* ---- lowerings (lower.c) --------------------------------------------------------------------
+ * A composite kind (its ops.def row has a lowering cell) has a lowering function: tn_dispatch
+ * runs it where the record's backend does not claim the kind, on the record's device, from em_
+ * ops whose records are not recorded (autodiff records the composite record and uses its rule).
+ * tn_has_lowering: whether kind has one; tn_lower: runs op's lowering into its outputs;
+ * tn_lowering: whether this thread is inside one; tn_lowered_count: how many records of kind
+ * ran lowered in this process. */
+bool tn_has_lowering(em_op_kind kind);
+em_status tn_lower(em_op *op);
+bool tn_lowering(void);
+int64_t tn_lowered_count(em_op_kind kind);
+
+/* The compositions of tn_softmax_backward, tn_log_softmax_gather and its backward, for inputs
+ * that no record takes (dtypes or devices differ); their kinds' lowerings use them too. */
+em_tensor *tn_softmax_backward_composed(const em_tensor *y, const em_tensor *g, int dim, bool log);
+em_tensor *tn_log_softmax_gather_composed(const em_tensor *x, int dim, const em_tensor *t);
+em_tensor *tn_log_softmax_gather_backward_composed(const em_tensor *x, int dim, const em_tensor *t,
+                                                   const em_tensor *g);
 
 /* The gradients of em_sdpa (an SDPA_BACKWARD record, see ops_norm.c): from q, k, v, the forward
  * output o, its gradient g, the optional mask (mask_kind 1 bool, 2 additive) and the optional
  * lse the forward wrote (tn_sdpa_lse), writes dq [B..., L, E], dk [B..., S, E], dv [B..., S, Ev]
- * over the output's batch dims B (not summed back over broadcast dims), in q's dtype. With
- * `probe`, returns EM_ERR_UNSUPPORTED without recording an error when the backend would not run
- * the record natively. */
+ * over the output's batch dims B (not summed back over broadcast dims), in q's dtype. */
 em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
                            const em_tensor *o, const em_tensor *g, const em_tensor *mask,
                            const em_tensor *lse, int mask_kind, bool causal, double scale,
-                           bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv);
+                           em_tensor **dq, em_tensor **dk, em_tensor **dv);
 
 /* The gradients of em_layer_norm (rms false) and em_rms_norm (a NORM_BACKWARD record, see
  * ops_norm.c): from x, the optional weight w and g (the output's gradient), writes dx (x's shape)
  * and, where dw / db are not NULL, the weight's and the bias's gradients (the norm shape; db for
- * layer norm only), all in x's dtype. With `probe`, returns EM_ERR_UNSUPPORTED without recording
- * an error when the backend would not run the record natively. */
+ * layer norm only), all in x's dtype. */
 em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
-                           double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
-                           em_tensor **db);
+                           double eps, bool rms, em_tensor **dx, em_tensor **dw, em_tensor **db);
 
 /* em_sdpa as the two-output record: *lse = the rows' base-2 log-sum-exp [B..., L] (f32), or
  * NULL where the backend does not claim that record (the output is computed either way). */
@@ -95,22 +110,18 @@ bool tn_sdpa_fused_backward_on(void);
  * ops_conv.c): for x [N, C, H, W] and gy [N, Co, OH, OW] with OH = (H + pad_lo[0] + pad_hi[0] -
  * dil[0] (k[0] - 1) - 1) / stride[0] + 1 (OW likewise), gw [Co, C, k[0], k[1]] = sum over n and
  * the output positions of gy times the zero-padded x's window. stride, dil: NULL for 1. Where
- * the backend does not run the record, NULL without an error with `native_only`, else the same
- * value composed of pad, im2col, matmul and sum. */
+ * the backend does not claim the record, its lowering (pad, im2col, matmul and sum). */
 em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
                                  const int64_t stride[2], const int64_t dil[2],
-                                 const int64_t pad_lo[2], const int64_t pad_hi[2],
-                                 bool native_only);
+                                 const int64_t pad_lo[2], const int64_t pad_hi[2]);
 
 /* Runs a record whose kind, inputs (on one device) and parameters are set, with one output of
- * dtype dt and the given shape, where the inputs' backend supports it: *out the result (NULL on
- * an error) and true; false where the backend lacks it (the caller composes the value). */
-bool tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank, em_tensor **out);
+ * dtype dt and the given shape: the result, or NULL on an error. */
+em_tensor *tn_run_record(em_op *op, em_dtype dt, const int64_t *shape, int rank);
 
 /* A fused gradient record (op's kind and parameters set) of two inputs a, b of one float dtype,
- * shape and device, and one output like a: runs it where a's backend does, *out the result (NULL
- * on an error), and returns true; false where the inputs differ or the backend lacks it (the
- * caller composes the value from ops). */
+ * shape and device, and one output like a: runs it (*out the result, NULL on an error) and
+ * returns true; false where the inputs differ (the caller composes the value from ops). */
 bool tn_run_fused2(em_op *op, const em_tensor *a, const em_tensor *b, em_tensor **out);
 
 /* A unary or binary elementwise record of kind k: validates, picks the output dtype by the
@@ -126,7 +137,7 @@ em_tensor *tn_ew_grad(const em_op *fwd, int arg, em_tensor *const *in, int n_in,
 
 /* The gradient through relu (t = 0) or any threshold at t in one pass: g where y > t or y is
  * NaN, +0 where y <= t (a THRESHOLD_BACKWARD record, see ops_binary.c). Where the record does
- * not fit (shapes or dtypes differ) or the backend lacks it, masked_fill(g, le(y, t), 0). */
+ * not fit (shapes or dtypes differ), masked_fill(g, le(y, t), 0). */
 em_tensor *tn_threshold_backward(const em_tensor *g, const em_tensor *y, double t);
 
 /* em_gather, em_scatter and em_index_add for an index known to lie in range: one an op produced
@@ -143,7 +154,7 @@ em_tensor *tn_index_add_inrange(const em_tensor *x, int dim, const em_tensor *in
 /* The gradient through y = softmax(x, dim) (log = false: y (g - sum(g y))) or y =
  * log_softmax(x, dim) (log = true: g - exp(y) sum(g)), sums along dim, in one pass over the
  * rows (a SOFTMAX_BACKWARD record, see ops_reduce.c). Where the record does not fit (dtypes,
- * shapes or devices differ) or the backend lacks it, the same formula composed of ops. */
+ * shapes or devices differ), the same formula composed of ops. */
 em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, bool log);
 
 /* log_softmax(x, dim) gathered at t along dim, one value per line: t holds class indices (i64,
@@ -152,8 +163,7 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
  * gives NaN (callers check it; in a graph capture this is the guard). Its gradient, for an
  * upstream g shaped like t, is tn_log_softmax_gather_backward: g (onehot(t) - softmax(x)) along
  * dim, shaped like x, in one more read of x and one write (LOG_SOFTMAX_GATHER_BACKWARD; zeros
- * on a line whose t is out of range, as gather's gradient drops it). Where a backend lacks the
- * records, both are composed of log_softmax, gather / scatter and the softmax backward. */
+ * on a line whose t is out of range, as gather's gradient drops it). */
 em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t);
 em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
                                           const em_tensor *g);

@@ -416,29 +416,9 @@ em_tensor *em_col2im(const em_tensor *cols, const int64_t out_size[2], const int
                   &p);
 }
 
-/* The composition a backend without CONV_WEIGHT_GRAD runs: per sample im2col of the padded x,
- * one batched product with gy and a sum over the batch. */
-static em_tensor *weight_grad_composed(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
-                                       const int64_t stride[2], const int64_t dil[2],
-                                       const int64_t pad_lo[2], const int64_t pad_hi[2])
-{
-    int64_t N = x->shape[0], C = x->shape[1], Co = gy->shape[1];
-    int64_t L = gy->shape[2] * gy->shape[3];
-    int64_t pads[4] = {pad_lo[1], pad_hi[1], pad_lo[0], pad_hi[0]};
-    int64_t zero[2] = {0, 0};
-    em_scope_begin();
-    em_tensor *xp = em_pad(x, pads, 2, EM_PAD_CONSTANT, 0.0);
-    em_tensor *cols = em_im2col(xp, k, dil, zero, stride); /* [N, C*kh*kw, L] */
-    em_tensor *p = em_matmul(em_reshape(gy, EM_SHAPE(N, Co, L)), em_transpose(cols, 1, 2));
-    em_tensor *s = em_sum(p, (em_axes){.n = 1, .d = {0}}, false); /* [Co, C*kh*kw] */
-    em_tensor *r = em_keep(em_reshape(s, EM_SHAPE(Co, C, k[0], k[1])));
-    em_scope_end();
-    return r;
-}
-
 em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const int64_t k[2],
                                  const int64_t stride_in[2], const int64_t dil_in[2],
-                                 const int64_t pad_lo[2], const int64_t pad_hi[2], bool native_only)
+                                 const int64_t pad_lo[2], const int64_t pad_hi[2])
 {
     int64_t stride[2] = {stride_in ? stride_in[0] : 1, stride_in ? stride_in[1] : 1};
     int64_t dil[2] = {dil_in ? dil_in[0] : 1, dil_in ? dil_in[1] : 1};
@@ -475,12 +455,6 @@ em_tensor *tn_conv2d_weight_grad(const em_tensor *x, const em_tensor *gy, const 
         wg->kernel[d] = k[d], wg->pad_lo[d] = pad_lo[d], wg->pad_hi[d] = pad_hi[d];
         wg->stride[d] = stride[d], wg->dilation[d] = dil[d];
     }
-    /* supports() reads shapes and dtypes only: ask with a descriptor, no memory */
-    em_tensor desc;
-    tn_describe(&desc, x->dtype, shape, 4, x->storage);
-    op.out[0] = &desc;
-    if (!tn_supported(&op))
-        return native_only ? NULL : weight_grad_composed(x, gy, k, stride, dil, pad_lo, pad_hi);
     op.out[0] = tn_new(x->dtype, shape, 4, x->storage->device);
     return tn_dispatch(&op) == EM_OK ? op.out[0] : NULL;
 }

@@ -319,7 +319,7 @@ em_tensor *tn_sdpa_lse(const em_tensor *q, const em_tensor *k, const em_tensor *
 em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tensor *v,
                            const em_tensor *o, const em_tensor *g, const em_tensor *mask,
                            const em_tensor *lse, int mask_kind, bool causal, double scale,
-                           bool probe, em_tensor **dq, em_tensor **dk, em_tensor **dv)
+                           em_tensor **dq, em_tensor **dk, em_tensor **dv)
 {
     *dq = *dk = *dv = NULL;
     int nb = o->rank - 2;
@@ -341,16 +341,6 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
                             .mask_kind = mask ? mask_kind : 0,
                             .has_lse = lse != NULL,
                             .scale = scale};
-    if (probe) {
-        /* supports() reads shapes and dtypes only: describe the outputs without memory */
-        em_tensor desc[3];
-        for (int t = 0; t < 3; t++) {
-            tn_describe(&desc[t], q->dtype, shp[t], nb + 2, o->storage);
-            op.out[t] = &desc[t];
-        }
-        op.n_out = 3;
-        if (!tn_supported(&op)) return EM_ERR_UNSUPPORTED;
-    }
     em_device dev = q->storage->device;
     for (int t = 0; t < 3; t++) op.out[t] = tn_new(q->dtype, shp[t], nb + 2, dev);
     op.n_out = 3;
@@ -361,8 +351,7 @@ em_status tn_sdpa_backward(const em_tensor *q, const em_tensor *k, const em_tens
 }
 
 em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tensor *g, int n_norm,
-                           double eps, bool rms, bool probe, em_tensor **dx, em_tensor **dw,
-                           em_tensor **db)
+                           double eps, bool rms, em_tensor **dx, em_tensor **dw, em_tensor **db)
 {
     const char *fn = "tn_norm_backward";
     em_tensor **outs[3] = {dx, dw, db};
@@ -397,15 +386,6 @@ em_status tn_norm_backward(const em_tensor *x, const em_tensor *w, const em_tens
     int which[3], n_out = 0;
     for (int t = 0; t < 3; t++)
         if (t == 0 || outs[t]) which[n_out++] = t;
-    if (probe) { /* supports() reads shapes and dtypes only */
-        em_tensor desc[3];
-        for (int k = 0; k < n_out; k++) {
-            tn_describe(&desc[k], x->dtype, shp[which[k]], rk[which[k]], x->storage);
-            op.out[k] = &desc[k];
-        }
-        op.n_out = n_out;
-        if (!tn_supported(&op)) return EM_ERR_UNSUPPORTED;
-    }
     em_device dev = x->storage->device;
     for (int k = 0; k < n_out; k++)
         if (!(op.out[k] = tn_new(x->dtype, shp[which[k]], rk[which[k]], dev))) {

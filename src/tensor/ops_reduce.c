@@ -336,17 +336,7 @@ em_tensor *tn_softmax_backward(const em_tensor *y, const em_tensor *g, int dim, 
     op.p.dim = (em_p_dim){.dim = dim, .log = log};
     em_tensor *out;
     if (tn_run_fused2(&op, y, g, &out)) return out;
-    /* composed; f16 / bf16 in f32, rounded once at the end */
-    em_scope_begin();
-    em_dtype dt = em_dtype_promote(y->dtype, g->dtype);
-    bool half = dt == EM_F16 || dt == EM_BF16;
-    const em_tensor *yc = half ? em_cast(y, EM_F32) : y, *gc = half ? em_cast(g, EM_F32) : g;
-    em_tensor *r = log ? em_sub(gc, em_mul(em_exp(yc), em_sum(gc, EM_AXES(dim), true)))
-                       : em_mul(yc, em_sub(gc, em_sum(em_mul(gc, yc), EM_AXES(dim), true)));
-    if (half) r = em_cast(r, dt);
-    em_keep(r);
-    em_scope_end();
-    return r;
+    return tn_softmax_backward_composed(y, g, dim, log);
 }
 
 /* t (and g) fit x for the LOG_SOFTMAX_GATHER records: i64 / x's dtype, x's shape without dim */
@@ -370,55 +360,42 @@ static bool lsg_check(const char *fn, const em_tensor *x, int *dim, const em_ten
     return ok;
 }
 
-static em_tensor *lsg_in_range(const em_tensor *t, int64_t len)
+/* The record of x, t (and g) on one device, t and g made contiguous; NULL on an error. */
+static em_tensor *lsg_run(em_op_kind kind, const em_tensor *x, int dim, const em_tensor *t,
+                          const em_tensor *g)
 {
-    return em_logical_and(em_ge_scalar(t, 0), em_lt_scalar(t, (double)len));
+    em_op op;
+    memset(&op, 0, sizeof op);
+    op.kind = kind;
+    op.n_in = g ? 3 : 2;
+    op.p.dim.dim = dim;
+    op.in[0] = (em_tensor *)x;
+    em_scope_begin();
+    op.in[1] = em_contiguous(t);
+    if (g) op.in[2] = em_contiguous(g);
+    em_tensor *r = NULL;
+    if (op.in[1] && (!g || op.in[2]))
+        r = g ? tn_run_record(&op, x->dtype, x->shape, x->rank)
+              : tn_run_record(&op, x->dtype, t->shape, t->rank);
+    em_keep(r);
+    em_scope_end();
+    return r;
 }
 
-/* The record of x, t (and g) with t and g contiguous (copies in the caller's scope); false where
- * they lie on other devices than x (the caller composes, and the ops say so) or a copy failed. */
-static bool lsg_op(em_op *op, em_op_kind kind, const em_tensor *x, int dim, const em_tensor *t,
-                   const em_tensor *g)
+/* t or g on another device than x: the composition's ops say so */
+static bool lsg_apart(const em_tensor *x, const em_tensor *t, const em_tensor *g)
 {
-    memset(op, 0, sizeof *op);
-    op->kind = kind;
-    op->n_in = g ? 3 : 2;
-    op->p.dim.dim = dim;
-    op->in[0] = (em_tensor *)x;
-    if (!em_device_equal(t->storage->device, x->storage->device) ||
-        (g && !em_device_equal(g->storage->device, x->storage->device)))
-        return false;
-    op->in[1] = em_contiguous(t);
-    if (g) op->in[2] = em_contiguous(g);
-    return op->in[1] && (!g || op->in[2]);
+    return !em_device_equal(t->storage->device, x->storage->device) ||
+           (g && !em_device_equal(g->storage->device, x->storage->device));
 }
 
 em_tensor *tn_log_softmax_gather(const em_tensor *x, int dim, const em_tensor *t)
 {
     if (!x || !t) return NULL; /* the first error is kept */
     if (!lsg_check("tn_log_softmax_gather", x, &dim, t, NULL)) return NULL;
-    em_scope_begin();
-    em_tensor *r = NULL;
-    em_op op;
-    int64_t len = x->shape[dim];
-    bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER, x, dim, t, NULL) && len > 0 &&
-               tn_run_record(&op, x->dtype, t->shape, t->rank, &r);
-    if (!run && !tn_scope_failed()) {
-        /* composed, with the record's NaN for an index out of range (none has a class to pick
-         * in a line of no classes) */
-        if (len == 0) {
-            r = em_full(em_tensor_shape(t), NAN, x->dtype, x->storage->device);
-        } else {
-            em_tensor *out = em_logical_not(lsg_in_range(t, len));
-            em_tensor *tc = em_unsqueeze(em_clamp(t, 0, (double)(len - 1)), dim);
-            r = em_masked_fill(
-                em_squeeze(tn_gather_inrange(em_log_softmax(x, dim), dim, tc), EM_AXES(dim)), out,
-                NAN);
-        }
-    }
-    em_keep(r);
-    em_scope_end();
-    return r;
+    if (x->shape[dim] == 0 || lsg_apart(x, t, NULL))
+        return tn_log_softmax_gather_composed(x, dim, t);
+    return lsg_run(EM_OP_LOG_SOFTMAX_GATHER, x, dim, t, NULL);
 }
 
 em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_tensor *t,
@@ -426,25 +403,6 @@ em_tensor *tn_log_softmax_gather_backward(const em_tensor *x, int dim, const em_
 {
     if (!x || !t || !g) return NULL; /* the first error is kept */
     if (!lsg_check("tn_log_softmax_gather_backward", x, &dim, t, g)) return NULL;
-    em_scope_begin();
-    em_tensor *r = NULL;
-    em_op op;
-    bool run = lsg_op(&op, EM_OP_LOG_SOFTMAX_GATHER_BACKWARD, x, dim, t, g) &&
-               tn_run_record(&op, x->dtype, x->shape, x->rank, &r);
-    int64_t len = x->shape[dim];
-    if (!run && !tn_scope_failed()) {
-        /* composed: the log-softmax gradient of g scattered into zeros at t (a line of zeros
-         * where t is out of range, as the record) */
-        em_tensor *zero =
-            em_expand(em_zeros(EM_SCALAR, x->dtype, x->storage->device), em_tensor_shape(x));
-        em_tensor *gz = em_masked_fill(g, em_logical_not(lsg_in_range(t, len)), 0);
-        em_tensor *tc = em_clamp(t, 0, (double)(len > 0 ? len - 1 : 0));
-        em_tensor *gs = len == 0 ? zero
-                                 : tn_scatter_inrange(zero, dim, em_unsqueeze(tc, dim),
-                                                      em_unsqueeze(gz, dim), EM_SCATTER_ADD);
-        r = tn_softmax_backward(em_log_softmax(x, dim), gs, dim, true);
-    }
-    em_keep(r);
-    em_scope_end();
-    return r;
+    if (lsg_apart(x, t, g)) return tn_log_softmax_gather_backward_composed(x, dim, t, g);
+    return lsg_run(EM_OP_LOG_SOFTMAX_GATHER_BACKWARD, x, dim, t, g);
 }

@@ -99,7 +99,7 @@ static void run_case(const wg_case *k, em_dtype dt, h_layout lay)
         em_tensor *first = NULL;
         for (int th = 1; th <= 3; th++) {
             em_set_num_threads(th);
-            em_tensor *gw = tn_conv2d_weight_grad(x, gy, kern, st, dil, lo, hi, true);
+            em_tensor *gw = tn_conv2d_weight_grad(x, gy, kern, st, dil, lo, hi);
             CHECK(gw != NULL, "%s: %s", what, em_last_error());
             if (!gw) break;
             char w2[260];
@@ -194,24 +194,23 @@ static void bad_inputs(void)
     em_tensor *x = em_zeros(EM_SHAPE(2, 3, 5, 5), EM_F32, EM_CPU);
     em_tensor *gy = em_zeros(EM_SHAPE(2, 4, 5, 5), EM_F32, EM_CPU);
     int64_t k3[2] = {3, 3}, p1[2] = {1, 1}, p0[2] = {0, 0};
-    CHECK(tn_conv2d_weight_grad(x, gy, k3, NULL, NULL, p0, p0, false) == NULL,
-          "wrong gy size accepted");
+    CHECK(tn_conv2d_weight_grad(x, gy, k3, NULL, NULL, p0, p0) == NULL, "wrong gy size accepted");
     CHECK_ERR(EM_ERR_SHAPE, "conv_weight_grad");
     CHECK(tn_conv2d_weight_grad(x, em_zeros(EM_SHAPE(2, 4, 5, 5), EM_F64, EM_CPU), k3, NULL, NULL,
-                                p1, p1, false) == NULL,
+                                p1, p1) == NULL,
           "mixed dtypes accepted");
     CHECK_ERR(EM_ERR_DTYPE, "conv_weight_grad");
     CHECK(tn_conv2d_weight_grad(em_zeros(EM_SHAPE(3, 5, 5), EM_F32, EM_CPU), gy, k3, NULL, NULL, p1,
-                                p1, false) == NULL,
+                                p1) == NULL,
           "rank 3 accepted");
     CHECK_ERR(EM_ERR_SHAPE, "conv_weight_grad");
     int64_t s2[2] = {2, 2}, s0[2] = {0, 1};
-    CHECK(tn_conv2d_weight_grad(x, gy, k3, s2, NULL, p1, p1, false) == NULL,
+    CHECK(tn_conv2d_weight_grad(x, gy, k3, s2, NULL, p1, p1) == NULL,
           "gy of a stride-1 size accepted at stride 2");
     CHECK_ERR(EM_ERR_SHAPE, "conv_weight_grad");
-    CHECK(tn_conv2d_weight_grad(x, gy, k3, s0, NULL, p1, p1, false) == NULL, "stride 0 accepted");
+    CHECK(tn_conv2d_weight_grad(x, gy, k3, s0, NULL, p1, p1) == NULL, "stride 0 accepted");
     CHECK_ERR(EM_ERR_SHAPE, "conv_weight_grad");
-    em_tensor *ok = tn_conv2d_weight_grad(x, gy, k3, NULL, NULL, p1, p1, false);
+    em_tensor *ok = tn_conv2d_weight_grad(x, gy, k3, NULL, NULL, p1, p1);
     CHECK(ok && em_tensor_shape(ok).dims[0] == 4 && em_tensor_shape(ok).dims[1] == 3,
           "[Co, C, kh, kw] expected");
     em_scope_end();

@@ -354,15 +354,17 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
     em_tensor *out = em_sdpa(qc, kc, vc, m, o);
     em_tensor *g = rnd(em_tensor_shape(out), em_tensor_dtype(q), -1, 1);
     em_tensor *want[3] = {NULL, NULL, NULL}, *got[3] = {NULL, NULL, NULL};
-    tn_sdpa_backward(qc, kc, vc, out, g, m, NULL, mk, o.causal, scale, false, &want[0], &want[1],
+    tn_sdpa_backward(qc, kc, vc, out, g, m, NULL, mk, o.causal, scale, &want[0], &want[1],
                      &want[2]);
     CHECK_OK(what);
     em_tensor *qd = vq(on_dev(q)), *kd = vk(on_dev(k)), *vd = vk(on_dev(v));
     int64_t before = tn_fallback_count(EM_OP_SDPA_BACKWARD);
+    int64_t lowered = tn_lowered_count(EM_OP_SDPA_BACKWARD);
     em_status st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), NULL, mk,
-                                    o.causal, scale, true, &got[0], &got[1], &got[2]);
-    CHECK(st == EM_OK, "%s: the device declined or failed: %s", what, em_last_error());
+                                    o.causal, scale, &got[0], &got[1], &got[2]);
+    CHECK(st == EM_OK, "%s: the device failed: %s", what, em_last_error());
     CHECK(tn_fallback_count(EM_OP_SDPA_BACKWARD) == before, "%s: ran on the cpu", what);
+    CHECK(tn_lowered_count(EM_OP_SDPA_BACKWARD) == lowered, "%s: the device declined", what);
     /* bf16: P and dS are rounded to bf16 for the products, as in the forward */
     double tol = em_tensor_dtype(q) == EM_BF16 ? 2.5e-2 : 4e-3;
     static const char *names[3] = {"dq", "dk", "dv"};
@@ -381,7 +383,7 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         em_config_set("cuda_attn_bwd_dq", var == 1 ? "1" : NULL);
         em_config_set("cuda_attn_bwd_dkdv", var == 2 ? "1" : NULL);
         st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), lse, mk, o.causal,
-                              scale, true, &got[0], &got[1], &got[2]);
+                              scale, &got[0], &got[1], &got[2]);
         CHECK(st == EM_OK, "%s: with lse, the device declined or failed: %s", what,
               em_last_error());
         for (int i = 0; i < 3 && st == EM_OK; i++) {

@@ -298,9 +298,9 @@ static void check_sdpa_backward(void)
                     em_sdpa(q, kt, v, m, (em_sdpa_opts){.causal = causal, .scale = scale});
                 double *ov = o ? h_values(o) : NULL;
                 em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
-                em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, m, NULL, mk, causal, scale,
-                                                    false, &gq, &gk, &gvv)
-                                 : EM_ERR_INTERNAL;
+                em_status st =
+                    o ? tn_sdpa_backward(q, kt, v, o, g, m, NULL, mk, causal, scale, &gq, &gk, &gvv)
+                      : EM_ERR_INTERNAL;
                 CHECK(st == EM_OK, "sdpa_backward %s case %d: %s", em_dtype_name(dt), c,
                       em_last_error());
                 if (st == EM_OK && ov) {
@@ -343,9 +343,9 @@ static void check_sdpa_backward(void)
                    *dk = malloc(sizeof(double) * B * S * E),
                    *dv = malloc(sizeof(double) * B * S * E);
             em_tensor *gq = NULL, *gk = NULL, *gvv = NULL;
-            em_status st = o ? tn_sdpa_backward(q, kt, v, o, g, NULL, NULL, 0, c == 1, scale, false,
-                                                &gq, &gk, &gvv)
-                             : EM_ERR_INTERNAL;
+            em_status st =
+                o ? tn_sdpa_backward(q, kt, v, o, g, NULL, NULL, 0, c == 1, scale, &gq, &gk, &gvv)
+                  : EM_ERR_INTERNAL;
             CHECK(st == EM_OK, "sdpa_backward %s D=64: %s", em_dtype_name(dt), em_last_error());
             if (st == EM_OK && ov) {
                 ref_sdpa_bwd(qv, kv, vv, ov, gv, B, L, S, E, E, true, NULL, 0, c == 1, scale, dq,
@@ -371,8 +371,7 @@ static void check_sdpa_backward(void)
               *k0 = em_ones(EM_SHAPE(2, 0, 4), EM_F32, h_dev);
     em_tensor *o = em_sdpa(q, k0, k0, NULL, (em_sdpa_opts){0});
     em_tensor *gq = NULL, *gk = NULL, *gv = NULL;
-    CHECK(o && tn_sdpa_backward(q, k0, k0, o, o, NULL, NULL, 0, false, 0.5, false, &gq, &gk, &gv) ==
-                   EM_OK,
+    CHECK(o && tn_sdpa_backward(q, k0, k0, o, o, NULL, NULL, 0, false, 0.5, &gq, &gk, &gv) == EM_OK,
           "sdpa_backward S = 0");
     if (gq) CHECK(em_item_f64(em_sum(em_abs(gq), EM_ALL, false)) == 0, "sdpa_backward S = 0: dq");
     em_scope_end();
@@ -584,7 +583,7 @@ static void check_norm_backward(void)
                             em_tensor *ww = dev && w ? em_to_device(w, EM_CPU) : w;
                             em_tensor *gg = dev ? em_to_device(g, EM_CPU) : g;
                             em_status st =
-                                tn_norm_backward(xx, ww, gg, nn, eps, rms, false, &d[0],
+                                tn_norm_backward(xx, ww, gg, nn, eps, rms, &d[0],
                                                  has_w ? &d[1] : NULL, with_b ? &d[2] : NULL);
                             CHECK(st == EM_OK, "%s: %s", what, em_last_error());
                             h_check_tensor(what, d[0], edx, s, atol, rtol);
@@ -604,22 +603,22 @@ static void check_norm_backward(void)
             }
     em_scope_begin();
     em_tensor *x = em_zeros(EM_SHAPE(2, 3), EM_F32, h_dev), *d = NULL, *dw = NULL, *db = NULL;
-    CHECK(tn_norm_backward(x, NULL, em_zeros(EM_SHAPE(2, 4), EM_F32, h_dev), 1, 1e-5, false, false,
-                           &d, NULL, NULL) != EM_OK &&
+    CHECK(tn_norm_backward(x, NULL, em_zeros(EM_SHAPE(2, 4), EM_F32, h_dev), 1, 1e-5, false, &d,
+                           NULL, NULL) != EM_OK &&
               !d,
           "g of another shape");
     CHECK_ERR(EM_ERR_SHAPE, "tn_norm_backward: g has shape [2, 4], expected [2, 3]");
-    CHECK(tn_norm_backward(x, em_zeros(EM_SHAPE(3), EM_F64, h_dev), x, 1, 1e-5, false, false, &d,
-                           &dw, NULL) != EM_OK,
+    CHECK(tn_norm_backward(x, em_zeros(EM_SHAPE(3), EM_F64, h_dev), x, 1, 1e-5, false, &d, &dw,
+                           NULL) != EM_OK,
           "weight of another dtype");
     CHECK_ERR(EM_ERR_DTYPE, "tn_norm_backward: weight has dtype f64");
-    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, false, false, &d, &dw, NULL) != EM_OK && !dw,
+    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, false, &d, &dw, NULL) != EM_OK && !dw,
           "a weight gradient without a weight");
     CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward");
-    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, true, false, &d, NULL, &db) != EM_OK,
+    CHECK(tn_norm_backward(x, NULL, x, 1, 1e-5, true, &d, NULL, &db) != EM_OK,
           "a bias gradient for rms norm");
     CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward");
-    CHECK(tn_norm_backward(x, NULL, x, 3, 1e-5, false, false, &d, NULL, NULL) != EM_OK,
+    CHECK(tn_norm_backward(x, NULL, x, 3, 1e-5, false, &d, NULL, NULL) != EM_OK,
           "n_norm past the rank");
     CHECK_ERR(EM_ERR_INVALID_ARG, "tn_norm_backward: n_norm 3 of a rank-2 x");
     em_scope_end();
