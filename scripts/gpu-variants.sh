@@ -10,8 +10,8 @@
 # Binaries: gpu-prebuilt/ (scripts/gpu-prebuild.sh) where present, else build-gpu/ as
 # scripts/gpu-check.sh builds it. Output: the table on stdout, logs under $OUT (or
 # gpu-variants-logs/).
-# Usage: VARS="EMBER_CUDA_ATTN_BWD_DKDV=2 EMBER_CUDA_ATTN_BWD_DQ=1" TEST=cuda_test_cuda_attention \
-#            NCU=em_attn_bwd scripts/gpu-variants.sh sdpa_fwbw
+# Usage: VARS="EMBER_CUDA_CONV_KERNEL=mma EMBER_CUDA_CONV_KERNEL=sgt_im2col" TEST=cuda_test_cuda_nn \
+#            NCU=em_conv scripts/gpu-variants.sh conv_f32
 set -u
 cd "$(dirname "$0")/.."
 [ $# -gt 0 ] || { echo "usage: VARS='NAME=VALUE ...' $0 case-prefix ..." >&2; exit 2; }
