@@ -6,6 +6,7 @@
 // shared memory. The batch joins the columns (n L + l), so small images still fill a tile.
 // Uses the mma.sync helpers of matmul.cu (same unit). Contiguous x [N][Cx][H][W], w
 // [Cy][Cg][Kh][Kw], y [N][Cy][OH][OW]; the host checks every offset fits in 32 bits.
+#include "matmul.cuh"
 
 struct convig { // matches conv_ig_arg in cuda_backend.c
     int H, W, OW;

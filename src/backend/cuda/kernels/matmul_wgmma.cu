@@ -3,6 +3,7 @@
 // (TMA), sm_90a only. Shared tiles use the 128-byte swizzled layout the copy engine writes: each
 // tile row is 128 bytes with its 16-byte chunk kc at position kc ^ (row % 8), groups of 8 rows
 // 1024 bytes apart (the descriptor's stride byte offset); tiles start 1024-byte aligned.
+#include "matmul.cuh"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // sm_90a: the wgmma instructions
 // One m64n256 product, D += A . B: OP names shape and types ("m64n256k16.f32.bf16.bf16"), TAIL the
 // immediates (scale-d, the operand scales and, for 16-bit types, the transpose flags).
