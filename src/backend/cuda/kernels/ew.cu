@@ -5,6 +5,7 @@
 // conversions bit for bit (src/backend/cpu/cpu.h, src/core/dtype.c). Operands are strided
 // views described by struct ew_idx (rank-collapsed by the host, element strides, out last).
 #include "op_codes.cuh"
+#include "ew_scalar.cuh"
 #include "prelude.cuh"
 
 #define EW_F64  0
