@@ -320,7 +320,7 @@ cuda_module_origin cuda_module_origin_of(int device);
 /* The cache folder and name pattern of device's module files ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
-/* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of the base source):
+/* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of kernels/matmul.cuh):
  * batch shape and the operands' batch strides (0 where broadcast), M K N, the row/column
  * strides of A [M, K] and B [K, N], the number of batch entries. */
 /* MATMUL_BIAS_ACT's epilogue as the kernels take it (kernels/matmul.cu, struct mmep): on = 0 for

@@ -165,7 +165,7 @@ typedef struct attn_strided { /* matches `struct strided` of the base kernel sou
     int rank;
 } attn_strided;
 
-/* t gathered into a contiguous pooled buffer (the base source's strided copy kernel). */
+/* t gathered into a contiguous pooled buffer (kernels/copy.cu's strided copy). */
 static void *packed(const ir_tensor *t, int dev, const char *what)
 {
     long long n = ir_numel(t);

@@ -139,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(AR_T)
     attn_rows<double>(sc, mask, g);
 }
 
-// flag = 1 when any element of v (a strided view, `struct strided` of the base source) is
+// flag = 1 when any element of v (a strided view, `struct strided` of prelude.cuh) is
 // not finite.
 template <typename T> __device__ void attn_nonfinite(const T *v, i64 n, strided s, int *flag)
 {
