@@ -458,8 +458,8 @@ int main(int argc, char **argv)
     /* conv2d 3x3 pad 1, C -> C: [16, 64, 56, 56], [16, 128, 56, 56], [32, 256, 28, 28] and
      * [32, 512, 14, 14]; f16/bf16 also on each path forced (config cuda_conv_kernel; Ember
      * only): _mma the mma.sync implicit GEMM, _cols the columns and one product, _tw the wgmma
-     * implicit GEMM; f32 also on the copy-engine kernels (_sgt: 4-D boxes, _i2c: the im2col
-     * mode, _i2c_s1: the same without split-K, config cuda_conv_splits = 1) */
+     * implicit GEMM; f32 also on each path forced (_mma: the FFMA implicit GEMM, _i2c: the
+     * copy engine's im2col mode, _i2c_s1: the same without split-K, config cuda_conv_splits = 1) */
     for (int c = 0; c < 4; c++)
         for (int t = 0; t < 3; t++) {
             const char *tn[] = {"f32", "bf16", "f16"};
@@ -482,8 +482,8 @@ int main(int argc, char **argv)
             }
             em_config_set("cuda_conv_kernel", NULL);
             for (int f = 0; t == 0 && f < 3; f++) {
-                const char *path[] = {"sgt", "sgt_im2col", "sgt_im2col"},
-                           *suf[] = {"sgt", "i2c", "i2c_s1"};
+                const char *path[] = {"mma", "sgt_im2col", "sgt_im2col"},
+                           *suf[] = {"mma", "i2c", "i2c_s1"};
                 char forced[56];
                 snprintf(forced, sizeof forced, "%s_%s", name, suf[f]);
                 em_config_set("cuda_conv_kernel", path[f]);

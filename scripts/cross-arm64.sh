@@ -39,29 +39,30 @@ if [ $ALL = 1 ]; then
 else
     cmake --build "$B" -j "$(nproc)" --target cpu_test_gemm
 fi
-# the static relink, from CMake's object and archives (the linker's warnings, about dlopen in a
-# static program, go to static-link.log)
-(cd "$B/tests" && rm -f cpu_test_gemm_static && aarch64-linux-gnu-gcc -O2 -static \
-    -o cpu_test_gemm_static CMakeFiles/cpu_test_gemm.dir/cpu/test_gemm.c.o libember_testlib.a \
-    ../libember.a -lm -ldl -lpng16 -lz -ljpeg -lsqlite3 -lncursesw -ltinfo -lpthread 2>static-link.log) ||
-    { cat "$B/tests/static-link.log" >&2; exit 1; }
-EMBER_NUM_THREADS=2 EMBER_TEST_GEMM_SETS=neon qemu-aarch64 "$B/tests/cpu_test_gemm_static"
-[ $SUITE = 1 ] || exit 0
-
-# every other test program: CMake's link line with the shared libraries swapped for their static
-# archives, then a run from the source root as ctest runs it
+# A test program relinked statically: CMake's link line (the libraries the split produced, in its
+# order) with the shared libraries swapped for their static archives, into tests/static/ (the
+# linker's messages, about dlopen in a static program among them, in static/<test>.link).
 S="$B/tests/static"
 mkdir -p "$S"
+static_link() {
+    local t=$1 cmd
+    cmd=$(sed -e "s# -o $t # -o static/$t #" -e 's#-O2 -DNDEBUG#-O2 -DNDEBUG -static#' \
+        -e 's#/usr/lib/aarch64-linux-gnu/libzip.so##' \
+        -e 's#/usr/lib/aarch64-linux-gnu/lib\([a-z0-9]*\)\.so#-l\1#g' -e 's#-lpng #-lpng16 #' \
+        "$B/tests/CMakeFiles/$t.dir/link.txt")
+    (cd "$B/tests" && eval "$cmd -lm -lpthread" >"static/$t.link" 2>&1)
+}
+static_link cpu_test_gemm || { cat "$S/cpu_test_gemm.link" >&2; exit 1; }
+EMBER_NUM_THREADS=2 EMBER_TEST_GEMM_SETS=neon qemu-aarch64 "$S/cpu_test_gemm"
+[ $SUITE = 1 ] || exit 0
+
+# every other test program likewise, then a run from the source root as ctest runs it
 fails=0
 for d in "$B"/tests/CMakeFiles/*.dir; do
     t=$(basename "$d" .dir)
     [ -f "$d/link.txt" ] && [ -f "$B/tests/$t" ] || continue
     case $t in cpu_test_gemm | core_test_core | cuda_test_cuda_mock) continue ;; esac
-    cmd=$(sed -e "s# -o $t # -o static/$t #" -e 's#-O2 -DNDEBUG#-O2 -DNDEBUG -static#' \
-        -e 's#/usr/lib/aarch64-linux-gnu/libzip.so##' \
-        -e 's#/usr/lib/aarch64-linux-gnu/lib\([a-z0-9]*\)\.so#-l\1#g' -e 's#-lpng #-lpng16 #' \
-        "$d/link.txt")
-    if ! (cd "$B/tests" && eval "$cmd -lm -lpthread" >"static/$t.link" 2>&1); then
+    if ! static_link "$t"; then
         echo "$t: not linked statically ($(grep -m1 -o "undefined reference to \`[a-z_0-9]*'\|cannot find -l[a-z0-9]*\|static link of dynamic object \`[^']*'" "$S/$t.link" || echo "see $S/$t.link"))"
         continue
     fi

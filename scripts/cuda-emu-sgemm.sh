@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Runs the exact f32 matmul kernels (em_mm_sgemm, em_mm_sgemm_v4_* on both tile sizes, and the
-# copy-engine em_mm_sgt_* and em_conv_sgt_f32 through scripts/cuda_emu/sgt_emu.cpp) on the CPU
+# copy-engine em_mm_sgt_* and em_conv_sgt_f32_i2c through scripts/cuda_emu/sgt_emu.cpp) on the CPU
 # through scripts/cuda_emu/sgemm_emu.cpp, against f64 sums: a check of the kernels' index
 # arithmetic without a GPU (ctest cuda.sgemm_emu where g++ and python3 are found). Needs g++ with
 # C++20 and python3; about 15 s on 2 cores (6.35 million checks, 256 threads per block).
@@ -17,7 +17,7 @@ b = s.index("// ---- f16 / bf16 for any strides")
 open(sys.argv[1], "w").write(s[i:s.index("\n}\n", i) + 3] + s[a:b])
 PY
 # the copy-engine kernels (kernels/matmul_wgmma.cu): the tile walk (and its split-K units), the producer's loop, the
-# convolution's geometry and the em_mm_sgt_* / em_conv_sgt_f32 section, without the register moves (setmaxnreg) and the shared array's declaration
+# convolution's geometry and the em_mm_sgt_* / em_conv_sgt_f32_i2c section, without the register moves (setmaxnreg) and the shared array's declaration
 python3 - "$out/sgt_emu_kernels.inc" <<'PY'
 import sys
 s = open("src/backend/cuda/kernels/matmul_wgmma.cu").read()

@@ -59,11 +59,10 @@ else
     B=build-gpu
     t0=$(date +%s.%N)
     if cmake -S . -B $B -DCMAKE_BUILD_TYPE=Release >"$LOGS/configure.log" 2>&1 &&
-        cmake --build $B -j "$(nproc)" >"$LOGS/build.log" 2>&1; then
+        cmake --build $B -j "$(nproc)" >"$LOGS/build.log" 2>&1 &&
+        cmake --build $B -j "$(nproc)" --target gpu_bench >>"$LOGS/build.log" 2>&1; then
         cp $B/tests/cuda_test_cuda* $B/tests/ops_conformance $B/tests/autodiff_gradcheck \
             $B/tests/optim_test_optim $B/ 2>/dev/null
-        cc -O2 -std=c11 -D_GNU_SOURCE -Iinclude -I$B/gen/include -Isrc -o $B/gpu_bench bench/gpu_bench.c $B/libember.a \
-            -lm -lpthread -ldl $(pkg-config --libs libzip zlib libpng libjpeg sqlite3) 2>>"$LOGS/build.log"
         row "build (cmake, Release)" "ok" "$(secs "$t0" "$(date +%s.%N)") s"
     else
         row "build (cmake, Release)" "FAIL" "see configure.log / build.log (run gpu-prebuild.sh elsewhere)"

@@ -14,10 +14,16 @@
 #include <vector>
 #include <functional>
 typedef long long i64;
+typedef unsigned long long u64;
+// the headers the kernels include: attention_mma.cuh's PTX is emulated below, and prelude.cuh
+// holds nothing they use beyond the types above
+#define EMBER_CUDA_PRELUDE_CUH
+#define EMBER_CUDA_ATTENTION_MMA_CUH
 #define __device__
 #define __forceinline__
 #define __global__
 #define __align__(x)
+#define __launch_bounds__(...)
 struct dim3e {
     unsigned x, y, z;
 };
@@ -87,6 +93,16 @@ static void attn_ldsm4(unsigned addr, unsigned &r0, unsigned &r1, unsigned &r2, 
     }
     wsync();
     r0 = r[0], r1 = r[1], r2 = r[2], r3 = r[3];
+}
+static void attn_cp_commit()
+{
+}
+template <int N> static void attn_cp_wait()
+{
+}
+static unsigned short *attn_dyn_smem()
+{
+    return (unsigned short *)g_smem;
 }
 static void attn_sts32(unsigned addr, unsigned x)
 {
@@ -175,7 +191,8 @@ static int __any_sync(unsigned, int p)
     wsync();
     return r;
 }
-#include "attention_emu_kernels.inc" // written by the script from the kernel sources
+#include "../../src/backend/cuda/kernels/attention_bwd.cu"
+#include "../../src/backend/cuda/kernels/attention_flash2.cu"
 
 static int run_forward()
 {
@@ -329,10 +346,12 @@ static int run(int B, int L, int S, bool causal, double scale, unsigned grid)
         attn_bwd_dq<BF, D, MK>(q.data(), k.data(), v.data(), o.data(), g.data(), mask, gq.data(),
                                lse.data(), dd.data(), nullptr, a);
     });
-    launch([&] {
-        attn_bwd_dkdv<BF, D, MK>(q.data(), k.data(), v.data(), g.data(), mask, lse.data(),
-                                 dd.data(), gk.data(), gv.data(), a);
-    });
+    launch(
+        [&] {
+            attn_bwd_dkdv2<BF, D, MK>(q.data(), k.data(), v.data(), g.data(), mask, lse.data(),
+                                      dd.data(), gk.data(), gv.data(), a);
+        },
+        256);
     int fails = 0;
     auto cmp = [&](const char *nm, std::vector<unsigned short> &got, std::vector<double> &want) {
         double mx = 0, err = 0;
@@ -371,20 +390,13 @@ static int run(int B, int L, int S, bool causal, double scale, unsigned grid)
     cmp("dq2 (forward's lse)", gq, dq);
     std::fill(gk.begin(), gk.end(), 0x7fc0);
     std::fill(gv.begin(), gv.end(), 0x7fc0);
-    launch([&] {
-        attn_bwd_dkdv<BF, D, MK>(q.data(), k.data(), v.data(), g.data(), mask, lse_ref.data(),
-                                 dd2.data(), gk.data(), gv.data(), a);
-    });
-    cmp("dk (forward's lse)", gk, dk), cmp("dv (forward's lse)", gv, dv);
-    std::fill(gk.begin(), gk.end(), 0x7fc0);
-    std::fill(gv.begin(), gv.end(), 0x7fc0);
     launch(
         [&] {
             attn_bwd_dkdv2<BF, D, MK>(q.data(), k.data(), v.data(), g.data(), mask, lse_ref.data(),
                                       dd2.data(), gk.data(), gv.data(), a);
         },
         256);
-    cmp("dk (dkdv2)", gk, dk), cmp("dv (dkdv2)", gv, dv);
+    cmp("dk (forward's lse)", gk, dk), cmp("dv (forward's lse)", gv, dv);
     return fails;
 }
 int main()

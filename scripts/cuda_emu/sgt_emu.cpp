@@ -1,5 +1,5 @@
 // The exact f32 matmul and convolution kernels fed by the copy engine (em_mm_sgt_* and
-// em_conv_sgt_f32 of kernels/matmul_wgmma.cu) run on the CPU: one std::thread per CUDA thread of a
+// em_conv_sgt_f32_i2c of kernels/matmul_wgmma.cu) run on the CPU: one std::thread per CUDA thread of a
 // block, blocks one after the other. The bulk tensor copy (2-D and 4-D boxes, zero fill off the
 // operand on either side, the 128-byte swizzle or none), the mbarriers
 // (arrivals, transaction bytes, phase parity) and __syncwarp are emulated, so the kernels' stage
@@ -214,7 +214,7 @@ template <typename Body> static void launch(unsigned blocks, Body body)
     }
 }
 
-// em_conv_sgt_f32 against f64 sums: x channels-last [N][H][W][C], w [Cout][KH][KW][C], the
+// em_conv_sgt_f32_i2c against f64 sums: x channels-last [N][H][W][C], w [Cout][KH][KW][C], the
 // geometry as conv_sgt (cuda_conv.c) sets it, tw_conv_tiles' column tiles of 128 included; with
 // splits > 1, each tile's k tiles in that many ranges, then em_conv_splitk_f32's sums.
 static void check_conv(bool i2c, int splits, int N, int C, int H, int W, int Cout, int KH, int KW,
@@ -244,10 +244,7 @@ static void check_conv(bool i2c, int splits, int N, int C, int H, int W, int Cou
     const float *bp = bias.data();
     const unsigned units = (unsigned)((Cout + 127) / 128 * g.ntiles * splits);
     launch(blocks < units ? blocks : units, [&] {
-        if (i2c)
-            em_conv_sgt_f32_i2c(ma, mb, y.data(), ws.data(), bp, g);
-        else
-            em_conv_sgt_f32(ma, mb, y.data(), ws.data(), bp, g);
+        em_conv_sgt_f32_i2c(ma, mb, y.data(), ws.data(), bp, g);
     });
     if (splits > 1) launch(2, [&] { em_conv_splitk_f32(y.data(), ws.data(), bp, g); });
     int bad = 0;
@@ -337,12 +334,11 @@ int main()
                              {1, 32, 11, 11, 20, 3, 3, 1, 1, 0, 0, 1, 1, 1}};
     // each also split-K: 3 k ranges (of 3 k tiles each for 3 x 3 taps of 32 channels, 8, 8 and 9
     // for 5 x 5, one each for the 1 x 1 kernel's 3), and 2 for the first
-    for (int i2c = 0; i2c < 2; i2c++)
-        for (auto &c : convs)
-            for (int splits = 1; splits <= 3; splits++)
-                if (splits != 2 || &c == convs)
-                    check_conv(i2c, splits, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8],
-                               c[9], c[10], c[11], c[12], (unsigned)c[13], checks, wrong);
+    for (auto &c : convs)
+        for (int splits = 1; splits <= 3; splits++)
+            if (splits != 2 || &c == convs)
+                check_conv(true, splits, c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8],
+                           c[9], c[10], c[11], c[12], (unsigned)c[13], checks, wrong);
     printf("copy-engine kernels: %lld passed, %lld failed\n", checks - wrong, wrong);
     return wrong != 0;
 }

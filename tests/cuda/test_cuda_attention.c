@@ -3,10 +3,9 @@
  * tiles, tails, causal with L != S, bool and additive masks, permuted, transposed and broadcast
  * inputs) and the general kernel (every float dtype, bool and additive masks, keys and head dims
  * past its shared-memory caches, more than 512 value columns, more than 2^16 rows, transposed and
- * flipped inputs, empty and fully masked cases). The flash cases run under both forward kernels
- * (config cuda_flash_variant 1 and 2). The fused backward (SDPA_BACKWARD) against the cpu's
- * record on the same shapes, layouts and masks, and through the autodiff rule. Without a CUDA
- * device it prints one line and passes. */
+ * flipped inputs, empty and fully masked cases). The fused backward (SDPA_BACKWARD) against the
+ * cpu's record on the same shapes, layouts and masks, and through the autodiff rule. Without a
+ * CUDA device it prints one line and passes. */
 #include <math.h>
 #include <string.h>
 
@@ -73,8 +72,6 @@ static em_tensor *flip0(em_tensor *t)
     return em_flip(t, EM_AXES(0));
 }
 
-/* The flash kernel variant under test (config cuda_flash_variant; NULL: the default). */
-static const char *flash_variant;
 /* check() runs flash cases: the two-output record must give the lse (else it must decline). */
 static bool flash_cases;
 
@@ -119,15 +116,10 @@ static void check_lse(const char *what, em_tensor *got, em_tensor *want)
 
 /* Runs em_sdpa on the cpu tensors (after `view`) and on device copies of them (the same view),
  * and compares, with the device's lse (the two-output record) against lse_ref; with `general`
- * also with the flash kernel switched off (once, under the default variant), which declines the
- * two-output record. */
-static void check(const char *what0, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
+ * also with the flash kernel switched off, which declines the two-output record. */
+static void check(const char *what, em_tensor *q, em_tensor *k, em_tensor *v, em_tensor *m,
                   view_fn vq, view_fn vk, em_sdpa_opts o, double atol, double rtol, bool general)
 {
-    char what[200];
-    snprintf(what, sizeof what, "%s%s%s", what0, flash_variant ? " variant " : "",
-             flash_variant ? flash_variant : "");
-    general = general && !flash_variant;
     em_scope_begin();
     em_tensor *want = em_sdpa(vq(q), vk(k), vk(v), m, o);
     CHECK_OK(what);
@@ -373,30 +365,22 @@ static void check_bwd(const char *what, em_tensor *q, em_tensor *k, em_tensor *v
         snprintf(name, sizeof name, "%s: %s", what, names[i]);
         compare_rel(name, got[i], want[i], tol);
     }
-    /* again with the lse of the device's forward on the same inputs (no first pass), under both
-       dq kernels (config cuda_attn_bwd_dq: the dq2 kernel by default, 1 the first pass's) */
+    /* again with the lse of the device's forward on the same inputs: the dq2 kernel, no first
+       pass */
     em_tensor *lse = NULL;
     tn_sdpa_lse(qd, kd, vd, on_dev(m), o, &lse);
     CHECK(lse, "%s: the device's forward wrote no lse (%s)", what, em_last_error());
-    for (int var = 0; var < 3 && lse; var++) {
-        /* 0: the defaults; 1: the first-pass dq kernel; 2: the dk/dv kernel of 4 warps */
-        em_config_set("cuda_attn_bwd_dq", var == 1 ? "1" : NULL);
-        em_config_set("cuda_attn_bwd_dkdv", var == 2 ? "1" : NULL);
+    if (lse) {
         st = tn_sdpa_backward(qd, kd, vd, on_dev(out), on_dev(g), on_dev(m), lse, mk, o.causal,
                               scale, &got[0], &got[1], &got[2]);
         CHECK(st == EM_OK, "%s: with lse, the device declined or failed: %s", what,
               em_last_error());
         for (int i = 0; i < 3 && st == EM_OK; i++) {
             char name[240];
-            snprintf(name, sizeof name, "%s: %s (forward's lse, %s)", what, names[i],
-                     var == 0   ? "defaults"
-                     : var == 1 ? "dq kernel 1"
-                                : "dk/dv kernel 1");
+            snprintf(name, sizeof name, "%s: %s (forward's lse)", what, names[i]);
             compare_rel(name, got[i], want[i], tol);
         }
     }
-    em_config_set("cuda_attn_bwd_dq", NULL);
-    em_config_set("cuda_attn_bwd_dkdv", NULL);
     em_clear_error();
     em_scope_end();
 }
@@ -540,11 +524,5 @@ int main(void)
     test_general();
     test_backward();
     test_flash();
-    /* the flash cases again with the other forward kernel (kernels/attention.cu) */
-    flash_variant = "1";
-    em_config_set("cuda_flash_variant", flash_variant);
-    test_flash();
-    em_config_set("cuda_flash_variant", NULL);
-    flash_variant = NULL;
     return h_finish();
 }

@@ -157,8 +157,7 @@ static void test_int_matmul(void)
 }
 
 /* Which dtypes test_conv runs: all, only f16/bf16 (again on each path of config
- * cuda_conv_kernel) or only f32 (again on each copy-engine path: cuda_conv_kernel sgt, sgt_im2col).
- */
+ * cuda_conv_kernel) or only f32 (again on the copy-engine path: cuda_conv_kernel sgt_im2col). */
 enum { CONV_ALL, CONV_HALVES, CONV_F32 };
 
 static void test_conv(int only)
@@ -335,12 +334,11 @@ static void test_conv_large(void)
         }
 }
 
-/* The f32 copy-engine convolutions (config cuda_conv_kernel sgt: 4-D boxes, sgt_im2col: the
- * im2col mode, which auto takes from 128 input channels) at the sizes of test_conv_large, where
- * each block walks several tiles, and at [32, 512, 14, 14] (boxes: two column tiles of 7 rows an
- * image; im2col: tiles across rows and images), against em_conv_ig_f32 on the same values; each
- * also split-K (config cuda_conv_splits: 3 k ranges on sgt, 2 on sgt_im2col), summed by
- * em_conv_splitk_f32 with the bias. */
+/* The f32 copy-engine convolution (config cuda_conv_kernel sgt_im2col: the im2col mode, which
+ * auto takes from 128 input channels) at the sizes of test_conv_large, where each block walks
+ * several tiles, and at [32, 512, 14, 14] (tiles across rows and images), against
+ * em_conv_ig_f32 on the same values; also split-K (config cuda_conv_splits: 3 and 2 k ranges),
+ * summed by em_conv_splitk_f32 with the bias. */
 static void test_conv_large_f32(void)
 {
     const struct {
@@ -358,23 +356,23 @@ static void test_conv_large_f32(void)
         em_conv_opts o = {.pad_lo = {cs[p].pad, cs[p].pad}, .pad_hi = {cs[p].pad, cs[p].pad}};
         em_config_set("cuda_conv_kernel", "mma");
         em_tensor *want = em_conv2d(x, w, b, o);
-        /* sgt, sgt_im2col, auto (sgt_im2col from 128 channels), then the first two split-K */
-        for (int i = 0; i < 5; i++) {
-            const char *path = i % 3 == 0 ? "sgt" : i % 3 == 1 ? "sgt_im2col" : "auto";
-            const char *kern = i % 3 ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
-            const char *splits = i == 3 ? "3" : i == 4 ? "2" : "1";
-            em_config_set("cuda_conv_kernel", i == 2 ? NULL : path);
-            em_config_set("cuda_conv_splits", i == 2 ? NULL : splits);
+        /* sgt_im2col, auto (sgt_im2col from 128 channels), then sgt_im2col split-K */
+        for (int i = 0; i < 4; i++) {
+            const char *path = i == 1 ? "auto" : "sgt_im2col";
+            const char *kern = "em_conv_sgt_f32_i2c";
+            const char *splits = i == 2 ? "3" : i == 3 ? "2" : "1";
+            em_config_set("cuda_conv_kernel", i == 1 ? NULL : path);
+            em_config_set("cuda_conv_splits", i == 1 ? NULL : splits);
             uint64_t n0 = cuda_kernel_uses(dev.index, kern),
                      s0 = cuda_kernel_uses(dev.index, "em_conv_splitk_f32");
             char what[112];
             snprintf(what, sizeof what, "conv2d f32 %s on %s, %s k ranges",
-                     tn_dims_str(cs[p].x.dims, cs[p].x.rank), path, i == 2 ? "auto" : splits);
+                     tn_dims_str(cs[p].x.dims, cs[p].x.rank), path, i == 1 ? "auto" : splits);
             /* both f32 sums of up to 4608 terms of size < 1, in different orders */
             compare(what, em_conv2d(x, w, b, o), want, 2e-3, 1e-4);
             if (cuda_wgmma_device(dev.index)) {
                 CHECK(cuda_kernel_uses(dev.index, kern) > n0, "%s: %s did not run", what, kern);
-                if (i >= 3)
+                if (i >= 2)
                     CHECK(cuda_kernel_uses(dev.index, "em_conv_splitk_f32") > s0,
                           "%s: em_conv_splitk_f32 did not run", what);
             }
@@ -474,21 +472,22 @@ int main(void)
     test_norms();
     test_int_matmul();
     test_conv(CONV_ALL);
-    /* f32 on each copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
+    /* f32 on the copy-engine kernel (sm_90: one group, 32k input channels, stride 1), the
      * rest on em_conv_ig_f32 as without it; five of the cases fit, each run with and without
      * a bias */
-    const char *f32paths[] = {"sgt", "sgt_im2col"};
-    for (int i = 0; i < 2; i++) {
-        const char *kern = i ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32";
+    {
+        const char *kern = "em_conv_sgt_f32_i2c";
         uint64_t n0 = cuda_kernel_uses(dev.index, kern);
-        em_config_set("cuda_conv_kernel", f32paths[i]);
+        em_config_set("cuda_conv_kernel", "sgt_im2col");
         test_conv(CONV_F32);
         em_config_set("cuda_conv_kernel", NULL);
         em_device_sync(dev);
         uint64_t n = cuda_kernel_uses(dev.index, kern) - n0;
         if (cuda_wgmma_device(dev.index))
-            CHECK(n >= 10, "cuda_conv_kernel %s: %s ran %llu times, not for every case that fits",
-                  f32paths[i], kern, (unsigned long long)n);
+            CHECK(n >= 10,
+                  "cuda_conv_kernel sgt_im2col: %s ran %llu times, not for every case "
+                  "that fits",
+                  kern, (unsigned long long)n);
     }
     /* f16/bf16 conv on each path asked for where the shape allows it (else the mma.sync
      * implicit GEMM): mma.sync everywhere, the columns and one product (one group, 8k input

@@ -269,9 +269,9 @@ em_status cuda_copy_peer(int dst_device, void *dst, int src_device, const void *
 
 /* ---- kernels ----------------------------------------------------------------------------------
  * Every file of src/backend/cuda/kernels/ is embedded at build time (NULL-terminated lists of
- * sources and of their names without extension). Files whose names share the stem before the
- * first '_' ("matmul", "matmul_wgmma") form one unit; each unit, after the base source of
- * cuda_kernels.c, is its own NVRTC program and module. */
+ * sources and of their file names). Each .cu file includes the .cuh headers it uses; .cu files
+ * whose names share the stem before the first '_' ("matmul.cu", "matmul_wgmma.cu") form one unit,
+ * an NVRTC program of an #include of each (in name order) and one module. */
 extern const char *const cuda_embedded_sources[];
 extern const char *const cuda_embedded_names[];
 
@@ -320,7 +320,7 @@ cuda_module_origin cuda_module_origin_of(int device);
 /* The cache folder and name pattern of device's module files ("" when caching is off). */
 const char *cuda_module_cache_path(int device);
 
-/* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of the base source):
+/* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of kernels/matmul.cuh):
  * batch shape and the operands' batch strides (0 where broadcast), M K N, the row/column
  * strides of A [M, K] and B [K, N], the number of batch entries. */
 /* MATMUL_BIAS_ACT's epilogue as the kernels take it (kernels/matmul.cu, struct mmep): on = 0 for

@@ -165,7 +165,7 @@ typedef struct attn_strided { /* matches `struct strided` of the base kernel sou
     int rank;
 } attn_strided;
 
-/* t gathered into a contiguous pooled buffer (the base source's strided copy kernel). */
+/* t gathered into a contiguous pooled buffer (kernels/copy.cu's strided copy). */
 static void *packed(const ir_tensor *t, int dev, const char *what)
 {
     long long n = ir_numel(t);
@@ -195,12 +195,9 @@ static em_status launch_flash(const ir_op *op, const attn_geo *g, const attn_fla
     a.nb = g->nb, a.causal = g->causal, a.mkind = g->mkind;
     memcpy(a.mb, g->mb, sizeof a.mb);
     a.ms[0] = g->ms[0], a.ms[1] = g->ms[1];
-    /* kernels/attention_flash2.cu (4 warps of 32 rows; 1.4x variant 1 on the H200), unless the
-       config cuda_flash_variant is 1: kernels/attention.cu (8 warps of 16 rows) */
-    bool v2 = core_cfg_is(CFG_CUDA_FLASH_VARIANT, "2");
+    /* kernels/attention_flash2.cu: 4 warps of 32 query rows */
     char name[40];
-    snprintf(name, sizeof name, "em_attn_flash%s_%s_d%d%s", v2 ? "2" : "",
-             dt_name(op->out[0]->dtype), (int)g->E,
+    snprintf(name, sizeof name, "em_attn_flash2_%s_d%d%s", dt_name(op->out[0]->dtype), (int)g->E,
              g->mkind == 1   ? "_mbool"
              : g->mkind == 2 ? "_madd"
                              : "");
@@ -208,7 +205,7 @@ static em_status launch_flash(const ir_op *op, const attn_geo *g, const attn_fla
     if (!f) return em_last_status();
     int64_t work = (g->L + 127) / 128 * g->nbatch;
     unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
-    unsigned block[3] = {v2 ? 128 : 256, 1, 1};
+    unsigned block[3] = {128, 1, 1};
     /* the Q tile (128 rows) and two stages of a K and a V tile (64 rows), rows of E + 8 halves */
     unsigned smem = (unsigned)((128 + 4 * 64) * (g->E + 8) * 2);
     void *qp = ptr[0], *kp = ptr[1], *vp = ptr[2], *op_ = ir_ptr(op->out[0]);
@@ -418,9 +415,9 @@ static em_status run_flash_bwd(const ir_op *op, int dev, const char *what)
     unsigned block[3] = {128, 1, 1};
     void *mp = m ? ir_ptr(m) : NULL;
     void *dqp = ir_ptr(dq), *dkp = ir_ptr(dk), *dvp = ir_ptr(dv);
-    /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32), unless
-       config cuda_attn_bwd_dq is 1 */
-    bool dq2 = lse_given && core_cfg_is(CFG_CUDA_ATTN_BWD_DQ, "2");
+    /* with the forward's lse: the dq2 kernel (32 query rows per warp, key tiles of 32); without
+       it the dq kernel, whose first pass computes the lse */
+    bool dq2 = lse_given != NULL;
     if (st == EM_OK && dq2) {
         char name[48];
         snprintf(name, sizeof name, "em_attn_bwd_dq2_%s_d%d%s", dts, (int)D, mks);
@@ -443,20 +440,16 @@ static em_status run_flash_bwd(const ir_op *op, int dev, const char *what)
         st = f ? cuda_launch_grid_smem(dev, f, grid, block, smem, params, what) : em_last_status();
     }
     if (st == EM_OK) {
-        /* the kernel of 8 warps per 128 keys with P and dS through shared memory (on the H200:
-           7.69 against 7.96 ms at B2 H16 S8192 D128, bench/RESULTS.md); config
-           cuda_attn_bwd_dkdv 1: 4 warps per 64 keys */
-        bool v2 = core_cfg_is(CFG_CUDA_ATTN_BWD_DKDV, "2");
-        int kb = v2 ? 128 : 64;
+        /* 8 warps per 128 keys with P and dS through shared memory */
         char name[48];
-        snprintf(name, sizeof name, "em_attn_bwd_dkdv%s_%s_d%d%s", v2 ? "2" : "", dts, (int)D, mks);
+        snprintf(name, sizeof name, "em_attn_bwd_dkdv2_%s_d%d%s", dts, (int)D, mks);
         CUfunction f = cuda_kernel(dev, name, what);
-        int64_t work = (a.S + kb - 1) / kb * a.nbatch;
+        int64_t work = (a.S + 127) / 128 * a.nbatch;
         unsigned grid[3] = {(unsigned)(work > 0x7fffffff ? 0x7fffffff : work), 1, 1};
-        unsigned blk[3] = {v2 ? 256u : 128u, 1, 1};
-        /* v2: K and V tiles of 128 rows, two stages of Q and dO (64 rows), P^T and dS^T
-           [128][72]; both: two stages of 64 lse and 64 D */
-        unsigned sm = v2 ? (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2) : smem;
+        unsigned blk[3] = {256u, 1, 1};
+        /* K and V tiles of 128 rows, two stages of Q and dO (64 rows), P^T and dS^T [128][72],
+           two stages of 64 lse and 64 D */
+        unsigned sm = (unsigned)((2 * 128 + 4 * 64) * (D + 8) * 2 + 2 * 128 * 72 * 2);
         void *params[] = {&ptr[0], &ptr[1], &ptr[2], &ptr[4], &mp, &lse, &dd, &dkp, &dvp, &a};
         st = f ? cuda_launch_grid_smem(dev, f, grid, blk, sm + 4 * 64 * 4, params, what)
                : em_last_status();

@@ -265,8 +265,7 @@ typedef enum conv_path {
     CONV_MMA,  /* conv_igemm: the implicit GEMM on mma.sync (every such shape) */
     CONV_COLS, /* conv_cols: columns written out, then one product on the matmul kernels */
     CONV_TW,   /* conv_tw: the implicit GEMM on wgmma, fed by the copy engine (sm_90) */
-    CONV_SGT,  /* conv_sgt: the exact f32 implicit GEMM fed by the copy engine (sm_90) */
-    CONV_I2C,  /* conv_sgt in the copy engine's im2col mode */
+    CONV_I2C,  /* conv_sgt: the exact f32 implicit GEMM fed by the copy engine's im2col mode */
 } conv_path;
 
 /* An f32 CONV of conv_igemm_ok's shapes that conv_sgt takes: 1-D/2-D, one group, stride 1, input
@@ -287,8 +286,8 @@ static bool conv_half_plain(const ir_op *op, const conv_arg *g, int64_t Cx, int6
 }
 
 /* The path for a CONV: config cuda_conv_kernel = mma, columns or wgmma asks for one (taken
- * where the shape allows it, else mma); for f32, sgt or sgt_im2col, and auto takes sgt_im2col
- * from 128 input channels where it fits; for f16/bf16 auto (the default) takes wgmma where it
+ * where the shape allows it, else mma); for f32, sgt_im2col, and auto takes it from 128 input
+ * channels where it fits; for f16/bf16 auto (the default) takes wgmma where it
  * applies (sm_90, stride 1, input channels a multiple of 64) for at least 64 output channels,
  * else columns for at least 128 output channels on sm_90, else mma, as measured on an H200
  * (bench/RESULTS.md); the faster paths only for at least 64 output positions per image (a weight
@@ -300,14 +299,14 @@ static conv_path conv_choose(int dev, const ir_op *op, const conv_arg *g, int64_
     const char *v = core_cfg_str(CFG_CUDA_CONV_KERNEL);
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
     if (op->out[0]->dtype == EM_F32) {
-        /* sgt / sgt_im2col where they fit, else mma (ig_f32); auto: sgt_im2col from 128 input
-         * channels (H100: 1.38x / 1.40x / 1.10x ig_f32 at 128 / 256 / 512 channels, 0.90x at 64;
+        /* sgt_im2col where it fits, else mma (ig_f32); auto: sgt_im2col from 128 input channels
+         * (H100: 1.38x / 1.40x / 1.10x ig_f32 at 128 / 256 / 512 channels, 0.90x at 64;
          * bench/RESULTS.md) */
         bool fits = conv_sgt_fits(dev, op, g, Cx, G), i2c = cuda_drv.cuTensorMapEncodeIm2col;
         bool autov = !strcmp(v, "auto");
         if (fits && i2c && ((v && !strcmp(v, "sgt_im2col")) || (autov && Cx >= 128 && L >= 64)))
             return CONV_I2C;
-        return fits && v && !strcmp(v, "sgt") ? CONV_SGT : CONV_MMA;
+        return CONV_MMA;
     }
     bool cols =
         conv_half_plain(op, g, Cx, G, 8) && rows * K * 2 <= CONV_COLS_MAX && (L + 31) / 32 <= 65535;
@@ -546,33 +545,29 @@ static int sgt_splits(int64_t tiles, int64_t kts, int64_t sm)
 }
 
 /* y = conv(x, w) + b, x, w, b and y contiguous f32, stride 1, Cin % 32 == 0, on sm_90: x and w to
- * channels-last, then em_conv_sgt_f32 (kernels/matmul_wgmma.cu): the exact FFMA tiles of the
- * em_mm_sgt_* products, A = w [Cout][Kh Kw Cin] in boxes of 32 k x 128 rows, B one 4-D box of
- * {32 channels, BW, BH, 1} of x per k tile (the padding zero-filled by the copy engine), column
- * tiles of at most 128 outputs (tw_conv_tiles), one block of 384 threads per multiprocessor.
+ * channels-last, then em_conv_sgt_f32_i2c (kernels/matmul_sgt.cu): the exact FFMA tiles of the
+ * em_mm_sgt_* products, A = w [Cout][Kh Kw Cin] in boxes of 32 k x 128 rows, B 128 consecutive
+ * output pixels of 32 channels per k tile from the copy engine's im2col mode (the padding
+ * zero-filled by it), one block of 384 threads per multiprocessor.
  * Each output is its f32 sum over (tap, channel) in order, then + b; where sgt_splits cuts the k
  * tiles into ranges, the ranges' sums (the first in y, the others in a workspace) are added in
  * order by em_conv_splitk_f32, then + b. EM_ERR_UNSUPPORTED (nothing recorded) when the driver
  * refuses a tensor map or the tile count leaves int. */
 static em_status conv_sgt(int dev, const ir_tensor *x, const ir_tensor *w, const ir_tensor *b,
-                          const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy, bool i2c,
+                          const ir_tensor *y, const conv_arg *g, int64_t Cx, int64_t Cy,
                           const char *what)
 {
     int64_t KH = g->k[1], KW = g->k[2], K = KH * KW * Cx;
     tw_conv_arg a = tw_conv_geometry(g, Cx, Cy, 32, 128);
-    if (i2c) a.ntiles = (a.npix + 127) / 128;
+    a.ntiles = (a.npix + 127) / 128;
     if ((int64_t)a.ntiles * 128 >= INT32_MAX || K >= INT32_MAX) return EM_ERR_UNSUPPORTED;
     int64_t H = g->img[1], W = g->img[2];
     void *xcl, *wcl;
     cuda_tmap ma, mb;
     em_status st = stage_tw_conv(dev, x, w, g, Cx, Cy, &xcl, &wcl, &ma, what);
-    if (st == EM_OK &&
-        !(i2c ? encode_tmap_im2col(&mb, xcl, g, H, W, Cx)
-              : encode_tmap_image(&mb, 4, xcl, g->n, H, W, Cx, (unsigned)a.BW, (unsigned)a.BH)))
+    if (st == EM_OK && !encode_tmap_im2col(&mb, xcl, g, H, W, Cx))
         st = EM_ERR_UNSUPPORTED; /* nothing recorded: run_conv takes em_conv_ig_f32 */
-    CUfunction f = st == EM_OK
-                       ? cuda_kernel(dev, i2c ? "em_conv_sgt_f32_i2c" : "em_conv_sgt_f32", what)
-                       : NULL;
+    CUfunction f = st == EM_OK ? cuda_kernel(dev, "em_conv_sgt_f32_i2c", what) : NULL;
     if (st == EM_OK && !f) st = em_last_status();
     void *ws = NULL;
     a.splits = sgt_splits((Cy + 127) / 128 * a.ntiles, a.kts, cuda_device(dev)->sm_count);
@@ -641,8 +636,8 @@ em_status cuda_conv_exec(const ir_op *op, int dev, const char *what)
             st = conv_tw(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
             if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
         }
-        if (st == EM_OK && (path == CONV_SGT || path == CONV_I2C)) {
-            st = conv_sgt(dev, &in[0], &in[1], b, y, &g, Cx, Cy, path == CONV_I2C, what);
+        if (st == EM_OK && path == CONV_I2C) {
+            st = conv_sgt(dev, &in[0], &in[1], b, y, &g, Cx, Cy, what);
             if (st == EM_ERR_UNSUPPORTED) path = CONV_MMA, st = EM_OK;
         }
         if (st == EM_OK && path == CONV_COLS)

@@ -1,7 +1,8 @@
-/* The CUDA kernels: the base CUDA C source embedded here and the units of kernels/ files, each
- * compiled by NVRTC (loaded with dlopen) for the device's own architecture on first use (in
- * parallel), and cached on disk keyed by a hash of the unit's source, the NVRTC version and the
- * architecture. */
+/* The CUDA kernels: the units of kernels/ files (embedded at build time), each compiled by NVRTC
+ * (loaded with dlopen) for the device's own architecture on first use (in parallel), with every
+ * embedded file and op_codes.cuh (the OP_* numbers of em_op_kind, written here) as named headers,
+ * and cached on disk keyed by a hash of the unit's source, of every file it includes, of the NVRTC
+ * version and of the architecture. */
 #include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
@@ -13,191 +14,6 @@
 
 #include "cuda.h"
 #include "cuda_ops.h"
-
-/* ---- kernel source ----------------------------------------------------------------------
- * Elementwise kernels take the op kind as a run-time argument (uniform across a launch, so the
- * switch costs little); the OP_* numbers are prepended from em_op_kind when the source is
- * built. f32 binary ops compute in f64 and round once, as the CPU backend does. */
-static const char kernel_body[] =
-    "typedef long long i64;\n"
-    "typedef unsigned long long u64;\n"
-    "#define GRID_LOOP(n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); \\\n"
-    "                          i += (i64)blockDim.x * gridDim.x)\n"
-    "__device__ float clampf_(float v, float lo, float hi) { return v < lo ? lo : (v > hi ? hi : "
-    "v); }\n"
-    "__device__ double clampd_(double v, double lo, double hi) { return v < lo ? lo : (v > hi ? hi "
-    ": v); }\n"
-    "/* f16 and bf16 bits to and from f32, exactly as src/core/dtype.c converts (round to\n"
-    " * nearest even, NaN kept quiet with its payload's top bits) */\n"
-    "__device__ __forceinline__ float em_h2f(unsigned short h) {\n"
-    "  unsigned sign = ((unsigned)h & 0x8000u) << 16, e = ((unsigned)h >> 10) & 0x1fu, m = h & "
-    "0x3ffu;\n"
-    "  if (e == 0x1f) return __uint_as_float(sign | 0x7f800000u | (m ? 0x400000u | (m << 13) : "
-    "0u));\n"
-    "  if (e == 0) { if (m == 0) return __uint_as_float(sign);\n"
-    "    e = 113; while (!(m & 0x400u)) { m <<= 1; e--; }\n"
-    "    return __uint_as_float(sign | (e << 23) | ((m & 0x3ffu) << 13)); }\n"
-    "  return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13)); }\n"
-    "__device__ __forceinline__ unsigned short em_f2h(float f) {\n"
-    "  unsigned x = __float_as_uint(f), sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;\n"
-    "  if (ax > 0x7f800000u) return (unsigned short)(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));\n"
-    "  if (ax >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u);\n"
-    "  if (ax >= 0x38800000u) { unsigned odd = (ax >> 13) & 1u; ax += 0xc8000fffu + odd;\n"
-    "    return (unsigned short)(sign | (ax >> 13)); }\n"
-    "  if (ax <= 0x33000000u) return (unsigned short)sign;\n"
-    "  unsigned e = ax >> 23, m = (ax & 0x7fffffu) | 0x800000u, shift = 126u - e;\n"
-    "  unsigned k = m >> shift, rem = m & ((1u << shift) - 1u), half = 1u << (shift - 1u);\n"
-    "  if (rem > half || (rem == half && (k & 1u))) k++;\n"
-    "  return (unsigned short)(sign | k); }\n"
-    "__device__ __forceinline__ float em_b2f(unsigned short b) { return "
-    "__uint_as_float((unsigned)b << 16); }\n"
-    "__device__ __forceinline__ unsigned short em_f2b(float f) {\n"
-    "  unsigned x = __float_as_uint(f);\n"
-    "  if ((x & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((x >> 16) | 0x0040u);\n"
-    "  x += 0x7fffu + ((x >> 16) & 1u); return (unsigned short)(x >> 16); }\n"
-    "__device__ float sigmoidf_(float v) { float e = expf(-fabsf(v)); float r = 1.0f / (1.0f + "
-    "e);\n"
-    "  return v >= 0 ? r : e * r; }\n"
-    "__device__ double sigmoidd_(double v) { double e = exp(-fabs(v)); double r = 1.0 / (1.0 + "
-    "e);\n"
-    "  return v >= 0 ? r : e * r; }\n"
-    "__device__ float softplusf_(float v) { return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v))); }\n"
-    "__device__ double softplusd_(double v) { return fmax(v, 0.0) + log1p(exp(-fabs(v))); }\n"
-    "#define SELU_ALPHA 1.6732632423543772848170429916717\n"
-    "#define SELU_SCALE 1.0507009873554804934193349852946\n"
-    "#define SQRT1_2 0.70710678118654752440084436210485\n"
-    "#define SQRT_2_PI 0.79788456080286535587989211986876\n"
-    "#define UNARY_BODY(T, F, ABS, EXP, EXPM1, LOG1P, TANH, ERF, CLAMP, SIGM, SOFTP) \\\n"
-    "  switch (op) { \\\n"
-    "  case OP_NEG: return -v; case OP_ABS: return ABS(v); \\\n"
-    "  case OP_SIGN: return v > 0 ? (T)1 : (v < 0 ? (T)-1 : (v == v ? (T)0 : v)); \\\n"
-    "  case OP_EXP: return EXP(v); case OP_EXP2: return F(exp2)(v); case OP_LOG: return F(log)(v); "
-    "\\\n"
-    "  case OP_LOG2: return F(log2)(v); case OP_LOG1P: return LOG1P(v); case OP_EXPM1: return "
-    "EXPM1(v); \\\n"
-    "  case OP_SQRT: return F(sqrt)(v); case OP_RSQRT: return (T)1 / F(sqrt)(v); \\\n"
-    "  case OP_SQUARE: return v * v; case OP_RECIPROCAL: return (T)1 / v; \\\n"
-    "  case OP_SIN: return F(sin)(v); case OP_COS: return F(cos)(v); case OP_TAN: return "
-    "F(tan)(v); \\\n"
-    "  case OP_ASIN: return F(asin)(v); case OP_ACOS: return F(acos)(v); case OP_ATAN: return "
-    "F(atan)(v); \\\n"
-    "  case OP_SINH: return F(sinh)(v); case OP_COSH: return F(cosh)(v); case OP_TANH: return "
-    "TANH(v); \\\n"
-    "  case OP_ASINH: return F(asinh)(v); case OP_ACOSH: return F(acosh)(v); \\\n"
-    "  case OP_ATANH: return F(atanh)(v); case OP_ERF: return ERF(v); \\\n"
-    "  case OP_FLOOR: return F(floor)(v); case OP_CEIL: return F(ceil)(v); \\\n"
-    "  case OP_ROUND: return F(rint)(v); case OP_TRUNC: return F(trunc)(v); \\\n"
-    "  case OP_RELU: return v < 0 ? (T)0 : v; case OP_RELU6: return CLAMP(v, (T)0, (T)6); \\\n"
-    "  case OP_LEAKY_RELU: return v > 0 ? v : v * a; \\\n"
-    "  case OP_ELU: return v > 0 ? v : a * EXPM1(v); \\\n"
-    "  case OP_SELU: return v > 0 ? (T)SELU_SCALE * v : (T)SELU_SCALE * (T)SELU_ALPHA * EXPM1(v); "
-    "\\\n"
-    "  case OP_CELU: return v > 0 ? v : a * EXPM1(v * b); \\\n"
-    "  case OP_GELU: return (T)0.5 * v * ((T)1 + ERF(v * (T)SQRT1_2)); \\\n"
-    "  case OP_GELU_TANH: return (T)0.5 * v * ((T)1 + TANH((T)SQRT_2_PI * (v + (T)0.044715 * v * v "
-    "* v))); \\\n"
-    "  case OP_SILU: return v / ((T)1 + EXP(-v)); case OP_SIGMOID: return SIGM(v); \\\n"
-    "  case OP_LOG_SIGMOID: return F(fmin)(v, (T)0) - LOG1P(EXP(-ABS(v))); \\\n"
-    "  case OP_HARD_SIGMOID: return CLAMP(v + (T)3, (T)0, (T)6) / (T)6; \\\n"
-    "  case OP_HARD_SWISH: return v * CLAMP(v + (T)3, (T)0, (T)6) / (T)6; \\\n"
-    "  case OP_MISH: return v * TANH(SOFTP(v)); \\\n"
-    "  case OP_SOFTPLUS: return v * a > b ? v : SOFTP(v * a) / a; \\\n"
-    "  case OP_SOFTSIGN: return v / ((T)1 + ABS(v)); case OP_HARDTANH: return CLAMP(v, a, b); \\\n"
-    "  default: return v; }\n"
-    "#define FNF(name) name##f\n"
-    "#define FND(name) name\n"
-    "__device__ float unary_f(int op, float v, float a, float b) {\n"
-    "  UNARY_BODY(float, FNF, fabsf, expf, expm1f, log1pf, tanhf, erff, clampf_, sigmoidf_, "
-    "softplusf_) }\n"
-    "__device__ double unary_d(int op, double v, double a, double b) {\n"
-    "  UNARY_BODY(double, FND, fabs, exp, expm1, log1p, tanh, erf, clampd_, sigmoidd_, softplusd_) "
-    "}\n"
-    "extern \"C\" __global__ void em_unary_f32(int op, const float *x, float *y, i64 n, double a, "
-    "double b) {\n"
-    "  float af = (float)a, bf = (float)b; GRID_LOOP(n) y[i] = unary_f(op, x[i], af, bf); }\n"
-    "extern \"C\" __global__ void em_unary_f64(int op, const double *x, double *y, i64 n, double "
-    "a, double b) {\n"
-    "  GRID_LOOP(n) y[i] = unary_d(op, x[i], a, b); }\n"
-    "__device__ double floor_div_(double a, double b) {\n"
-    "  if (b == 0) return a / b;\n"
-    "  double mod = fmod(a, b); double div = (a - mod) / b;\n"
-    "  if (mod != 0 && (b < 0) != (mod < 0)) div -= 1;\n"
-    "  if (div == 0) return copysign(0.0, a / b);\n"
-    "  double fl = floor(div); if (div - fl > 0.5) fl += 1; return fl; }\n"
-    "__device__ double binary_d(int op, double a, double b) {\n"
-    "  switch (op) {\n"
-    "  case OP_ADD: return a + b; case OP_SUB: return a - b; case OP_MUL: return a * b;\n"
-    "  case OP_DIV: return a / b; case OP_FLOOR_DIVIDE: return floor_div_(a, b);\n"
-    "  case OP_REMAINDER: { double m = fmod(a, b); if (m != 0 && (b < 0) != (m < 0)) m += b; "
-    "return m; }\n"
-    "  case OP_FMOD: return fmod(a, b); case OP_POW: return pow(a, b);\n"
-    "  case OP_ATAN2: return atan2(a, b); case OP_HYPOT: return hypot(a, b);\n"
-    "  case OP_MINIMUM: return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : "
-    "(b < a ? b : a);\n"
-    "  case OP_MAXIMUM: return (a != a || b != b) ? __longlong_as_double(0x7ff8000000000000ll) : "
-    "(a < b ? b : a);\n"
-    "  default: return 0; } }\n"
-    "__device__ unsigned char compare_(int op, double a, double b) {\n"
-    "  switch (op) {\n"
-    "  case OP_EQ: return a == b; case OP_NE: return a != b; case OP_LT: return a < b;\n"
-    "  case OP_LE: return a <= b; case OP_GT: return a > b; case OP_GE: return a >= b;\n"
-    "  default: return 0; } }\n"
-    "extern \"C\" __global__ void em_binary_f32(int op, const float *x, const float *y, float *o, "
-    "i64 n) {\n"
-    "  GRID_LOOP(n) o[i] = (float)binary_d(op, (double)x[i], (double)y[i]); }\n"
-    "extern \"C\" __global__ void em_binary_f64(int op, const double *x, const double *y, double "
-    "*o, i64 n) {\n"
-    "  GRID_LOOP(n) o[i] = binary_d(op, x[i], y[i]); }\n"
-    "extern \"C\" __global__ void em_compare_f32(int op, const float *x, const float *y, unsigned "
-    "char *o, i64 n) {\n"
-    "  GRID_LOOP(n) o[i] = compare_(op, (double)x[i], (double)y[i]); }\n"
-    "extern \"C\" __global__ void em_compare_f64(int op, const double *x, const double *y, "
-    "unsigned char *o, i64 n) {\n"
-    "  GRID_LOOP(n) o[i] = compare_(op, x[i], y[i]); }\n"
-    "#define FILL(NAME, T) extern \"C\" __global__ void NAME(T *o, i64 n, u64 pattern) { \\\n"
-    "  T v = (T)pattern; GRID_LOOP(n) o[i] = v; }\n"
-    "FILL(em_fill_1, unsigned char) FILL(em_fill_2, unsigned short) FILL(em_fill_4, unsigned int)\n"
-    "FILL(em_fill_8, u64)\n"
-    "/* out (contiguous) = in seen through shape/strides (elements) from base */\n"
-    "struct strided { i64 shape[16]; i64 strides[16]; int rank; };\n"
-    "#define STRIDED(NAME, T) extern \"C\" __global__ void NAME(const T *x, T *y, i64 n, strided "
-    "s) { \\\n"
-    "  GRID_LOOP(n) { i64 r = i, off = 0; \\\n"
-    "    for (int d = s.rank - 1; d >= 0; d--) { i64 q = r / s.shape[d]; off += (r - q * "
-    "s.shape[d]) * s.strides[d]; r = q; } \\\n"
-    "    y[i] = x[off]; } }\n"
-    "STRIDED(em_strided_1, unsigned char) STRIDED(em_strided_2, unsigned short)\n"
-    "STRIDED(em_strided_4, unsigned int) STRIDED(em_strided_8, u64)\n";
-
-/* ---- the f64 matmul -------------------------------------------------------------------------- */
-static const char kernel_body2[] =
-    "/* batched f64 matmul (f32, f16, bf16: kernels/matmul.cu, kernels/wgmma.cu): 16 x 16 output\n"
-    " * tiles, K in steps of 16 through shared memory, a fixed summation order; batch dims\n"
-    " * broadcast (stride 0) */\n"
-    "struct mmep { const void *bias; void *pre; i64 bs; int on, act; };\n"
-    "struct mmidx { i64 bshape[8], ast[8], bst[8]; int R; i64 M, K, N, sam, sak, sbk, sbn, nbatch; "
-    "mmep ep; };\n"
-    "#define TS 16\n"
-    "#define MATMUL(NAME, T) extern \"C\" __global__ void NAME(const T *a, const T *b, T *c, mmidx "
-    "s) { \\\n"
-    "  __shared__ double As[TS][TS + 1], Bs[TS][TS + 1]; int tx = threadIdx.x, ty = threadIdx.y; "
-    "\\\n"
-    "  i64 row = (i64)blockIdx.y * TS + ty, col = (i64)blockIdx.x * TS + tx; \\\n"
-    "  for (i64 bt = blockIdx.z; bt < s.nbatch; bt += gridDim.z) { i64 ao = 0, bo = 0, r = bt; \\\n"
-    "    for (int d = s.R - 1; d >= 0; d--) { i64 q = r / s.bshape[d], cc = r - q * s.bshape[d]; "
-    "\\\n"
-    "      ao += cc * s.ast[d]; bo += cc * s.bst[d]; r = q; } \\\n"
-    "    double acc = 0; \\\n"
-    "    for (i64 k0 = 0; k0 < s.K; k0 += TS) { \\\n"
-    "      As[ty][tx] = (row < s.M && k0 + tx < s.K) ? (double)a[ao + row * s.sam + (k0 + tx) * "
-    "s.sak] : 0.0; \\\n"
-    "      Bs[ty][tx] = (k0 + ty < s.K && col < s.N) ? (double)b[bo + (k0 + ty) * s.sbk + col * "
-    "s.sbn] : 0.0; \\\n"
-    "      __syncthreads(); \\\n"
-    "      for (int k = 0; k < TS; k++) acc += As[ty][k] * Bs[k][tx]; \\\n"
-    "      __syncthreads(); } \\\n"
-    "    if (row < s.M && col < s.N) c[(bt * s.M + row) * s.N + col] = (T)acc; } }\n"
-    "MATMUL(em_matmul_f64, double)\n";
 
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
@@ -278,69 +94,103 @@ typedef struct kunit {
 
 static kunit units[CUDA_MAX_UNITS];
 static int n_units = -1;
+static int n_files;
+/* op_codes.cuh: the OP_* numbers the kernels switch on, from em_op_kind */
+static char op_codes[8192];
 static CUmodule modules[CUDA_MAX_DEVICES][CUDA_MAX_UNITS];
 static bool built[CUDA_MAX_DEVICES];
 static cuda_module_origin origins[CUDA_MAX_DEVICES];
 static char cache_paths[CUDA_MAX_DEVICES][1024];
 static pthread_mutex_t module_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Groups the embedded files by stem (the name before the first '_'), in the embedded order. */
+static bool ends_with(const char *s, const char *tail)
+{
+    size_t n = strlen(s), t = strlen(tail);
+    return n >= t && !strcmp(s + n - t, tail);
+}
+
+/* Groups the embedded .cu files by stem (the name before the first '_' or '.'), in the embedded
+ * order; writes op_codes. */
 static void find_units(void)
 {
     if (n_units >= 0) return;
     n_units = 0;
-    for (int i = 0; cuda_embedded_sources[i] && i < CUDA_MAX_FILES; i++) {
-        const char *name = cuda_embedded_names[i];
-        size_t len = strcspn(name, "_");
-        if (len >= sizeof units[0].stem) len = sizeof units[0].stem - 1;
-        int u = 0;
-        while (u < n_units && (strlen(units[u].stem) != len || strncmp(units[u].stem, name, len)))
-            u++;
-        if (u == n_units) {
-            if (n_units == CUDA_MAX_UNITS) break;
-            memcpy(units[u].stem, name, len);
-            units[u].stem[len] = '\0';
-            units[u].nfiles = 0;
-            n_units++;
-        }
-        units[u].files[units[u].nfiles++] = i;
-    }
-}
-
-/* A unit's source: OP_* defines from the op IR, the base source, then the unit's files. Caller
- * frees. */
-static char *unit_source(const kunit *u)
-{
-    size_t cap = sizeof kernel_body + sizeof kernel_body2 + 8192, len = 0;
-    for (int f = 0; f < u->nfiles; f++) cap += strlen(cuda_embedded_sources[u->files[f]]) + 1;
-    char *s = malloc(cap);
-    if (!s) return NULL;
-#define DEF_OP(K) len += (size_t)snprintf(s + len, cap - len, "#define OP_%s %d\n", #K, EM_OP_##K);
+    size_t len = 0;
+#define DEF_OP(K)                                                                                  \
+    len += (size_t)snprintf(op_codes + len, sizeof op_codes - len, "#define OP_%s %d\n", #K,       \
+                            EM_OP_##K);
     CUDA_UNARY_OPS(DEF_OP)
     CUDA_BINARY_OPS(DEF_OP)
     CUDA_COMPARE_OPS(DEF_OP)
     CUDA_LOGICAL_OPS(DEF_OP)
     CUDA_REDUCE_OPS(DEF_OP)
 #undef DEF_OP
-    memcpy(s + len, kernel_body, sizeof kernel_body - 1);
-    len += sizeof kernel_body - 1;
-    memcpy(s + len, kernel_body2, sizeof kernel_body2);
-    len += sizeof kernel_body2 - 1;
-    for (int f = 0; f < u->nfiles; f++) {
-        const char *src = cuda_embedded_sources[u->files[f]];
-        size_t n = strlen(src);
-        memcpy(s + len, src, n);
-        len += n;
-        s[len++] = '\n';
+    for (n_files = 0; cuda_embedded_sources[n_files] && n_files < CUDA_MAX_FILES; n_files++) {
+        const char *name = cuda_embedded_names[n_files];
+        if (!ends_with(name, ".cu")) continue;
+        size_t stem = strcspn(name, "_.");
+        if (stem >= sizeof units[0].stem) stem = sizeof units[0].stem - 1;
+        int u = 0;
+        while (u < n_units && (strlen(units[u].stem) != stem || strncmp(units[u].stem, name, stem)))
+            u++;
+        if (u == n_units) {
+            if (n_units == CUDA_MAX_UNITS) break;
+            memcpy(units[u].stem, name, stem);
+            units[u].stem[stem] = '\0';
+            units[u].nfiles = 0;
+            n_units++;
+        }
+        units[u].files[units[u].nfiles++] = n_files;
     }
-    s[len] = '\0';
+}
+
+/* A unit's source: an #include of each of its files. Caller frees. */
+static char *unit_source(const kunit *u)
+{
+    size_t cap = 1, len = 0;
+    for (int f = 0; f < u->nfiles; f++) cap += strlen(cuda_embedded_names[u->files[f]]) + 16;
+    char *s = malloc(cap);
+    if (!s) return NULL;
+    s[0] = '\0';
+    for (int f = 0; f < u->nfiles; f++)
+        len += (size_t)snprintf(s + len, cap - len, "#include \"%s\"\n",
+                                cuda_embedded_names[u->files[f]]);
     return s;
+}
+
+/* The text of the named header `name` (length n), NULL when there is none. */
+static const char *header_text(const char *name, size_t n)
+{
+    if (n == strlen("op_codes.cuh") && !strncmp(name, "op_codes.cuh", n)) return op_codes;
+    for (int i = 0; i < n_files; i++)
+        if (strlen(cuda_embedded_names[i]) == n && !strncmp(cuda_embedded_names[i], name, n))
+            return cuda_embedded_sources[i];
+    return NULL;
 }
 
 static uint64_t fnv1a(uint64_t h, const void *p, size_t n)
 {
     const unsigned char *b = p;
     for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 0x100000001b3ull;
+    return h;
+}
+
+/* Hashes into h each header src includes ("#include \"name\"" lines), depth first, each once
+ * (seen: the headers hashed so far, by their text). */
+static uint64_t hash_includes(uint64_t h, const char *src, const char **seen, int *nseen)
+{
+    for (const char *p = strstr(src, "#include \""); p; p = strstr(p + 1, "#include \"")) {
+        const char *name = p + strlen("#include \"");
+        size_t n = strcspn(name, "\"\n");
+        const char *text = header_text(name, n);
+        bool done = !text;
+        for (int i = 0; i < *nseen && !done; i++) done = seen[i] == text;
+        if (done || *nseen == CUDA_MAX_FILES + 1) continue;
+        seen[(*nseen)++] = text;
+        h = fnv1a(h, name, n);
+        h = fnv1a(h, text, strlen(text));
+        h = hash_includes(h, text, seen, nseen);
+    }
     return h;
 }
 
@@ -394,7 +244,15 @@ static em_status compile(int device, const char *unit, const char *src, const ch
                          char **cubin, size_t *n, const char *what)
 {
     nvrtcProgram prog = NULL;
-    nvrtcResult r = nvrtc.CreateProgram(&prog, src, unit, 0, NULL, NULL);
+    const char *hsrc[CUDA_MAX_FILES + 1], *hname[CUDA_MAX_FILES + 1];
+    int nh = 0;
+    for (int i = 0; i < n_files; i++, nh++) {
+        hsrc[nh] = cuda_embedded_sources[i];
+        hname[nh] = cuda_embedded_names[i];
+    }
+    hsrc[nh] = op_codes;
+    hname[nh++] = "op_codes.cuh";
+    nvrtcResult r = nvrtc.CreateProgram(&prog, src, unit, nh, hsrc, hname);
     if (r != 0)
         return em_error(EM_ERR_DEVICE, "%s: nvrtcCreateProgram failed: %s", what,
                         nvrtc.GetErrorString(r));
@@ -450,7 +308,7 @@ typedef struct unit_job {
     const kunit *u;
     int device;
     const char *arch;
-    char name[64]; /* "<stem>.cu" for NVRTC's messages */
+    char name[64]; /* "<stem>-unit.cu" for NVRTC's messages */
     char path[1100];
     char *src, *cubin;
     size_t n;
@@ -512,13 +370,16 @@ static unit_job *make_jobs(int device, const char *arch, const char *cache_dir)
         j->device = device;
         j->arch = arch;
         j->st = EM_OK;
-        snprintf(j->name, sizeof j->name, "%.47s.cu", units[i].stem);
+        snprintf(j->name, sizeof j->name, "%.47s-unit.cu", units[i].stem);
         j->src = unit_source(&units[i]);
         if (!j->src) {
             free_jobs(jobs, n_units);
             return NULL;
         }
+        const char *seen[CUDA_MAX_FILES + 1];
+        int nseen = 0;
         uint64_t h = fnv1a(0xcbf29ce484222325ull, j->src, strlen(j->src));
+        h = hash_includes(h, j->src, seen, &nseen);
         h = fnv1a(h, ver, sizeof ver);
         if (cache_dir && *cache_dir)
             snprintf(j->path, sizeof j->path, "%.900s/cuda-%.47s-%016llx-%s.cubin", cache_dir,

@@ -1,13 +1,14 @@
 // ---- flash attention backward (the SDPA_BACKWARD record), f16/bf16, D = E = Ev of 64 or 128 ----
-// FlashAttention-2's backward without float atomics, in two kernels that use the helpers of
-// attention.cu (mma.sync m16n8k16 with f32 accumulation, ldmatrix, cp.async):
+// FlashAttention-2's backward without float atomics, in two kernels built from attention_mma.cuh
+// (mma.sync m16n8k16 with f32 accumulation, ldmatrix, cp.async):
 //  1. em_attn_bwd_dq_*: one block of 4 warps per 64 query rows (16 per warp). Unless the
 //     forward's lse is given (lse_in), a first pass over the key tiles computes S = Q K^T, the
 //     row max and sum of the softmax (base 2, as the forward) and so lse = max + log2(sum);
 //     D = rowsum(dO * O) comes from the rows. A second
 //     pass recomputes S, P = exp2(S scale log2e - lse), dP = dO V^T, dS = P (dP - D) and
 //     accumulates dQ += dS K in registers. D (and the computed lse) go to f32 buffers for kernel 2.
-//  2. em_attn_bwd_dkdv_*: one block of 4 warps per 64 keys (16 per warp), looping over the query
+//     With the forward's lse, em_attn_bwd_dq2_* (below) does the second pass alone.
+//  2. em_attn_bwd_dkdv2_* (below): one block of 8 warps per 128 keys, looping over the query
 //     tiles: S^T = K Q^T, P^T from lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D),
 //     dK += dS^T Q, both accumulated in registers.
 // Every output element is written by one thread from a fixed order of MMAs: deterministic.
@@ -17,6 +18,8 @@
 // first key. A row whose every key is masked has lse = +inf, so P = 0 and D = 0 there: no
 // gradient (the CPU record's semantics). Inputs: last dim contiguous, row and batch strides
 // multiples of 8 halves, 16-byte aligned bases (the host checks); outputs contiguous.
+#include "attention_flash.cuh"
+#include "attention_mma.cuh"
 
 struct attn_bwd_arg {
     i64 bshape[8];
@@ -30,7 +33,7 @@ struct attn_bwd_arg {
     int nb, causal, mkind;
 };
 
-#define ATTN_BB 64 // rows of every tile: query rows of a dq block, keys of a dk/dv block
+#define ATTN_BB 64 // rows of a tile: query rows of a dq block, the query tiles of a dk/dv block
 
 // Work item `work` of nbatch x mblocks query-row blocks: batch index bt, row block mb; causal,
 // the row blocks with the most key tiles first, over all batch indices (as the forward).
@@ -167,7 +170,7 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
                             const attn_bwd_arg &g)
 {
     constexpr int P = D + 8, NT = ATTN_BB / 8, OT = D / 8, TILE = ATTN_BB * P * 2;
-    extern __shared__ __align__(16) unsigned short attn_bsm[];
+    unsigned short *attn_bsm = attn_dyn_smem();
     // Q [64][P], dO [64][P], K [2][64][P], V [2][64][P] (halves)
     const unsigned Qs = attn_smem(attn_bsm), Gs = Qs + TILE, Ks = Gs + TILE, Vs = Ks + 2 * TILE;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -191,15 +194,15 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
         // pass 1 (without the forward's lse): lse per row. Groups: Q and dO, then K(t).
         attn_bwd_tile<D>(Qs, qg, g.qs, m0, L);
         attn_bwd_tile<D>(Gs, gg, g.gs, m0, L);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
         if (!lse_in) attn_bwd_tile<D>(Ks, kg, g.ks, 0, S);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
         float mrow[2] = {ninf, ninf}, lrow[2] = {0.f, 0.f};
         for (int t = 0; t < (lse_in ? 0 : ntiles); t++) {
             if (t + 1 < ntiles)
                 attn_bwd_tile<D>(Ks + ((t + 1) & 1) * TILE, kg, g.ks, (i64)(t + 1) * ATTN_BB, S);
-            asm volatile("cp.async.commit_group;\n" ::);
-            asm volatile("cp.async.wait_group 1;\n" ::);
+            attn_cp_commit();
+            attn_cp_wait<1>();
             __syncthreads();
             const i64 n0 = (i64)t * ATTN_BB;
             float s[NT][4];
@@ -227,12 +230,12 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
             }
             __syncthreads(); // the next load overwrites the other buffer
         }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+        attn_cp_wait<0>();
         __syncthreads();
         // pass 2 loads K(0), V(0) while lse and D are finished
         attn_bwd_tile<D>(Ks, kg, g.ks, 0, S);
         attn_bwd_tile<D>(Vs, vg, g.vs, 0, S);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
         float lse[2], dd[2];
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -275,8 +278,8 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
                 attn_bwd_tile<D>(Ks + ((t + 1) & 1) * TILE, kg, g.ks, n1, S);
                 attn_bwd_tile<D>(Vs + ((t + 1) & 1) * TILE, vg, g.vs, n1, S);
             }
-            asm volatile("cp.async.commit_group;\n" ::);
-            asm volatile("cp.async.wait_group 1;\n" ::);
+            attn_cp_commit();
+            attn_cp_wait<1>();
             __syncthreads();
             const unsigned kb = Ks + (t & 1) * TILE, vb = Vs + (t & 1) * TILE;
             const i64 n0 = (i64)t * ATTN_BB;
@@ -299,7 +302,7 @@ __device__ void attn_bwd_dq(const unsigned short *q, const unsigned short *k,
             attn_bwd_xb<BF, D>(acc, s, kb); // dQ += dS K
             __syncthreads();
         }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+        attn_cp_wait<0>();
         __syncthreads(); // the tiles are reloaded for the next work item
 #pragma unroll
         for (int h = 0; h < 2; h++) {
@@ -333,7 +336,7 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
 {
     constexpr int P = D + 8, OT = D / 8, KT = D / 16, NT = ATTN_KB / 8;
     constexpr int QT = ATTN_QB * P * 2, KTL = ATTN_KB * P * 2; // tile bytes
-    extern __shared__ __align__(16) unsigned short attn_bsm[];
+    unsigned short *attn_bsm = attn_dyn_smem();
     // Q [128][P], dO [128][P], K [2][32][P], V [2][32][P] (halves)
     const unsigned Qs = attn_smem(attn_bsm), Gs = Qs + QT, Ks = Gs + QT, Vs = Ks + 2 * KTL;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -359,7 +362,7 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
             attn_bwd_tile<D, ATTN_KB>(Ks, kg, g.ks, 0, S);
             attn_bwd_tile<D, ATTN_KB>(Vs, vg, g.vs, 0, S);
         }
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
         float lse[4], dd[4];
 #pragma unroll
         for (int h = 0; h < 4; h++) {
@@ -388,14 +391,14 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
             for (int t2 = 0; t2 < OT; t2++)
                 acc[mt][t2][0] = acc[mt][t2][1] = acc[mt][t2][2] = acc[mt][t2][3] = 0.f;
         for (int t = 0; t < ntiles; t++) {
-            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with Q and dO when t = 0)
+            attn_cp_wait<0>(); // tile t (with Q and dO when t = 0)
             __syncthreads(); // ... for every thread, and all are done with tile t - 1
             if (t + 1 < ntiles) {
                 const i64 n1 = (i64)(t + 1) * ATTN_KB;
                 attn_bwd_tile<D, ATTN_KB>(Ks + ((t + 1) & 1) * KTL, kg, g.ks, n1, S);
                 attn_bwd_tile<D, ATTN_KB>(Vs + ((t + 1) & 1) * KTL, vg, g.vs, n1, S);
             }
-            asm volatile("cp.async.commit_group;\n" ::);
+            attn_cp_commit();
             const unsigned kb = Ks + (t & 1) * KTL, vb = Vs + (t & 1) * KTL;
             const i64 n0 = (i64)t * ATTN_KB;
             float s[2][NT][4], dp[2][NT][4];
@@ -472,7 +475,7 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
                 }
             }
         }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+        attn_cp_wait<0>();
         __syncthreads(); // the tiles are reloaded for the next work item
 #pragma unroll
         for (int h = 0; h < 4; h++) {
@@ -490,114 +493,6 @@ __device__ void attn_bwd_dq2(const unsigned short *q, const unsigned short *k,
     }
 }
 
-template <int BF, int D, int MK>
-__device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
-                              const unsigned short *v, const unsigned short *dout,
-                              const void *mask, const float *lse_in, const float *dd_in,
-                              unsigned short *dk, unsigned short *dv, const attn_bwd_arg &g)
-{
-    constexpr int P = D + 8, NT = ATTN_BB / 8, OT = D / 8, TILE = ATTN_BB * P * 2;
-    extern __shared__ __align__(16) unsigned short attn_bsm[];
-    // K [64][P], V [64][P], Q [2][64][P], dO [2][64][P] (halves), then lse [2][64], D [2][64]
-    const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + TILE, Qs = Vs + TILE, Gs = Qs + 2 * TILE;
-    float *lse_s = (float *)(attn_bsm + 6 * ATTN_BB * P), *dd_s = lse_s + 2 * ATTN_BB;
-    const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    const float pinf = __int_as_float(0x7f800000);
-    const i64 L = g.L, S = g.S, nblocks = (S + ATTN_BB - 1) / ATTN_BB;
-    const int qtiles = (int)((L + ATTN_BB - 1) / ATTN_BB);
-    for (i64 work = (i64)blockIdx.y * gridDim.x + blockIdx.x; work < nblocks * g.nbatch;
-         work += (i64)gridDim.x * gridDim.y) {
-        i64 bt, nbk;
-        if (g.causal) { // the key blocks with the most query tiles (the first ones) first
-            nbk = work / g.nbatch;
-            bt = work - nbk * g.nbatch;
-        } else {
-            bt = work / nblocks;
-            nbk = work - bt * nblocks;
-        }
-        const i64 n0 = nbk * ATTN_BB;
-        i64 off[6];
-        attn_bwd_offsets(g, bt, off);
-        const unsigned short *qg = q + off[0], *gg = dout + off[4];
-        const float *lb = lse_in + bt * L, *db = dd_in + bt * L;
-        // causal: query i sees key j only when i >= j, so tiles before the one holding n0 see
-        // none of this block's keys
-        const int t0 = g.causal ? (int)(n0 / ATTN_BB) : 0;
-        const int rk = warp * 16; // the warp's first key in the block
-        auto stage = [&](int buf, int t) {
-            const i64 i0 = (i64)t * ATTN_BB;
-            attn_bwd_tile<D>(Qs + buf * TILE, qg, g.qs, i0, L);
-            attn_bwd_tile<D>(Gs + buf * TILE, gg, g.gs, i0, L);
-            if (tid < ATTN_BB) {
-                const i64 i = i0 + tid;
-                lse_s[buf * ATTN_BB + tid] = i < L ? lb[i] : pinf;
-                dd_s[buf * ATTN_BB + tid] = i < L ? db[i] : 0.f;
-            }
-        };
-        attn_bwd_tile<D>(Ks, k + off[1], g.ks, n0, S);
-        attn_bwd_tile<D>(Vs, v + off[2], g.vs, n0, S);
-        if (t0 < qtiles) stage(t0 & 1, t0);
-        asm volatile("cp.async.commit_group;\n" ::);
-
-        float adk[OT][4], adv[OT][4];
-#pragma unroll
-        for (int t2 = 0; t2 < OT; t2++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) adk[t2][e] = adv[t2][e] = 0.f;
-        for (int t = t0; t < qtiles; t++) {
-            if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
-            asm volatile("cp.async.commit_group;\n" ::);
-            asm volatile("cp.async.wait_group 1;\n" ::);
-            __syncthreads();
-            const int buf = t & 1;
-            const unsigned qb = Qs + buf * TILE, gb = Gs + buf * TILE;
-            const i64 i0 = (i64)t * ATTN_BB;
-            float s[NT][4], dp[NT][4];
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) s[n][e] = dp[n][e] = 0.f;
-            attn_bwd_abt<BF, D>(s, Ks, rk, qb); // S^T = K Q^T
-            // rows past L have lse = +inf (P = 0); keys past S are never stored
-            if ((g.causal && n0 + rk + 15 > i0) || MK)
-                attn_bwd_mask<BF, MK, 1>(s, n0 + rk, i0, off[5], mask, g);
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int c = n * 8 + (lane & 3) * 2 + (e & 1);
-                    s[n][e] = attn_exp2(fmaf(s[n][e], g.scale_log2, -lse_s[buf * ATTN_BB + c]));
-                }
-            attn_bwd_xb<BF, D>(adv, s, gb);     // dV += P^T dO
-            attn_bwd_abt<BF, D>(dp, Vs, rk, gb); // dP^T = V dO^T
-#pragma unroll
-            for (int n = 0; n < NT; n++)
-#pragma unroll
-                for (int e = 0; e < 4; e++) {
-                    const int c = n * 8 + (lane & 3) * 2 + (e & 1);
-                    dp[n][e] = s[n][e] * (dp[n][e] - dd_s[buf * ATTN_BB + c]); // dS^T
-                }
-            attn_bwd_xb<BF, D>(adk, dp, qb); // dK += dS^T Q
-            __syncthreads();
-        }
-        asm volatile("cp.async.wait_group 0;\n" ::);
-        __syncthreads(); // the tiles are reloaded for the next work item
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const i64 j = n0 + rk + (lane >> 2) + h * 8;
-            if (j >= S) continue;
-            unsigned short *krow = dk + (bt * S + j) * D, *vrow = dv + (bt * S + j) * D;
-#pragma unroll
-            for (int t2 = 0; t2 < OT; t2++) {
-                const int col = t2 * 8 + (lane & 3) * 2;
-                *(unsigned *)(krow + col) =
-                    attn_pack<BF>(adk[t2][2 * h] * g.scale, adk[t2][2 * h + 1] * g.scale);
-                *(unsigned *)(vrow + col) = attn_pack<BF>(adv[t2][2 * h], adv[t2][2 * h + 1]);
-            }
-        }
-    }
-}
-
 // em_attn_bwd_dkdv2_*: dK and dV with P and dS passed through shared memory (FlashAttention-2's
 // layout of the work), one block of 8 warps per 128 keys looping over query tiles of 64. For
 // S^T = K Q^T and dP^T = V dO^T the warps split the 128 x 64 tile 4 (keys) x 2 (queries), 32 x 32
@@ -605,8 +500,7 @@ __device__ void attn_bwd_dkdv(const unsigned short *q, const unsigned short *k,
 // dK += dS^T Q the warps split the 128 x D results 4 (keys) x 2 (halves of D), 32 x D/2 each, so
 // every fragment read from shared memory feeds two to four MMAs and the accumulators take 4 D
 // registers per thread. Q and dO tiles (with their lse and D) are double-buffered by cp.async.
-// Same arithmetic per element as attn_bwd_dkdv: the sums over the head dim and over the queries
-// run in the same order, P and dS rounded once.
+// The sums over the head dim and over the queries run in a fixed order, P and dS rounded once.
 #define ATTN_DKB 128 // keys per dkdv2 block
 template <int BF, int D, int MK>
 __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
@@ -616,7 +510,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
 {
     constexpr int P = D + 8, PQ = ATTN_BB + 8, KT = D / 16, NTH = 256;
     constexpr int TILE = ATTN_BB * P * 2, KTILE = ATTN_DKB * P * 2, HT = D / 16;
-    extern __shared__ __align__(16) unsigned short attn_bsm[];
+    unsigned short *attn_bsm = attn_dyn_smem();
     // K [128][P], V [128][P], Q [2][64][P], dO [2][64][P], P^T [128][PQ], dS^T [128][PQ]
     // (halves), then lse [2][64], D [2][64] (floats)
     const unsigned Ks = attn_smem(attn_bsm), Vs = Ks + KTILE, Qs = Vs + KTILE, Gs = Qs + 2 * TILE;
@@ -659,7 +553,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
         attn_bwd_tile<D, ATTN_DKB, NTH>(Ks, k + off[1], g.ks, n0, S);
         attn_bwd_tile<D, ATTN_DKB, NTH>(Vs, v + off[2], g.vs, n0, S);
         if (t0 < qtiles) stage(t0 & 1, t0);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
 
         float adk[2][HT][4], adv[2][HT][4];
 #pragma unroll
@@ -669,10 +563,10 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
 #pragma unroll
                 for (int e = 0; e < 4; e++) adk[mt][t2][e] = adv[mt][t2][e] = 0.f;
         for (int t = t0; t < qtiles; t++) {
-            asm volatile("cp.async.wait_group 0;\n" ::); // tile t (with K and V when t = t0)
+            attn_cp_wait<0>(); // tile t (with K and V when t = t0)
             __syncthreads(); // ... for every thread, and all are done with tile t - 1
             if (t + 1 < qtiles) stage((t + 1) & 1, t + 1);
-            asm volatile("cp.async.commit_group;\n" ::);
+            attn_cp_commit();
             const int buf = t & 1;
             const unsigned qb = Qs + buf * TILE, gb = Gs + buf * TILE;
             const float *ls = lse_s + buf * ATTN_BB, *ds = dd_s + buf * ATTN_BB;
@@ -767,7 +661,7 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                 }
             }
         }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+        attn_cp_wait<0>();
         __syncthreads(); // the tiles are reloaded for the next work item
 #pragma unroll
         for (int mt = 0; mt < 2; mt++)
@@ -812,14 +706,6 @@ __device__ void attn_bwd_dkdv2(const unsigned short *q, const unsigned short *k,
                                  unsigned short *dk, unsigned short *dv, attn_bwd_arg g)           \
     {                                                                                              \
         attn_bwd_dkdv2<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                        \
-    }                                                                                              \
-    extern "C" __global__ void __launch_bounds__(128, 2)                                           \
-        em_attn_bwd_dkdv_##NAME(const unsigned short *q, const unsigned short *k,                  \
-                                const unsigned short *v, const unsigned short *dout,               \
-                                const void *mask, const float *lse, const float *dd,               \
-                                unsigned short *dk, unsigned short *dv, attn_bwd_arg g)            \
-    {                                                                                              \
-        attn_bwd_dkdv<BF, D, MK>(q, k, v, dout, mask, lse, dd, dk, dv, g);                         \
     }
 #define ATTN_BWD3(NAME, BF, D)                                                                     \
     ATTN_BWD(NAME, BF, D, 0) ATTN_BWD(NAME##_mbool, BF, D, 1) ATTN_BWD(NAME##_madd, BF, D, 2)

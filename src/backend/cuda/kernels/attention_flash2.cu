@@ -1,6 +1,10 @@
-// ---- flash attention forward, variant 2 (config cuda_flash_variant = 2) ------------------------
-// Same entry conditions, layout, work order and arithmetic as attn_flash (attention.cu), whose
-// helpers it uses. One block of 4 warps per 128 query rows; each warp owns 32 rows (two m16
+// ---- flash attention forward, f16/bf16, head dim D = E = Ev of 64 or 128 -----------------------
+// S = Q K^T and O += P V on mma.sync m16n8k16 with f32 accumulation; the softmax is online, in
+// base 2 (scores times scale * log2 e), with the row max and sum kept per thread and combined over
+// the four lanes that share a row. Causal (key j > query i masked): tiles past the block's last
+// row are skipped, and blocks start from the heaviest. out [..., L, D] contiguous. A mask (bool:
+// false drops the key; additive, of the input type) is read per score, any strides.
+// One block of 4 warps per 128 query rows; each warp owns 32 rows (two m16
 // tiles), so every K or V fragment read from shared memory feeds two mma.sync instead of one. Q
 // stays in shared memory and its fragments are read per k-step (two ldmatrix per 16 MMAs of
 // S = Q K^T), which leaves the registers to the 2 x 16 x 64 scores and the 2 x 16 x D output.
@@ -9,6 +13,8 @@
 // the f32 scores are dead by then). O is rescaled only when a row max of the warp moved. Two
 // blocks per multiprocessor (4 x 64 + 32 registers of accumulators and scores per thread at D =
 // 128). With lse non-NULL each row's base-2 log-sum-exp goes there too (attn_store_lse).
+#include "attention_flash.cuh"
+#include "attention_mma.cuh"
 
 template <int BF, int D, int MK>
 __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
@@ -21,7 +27,7 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
     constexpr int OT = D / 8;       // n-tiles of O
     constexpr int CH = D / 8;       // 16-byte chunks per row
     constexpr int NTH = 128;        // threads per block
-    extern __shared__ __align__(16) unsigned short attn_f2sm[];
+    unsigned short *attn_f2sm = attn_dyn_smem();
     // shared-window byte addresses: Q [128][P], K [2][64][P], V [2][64][P] (halves)
     const unsigned Qs = attn_smem(attn_f2sm);
     const unsigned Ks = Qs + ATTN_BM * P * 2;
@@ -82,9 +88,9 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
         }
         // groups in flight at the top of iteration t: K(t) (with Q when t = 0), then V(t)
         if (ntiles > 0) load_tile(Ks, kg, g.ks, 0);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
         if (ntiles > 0) load_tile(Vs, vg, g.vs, 0);
-        asm volatile("cp.async.commit_group;\n" ::);
+        attn_cp_commit();
 
         float o[2][OT][4];
 #pragma unroll
@@ -98,12 +104,12 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
         const i64 qi0 = m0 + r0 + (lane >> 2);
 
         for (int t = 0; t < ntiles; t++) {
-            asm volatile("cp.async.wait_group 1;\n" ::); // K(t) landed
+            attn_cp_wait<1>(); // K(t) landed
             __syncthreads(); // ... for every thread, and all are done with tile t - 1
             if (t + 1 < ntiles) load_tile(Ks + ((t + 1) & 1) * ATTN_BN * P * 2, kg, g.ks, t + 1);
-            asm volatile("cp.async.commit_group;\n" ::);
+            attn_cp_commit();
             if (t + 1 < ntiles) load_tile(Vs + ((t + 1) & 1) * ATTN_BN * P * 2, vg, g.vs, t + 1);
-            asm volatile("cp.async.commit_group;\n" ::);
+            attn_cp_commit();
             const unsigned kb = Ks + (t & 1) * ATTN_BN * P * 2;
             const unsigned vb = Vs + (t & 1) * ATTN_BN * P * 2;
             const i64 n0 = (i64)t * ATTN_BN;
@@ -222,7 +228,7 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
                     pa[mt][kk][2] = attn_pack<BF>(s[mt][2 * kk + 1][0], s[mt][2 * kk + 1][1]);
                     pa[mt][kk][3] = attn_pack<BF>(s[mt][2 * kk + 1][2], s[mt][2 * kk + 1][3]);
                 }
-            asm volatile("cp.async.wait_group 2;\n" ::); // V(t) landed
+            attn_cp_wait<2>(); // V(t) landed
             __syncthreads();
             // O += P V
 #pragma unroll
@@ -239,7 +245,7 @@ __device__ void attn_flash2(const unsigned short *q, const unsigned short *k,
                     }
                 }
         }
-        asm volatile("cp.async.wait_group 0;\n" ::);
+        attn_cp_wait<0>();
         __syncthreads(); // Q, K and V are reloaded for the next work item
 
         // finish: the row sums over the quad, then O / l (and lse, when asked)

@@ -2,6 +2,7 @@
 // one block (or, for rows of at most 2048, one warp) per row of S scores, in place: scale, the
 // causal cut, the mask, then a softmax with the CPU GEMM path's arithmetic (scores and exp in T,
 // the row sum in f64, p = e * (1 / sum); a row with nothing kept is NaN).
+#include "prelude.cuh"
 #define AR_T 256
 
 template <typename T> __device__ __forceinline__ T ar_exp(T x);
@@ -138,7 +139,7 @@ extern "C" __global__ void __launch_bounds__(AR_T)
     attn_rows<double>(sc, mask, g);
 }
 
-// flag = 1 when any element of v (a strided view, `struct strided` of the base source) is
+// flag = 1 when any element of v (a strided view, `struct strided` of prelude.cuh) is
 // not finite.
 template <typename T> __device__ void attn_nonfinite(const T *v, i64 n, strided s, int *flag)
 {

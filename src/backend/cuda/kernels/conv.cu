@@ -1,7 +1,8 @@
 // Convolution pieces: im2col and its adjoint col2im over up to three spatial dims (leading dims
 // of size 1 fill the rest), and a per-channel bias add. CONV runs as im2col + the matmul
-// kernels, CONV_TRANSPOSE as matmul + col2im (cuda_backend.c). Contiguous tensors.
+// kernels, CONV_TRANSPOSE as matmul + col2im (cuda_conv.c). Contiguous tensors.
 // A "block" position l indexes the grid g.blk (conv: output positions; the image is the input).
+#include "prelude.cuh"
 struct convg {
     i64 img[3], blk[3], k[3], s[3], p[3], d[3];
     i64 n, c; // batch and channels of the image

@@ -4,6 +4,9 @@
 // store goes through ew_getf / ew_geti / ew_setf / ew_seti, which copy the CPU backend's
 // conversions bit for bit (src/backend/cpu/cpu.h, src/core/dtype.c). Operands are strided
 // views described by struct ew_idx (rank-collapsed by the host, element strides, out last).
+#include "op_codes.cuh"
+#include "ew_scalar.cuh"
+#include "prelude.cuh"
 
 #define EW_F64  0
 #define EW_F32  1

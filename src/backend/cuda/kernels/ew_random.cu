@@ -2,6 +2,7 @@
 // element i of an op with {seed, offset} reads counter offset + i / 2. Uniform values, Bernoulli
 // draws, random integers and dropout masks equal the CPU's bit for bit; normal values go through
 // the device's log, sqrt, sin and cos, which agree with the CPU's to within an ulp of double.
+#include "prelude.cuh"
 __device__ __forceinline__ void philox(u64 c, u64 seed, unsigned w[4])
 {
     unsigned c0 = (unsigned)c, c1 = (unsigned)(c >> 32), c2 = 0, c3 = 0;

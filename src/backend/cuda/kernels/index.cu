@@ -1,6 +1,7 @@
 // Index, combine and pixel-shuffle kernels (host side: cuda_index.c). Data movement is done by
 // element size (1, 2, 4 or 8 bytes), so every dtype shares one kernel; index tensors of any
 // integer dtype are read as 64-bit values. Offsets are in elements, 64-bit throughout.
+#include "prelude.cuh"
 #define IDX_LOOP(n)                                                                                \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                              \
          i += (i64)blockDim.x * gridDim.x)

@@ -1,5 +1,6 @@
 // masked_fill for any element size (it only moves bytes): x and the mask broadcast to the
 // output through struct bidx; the fill value arrives as the bits the CPU's conversion gives.
+#include "prelude.cuh"
 
 // element offsets (in elements) of up to 4 operands (in0, in1, in2, out) at linear index i of
 // the output's shape; broadcast dims have stride 0

@@ -1,7 +1,9 @@
 // Fast matmul kernels: tensor cores (mma.sync m16n8k16) for f16 and bf16 with f32 accumulation,
-// and a register-blocked f32 kernel. Appended to the module source by cuda_kernels.c; the types
-// i64 and struct mmidx come from the base source.
+// and a register-blocked f32 kernel (struct mmidx: matmul.cuh; the epilogue's activations:
+// ew_scalar.cuh).
 // C[b] = A[b] . B[b]: A [M, K], B [K, N], C [M, N] contiguous; batch offsets from mmidx.
+#include "ew_scalar.cuh"
+#include "matmul.cuh"
 
 #define TC_BM     128
 #define TC_BK     32

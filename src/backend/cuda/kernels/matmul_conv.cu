@@ -6,8 +6,9 @@
 // shared memory. The batch joins the columns (n L + l), so small images still fill a tile.
 // Uses the mma.sync helpers of matmul.cu (same unit). Contiguous x [N][Cx][H][W], w
 // [Cy][Cg][Kh][Kw], y [N][Cy][OH][OW]; the host checks every offset fits in 32 bits.
+#include "matmul.cuh"
 
-struct convig { // matches conv_ig_arg in cuda_backend.c
+struct convig { // matches conv_ig_arg in cuda_conv.c
     int H, W, OW;
     int sh, sw, ph, pw;
     int Cg, M, K, L, ncols; // input channels per group, outputs per group, Cg Kh Kw, OH OW, N L
@@ -462,11 +463,11 @@ extern "C" __global__ void em_conv_to_cl_small_u32(const unsigned *x, unsigned *
     to_cl_small(x, y, C, P, total);
 }
 
-// The columns of a convolution for the wgmma product (conv_cols in cuda_backend.c): from x
+// The columns of a convolution for the wgmma product (conv_cols in cuda_conv.c): from x
 // channels-last [N][H][W][C], cols [N OH OW][Kh Kw C], row (n, oh, ow), column (kh, kw, c);
 // zeros outside the image. C % 8 == 0: one thread per 8 channels (16 bytes), read and written
 // along rows; the host keeps every index within 32 bits.
-struct colg { // matches col_arg in cuda_backend.c
+struct colg { // matches col_arg in cuda_conv.c
     int H, W, OH, OW, KH, KW, sh, sw, ph, pw, dh, dw, C8, total;
 };
 extern "C" __global__ void __launch_bounds__(256) em_im2col_cl_u16(const uint4 *x, uint4 *cols, colg g)

@@ -1,5 +1,6 @@
 // Matrix-vector products (MATMUL records with N == 1 or M == 1), memory-bound: f32 accumulation,
 // any strides, batches. TY: 0 f32, 1 f16, 2 bf16. Output contiguous [batch][M][N].
+#include "matmul.cuh"
 template <int TY> __device__ __forceinline__ float gv_ld(const void *p, i64 i)
 {
     if (TY == 0) return ((const float *)p)[i];

@@ -3,6 +3,7 @@
 // (TMA), sm_90a only. Shared tiles use the 128-byte swizzled layout the copy engine writes: each
 // tile row is 128 bytes with its 16-byte chunk kc at position kc ^ (row % 8), groups of 8 rows
 // 1024 bytes apart (the descriptor's stride byte offset); tiles start 1024-byte aligned.
+#include "matmul.cuh"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // sm_90a: the wgmma instructions
 // One m64n256 product, D += A . B: OP names shape and types ("m64n256k16.f32.bf16.bf16"), TAIL the
 // immediates (scale-d, the operand scales and, for 16-bit types, the transpose flags).
@@ -820,21 +821,18 @@ TMAP_F32_KERNEL(em_mm_sgt_kk, sgt_matmul<1, 1>)
 TMAP_F32_KERNEL(em_mm_sgt_mn, sgt_matmul<0, 0>)
 TMAP_F32_KERNEL(em_mm_sgt_mk, sgt_matmul<0, 1>)
 
-// em_conv_sgt_f32 / _i2c: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on
-// sgt_run, as tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous,
-// boxes of 32 k x 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column
-// tile nt comes from x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte swizzle, the
-// padding zero-filled by the copy engine). em_conv_sgt_f32: one 4-D box {32, BW, BH, 1} at
-// (c0, ow0 - pw + kw dw, oh0 - ph + kh dh, n), its BW BH <= 128 pixels the tile's columns.
-// em_conv_sgt_f32_i2c: the copy engine's im2col mode, 128 consecutive output pixels (n, oh, ow)
-// from p0 = 128 nt, across rows and images: the load starts at (c0, ow - pw, oh - ph, n) of
-// p0's pixel and walks the map's bounding box (lower corner -p, upper p_hi - d (k - 1): one
+// em_conv_sgt_f32_i2c: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on sgt_run,
+// as tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous, boxes of 32
+// k x 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column tile nt comes
+// from x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte swizzle, the padding
+// zero-filled by the copy engine) in the copy engine's im2col mode: 128 consecutive output pixels
+// (n, oh, ow) from p0 = 128 nt, across rows and images: the load starts at (c0, ow - pw, oh - ph,
+// n) of p0's pixel and walks the map's bounding box (lower corner -p, upper p_hi - d (k - 1): one
 // position per output pixel), each pixel read at the tap's offsets (kw dw, kh dh). Each output is
 // summed over taps, then channels, in k order; the bias added after. y [N][Cout][OH][OW].
 // With g.splits > 1 (split-K, for tile counts that leave the last wave of multiprocessors half
 // idle) each tile's k tiles come in g.splits ranges (tw_unit): range 0's sums go to y, range s's
 // to ws + (s - 1) N Cout OH OW, and em_conv_splitk_f32 adds them up with the bias.
-template <bool I2C>
 __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, float *ws,
                          const float *bias, const twconv &g)
 {
@@ -843,37 +841,17 @@ __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, float *
         const int tap = kt / g.cpt, kh = tap / g.KW;
         const int c0 = (kt - tap * g.cpt) * 32, kw = tap - kh * g.KW;
         tma_load_2d(sa, ma, kt * 32, mt * 128, full);
-        if (I2C) {
-            const int p0 = nt * 128, n = p0 / plane, r = p0 - n * plane, oh = r / g.OW;
-            tma_load_im2col(sa + 16384, mb, c0, r - oh * g.OW - g.pw, oh - g.ph, n,
-                            (unsigned short)(kw * g.dw), (unsigned short)(kh * g.dh), full);
-        } else {
-            int n, oh0, ow0;
-            twc_cols(g, nt, n, oh0, ow0);
-            tma_load_4d(sa + 16384, mb, c0, ow0 - g.pw + kw * g.dw, oh0 - g.ph + kh * g.dh, n,
-                        full);
-        }
+        const int p0 = nt * 128, n = p0 / plane, r = p0 - n * plane, oh = r / g.OW;
+        tma_load_im2col(sa + 16384, mb, c0, r - oh * g.OW - g.pw, oh - g.ph, n,
+                        (unsigned short)(kw * g.dw), (unsigned short)(kh * g.dh), full);
     };
     auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx, int s) {
         float *dst = s ? ws + (long long)(s - 1) * g.npix * g.Cout : y;
         long long off[8]; // column j's offset in y of output channel 0, or -1 outside
-        if (I2C) {
 #pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int p = nt * 128 + tx + 16 * j, n = p / plane;
-                off[j] = p < g.npix ? (long long)n * g.Cout * plane + (p - n * plane) : -1;
-            }
-        } else {
-            int n, oh0, ow0;
-            twc_cols(g, nt, n, oh0, ow0);
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const int col = tx + 16 * j, bh = col / g.BW, oh = oh0 + bh;
-                const int ow = ow0 + col - bh * g.BW;
-                off[j] = bh < g.BH && oh < g.OH && ow < g.OW
-                             ? (long long)n * g.Cout * plane + oh * g.OW + ow
-                             : -1;
-            }
+        for (int j = 0; j < 8; j++) {
+            const int p = nt * 128 + tx + 16 * j, n = p / plane;
+            off[j] = p < g.npix ? (long long)n * g.Cout * plane + (p - n * plane) : -1;
         }
 #pragma unroll
         for (int i = 0; i < 8; i++) {
@@ -886,24 +864,17 @@ __device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, float *
         }
     };
     // g.ntiles column tiles, g.kts k tiles (the host keeps g.ntiles * 128 within int)
-    const unsigned bytes = 16384 + (I2C ? 128 : g.BW * g.BH) * 128;
-    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, bytes, g.splits, fetch, put);
+    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, 16384 + 128 * 128, g.splits, fetch, put);
 }
 
-extern "C" __global__ void __launch_bounds__(384, 1)
-    em_conv_sgt_f32(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
-                    float *y, float *ws, const float *bias, twconv g)
-{
-    sgt_conv<false>(&ma, &mb, y, ws, bias, g);
-}
 extern "C" __global__ void __launch_bounds__(384, 1)
     em_conv_sgt_f32_i2c(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
                         float *y, float *ws, const float *bias, twconv g)
 {
-    sgt_conv<true>(&ma, &mb, y, ws, bias, g);
+    sgt_conv(&ma, &mb, y, ws, bias, g);
 }
 
-// em_conv_sgt_f32*'s split-K sums: y = ((y + ws[0]) + ws[1] ...) + bias, over y's n = N Cout OH
+// em_conv_sgt_f32_i2c's split-K sums: y = ((y + ws[0]) + ws[1] ...) + bias, over y's n = N Cout OH
 // OW elements (grid-stride), the ranges added in k order.
 extern "C" __global__ void em_conv_splitk_f32(float *y, const float *ws, const float *bias,
                                               twconv g)

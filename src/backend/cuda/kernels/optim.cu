@@ -1,6 +1,7 @@
 // Fused optimizer updates on the device: one pass over a parameter, its gradient and its state,
 // in place, with the operation order of src/optim/optim_kernels.c (PyTorch 1.13's single-tensor
 // paths). The coefficients mean what they mean there; `struct upd_coef` matches em_update_coef.
+#include "prelude.cuh"
 struct upd_coef {
     double lr, wd, a, b, c, d, eps;
     bool maximize, nesterov, first, flag;

@@ -4,6 +4,7 @@
 // values-only pool). A NaN wins, the last one in scan order, as on the CPU. x and the outputs are
 // contiguous. f16/bf16 (H = 1, 2: T is their bits) compare as f32 and copy the winning value's
 // bits.
+#include "prelude.cuh"
 struct poolg {
     i64 in[3], out[3], k[3], s[3], p[3], d[3];
     i64 planes;

@@ -3,6 +3,7 @@
 // integers and bool in 64-bit wrapping integers; each thread reduces a fixed interleaved subset
 // and a fixed tree combines the subsets, so results do not depend on timing. Arg-reductions
 // break ties by the lower position, which is what the CPU's sequential scan gives.
+#include "prelude.cuh"
 
 // ---- element access by dtype (the em_dtype numbering) ------------------------------------
 #define RD_F64  0

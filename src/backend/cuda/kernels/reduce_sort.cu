@@ -3,6 +3,7 @@
 // descending) and rows are sorted by (key, position): the positions make every key distinct, so
 // any correct sort gives the CPU's stable order. Uses rd_ldf / rd_ldi and struct rdline of
 // reduce.cu (one module).
+#include "prelude.cuh"
 
 __device__ __forceinline__ u64 so_key(const void *x, int isf, int dt, i64 off, int desc)
 {

@@ -1,6 +1,7 @@
 // Bandwidth kernels: 16-byte vectorised f32 elementwise ops on contiguous tensors and row
 // kernels (softmax, log-softmax, layer_norm) that read a row once into registers and write it once.
 // Appended to the module source by cuda_kernels.c (unary_f, binary_d, OP_* come from there).
+#include "ew_scalar.cuh"
 
 // y = f(x) over n contiguous floats; the vector part covers n / 4 float4s when x and y are
 // 16-byte aligned (the host checks), the rest is done element by element.
