@@ -472,16 +472,21 @@ static inline int64_t ir_numel(const ir_tensor *t)
 }
 
 /* Row-major with no gaps (size-1 dims may have any stride; an empty tensor is contiguous). */
-static inline bool ir_is_contiguous(const ir_tensor *t)
+static inline bool ir_dims_contiguous(const int64_t *shape, const int64_t *strides, int rank)
 {
     int64_t s = 1;
-    for (int d = t->rank - 1; d >= 0; d--) {
-        if (t->shape[d] == 1) continue;
-        if (t->shape[d] == 0) return true;
-        if (t->strides[d] != s) return false;
-        s *= t->shape[d];
+    for (int d = rank - 1; d >= 0; d--) {
+        if (shape[d] == 1) continue;
+        if (shape[d] == 0) return true;
+        if (strides[d] != s) return false;
+        s *= shape[d];
     }
     return true;
+}
+
+static inline bool ir_is_contiguous(const ir_tensor *t)
+{
+    return ir_dims_contiguous(t->shape, t->strides, t->rank);
 }
 
 static inline bool ir_same_shape(const ir_tensor *a, const ir_tensor *b)

@@ -64,6 +64,22 @@ static bool check_param(const char *fn, const em_tensor *x, const em_tensor *p, 
     return true;
 }
 
+/* x is a float tensor with at least n_norm dims and eps is not negative. */
+static bool check_norm_args(const char *fn, const em_tensor *x, int n_norm, double eps)
+{
+    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return false;
+    if (n_norm < 1 || n_norm > x->rank) {
+        em_error(EM_ERR_INVALID_ARG, "%s: cannot normalise %d trailing dims of a rank-%d tensor",
+                 fn, n_norm, x->rank);
+        return false;
+    }
+    if (!(eps >= 0)) {
+        em_error(EM_ERR_INVALID_ARG, "%s: eps %g is negative", fn, eps);
+        return false;
+    }
+    return true;
+}
+
 static em_tensor *run_norm(em_op_kind kind, const em_tensor *x, em_tensor *const *params,
                            int n_params, em_params p)
 {
@@ -80,20 +96,11 @@ em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight
                          const em_tensor *bias, double eps)
 {
     const char *fn = "em_layer_norm";
-    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return NULL;
-    if (n_norm < 1 || n_norm > x->rank) {
-        em_error(EM_ERR_INVALID_ARG, "%s: cannot normalise %d trailing dims of a rank-%d tensor",
-                 fn, n_norm, x->rank);
-        return NULL;
-    }
+    if (!check_norm_args(fn, x, n_norm, eps)) return NULL;
     const int64_t *nshape = x->shape + (x->rank - n_norm);
     if (!check_param(fn, x, weight, "weight", nshape, n_norm) ||
         !check_param(fn, x, bias, "bias", nshape, n_norm))
         return NULL;
-    if (!(eps >= 0)) {
-        em_error(EM_ERR_INVALID_ARG, "%s: eps %g is negative", fn, eps);
-        return NULL;
-    }
     em_tensor *params[2] = {(em_tensor *)weight, (em_tensor *)bias};
     em_params p = {
         .norm = {
@@ -104,18 +111,9 @@ em_tensor *em_layer_norm(const em_tensor *x, int n_norm, const em_tensor *weight
 em_tensor *em_rms_norm(const em_tensor *x, int n_norm, const em_tensor *weight, double eps)
 {
     const char *fn = "em_rms_norm";
-    if (!tn_check_ptr(fn, x, "x") || !check_float(fn, x, "x")) return NULL;
-    if (n_norm < 1 || n_norm > x->rank) {
-        em_error(EM_ERR_INVALID_ARG, "%s: cannot normalise %d trailing dims of a rank-%d tensor",
-                 fn, n_norm, x->rank);
-        return NULL;
-    }
+    if (!check_norm_args(fn, x, n_norm, eps)) return NULL;
     const int64_t *nshape = x->shape + (x->rank - n_norm);
     if (!check_param(fn, x, weight, "weight", nshape, n_norm)) return NULL;
-    if (!(eps >= 0)) {
-        em_error(EM_ERR_INVALID_ARG, "%s: eps %g is negative", fn, eps);
-        return NULL;
-    }
     em_tensor *params[1] = {(em_tensor *)weight};
     em_params p = {.norm = {.n_norm = n_norm, .has_weight = weight != NULL, .eps = eps}};
     return run_norm(EM_OP_RMS_NORM, x, params, 1, p);

@@ -392,14 +392,7 @@ int64_t tn_numel(const em_tensor *t)
 
 bool tn_is_contiguous(const em_tensor *t)
 {
-    int64_t s = 1;
-    for (int d = t->rank - 1; d >= 0; d--) {
-        if (t->shape[d] == 1) continue;
-        if (t->shape[d] == 0) return true;
-        if (t->strides[d] != s) return false;
-        s *= t->shape[d];
-    }
-    return true;
+    return ir_dims_contiguous(t->shape, t->strides, t->rank);
 }
 
 em_shape tn_shape(const em_tensor *t)
