@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Checks the docs (docs/*.md, README.md) against the public headers (include/ember/*.h and the
-# header generated from the op table, $EMBER_BUILD/gen/include/ember/ops_gen.h, build by default):
+# Checks the docs (docs/*.md, docs/architecture/*.md, README.md) against the public headers
+# (include/ember/*.h and the header generated from the op table,
+# $EMBER_BUILD/gen/include/ember/ops_gen.h, build by default):
 #  - every call `em_x(...)` names a function the headers declare;
 #  - calls in fenced code blocks, and every call in docs/ops.md (which gives full signatures),
 #    pass as many arguments as the declaration takes (variadic functions, `em_x()` as a bare
@@ -63,7 +64,7 @@ if len(decls) < 100:
     sys.exit(f"check-docs: only {len(decls)} declarations found in include/ember/*.h")
 
 errors = []
-files = sorted(glob.glob("docs/*.md")) + ["README.md"]
+files = sorted(glob.glob("docs/*.md")) + sorted(glob.glob("docs/architecture/*.md")) + ["README.md"]
 for path in files:
     text = open(path, encoding="utf-8").read()
     # code regions: (start offset, text, counted) with comments removed from fenced C blocks
