@@ -1,7 +1,8 @@
 // What the block-level kernel emulators (lsg_emu.cpp, norm_emu.cpp) share: CUDA C's qualifiers
 // spelled away, one std::thread per CUDA thread of a block (blocks one after the other),
-// __syncthreads and warp shuffles through barriers, float4 / double2, and a checker against f64
-// references that counts checks and failures.
+// __syncthreads and warp shuffles through barriers, float4 / double2, the bit casts prelude.cuh
+// uses, the block's dynamic shared memory (smem.cuh's dyn_smem), and a checker against f64
+// references that counts checks and failures. The kernel files are then included as they are.
 #ifndef EMBER_CUDA_EMU_BLOCK_H
 #define EMBER_CUDA_EMU_BLOCK_H
 #include <barrier>
@@ -50,6 +51,24 @@ static float __int_as_float(int i)
     memcpy(&f, &i, 4);
     return f;
 }
+static float __uint_as_float(unsigned i)
+{
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+static unsigned __float_as_uint(float f)
+{
+    unsigned i;
+    memcpy(&i, &f, 4);
+    return i;
+}
+static double __longlong_as_double(long long i)
+{
+    double d;
+    memcpy(&d, &i, 8);
+    return d;
+}
 template <typename T> static T __shfl_xor_sync(unsigned, T v, int m)
 {
     static T slot[8][32]; // one per warp and lane, for each type
@@ -59,6 +78,14 @@ template <typename T> static T __shfl_xor_sync(unsigned, T v, int m)
     T r = slot[w][l ^ m];
     warpbar[w]->arrive_and_wait();
     return r;
+}
+
+// smem.cuh: the dynamic shared memory of the one block running
+#define EMBER_CUDA_SMEM_CUH
+alignas(16) static unsigned char g_smem[2 * 8192 * 4];
+template <typename T> static T *dyn_smem()
+{
+    return (T *)g_smem;
 }
 
 static int fails;

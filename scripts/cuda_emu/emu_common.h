@@ -1,13 +1,15 @@
 // What the exact f32 matmul emulators (sgemm_emu.cpp, sgt_emu.cpp) share: CUDA C's qualifiers
 // spelled away, the thread and block indices (thread-local: one std::thread per CUDA thread),
-// float4, and matmul_bias_act's epilogue struct with an f32 version of its apply (bias, the saved
-// pre-activation, ReLU only).
+// float4 and the bit casts prelude.cuh uses, kernels/matmul.cuh as it is, and in place of
+// kernels/matmul_ep.cuh (its guard defined here) an f32 version of matmul_bias_act's epilogue
+// (bias, the saved pre-activation, ReLU only).
 #ifndef EMBER_CUDA_EMU_COMMON_H
 #define EMBER_CUDA_EMU_COMMON_H
 #include <barrier>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <thread>
 #include <vector>
 typedef long long i64;
@@ -28,12 +30,20 @@ static float4 make_float4(float a, float b, float c, float d)
 {
     return {a, b, c, d};
 }
-struct mmep {
-    const void *bias;
-    void *pre;
-    i64 bs;
-    int on, act;
-};
+static float __uint_as_float(unsigned i)
+{
+    float f;
+    memcpy(&f, &i, 4);
+    return f;
+}
+static unsigned __float_as_uint(float f)
+{
+    unsigned i;
+    memcpy(&i, &f, 4);
+    return i;
+}
+#include "../../src/backend/cuda/kernels/matmul.cuh"
+#define EMBER_CUDA_MATMUL_EP_CUH
 // the epilogue with f32 bias, the pre-activation and ReLU (act 1) only
 template <int TY> static float ep_apply(const mmep &e, float v, i64 col, i64 idx)
 {

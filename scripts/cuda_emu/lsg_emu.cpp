@@ -1,4 +1,4 @@
-// Cross entropy's kernels (kernels/reduce.cu: lsg_rows, behind em_lsg_warp_f32 and
+// Cross entropy's kernels (kernels/reduce_lsg.cu: lsg_rows, behind em_lsg_warp_f32 and
 // em_lsg_rows_f32, and em_rd_lsg, any dtype and layout) run on the CPU: one std::thread per CUDA thread of a 256-thread block, blocks
 // one after the other, shuffles and __syncthreads through barriers. Checks the online max / sum,
 // the warp and block combines, the float4 and scalar paths and the grid-stride row loop against
@@ -7,43 +7,11 @@
 // and f16; the long-row softmax (em_softmax_long_f32), which shares the row statistics. Built and
 // run by scripts/cuda-emu-lsg.sh.
 #include "emu_block.h"
-static double __longlong_as_double(long long i)
-{
-    double d;
-    memcpy(&d, &i, 8);
-    return d;
-}
-static float em_h2f(unsigned short h)
-{
-    _Float16 f;
-    memcpy(&f, &h, 2);
-    return (float)f;
-}
-static unsigned short em_f2h(float v)
-{
-    _Float16 f = (_Float16)v;
-    unsigned short h;
-    memcpy(&h, &f, 2);
-    return h;
-}
-static float em_b2f(unsigned short b)
-{
-    unsigned u = (unsigned)b << 16;
-    float f;
-    memcpy(&f, &u, 4);
-    return f;
-}
-static unsigned short em_f2b(float f)
-{
-    unsigned u;
-    memcpy(&u, &f, 4);
-    return (unsigned short)((u + 0x7fffu + ((u >> 16) & 1)) >> 16);
-}
 template <typename T> static void __stcs(T *p, T v)
 {
     *p = v;
 }
-#include "lsg_emu_kernels.inc"
+#include "../../src/backend/cuda/kernels/reduce_lsg.cu"
 
 // the f64 reference: max m and sum of exp(x - m) over a contiguous f32 row
 static void ref_max_sum(const float *xr, i64 len, double &m, double &s)

@@ -1,4 +1,4 @@
-// The layer / RMS norm gradient kernels (kernels/rows.cu: em_norm_bw_f32[x4]_v*, a block of 256
+// The layer / RMS norm gradient kernels (kernels/rows_norm.cu: em_norm_bw_f32[x4]_v*, a block of 256
 // per row with VPT registers per thread, scalar or float4, and em_norm_bw_cols_f32, the weight /
 // bias gradients' column sums of the blocks' partial rows) run on the CPU through emu_block.h,
 // against f64 references: every register count, scalar and float4 rows, rows shorter than the
@@ -6,8 +6,7 @@
 // and without a weight, no partials asked, and the column sums of zero partial rows (zeros). Built
 // and run by scripts/cuda-emu-norm.sh.
 #include "emu_block.h"
-alignas(16) static unsigned char g_smem[2 * 8192 * 4]; // the dynamic shared memory of a block
-#include "norm_emu_kernels.inc"
+#include "../../src/backend/cuda/kernels/rows_norm.cu"
 
 typedef void (*norm_bw_fn)(const float *, const float *, const float *, float *, float *, float *,
                            i64, i64, double, int);

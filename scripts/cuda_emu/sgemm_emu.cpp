@@ -1,4 +1,4 @@
-// The exact f32 matmul kernels of kernels/matmul.cu (em_mm_sgemm for any strides, the 16-byte
+// The exact f32 matmul kernels of kernels/matmul_sgemm.cu (em_mm_sgemm for any strides, the 16-byte
 // em_mm_sgemm_v4_* on 128 x 128 and 64 x 64 tiles) run on the CPU: one std::thread per CUDA
 // thread of a block, blocks one after the other, __syncthreads through a barrier. Checks the
 // kernels' index arithmetic, edges, batches and the matmul_bias_act epilogue against f64 sums
@@ -10,14 +10,7 @@ static void __syncthreads()
 {
     blockbar->arrive_and_wait();
 }
-struct mmidx {
-    i64 bshape[8], ast[8], bst[8];
-    int R;
-    i64 M, K, N, sam, sak, sbk, sbn, nbatch;
-    mmep ep;
-};
-// batch_offsets and the f32 kernels, cut from kernels/matmul.cu by scripts/cuda-emu-sgemm.sh
-#include "sgemm_emu_kernels.inc"
+#include "../../src/backend/cuda/kernels/matmul_sgemm.cu"
 
 typedef void (*kern)(const float *, const float *, float *, mmidx);
 

@@ -1,5 +1,5 @@
 // The exact f32 matmul and convolution kernels fed by the copy engine (em_mm_sgt_* and
-// em_conv_sgt_f32_i2c of kernels/matmul_wgmma.cu) run on the CPU: one std::thread per CUDA thread of a
+// em_conv_sgt_f32_i2c of kernels/matmul_sgt.cu) run on the CPU: one std::thread per CUDA thread of a
 // block, blocks one after the other. The bulk tensor copy (2-D and 4-D boxes, zero fill off the
 // operand on either side, the 128-byte swizzle or none), the mbarriers
 // (arrivals, transaction bytes, phase parity) and __syncwarp are emulated, so the kernels' stage
@@ -11,11 +11,17 @@
 
 #include "emu_common.h"
 #define __grid_constant__
-#define TW_STAGES 4
+// kernels/matmul_sgt.cu's sm_90a part, with the PTX of the headers below emulated here
+#define __CUDA_ARCH_FEAT_SM90_ALL
+#define EMBER_CUDA_MATMUL_MMA_CUH
+#define EMBER_CUDA_MATMUL_TMA_CUH
 
 // The block's shared memory: "addresses" are byte offsets into it.
 alignas(1024) static unsigned char smem[4 * 32768 + 2048];
-static const unsigned char *tws = smem;
+static unsigned char *tw_dyn_smem()
+{
+    return smem;
+}
 static unsigned smem_u32(const void *p)
 {
     return (unsigned)((const unsigned char *)p - smem);
@@ -44,16 +50,16 @@ struct mbarrier {
     unsigned count = 0, pending = 0, phase = 0;
     long tx = 0;
 };
+// the block's mbarriers in the order mbar_init met them, at the addresses bar_addr
 static mbarrier bars[16];
-static unsigned bar_base; // the address of bars[0]
+static unsigned bar_addr[16];
+static int nbars;
 static mbarrier &bar_at(unsigned addr)
 {
-    unsigned i = (addr - bar_base) / 8;
-    if ((addr - bar_base) % 8 || i >= 16) {
-        fprintf(stderr, "bad mbarrier address %u\n", addr);
-        abort();
-    }
-    return bars[i];
+    for (int i = 0; i < nbars; i++)
+        if (bar_addr[i] == addr) return bars[i];
+    fprintf(stderr, "no mbarrier at address %u\n", addr);
+    abort();
 }
 static void complete_if_done(mbarrier &b) // caller holds b.m
 {
@@ -63,9 +69,19 @@ static void complete_if_done(mbarrier &b) // caller holds b.m
         b.cv.notify_all();
     }
 }
+// one thread initialises a block's mbarriers before a block barrier (tw_init)
 static void mbar_init(unsigned bar, unsigned count)
 {
-    mbarrier &b = bar_at(bar);
+    int i = 0;
+    while (i < nbars && bar_addr[i] != bar) i++;
+    if (i == nbars) {
+        if (nbars == 16) {
+            fprintf(stderr, "more than 16 mbarriers\n");
+            abort();
+        }
+        bar_addr[nbars++] = bar;
+    }
+    mbarrier &b = bars[i];
     std::lock_guard<std::mutex> g(b.m);
     b.count = b.pending = count;
     b.phase = 0;
@@ -169,28 +185,20 @@ static void __syncwarp()
 {
     warp_bars[threadIdx.x / 32]->arrive_and_wait();
 }
-// as kernels/matmul_wgmma.cu's: the stage area 1024-byte aligned, full (1 arrival) and empty (8)
-// mbarriers after the stages
-static unsigned tw_start(unsigned stage)
+static void mbar_fence_init()
 {
-    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
-    const unsigned full0 = base + TW_STAGES * stage, empty0 = full0 + 8 * TW_STAGES;
-    if (threadIdx.x == 0) {
-        bar_base = full0;
-        for (int s = 0; s < TW_STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8);
-        }
-    }
-    __syncthreads();
-    return base;
+}
+static void tw_regs_producer()
+{
+}
+static void tw_regs_consumer()
+{
 }
 
 static dim3e blockDim = {384, 1, 1}; // launch's blocks
 
-// tw_tile, tw_unit, tw_produce and the sgt kernels, cut from kernels/matmul_wgmma.cu by
-// scripts/cuda-emu-sgemm.sh
-#include "sgt_emu_kernels.inc"
+// the sgt kernels, with kernels/matmul_tw.cuh's tile walk, stages and producer loop
+#include "../../src/backend/cuda/kernels/matmul_sgt.cu"
 
 typedef void (*kern)(const em_tmap, const em_tmap, float *, int, int, int, mmep);
 

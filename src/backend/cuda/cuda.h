@@ -323,7 +323,7 @@ const char *cuda_module_cache_path(int device);
 /* A MATMUL record's geometry as the kernels read it (matches `struct mmidx` of kernels/matmul.cuh):
  * batch shape and the operands' batch strides (0 where broadcast), M K N, the row/column
  * strides of A [M, K] and B [K, N], the number of batch entries. */
-/* MATMUL_BIAS_ACT's epilogue as the kernels take it (kernels/matmul.cu, struct mmep): on = 0 for
+/* MATMUL_BIAS_ACT's epilogue as the kernels take it (kernels/matmul.cuh, struct mmep): on = 0 for
  * a plain product; bias (NULL: none) in the output dtype with element stride bs, pre (NULL:
  * none) the contiguous pre-activation output, act an em_act code. */
 typedef struct cuda_mm_epi {

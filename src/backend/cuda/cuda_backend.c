@@ -309,7 +309,7 @@ static em_status run_layer_norm(const ir_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, rows, params, what);
 }
 
-/* NORM_BACKWARD (rows.cu): em_norm_bw_f32[x4]_v* a block of 256 per row (float4 where rows are
+/* NORM_BACKWARD (rows_norm.cu): em_norm_bw_f32[x4]_v* a block of 256 per row (float4 where rows are
  * a multiple of 4 elements and every pointer is 16-byte aligned) over a grid of as many blocks as
  * stay resident (2 to 4 per multiprocessor by the registers a row takes), writing dx and each
  * block's partial weight / bias gradient rows; em_norm_bw_cols_f32 adds those in block order. */

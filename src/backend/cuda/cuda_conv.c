@@ -1,7 +1,7 @@
 /* The CUDA backend's convolutions: CONV and CONV_TRANSPOSE (the implicit GEMMs on mma.sync and
  * on wgmma, the columns + one product path, im2col + the batched matmul, the direct kernel for
  * few outputs per group) and IM2COL / COL2IM (F.unfold / F.fold); kernels in kernels/conv.cu,
- * conv_nn.cu, matmul_conv.cu and matmul_wgmma.cu. */
+ * conv_nn.cu, matmul_conv.cu, matmul_sgt.cu and matmul_wgmma.cu. */
 #include <stdio.h>
 #include <string.h>
 
@@ -376,7 +376,7 @@ static em_status conv_cols(int dev, const ir_tensor *x, const ir_tensor *w, cons
     return st;
 }
 
-typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_wgmma.cu */
+typedef struct tw_conv_arg { /* matches `struct twconv` in kernels/matmul_tw.cuh */
     int32_t Cout, OH, OW, KW, ph, pw, dh, dw, BW, BH, tw, th, ntiles, cpt, kts, npix, splits;
 } tw_conv_arg;
 

@@ -494,7 +494,7 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
     return parts;
 }
 
-/* ---- exact f32 fed by the copy engine (em_mm_sgt_<a><b>, kernels/matmul_wgmma.cu) ----------
+/* ---- exact f32 fed by the copy engine (em_mm_sgt_<a><b>, kernels/matmul_sgt.cu) -------------
  * On sm_90, one product (no batch) with at least one 128 x 128 tile per multiprocessor that the
  * K split would leave whole (split_k_parts 1), both operands in a layout a tensor map takes
  * (16-byte aligned base, unit stride along one dim, the other a multiple of 4 floats). On the

@@ -3,7 +3,7 @@
  * LOG_SOFTMAX along one dim, their gradient SOFTMAX_BACKWARD, LOG_SOFTMAX_GATHER (cross entropy)
  * and its gradient, and SORT TOPK MEDIAN, for every
  * dtype and any input strides, with the CPU backend's semantics (cpu_reduce.c, cpu_order.c).
- * The kernels are in kernels/reduce.cu and kernels/reduce_sort.cu. */
+ * The kernels are in kernels/reduce.cu, kernels/reduce_lsg.cu and kernels/reduce_sort.cu. */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -361,7 +361,7 @@ static em_status run_mask_reduce(const ir_op *op, int dev, const char *what)
 
 /* ---- along one dim: scans, softmax, ordering ------------------------------------------------- */
 
-typedef struct rdline { /* matches `struct rdline` in kernels/reduce.cu */
+typedef struct rdline { /* matches `struct rdline` in kernels/reduce.cuh */
     int64_t shape[8], xs[8], os0[8], os1[8];
     int n;
     int64_t lines, len, sx, s0, s1;
@@ -515,7 +515,7 @@ static em_status run_softmax_bw(const ir_op *op, int dev, const char *what)
     return cuda_launch_blocks(dev, f, s.lines, params, what);
 }
 
-/* LOG_SOFTMAX_GATHER[_BACKWARD] (kernels/reduce.cu): contiguous f32 rows along the last dim a
+/* LOG_SOFTMAX_GATHER[_BACKWARD] (kernels/reduce_lsg.cu): contiguous f32 rows along the last dim a
  * warp per row up to 1024 elements, else a block of 256 per row (online max / sum in one read;
  * the backward reads the row again); anything else a block per line in f64 (em_rd_lsg). t, g
  * and the forward's output are indexed by line (the rdline's line order is row-major). */

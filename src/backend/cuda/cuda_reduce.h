@@ -1,5 +1,5 @@
 /* The CUDA backend's reductions, scans, softmax and ordering ops (cuda_reduce.c, kernels in
- * kernels/reduce.cu and kernels/reduce_sort.cu). */
+ * kernels/reduce.cu, reduce_lsg.cu and reduce_sort.cu). */
 #ifndef EMBER_CUDA_REDUCE_H
 #define EMBER_CUDA_REDUCE_H
 

@@ -2,7 +2,7 @@
 // one block (or, for rows of at most 2048, one warp) per row of S scores, in place: scale, the
 // causal cut, the mask, then a softmax with the CPU GEMM path's arithmetic (scores and exp in T,
 // the row sum in f64, p = e * (1 / sum); a row with nothing kept is NaN).
-#include "prelude.cuh"
+#include "attention.cuh"
 #define AR_T 256
 
 template <typename T> __device__ __forceinline__ T ar_exp(T x);

@@ -2,11 +2,7 @@
 // of size 1 fill the rest), and a per-channel bias add. CONV runs as im2col + the matmul
 // kernels, CONV_TRANSPOSE as matmul + col2im (cuda_conv.c). Contiguous tensors.
 // A "block" position l indexes the grid g.blk (conv: output positions; the image is the input).
-#include "prelude.cuh"
-struct convg {
-    i64 img[3], blk[3], k[3], s[3], p[3], d[3];
-    i64 n, c; // batch and channels of the image
-};
+#include "conv.cuh"
 
 // cols [n][c * K][L] from img [n][c][img...]; K = k0 k1 k2, L = blk0 blk1 blk2; 0 outside.
 template <typename T> __device__ void im2col_nd(const T *img, T *cols, const convg &g)

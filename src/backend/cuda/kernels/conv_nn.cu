@@ -2,6 +2,7 @@
 // through their element strides (struct nnv, up to 8 dims), outputs are contiguous. Floating
 // dtypes are a template code DT: 0 f32, 1 f64, 2 f16, 3 bf16; values are computed in double and
 // stored through f32 (as the CPU's ir_set_f64 does).
+#include "conv.cuh"
 #include "matmul.cuh"
 struct nnv {
     i64 shape[8], st[8];

@@ -1,7 +1,7 @@
 // Index, combine and pixel-shuffle kernels (host side: cuda_index.c). Data movement is done by
 // element size (1, 2, 4 or 8 bytes), so every dtype shares one kernel; index tensors of any
 // integer dtype are read as 64-bit values. Offsets are in elements, 64-bit throughout.
-#include "prelude.cuh"
+#include "index.cuh"
 #define IDX_LOOP(n)                                                                                \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                              \
          i += (i64)blockDim.x * gridDim.x)
@@ -163,28 +163,8 @@ extern "C" __global__ void idx_check(const void *ix, int ik, i64 n, idx_gatherg 
     }
 }
 
-// ---- element loads and stores by dtype code (the CPU's cpu_get_* / cpu_set_* conversions)
-// dtype codes: 0 f64, 1 f32, 2 f16, 3 bf16, 4 i64, 5 i32, 6 i16, 7 i8, 8 u8, 9 bool
-__device__ __forceinline__ double idx_getf(const void *p, i64 o, int dt)
-{
-    switch (dt) {
-    case 0: return ((const double *)p)[o];
-    case 1: return ((const float *)p)[o];
-    case 2: return em_h2f(((const unsigned short *)p)[o]);
-    default: return __uint_as_float((unsigned)((const unsigned short *)p)[o] << 16);
-    }
-}
-
-__device__ __forceinline__ void idx_setf(void *p, i64 o, int dt, double v)
-{
-    switch (dt) {
-    case 0: ((double *)p)[o] = v; break;
-    case 1: ((float *)p)[o] = (float)v; break;
-    case 2: ((unsigned short *)p)[o] = em_f2h((float)v); break;
-    default: ((unsigned short *)p)[o] = em_f2b((float)v); break;
-    }
-}
-
+// ---- element loads and stores by dtype code (the CPU's cpu_get_* / cpu_set_* conversions;
+// idx_getf / idx_setf: index.cuh)
 __device__ __forceinline__ i64 idx_geti(const void *p, i64 o, int dt)
 {
     switch (dt) {

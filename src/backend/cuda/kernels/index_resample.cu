@@ -2,8 +2,8 @@
 // one thread per output element, mirroring the CPU kernels of cpu_pool.c: the same scan order,
 // f64 accumulation, and f64 arithmetic kept free of contractions (the CPU rounds each step).
 // Spatial dims are padded to three with leading size-1 dims; x is read through its strides (the
-// leading dims are the planes), y is contiguous. Float dtypes through index.cu's dtype helpers.
-#include "prelude.cuh"
+// leading dims are the planes), y is contiguous. Float dtypes through index.cuh's dtype helpers.
+#include "index.cuh"
 struct rs_geom {
     i64 in[3], out[3], k[3], s[3], p[3], d[3];
     i64 lead[2], lst[2]; // leading (plane) dims of x and their strides

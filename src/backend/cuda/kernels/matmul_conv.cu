@@ -4,9 +4,10 @@
 // where k = (ci, kh, kw) runs over the Cg K_h K_w kernel taps and l = (oh, ow) over the output
 // positions; x_col is never written: each k tile's column elements are gathered from x into
 // shared memory. The batch joins the columns (n L + l), so small images still fill a tile.
-// Uses the mma.sync helpers of matmul.cu (same unit). Contiguous x [N][Cx][H][W], w
-// [Cy][Cg][Kh][Kw], y [N][Cy][OH][OW]; the host checks every offset fits in 32 bits.
+// Uses the mma.sync helpers of matmul_mma.cuh. Contiguous x [N][Cx][H][W], w [Cy][Cg][Kh][Kw],
+// y [N][Cy][OH][OW]; the host checks every offset fits in 32 bits.
 #include "matmul.cuh"
+#include "matmul_mma.cuh"
 
 struct convig { // matches conv_ig_arg in cuda_conv.c
     int H, W, OW;

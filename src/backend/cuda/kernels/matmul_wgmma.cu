@@ -5,6 +5,9 @@
 // 1024 bytes apart (the descriptor's stride byte offset); tiles start 1024-byte aligned.
 #include "matmul.cuh"
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL) // sm_90a: the wgmma instructions
+#include "matmul_ep.cuh"
+#include "matmul_mma.cuh"
+#include "matmul_tw.cuh"
 // One m64n256 product, D += A . B: OP names shape and types ("m64n256k16.f32.bf16.bf16"), TAIL the
 // immediates (scale-d, the operand scales and, for 16-bit types, the transpose flags).
 #define WGMMA_256(OP, TAIL)                                                                              \
@@ -49,52 +52,7 @@
 // Operand layouts: K-major ([rows][K], one TMA box of BK x rows) or MN-major ([K][rows], boxes of
 // 64 rows x 64 K, one 8 KiB atom column each; wgmma's transpose flag, descriptor LBO = 8 KiB
 // between the columns). TY: 0 f16, 1 bf16, 2 tf32 (K-major only, f32 output).
-#define TW_STAGES 4
 #define TW_A_BYTES (128 * 128)
-
-struct __align__(64) em_tmap {
-    unsigned long long w[16];
-};
-
-__device__ __forceinline__ void mbar_init(unsigned bar, unsigned count)
-{
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-
-__device__ __forceinline__ void mbar_expect_tx(unsigned bar, unsigned bytes)
-{
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar),
-                 "r"(bytes)
-                 : "memory");
-}
-
-__device__ __forceinline__ void mbar_arrive(unsigned bar)
-{
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
-
-// Waits until the phase of parity `parity` has completed.
-__device__ __forceinline__ void mbar_wait(unsigned bar, unsigned parity)
-{
-    unsigned done = 0;
-    while (!done)
-        asm volatile("{\n.reg .pred p;\n"
-                     "mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     "selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(bar), "r"(parity)
-                     : "memory");
-}
-
-// Box of map at element coordinates (c0 innermost, c1) into shared dst; completes on bar.
-__device__ __forceinline__ void tma_load_2d(unsigned dst, const em_tmap *map, int c0, int c1,
-                                            unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(bar)
-                 : "memory");
-}
 
 // Shared-memory descriptor of a 128-byte swizzled operand: 8-row groups 1024 bytes apart, lbo the
 // byte distance between 64-element atom columns (MN-major; unused for K-major).
@@ -131,27 +89,6 @@ __device__ __forceinline__ void tw_mma(float *d, unsigned long long da, unsigned
         if constexpr (TY == 0 && TA && !TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 1, 0");
         if constexpr (TY == 0 && TA && TB) WGMMA_128("m64n128k16.f32.f16.f16", "1, 1, 1, 1, 1");
     }
-}
-
-// Output tile t of tm x tn: 16 row tiles at a time, walking the rows fastest.
-__device__ __forceinline__ void tw_tile(int t, int tm, int tn, int &mt, int &nt)
-{
-    const int per = 16 * tn, g = t / per, r = t - g * per, first = g * 16;
-    const int gs = tm - first < 16 ? tm - first : 16;
-    mt = first + r % gs;
-    nt = r / gs;
-}
-
-// Work unit u of tm x tn output tiles each split into `splits` k ranges (split-K): the tile
-// (tw_tile's order over u / splits) and its k tiles [k0, k1) of kts, the ranges as even as the
-// division allows (none empty while splits <= kts). With splits 1, the tile u and all of k.
-__device__ __forceinline__ void tw_unit(int u, int tm, int tn, int kts, int splits, int &mt,
-                                        int &nt, int &k0, int &k1)
-{
-    const int t = u / splits, s = u - t * splits;
-    tw_tile(t, tm, tn, mt, nt);
-    k0 = s * kts / splits;
-    k1 = (s + 1) * kts / splits;
 }
 
 // A consumer warpgroup's k loop for one output tile: for each of kts stages, waits for it to
@@ -195,56 +132,6 @@ __device__ __forceinline__ void tw_consume(float *d, unsigned base, int kts, int
     });
 }
 
-// The mbarriers of the stages (full: one arrival, the producer's; empty: one per consumer warp)
-// and the register split between the producer and consumer warpgroups.
-__device__ __forceinline__ void tw_init(unsigned full0, unsigned empty0)
-{
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < TW_STAGES; s++) {
-            mbar_init(full0 + 8 * s, 1);
-            mbar_init(empty0 + 8 * s, 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-}
-
-// Every wgmma kernel's start: the stage area, 1024-byte aligned in dynamic shared memory (its
-// address returned), with the stages' mbarriers initialised. (The register split stays in the
-// kernels' own producer and consumer branches: moved in here, ptxas gave the narrow kernels 116
-// registers and the wide ones 8 bytes of spills.)
-__device__ __forceinline__ unsigned tw_start(unsigned stage)
-{
-    extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = (smem_u32(tws) + 1023u) & ~1023u;
-    const unsigned full0 = base + TW_STAGES * stage;
-    tw_init(full0, full0 + 8 * TW_STAGES);
-    return base;
-}
-
-// The producer thread's loop: for each work unit of this block (tw_unit: an output tile in
-// tw_tile's order, or with splits > 1 one of its k ranges) and each of its k tiles, waits until
-// the next stage is released, expects `bytes` on the stage's full mbarrier and calls load(stage
-// address, full mbarrier, mt, nt, kt) to issue the copies.
-template <typename Load>
-__device__ __forceinline__ void tw_produce(unsigned base, unsigned stage, unsigned bytes, int tm,
-                                           int tn, int kts, Load &&load, int splits = 1)
-{
-    const unsigned full0 = base + TW_STAGES * stage, empty0 = full0 + 8 * TW_STAGES;
-    int it = 0;
-    for (int u = blockIdx.x; u < tm * tn * splits; u += gridDim.x) {
-        int mt, nt, k0, k1;
-        tw_unit(u, tm, tn, kts, splits, mt, nt, k0, k1);
-        for (int kt = k0; kt < k1; kt++, it++) {
-            const int s = it % TW_STAGES;
-            mbar_wait(empty0 + 8 * s, ((it / TW_STAGES) & 1) ^ 1);
-            const unsigned full = full0 + 8 * s;
-            mbar_expect_tx(full, bytes);
-            load(base + s * stage, full, mt, nt, kt);
-        }
-    }
-}
-
 template <int TY, int TA, int TB, int BN>
 __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, int N, int K,
                           const mmep &ep)
@@ -255,7 +142,7 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
     const int tm = (M + 127) / 128, tn = (N + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        tw_regs_producer();
         if (tid == 0)
             tw_produce(base, STAGE, STAGE, tm, tn, kts,
                        [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
@@ -274,7 +161,7 @@ __device__ void tw_matmul(const em_tmap *ma, const em_tmap *mb, void *c, int M, 
                                tma_load_2d(sb, mb, k0, n0, full);
                        });
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        tw_regs_consumer();
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
         int it = 0;
         for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
@@ -454,7 +341,7 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
     const int tm = (R + 127) / 128, tn = (C + BN - 1) / BN, tiles = tm * tn;
     const int kts = (K + BK - 1) / BK;
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        tw_regs_producer();
         if (tid == 0)
             tw_produce(base, STAGE, STAGE, tm, tn, kts,
                        [&](unsigned sx, unsigned full, int mt, int nt, int kt) {
@@ -465,7 +352,7 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
                            tma_load_2d(sx + TW_A_BYTES, my, kt * BK, nt * BN, full);
                        });
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        tw_regs_consumer();
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31, q = lane & 3;
         // byte offsets of a0..a3: box, k row (q or q + 4), swizzled chunk, word
         unsigned off[4];
@@ -521,17 +408,6 @@ __device__ void tw_rs_matmul(const em_tmap *mx, const em_tmap *my, float *c, int
     }
 }
 
-// A kernel of one block of 384 threads per multiprocessor with an f32 output from two tensor
-// maps: name(first map, second map, c, rows, columns, K, epilogue) calls body (a device function)
-// with the maps' addresses and the rest.
-#define TMAP_F32_KERNEL(name, ...)                                                                 \
-    extern "C" __global__ void __launch_bounds__(384, 1)                                           \
-        name(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb, float *c,     \
-             int M, int N, int K, mmep ep)                                                         \
-    {                                                                                              \
-        __VA_ARGS__(&ma, &mb, c, M, N, K, ep);                                                     \
-    }
-
 // em_mm_tw_tf32_<a><b><bn>: mk (A stored [K][M], B [N][K]) or kn (A [M][K], B [K][N]); the
 // arguments are X's map, Y's, c, R, C, K (above).
 TMAP_F32_KERNEL(em_mm_tw_tf32_mkw, tw_rs_matmul<256, 0>)
@@ -547,45 +423,6 @@ TMAP_F32_KERNEL(em_mm_tw_tf32_knn, tw_rs_matmul<128, 1>)
 // x's 4-D map [N][H][W][C] at (c0, ow0 - pw + kw dw, oh0 - ph + kh dh, n): the copy engine
 // zero-fills what lies off the image (negative coordinates too), which is the padding. The box's
 // BW BH rows (<= BN) are the tile's columns; the columns past them are never stored.
-struct twconv { // matches tw_conv_arg in cuda_conv.c
-    int Cout, OH, OW, KW, ph, pw, dh, dw;
-    int BW, BH, tw, th; // box; column tiles per image: tw along OW, th along OH
-    int ntiles, cpt;    // column tiles (N th tw); k tiles per tap (C / 64)
-    int kts;            // Kh Kw C / 64
-    int npix;           // N OH OW (the f32 im2col kernel's columns)
-    int splits;         // k ranges per output tile (em_conv_sgt_f32*; the others take 1)
-};
-
-__device__ __forceinline__ void tma_load_4d(unsigned dst, const em_tmap *map, int c0, int c1,
-                                            int c2, int c3, unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.tile.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6];\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(bar)
-                 : "memory");
-}
-
-// The copy engine's im2col mode (a map from cuTensorMapEncodeIm2col): pixels from (c, w, h, n),
-// each read at the offsets (ow, oh).
-__device__ __forceinline__ void tma_load_im2col(unsigned dst, const em_tmap *map, int c, int w,
-                                                int h, int n, unsigned short ow,
-                                                unsigned short oh, unsigned bar)
-{
-    asm volatile("cp.async.bulk.tensor.4d.shared::cluster.global.im2col.mbarrier::complete_tx::bytes"
-                 " [%0], [%1, {%2, %3, %4, %5}], [%6], {%7, %8};\n" ::"r"(dst),
-                 "l"((unsigned long long)map), "r"(c), "r"(w), "r"(h), "r"(n), "r"(bar), "h"(ow),
-                 "h"(oh)
-                 : "memory");
-}
-
-// Column tile nt: image n, first output row oh0 and column ow0.
-__device__ __forceinline__ void twc_cols(const twconv &g, int nt, int &n, int &oh0, int &ow0)
-{
-    const int per = g.th * g.tw, r = nt - (n = nt / per) * per, rh = r / g.tw;
-    oh0 = rh * g.BH;
-    ow0 = (r - rh * g.tw) * g.BW;
-}
-
 template <int TY, int BN>
 __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
                         const unsigned short *bias, const twconv &g)
@@ -595,7 +432,7 @@ __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
     const int tid = threadIdx.x, wg = tid >> 7;
     const int tm = (g.Cout + 127) / 128, tn = g.ntiles, tiles = tm * tn;
     if (wg == 0) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
+        tw_regs_producer();
         if (tid == 0)
             tw_produce(base, STAGE, TW_A_BYTES + g.BW * g.BH * 128, tm, tn, g.kts,
                        [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
@@ -608,7 +445,7 @@ __device__ void tw_conv(const em_tmap *ma, const em_tmap *mb, unsigned short *y,
                                        oh0 - g.ph + kh * g.dh, n, full);
                        });
     } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
+        tw_regs_consumer();
         const int cw = wg - 1, w = (tid >> 5) & 3, lane = tid & 31;
         const long long plane = (long long)g.OH * g.OW;
         // column pairs stored as 4 bytes: both in one box row and 4-byte aligned
@@ -664,229 +501,6 @@ TWC_KERNEL(em_conv_tw_bf16_n, 1, 128)
 TWC_KERNEL(em_conv_tw_f16_w, 0, 256)
 TWC_KERNEL(em_conv_tw_f16_n, 0, 128)
 
-// ---- exact f32 on the copy engine: em_mm_sgt_<a><b> --------------------------------------------
-// Exact f32 products (FFMA, each output summed in k order as em_mm_sgemm_v4 does) whose operands
-// arrive by bulk tensor copies, so the 8 consumer warps issue nothing but shared loads and FFMAs
-// in the k loop: no global loads, no staging registers, no transposing stores, no block barrier.
-// Warpgroup 0's first thread is the producer (tw_produce: 4 stages of 32 k, full / empty
-// mbarriers), warpgroups 1 and 2 the consumers (setmaxnreg: 40 and 232 registers);
-// the grid holds one block per multiprocessor, each walking output tiles of 128 x 128 in
-// tw_tile's order, so the next tile's stages fill while the consumers store the last one.
-// Stage: A's tile at 0, B's at 16 KiB. A k-contiguous operand (a = k: A [M][K]; b = k: B [N][K])
-// comes in one box of 32 k x 128 rows with the 128-byte swizzle (row r's 16-byte chunk q at
-// q ^ (r % 8)); an m- or n-contiguous one (a = m: A [K][M]; b = n: B [K][N]) in one unswizzled
-// box of 128 x 32 k, [k][128]. Thread (ty, tx) of the 16 x 16 grid (a warp: 4 rows x 8 columns
-// of it) owns 8 rows and 8 columns: rows ty*4 + 0..3 and 64 + ty*4 + 0..3 from an m-contiguous A
-// (float4 along m), rows ty + 16 i from a k-contiguous one (float4 of 4 k steps per row, the
-// swizzle sending a warp's 4 rows to 4 different chunks: one wavefront); likewise the columns.
-#define SGT_STAGE 32768
-
-// The thread's 8 rows (r: ty for A, tx for B) of 4 k steps 4 q .. 4 q + 3 from a stage tile t, KC:
-// the operand is k-contiguous. v[i][kk]: row i, k step 4 q + kk.
-template <int KC>
-__device__ __forceinline__ void sgt_frag(float (&v)[8][4], const unsigned char *t, int q, int r)
-{
-    if (KC) {
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const float4 x = *(const float4 *)(t + r * 128 + i * 2048 + ((q ^ (r & 7)) << 4));
-            v[i][0] = x.x, v[i][1] = x.y, v[i][2] = x.z, v[i][3] = x.w;
-        }
-    } else {
-#pragma unroll
-        for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-            for (int h = 0; h < 2; h++) {
-                const float4 x = *(const float4 *)(t + (q * 4 + kk) * 512 + h * 256 + r * 16);
-                v[4 * h][kk] = x.x, v[4 * h + 1][kk] = x.y, v[4 * h + 2][kk] = x.z;
-                v[4 * h + 3][kk] = x.w;
-            }
-    }
-}
-
-// The kernels' body: an M x N output in tiles of 128 x 128, K in k tiles of 32, `bytes` per stage,
-// each tile's k tiles in `splits` ranges (tw_unit) summed separately. load(stage address, full
-// mbarrier, mt, nt, kt) issues a stage's copies (A's tile at 0, B's at 16 KiB); store(acc, mt,
-// nt, ty, tx, s) writes the thread's 8 x 8 sums of range s of a tile.
-template <int AK, int BK, typename Load, typename Store>
-__device__ void sgt_run(int M, int N, int K, unsigned bytes, int splits, Load &&load, Store &&store)
-{
-    extern __shared__ __align__(1024) unsigned char tws[];
-    const unsigned base = tw_start(SGT_STAGE);
-    const unsigned char *sm = tws + (base - smem_u32(tws));
-    const int tid = threadIdx.x;
-    const int tm = (M + 127) / 128, tn = (N + 127) / 128, tiles = tm * tn, kts = (K + 31) / 32;
-    if (tid < 128) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n");
-        if (tid == 0) tw_produce(base, SGT_STAGE, bytes, tm, tn, kts, load, splits);
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n");
-    const int w = (tid >> 5) - 4, lane = tid & 31;
-    const int tx = (w & 1) * 8 + (lane & 7), ty = (w >> 1) * 4 + (lane >> 3);
-    const unsigned full0 = base + TW_STAGES * SGT_STAGE, empty0 = full0 + 8 * TW_STAGES;
-    int it = 0;
-    for (int u = blockIdx.x; u < tiles * splits; u += gridDim.x) {
-        int mt, nt, k0, k1;
-        tw_unit(u, tm, tn, kts, splits, mt, nt, k0, k1);
-        float acc[8][8];
-#pragma unroll
-        for (int i = 0; i < 8; i++)
-#pragma unroll
-            for (int j = 0; j < 8; j++) acc[i][j] = 0.f;
-        for (int kt = k0; kt < k1; kt++, it++) {
-            const int s = it % TW_STAGES;
-            mbar_wait(full0 + 8 * s, (it / TW_STAGES) & 1);
-            const unsigned char *st = sm + s * SGT_STAGE;
-#pragma unroll
-            for (int q = 0; q < 8; q++) {
-                float a[8][4], b[8][4];
-                sgt_frag<AK>(a, st, q, ty);
-                sgt_frag<BK>(b, st + 16384, q, tx);
-#pragma unroll
-                for (int kk = 0; kk < 4; kk++)
-#pragma unroll
-                    for (int i = 0; i < 8; i++)
-#pragma unroll
-                        for (int j = 0; j < 8; j++) acc[i][j] = fmaf(a[i][kk], b[j][kk], acc[i][j]);
-            }
-            __syncwarp();
-            if (lane == 0) mbar_arrive(empty0 + 8 * s);
-        }
-        store(acc, mt, nt, ty, tx, u % splits);
-    }
-}
-
-// sgt_matmul's store of one tile (with the matmul_bias_act epilogue).
-template <int AK, int BK>
-__device__ __forceinline__ void sgt_store(const float (&acc)[8][8], float *c, int M, int N,
-                                          const mmep &ep, int mt, int nt, int ty, int tx)
-{
-    const i64 m0 = (i64)mt * 128, n0 = (i64)nt * 128;
-#pragma unroll
-    for (int i = 0; i < 8; i++) {
-        const i64 row = m0 + (AK ? ty + 16 * i : (i >> 2) * 64 + ty * 4 + (i & 3));
-        if (row >= M) continue;
-        float *cr = c + row * N;
-        if constexpr (BK) {
-#pragma unroll
-            for (int j = 0; j < 8; j++) {
-                const i64 col = n0 + tx + 16 * j;
-                if (col < N)
-                    cr[col] = ep.on ? ep_apply<2>(ep, acc[i][j], col, row * N + col) : acc[i][j];
-            }
-        } else
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            const i64 col = n0 + h * 64 + tx * 4;
-            float v[4];
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                v[e] = ep.on && col + e < N ? ep_apply<2>(ep, acc[i][4 * h + e], col + e, row * N + col + e)
-                                            : acc[i][4 * h + e];
-            if ((N & 3) == 0 && col + 3 < N)
-                *(float4 *)(cr + col) = make_float4(v[0], v[1], v[2], v[3]);
-            else
-#pragma unroll
-                for (int e = 0; e < 4; e++)
-                    if (col + e < N) cr[col + e] = v[e];
-        }
-    }
-}
-
-template <int AK, int BK>
-__device__ void sgt_matmul(const em_tmap *ma, const em_tmap *mb, float *c, int M, int N, int K,
-                           const mmep &ep)
-{
-    auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
-        const int m0 = mt * 128, n0 = nt * 128, k0 = kt * 32;
-        if (AK)
-            tma_load_2d(sa, ma, k0, m0, full);
-        else
-            tma_load_2d(sa, ma, m0, k0, full);
-        if (BK)
-            tma_load_2d(sa + 16384, mb, k0, n0, full);
-        else
-            tma_load_2d(sa + 16384, mb, n0, k0, full);
-    };
-    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx, int) {
-        sgt_store<AK, BK>(acc, c, M, N, ep, mt, nt, ty, tx);
-    };
-    sgt_run<AK, BK>(M, N, K, SGT_STAGE, 1, fetch, put);
-}
-
-// em_mm_sgt_<a><b>: a = k (A [M][K]) or m ([K][M]), b = k (B [N][K]) or n ([K][N]).
-TMAP_F32_KERNEL(em_mm_sgt_kn, sgt_matmul<1, 0>)
-TMAP_F32_KERNEL(em_mm_sgt_kk, sgt_matmul<1, 1>)
-TMAP_F32_KERNEL(em_mm_sgt_mn, sgt_matmul<0, 0>)
-TMAP_F32_KERNEL(em_mm_sgt_mk, sgt_matmul<0, 1>)
-
-// em_conv_sgt_f32_i2c: the exact f32 convolution (2-D, stride 1, C a multiple of 32) on sgt_run,
-// as tw_conv's implicit GEMM: A is w channels-last as [Cout][Kh Kw C] (k-contiguous, boxes of 32
-// k x 128 rows), B for k tile kt (tap kt / (C / 32), 32 channels from c0) and column tile nt comes
-// from x channels-last [N][H][W][C] (128 bytes a pixel, the 128-byte swizzle, the padding
-// zero-filled by the copy engine) in the copy engine's im2col mode: 128 consecutive output pixels
-// (n, oh, ow) from p0 = 128 nt, across rows and images: the load starts at (c0, ow - pw, oh - ph,
-// n) of p0's pixel and walks the map's bounding box (lower corner -p, upper p_hi - d (k - 1): one
-// position per output pixel), each pixel read at the tap's offsets (kw dw, kh dh). Each output is
-// summed over taps, then channels, in k order; the bias added after. y [N][Cout][OH][OW].
-// With g.splits > 1 (split-K, for tile counts that leave the last wave of multiprocessors half
-// idle) each tile's k tiles come in g.splits ranges (tw_unit): range 0's sums go to y, range s's
-// to ws + (s - 1) N Cout OH OW, and em_conv_splitk_f32 adds them up with the bias.
-__device__ void sgt_conv(const em_tmap *ma, const em_tmap *mb, float *y, float *ws,
-                         const float *bias, const twconv &g)
-{
-    const int plane = g.OH * g.OW;
-    auto fetch = [&](unsigned sa, unsigned full, int mt, int nt, int kt) {
-        const int tap = kt / g.cpt, kh = tap / g.KW;
-        const int c0 = (kt - tap * g.cpt) * 32, kw = tap - kh * g.KW;
-        tma_load_2d(sa, ma, kt * 32, mt * 128, full);
-        const int p0 = nt * 128, n = p0 / plane, r = p0 - n * plane, oh = r / g.OW;
-        tma_load_im2col(sa + 16384, mb, c0, r - oh * g.OW - g.pw, oh - g.ph, n,
-                        (unsigned short)(kw * g.dw), (unsigned short)(kh * g.dh), full);
-    };
-    auto put = [&](const float (&acc)[8][8], int mt, int nt, int ty, int tx, int s) {
-        float *dst = s ? ws + (long long)(s - 1) * g.npix * g.Cout : y;
-        long long off[8]; // column j's offset in y of output channel 0, or -1 outside
-#pragma unroll
-        for (int j = 0; j < 8; j++) {
-            const int p = nt * 128 + tx + 16 * j, n = p / plane;
-            off[j] = p < g.npix ? (long long)n * g.Cout * plane + (p - n * plane) : -1;
-        }
-#pragma unroll
-        for (int i = 0; i < 8; i++) {
-            const int m = mt * 128 + ty + 16 * i;
-            if (m >= g.Cout) continue;
-            const float b = bias && g.splits == 1 ? bias[m] : 0.f;
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                if (off[j] >= 0) dst[off[j] + (long long)m * plane] = acc[i][j] + b;
-        }
-    };
-    // g.ntiles column tiles, g.kts k tiles (the host keeps g.ntiles * 128 within int)
-    sgt_run<1, 1>(g.Cout, g.ntiles * 128, g.kts * 32, 16384 + 128 * 128, g.splits, fetch, put);
-}
-
-extern "C" __global__ void __launch_bounds__(384, 1)
-    em_conv_sgt_f32_i2c(const __grid_constant__ em_tmap ma, const __grid_constant__ em_tmap mb,
-                        float *y, float *ws, const float *bias, twconv g)
-{
-    sgt_conv(&ma, &mb, y, ws, bias, g);
-}
-
-// em_conv_sgt_f32_i2c's split-K sums: y = ((y + ws[0]) + ws[1] ...) + bias, over y's n = N Cout OH
-// OW elements (grid-stride), the ranges added in k order.
-extern "C" __global__ void em_conv_splitk_f32(float *y, const float *ws, const float *bias,
-                                              twconv g)
-{
-    const long long n = (long long)g.npix * g.Cout, plane = (long long)g.OH * g.OW;
-    for (long long i = (long long)blockIdx.x * blockDim.x + threadIdx.x; i < n;
-         i += (long long)blockDim.x * gridDim.x) {
-        float v = y[i];
-        for (int s = 1; s < g.splits; s++) v += ws[(s - 1) * n + i];
-        y[i] = bias ? v + bias[i / plane % g.Cout] : v;
-    }
-}
 #endif
 
 // dst[c][r] = src[r][c] for 4-byte elements (TF32 operands stored MN-major): src [rows][cols] with row stride lds, dst

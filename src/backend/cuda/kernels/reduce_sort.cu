@@ -2,8 +2,8 @@
 // a 64-bit key whose unsigned order is the op's order (NaN largest, -0 equal to +0, inverted for
 // descending) and rows are sorted by (key, position): the positions make every key distinct, so
 // any correct sort gives the CPU's stable order. Uses rd_ldf / rd_ldi and struct rdline of
-// reduce.cu (one module).
-#include "prelude.cuh"
+// reduce.cuh.
+#include "reduce.cuh"
 
 __device__ __forceinline__ u64 so_key(const void *x, int isf, int dt, i64 off, int desc)
 {
