@@ -23,8 +23,10 @@ static const struct {
     const char *name;
     double lo, hi;
 } samples[] = {
-#define EW_SAMPLE(n, lo, hi) {#n, lo, hi},
+#define EW_SAMPLE(n, lo, hi)              {#n, lo, hi},
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi) {#n, alo, ahi},
 #include "ew_samples.def"
+#undef EW_SAMPLE2
 #undef EW_SAMPLE
 };
 
