@@ -138,6 +138,8 @@ static const ew_case ew_cases[] = {
     {"ew_i32_maximum", NULL, em_maximum, 0, 1},
 };
 
+static void check(const char *what);
+
 static void ew_bench(int argc, char **argv)
 {
     if (!bench_selected(argc, argv, "ew_")) return;
