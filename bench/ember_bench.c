@@ -99,6 +99,68 @@ static void run_sum(void *c)
     em_scope_end();
 }
 
+/* ---- elementwise: one op over 1M elements (f32, or i32 for the ew_i32_ cases) ------------- */
+
+typedef struct ew_case {
+    const char *name;
+    em_tensor *(*unary)(const em_tensor *);
+    em_tensor *(*binary)(const em_tensor *, const em_tensor *);
+    int pos, i32; /* a positive first input (log, pow); i32 inputs (the second one nonzero) */
+} ew_case;
+
+static em_tensor *EA, *EB;
+static void run_ew(void *vc)
+{
+    const ew_case *c = vc;
+    em_scope_begin();
+    if (c->unary)
+        c->unary(EA);
+    else
+        c->binary(EA, EB);
+    em_scope_end();
+}
+
+static const ew_case ew_cases[] = {
+    {"ew_exp", em_exp, NULL, 0, 0},
+    {"ew_log", em_log, NULL, 1, 0},
+    {"ew_tanh", em_tanh, NULL, 0, 0},
+    {"ew_sigmoid", em_sigmoid, NULL, 0, 0},
+    {"ew_silu", em_silu, NULL, 0, 0},
+    {"ew_erf", em_erf, NULL, 0, 0},
+    {"ew_add", NULL, em_add, 0, 0},
+    {"ew_mul", NULL, em_mul, 0, 0},
+    {"ew_div", NULL, em_div, 0, 0},
+    {"ew_pow", NULL, em_pow, 1, 0},
+    {"ew_maximum", NULL, em_maximum, 0, 0},
+    {"ew_i32_add", NULL, em_add, 0, 1},
+    {"ew_i32_div", NULL, em_div, 0, 1},
+    {"ew_i32_remainder", NULL, em_remainder, 0, 1},
+    {"ew_i32_maximum", NULL, em_maximum, 0, 1},
+};
+
+static void check(const char *what);
+
+static void ew_bench(int argc, char **argv)
+{
+    if (!bench_selected(argc, argv, "ew_")) return;
+    for (size_t i = 0; i < sizeof ew_cases / sizeof ew_cases[0]; i++) {
+        const ew_case *c = &ew_cases[i];
+        if (!bench_wanted(argc, argv, c->name)) continue;
+        em_scope_begin();
+        if (c->i32) {
+            EA = em_randint(-1000, 1000, EM_SHAPE(1 << 20), EM_I32, EM_CPU);
+            EB = em_randint(1, 100, EM_SHAPE(1 << 20), EM_I32, EM_CPU);
+        } else {
+            EA = em_randn(EM_SHAPE(1 << 20), EM_F32, EM_CPU);
+            EB = em_randn(EM_SHAPE(1 << 20), EM_F32, EM_CPU);
+            if (c->pos) EA = em_add_scalar(em_abs(EA), 0.5);
+        }
+        bench_run(c->name, run_ew, (void *)c, 3, 51, 1);
+        check(c->name);
+        em_scope_end();
+    }
+}
+
 static int topk_dim;
 static int64_t topk_k;
 static void run_topk(void *c)
@@ -300,6 +362,7 @@ int main(int argc, char **argv)
         check("gelu/sum");
         em_release(X);
     }
+    ew_bench(argc, argv);
     if (bench_selected(argc, argv, "topk")) {
         X = em_randn(EM_SHAPE(16, 1024, 1024), EM_F32, EM_CPU);
         topk_k = 1, topk_dim = 0;

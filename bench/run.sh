@@ -48,6 +48,8 @@ peer=(env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE)
 CASES="matmul_256 matmul_1024 matmul_2048 matmul_4096 bf16_matmul_1024 strided_matmul_1024
 gemv_n gemv_t conv_3x3 conv_7x7s2 conv_fwbw_7x7s2
 maxpool_k3s1 maxpool_k5s2d2_cl softmax fwbw_softmax fwbw_xent layer_norm gelu sum topk_k1_dim0 topk_k10_last rfft_1M
+ew_exp ew_log ew_tanh ew_sigmoid ew_silu ew_erf ew_add ew_mul ew_div ew_pow ew_maximum
+ew_i32_add ew_i32_div ew_i32_remainder ew_i32_maximum
 train_mlp train_cnn train_lstm"
 selected() { # case: whether a command-line prefix names it (all cases without arguments)
     [ $# -eq 1 ] && return 0

@@ -84,6 +84,26 @@ with torch.no_grad():
         if selected("sum"):
             run("sum", lambda: x.sum(), 1, 11, 4)
         del x
+    for name, op, pos, i32 in (("ew_exp", torch.exp, 0, 0), ("ew_log", torch.log, 1, 0),
+                               ("ew_tanh", torch.tanh, 0, 0), ("ew_sigmoid", torch.sigmoid, 0, 0),
+                               ("ew_silu", F.silu, 0, 0), ("ew_erf", torch.erf, 0, 0),
+                               ("ew_add", torch.add, 0, 0), ("ew_mul", torch.mul, 0, 0),
+                               ("ew_div", torch.div, 0, 0), ("ew_pow", torch.pow, 1, 0),
+                               ("ew_maximum", torch.maximum, 0, 0), ("ew_i32_add", torch.add, 0, 1),
+                               ("ew_i32_div", torch.div, 0, 1),
+                               ("ew_i32_remainder", torch.remainder, 0, 1),
+                               ("ew_i32_maximum", torch.maximum, 0, 1)):
+        if not selected(name):
+            continue
+        if i32:
+            a = torch.randint(-1000, 1000, (1 << 20,), dtype=torch.int32)
+            b = torch.randint(1, 100, (1 << 20,), dtype=torch.int32)
+        else:
+            a, b = torch.randn(1 << 20), torch.randn(1 << 20)
+            if pos:
+                a = a.abs() + 0.5
+        unary = op in (torch.exp, torch.log, torch.tanh, torch.sigmoid, F.silu, torch.erf)
+        run(name, (lambda op=op, a=a: op(a)) if unary else (lambda op=op, a=a, b=b: op(a, b)), 3, 51, 1)
     if selected("topk"):
         x = torch.randn(16, 1024, 1024)
         if selected("topk_k1_dim0"):

@@ -4,7 +4,9 @@
  *   DIR/cpu_ew_gen.h, DIR/cpu_ew_gen.c  the CPU elementwise kernels (src/backend/cpu)
  *   DIR/ops_gen.c                       the front-ends of the parameterless elementwise kinds
  *   DIR/include/ember/ops_gen.h         their public declarations (included by ember/tensor.h)
- *   DIR/cuda_ew_gen.cuh                 the CUDA elementwise scalar code (kernels/ew.cu)
+ *   DIR/cuda_ew_gen.cuh                 the OP_* codes and the CUDA elementwise scalar code
+ *                                       (kernels/ew_scalar.cuh includes it)
+ *   DIR/cuda_ew_gen_cuh.c               that header as a C array (cuda_kernels.c gives it NVRTC)
  * An expression is written in double over real values (ops.def); the f32 kernels get it in
  * float (literals with an f suffix, libm's float functions, the ir_*_f helpers, parameters and
  * IR_ constants converted once), the integer kernels in int64_t (the ir_*_i helpers; libm's
@@ -342,48 +344,104 @@ static void gen_frontends(buf *b)
 
 /* ---- CUDA ---------------------------------------------------------------------------------- */
 
-/* The scalar code of kernels/ew.cu: unary_f (float), unary_d and binary_d (double) by OP_*
- * code; the parameters of em_p_act as the host passes them (a, b = v[0], v[1]). */
+static void put_cuda_case(buf *b, const row *r, const char *pre, const char *e, enum mode m)
+{
+    puts_(b, "    case OP_");
+    puts_(b, r->kind);
+    puts_(b, ": return ");
+    puts_(b, pre);
+    rewrite_expr(b, e, m);
+    puts_(b, ";\n");
+}
+
+static const char CUDA_HEAD[] =
+    "// Generated from src/ir/ops.def by tools/opgen.c: the OP_* code of every kind (its "
+    "em_op_kind\n"
+    "// number) and the elementwise kinds' scalar code for kernels/ew.cu, switched on the code:\n"
+    "// f32 in float, f64 in double, integer kinds in int64_t, predicates over double. The\n"
+    "// parameters of em_p_act arrive as the host passes them (a, b = v[0], v[1]).\n"
+    "#ifndef EMBER_CUDA_EW_GEN_CUH\n#define EMBER_CUDA_EW_GEN_CUH\n"
+    "#ifdef __CUDACC_RTC__\n"
+    "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
+    "#define INT64_MAX 0x7fffffffffffffffll\n#define INT64_MIN (-INT64_MAX - 1)\n"
+    "#endif\n"
+    "#define IR_SCALAR_FN __device__ inline\n#include \"scalar.h\"\n\n";
+
+static const char CUDA_PARAMS[] =
+    "struct ew_p_act {\n    union {\n        double v[2];\n        double negative_slope;\n"
+    "        double alpha;\n        struct {\n            double beta, threshold;\n        };\n"
+    "        struct {\n            double min_val, max_val;\n        };\n    };\n};\n"
+    "struct ew_params {\n    ew_p_act act;\n};\n\n";
+
 static void gen_cuda(buf *b)
 {
-    puts_(b, "// Generated from src/ir/ops.def by tools/opgen.c: the elementwise kinds' scalar "
-             "code.\n"
-             "struct ew_p_act {\n    union {\n        double v[2];\n        double "
-             "negative_slope;\n        double alpha;\n        struct {\n            double beta, "
-             "threshold;\n        };\n        struct {\n            double min_val, max_val;\n"
-             "        };\n    };\n};\nstruct ew_params {\n    ew_p_act act;\n};\n\n");
+    puts_(b, CUDA_HEAD);
+    for (int k = 0; k < N_ROWS; k++) {
+        char t[128];
+        snprintf(t, sizeof t, "#define OP_%s %d\n", rows[k].kind, k);
+        puts_(b, t);
+    }
+    puts_(b, "\n");
+    puts_(b, CUDA_PARAMS);
     puts_(b, "__device__ float unary_f(int op, float x, float a_, float b_)\n{\n"
              "    ew_params p;\n    p.act.v[0] = a_, p.act.v[1] = b_;\n    switch (op) {\n");
     for (int k = 0; k < N_ROWS; k++)
-        if (is_ew1(&rows[k]) && unary_float(&rows[k])) {
-            puts_(b, "    case OP_");
-            puts_(b, rows[k].kind);
-            puts_(b, ": return ");
-            rewrite_expr(b, rows[k].expr, M_CUDA_F32);
-            puts_(b, ";\n");
-        }
+        if (is_ew1(&rows[k]) && unary_float(&rows[k]))
+            put_cuda_case(b, &rows[k], "", rows[k].expr, M_CUDA_F32);
     puts_(b, "    default: return 0;\n    }\n}\n\n");
     puts_(b, "__device__ double unary_d(int op, double x, double a_, double b_)\n{\n"
              "    ew_params p;\n    p.act.v[0] = a_, p.act.v[1] = b_;\n    switch (op) {\n");
     for (int k = 0; k < N_ROWS; k++)
-        if (is_ew1(&rows[k]) && unary_float(&rows[k])) {
-            puts_(b, "    case OP_");
-            puts_(b, rows[k].kind);
-            puts_(b, ": return ");
-            rewrite_expr(b, rows[k].expr, M_F64);
-            puts_(b, ";\n");
-        }
+        if (is_ew1(&rows[k]) && unary_float(&rows[k]))
+            put_cuda_case(b, &rows[k], "", rows[k].expr, M_F64);
+    puts_(b, "    default: return 0;\n    }\n}\n\n");
+    puts_(b, "// bits: the dtype's width (1 for bool)\n"
+             "__device__ int64_t unary_i(int op, int64_t x, double a_, double b_, int bits)\n{\n"
+             "    ew_params p;\n    p.act.v[0] = a_, p.act.v[1] = b_;\n    (void)bits;\n"
+             "    switch (op) {\n");
+    for (int k = 0; k < N_ROWS; k++)
+        if (is_ew1(&rows[k]) && unary_int(&rows[k]))
+            put_cuda_case(b, &rows[k], "", rows[k].expr, M_INT);
+    puts_(b, "    default: return x;\n    }\n}\n\n");
+    puts_(b, "__device__ unsigned char unary_pred(int op, double x)\n{\n    switch (op) {\n");
+    for (int k = 0; k < N_ROWS; k++)
+        if (is_ew1(&rows[k]) && rule_is(&rows[k], "BOOL"))
+            put_cuda_case(b, &rows[k], "(unsigned char)", rows[k].expr, M_F64);
     puts_(b, "    default: return 0;\n    }\n}\n\n");
     puts_(b, "__device__ double binary_d(int op, double a, double b)\n{\n    switch (op) {\n");
     for (int k = 0; k < N_ROWS; k++)
-        if (is_ew2(&rows[k]) && binary_float(&rows[k])) {
+        if (is_ew2(&rows[k]) && binary_float(&rows[k]))
+            put_cuda_case(b, &rows[k], "(double)", rows[k].expr, M_F64);
+    puts_(b, "    default: return 0;\n    }\n}\n\n");
+    puts_(b, "// integer division by zero gives 0: the caller checks binary_int_div(op)\n"
+             "__device__ int64_t binary_i(int op, int64_t a, int64_t b, int bits)\n{\n"
+             "    (void)bits;\n    switch (op) {\n");
+    for (int k = 0; k < N_ROWS; k++)
+        if (is_ew2(&rows[k]) && binary_int(&rows[k]))
+            put_cuda_case(b, &rows[k], "(int64_t)", rows[k].expr, M_INT);
+    puts_(b, "    default: return 0;\n    }\n}\n\n");
+    puts_(b, "// the kinds whose integer divisor of 0 is an error (IR_INT_DIV)\n"
+             "__device__ bool binary_int_div(int op)\n{\n    switch (op) {\n");
+    for (int k = 0; k < N_ROWS; k++)
+        if (is_ew2(&rows[k]) && (rows[k].flags & IR_INT_DIV)) {
             puts_(b, "    case OP_");
             puts_(b, rows[k].kind);
-            puts_(b, ": return (double)");
-            rewrite_expr(b, rows[k].expr, M_F64);
-            puts_(b, ";\n");
+            puts_(b, ":\n");
         }
-    puts_(b, "    default: return 0;\n    }\n}\n");
+    puts_(b, "        return true;\n    default: return false;\n    }\n}\n#endif\n");
+}
+
+/* cuda_ew_gen.cuh as a C array for NVRTC (cuda_kernels.c names it as a header). */
+static void gen_cuda_embed(buf *b, const buf *cu)
+{
+    puts_(b, "/* Generated from src/ir/ops.def by tools/opgen.c: cuda_ew_gen.cuh for NVRTC. */\n"
+             "#include \"backend/cuda/cuda.h\"\n\nconst char cuda_ew_gen_cuh[] = {");
+    for (size_t i = 0; i < cu->n; i++) {
+        char t[16];
+        snprintf(t, sizeof t, "%s0x%02x,", i % 16 ? "" : "\n    ", (unsigned char)cu->s[i]);
+        puts_(b, t);
+    }
+    puts_(b, "0x00};\n");
 }
 
 /* ---- output --------------------------------------------------------------------------------- */
@@ -407,18 +465,20 @@ static bool write_if_changed(const char *dir, const char *name, const buf *b)
 
 static int gen_code(const char *dir)
 {
-    buf h = {0}, c = {0}, ph = {0}, pc = {0}, cu = {0};
+    buf h = {0}, c = {0}, ph = {0}, pc = {0}, cu = {0}, ce = {0};
     puts_(&h, CPU_H);
     gen_cpu(&c);
     gen_header(&ph);
     gen_frontends(&pc);
     gen_cuda(&cu);
+    gen_cuda_embed(&ce, &cu);
     char inc[4096];
     snprintf(inc, sizeof inc, "%s/include/ember", dir);
     bool ok = write_if_changed(dir, "cpu_ew_gen.h", &h) &&
               write_if_changed(dir, "cpu_ew_gen.c", &c) &&
               write_if_changed(inc, "ops_gen.h", &ph) && write_if_changed(dir, "ops_gen.c", &pc) &&
-              write_if_changed(dir, "cuda_ew_gen.cuh", &cu);
-    free(h.s), free(c.s), free(ph.s), free(pc.s), free(cu.s);
+              write_if_changed(dir, "cuda_ew_gen.cuh", &cu) &&
+              write_if_changed(dir, "cuda_ew_gen_cuh.c", &ce);
+    free(h.s), free(c.s), free(ph.s), free(pc.s), free(cu.s), free(ce.s);
     return ok ? 0 : 2;
 }

@@ -189,7 +189,17 @@ em_status ad_rule_binary(ad_ctx *c)
             c->gin[2] = to_input(c, 2, em_mul(g, em_sub(b, a)));
         break;
     }
-    default: return ad_no_rule(c);
+    default: /* a binary kind without a rule here: its derivative expressions d0, d1 in the op
+                table (EW_GRAD records, first order only) */
+        if (!ir_has(op->kind, IR_EW2) || !ir_info_of(op->kind)->d[0][0] ||
+            !ir_info_of(op->kind)->d[1][0])
+            return ad_no_rule(c);
+        for (int i = 0; i < 2; i++)
+            if (c->needs[i]) {
+                em_tensor *ab[2] = {a, b};
+                c->gin[i] = to_input(c, i, em_mul(g, tn_ew_grad(op, i, ab, 2, c->out[0])));
+            }
+        break;
     }
     return ad_status(c);
 }

@@ -155,28 +155,40 @@ IR_SCALAR_FN int64_t ir_maximum_i(int64_t a, int64_t b)
     return a < b ? b : a;
 }
 
+/* a / b and a % b for b != 0, -1: in 32 bits where both operands fit, which many x86 cores
+ * divide several times faster than 64-bit operands. */
+IR_SCALAR_FN int64_t ir_div_i(int64_t a, int64_t b)
+{
+    return a == (int32_t)a && b == (int32_t)b ? (int32_t)a / (int32_t)b : a / b;
+}
+
+IR_SCALAR_FN int64_t ir_mod_i(int64_t a, int64_t b)
+{
+    return a == (int32_t)a && b == (int32_t)b ? (int32_t)a % (int32_t)b : a % b;
+}
+
 /* Integer floor division, remainder (sign of the divisor) and fmod (sign of the dividend), as
  * PyTorch; b == 0 gives 0 (the kernel reports the division by zero) and b == -1 never traps. */
 IR_SCALAR_FN int64_t ir_floor_div_i(int64_t a, int64_t b)
 {
     if (b == 0) return 0;
     if (b == -1) return (int64_t)(0u - (uint64_t)a);
-    int64_t q = a / b;
-    if (a % b != 0 && ((a < 0) != (b < 0))) q--;
+    int64_t q = ir_div_i(a, b);
+    if (q * b != a && ((a < 0) != (b < 0))) q--;
     return q;
 }
 
 IR_SCALAR_FN int64_t ir_remainder_i(int64_t a, int64_t b)
 {
     if (b == 0 || b == -1) return 0;
-    int64_t r = a % b;
+    int64_t r = ir_mod_i(a, b);
     if (r != 0 && ((r < 0) != (b < 0))) r += b;
     return r;
 }
 
 IR_SCALAR_FN int64_t ir_fmod_i(int64_t a, int64_t b)
 {
-    return b == 0 || b == -1 ? 0 : a % b;
+    return b == 0 || b == -1 ? 0 : ir_mod_i(a, b);
 }
 
 /* Integer power as PyTorch: negative exponents give 1, +-1 or 0; overflow wraps. */

@@ -43,6 +43,7 @@ typedef enum bop {
     B_CLAMP_T_HI,
     B_LERP,
     B_LERP_T,
+    B_TABLE, /* a kind by its name, from its row in tests/ew_samples.def */
 } bop;
 
 typedef struct bcase {
@@ -60,6 +61,14 @@ typedef struct bctx {
     const bcase *c;
     em_tensor *mask;
 } bctx;
+
+/* The kind named `name`. */
+static em_op_kind kind_named(const char *name)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++)
+        if (strcmp(em_op_name((em_op_kind)k), name) == 0) return (em_op_kind)k;
+    return EM_OP_COUNT;
+}
 
 static em_tensor *op_of(const bctx *x, em_tensor *const *in)
 {
@@ -99,6 +108,7 @@ static em_tensor *op_of(const bctx *x, em_tensor *const *in)
     case B_CLAMP_T_HI: return em_clamp_tensor(a, NULL, b);
     case B_LERP: return em_lerp(a, b, c->p);
     case B_LERP_T: return em_lerp_tensor(a, b, w);
+    case B_TABLE: return tn_binary(c->name, kind_named(c->name), a, b);
     }
     return NULL;
 }
@@ -217,6 +227,14 @@ static const bcase cases[] = {
      {-2, -2, 0},
      {2, 2, 1},
      .gg = false},
+/* the binary kinds without a case above: their sample ranges in tests/ew_samples.def, their
+ * gradient the table's d0 and d1 */
+#define EW_SAMPLE(n, lo, hi)
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi)                                                          \
+    {#n, B_TABLE, 2, {EM_SHAPE(3, 4), EM_SHAPE(4)}, {alo, blo}, {ahi, bhi}, .p = 0},
+#include "../ew_samples.def"
+#undef EW_SAMPLE2
+#undef EW_SAMPLE
 };
 
 /* Values of a one-input-gradient backward: d sum(f(in)) / d in[k] as doubles. */

@@ -142,7 +142,9 @@ static const ucase cases[] = {
     P("wide celu 0.5", P_CELU, 0.5, 0, -60, 800, 0, 0, 1, true),
     P("wide softplus 1 20", P_SOFTPLUS, 1.0, 20.0, -60, 800, 20, 0, 1, true),
 #define EW_SAMPLE(n, lo, hi) G(n, lo, hi),
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi)
 #include "../ew_samples.def"
+#undef EW_SAMPLE2
 #undef EW_SAMPLE
 };
 

@@ -109,7 +109,11 @@ static em_tensor *g_unary_table(void)
     em_tensor *u = em_sigmoid(x), *acc = lossof(u);
 #define EW_SAMPLE(n, lo, hi)                                                                       \
     acc = em_add(acc, lossof(em_##n(em_add_scalar(em_mul_scalar(u, (hi) - (lo)), lo))));
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi)                                                          \
+    acc = em_add(acc, lossof(em_##n(em_add_scalar(em_mul_scalar(u, (ahi) - (alo)), alo),           \
+                                    em_add_scalar(em_mul_scalar(u, (blo) - (bhi)), bhi))));
 #include "../ew_samples.def"
+#undef EW_SAMPLE2
 #undef EW_SAMPLE
     return acc;
 }

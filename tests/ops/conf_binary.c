@@ -5,6 +5,8 @@
 #include <string.h>
 
 #include "conf.h"
+#include "ir/ir.h"
+#include "ir/scalar.h"
 #include "tensor/op.h"
 
 static const em_dtype all_dt[] = {EM_F64, EM_F32, EM_F16, EM_BF16, EM_I64,
@@ -970,8 +972,98 @@ static void check_threshold_backward(void)
             }
 }
 
-/* Every elementwise binary kind of the op table has an entry in ops[]: a kind added to the
- * table without one fails here. */
+/* ---- kinds with a sample range (tests/ew_samples.def): their table expression as reference -- */
+
+static const struct {
+    const char *name;
+    double lo[2], hi[2];
+} samples[] = {
+#define EW_SAMPLE(n, lo, hi)
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi) {#n, {alo, blo}, {ahi, bhi}},
+#include "../ew_samples.def"
+#undef EW_SAMPLE2
+#undef EW_SAMPLE
+};
+#define N_SAMPLES (int)(sizeof samples / sizeof samples[0])
+
+/* The f64 value of a float binary kind's table expression (NaN for other kinds). */
+static double table_ref(em_op_kind k, double a, double b)
+{
+    (void)a, (void)b;
+    switch (k) {
+#define X(kind, str, fam, fl, imin, imax, omin, omax, par, dt, doc, low, e, d0, d1, d2)            \
+    case EM_OP_##kind:                                                                             \
+        return (fl)&IR_EW2 && !((fl)&IR_INTERNAL) ? TB_FOR_##dt(e) : NAN;
+#define TB_FOR_PROMOTE(e)       ((double)(e))
+#define TB_FOR_PROMOTE_NUM(e)   ((double)(e))
+#define TB_FOR_PROMOTE_FLOAT(e) ((double)(e))
+#define TB_FOR_COMPARE(e)       ((double)(e))
+#define TB_FOR_LOGICAL(e)       ((double)(e))
+#define TB_FOR_EXPLICIT(e)      NAN
+#define TB_FOR_SAME(e)          NAN
+#define TB_FOR_FLOAT_MATH(e)    NAN
+#define TB_FOR_KEEP_NUM(e)      NAN
+#define TB_FOR_KEEP_ALL(e)      NAN
+#define TB_FOR_SQUARE(e)        NAN
+#define TB_FOR_BOOL(e)          NAN
+#define TB_FOR_BITWISE(e)       NAN
+#define TB_FOR_INT(e)           NAN
+#define TB_FOR_FLOAT(e)         NAN
+#define TB_FOR_PROMOTE_TAIL(e)  NAN
+#define TB_FOR_PROMOTE_ALL(e)   NAN
+#define TB_FOR_CLAMP(e)         NAN
+#define TB_FOR_SUM(e)           NAN
+#define TB_FOR_I64(e)           NAN
+#define IR_NOEXPR               (NAN)
+#include "ir/ops.def"
+#undef X
+    default: return NAN;
+    }
+}
+
+static em_op_kind kind_named(const char *name)
+{
+    for (int k = 0; k < EM_OP_COUNT; k++)
+        if (strcmp(em_op_name((em_op_kind)k), name) == 0) return (em_op_kind)k;
+    return EM_OP_COUNT;
+}
+
+/* Each sampled kind in f64 and f32 over a broadcast pair, against its table expression. */
+static void check_sampled(void)
+{
+    for (int i = 0; i < N_SAMPLES; i++) {
+        em_op_kind k = kind_named(samples[i].name);
+        CHECK(k < EM_OP_COUNT, "tests/ew_samples.def names %s, no kind", samples[i].name);
+        if (k >= EM_OP_COUNT) continue;
+        const em_dtype dts[] = {EM_F64, EM_F32};
+        for (int d = 0; d < 2; d++)
+            for (int l = 0; l < H_LAYOUT_COUNT; l++) {
+                em_scope_begin();
+                double av[12], bv[4], e[12];
+                for (int j = 0; j < 12; j++)
+                    av[j] = samples[i].lo[0] + (samples[i].hi[0] - samples[i].lo[0]) * j / 11.0;
+                for (int j = 0; j < 4; j++)
+                    bv[j] = samples[i].lo[1] + (samples[i].hi[1] - samples[i].lo[1]) * j / 3.0;
+                em_tensor *a = h_from_values(av, EM_SHAPE(3, 4), dts[d], (h_layout)l);
+                em_tensor *b = h_from_values(bv, EM_SHAPE(4), dts[d], H_CONTIG);
+                for (int j = 0; j < 12; j++) {
+                    double x = av[j], y = bv[j % 4];
+                    if (dts[d] == EM_F32) x = (float)x, y = (float)y;
+                    e[j] = table_ref(k, x, y);
+                }
+                char what[96];
+                snprintf(what, sizeof what, "%s %s layout %d", samples[i].name,
+                         em_dtype_name(dts[d]), l);
+                h_check_tensor(what, tn_binary(what, k, a, b), e, EM_SHAPE(3, 4),
+                               dts[d] == EM_F32 ? 1e-6 : 1e-14, dts[d] == EM_F32 ? 1e-6 : 1e-14);
+                CHECK_OK(what);
+                em_scope_end();
+            }
+    }
+}
+
+/* Every elementwise binary kind of the op table has an entry in ops[] or a sample range: a kind
+ * added to the table without one fails here. */
 static void check_table_cases(void)
 {
     for (int k = 0; k < EM_OP_COUNT; k++) {
@@ -979,6 +1071,8 @@ static void check_table_cases(void)
         bool found = false;
         for (int i = 0; i < O_COUNT; i++)
             found = found || strcmp(ops[i].name + 3, em_op_name((em_op_kind)k)) == 0;
+        for (int i = 0; i < N_SAMPLES; i++)
+            found = found || strcmp(samples[i].name, em_op_name((em_op_kind)k)) == 0;
         CHECK(found, "binary kind %s of the op table has no conformance case",
               em_op_name((em_op_kind)k));
     }
@@ -987,6 +1081,7 @@ static void check_table_cases(void)
 void conf_binary(void)
 {
     check_table_cases();
+    check_sampled();
     check_binary_ops();
     check_special_values();
     check_promotion();

@@ -265,7 +265,9 @@ static const ucase cases[] = {
     UP(hardtanh, -3, 3, -1.0, 1.0),
     UP(hardtanh, -3, 3, -0.5, 2.0),
 #define EW_SAMPLE(n, lo, hi) T(n, lo, hi),
+#define EW_SAMPLE2(n, alo, ahi, blo, bhi)
 #include "../ew_samples.def"
+#undef EW_SAMPLE2
 #undef EW_SAMPLE
 };
 

@@ -28,6 +28,7 @@ typedef struct uctx {
     em_params p;              /* the record's parameters */
     const cpu_fast_ops *fast; /* vector kernels, or NULL */
     int hint;                 /* GELU's store hint (cpu_store_begin) */
+    em_dtype dt_ops[3];       /* EW_GRAD: the dtypes of its operands (inputs, output) */
 } uctx;
 
 /* y[i] = op(x[i]) for n floats (distinct buffers): the hand-tuned vector GELU where the CPU has
@@ -188,9 +189,9 @@ static void row_grad(char **p, const int64_t *s, int64_t n, void *vctx)
     for (int64_t i0 = 0; i0 < n; i0 += CHUNK) {
         int64_t m = imin(CHUNK, n - i0);
         for (int64_t i = 0; i < m; i++) {
-            ab[i] = ir_get_f64(p[1] + (i0 + i) * s[1], c->dt_in);
-            if (ny == 3) bb[i] = ir_get_f64(p[2] + (i0 + i) * s[2], c->dt_in);
-            yb[i] = ir_get_f64(p[ny] + (i0 + i) * s[ny], c->dt_in);
+            ab[i] = ir_get_f64(p[1] + (i0 + i) * s[1], c->dt_ops[0]);
+            if (ny == 3) bb[i] = ir_get_f64(p[2] + (i0 + i) * s[2], c->dt_ops[1]);
+            yb[i] = ir_get_f64(p[ny] + (i0 + i) * s[ny], c->dt_ops[ny - 1]);
         }
         cpu_gen_grad_f64((em_op_kind)g->kind, g->arg, &fp, ab, ny == 3 ? bb : NULL, yb, db, m);
         for (int64_t i = 0; i < m; i++) ir_set_f64(p[0] + (i0 + i) * s[0], c->dt_out, db[i]);
@@ -227,6 +228,7 @@ static em_status exec_grad(const ir_op *op)
     for (int k = 0; k < op->n_in; k++) {
         cpu_bstrides(op->in[k], o->shape, o->rank, st[k + 1]);
         base[k + 1] = ir_ptr(op->in[k]);
+        c.dt_ops[k] = op->in[k]->dtype; /* a binary kind's inputs may differ (a wrapped scalar) */
     }
     cpu_loop(o->rank, o->shape, op->n_in + 1, base, st, row_grad, &c, true);
     return EM_OK;

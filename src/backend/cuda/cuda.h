@@ -274,6 +274,9 @@ em_status cuda_copy_peer(int dst_device, void *dst, int src_device, const void *
  * an NVRTC program of an #include of each (in name order) and one module. */
 extern const char *const cuda_embedded_sources[];
 extern const char *const cuda_embedded_names[];
+/* build/gen/cuda_ew_gen.cuh, which tools/opgen.c writes from the op table: the OP_* codes and the
+ * elementwise kinds' scalar code (kernels/ew_scalar.cuh includes it) */
+extern const char cuda_ew_gen_cuh[];
 
 /* Compiles every unit with NVRTC for `arch` ("sm_90") without a device (in parallel), to check
  * that they build: EM_OK, EM_ERR_UNSUPPORTED when NVRTC cannot be loaded, else EM_ERR_DEVICE

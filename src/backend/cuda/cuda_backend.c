@@ -14,7 +14,6 @@
 #include "cuda_index.h"
 #include "cuda_nn.h"
 #include "cuda_elementwise.h"
-#include "cuda_ops.h"
 #include "cuda_reduce.h"
 
 static int be_device_count(void)

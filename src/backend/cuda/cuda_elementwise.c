@@ -10,28 +10,24 @@
 
 #include "cuda.h"
 #include "cuda_elementwise.h"
-#include "cuda_ops.h"
 
 /* ---- which kinds ---------------------------------------------------------------------------- */
 
-/* The elementwise kinds whose scalar code the kernel sources hold (an OP_<KIND> case each,
- * numbered from em_op_kind: cuda_ops.h). A kind the op table flags elementwise is claimed where
- * its code is here. */
-static const bool has_code[EM_OP_COUNT] = {
-#define HAS_CODE(N) [EM_OP_##N] = true,
-    CUDA_UNARY_OPS(HAS_CODE) CUDA_BINARY_OPS(HAS_CODE) CUDA_COMPARE_OPS(HAS_CODE)
-        CUDA_LOGICAL_OPS(HAS_CODE)
-#undef HAS_CODE
-};
+/* Every elementwise kind with a scalar expression in the op table: its code is generated into
+ * cuda_ew_gen.cuh (tools/opgen.c), so a new row runs here with no edit. */
+static bool has_code(em_op_kind k)
+{
+    return ir_info_of(k)->expr[0] && !ir_has(k, IR_INTERNAL);
+}
 
 static bool unary_kind(em_op_kind k)
 {
-    return ir_has(k, IR_EW1) && has_code[k];
+    return ir_has(k, IR_EW1) && has_code(k);
 }
 
 static bool binary_kind(em_op_kind k)
 {
-    return ir_has(k, IR_EW2) && has_code[k];
+    return ir_has(k, IR_EW2) && has_code(k);
 }
 
 static bool cmp_kind(em_op_kind k)
@@ -44,7 +40,7 @@ static bool logical_kind(em_op_kind k)
     return ir_info_of(k)->dtype == IR_DT_LOGICAL;
 }
 
-/* The kinds of binary_d in cuda_kernels.c: the binary arithmetic ones (their dtype rules
+/* The float kinds of binary_d (cuda_ew_gen.cuh): the binary arithmetic ones (their dtype rules
  * promote), not comparisons, logical, bitwise or shift kinds. */
 static bool float_arith(em_op_kind k)
 {
@@ -256,7 +252,6 @@ static em_status run_unary(const ir_op *op, int dev, const char *what)
     if (n == 0) return EM_OK;
     int kind = (int)op->kind, dom = unary_domain(op);
     double a = op->p.act.v[0], b = op->p.act.v[1];
-    if (op->kind == EM_OP_CELU) b = 1.0 / a; /* CELU's record holds alpha only */
     void *xp = ir_ptr(x), *yp = ir_ptr(o);
     em_dtype dt = x->dtype;
     if ((dom == DOM_F32 || dom == DOM_F64) && o->dtype == dt && (dt == EM_F32 || dt == EM_F64) &&

@@ -1,6 +1,7 @@
 /* The CUDA kernels: the units of kernels/ files (embedded at build time), each compiled by NVRTC
  * (loaded with dlopen) for the device's own architecture on first use (in parallel), with every
- * embedded file and op_codes.cuh (the OP_* numbers of em_op_kind, written here) as named headers,
+ * embedded file and the op table's generated cuda_ew_gen.cuh (the OP_* numbers of em_op_kind and
+ * the elementwise scalar code) as named headers,
  * and cached on disk keyed by a hash of the unit's source, of every file it includes, of the NVRTC
  * version and of the architecture. */
 #include <dlfcn.h>
@@ -13,7 +14,6 @@
 #include <unistd.h>
 
 #include "cuda.h"
-#include "cuda_ops.h"
 
 /* ---- NVRTC ------------------------------------------------------------------------------ */
 
@@ -95,8 +95,8 @@ typedef struct kunit {
 static kunit units[CUDA_MAX_UNITS];
 static int n_units = -1;
 static int n_files;
-/* op_codes.cuh: the OP_* numbers the kernels switch on, from em_op_kind */
-static char op_codes[8192];
+/* the header the op table's generator writes (build/gen/cuda_ew_gen_cuh.c) */
+#define GEN_HEADER "cuda_ew_gen.cuh"
 static CUmodule modules[CUDA_MAX_DEVICES][CUDA_MAX_UNITS];
 static bool built[CUDA_MAX_DEVICES];
 static cuda_module_origin origins[CUDA_MAX_DEVICES];
@@ -110,21 +110,11 @@ static bool ends_with(const char *s, const char *tail)
 }
 
 /* Groups the embedded .cu files by stem (the name before the first '_' or '.'), in the embedded
- * order; writes op_codes. */
+ * order. */
 static void find_units(void)
 {
     if (n_units >= 0) return;
     n_units = 0;
-    size_t len = 0;
-#define DEF_OP(K)                                                                                  \
-    len += (size_t)snprintf(op_codes + len, sizeof op_codes - len, "#define OP_%s %d\n", #K,       \
-                            EM_OP_##K);
-    CUDA_UNARY_OPS(DEF_OP)
-    CUDA_BINARY_OPS(DEF_OP)
-    CUDA_COMPARE_OPS(DEF_OP)
-    CUDA_LOGICAL_OPS(DEF_OP)
-    CUDA_REDUCE_OPS(DEF_OP)
-#undef DEF_OP
     for (n_files = 0; cuda_embedded_sources[n_files] && n_files < CUDA_MAX_FILES; n_files++) {
         const char *name = cuda_embedded_names[n_files];
         if (!ends_with(name, ".cu")) continue;
@@ -161,7 +151,7 @@ static char *unit_source(const kunit *u)
 /* The text of the named header `name` (length n), NULL when there is none. */
 static const char *header_text(const char *name, size_t n)
 {
-    if (n == strlen("op_codes.cuh") && !strncmp(name, "op_codes.cuh", n)) return op_codes;
+    if (n == strlen(GEN_HEADER) && !strncmp(name, GEN_HEADER, n)) return cuda_ew_gen_cuh;
     for (int i = 0; i < n_files; i++)
         if (strlen(cuda_embedded_names[i]) == n && !strncmp(cuda_embedded_names[i], name, n))
             return cuda_embedded_sources[i];
@@ -250,8 +240,8 @@ static em_status compile(int device, const char *unit, const char *src, const ch
         hsrc[nh] = cuda_embedded_sources[i];
         hname[nh] = cuda_embedded_names[i];
     }
-    hsrc[nh] = op_codes;
-    hname[nh++] = "op_codes.cuh";
+    hsrc[nh] = cuda_ew_gen_cuh;
+    hname[nh++] = GEN_HEADER;
     nvrtcResult r = nvrtc.CreateProgram(&prog, src, unit, nh, hsrc, hname);
     if (r != 0)
         return em_error(EM_ERR_DEVICE, "%s: nvrtcCreateProgram failed: %s", what,

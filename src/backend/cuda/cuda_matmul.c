@@ -12,7 +12,6 @@
 #include "cuda_conv.h"
 #include "cuda_matmul.h"
 #include "cuda_nn.h"
-#include "cuda_ops.h"
 
 typedef cuda_mm_geom mm_arg;
 

@@ -4,7 +4,6 @@
 // store goes through ew_getf / ew_geti / ew_setf / ew_seti, which copy the CPU backend's
 // conversions bit for bit (src/backend/cpu/cpu.h, src/core/dtype.c). Operands are strided
 // views described by struct ew_idx (rank-collapsed by the host, element strides, out last).
-#include "op_codes.cuh"
 #include "ew_scalar.cuh"
 #include "prelude.cuh"
 
@@ -173,8 +172,7 @@ __device__ __forceinline__ double ew_round(double v, int cdt)
     }
 }
 
-// ---- unary: dom 0 f32 compute (f32/f16/bf16 out), 1 f64, 2 int64, 3 predicate (-> bool) ----
-
+// v saturated to int64's range (ir_clamp_i)
 __device__ __forceinline__ i64 ew_bound(double v)
 {
     if (v <= -9.2233720368547758e18) return (i64)0x8000000000000000ull;
@@ -182,20 +180,7 @@ __device__ __forceinline__ i64 ew_bound(double v)
     return (i64)v;
 }
 
-__device__ __forceinline__ i64 ew_unary_int(int op, i64 v, int dti, double lo, double hi)
-{
-    switch (op) {
-    case OP_NEG: return (i64)(0ull - (u64)v);
-    case OP_ABS: return v < 0 ? (i64)(0ull - (u64)v) : v;
-    case OP_SIGN: return (v > 0) - (v < 0);
-    case OP_SQUARE: return (i64)((u64)v * (u64)v);
-    case OP_BITWISE_NOT: return dti == EW_BOOL ? (i64)(v == 0) : ~v;
-    case OP_RELU: return v < 0 ? 0 : v;
-    case OP_RELU6: return v < 0 ? 0 : (v > 6 ? 6 : v);
-    case OP_HARDTANH: return (double)v < lo ? ew_bound(lo) : ((double)v > hi ? ew_bound(hi) : v);
-    default: return v; // floor, ceil, round, trunc of integers
-    }
-}
+// ---- unary: dom 0 f32 compute (f32/f16/bf16 out), 1 f64, 2 int64, 3 predicate (-> bool) ----
 
 extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, void *y, int dto,
                                     i64 n, double a, double b, ew_idx s)
@@ -215,107 +200,19 @@ extern "C" __global__ void ew_unary(int op, int dom, const void *x, int dti, voi
     } else if (dom == 1) {
         ((double *)y)[f[3]] = unary_d(op, ((const double *)x)[f[0]], a, b);
     } else if (dom == 2) {
-        ew_seti(y, dto, f[3], ew_unary_int(op, ew_geti(x, dti, f[0]), dti, a, b));
+        int bits = dti == EW_BOOL ? 1 : 8 * ew_size(dti);
+        ew_seti(y, dto, f[3], unary_i(op, ew_geti(x, dti, f[0]), a, b, bits));
     } else {
-        unsigned char r;
-        if (!ew_isfloat(dti))
-            r = op == OP_ISFINITE ? 1 : op == OP_LOGICAL_NOT ? ew_geti(x, dti, f[0]) == 0 : 0;
-        else {
-            double v = ew_getf(x, dti, f[0]);
-            r = op == OP_ISNAN      ? isnan(v) != 0
-                : op == OP_ISINF    ? isinf(v) != 0
-                : op == OP_ISFINITE ? isfinite(v) != 0
-                                    : v == 0;
-        }
-        ((unsigned char *)y)[f[3]] = r;
+        ((unsigned char *)y)[f[3]] = unary_pred(op, ew_getf(x, dti, f[0]));
     }
     EW_END
 }
 
-// ---- binary (cpu_binary.c: float_op, int_op) -----------------------------------------------
+// ---- binary (cpu_binary.c) -----------------------------------------------------------------
 
-__device__ __forceinline__ double ew_fop(int op, double a, double b)
-{
-    switch (op) {
-    case OP_EQ: return a == b;
-    case OP_NE: return a != b;
-    case OP_LT: return a < b;
-    case OP_LE: return a <= b;
-    case OP_GT: return a > b;
-    case OP_GE: return a >= b;
-    case OP_LOGICAL_AND: return (a != 0) && (b != 0);
-    case OP_LOGICAL_OR: return (a != 0) || (b != 0);
-    case OP_LOGICAL_XOR: return (a != 0) != (b != 0);
-    default: return binary_d(op, a, b);
-    }
-}
-
-__device__ __forceinline__ i64 ew_pow_i(i64 a, i64 b)
-{
-    if (b < 0) {
-        if (a == 1) return 1;
-        if (a == -1) return (b % 2 == 0) ? 1 : -1;
-        return 0;
-    }
-    u64 r = 1, base = (u64)a;
-    while (b) {
-        if (b & 1) r *= base;
-        b >>= 1;
-        base *= base;
-    }
-    return (i64)r;
-}
-
-// *div0 is set on an integer division by zero (the host turns it into the CPU's error)
-__device__ __forceinline__ i64 ew_iop(int op, i64 a, i64 b, int bits, int *div0)
-{
-    switch (op) {
-    case OP_ADD: return (i64)((u64)a + (u64)b);
-    case OP_SUB: return (i64)((u64)a - (u64)b);
-    case OP_MUL: return (i64)((u64)a * (u64)b);
-    case OP_FLOOR_DIVIDE: {
-        if (b == 0) break;
-        if (b == -1) return (i64)(0ull - (u64)a);
-        i64 q = a / b;
-        if (a % b != 0 && ((a < 0) != (b < 0))) q--;
-        return q;
-    }
-    case OP_REMAINDER: {
-        if (b == 0) break;
-        if (b == -1) return 0;
-        i64 r = a % b;
-        if (r != 0 && ((r < 0) != (b < 0))) r += b;
-        return r;
-    }
-    case OP_FMOD:
-        if (b == 0) break;
-        return b == -1 ? 0 : a % b;
-    case OP_POW: return ew_pow_i(a, b);
-    case OP_MINIMUM: return b < a ? b : a;
-    case OP_MAXIMUM: return a < b ? b : a;
-    case OP_EQ: return a == b;
-    case OP_NE: return a != b;
-    case OP_LT: return a < b;
-    case OP_LE: return a <= b;
-    case OP_GT: return a > b;
-    case OP_GE: return a >= b;
-    case OP_BITWISE_AND: return a & b;
-    case OP_BITWISE_OR: return a | b;
-    case OP_BITWISE_XOR: return a ^ b;
-    case OP_SHIFT_LEFT:
-        if (b < 0 || b >= bits) return 0;
-        return (i64)((u64)a << b);
-    case OP_SHIFT_RIGHT:
-        if (b < 0 || b >= bits) return a < 0 ? -1 : 0;
-        return a < 0 ? ~(~a >> b) : a >> b;
-    default: return 0;
-    }
-    *div0 = 1;
-    return 0;
-}
-
-// o = x (op) y computed in cdt: int64 when imode, else double with 16/32-bit float inputs of
-// another dtype rounded to cdt first
+// o = x (op) y computed in cdt: int64 when imode (*div0 is set on an integer division by zero,
+// which the host turns into the CPU's error), else double with 16/32-bit float inputs of another
+// dtype rounded to cdt first
 extern "C" __global__ void ew_binary(int op, const void *x, int dx, const void *y, int dy, void *o,
                                      int dout, int cdt, int imode, int bits, i64 n, ew_idx s,
                                      int *div0)
@@ -324,12 +221,14 @@ extern "C" __global__ void ew_binary(int op, const void *x, int dx, const void *
     bool ry = cdt >= EW_F32 && cdt <= EW_BF16 && dy != cdt;
     EW_LOOP(n)
     if (imode) {
-        ew_seti(o, dout, f[3], ew_iop(op, ew_geti(x, dx, f[0]), ew_geti(y, dy, f[1]), bits, div0));
+        i64 b = ew_geti(y, dy, f[1]);
+        if (b == 0 && binary_int_div(op)) *div0 = 1;
+        ew_seti(o, dout, f[3], binary_i(op, ew_geti(x, dx, f[0]), b, bits));
     } else {
         double a = ew_getf(x, dx, f[0]), b = ew_getf(y, dy, f[1]);
         if (rx) a = ew_round(a, cdt);
         if (ry) b = ew_round(b, cdt);
-        ew_setf(o, dout, f[3], ew_fop(op, a, b));
+        ew_setf(o, dout, f[3], binary_d(op, a, b));
     }
     EW_END
 }
@@ -339,7 +238,7 @@ extern "C" __global__ void ew_binary_ff(int op, const float *x, const float *y, 
                                         i64 n, ew_idx s)
 {
     EW_LOOP(n)
-    double r = ew_fop(op, (double)x[f[0]], (double)y[f[1]]);
+    double r = binary_d(op, (double)x[f[0]], (double)y[f[1]]);
     if (cmp)
         ((unsigned char *)o)[f[3]] = r != 0;
     else
@@ -361,16 +260,16 @@ extern "C" __global__ void ew_binary_fs(int op, const float *x, const double *sp
         float4 *o4 = (float4 *)o;
         for (i64 i = t0; i < n4; i += step) {
             float4 v = x4[i], r;
-            r.x = (float)(which == 2 ? ew_fop(op, v.x, sv) : ew_fop(op, sv, v.x));
-            r.y = (float)(which == 2 ? ew_fop(op, v.y, sv) : ew_fop(op, sv, v.y));
-            r.z = (float)(which == 2 ? ew_fop(op, v.z, sv) : ew_fop(op, sv, v.z));
-            r.w = (float)(which == 2 ? ew_fop(op, v.w, sv) : ew_fop(op, sv, v.w));
+            r.x = (float)(which == 2 ? binary_d(op, v.x, sv) : binary_d(op, sv, v.x));
+            r.y = (float)(which == 2 ? binary_d(op, v.y, sv) : binary_d(op, sv, v.y));
+            r.z = (float)(which == 2 ? binary_d(op, v.z, sv) : binary_d(op, sv, v.z));
+            r.w = (float)(which == 2 ? binary_d(op, v.w, sv) : binary_d(op, sv, v.w));
             o4[i] = r;
         }
         done = n4 * 4;
     }
     for (i64 i = done + t0; i < n; i += step)
-        o[i] = (float)(which == 2 ? ew_fop(op, x[i], sv) : ew_fop(op, sv, x[i]));
+        o[i] = (float)(which == 2 ? binary_d(op, x[i], sv) : binary_d(op, sv, x[i]));
 }
 
 // where: o = c ? a : b (c bool), a and b converted to the output dtype

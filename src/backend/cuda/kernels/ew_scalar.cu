@@ -23,10 +23,10 @@ extern "C" __global__ void em_binary_f64(int op, const double *x, const double *
 extern "C" __global__ void em_compare_f32(int op, const float *x, const float *y, unsigned char *o,
                                           i64 n)
 {
-    GRID_LOOP(n) o[i] = compare_(op, (double)x[i], (double)y[i]);
+    GRID_LOOP(n) o[i] = binary_d(op, (double)x[i], (double)y[i]) != 0;
 }
 extern "C" __global__ void em_compare_f64(int op, const double *x, const double *y,
                                           unsigned char *o, i64 n)
 {
-    GRID_LOOP(n) o[i] = compare_(op, x[i], y[i]);
+    GRID_LOOP(n) o[i] = binary_d(op, x[i], y[i]) != 0;
 }

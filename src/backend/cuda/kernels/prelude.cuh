@@ -1,5 +1,5 @@
-// What every kernel unit starts from: the integer types, the grid-stride loop, clamps, the f16 and
-// bf16 conversions the CPU backend uses, and the numerically careful sigmoid and softplus.
+// What every kernel unit starts from: the integer types, the grid-stride loop and the f16 and
+// bf16 conversions the CPU backend uses.
 // NVRTC gets this file as a named header (cuda_kernels.c embeds it at build time).
 #ifndef EMBER_CUDA_PRELUDE_CUH
 #define EMBER_CUDA_PRELUDE_CUH
@@ -8,14 +8,6 @@ typedef unsigned long long u64;
 #define GRID_LOOP(n)                                                                               \
     for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n);                              \
          i += (i64)blockDim.x * gridDim.x)
-__device__ float clampf_(float v, float lo, float hi)
-{
-    return v < lo ? lo : (v > hi ? hi : v);
-}
-__device__ double clampd_(double v, double lo, double hi)
-{
-    return v < lo ? lo : (v > hi ? hi : v);
-}
 /* f16 and bf16 bits to and from f32, exactly as src/core/dtype.c converts (round to
  * nearest even, NaN kept quiet with its payload's top bits) */
 __device__ __forceinline__ float em_h2f(unsigned short h)
@@ -60,31 +52,6 @@ __device__ __forceinline__ unsigned short em_f2b(float f)
     x += 0x7fffu + ((x >> 16) & 1u);
     return (unsigned short)(x >> 16);
 }
-__device__ float sigmoidf_(float v)
-{
-    float e = expf(-fabsf(v));
-    float r = 1.0f / (1.0f + e);
-    return v >= 0 ? r : e * r;
-}
-__device__ double sigmoidd_(double v)
-{
-    double e = exp(-fabs(v));
-    double r = 1.0 / (1.0 + e);
-    return v >= 0 ? r : e * r;
-}
-__device__ float softplusf_(float v)
-{
-    return fmaxf(v, 0.0f) + log1pf(expf(-fabsf(v)));
-}
-__device__ double softplusd_(double v)
-{
-    return fmax(v, 0.0) + log1p(exp(-fabs(v)));
-}
-#define SELU_ALPHA 1.6732632423543772848170429916717
-#define SELU_SCALE 1.0507009873554804934193349852946
-#define SQRT1_2    0.70710678118654752440084436210485
-#define SQRT_2_PI  0.79788456080286535587989211986876
-
 // A strided view: shape and element strides, rank at most 16 (copy.cu, attention_rows.cu).
 struct strided {
     i64 shape[16];
