@@ -367,7 +367,7 @@ static const char CUDA_HEAD[] =
     "// parameters of em_p_act arrive as the host passes them (a, b = v[0], v[1]).\n"
     "#ifndef EMBER_CUDA_EW_GEN_CUH\n#define EMBER_CUDA_EW_GEN_CUH\n"
     "#ifdef __CUDACC_RTC__\n"
-    "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
+    "typedef int int32_t;\ntypedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
     "#define INT64_MAX 0x7fffffffffffffffll\n#define INT64_MIN (-INT64_MAX - 1)\n"
     "#endif\n"
     "#define IR_SCALAR_FN __device__ inline\n#include \"scalar.h\"\n\n";
