@@ -4,8 +4,8 @@
  *   DIR/cpu_ew_gen.h, DIR/cpu_ew_gen.c  the CPU elementwise kernels (src/backend/cpu)
  *   DIR/ops_gen.c                       the front-ends of the parameterless elementwise kinds
  *   DIR/include/ember/ops_gen.h         their public declarations (included by ember/tensor.h)
- *   DIR/cuda_ew_gen.cuh                 the OP_* codes and the CUDA elementwise scalar code
- *                                       (kernels/ew_scalar.cuh includes it)
+ *   DIR/cuda_ew_gen.cuh                 the OP_* codes and the CUDA elementwise scalar code,
+ *                                       derivatives included (kernels/ew_scalar.cuh includes it)
  *   DIR/cuda_ew_gen_cuh.c               that header as a C array (cuda_kernels.c gives it NVRTC)
  * An expression is written in double over real values (ops.def); the f32 kernels get it in
  * float (literals with an f suffix, libm's float functions, the ir_*_f helpers, parameters and
@@ -132,6 +132,12 @@ static bool is_ew1(const row *r)
 static bool is_ew2(const row *r)
 {
     return (r->flags & IR_EW2) && !(r->flags & IR_INTERNAL) && has_expr(r->expr);
+}
+
+/* whether EW_GRAD has code for the derivative of r by input arg (cpu_gen_grad_f64, grad_d) */
+static bool has_grad(const row *r, int arg)
+{
+    return ((arg == 0 && is_ew1(r)) || is_ew2(r)) && has_expr(r->d[arg]) && (r->flags & IR_DIFF);
 }
 
 static void put_case(buf *b, const row *r, const char *pre, const char *e, enum mode m,
@@ -270,9 +276,7 @@ static void gen_cpu(buf *b)
     for (int arg = 0; arg < 2; arg++)
         for (int k = 0; k < N_ROWS; k++) {
             const row *r = &rows[k];
-            if (!((arg == 0 && is_ew1(r)) || is_ew2(r)) || !has_expr(r->d[arg]) ||
-                !(r->flags & IR_DIFF))
-                continue;
+            if (!has_grad(r, arg)) continue;
             char t[160];
             snprintf(t, sizeof t, "    case %d * 1000 + EM_OP_%s: GRAD(", arg, r->kind);
             puts_(b, t);
@@ -358,11 +362,12 @@ static const char CUDA_HEAD[] =
     "// Generated from src/ir/ops.def by tools/opgen.c: the OP_* code of every kind (its "
     "em_op_kind\n"
     "// number) and the elementwise kinds' scalar code for kernels/ew.cu, switched on the code:\n"
-    "// f32 in float, f64 in double, integer kinds in int64_t, predicates over double. The\n"
+    "// f32 in float, f64 in double, integer kinds in int64_t, predicates over double, the\n"
+    "// derivatives (grad_d) in double. The\n"
     "// parameters of em_p_act arrive as the host passes them (a, b = v[0], v[1]).\n"
     "#ifndef EMBER_CUDA_EW_GEN_CUH\n#define EMBER_CUDA_EW_GEN_CUH\n"
     "#ifdef __CUDACC_RTC__\n"
-    "typedef long long int64_t;\ntypedef unsigned long long uint64_t;\ntypedef int int32_t;\n"
+    "typedef int int32_t;\ntypedef long long int64_t;\ntypedef unsigned long long uint64_t;\n"
     "#define INT64_MAX 0x7fffffffffffffffll\n#define INT64_MIN (-INT64_MAX - 1)\n"
     "#endif\n"
     "#define IR_SCALAR_FN __device__ inline\n#include \"scalar.h\"\n\n";
@@ -419,6 +424,25 @@ static void gen_cuda(buf *b)
     for (int k = 0; k < N_ROWS; k++)
         if (is_ew2(&rows[k]) && binary_int(&rows[k]))
             put_cuda_case(b, &rows[k], "(int64_t)", rows[k].expr, M_INT);
+    puts_(b, "    default: return 0;\n    }\n}\n\n");
+    puts_(
+        b,
+        "// EW_GRAD: the derivative of kind op by input arg at x = a (and b) and y, in double as\n"
+        "// cpu_gen_grad_f64 computes it; pa, pb: the forward's em_p_act v[0], v[1]\n"
+        "__device__ double grad_d(int op, int arg, double a, double b, double y, double pa,\n"
+        "                         double pb)\n{\n"
+        "    ew_params p;\n    p.act.v[0] = pa, p.act.v[1] = pb;\n    double x = a;\n"
+        "    (void)p, (void)x, (void)b, (void)y;\n    switch (arg * 1000 + op) {\n");
+    for (int arg = 0; arg < 2; arg++)
+        for (int k = 0; k < N_ROWS; k++) {
+            const row *r = &rows[k];
+            if (!has_grad(r, arg)) continue;
+            char t[160];
+            snprintf(t, sizeof t, "    case %d * 1000 + OP_%s: return ", arg, r->kind);
+            puts_(b, t);
+            rewrite_expr(b, r->d[arg], M_F64);
+            puts_(b, ";\n");
+        }
     puts_(b, "    default: return 0;\n    }\n}\n\n");
     puts_(b, "// the kinds whose integer divisor of 0 is an error (IR_INT_DIV)\n"
              "__device__ bool binary_int_div(int op)\n{\n    switch (op) {\n");

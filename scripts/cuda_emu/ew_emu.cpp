@@ -1,7 +1,8 @@
 // Runs the CUDA elementwise kernels (kernels/ew.cu, kernels/ew_scalar.cu and the op table's
 // generated cuda_ew_gen.cuh they include) on the CPU, one thread walking each grid-stride loop,
 // and compares every elementwise kind of the op table, in f32, f64, i32 and as a predicate where
-// its dtype rule has such kernels, against the CPU backend's generated kernels (ew_emu_ref.c):
+// its dtype rule has such kernels, and every derivative of the table (EW_GRAD) in f32 and f64,
+// against the CPU backend's generated kernels (ew_emu_ref.c):
 // a check of the generated CUDA code without a GPU (scripts/cuda-emu-ew.sh, ctest cuda.ew_emu).
 #include <math.h>
 #include <stdint.h>
@@ -243,10 +244,70 @@ static void binary(int k, const ref_row &r)
     }
 }
 
+// EW_GRAD (ew_grad) against the CPU's cpu_gen_grad_f64 for each derivative of the kind, with y
+// the forward's output: f64 operands, f32 operands (read as double, rounded once, as exec_grad
+// does), and for binary kinds a broadcast b (a stride-0 f64 operand, as a wrapped scalar) beside
+// f32 a and y. Returns how many derivatives were checked.
+static int grad(int k, const ref_row &r)
+{
+    const ew_idx s = flat(N);
+    double pa = r.act ? PA : 0, pb = r.act ? PB : 0;
+    std::vector<double> ad = float_inputs(r.lo, r.hi, false), bd = float_inputs(-4, 4, true);
+    if (r.binary)
+        for (long i = 40; i < 60; i++) bd[i] = ad[i]; // equal pairs
+    std::vector<float> af(N), bf(N), yf(N);
+    for (long i = 0; i < N; i++) af[i] = (float)ad[i], bf[i] = (float)bd[i];
+    std::vector<double> a32(af.begin(), af.end()), b32(bf.begin(), bf.end()), yd(N), y32(N);
+    std::vector<double> bs(N, bd[7]), ys(N), want(N), got(N);
+    std::vector<float> gf(N);
+    if (r.binary) {
+        ref_binary_f64(k, ad.data(), bd.data(), yd.data(), N);
+        ref_binary_f64(k, a32.data(), b32.data(), y32.data(), N);
+        for (long i = 0; i < N; i++) yf[i] = (float)y32[i];
+        ref_binary_f64(k, a32.data(), bs.data(), ys.data(), N);
+    } else {
+        ref_unary_f64(k, pa, pb, ad.data(), yd.data(), N);
+        ref_unary_f32(k, pa, pb, af.data(), yf.data(), N);
+    }
+    for (long i = 0; i < N; i++) y32[i] = yf[i];
+    int done = 0;
+    for (int arg = 0; arg < 2; arg++) {
+        if (!r.grad[arg]) continue;
+        char what[64];
+        const double *b64 = r.binary ? bd.data() : NULL, *b32p = r.binary ? b32.data() : NULL;
+        if (!ref_grad_f64(k, arg, pa, pb, ad.data(), b64, yd.data(), want.data(), N)) {
+            check(r.name, "the CPU has no derivative", arg, 0, 0, 0, 1, 0, 0);
+            continue;
+        }
+        snprintf(what, sizeof what, "f64 ew_grad d%d", arg);
+        ew_grad(k, arg, r.binary, ad.data(), EW_F64, bd.data(), EW_F64, yd.data(), EW_F64,
+                got.data(), EW_F64, pa, pb, N, s);
+        for (long i = 0; i < N; i++) check(r.name, what, i, ad[i], bd[i], got[i], want[i], 1e-14, 1e-300);
+        ref_grad_f64(k, arg, pa, pb, a32.data(), b32p, y32.data(), want.data(), N);
+        snprintf(what, sizeof what, "f32 ew_grad d%d", arg);
+        ew_grad(k, arg, r.binary, af.data(), EW_F32, bf.data(), EW_F32, yf.data(), EW_F32,
+                gf.data(), EW_F32, pa, pb, N, s);
+        for (long i = 0; i < N; i++) check(r.name, what, i, af[i], bf[i], gf[i], (float)want[i], 0, 0);
+        if (r.binary) {
+            std::vector<float> ysf(N);
+            for (long i = 0; i < N; i++) ys[i] = ysf[i] = (float)ys[i];
+            ref_grad_f64(k, arg, pa, pb, a32.data(), bs.data(), ys.data(), want.data(), N);
+            ew_idx sb = s;
+            sb.st[1][0] = 0;
+            snprintf(what, sizeof what, "f32 ew_grad d%d, broadcast f64 b", arg);
+            ew_grad(k, arg, 1, af.data(), EW_F32, &bd[7], EW_F64, ysf.data(), EW_F32, gf.data(),
+                    EW_F32, pa, pb, N, sb);
+            for (long i = 0; i < N; i++) check(r.name, what, i, af[i], bd[7], gf[i], (float)want[i], 0, 0);
+        }
+        done++;
+    }
+    return done;
+}
+
 int main()
 {
-    int kinds = 0;
-    bool logit = false;
+    int kinds = 0, grads = 0;
+    bool logit = false, grad_logit = false, grad_logaddexp = false;
     for (int k = 0; k < ref_n_kinds(); k++) {
         ref_row r;
         if (!ref_kind(k, &r)) continue;
@@ -259,14 +320,26 @@ int main()
             fprintf(stderr, "ew_emu: %s has no CUDA kernel checked\n", r.name);
             failures++;
         }
+        int g = grad(k, r);
+        if (g != (int)r.grad[0] + (int)r.grad[1]) {
+            fprintf(stderr, "ew_emu: %s: %d of its derivatives checked\n", r.name, g);
+            failures++;
+        }
+        grads += g;
         kinds++;
         logit = logit || strcmp(r.name, "logit") == 0;
+        grad_logit = grad_logit || (g == 1 && strcmp(r.name, "logit") == 0);
+        grad_logaddexp = grad_logaddexp || (g == 2 && strcmp(r.name, "logaddexp") == 0);
+    }
+    if (!grad_logit || !grad_logaddexp) {
+        fprintf(stderr, "ew_emu: the derivatives of logit and logaddexp are not all checked\n");
+        failures++;
     }
     if (!logit) {
         fprintf(stderr, "ew_emu: logit is not among the kinds checked\n");
         failures++;
     }
-    printf("ew_emu: %d elementwise kinds, %d values compared, %d differ\n", kinds, checks,
-           failures);
+    printf("ew_emu: %d elementwise kinds, %d derivatives, %d values compared, %d differ\n", kinds,
+           grads, checks, failures);
     return failures ? 1 : 0;
 }

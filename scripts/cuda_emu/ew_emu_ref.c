@@ -8,13 +8,13 @@
 #include "ew_emu_ref.h"
 
 static const struct {
-    const char *name, *expr;
+    const char *name, *expr, *d[2];
     uint32_t flags;
     ir_dtype_rule rule;
     bool act;
 } rows[] = {
 #define X(kind, str, fam, fl, imin, imax, omin, omax, par, dt, doc, low, e, d0, d1, d2)            \
-    {str, #e, (fl), IR_DT_##dt, strcmp("em_p_" #par, "em_p_act") == 0},
+    {str, #e, {#d0, #d1}, (fl), IR_DT_##dt, strcmp("em_p_" #par, "em_p_act") == 0},
 #include "ir/ops.def"
 #undef X
 };
@@ -62,6 +62,9 @@ bool ref_kind(int k, ref_row *out)
     out->to_bool = out->binary && (r == IR_DT_COMPARE || r == IR_DT_LOGICAL);
     out->floats = out->binary ? !rule_in(r, not_float1 + 1, 2) : !rule_in(r, not_float1, 3);
     out->ints = out->binary ? rule_in(r, int2, 5) : rule_in(r, int1, 4);
+    for (int i = 0; i < 2; i++)
+        out->grad[i] =
+            (f & IR_DIFF) && (i == 0 || out->binary) && strcmp(rows[k].d[i], "IR_NOEXPR") != 0;
     out->lo = -4, out->hi = 4;
     for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++)
         if (strcmp(samples[i].name, out->name) == 0) {
@@ -102,4 +105,11 @@ void ref_binary_f64(int k, const double *a, const double *b, double *o, long n)
 void ref_binary_i64(int k, const int64_t *a, const int64_t *b, int64_t *o, long n, int bits)
 {
     cpu_gen_binary_i64((em_op_kind)k, a, b, o, n, bits);
+}
+
+bool ref_grad_f64(int k, int arg, double pa, double pb, const double *a, const double *b,
+                  const double *y, double *d, long n)
+{
+    em_params p = {.act = {.v = {pa, pb}}};
+    return cpu_gen_grad_f64((em_op_kind)k, arg, &p, a, b, y, d, n);
 }

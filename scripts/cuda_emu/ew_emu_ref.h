@@ -13,6 +13,7 @@ typedef struct ref_row {
     bool floats, ints;               /* has float kernels; has integer kernels */
     bool to_bool;                    /* a binary kind whose output is bool */
     bool sampled;                    /* lo, hi from tests/ew_samples.def */
+    bool grad[2];                    /* a derivative by input 0, 1 (EW_GRAD: d0, d1) */
     double lo, hi;
 } ref_row;
 
@@ -25,6 +26,10 @@ void ref_unary_i64(int k, double a, double b, const int64_t *x, int64_t *y, long
 void ref_unary_pred(int k, const double *x, uint8_t *y, long n);
 void ref_binary_f64(int k, const double *a, const double *b, double *o, long n);
 void ref_binary_i64(int k, const int64_t *a, const int64_t *b, int64_t *o, long n, int bits);
+/* EW_GRAD: d[i] = the derivative of kind k by input arg at a[i] (b[i]: binary kinds) and y[i];
+ * false where the CPU has no code for it */
+bool ref_grad_f64(int k, int arg, double pa, double pb, const double *a, const double *b,
+                  const double *y, double *d, long n);
 
 #ifdef __cplusplus
 }

@@ -1,12 +1,14 @@
 /* The CUDA elementwise family against the CPU backend on large and odd sizes: unary and binary
  * ops on f16, bf16, integer and bool dtypes, mixed-dtype and broadcast operands, transposed,
  * sliced and flipped views, the integer edge cases (division by zero, INT_MIN / -1, shifts
- * past the width), where / clamp / lerp, every cast pair, the creation ops and the random ops
+ * past the width), where / clamp / lerp, the gradients of logit and logaddexp (the op table's
+ * derivatives, EW_GRAD), every cast pair, the creation ops and the random ops
  * on the narrow float dtypes. Without a CUDA device it prints one line and passes. */
 #include <string.h>
 
 #include "backend/backend.h"
 #include "harness.h"
+#include "tensor/op.h"
 
 static em_device dev;
 
@@ -341,6 +343,81 @@ static void test_select(void)
         }
 }
 
+/* ---- gradients from the op table (EW_GRAD) ----------------------------------------------------
+ */
+
+/* t seen through `layout` (t contiguous [r, c]): its transpose, every other column or its rows
+ * reversed; the gradient flows back through the view to t. */
+static em_tensor *view(em_tensor *t, int layout)
+{
+    switch (layout) {
+    case L_TRANSPOSED: return em_transpose(t, 0, 1);
+    case L_SLICED: return em_slice(t, 1, 0, em_tensor_shape(t).dims[1], 2);
+    case L_FLIPPED: return em_flip(t, EM_AXES(0));
+    default: return t;
+    }
+}
+
+/* The gradient of sum(w * f(...)) for logit and logaddexp (whose backward rules take the
+ * derivative from the op table: an ew_grad record) on the device against the CPU, with strided
+ * views, a broadcast operand and f64 / f32 / bf16; and an ew_grad record of a kind with no
+ * derivative refused on the device as on the CPU. */
+static void test_grad(void)
+{
+    const em_dtype dts[] = {EM_F64, EM_F32, EM_BF16};
+    for (int t = 0; t < 3; t++)
+        for (int l = 0; l < L_COUNT; l++) {
+            em_scope_begin();
+            em_dtype dt = dts[t];
+            em_tensor *cx, *dx, *ca, *da, *cb, *db, *cw, *dw;
+            mk(EM_SHAPE(1031, 66), L_CONTIG, dt, 0.02, 0.98, false, &cx, &dx);
+            mk(EM_SHAPE(1031, 66), L_CONTIG, dt, -30, 30, false, &ca, &da);
+            mk(EM_SHAPE(66), L_CONTIG, EM_F32, -30, 30, false, &cb, &db);
+            em_shape ws = em_tensor_shape(view(cx, l));
+            mk(ws, L_CONTIG, dt, -2, 2, false, &cw, &dw);
+            em_tensor *leaves[2][4] = {{cx, ca, cb, NULL}, {dx, da, db, NULL}};
+            em_tensor *g[2][3];
+            for (int d = 0; d < 2; d++) {
+                for (int i = 0; i < 3; i++) em_requires_grad(leaves[d][i], true);
+                em_tensor *w = d ? dw : cw;
+                em_tensor *y1 = em_logit(view(leaves[d][0], l));
+                /* b [66] broadcast along the rows of a's view (its last dim is 66 when the view
+                   keeps the columns) */
+                em_tensor *av = view(leaves[d][1], l == L_FLIPPED ? l : L_CONTIG);
+                em_tensor *y2 = em_logaddexp(av, leaves[d][2]);
+                em_tensor *loss = em_add(em_sum(em_mul(y1, w), EM_ALL, false),
+                                         em_sum(em_mul(y2, em_logit(leaves[d][0])), EM_ALL, false));
+                em_grads *gr = em_backward(loss);
+                CHECK(gr, "grad %s %s: backward on %s (%s)", em_dtype_name(dt), layout_name[l],
+                      d ? "cuda:0" : "the CPU", em_last_error());
+                for (int i = 0; i < 3; i++) g[d][i] = gr ? em_grad(gr, leaves[d][i]) : NULL;
+            }
+            static const char *names[] = {"d/dx (logit)", "d/da (logaddexp)", "d/db (logaddexp)"};
+            for (int i = 0; i < 3; i++) {
+                char what[96];
+                snprintf(what, sizeof what, "grad %s %s %s", names[i], em_dtype_name(dt),
+                         layout_name[l]);
+                /* db sums 1031 rows of f32 or bf16 products */
+                double tl = i == 2 && dt != EM_F64 ? 50 * tol(EM_F32) : 4 * tol(dt);
+                compare(what, g[1][i], g[0][i], tl, tl);
+            }
+            em_scope_end();
+        }
+    em_scope_begin();
+    em_tensor *cx, *dx;
+    mk(EM_SHAPE(5, 7), L_CONTIG, EM_F32, -3, 3, false, &cx, &dx);
+    em_op floor_op = {.kind = EM_OP_FLOOR}, logit_op = {.kind = EM_OP_LOGIT};
+    em_tensor *dy = em_floor(dx), *cy = em_floor(cx);
+    CHECK(tn_ew_grad(&floor_op, 0, &cx, 1, cy) == NULL, "ew_grad of floor refused on the CPU");
+    CHECK_ERR(EM_ERR_UNSUPPORTED, "no derivative");
+    CHECK(tn_ew_grad(&floor_op, 0, &dx, 1, dy) == NULL, "ew_grad of floor refused on cuda:0");
+    CHECK(em_last_status() != EM_OK, "ew_grad of floor: an error on cuda:0");
+    em_clear_error();
+    compare("ew_grad logit [5, 7] f32", tn_ew_grad(&logit_op, 0, &dx, 1, em_logit(dx)),
+            tn_ew_grad(&logit_op, 0, &cx, 1, em_logit(cx)), 0, 0);
+    em_scope_end();
+}
+
 /* ---- casts ------------------------------------------------------------------------------------
  */
 
@@ -471,6 +548,7 @@ int main(void)
     test_row_broadcast();
     test_int_edges();
     test_select();
+    test_grad();
     test_cast();
     test_create();
     test_random();

@@ -1,10 +1,9 @@
 /* The CUDA elementwise family: supports() and exec() for unary, binary, comparison, logical,
- * bitwise and shift kinds of every dtype, WHERE, CLAMP, LERP, THRESHOLD_BACKWARD, CAST, the range
- * and triangle
- * creation ops, ONE_HOT, the random creation ops and DROPOUT. Contiguous same-dtype f32/f64 runs
- * take the vectorised kernels of rows.cu and cuda_kernels.c; everything else runs the
- * run-time-dtype kernels of kernels/ew.cu over rank-collapsed strides, with the CPU backend's
- * compute dtypes and conversions. */
+ * bitwise and shift kinds of every dtype, WHERE, CLAMP, LERP, THRESHOLD_BACKWARD, EW_GRAD, CAST,
+ * the range and triangle creation ops, ONE_HOT, the random creation ops and DROPOUT. Contiguous
+ * same-dtype f32/f64 runs take the vectorised kernels of rows.cu and cuda_kernels.c; everything
+ * else runs the run-time-dtype kernels of kernels/ew.cu over rank-collapsed strides, with the CPU
+ * backend's compute dtypes and conversions. */
 #include <stdio.h>
 #include <string.h>
 
@@ -70,7 +69,8 @@ bool cuda_ew_claims(em_op_kind k)
     case EM_OP_WHERE:
     case EM_OP_CLAMP:
     case EM_OP_LERP:
-    case EM_OP_THRESHOLD_BACKWARD: return true;
+    case EM_OP_THRESHOLD_BACKWARD:
+    case EM_OP_EW_GRAD: return true;
     default: return unary_kind(k) || binary_kind(k);
     }
 }
@@ -125,6 +125,20 @@ static int popcount2(int64_t f)
     return (int)(f & 1) + (int)((f >> 1) & 1);
 }
 
+/* EW_GRAD records whose forward kind has a derivative by the input (the grad_d cases of
+ * cuda_ew_gen.cuh, as cpu_gen_grad_f64 has them): x, y of a unary kind or a, b, y of a binary
+ * one, into a float output. Others are declined; the CPU refuses them with its message. */
+static bool grad_supported(const ir_op *op)
+{
+    int k = op->p.ew_grad.kind, arg = op->p.ew_grad.arg;
+    if (k < 0 || k >= EM_OP_COUNT || arg < 0 || arg > 1) return false;
+    em_op_kind fk = (em_op_kind)k;
+    if (!ir_has(fk, IR_DIFF) || !ir_info_of(fk)->d[arg][0]) return false;
+    bool shape =
+        (op->n_in == 2 && arg == 0 && unary_kind(fk)) || (op->n_in == 3 && binary_kind(fk));
+    return shape && ranks_ok(op) && em_dtype_is_float(op->out[0]->dtype);
+}
+
 bool cuda_ew_supports(const ir_op *op)
 {
     em_op_kind k = op->kind;
@@ -153,6 +167,7 @@ bool cuda_ew_supports(const ir_op *op)
         return op->n_in == 2 && ranks_ok(op) && em_dtype_is_float(od) && op->in[0]->dtype == od &&
                op->in[1]->dtype == od && same_shape(op->in[0], o) && same_shape(op->in[1], o);
     case EM_OP_CAST: return op->n_in == 1 && ranks_ok(op) && same_shape(op->in[0], o);
+    case EM_OP_EW_GRAD: return grad_supported(op);
     case EM_OP_ARANGE:
     case EM_OP_LINSPACE: return ir_is_contiguous(o);
     case EM_OP_EYE: return ir_is_contiguous(o) && o->rank == 2;
@@ -476,6 +491,29 @@ static em_status run_threshold_bwd(const ir_op *op, int dev, const char *what)
     return cuda_launch(dev, f, n, params, what);
 }
 
+/* EW_GRAD: operand 0 the forward's x (a), 1 its b (binary kinds), 2 its output y */
+static em_status run_grad(const ir_op *op, int dev, const char *what)
+{
+    const ir_tensor *o = op->out[0];
+    long long n = ir_numel(o);
+    if (n == 0) return EM_OK;
+    int binary = op->n_in == 3;
+    ir_tensor *ops[3] = {op->in[0], binary ? op->in[1] : NULL, op->in[op->n_in - 1]};
+    ew_idx s;
+    make_idx(&s, ops, 3, o);
+    void *ap = ir_ptr(ops[0]), *bp = binary ? ir_ptr(ops[1]) : NULL, *yp = ir_ptr(ops[2]),
+         *op_ = ir_ptr(o);
+    int kind = op->p.ew_grad.kind, arg = op->p.ew_grad.arg;
+    int da = dtc(ops[0]->dtype), db = binary ? dtc(ops[1]->dtype) : 0, dy = dtc(ops[2]->dtype),
+        dout = dtc(o->dtype);
+    double pa = op->p.ew_grad.act.v[0], pb = op->p.ew_grad.act.v[1];
+    CUfunction f = cuda_kernel(dev, "ew_grad", what);
+    if (!f) return em_last_status();
+    void *params[] = {&kind, &arg, &binary, &ap, &da, &bp, &db, &yp,
+                      &dy,   &op_, &dout,   &pa, &pb, &n,  &s};
+    return cuda_launch(dev, f, n, params, what);
+}
+
 /* ---- casts and creation -----------------------------------------------------------------------
  */
 
@@ -582,6 +620,7 @@ em_status cuda_ew_exec(const ir_op *op, int dev, const char *what)
     case EM_OP_CLAMP:
     case EM_OP_LERP: return run_select(op, dev, what);
     case EM_OP_THRESHOLD_BACKWARD: return run_threshold_bwd(op, dev, what);
+    case EM_OP_EW_GRAD: return run_grad(op, dev, what);
     case EM_OP_CAST: return run_cast(op, dev, what);
     case EM_OP_RAND_UNIFORM:
     case EM_OP_RAND_NORMAL:

@@ -1,5 +1,6 @@
 // Elementwise kernels for every dtype: unary math and activations, binary arithmetic,
-// comparisons, logical, bitwise and shift ops, where, clamp, lerp, casts and the creation ops
+// comparisons, logical, bitwise and shift ops, where, clamp, lerp, the derivatives of the op
+// table (EW_GRAD), casts and the creation ops
 // that write one value per element. Dtypes are run-time codes (em_dtype) and every load and
 // store goes through ew_getf / ew_geti / ew_setf / ew_seti, which copy the CPU backend's
 // conversions bit for bit (src/backend/cpu/cpu.h, src/core/dtype.c). Operands are strided
@@ -294,6 +295,19 @@ extern "C" __global__ void ew_threshold_bwd(const void *g, const void *y, void *
         ew_zero(o, dt, f[3]);
     else
         ew_conv(o, dt, f[3], g, dt, f[0]);
+    EW_END
+}
+
+// EW_GRAD (exec_grad in cpu_unary.c): the derivative of kind op by input arg at operand 0 (x or
+// a), operand 1 (b, read when binary) and operand 2 (y), each read as double whatever its dtype,
+// computed in double and rounded once to the output's dtype
+extern "C" __global__ void ew_grad(int op, int arg, int binary, const void *a, int da,
+                                   const void *b, int db, const void *y, int dy, void *o, int dout,
+                                   double pa, double pb, i64 n, ew_idx s)
+{
+    EW_LOOP(n)
+    double av = ew_getf(a, da, f[0]), bv = binary ? ew_getf(b, db, f[1]) : 0;
+    ew_setf(o, dout, f[3], grad_d(op, arg, av, bv, ew_getf(y, dy, f[2]), pa, pb));
     EW_END
 }
 
