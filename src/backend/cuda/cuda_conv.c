@@ -115,9 +115,9 @@ static bool conv_igemm_ok(const ir_op *op, const conv_arg *g, int64_t Cx, int64_
            Cy < 65536 && g->d[1] * g->k[1] < (1 << 15) && g->d[2] * g->k[2] < (1 << 15);
 }
 
-/* Whether the implicit GEMM takes 64-row tiles for M output rows: for M <= 64 (128-row tiles
- * measured faster for M = 256 on an H200 even with 1.5 waves of them). Config cuda_conv_tile =
- * 64 / 128 forces either. */
+/* Whether the implicit GEMM takes 64-row tiles for M output rows: for M <= 64 (from M = 256 on,
+ * 128-row tiles win even where they leave a half-empty last wave, bench/RESULTS.md). Config
+ * cuda_conv_tile = 64 / 128 forces either. */
 static bool conv_rows64(int64_t M)
 {
     if (core_cfg_is(CFG_CUDA_CONV_TILE, "64")) return true;
@@ -289,10 +289,10 @@ static bool conv_half_plain(const ir_op *op, const conv_arg *g, int64_t Cx, int6
  * where the shape allows it, else mma); for f32, sgt_im2col, and auto takes it from 128 input
  * channels where it fits; for f16/bf16 auto (the default) takes wgmma where it
  * applies (sm_90, stride 1, input channels a multiple of 64) for at least 64 output channels,
- * else columns for at least 128 output channels on sm_90, else mma, as measured on an H200
- * (bench/RESULTS.md); the faster paths only for at least 64 output positions per image (a weight
- * gradient's convolution, with the kernel's few taps as its output, would leave the column tiles
- * nearly empty). */
+ * else columns for at least 128 output channels on sm_90, else mma: the fastest of the three in
+ * each case (bench/RESULTS.md); the faster paths only for at least 64 output positions per image
+ * (a weight gradient's convolution, with the kernel's few taps as its output, would leave the
+ * column tiles nearly empty). */
 static conv_path conv_choose(int dev, const ir_op *op, const conv_arg *g, int64_t Cx, int64_t Cy,
                              int64_t G)
 {
@@ -300,8 +300,7 @@ static conv_path conv_choose(int dev, const ir_op *op, const conv_arg *g, int64_
     int64_t L = g->blk[1] * g->blk[2], rows = g->n * L, K = Cx * g->k[1] * g->k[2];
     if (op->out[0]->dtype == EM_F32) {
         /* sgt_im2col where it fits, else mma (ig_f32); auto: sgt_im2col from 128 input channels
-         * (H100: 1.38x / 1.40x / 1.10x ig_f32 at 128 / 256 / 512 channels, 0.90x at 64;
-         * bench/RESULTS.md) */
+         * (at 64 channels ig_f32 is faster; bench/RESULTS.md) */
         bool fits = conv_sgt_fits(dev, op, g, Cx, G), i2c = cuda_drv.cuTensorMapEncodeIm2col;
         bool autov = !strcmp(v, "auto");
         if (fits && i2c && ((v && !strcmp(v, "sgt_im2col")) || (autov && Cx >= 128 && L >= 64)))

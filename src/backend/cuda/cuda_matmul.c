@@ -38,7 +38,7 @@ void cuda_mm_geometry(const ir_op *op, cuda_mm_geom *s)
      * the other (a contiguous [.., M, K]): the batch folds into M, one 2-D product of
      * nbatch * M rows (the output is contiguous). The Hopper kernels take 2-D products only,
      * and short products fill the tiles badly: a linear layer's [16, 64, 256] @ [256, 8192]
-     * ran at half the speed of the same product as [1024, 256] @ [256, 8192]. */
+     * runs far slower as a batch than as the one product [1024, 256] @ [256, 8192]. */
     bool fold = s->R > 0 && !a1 && s->M > 0;
     int64_t step = s->M * s->sam;
     for (int d = s->R - 1; d >= 0 && fold; d--) {
@@ -246,7 +246,7 @@ static em_status run_tw(const tw_args *t, bool wide)
 
 /* ---- the tile width, tuned on first use ------------------------------------------------------
  * With config cuda_autotune on (the default), a product shape (type, layouts, M, N, K) of at
- * least 2^30 multiply-adds first runs both tile widths (a warm-up, then the best of three timed
+ * least 2^30 multiply-adds first runs both tile widths (a warm-up, then the best of five timed
  * runs each, synchronised) and keeps the faster; decisions are kept for the process and appended
  * to <cache dir>/cuda-mm-tune-sm<cc>-<SMs>.txt, read back on the next start; the product then
  * runs once more with the chosen width. Smaller products and cuda_autotune = off take the wave
@@ -346,9 +346,8 @@ static bool width_rule(const tw_args *t)
 }
 
 /* 256-column tiles (wide) or 128-column ones for t: the tuner's trials overrule the rule only
- * when the other width ran at least 3 % faster (the trials run on a GPU whose clock may still be
- * rising: 4096^3 f16 timed 0.241 ms wide against 0.240 narrow there, and then ran 0.209 wide
- * against 0.225 narrow). */
+ * when the other width ran at least 3 % faster: the trials run on a GPU whose clock may still be
+ * rising, where a narrow lead of one width can turn into a clear loss once the clock settles. */
 static bool tile_width(const tw_args *t)
 {
     if (core_cfg_is(CFG_CUDA_MM_TILE, "wide")) return true;
@@ -460,12 +459,11 @@ bool cuda_tf32_allowed(void)
  * slices are summed in order (deterministic), the epilogue applied by the sum. tile: the block
  * tile's side.
  * - 128 (one 8-warp block per multiprocessor): the count whose waves over the multiprocessors
- *   waste the least, each extra slice taken to cost 10 % (fitted to the H200's square products:
- *   1536^3 unsplit 293 us, 2 / 3 / 4 slices 255 / 236 / 229; 2048^3, 1.94 waves, unsplit 385
- *   us, 2 slices 448; 3072^3 unsplit 1431 us, 2 slices 1420).
+ *   waste the least, each extra slice taken to cost 10 % (fitted to square products: a split
+ *   pays where it fills a nearly empty last wave, not where the waves are nearly whole).
  * - 64 (2-warp blocks, up to 6 per multiprocessor): split only below one block each, into
- *   slices enough for 4 (on the H200, [512, 768] x [768, 768]: 96 blocks, 6 slices, 32 us
- *   against 48 unsplit; [512, 768] x [768, 2048]: 256 blocks, unsplit 51 us, 2 or 3 slices 60).
+ *   slices enough for 4 (with a block or more per multiprocessor the slices' extra reads and
+ *   sum cost more than the fuller waves save).
  * Slices are multiples of 8 and at least 128 long. Config cuda_split_k = n forces n slices where
  * K allows them (1: never split). Returns 1 when the product is wide enough already or K too
  * short to cut. */
@@ -496,11 +494,10 @@ static int split_k_parts(int dev, const mm_arg *s, int tile)
 /* ---- exact f32 fed by the copy engine (em_mm_sgt_<a><b>, kernels/matmul_sgt.cu) -------------
  * On sm_90, one product (no batch) with at least one 128 x 128 tile per multiprocessor that the
  * K split would leave whole (split_k_parts 1), both operands in a layout a tensor map takes
- * (16-byte aligned base, unit stride along one dim, the other a multiple of 4 floats). On the
- * H200 (3 rounds against em_mm_sgemm_v4_kn, ms): 2048^3 3.869 -> 3.641 (10 products), 4096^3
- * 3.056 -> 2.915, 8192^3 24.26 -> 22.61; torch (cuBLAS) 3.474 / 2.728 / 21.66. Products with
- * fewer tiles keep the 64-tile or split-K kernels (1536^3: three slices). Config cuda_f32_tma: off
- * never, on wherever the layout fits (tests), unset: the rule. */
+ * (16-byte aligned base, unit stride along one dim, the other a multiple of 4 floats): there it
+ * is faster than em_mm_sgemm_v4 (bench/RESULTS.md). Products with fewer tiles keep the 64-tile or
+ * split-K kernels (1536^3: three slices). Config cuda_f32_tma: off never, on wherever the layout
+ * fits (tests), unset: the rule. */
 static bool sgt_ok(int dev, const mm_arg *s)
 {
     if (core_cfg_is(CFG_CUDA_F32_TMA, "off")) return false;
@@ -544,13 +541,12 @@ static em_status run_sgt(const ir_op *op, const mm_arg *s, int dev, const char *
 /* The exact f32 kernels' block tile for s: 128 x 128 when there are two of those per
  * multiprocessor, or nine tenths of one and K >= 1024, or K >= 4096 (cut into slices, split_k_parts
  * on 128 tiles); else 64 x 64 (more, smaller blocks for a transformer's [512, 768] x [768, 768]: 24
- * tiles of 128 on 132 multiprocessors). On the H200, 2048^3 (256 tiles of 128): 385 us on 128
- * tiles, 586 on 64; 1536^3: 236 on 128 in 3 slices, 247 on 64. On the H100, a language model's
- * output layer (vocabulary 8192, 1024 tokens, width 256): its weight gradient [8192, 1024] x
- * [1024, 256] (128 tiles of 128 on 132 multiprocessors) 100.5 us on 128 tiles, 107.6 on 64; its
- * input gradient [1024, 8192] x [8192, 256] 107.3 us on 128 tiles in 8 slices, 113.8 on 64 in 16.
- * Shorter K with one or two tiles per multiprocessor (a weight gradient [3072, 512] x [512, 768])
- * was not measured on 128 tiles and keeps 64. Config cuda_f32_tile = 64 / 128 forces one. */
+ * tiles of 128 on 132 multiprocessors). With enough tiles, or a long K that fills nearly one
+ * wave of them or is cut into slices (a language model's output layer: its weight gradient
+ * [8192, 1024] x [1024, 256], 128 tiles of 128, and input gradient [1024, 8192] x [8192, 256]),
+ * 128 tiles are faster (bench/RESULTS.md). Shorter K with one or two tiles per multiprocessor (a
+ * weight gradient [3072, 512] x [512, 768]) has no evidence for 128 tiles and keeps 64. Config
+ * cuda_f32_tile = 64 / 128 forces one. */
 static int sgemm_tile(int dev, const mm_arg *s)
 {
     if (core_cfg_is(CFG_CUDA_F32_TILE, "64")) return 64;

@@ -87,9 +87,9 @@ template <typename T> __device__ void attn_rows(T *sc, const void *mask, attn_ge
 }
 
 // The same with one warp per row (AR_T / 32 rows per block) and no block barriers, for rows of
-// at most 2048 scores (a block of 256 threads per row of 256 spent most of its time in the
-// barriers: 28 us for 6144 rows on the H200). The row max is the same; the f64 row sum adds the
-// lanes' partial sums in a fixed order.
+// at most 2048 scores (a block of 256 threads per row of 256 spends most of its time in the
+// barriers). The row max is the same; the f64 row sum adds the lanes' partial sums in a fixed
+// order.
 template <typename T> __device__ void attn_rows_warp(T *sc, const void *mask, attn_geo g)
 {
     const T ninf = (T)-__longlong_as_double(0x7ff0000000000000ll);

@@ -160,8 +160,8 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
     const int tx = (w % WX) * 8 + lane % 8, ty = (w / WX) * 4 + lane / 8;
     const i64 M = s.M, N = s.N, K = s.K;
     // T = 64 (several blocks per multiprocessor): tiles in groups of 8 tile rows, column by
-    // column inside a group, so the blocks resident together share A and B rows in L2 (1024^3 on
-    // the H200: 0.0767 -> 0.0656 ms; on T = 128 it cost 0.8-1.0 % at 2048-4096 and was left out)
+    // column inside a group, so the blocks resident together share A and B rows in L2 (on
+    // T = 128, one block per multiprocessor, it cost more than it saved and is left out)
     i64 m0 = (i64)blockIdx.y * T, n0 = (i64)blockIdx.x * T;
     if (T == 64) {
         const unsigned nx = gridDim.x, pid = blockIdx.y * nx + blockIdx.x;
@@ -211,11 +211,9 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
         // The pipelined 64-tile kernel (PIPE, below) stores column c of row k at c ^ (k & SW)
         // (whole float4 keep their place): a warp's transposing stores of A write rows k, k + 4,
         // k + 8, k + 12 at 8 columns each, and with rows of T + 4 floats rows k and k + 8 fall
-        // on the same banks (two wavefronts per store). With SW = 8, 1024^3 on the H200 ran
-        // 0.593 ms against 0.629; on the other kernels the XORed addresses cost more than the
-        // conflicts (128 tiles at 2048-8192 0.4-1.2 % slower, 1.3 % more instructions at 4096
-        // although Nsight Compute's 4 % excess shared wavefronts went; the encoder's forward,
-        // B k-contiguous, 4.30 -> 4.64 ms), so there SW = 0 and the code is as before.
+        // on the same banks (two wavefronts per store), which SW = 8 avoids. On the other kernels
+        // the XORed addresses' extra instructions cost more than the conflicts they remove, so
+        // there SW = 0 and the addresses are plain.
         constexpr bool PIPE = T == 64 && AK && !BK;
         constexpr int SW = PIPE ? 8 : 0;
         auto store = [&](int buf) {
@@ -250,12 +248,11 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
         // T = 64 with A k-contiguous and B n-contiguous (a @ b of row-major matrices): the values
         // of step k + 1 are read from shared memory while step k's products run, and the next
         // tile is stored and the barrier passed before the last step's products, so the first
-        // step's reads wait behind them rather than stall every warp after the barrier (1024^3 on
-        // the H200: 0.658 -> 0.629 ms; 235 -> 237 registers, four blocks per multiprocessor
-        // either way). The other layouts' 64-tile kernels went from 168-195 registers (five or
-        // six blocks) to 225-247 (four) with it, and a transformer encoder's forward, whose
-        // x @ W^T products take them, from 4.34 to 4.42 ms, so they keep the plain order; on
-        // T = 128 it ran 4-5 % slower (ptxas schedules the one-block kernel's reads itself).
+        // step's reads wait behind them rather than stall every warp after the barrier (at the
+        // same number of resident blocks). The other layouts' 64-tile kernels would need enough
+        // registers with it to lose resident blocks, which slows the x @ W^T products that take
+        // them, so they keep the plain order; so does T = 128, where ptxas schedules the
+        // one-block kernel's reads better itself.
         float fa[2][8], fb[2][8];
         if (PIPE) sg_frag<T / 2>(fa[0], fb[0], As[0][0], Bs[0][0], ty, tx);
         int buf = 0;
@@ -290,8 +287,7 @@ __device__ __forceinline__ void sgemm_v4(const float *a, const float *b, float *
 }
 
 // One block per multiprocessor: its 157-159 registers stay unspilled (2 blocks would cap it
-// at 128 and spill; that measured 39.5 against 45.0 TFLOP/s at 4096 on the H200, and k tiles of 8
-// 43.1).
+// at 128 and spill: slower than one block, as are k tiles of 8; bench/RESULTS.md).
 // The 64 x 64 tiles (two warps) are for products with few 128 x 128 tiles: several blocks share
 // a multiprocessor.
 #define SGEMM_V4(name, AK, BK)                                                                     \

@@ -385,10 +385,9 @@ extern "C" __global__ void __launch_bounds__(256)
 // Sum (or mean) over the leading rows of a contiguous f32 [R, C] into y [C] (a bias gradient):
 // thread t of the grid's x walks rows [r0, r0 + rows) of columns 4t .. 4t + 3 (vec: float4
 // loads, C a multiple of 4 and x 16-byte aligned) or of column t, four rows at a time (16 or 4
-// loads in flight: with one float and two rows a [1024, 8192] column sum ran at 0.9 TB/s, short
-// of loads to cover the memory's latency), f64 sums, coalesced across the warp; blockIdx.y is the
-// row slice. One slice writes y, more write their partials to part [nsplit, C] for
-// em_rd_cols_fin_f32.
+// loads in flight: one float of two rows at a time leaves too few to cover the memory's
+// latency), f64 sums, coalesced across the warp; blockIdx.y is the row slice. One slice writes
+// y, more write their partials to part [nsplit, C] for em_rd_cols_fin_f32.
 template <int V>
 __device__ void rd_cols(const float *x, i64 R, i64 C, i64 rows, double *part, float *y, int mean)
 {
@@ -448,8 +447,8 @@ extern "C" __global__ void em_rd_cols_fin_f32(const double *part, i64 nsplit, i6
 
 // y[r] = the sum (mean) of row r of a contiguous f32 x [R, C]: `wide` rows (C >= 2048) take a
 // block of 256 threads each, others a warp (8 rows a block); f64 sums, float4 loads when vec
-// (x 16-byte aligned and C a multiple of 4). The reduce plan's path gave a [1024, 8192] row sum
-// 0.7 TB/s.
+// (x 16-byte aligned and C a multiple of 4): faster on such rows than the reduce plan's general
+// path (bench/RESULTS.md).
 extern "C" __global__ void __launch_bounds__(256)
     em_rd_rows_f32(const float *x, i64 R, i64 C, float *y, int mean, int wide, int vec)
 {
